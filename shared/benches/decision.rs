@@ -1,0 +1,157 @@
+//! Policy decision time on a full node: `classify` (QoS, feasibility, shortfall and victim
+//! selection) for a Deferred resize on a node with 110 pods, plus building that node's ledger.
+//!
+//! Criterion measures the mean/median; a second pass times 20,000 single decisions to report
+//! p50/p99, printed as a table and written to `target/bench/policy.json`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use resize_guard_policy::budget::Budgets;
+use resize_guard_policy::fixture::{PodBuilder, container, node};
+use resize_guard_policy::ledger::NodeLedger;
+use resize_guard_policy::policy::Policy;
+use resize_guard_policy::{Context, Verdict, classify};
+
+const PODS_PER_NODE: usize = 110;
+
+/// A 64-core node packed with 109 small pods of mixed priority plus the resizing pod.
+fn full_node() -> (Node, Vec<Pod>, Pod, Pod) {
+    let n = node("n1", "64", "256Gi");
+    let old = PodBuilder::new("prod", "model-server")
+        .node("n1")
+        .priority(1_000_000)
+        .container(container("server").guaranteed("2", "8Gi"))
+        .init_container(container("proxy").guaranteed("100m", "128Mi").sidecar())
+        .running(0)
+        .qos_status("Guaranteed")
+        .build();
+    let new = PodBuilder::new("prod", "model-server")
+        .node("n1")
+        .priority(1_000_000)
+        .container(container("server").guaranteed("2", "8Gi"))
+        .init_container(container("proxy").guaranteed("100m", "128Mi").sidecar())
+        .running(0)
+        .qos_status("Guaranteed")
+        .resize("server", "cpu", "4")
+        .build();
+    let mut pods = vec![old.clone()];
+    for i in 0..PODS_PER_NODE - 1 {
+        pods.push(
+            PodBuilder::new(
+                if i % 3 == 0 { "batch" } else { "web" },
+                &format!("pod-{i}"),
+            )
+            .node("n1")
+            .priority((i % 7) as i32 * 1000)
+            .label("app", &format!("app-{}", i % 10))
+            .container(container("c").guaranteed("560m", "2Gi"))
+            .running(i as i64)
+            .build(),
+        );
+    }
+    (n, pods, old, new)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+fn main() {
+    let (n, pods, old, new) = full_node();
+    let policy = Policy::default();
+    let budgets = Budgets::default();
+    let ledger = NodeLedger::new(&n, &pods);
+    let ctx = Context {
+        ledger: Some(&ledger),
+        budgets: &budgets,
+        policy: &policy,
+        install_namespace: "resize-guard",
+    };
+    let verdict = classify(&old, &new, &ctx);
+    let victims = match &verdict {
+        Verdict::Deferred(d) => d
+            .plan
+            .as_ref()
+            .expect("scenario must have a plan")
+            .victims
+            .len(),
+        other => panic!("benchmark scenario must be Deferred, got {other:?}"),
+    };
+
+    let mut c = Criterion::default()
+        .configure_from_args()
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_secs(1));
+    c.bench_function("classify_deferred_110_pods", |b| {
+        b.iter(|| classify(black_box(&old), black_box(&new), black_box(&ctx)))
+    });
+    c.bench_function("ledger_build_110_pods", |b| {
+        b.iter(|| NodeLedger::new(black_box(&n), black_box(&pods)))
+    });
+
+    let mut rows = Vec::new();
+    for (name, f) in [
+        (
+            "classify (deferred, victim selection)",
+            Box::new(|| {
+                black_box(classify(&old, &new, &ctx));
+            }) as Box<dyn Fn()>,
+        ),
+        (
+            "ledger build",
+            Box::new(|| {
+                black_box(NodeLedger::new(&n, &pods));
+            }),
+        ),
+        (
+            "ledger build + classify",
+            Box::new(|| {
+                let l = NodeLedger::new(&n, &pods);
+                let ctx = Context {
+                    ledger: Some(&l),
+                    ..ctx
+                };
+                black_box(classify(&old, &new, &ctx));
+            }),
+        ),
+    ] {
+        for _ in 0..1_000 {
+            f();
+        }
+        let mut samples: Vec<Duration> = (0..20_000)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .collect();
+        samples.sort();
+        rows.push((name, percentile(&samples, 0.5), percentile(&samples, 0.99)));
+    }
+
+    println!(
+        "\npolicy decision, node with {PODS_PER_NODE} pods ({victims} victims chosen), 20000 samples"
+    );
+    println!("{:<40} {:>10} {:>10}", "operation", "p50 µs", "p99 µs");
+    let mut json = Vec::new();
+    for (name, p50, p99) in &rows {
+        let (a, b) = (p50.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6);
+        println!("{name:<40} {a:>10.2} {b:>10.2}");
+        json.push(format!(
+            "{{\"operation\":\"{name}\",\"p50_us\":{a:.3},\"p99_us\":{b:.3}}}"
+        ));
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let body = format!(
+            "{{\"pods_per_node\":{PODS_PER_NODE},\"victims\":{victims},\"results\":[{}]}}\n",
+            json.join(",")
+        );
+        let _ = std::fs::write(dir.join("policy.json"), body);
+    }
+}

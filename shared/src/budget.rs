@@ -1,0 +1,203 @@
+//! PodDisruptionBudgets as the preemption code sees them: which pods each one covers and how
+//! many disruptions it still allows.
+//!
+//! [`Budgets::violations`] is upstream `filterPodsWithPDBViolation`
+//! (`pkg/scheduler/framework/preemption/preemption.go`): walk the pods in the given order,
+//! decrement every matching budget's `disruptionsAllowed` (unless the pod is already listed in
+//! `status.disruptedPods`), and flag a pod as violating when any of its budgets goes below zero.
+//! A budget with an empty or invalid selector matches nothing; a pod without labels matches none.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use crate::selector::Selector;
+
+/// One PDB, compiled for matching.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    selector: Option<Selector>,
+    /// `status.disruptionsAllowed`.
+    pub disruptions_allowed: i32,
+    disrupted: BTreeSet<String>,
+}
+
+impl Budget {
+    /// Compiles a PDB.
+    pub fn new(pdb: &PodDisruptionBudget) -> Budget {
+        let selector = pdb
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .and_then(|ls| Selector::from_label_selector(ls).ok())
+            .filter(|s| !s.is_empty());
+        let status = pdb.status.as_ref();
+        Budget {
+            namespace: pdb.metadata.namespace.clone().unwrap_or_default(),
+            name: pdb.metadata.name.clone().unwrap_or_default(),
+            selector,
+            disruptions_allowed: status.and_then(|s| s.disruptions_allowed).unwrap_or(0),
+            disrupted: status
+                .and_then(|s| s.disrupted_pods.as_ref())
+                .map(|d| d.keys().cloned().collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// True when this budget covers a pod with these namespace and labels.
+    pub fn covers(&self, namespace: &str, labels: Option<&BTreeMap<String, String>>) -> bool {
+        let has_labels = labels.is_some_and(|l| !l.is_empty());
+        has_labels
+            && self.namespace == namespace
+            && self.selector.as_ref().is_some_and(|s| s.matches(labels))
+    }
+}
+
+/// A pod as far as budgets care.
+#[derive(Debug, Clone, Copy)]
+pub struct BudgetSubject<'a> {
+    /// Namespace.
+    pub namespace: &'a str,
+    /// Name (budgets list disrupted pods by name).
+    pub name: &'a str,
+    /// Labels.
+    pub labels: Option<&'a BTreeMap<String, String>>,
+}
+
+/// All PDBs of the cluster (or of the namespaces of interest).
+#[derive(Debug, Clone, Default)]
+pub struct Budgets {
+    budgets: Vec<Budget>,
+}
+
+impl Budgets {
+    /// Compiles a set of PDBs.
+    pub fn new<'a>(pdbs: impl IntoIterator<Item = &'a PodDisruptionBudget>) -> Budgets {
+        Budgets {
+            budgets: pdbs.into_iter().map(Budget::new).collect(),
+        }
+    }
+
+    /// True when there are no budgets.
+    pub fn is_empty(&self) -> bool {
+        self.budgets.is_empty()
+    }
+
+    /// Names of the budgets covering a pod.
+    pub fn covering(&self, subject: BudgetSubject<'_>) -> Vec<&str> {
+        self.budgets
+            .iter()
+            .filter(|b| b.covers(subject.namespace, subject.labels))
+            .map(|b| b.name.as_str())
+            .collect()
+    }
+
+    /// Upstream `filterPodsWithPDBViolation`: for pods in the given order, whether evicting each
+    /// (together with the ones before it) would break a budget.
+    pub fn violations(&self, subjects: &[BudgetSubject<'_>]) -> Vec<bool> {
+        let mut allowed: Vec<i32> = self.budgets.iter().map(|b| b.disruptions_allowed).collect();
+        subjects
+            .iter()
+            .map(|s| {
+                let mut violated = false;
+                for (i, b) in self.budgets.iter().enumerate() {
+                    if !b.covers(s.namespace, s.labels) || b.disrupted.contains(s.name) {
+                        continue;
+                    }
+                    allowed[i] -= 1;
+                    if allowed[i] < 0 {
+                        violated = true;
+                    }
+                }
+                violated
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::policy::v1::{PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+    use k8s_openapi::jiff::Timestamp;
+
+    fn pdb(ns: &str, app: Option<&str>, allowed: i32, disrupted: &[&str]) -> PodDisruptionBudget {
+        let mut p = PodDisruptionBudget::default();
+        p.metadata.namespace = Some(ns.into());
+        p.metadata.name = Some(format!("pdb-{}", app.unwrap_or("empty")));
+        p.spec = Some(PodDisruptionBudgetSpec {
+            selector: Some(LabelSelector {
+                match_labels: app.map(|a| [("app".to_owned(), a.to_owned())].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        p.status = Some(PodDisruptionBudgetStatus {
+            disruptions_allowed: Some(allowed),
+            disrupted_pods: Some(
+                disrupted
+                    .iter()
+                    .map(|n| ((*n).to_owned(), Time(Timestamp::UNIX_EPOCH)))
+                    .collect(),
+            ),
+            ..Default::default()
+        });
+        p
+    }
+
+    fn labels(app: &str) -> BTreeMap<String, String> {
+        [("app".to_owned(), app.to_owned())].into()
+    }
+
+    #[test]
+    fn budget_is_consumed_in_order_and_then_violated() {
+        let b = Budgets::new(&[pdb("ns", Some("db"), 1, &[])]);
+        let l = labels("db");
+        let s = |name| BudgetSubject {
+            namespace: "ns",
+            name,
+            labels: Some(&l),
+        };
+        assert_eq!(
+            b.violations(&[s("a"), s("b"), s("c")]),
+            vec![false, true, true]
+        );
+    }
+
+    #[test]
+    fn already_disrupted_pods_do_not_consume_the_budget() {
+        let b = Budgets::new(&[pdb("ns", Some("db"), 0, &["a"])]);
+        let l = labels("db");
+        let s = |name| BudgetSubject {
+            namespace: "ns",
+            name,
+            labels: Some(&l),
+        };
+        assert_eq!(b.violations(&[s("a"), s("b")]), vec![false, true]);
+    }
+
+    #[test]
+    fn other_namespaces_empty_selectors_and_unlabelled_pods_never_match() {
+        let b = Budgets::new(&[pdb("other", Some("db"), 0, &[]), pdb("ns", None, 0, &[])]);
+        let l = labels("db");
+        let subject = BudgetSubject {
+            namespace: "ns",
+            name: "a",
+            labels: Some(&l),
+        };
+        assert_eq!(b.violations(&[subject]), vec![false]);
+        let b = Budgets::new(&[pdb("ns", Some("db"), 0, &[])]);
+        let bare = BudgetSubject {
+            namespace: "ns",
+            name: "a",
+            labels: None,
+        };
+        assert_eq!(b.violations(&[bare]), vec![false]);
+        assert_eq!(b.covering(subject), vec!["pdb-db"]);
+    }
+}

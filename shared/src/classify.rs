@@ -1,0 +1,169 @@
+//! The one entry point both programs use: what is this resize?
+//!
+//! [`classify`] judges a `pods/resize` request (old stored pod, new pod) in the order the API
+//! server and the kubelet would: nothing to do → QoS class change (built-in validation refuses it)
+//! → Infeasible (kubelet `allocation_manager`, memory checked first) → fits now or Deferred, with a
+//! preemption plan for the Deferred case. [`assess`] is the same judgement for a pod whose resize
+//! is already stored (the controller's view of a Deferred pod).
+
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+
+use crate::budget::Budgets;
+use crate::ledger::NodeLedger;
+use crate::pod::{self, PodKey};
+use crate::policy::Policy;
+use crate::qos::{current_qos_class, spec_qos_class};
+use crate::quantity::ResourceName;
+use crate::repair::{culprits, repair, targets};
+use crate::requests::{Accounting, spec_requests};
+use crate::resources::Resources;
+use crate::verdict::{Deferral, Denial, Fit, Infeasibility, QosChange, Verdict};
+use crate::victims::{Preemptor, select_victims};
+
+/// Everything besides the pod that a decision reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// The node the pod is bound to, with its pods; `None` if unbound or not (yet) known.
+    pub ledger: Option<&'a NodeLedger>,
+    /// PodDisruptionBudgets.
+    pub budgets: &'a Budgets,
+    /// The policy in force.
+    pub policy: &'a Policy,
+    /// resize-guard's own namespace (always excluded).
+    pub install_namespace: &'a str,
+}
+
+/// Classifies a resize from `old` (stored) to `new` (requested).
+pub fn classify(old: &Pod, new: &Pod, ctx: &Context<'_>) -> Verdict {
+    let (Some(old_spec), Some(new_spec)) = (old.spec.as_ref(), new.spec.as_ref()) else {
+        return Verdict::Skipped("pod has no spec".to_owned());
+    };
+    if let Some(v) = precheck(new, ctx) {
+        return v;
+    }
+    if !resources_changed(old_spec, new_spec) {
+        return Verdict::NoChange;
+    }
+    let from = current_qos_class(old);
+    let to = spec_qos_class(new_spec);
+    if from != to {
+        return Verdict::QosChange(QosChange {
+            from,
+            to,
+            culprits: culprits(old_spec, from, new_spec, to),
+            repair: repair(old_spec, from, new_spec),
+        });
+    }
+    // The resize strategy keeps the stored status, so allocated/actual come from `old`.
+    judge_room(new, new_spec, old.status.as_ref(), ctx)
+}
+
+/// Judges a pod whose desired resources are already in its spec: Infeasible, Fits or Deferred.
+pub fn assess(pod: &Pod, ctx: &Context<'_>) -> Verdict {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Verdict::Skipped("pod has no spec".to_owned());
+    };
+    if let Some(v) = precheck(pod, ctx) {
+        return v;
+    }
+    judge_room(pod, spec, pod.status.as_ref(), ctx)
+}
+
+fn precheck(pod: &Pod, ctx: &Context<'_>) -> Option<Verdict> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    if ctx.policy.excludes_namespace(ns, ctx.install_namespace) {
+        return Some(Verdict::Skipped(format!(
+            "namespace {ns} is excluded by policy"
+        )));
+    }
+    if let Err(e) = pod::validate_quantities(pod) {
+        return Some(Verdict::Denied(Denial::InvalidQuantity(e.to_string())));
+    }
+    None
+}
+
+fn judge_room(pod: &Pod, spec: &PodSpec, status: Option<&PodStatus>, ctx: &Context<'_>) -> Verdict {
+    let Some(ledger) = ctx.ledger else {
+        return Verdict::Skipped(match pod::node_name(pod) {
+            Some(n) => format!("node {n} is not known to resize-guard yet"),
+            None => {
+                "pod is not bound to a node; the scheduler places it at its new size".to_owned()
+            }
+        });
+    };
+    // Kubelet Infeasible check: the pod's total desired request against allocatable, memory first.
+    let desired = spec_requests(spec, None, Accounting::Desired);
+    for name in [ResourceName::Memory, ResourceName::Cpu] {
+        if desired.get(name) > ledger.allocatable.get(name) {
+            return Verdict::Infeasible(Infeasibility {
+                node: ledger.node.clone(),
+                resource: name,
+                requested: desired.get(name),
+                allocatable: ledger.allocatable.get(name),
+            });
+        }
+    }
+    let key = PodKey::of(pod);
+    let request = spec_requests(spec, status, Accounting::Resizing);
+    let used = ledger.used_by_others(&key.uid);
+    if (request + used).fits_in(ledger.allocatable) {
+        return Verdict::Fits(Fit {
+            node: ledger.node.clone(),
+            request,
+            used,
+            allocatable: ledger.allocatable,
+        });
+    }
+    let preemptor = Preemptor {
+        priority: pod::priority(pod),
+        never_preempts: pod::never_preempts(pod),
+        critical: pod::is_critical(pod),
+        request,
+        key,
+    };
+    Verdict::Deferred(Deferral {
+        node: ledger.node.clone(),
+        request,
+        used,
+        allocatable: ledger.allocatable,
+        shortfall: (request + used).excess_over(ledger.allocatable),
+        plan: select_victims(&preemptor, ledger, ctx.budgets, ctx.policy),
+    })
+}
+
+/// True when any cpu/memory request or limit differs (by value, not spelling) anywhere a resize
+/// can change it: containers, init containers, pod-level resources.
+pub fn resources_changed(old: &PodSpec, new: &PodSpec) -> bool {
+    let values = |spec: &PodSpec| -> Vec<(crate::repair::Target, Resources, Resources, [bool; 4])> {
+        let mut all = targets(spec);
+        if let Some(r) = spec.resources.as_ref()
+            && !all.iter().any(|(t, _)| *t == crate::repair::Target::Pod)
+        {
+            all.push((crate::repair::Target::Pod, Some(r)));
+        }
+        all.into_iter()
+            .map(|(t, r)| {
+                let req = r.and_then(|r| r.requests.as_ref());
+                let lim = r.and_then(|r| r.limits.as_ref());
+                let has = |l: Option<&crate::resources::ResourceList>, k: &str| {
+                    l.is_some_and(|l| l.contains_key(k))
+                };
+                (
+                    t,
+                    Resources::from_opt_list(req),
+                    Resources::from_opt_list(lim),
+                    [
+                        has(req, "cpu"),
+                        has(req, "memory"),
+                        has(lim, "cpu"),
+                        has(lim, "memory"),
+                    ],
+                )
+            })
+            .collect()
+    };
+    values(old) != values(new)
+}
+
+#[cfg(test)]
+mod tests;

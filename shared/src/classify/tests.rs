@@ -1,0 +1,418 @@
+//! Classification end to end: the field-test walls (DESIGN §1) and every verdict's outcome under
+//! each policy knob.
+
+use super::*;
+use crate::fixture::{PodBuilder, container, node};
+use crate::policy::{Mode, OnQosChange};
+use crate::verdict::{Action, Outcome};
+use k8s_openapi::api::core::v1::Node;
+
+const NS: &str = "resize-guard";
+
+/// The field-test node: t3.medium, 1930m allocatable.
+fn t3_medium() -> Node {
+    node("n1", "1930m", "3Gi")
+}
+
+fn app(cpu: &str) -> PodBuilder {
+    PodBuilder::new("prod", "app")
+        .node("n1")
+        .priority(1000)
+        .container(container("app").guaranteed(cpu, "256Mi"))
+        .running(0)
+        .qos_status("Guaranteed")
+}
+
+fn filler() -> Pod {
+    PodBuilder::new("batch", "filler")
+        .node("n1")
+        .container(container("work").guaranteed("1500m", "256Mi"))
+        .running(5)
+        .build()
+}
+
+struct World {
+    ledger: NodeLedger,
+    budgets: Budgets,
+    policy: Policy,
+}
+
+impl World {
+    fn new(pods: &[Pod]) -> World {
+        World {
+            ledger: NodeLedger::new(&t3_medium(), pods),
+            budgets: Budgets::default(),
+            policy: Policy::default(),
+        }
+    }
+    fn ctx(&self) -> Context<'_> {
+        Context {
+            ledger: Some(&self.ledger),
+            budgets: &self.budgets,
+            policy: &self.policy,
+            install_namespace: NS,
+        }
+    }
+    fn classify(&self, old: &Pod, new: &Pod) -> Verdict {
+        classify(old, new, &self.ctx())
+    }
+}
+
+fn resized(cpu: &str) -> Pod {
+    app("250m").resize("app", "cpu", cpu).build()
+}
+
+#[test]
+fn field_test_550m_is_deferred_with_the_kubelet_message_and_a_plan() {
+    let old = app("250m").build();
+    let w = World::new(&[old.clone(), filler()]);
+    let v = w.classify(&old, &resized("550m"));
+    let Verdict::Deferred(d) = &v else {
+        panic!("{v:?}")
+    };
+    assert_eq!(d.shortfall.cpu, 120);
+    assert_eq!(
+        d.kubelet_message(),
+        "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930"
+    );
+    let plan = d.plan.as_ref().unwrap();
+    assert_eq!(plan.victims[0].key.to_string(), "batch/filler");
+    let msg = v.message();
+    assert!(
+        msg.contains("cpu 120m") && msg.contains("will preempt: batch/filler (priority 0)"),
+        "{msg}"
+    );
+    assert_eq!(v.label(), "deferred-preemptible");
+    let out = v.outcome(&w.policy);
+    assert_eq!(out.action, Action::Allow);
+    assert_eq!(out.warnings.len(), 1);
+}
+
+#[test]
+fn field_test_2430m_is_infeasible_and_denied_with_the_nodes_numbers() {
+    let old = app("250m").build();
+    let w = World::new(&[old.clone(), filler()]);
+    let v = w.classify(&old, &resized("2430m"));
+    let Verdict::Infeasible(i) = &v else {
+        panic!("{v:?}")
+    };
+    assert_eq!((i.requested, i.allocatable), (2430, 1930));
+    assert_eq!(
+        i.kubelet_message(),
+        "Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930"
+    );
+    let Outcome {
+        action, decision, ..
+    } = v.outcome(&w.policy);
+    let Action::Deny(msg) = action else { panic!() };
+    assert!(
+        msg.contains("node n1") && msg.contains("2430m") && msg.contains("1930m"),
+        "{msg}"
+    );
+    assert_eq!(decision, "infeasible");
+}
+
+#[test]
+fn infeasible_reports_memory_first_like_the_kubelet() {
+    let old = app("250m").build();
+    let mut new = resized("2430m");
+    new.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .requests
+        .as_mut()
+        .unwrap()
+        .insert("memory".into(), Quantity("4Gi".into()));
+    new.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .limits
+        .as_mut()
+        .unwrap()
+        .insert("memory".into(), Quantity("4Gi".into()));
+    let w = World::new(std::slice::from_ref(&old));
+    let Verdict::Infeasible(i) = w.classify(&old, &new) else {
+        panic!()
+    };
+    assert_eq!(i.resource, ResourceName::Memory);
+}
+
+#[test]
+fn infeasible_can_be_allowed_with_a_warning_by_policy() {
+    let old = app("250m").build();
+    let mut w = World::new(std::slice::from_ref(&old));
+    w.policy.feasibility.reject_infeasible = false;
+    let out = w.classify(&old, &resized("2430m")).outcome(&w.policy);
+    assert_eq!(out.action, Action::Allow);
+    assert_eq!(out.warnings.len(), 1);
+}
+
+#[test]
+fn a_resize_that_fits_is_allowed_silently() {
+    let old = app("250m").build();
+    let w = World::new(std::slice::from_ref(&old));
+    let v = w.classify(&old, &resized("550m"));
+    assert!(matches!(v, Verdict::Fits(_)), "{v:?}");
+    let out = v.outcome(&w.policy);
+    assert_eq!(out.action, Action::Allow);
+    assert!(out.warnings.is_empty());
+}
+
+#[test]
+fn deleting_the_filler_makes_the_deferred_resize_fit() {
+    let old = app("250m").build();
+    let w = World::new(std::slice::from_ref(&old));
+    assert!(matches!(
+        w.classify(&old, &resized("550m")),
+        Verdict::Fits(_)
+    ));
+}
+
+#[test]
+fn unchanged_values_in_other_spelling_are_no_change() {
+    let old = app("250m").build();
+    let mut new = old.clone();
+    let r = new.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap();
+    r.requests
+        .as_mut()
+        .unwrap()
+        .insert("cpu".into(), Quantity("0.25".into()));
+    r.limits
+        .as_mut()
+        .unwrap()
+        .insert("cpu".into(), Quantity("0.25".into()));
+    let w = World::new(std::slice::from_ref(&old));
+    assert_eq!(w.classify(&old, &new), Verdict::NoChange);
+}
+
+#[test]
+fn qos_change_is_denied_by_default_with_culprits_and_the_fix() {
+    let old = app("250m").build();
+    let mut new = old.clone();
+    new.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .requests
+        .as_mut()
+        .unwrap()
+        .insert("cpu".into(), Quantity("500m".into()));
+    let w = World::new(std::slice::from_ref(&old));
+    let v = w.classify(&old, &new);
+    let Verdict::QosChange(q) = &v else {
+        panic!("{v:?}")
+    };
+    assert_eq!((q.from, q.to), (QosClass::Guaranteed, QosClass::Burstable));
+    assert!(q.repair.is_some());
+    let Action::Deny(msg) = v.outcome(&w.policy).action else {
+        panic!()
+    };
+    assert!(msg.contains("from Guaranteed to Burstable"), "{msg}");
+    assert!(
+        msg.contains("container app: cpu request 500m ≠ limit 250m"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("Pod QOS Class may not change as a result of resizing"),
+        "{msg}"
+    );
+    assert!(msg.contains("limits.cpu 250m → 500m"), "{msg}");
+}
+
+#[test]
+fn qos_change_is_repaired_when_policy_says_so() {
+    let old = app("250m").build();
+    let mut new = old.clone();
+    new.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .requests
+        .as_mut()
+        .unwrap()
+        .insert("cpu".into(), Quantity("500m".into()));
+    let mut w = World::new(std::slice::from_ref(&old));
+    w.policy.qos.on_change = OnQosChange::Repair;
+    let out = w.classify(&old, &new).outcome(&w.policy);
+    let Action::Repair(fix) = &out.action else {
+        panic!("{out:?}")
+    };
+    assert_eq!(out.decision, "qos-repaired");
+    assert!(out.warnings[0].contains("keep QoS class Guaranteed"));
+    // The repaired pod classifies as a plain resize.
+    let mut repaired = new.clone();
+    fix.apply(repaired.spec.as_mut().unwrap());
+    assert!(matches!(w.classify(&old, &repaired), Verdict::Fits(_)));
+}
+
+#[test]
+fn qos_change_without_a_repair_is_denied_even_in_repair_mode() {
+    let old = PodBuilder::new("prod", "be")
+        .node("n1")
+        .container(container("app"))
+        .running(0)
+        .qos_status("BestEffort")
+        .build();
+    let new = PodBuilder::new("prod", "be")
+        .node("n1")
+        .container(container("app").request("cpu", "100m"))
+        .build();
+    let mut w = World::new(std::slice::from_ref(&old));
+    w.policy.qos.on_change = OnQosChange::Repair;
+    let v = w.classify(&old, &new);
+    let Action::Deny(msg) = v.outcome(&w.policy).action else {
+        panic!()
+    };
+    assert!(msg.contains("BestEffort pod cannot gain"), "{msg}");
+}
+
+#[test]
+fn qos_is_checked_before_feasibility() {
+    let old = app("250m").build();
+    let mut new = old.clone();
+    new.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .requests
+        .as_mut()
+        .unwrap()
+        .insert("cpu".into(), Quantity("5".into()));
+    let w = World::new(std::slice::from_ref(&old));
+    assert!(matches!(w.classify(&old, &new), Verdict::QosChange(_)));
+}
+
+#[test]
+fn stuck_deferred_is_warned_or_denied_by_policy() {
+    let old = app("250m").never_preempt().build();
+    let mut w = World::new(&[old.clone(), filler()]);
+    let new = app("250m")
+        .never_preempt()
+        .resize("app", "cpu", "550m")
+        .build();
+    let v = w.classify(&old, &new);
+    assert_eq!(v.label(), "deferred-stuck");
+    assert!(
+        v.message().contains("this resize will wait"),
+        "{}",
+        v.message()
+    );
+    assert!(
+        v.message().contains("preemptionPolicy: Never"),
+        "{}",
+        v.message()
+    );
+    assert_eq!(v.outcome(&w.policy).action, Action::Allow);
+    w.policy.feasibility.reject_stuck_deferred = true;
+    assert!(matches!(v.outcome(&w.policy).action, Action::Deny(_)));
+}
+
+#[test]
+fn deferred_awaiting_termination_says_so() {
+    let old = app("250m").build();
+    let leaving = PodBuilder::new("batch", "leaving")
+        .node("n1")
+        .container(container("w").guaranteed("1500m", "256Mi"))
+        .running(5)
+        .terminating()
+        .build();
+    let w = World::new(&[old.clone(), leaving]);
+    let v = w.classify(&old, &resized("550m"));
+    assert_eq!(v.label(), "deferred-awaiting-termination");
+    assert!(
+        v.message().contains("terminating pods batch/leaving"),
+        "{}",
+        v.message()
+    );
+}
+
+#[test]
+fn audit_mode_never_denies_but_says_what_it_would_do() {
+    let old = app("250m").build();
+    let mut w = World::new(&[old.clone(), filler()]);
+    w.policy.mode = Mode::Audit;
+    let out = w.classify(&old, &resized("2430m")).outcome(&w.policy);
+    assert_eq!(out.action, Action::Allow);
+    assert_eq!(out.decision, "would-deny:infeasible");
+    assert!(out.warnings[0].starts_with("resize-guard (audit mode) would deny"));
+}
+
+#[test]
+fn excluded_namespaces_and_the_install_namespace_are_skipped() {
+    let w = World::new(&[]);
+    for ns in ["kube-system", NS] {
+        let old = PodBuilder::new(ns, "x")
+            .node("n1")
+            .container(container("c").guaranteed("1", "1Gi"))
+            .build();
+        let new = PodBuilder::new(ns, "x")
+            .node("n1")
+            .container(container("c").guaranteed("9", "1Gi"))
+            .build();
+        assert!(
+            matches!(w.classify(&old, &new), Verdict::Skipped(_)),
+            "{ns}"
+        );
+    }
+}
+
+#[test]
+fn unbound_pods_and_unknown_nodes_are_skipped() {
+    let policy = Policy::default();
+    let budgets = Budgets::default();
+    let ctx = Context {
+        ledger: None,
+        budgets: &budgets,
+        policy: &policy,
+        install_namespace: NS,
+    };
+    let old = app("250m").build();
+    let v = classify(&old, &resized("550m"), &ctx);
+    assert!(
+        matches!(&v, Verdict::Skipped(why) if why.contains("n1")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn invalid_quantities_are_denied_not_panicked_on() {
+    let old = app("250m").build();
+    let mut new = old.clone();
+    new.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .requests
+        .as_mut()
+        .unwrap()
+        .insert("cpu".into(), Quantity("lots".into()));
+    let w = World::new(std::slice::from_ref(&old));
+    let v = w.classify(&old, &new);
+    assert!(matches!(v, Verdict::Denied(_)));
+    assert!(v.message().contains("lots"));
+}
+
+#[test]
+fn assess_judges_a_stored_deferred_pod_like_the_controller_sees_it() {
+    let stored = resized("550m");
+    let w = World::new(&[stored.clone(), filler()]);
+    let v = assess(&stored, &w.ctx());
+    let Verdict::Deferred(d) = v else { panic!() };
+    assert_eq!(d.plan.unwrap().victims.len(), 1);
+}
+
+#[test]
+fn a_shrink_always_fits() {
+    let old = app("400m").build();
+    let w = World::new(&[old.clone(), filler()]);
+    let new = app("400m").resize("app", "cpu", "300m").build();
+    assert!(matches!(w.classify(&old, &new), Verdict::Fits(_)));
+}
+
+use crate::qos::QosClass;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;

@@ -1,0 +1,299 @@
+//! Builders for pods and nodes shaped like the ones the API server stores.
+//!
+//! Used by this crate's tests and benchmark, and by the webhook's and controller's tests, so every
+//! suite builds the same realistic objects (running pods carry `allocatedResources` and
+//! `resources` in their container statuses, as the kubelet writes them).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerStatus, Node, NodeSpec, NodeStatus, Pod, PodCondition, PodSpec, PodStatus,
+    ResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::pod::{RESIZE_PENDING, is_sidecar};
+use crate::resources::ResourceList;
+
+/// Builds one container's resources.
+#[derive(Debug, Clone)]
+pub struct ContainerBuilder {
+    container: Container,
+}
+
+/// Starts a container named `name` with no resources.
+pub fn container(name: &str) -> ContainerBuilder {
+    ContainerBuilder {
+        container: Container {
+            name: name.to_owned(),
+            image: Some("registry.example/app:1".to_owned()),
+            ..Default::default()
+        },
+    }
+}
+
+fn insert(list: &mut Option<ResourceList>, resource: &str, q: &str) {
+    list.get_or_insert_with(BTreeMap::new)
+        .insert(resource.to_owned(), Quantity(q.to_owned()));
+}
+
+impl ContainerBuilder {
+    fn resources(&mut self) -> &mut ResourceRequirements {
+        self.container
+            .resources
+            .get_or_insert_with(Default::default)
+    }
+
+    /// Sets a request.
+    pub fn request(mut self, resource: &str, q: &str) -> Self {
+        insert(&mut self.resources().requests, resource, q);
+        self
+    }
+
+    /// Sets a limit.
+    pub fn limit(mut self, resource: &str, q: &str) -> Self {
+        insert(&mut self.resources().limits, resource, q);
+        self
+    }
+
+    /// Sets request and limit to the same value.
+    pub fn both(self, resource: &str, q: &str) -> Self {
+        self.request(resource, q).limit(resource, q)
+    }
+
+    /// Guaranteed-shaped: cpu and memory requests equal to limits.
+    pub fn guaranteed(self, cpu: &str, memory: &str) -> Self {
+        self.both("cpu", cpu).both("memory", memory)
+    }
+
+    /// Makes this (init) container a sidecar (`restartPolicy: Always`).
+    pub fn sidecar(mut self) -> Self {
+        self.container.restart_policy = Some("Always".to_owned());
+        self
+    }
+
+    /// The container.
+    pub fn build(self) -> Container {
+        self.container
+    }
+}
+
+/// Builds a pod.
+#[derive(Debug, Clone)]
+pub struct PodBuilder {
+    pod: Pod,
+}
+
+impl PodBuilder {
+    /// A pod `namespace/name` with UID `namespace-name`, generation 1 and no containers.
+    pub fn new(namespace: &str, name: &str) -> Self {
+        let mut pod = Pod::default();
+        pod.metadata.namespace = Some(namespace.to_owned());
+        pod.metadata.name = Some(name.to_owned());
+        pod.metadata.uid = Some(format!("{namespace}-{name}"));
+        pod.metadata.generation = Some(1);
+        pod.spec = Some(PodSpec::default());
+        PodBuilder { pod }
+    }
+
+    fn spec(&mut self) -> &mut PodSpec {
+        self.pod.spec.get_or_insert_with(Default::default)
+    }
+
+    fn status(&mut self) -> &mut PodStatus {
+        self.pod.status.get_or_insert_with(Default::default)
+    }
+
+    /// Binds the pod to a node.
+    pub fn node(mut self, node: &str) -> Self {
+        self.spec().node_name = Some(node.to_owned());
+        self
+    }
+
+    /// Sets `spec.priority`.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.spec().priority = Some(priority);
+        self
+    }
+
+    /// Sets `spec.preemptionPolicy: Never`.
+    pub fn never_preempt(mut self) -> Self {
+        self.spec().preemption_policy = Some("Never".to_owned());
+        self
+    }
+
+    /// Adds a label.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.pod
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// Adds an annotation.
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.pod
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// Adds a regular container.
+    pub fn container(mut self, c: ContainerBuilder) -> Self {
+        self.spec().containers.push(c.build());
+        self
+    }
+
+    /// Adds an init container (a sidecar if built with [`ContainerBuilder::sidecar`]).
+    pub fn init_container(mut self, c: ContainerBuilder) -> Self {
+        self.spec()
+            .init_containers
+            .get_or_insert_with(Vec::new)
+            .push(c.build());
+        self
+    }
+
+    /// Sets a pod-level request.
+    pub fn pod_request(mut self, resource: &str, q: &str) -> Self {
+        let r = self.spec().resources.get_or_insert_with(Default::default);
+        insert(&mut r.requests, resource, q);
+        self
+    }
+
+    /// Sets a pod-level limit.
+    pub fn pod_limit(mut self, resource: &str, q: &str) -> Self {
+        let r = self.spec().resources.get_or_insert_with(Default::default);
+        insert(&mut r.limits, resource, q);
+        self
+    }
+
+    /// Sets `spec.overhead` for one resource.
+    pub fn overhead(mut self, resource: &str, q: &str) -> Self {
+        insert(&mut self.spec().overhead, resource, q);
+        self
+    }
+
+    /// Marks the pod Running as the kubelet reports it after admitting the current spec:
+    /// every container's `allocatedResources` and `resources` equal its spec, `startTime` is
+    /// `start_seconds` after the epoch, and pod-level status mirrors pod-level resources.
+    pub fn running(mut self, start_seconds: i64) -> Self {
+        let spec = self.spec().clone();
+        let status = self.status();
+        status.phase = Some("Running".to_owned());
+        status.start_time = Timestamp::from_second(start_seconds).ok().map(Time);
+        status.container_statuses = Some(spec.containers.iter().map(admitted_status).collect());
+        let sidecars: Vec<ContainerStatus> = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .filter(|c| is_sidecar(c))
+            .map(admitted_status)
+            .collect();
+        status.init_container_statuses = (!sidecars.is_empty()).then_some(sidecars);
+        if let Some(pod_level) = spec.resources.as_ref() {
+            status.resources = Some(pod_level.clone());
+            status.allocated_resources = pod_level.requests.clone();
+        }
+        self
+    }
+
+    /// Sets `status.qosClass` (the API server sets it on create).
+    pub fn qos_status(mut self, class: &str) -> Self {
+        self.status().qos_class = Some(class.to_owned());
+        self
+    }
+
+    /// Changes a container's spec (request and limit alike) without touching its status, as a
+    /// stored `pods/resize` does; bumps the generation.
+    pub fn resize(mut self, container_name: &str, resource: &str, q: &str) -> Self {
+        let generation = self.pod.metadata.generation.unwrap_or(1) + 1;
+        self.pod.metadata.generation = Some(generation);
+        let spec = self.spec();
+        let all = spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten());
+        for c in all.filter(|c| c.name == container_name) {
+            let r = c.resources.get_or_insert_with(Default::default);
+            insert(&mut r.requests, resource, q);
+            if r.limits.as_ref().is_some_and(|l| l.contains_key(resource)) {
+                insert(&mut r.limits, resource, q);
+            }
+        }
+        self
+    }
+
+    /// Adds the kubelet's `PodResizePending` condition for the current generation.
+    pub fn resize_pending(mut self, reason: &str, message: &str) -> Self {
+        let generation = self.pod.metadata.generation;
+        let cond = PodCondition {
+            type_: RESIZE_PENDING.to_owned(),
+            status: "True".to_owned(),
+            reason: Some(reason.to_owned()),
+            message: Some(message.to_owned()),
+            observed_generation: generation,
+            ..Default::default()
+        };
+        self.status()
+            .conditions
+            .get_or_insert_with(Vec::new)
+            .push(cond);
+        self
+    }
+
+    /// Sets `metadata.deletionTimestamp`: the pod is terminating.
+    pub fn terminating(mut self) -> Self {
+        self.pod.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        self
+    }
+
+    /// Sets `status.phase`.
+    pub fn phase(mut self, phase: &str) -> Self {
+        self.status().phase = Some(phase.to_owned());
+        self
+    }
+
+    /// The pod.
+    pub fn build(self) -> Pod {
+        self.pod
+    }
+}
+
+fn admitted_status(c: &Container) -> ContainerStatus {
+    ContainerStatus {
+        name: c.name.clone(),
+        image: c.image.clone().unwrap_or_default(),
+        image_id: String::new(),
+        ready: true,
+        restart_count: 0,
+        started: Some(true),
+        allocated_resources: c.resources.as_ref().and_then(|r| r.requests.clone()),
+        resources: c.resources.clone(),
+        ..Default::default()
+    }
+}
+
+/// A Ready node with the given allocatable (and equal capacity) cpu and memory, room for 110 pods.
+pub fn node(name: &str, cpu: &str, memory: &str) -> Node {
+    let list: ResourceList = [
+        ("cpu".to_owned(), Quantity(cpu.to_owned())),
+        ("memory".to_owned(), Quantity(memory.to_owned())),
+        ("pods".to_owned(), Quantity("110".to_owned())),
+    ]
+    .into();
+    let mut n = Node::default();
+    n.metadata.name = Some(name.to_owned());
+    n.spec = Some(NodeSpec::default());
+    n.status = Some(NodeStatus {
+        allocatable: Some(list.clone()),
+        capacity: Some(list),
+        ..Default::default()
+    });
+    n
+}

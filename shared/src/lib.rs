@@ -1,0 +1,30 @@
+//! # resize-guard-policy
+//!
+//! Everything resize-guard decides about an in-place pod resize, as pure synchronous functions
+//! over k8s-openapi types: the webhook and the controller call the same code, so what one denies
+//! the other refuses to act on. No kube client, no async runtime, no HTTP.
+//!
+//! Data flow: a [`pod`] and a node become a [`ledger::NodeLedger`] (kubelet accounting from
+//! [`requests`]); [`classify::classify`] compares the old and new pod ([`qos`], feasibility,
+//! shortfall) and, for a Deferred resize, asks [`victims::select_victims`] for a plan; the result
+//! is a [`verdict::Verdict`] whose [`verdict::Verdict::disposition`] under a [`policy::Policy`]
+//! says allow, warn, repair or deny.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod budget;
+pub mod classify;
+pub mod fixture;
+pub mod ledger;
+pub mod pod;
+pub mod policy;
+pub mod qos;
+pub mod quantity;
+pub mod repair;
+pub mod requests;
+pub mod resources;
+pub mod selector;
+pub mod verdict;
+pub mod victims;
+
+pub use classify::{Context, assess, classify};
+pub use verdict::{Action, Outcome, Verdict};

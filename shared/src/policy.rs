@@ -1,0 +1,244 @@
+//! The resize-guard policy: the typed, validated contents of ConfigMap `resize-guard`, key
+//! `policy.yaml` (DESIGN §6).
+//!
+//! Every key has a default, so an empty document is the default policy. Unknown keys and bad
+//! values are errors that name the key and the line, because a silently ignored typo in a
+//! preemption policy is how pods get evicted by surprise. Callers keep the last good policy when
+//! a new one fails to parse.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::selector::Selector;
+
+/// Whether resize-guard acts or only reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Deny, repair and preempt.
+    #[default]
+    Enforce,
+    /// Never deny or preempt; warn and emit `Would…` events.
+    Audit,
+}
+
+/// What to do with a resize that would change the pod's QoS class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnQosChange {
+    /// Deny it with a message naming the containers and the fix.
+    #[default]
+    Reject,
+    /// Change the requested resources minimally so the class is kept, when possible.
+    Repair,
+}
+
+/// How victims are removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PdbMode {
+    /// Evict through the Eviction API; never break a PodDisruptionBudget.
+    #[default]
+    Respect,
+    /// Delete like kube-scheduler does: PDBs only steer the choice of victims.
+    BestEffort,
+}
+
+/// `qos:` section.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct QosPolicy {
+    /// `qos.onChange`.
+    pub on_change: OnQosChange,
+}
+
+/// `feasibility:` section.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct FeasibilityPolicy {
+    /// Deny resizes larger than the node's allocatable.
+    pub reject_infeasible: bool,
+    /// Deny Deferred resizes that no preemption can resolve.
+    pub reject_stuck_deferred: bool,
+    /// Patch drifted Infeasible pods back to their actual resources (controller).
+    pub revert_infeasible: bool,
+}
+
+impl Default for FeasibilityPolicy {
+    fn default() -> Self {
+        FeasibilityPolicy {
+            reject_infeasible: true,
+            reject_stuck_deferred: false,
+            revert_infeasible: false,
+        }
+    }
+}
+
+/// `preemption:` section.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PreemptionPolicy {
+    /// Preempt at all.
+    pub enabled: bool,
+    /// PDB handling.
+    pub pdb: PdbMode,
+    /// Most victims one resize may cost (at least 1).
+    #[serde(deserialize_with = "at_least_one")]
+    pub max_victims_per_resize: u32,
+    /// Cap on a victim's termination grace period.
+    pub max_grace_period_seconds: u32,
+    /// How long a resize must have been Deferred before preempting.
+    pub min_deferred_seconds: u32,
+    /// Namespaces whose pods are never victims.
+    pub protected_namespaces: Vec<String>,
+    /// Pods matching this label selector are never victims.
+    pub protected_selector: ProtectedSelector,
+}
+
+impl Default for PreemptionPolicy {
+    fn default() -> Self {
+        PreemptionPolicy {
+            enabled: true,
+            pdb: PdbMode::Respect,
+            max_victims_per_resize: 5,
+            max_grace_period_seconds: 30,
+            min_deferred_seconds: 0,
+            protected_namespaces: vec!["kube-system".to_owned()],
+            protected_selector: ProtectedSelector::default(),
+        }
+    }
+}
+
+/// `namespaces:` section.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct NamespacePolicy {
+    /// Namespaces resize-guard ignores (the install namespace is always added).
+    pub exclude: Vec<String>,
+}
+
+impl Default for NamespacePolicy {
+    fn default() -> Self {
+        NamespacePolicy {
+            exclude: vec!["kube-system".to_owned()],
+        }
+    }
+}
+
+/// The whole policy.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Policy {
+    /// `mode`.
+    pub mode: Mode,
+    /// `qos`.
+    pub qos: QosPolicy,
+    /// `feasibility`.
+    pub feasibility: FeasibilityPolicy,
+    /// `preemption`.
+    pub preemption: PreemptionPolicy,
+    /// `namespaces`.
+    pub namespaces: NamespacePolicy,
+}
+
+/// A policy document that does not parse or validate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct PolicyError {
+    /// 1-based line of the offending key or value, when known.
+    pub line: Option<usize>,
+    /// 1-based column, when known.
+    pub column: Option<usize>,
+    /// What is wrong, naming the key.
+    pub message: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.line, self.column) {
+            (Some(l), Some(c)) => write!(f, "policy.yaml line {l}, column {c}: {}", self.message),
+            (Some(l), None) => write!(f, "policy.yaml line {l}: {}", self.message),
+            _ => write!(f, "policy.yaml: {}", self.message),
+        }
+    }
+}
+
+impl Policy {
+    /// Parses and validates a `policy.yaml` document. An empty document is the default policy.
+    pub fn from_yaml(doc: &str) -> Result<Policy, PolicyError> {
+        let blank = doc
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#') || l.trim() == "---");
+        if blank {
+            return Ok(Policy::default());
+        }
+        serde_yaml_ng::from_str(doc).map_err(|e| {
+            let loc = e.location();
+            let text = e.to_string();
+            // serde_yaml_ng appends " at line L column C"; the location is reported separately.
+            let message = match text.rfind(" at line ") {
+                Some(i) if loc.is_some() => text[..i].to_owned(),
+                _ => text,
+            };
+            PolicyError {
+                line: loc.as_ref().map(|l| l.line()),
+                column: loc.as_ref().map(|l| l.column()),
+                message,
+            }
+        })
+    }
+
+    /// The policy as YAML, for logs (`effective policy`).
+    pub fn to_yaml(&self) -> String {
+        serde_yaml_ng::to_string(self).unwrap_or_else(|e| format!("<unprintable policy: {e}>"))
+    }
+
+    /// True when resize-guard must leave pods of this namespace alone.
+    pub fn excludes_namespace(&self, namespace: &str, install_namespace: &str) -> bool {
+        namespace == install_namespace || self.namespaces.exclude.iter().any(|n| n == namespace)
+    }
+
+    /// True in audit mode.
+    pub fn is_audit(&self) -> bool {
+        self.mode == Mode::Audit
+    }
+}
+
+/// `preemption.protectedSelector`: a label selector in `kubectl -l` syntax, validated on load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtectedSelector(pub Selector);
+
+impl Default for ProtectedSelector {
+    fn default() -> Self {
+        // A constant, valid selector.
+        ProtectedSelector(Selector::parse("resize-guard.io/protected=true").unwrap_or_default())
+    }
+}
+
+impl<'de> Deserialize<'de> for ProtectedSelector {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Selector::parse(&s)
+            .map(ProtectedSelector)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for ProtectedSelector {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0.to_string())
+    }
+}
+
+fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let v = u32::deserialize(d)?;
+    if v == 0 {
+        return Err(serde::de::Error::custom(
+            "maxVictimsPerResize must be at least 1 (set preemption.enabled: false to turn preemption off)",
+        ));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,129 @@
+//! Parsing, defaults and line-precise errors of `policy.yaml`.
+
+use super::*;
+
+#[test]
+fn empty_document_is_the_default_policy() {
+    for doc in ["", "   \n", "# nothing\n---\n"] {
+        assert_eq!(Policy::from_yaml(doc).unwrap(), Policy::default());
+    }
+}
+
+#[test]
+fn defaults_match_the_design() {
+    let p = Policy::default();
+    assert_eq!(p.mode, Mode::Enforce);
+    assert_eq!(p.qos.on_change, OnQosChange::Reject);
+    assert!(p.feasibility.reject_infeasible);
+    assert!(!p.feasibility.reject_stuck_deferred);
+    assert!(!p.feasibility.revert_infeasible);
+    assert!(p.preemption.enabled);
+    assert_eq!(p.preemption.pdb, PdbMode::Respect);
+    assert_eq!(p.preemption.max_victims_per_resize, 5);
+    assert_eq!(p.preemption.max_grace_period_seconds, 30);
+    assert_eq!(p.preemption.min_deferred_seconds, 0);
+    assert_eq!(p.preemption.protected_namespaces, vec!["kube-system"]);
+    assert_eq!(
+        p.preemption.protected_selector.0.to_string(),
+        "resize-guard.io/protected=true"
+    );
+    assert_eq!(p.namespaces.exclude, vec!["kube-system"]);
+}
+
+#[test]
+fn parses_the_full_design_example() {
+    let doc = r#"
+mode: audit
+qos:
+  onChange: repair
+feasibility:
+  rejectInfeasible: false
+  rejectStuckDeferred: true
+  revertInfeasible: true
+preemption:
+  enabled: true
+  pdb: bestEffort
+  maxVictimsPerResize: 3
+  maxGracePeriodSeconds: 10
+  minDeferredSeconds: 20
+  protectedNamespaces: [kube-system, databases]
+  protectedSelector: "tier in (db, cache)"
+namespaces:
+  exclude: [kube-system, monitoring]
+"#;
+    let p = Policy::from_yaml(doc).unwrap();
+    assert_eq!(p.mode, Mode::Audit);
+    assert_eq!(p.qos.on_change, OnQosChange::Repair);
+    assert!(!p.feasibility.reject_infeasible && p.feasibility.reject_stuck_deferred);
+    assert_eq!(p.preemption.pdb, PdbMode::BestEffort);
+    assert_eq!(p.preemption.max_victims_per_resize, 3);
+    assert_eq!(p.preemption.min_deferred_seconds, 20);
+    assert_eq!(
+        p.preemption.protected_namespaces,
+        vec!["kube-system", "databases"]
+    );
+    assert_eq!(p.namespaces.exclude, vec!["kube-system", "monitoring"]);
+}
+
+#[test]
+fn partial_sections_keep_the_other_defaults() {
+    let p = Policy::from_yaml("preemption:\n  maxVictimsPerResize: 2\n").unwrap();
+    assert_eq!(p.preemption.max_victims_per_resize, 2);
+    assert_eq!(p.preemption.max_grace_period_seconds, 30);
+    assert!(p.feasibility.reject_infeasible);
+}
+
+#[test]
+fn unknown_keys_are_errors_naming_the_key_and_line() {
+    let e = Policy::from_yaml("mode: enforce\npreemption:\n  maxVictim: 3\n").unwrap_err();
+    assert_eq!(e.line, Some(3), "{e}");
+    assert!(e.message.contains("maxVictim"), "{e}");
+    assert!(e.to_string().starts_with("policy.yaml line 3"), "{e}");
+    let e = Policy::from_yaml("modes: audit\n").unwrap_err();
+    assert_eq!(e.line, Some(1));
+    assert!(e.message.contains("modes"), "{e}");
+}
+
+#[test]
+fn bad_values_are_errors_naming_the_key_and_line() {
+    let e = Policy::from_yaml("qos:\n  onChange: fix\n").unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+    assert!(
+        e.message.contains("fix") && e.message.contains("onChange"),
+        "{e}"
+    );
+
+    let e = Policy::from_yaml("preemption:\n  maxVictimsPerResize: 0\n").unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+    assert!(e.message.contains("maxVictimsPerResize"), "{e}");
+
+    let e = Policy::from_yaml("preemption:\n  maxGracePeriodSeconds: -5\n").unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+
+    let e = Policy::from_yaml("feasibility:\n  rejectInfeasible: maybe\n").unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+
+    let e = Policy::from_yaml("preemption:\n  protectedSelector: \"env in prod\"\n").unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+    assert!(e.message.contains("env in prod"), "{e}");
+}
+
+#[test]
+fn a_document_that_is_not_a_mapping_is_an_error() {
+    assert!(Policy::from_yaml("- a\n- b\n").is_err());
+    assert!(Policy::from_yaml("mode: [").is_err());
+}
+
+#[test]
+fn yaml_round_trips_for_logging() {
+    let p = Policy::from_yaml("mode: audit\npreemption:\n  pdb: bestEffort\n").unwrap();
+    assert_eq!(Policy::from_yaml(&p.to_yaml()).unwrap(), p);
+}
+
+#[test]
+fn install_namespace_is_always_excluded() {
+    let p = Policy::default();
+    assert!(p.excludes_namespace("resize-guard", "resize-guard"));
+    assert!(p.excludes_namespace("kube-system", "resize-guard"));
+    assert!(!p.excludes_namespace("default", "resize-guard"));
+}

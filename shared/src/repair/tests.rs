@@ -1,0 +1,224 @@
+//! QoS repair and culprit naming.
+
+use super::*;
+use crate::fixture::{PodBuilder, container};
+use k8s_openapi::api::core::v1::Pod;
+
+fn spec(p: &Pod) -> &PodSpec {
+    p.spec.as_ref().unwrap()
+}
+
+fn guaranteed() -> PodBuilder {
+    PodBuilder::new("ns", "p").container(container("app").guaranteed("250m", "64Mi"))
+}
+
+fn requests_only(cpu: &str) -> Pod {
+    guaranteed().build().tap_request("app", "cpu", cpu)
+}
+
+trait Tap {
+    fn tap_request(self, c: &str, r: &str, q: &str) -> Pod;
+    fn tap_limit(self, c: &str, r: &str, q: &str) -> Pod;
+}
+
+impl Tap for Pod {
+    fn tap_request(mut self, c: &str, r: &str, q: &str) -> Pod {
+        let ctr = self
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers
+            .iter_mut()
+            .find(|x| x.name == c)
+            .unwrap();
+        ctr.resources
+            .as_mut()
+            .unwrap()
+            .requests
+            .as_mut()
+            .unwrap()
+            .insert(r.into(), Quantity(q.into()));
+        self
+    }
+    fn tap_limit(mut self, c: &str, r: &str, q: &str) -> Pod {
+        let ctr = self
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers
+            .iter_mut()
+            .find(|x| x.name == c)
+            .unwrap();
+        ctr.resources
+            .as_mut()
+            .unwrap()
+            .limits
+            .as_mut()
+            .unwrap()
+            .insert(r.into(), Quantity(q.into()));
+        self
+    }
+}
+
+#[test]
+fn requests_only_resize_of_a_guaranteed_pod_moves_the_limit_along() {
+    let old = guaranteed().build();
+    let new = requests_only("500m");
+    assert_eq!(spec_qos_class(spec(&new)), QosClass::Burstable);
+    let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
+    assert_eq!(fix.changes.len(), 1);
+    let c = &fix.changes[0];
+    assert_eq!(c.target, Target::Container("app".into()));
+    assert_eq!((c.resource, c.field), (ResourceName::Cpu, Field::Limits));
+    assert_eq!((c.from.as_deref(), c.to.as_str()), (Some("250m"), "500m"));
+    assert_eq!(fix.describe(), "container app: limits.cpu 250m → 500m");
+    let mut repaired = spec(&new).clone();
+    fix.apply(&mut repaired);
+    assert_eq!(spec_qos_class(&repaired), QosClass::Guaranteed);
+}
+
+#[test]
+fn limits_only_resize_moves_the_request_along() {
+    let old = guaranteed().build();
+    let new = guaranteed().build().tap_limit("app", "memory", "128Mi");
+    let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
+    assert_eq!(fix.changes.len(), 1);
+    assert_eq!(fix.changes[0].field, Field::Requests);
+    assert_eq!(fix.changes[0].to, "128Mi");
+}
+
+#[test]
+fn when_both_changed_differently_the_request_wins() {
+    let old = guaranteed().build();
+    let new = requests_only("500m").tap_limit("app", "cpu", "400m");
+    let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
+    assert_eq!(fix.changes.len(), 1);
+    assert_eq!(
+        (fix.changes[0].field, fix.changes[0].to.as_str()),
+        (Field::Limits, "500m")
+    );
+}
+
+#[test]
+fn repairs_every_container_that_needs_it() {
+    let two = || {
+        PodBuilder::new("ns", "p")
+            .container(container("a").guaranteed("250m", "64Mi"))
+            .container(container("b").guaranteed("250m", "64Mi"))
+    };
+    let old = two().build();
+    let new = two()
+        .build()
+        .tap_request("a", "cpu", "300m")
+        .tap_request("b", "memory", "100Mi");
+    let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
+    assert_eq!(fix.changes.len(), 2);
+}
+
+#[test]
+fn pod_level_guaranteed_pods_are_repaired_at_pod_level() {
+    let b = || {
+        PodBuilder::new("ns", "p")
+            .pod_request("cpu", "1")
+            .pod_limit("cpu", "1")
+            .pod_request("memory", "1Gi")
+            .pod_limit("memory", "1Gi")
+            .container(container("app"))
+    };
+    let old = b().build();
+    let new = b().pod_request("cpu", "2").build();
+    let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
+    assert_eq!(fix.changes[0].target, Target::Pod);
+    assert_eq!(fix.changes[0].to, "2");
+}
+
+#[test]
+fn no_repair_for_best_effort_or_burstable_pods() {
+    let be = PodBuilder::new("ns", "p")
+        .container(container("app"))
+        .build();
+    let gaining = PodBuilder::new("ns", "p")
+        .container(container("app").request("cpu", "100m"))
+        .build();
+    assert_eq!(
+        repair(spec(&be), QosClass::BestEffort, spec(&gaining)),
+        None
+    );
+    let burstable = PodBuilder::new("ns", "p")
+        .container(
+            container("app")
+                .request("cpu", "100m")
+                .limit("cpu", "200m")
+                .both("memory", "1Gi"),
+        )
+        .build();
+    let now_equal = PodBuilder::new("ns", "p")
+        .container(container("app").guaranteed("200m", "1Gi"))
+        .build();
+    assert_eq!(
+        repair(spec(&burstable), QosClass::Burstable, spec(&now_equal)),
+        None
+    );
+}
+
+#[test]
+fn culprits_name_the_container_resource_and_values() {
+    let old = guaranteed().build();
+    let new = requests_only("500m");
+    let c = culprits(
+        spec(&old),
+        QosClass::Guaranteed,
+        spec(&new),
+        QosClass::Burstable,
+    );
+    assert_eq!(c.len(), 1);
+    assert_eq!(
+        c[0].describe(),
+        "container app: cpu request 500m ≠ limit 250m"
+    );
+}
+
+#[test]
+fn culprits_for_burstable_becoming_guaranteed_name_the_changed_values() {
+    let old = PodBuilder::new("ns", "p")
+        .container(
+            container("app")
+                .request("cpu", "100m")
+                .limit("cpu", "200m")
+                .both("memory", "1Gi"),
+        )
+        .build();
+    let new = PodBuilder::new("ns", "p")
+        .container(container("app").guaranteed("200m", "1Gi"))
+        .build();
+    let c = culprits(
+        spec(&old),
+        QosClass::Burstable,
+        spec(&new),
+        QosClass::Guaranteed,
+    );
+    assert_eq!(c.len(), 1);
+    assert!(
+        c[0].describe().contains("request 200m = limit 200m"),
+        "{}",
+        c[0].describe()
+    );
+}
+
+#[test]
+fn culprits_for_best_effort_gaining_resources() {
+    let old = PodBuilder::new("ns", "p")
+        .container(container("app"))
+        .build();
+    let new = PodBuilder::new("ns", "p")
+        .container(container("app").request("memory", "1Gi"))
+        .build();
+    let c = culprits(
+        spec(&old),
+        QosClass::BestEffort,
+        spec(&new),
+        QosClass::Burstable,
+    );
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].resource, ResourceName::Memory);
+}

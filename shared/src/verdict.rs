@@ -1,0 +1,351 @@
+//! The result of classifying a resize, its human messages, and what to do about it under a
+//! policy.
+//!
+//! Messages quote the kubelet's own wording where it has one (`Node didn't have enough
+//! capacity: …` for Infeasible, `Node didn't have enough resource: …` for Deferred, from
+//! `allocation_manager.go` and `lifecycle/predicate.go`), so a user can match our warning to the
+//! condition the kubelet will set.
+
+use crate::policy::{OnQosChange, Policy};
+use crate::qos::QosClass;
+use crate::quantity::ResourceName;
+use crate::repair::{Culprit, QosRepair};
+use crate::resources::Resources;
+use crate::victims::{NoPlan, PreemptionPlan, name_list};
+
+/// How many pod names a message lists before "and N more".
+pub const NAMES_IN_MESSAGES: usize = 5;
+
+/// A resize that fits on its node now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fit {
+    /// Node name.
+    pub node: String,
+    /// The pod's request after the resize (kubelet view).
+    pub request: Resources,
+    /// What other pods hold.
+    pub used: Resources,
+    /// Node allocatable.
+    pub allocatable: Resources,
+}
+
+/// A resize the kubelet will mark `Deferred`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deferral {
+    /// Node name.
+    pub node: String,
+    /// The pod's request after the resize (kubelet view).
+    pub request: Resources,
+    /// What other pods hold.
+    pub used: Resources,
+    /// Node allocatable.
+    pub allocatable: Resources,
+    /// What is missing: `request + used - allocatable`, per resource.
+    pub shortfall: Resources,
+    /// How resize-guard can make room, or why it cannot.
+    pub plan: Result<PreemptionPlan, NoPlan>,
+}
+
+impl Deferral {
+    /// The message the kubelet will put on `PodResizePending` (first resource short, cpu first,
+    /// as `InsufficientResourceError.Error()`: millicores for cpu, bytes for memory).
+    pub fn kubelet_message(&self) -> String {
+        let name = if self.shortfall.cpu > 0 {
+            ResourceName::Cpu
+        } else {
+            ResourceName::Memory
+        };
+        format!(
+            "Node didn't have enough resource: {name}, requested: {}, used: {}, capacity: {}",
+            self.request.get(name),
+            self.used.get(name),
+            self.allocatable.get(name)
+        )
+    }
+
+    /// True when a plan exists (victims to preempt, or terminating pods already on their way).
+    pub fn resolvable(&self) -> bool {
+        self.plan.is_ok()
+    }
+
+    fn shortfall_text(&self) -> String {
+        self.shortfall
+            .positive()
+            .map(|(n, v)| format!("{n} {}", n.format(v)))
+            .collect::<Vec<_>>()
+            .join(" and ")
+    }
+}
+
+/// A resize larger than the node could ever hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Infeasibility {
+    /// Node name.
+    pub node: String,
+    /// The resource that does not fit (memory is reported first, as the kubelet does).
+    pub resource: ResourceName,
+    /// The pod's total request of it.
+    pub requested: i64,
+    /// The node's allocatable of it.
+    pub allocatable: i64,
+}
+
+impl Infeasibility {
+    /// The kubelet's `PodResizePending` message for it.
+    pub fn kubelet_message(&self) -> String {
+        format!(
+            "Node didn't have enough capacity: {}, requested: {}, capacity: {}",
+            self.resource, self.requested, self.allocatable
+        )
+    }
+}
+
+/// A resize that would change the pod's QoS class.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QosChange {
+    /// The class the pod has.
+    pub from: QosClass,
+    /// The class the resize would give it.
+    pub to: QosClass,
+    /// What moves it.
+    pub culprits: Vec<Culprit>,
+    /// A minimal change that keeps the class, when one exists.
+    pub repair: Option<QosRepair>,
+}
+
+/// A resize refused for what it is, regardless of the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denial {
+    /// A cpu or memory quantity is not valid syntax.
+    InvalidQuantity(String),
+}
+
+/// What a resize is, as far as resize-guard is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// cpu and memory requests and limits are unchanged.
+    NoChange,
+    /// resize-guard does not judge this pod (excluded namespace, not on a known node).
+    Skipped(String),
+    /// The node has room now.
+    Fits(Fit),
+    /// The node is full now; the kubelet will wait.
+    Deferred(Deferral),
+    /// The node can never hold it.
+    Infeasible(Infeasibility),
+    /// The QoS class would change; the API server refuses that.
+    QosChange(QosChange),
+    /// Refused outright.
+    Denied(Denial),
+}
+
+/// What the admission webhook (or anything else) should do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Let it through.
+    Allow,
+    /// Refuse it with this message.
+    Deny(String),
+    /// Apply this repair, then let it through.
+    Repair(QosRepair),
+}
+
+/// The action, the warnings for the user, and a short decision label for audit annotations and
+/// metrics (`infeasible`, `would-deny:infeasible`, `deferred-preemptible`, …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// What to do.
+    pub action: Action,
+    /// Admission warnings.
+    pub warnings: Vec<String>,
+    /// Label.
+    pub decision: String,
+}
+
+impl Verdict {
+    /// A short label for the verdict itself.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Verdict::NoChange => "no-change",
+            Verdict::Skipped(_) => "skipped",
+            Verdict::Fits(_) => "fits",
+            Verdict::Deferred(d) => match &d.plan {
+                Ok(p) if p.victims.is_empty() => "deferred-awaiting-termination",
+                Ok(_) => "deferred-preemptible",
+                Err(_) => "deferred-stuck",
+            },
+            Verdict::Infeasible(_) => "infeasible",
+            Verdict::QosChange(_) => "qos-change",
+            Verdict::Denied(_) => "denied",
+        }
+    }
+
+    /// The human explanation of the verdict.
+    pub fn message(&self) -> String {
+        match self {
+            Verdict::NoChange => "resize changes no cpu or memory value".to_owned(),
+            Verdict::Skipped(why) => format!("resize-guard skipped this pod: {why}"),
+            Verdict::Fits(f) => format!(
+                "resize fits on node {}: pod requests {}, other pods hold {}, allocatable {}",
+                f.node, f.request, f.used, f.allocatable
+            ),
+            Verdict::Deferred(d) => deferred_message(d),
+            Verdict::Infeasible(i) => format!(
+                "resize-guard: this resize can never fit on node {node}: the pod would request {res} {req} \
+                 but the node's allocatable {res} is {cap}, so the kubelet would mark it Infeasible \
+                 (\"{kubelet}\") and leave spec and status apart for ever. Request at most {cap} {res} \
+                 for the whole pod, or move the workload to a larger node.",
+                node = i.node,
+                res = i.resource,
+                req = i.resource.format(i.requested),
+                cap = i.resource.format(i.allocatable),
+                kubelet = i.kubelet_message(),
+            ),
+            Verdict::QosChange(q) => qos_message(q),
+            Verdict::Denied(Denial::InvalidQuantity(e)) => format!("resize-guard: {e}"),
+        }
+    }
+
+    /// What to do under `policy`. In audit mode nothing is denied or repaired: the would-be
+    /// action becomes a warning and the decision label starts with `would-`.
+    pub fn outcome(&self, policy: &Policy) -> Outcome {
+        let label = self.label().to_owned();
+        let allow = |warnings: Vec<String>| Outcome {
+            action: Action::Allow,
+            warnings,
+            decision: label.clone(),
+        };
+        let enforced = match self {
+            Verdict::NoChange | Verdict::Skipped(_) | Verdict::Fits(_) => allow(vec![]),
+            Verdict::Deferred(d) => {
+                if d.plan.is_err() && policy.feasibility.reject_stuck_deferred {
+                    deny(&label, self.message())
+                } else {
+                    allow(vec![self.message()])
+                }
+            }
+            Verdict::Infeasible(_) => {
+                if policy.feasibility.reject_infeasible {
+                    deny(&label, self.message())
+                } else {
+                    allow(vec![self.message()])
+                }
+            }
+            Verdict::QosChange(q) => match (&q.repair, policy.qos.on_change) {
+                (Some(r), OnQosChange::Repair) => Outcome {
+                    action: Action::Repair(r.clone()),
+                    warnings: vec![format!(
+                        "resize-guard repaired this resize to keep QoS class {}: {}",
+                        r.class,
+                        r.describe()
+                    )],
+                    decision: "qos-repaired".to_owned(),
+                },
+                _ => deny(&label, self.message()),
+            },
+            Verdict::Denied(_) => deny(&label, self.message()),
+        };
+        if !policy.is_audit() {
+            return enforced;
+        }
+        match enforced.action {
+            Action::Allow => enforced,
+            Action::Deny(msg) => Outcome {
+                action: Action::Allow,
+                warnings: vec![format!(
+                    "resize-guard (audit mode) would deny this resize: {msg}"
+                )],
+                decision: format!("would-deny:{}", enforced.decision),
+            },
+            Action::Repair(r) => Outcome {
+                action: Action::Allow,
+                warnings: vec![format!(
+                    "resize-guard (audit mode) would repair this resize to keep QoS class {}: {}",
+                    r.class,
+                    r.describe()
+                )],
+                decision: "would-repair".to_owned(),
+            },
+        }
+    }
+}
+
+fn deny(label: &str, message: String) -> Outcome {
+    Outcome {
+        action: Action::Deny(message),
+        warnings: vec![],
+        decision: label.to_owned(),
+    }
+}
+
+fn deferred_message(d: &Deferral) -> String {
+    let head = format!(
+        "resize-guard: node {} is short of {} for this resize, so the kubelet will mark it Deferred (\"{}\")",
+        d.node,
+        d.shortfall_text(),
+        d.kubelet_message()
+    );
+    match &d.plan {
+        Ok(p) if p.victims.is_empty() => format!(
+            "{head}; terminating pods {} will free enough room, after which it completes",
+            name_list(p.awaiting.iter(), NAMES_IN_MESSAGES)
+        ),
+        Ok(p) => {
+            let names = p
+                .victims
+                .iter()
+                .take(NAMES_IN_MESSAGES)
+                .map(|v| format!("{} (priority {})", v.key, v.priority))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let more = p.victims.len().saturating_sub(NAMES_IN_MESSAGES);
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!("{head}; resize-guard will preempt: {names}{more}")
+        }
+        Err(why) => format!(
+            "{head}; no lower-priority pods can make room ({why}); this resize will wait until room appears"
+        ),
+    }
+}
+
+fn qos_message(q: &QosChange) -> String {
+    let why = q
+        .culprits
+        .iter()
+        .map(Culprit::describe)
+        .collect::<Vec<_>>()
+        .join("; ");
+    let fix = match (q.from, q.to) {
+        (QosClass::Guaranteed, _) => match &q.repair {
+            Some(r) => format!(
+                "keep requests equal to limits for cpu and memory in every container, e.g. {} \
+                 (or let resize-guard do it: qos.onChange: repair)",
+                r.describe()
+            ),
+            None => "keep requests equal to limits for cpu and memory in every container".to_owned(),
+        },
+        (QosClass::BestEffort, _) => {
+            "a BestEffort pod cannot gain cpu or memory requests or limits in place; recreate it with resources".to_owned()
+        }
+        (QosClass::Burstable, QosClass::Guaranteed) => {
+            "keep at least one cpu or memory request below its limit (or a limit unset), or recreate the pod to make it Guaranteed".to_owned()
+        }
+        (QosClass::Burstable, _) => "requests cannot be removed in place; keep at least one cpu or memory request".to_owned(),
+    };
+    format!(
+        "resize-guard: this resize would change the pod's QoS class from {} to {}, which Kubernetes \
+         refuses (\"Pod QOS Class may not change as a result of resizing\"). Cause: {}. Fix: {}.",
+        q.from,
+        q.to,
+        if why.is_empty() {
+            "the combined requests and limits".to_owned()
+        } else {
+            why
+        },
+        fix
+    )
+}

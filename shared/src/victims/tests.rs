@@ -1,0 +1,479 @@
+//! Victim selection: upstream DefaultPreemption cases on one node, the KEP-5836 over-preemption
+//! example, and resize-guard's own rules (policy protection, PDB respect, terminating pods).
+
+use super::*;
+use crate::fixture::{PodBuilder, container, node};
+use crate::ledger::LedgerEntry;
+use crate::policy::PdbMode;
+use crate::requests::{Accounting, pod_requests};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::{
+    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+fn pod(name: &str, priority: i32, cpu: &str, start: i64) -> PodBuilder {
+    PodBuilder::new("ns", name)
+        .node("n1")
+        .priority(priority)
+        .container(container("c").guaranteed(cpu, "64Mi"))
+        .running(start)
+}
+
+/// The resizing pod: 250m growing to `to`, priority 1000.
+fn resizer(to: &str) -> Pod {
+    pod("hi", 1000, "250m", 0).resize("c", "cpu", to).build()
+}
+
+fn preemptor(p: &Pod) -> Preemptor {
+    Preemptor {
+        key: PodKey::of(p),
+        priority: crate::pod::priority(p),
+        request: pod_requests(p, Accounting::Resizing),
+        never_preempts: crate::pod::never_preempts(p),
+        critical: crate::pod::is_critical(p),
+    }
+}
+
+fn plan(alloc_cpu: &str, pods: &[Pod], policy: &Policy) -> Result<PreemptionPlan, NoPlan> {
+    plan_with(alloc_cpu, pods, &Budgets::default(), policy)
+}
+
+fn plan_with(
+    alloc_cpu: &str,
+    pods: &[Pod],
+    budgets: &Budgets,
+    policy: &Policy,
+) -> Result<PreemptionPlan, NoPlan> {
+    let ledger = NodeLedger::new(&node("n1", alloc_cpu, "64Gi"), pods);
+    select_victims(&preemptor(&pods[0]), &ledger, budgets, policy)
+}
+
+fn names(p: &PreemptionPlan) -> Vec<&str> {
+    p.victims.iter().map(|v| v.key.name.as_str()).collect()
+}
+
+#[test]
+fn field_test_preempts_the_low_priority_filler() {
+    let pods = [resizer("550m"), pod("filler", 0, "1500m", 10).build()];
+    let p = plan("1930m", &pods, &Policy::default()).unwrap();
+    assert_eq!(names(&p), ["filler"]);
+    assert_eq!(p.shortfall.cpu, 120);
+}
+
+#[test]
+fn never_preempts_equal_or_higher_priority() {
+    let pods = [
+        resizer("550m"),
+        pod("same", 1000, "800m", 10).build(),
+        pod("higher", 2000, "800m", 10).build(),
+    ];
+    let e = plan("1930m", &pods, &Policy::default()).unwrap_err();
+    assert!(matches!(e, NoPlan::NoCandidates { excluded, .. } if excluded.not_lower_priority == 2));
+}
+
+#[test]
+fn preemptor_with_never_policy_gets_no_plan() {
+    let pods = [
+        pod("hi", 1000, "250m", 0)
+            .never_preempt()
+            .resize("c", "cpu", "550m")
+            .build(),
+        pod("filler", 0, "1500m", 10).build(),
+    ];
+    assert_eq!(
+        plan("1930m", &pods, &Policy::default()),
+        Err(NoPlan::PreemptorNeverPreempts)
+    );
+}
+
+#[test]
+fn critical_preemptor_is_left_to_the_kubelet() {
+    let pods = [
+        pod("hi", 2_000_000_000, "250m", 0)
+            .resize("c", "cpu", "550m")
+            .build(),
+        pod("filler", 0, "1500m", 10).build(),
+    ];
+    assert_eq!(
+        plan("1930m", &pods, &Policy::default()),
+        Err(NoPlan::CriticalPreemptor)
+    );
+}
+
+#[test]
+fn disabled_policy_and_opted_out_nodes_get_no_plan() {
+    let pods = [resizer("550m"), pod("filler", 0, "1500m", 10).build()];
+    let mut off = Policy::default();
+    off.preemption.enabled = false;
+    assert_eq!(plan("1930m", &pods, &off), Err(NoPlan::Disabled));
+    let mut n = node("n1", "1930m", "64Gi");
+    n.metadata.labels = Some([("resize-guard.io/preemption".into(), "disabled".into())].into());
+    let ledger = NodeLedger::new(&n, &pods);
+    let e = select_victims(
+        &preemptor(&pods[0]),
+        &ledger,
+        &Budgets::default(),
+        &Policy::default(),
+    );
+    assert!(matches!(e, Err(NoPlan::NodeOptedOut(_))));
+}
+
+#[test]
+fn reprieves_higher_priority_victims_first() {
+    // Any one of the three frees enough; the lowest priority one goes.
+    let pods = [
+        resizer("550m"),
+        pod("p500", 500, "500m", 10).build(),
+        pod("p100", 100, "500m", 10).build(),
+        pod("p300", 300, "500m", 10).build(),
+    ];
+    assert_eq!(
+        names(&plan("1930m", &pods, &Policy::default()).unwrap()),
+        ["p100"]
+    );
+}
+
+#[test]
+fn among_equal_priority_the_youngest_is_preempted() {
+    let pods = [
+        resizer("550m"),
+        pod("old", 0, "500m", 10).build(),
+        pod("young", 0, "500m", 99).build(),
+        pod("mid", 0, "500m", 50).build(),
+    ];
+    assert_eq!(
+        names(&plan("1930m", &pods, &Policy::default()).unwrap()),
+        ["young"]
+    );
+}
+
+#[test]
+fn a_pod_that_has_not_started_counts_as_youngest() {
+    let unstarted = PodBuilder::new("ns", "unstarted")
+        .node("n1")
+        .container(container("c").guaranteed("500m", "64Mi"))
+        .build();
+    let pods = [
+        resizer("550m"),
+        pod("old", 0, "500m", 10).build(),
+        unstarted,
+    ];
+    assert_eq!(
+        names(&plan("1500m", &pods, &Policy::default()).unwrap()),
+        ["unstarted"]
+    );
+}
+
+#[test]
+fn keeps_a_more_important_victim_if_a_less_important_one_suffices() {
+    // Upstream reprieve: the big important pod is reprieved only if it fits back; here the
+    // small one is not enough alone, so both priorities are tried in order.
+    let pods = [
+        resizer("1250m"),
+        pod("big", 200, "1000m", 10).build(),
+        pod("small", 100, "300m", 10).build(),
+    ];
+    // Need 1250 + 1300 = 2550 in 2000: remove all -> 1250 fits; reprieve big (2250) no -> victim;
+    // reprieve small (1550) yes.
+    assert_eq!(
+        names(&plan("2000m", &pods, &Policy::default()).unwrap()),
+        ["big"]
+    );
+}
+
+#[test]
+fn several_victims_when_one_is_not_enough() {
+    let pods = [
+        resizer("1250m"),
+        pod("a", 0, "400m", 10).build(),
+        pod("b", 0, "400m", 20).build(),
+        pod("c", 0, "400m", 30).build(),
+    ];
+    // 1250 + 1200 = 2450 in 1700: need 750 -> two victims, the two youngest.
+    assert_eq!(
+        names(&plan("1700m", &pods, &Policy::default()).unwrap()),
+        ["b", "c"]
+    );
+}
+
+#[test]
+fn no_plan_when_even_all_victims_are_not_enough() {
+    let pods = [
+        resizer("1500m"),
+        pod("low", 0, "100m", 10).build(),
+        pod("high", 5000, "1000m", 10).build(),
+    ];
+    let e = plan("2000m", &pods, &Policy::default()).unwrap_err();
+    match e {
+        NoPlan::NotEnough {
+            candidates,
+            missing,
+            ..
+        } => {
+            assert_eq!(candidates, 1);
+            assert_eq!(missing.cpu, 500);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(e.to_string().contains("cpu 500m"), "{e}");
+}
+
+#[test]
+fn too_many_victims_is_refused_with_the_count() {
+    let mut pods = vec![resizer("1250m")];
+    pods.extend((0..4).map(|i| pod(&format!("v{i}"), 0, "250m", i).build()));
+    let mut policy = Policy::default();
+    policy.preemption.max_victims_per_resize = 3;
+    // 1250 + 1000 = 2250 in 1250 -> all four needed.
+    assert_eq!(
+        plan("1250m", &pods, &policy),
+        Err(NoPlan::TooManyVictims { needed: 4, max: 3 })
+    );
+}
+
+#[test]
+fn terminating_pods_count_as_space_being_freed() {
+    let pods = [
+        resizer("550m"),
+        pod("leaving", 0, "500m", 10).terminating().build(),
+        pod("filler", 0, "1000m", 10).build(),
+    ];
+    let p = plan("1930m", &pods, &Policy::default()).unwrap();
+    assert!(
+        p.victims.is_empty(),
+        "no double preemption while a victim terminates"
+    );
+    assert_eq!(p.awaiting.len(), 1);
+    assert_eq!(p.awaiting[0].name, "leaving");
+    assert_eq!(p.shortfall.cpu, 120);
+}
+
+#[test]
+fn terminating_pods_that_are_not_enough_reduce_the_victims_needed() {
+    let pods = [
+        resizer("1050m"),
+        pod("leaving", 0, "300m", 10).terminating().build(),
+        pod("small", 0, "200m", 10).build(),
+        pod("big", 0, "600m", 20).build(),
+    ];
+    // 1050 + 1100 = 2150 in 1930: short 220; leaving frees 300 -> nothing more needed.
+    assert!(
+        plan("1930m", &pods, &Policy::default())
+            .unwrap()
+            .victims
+            .is_empty()
+    );
+    // In 1700: short 450; leaving frees 300 -> 150 more: youngest-first reprieve keeps `small`
+    // only if `big` goes... reprieve order is importance: small (older) first: 1050+0+200 fits,
+    // then big: 1050+200+600=1850 > 1700 -> big is the victim.
+    assert_eq!(
+        names(&plan("1700m", &pods, &Policy::default()).unwrap()),
+        ["big"]
+    );
+}
+
+#[test]
+fn protected_namespaces_selectors_critical_and_mirror_pods_are_never_victims() {
+    let sys = PodBuilder::new("kube-system", "dns")
+        .node("n1")
+        .container(container("c").guaranteed("500m", "64Mi"))
+        .running(10)
+        .build();
+    let labelled = pod("db", 0, "500m", 10)
+        .label("resize-guard.io/protected", "true")
+        .build();
+    let mirror = pod("static", 0, "500m", 10)
+        .annotation("kubernetes.io/config.mirror", "abc")
+        .build();
+    let pods = [resizer("1250m"), sys, labelled, mirror];
+    let e = plan("2000m", &pods, &Policy::default()).unwrap_err();
+    match e {
+        NoPlan::NoCandidates { excluded, .. } => {
+            assert_eq!(excluded.protected_namespace, 1);
+            assert_eq!(excluded.protected_selector, 1);
+            assert_eq!(excluded.critical, 1);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn pdb(app: &str, allowed: i32) -> PodDisruptionBudget {
+    let mut p = PodDisruptionBudget::default();
+    p.metadata.namespace = Some("ns".into());
+    p.metadata.name = Some(format!("{app}-pdb"));
+    p.spec = Some(PodDisruptionBudgetSpec {
+        selector: Some(LabelSelector {
+            match_labels: Some([("app".to_owned(), app.to_owned())].into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    p.status = Some(PodDisruptionBudgetStatus {
+        disruptions_allowed: Some(allowed),
+        ..Default::default()
+    });
+    p
+}
+
+#[test]
+fn pdb_respect_skips_protected_pods_and_uses_another_victim() {
+    let pods = [
+        resizer("550m"),
+        pod("guarded", 0, "500m", 99).label("app", "db").build(),
+        pod("other", 10, "500m", 10).build(),
+    ];
+    let budgets = Budgets::new(&[pdb("db", 0)]);
+    let p = plan_with("1200m", &pods, &budgets, &Policy::default()).unwrap();
+    assert_eq!(names(&p), ["other"]);
+}
+
+#[test]
+fn pdb_respect_explains_when_only_protected_pods_could_help() {
+    let pods = [
+        resizer("550m"),
+        pod("guarded", 0, "1500m", 99).label("app", "db").build(),
+    ];
+    let budgets = Budgets::new(&[pdb("db", 0)]);
+    let e = plan_with("1930m", &pods, &budgets, &Policy::default()).unwrap_err();
+    assert!(matches!(&e, NoPlan::NoCandidates { excluded, .. } if excluded.pdb == 1));
+    assert!(e.to_string().contains("PodDisruptionBudget"), "{e}");
+}
+
+#[test]
+fn pdb_respect_lets_the_budget_go_to_the_least_important_pod() {
+    let pods = [
+        resizer("550m"),
+        pod("old", 0, "500m", 10).label("app", "db").build(),
+        pod("young", 0, "500m", 90).label("app", "db").build(),
+    ];
+    let budgets = Budgets::new(&[pdb("db", 1)]);
+    let p = plan_with("1200m", &pods, &budgets, &Policy::default()).unwrap();
+    assert_eq!(names(&p), ["young"]);
+}
+
+#[test]
+fn pdb_best_effort_prefers_non_violating_victims_like_upstream() {
+    // Upstream reprieves PDB-violating pods first, so a non-violating pod of *higher* priority is
+    // chosen over a violating one when either suffices.
+    let pods = [
+        resizer("550m"),
+        pod("guarded", 0, "500m", 10).label("app", "db").build(),
+        pod("free", 10, "500m", 10).build(),
+    ];
+    let budgets = Budgets::new(&[pdb("db", 0)]);
+    let mut policy = Policy::default();
+    policy.preemption.pdb = PdbMode::BestEffort;
+    let p = plan_with("1200m", &pods, &budgets, &policy).unwrap();
+    assert_eq!(names(&p), ["free"]);
+    assert!(!p.victims[0].violates_pdb);
+}
+
+#[test]
+fn pdb_best_effort_violates_when_there_is_no_other_way() {
+    let pods = [
+        resizer("550m"),
+        pod("guarded", 0, "1500m", 10).label("app", "db").build(),
+    ];
+    let budgets = Budgets::new(&[pdb("db", 0)]);
+    let mut policy = Policy::default();
+    policy.preemption.pdb = PdbMode::BestEffort;
+    let p = plan_with("1930m", &pods, &budgets, &policy).unwrap();
+    assert_eq!(names(&p), ["guarded"]);
+    assert!(p.victims[0].violates_pdb);
+}
+
+/// KEP-5836 "Risk of Additional Preemption": node 4 CPU; H (priority 1000) grows 1000m→2000m;
+/// M (priority 500) is itself Deferred 1000m→2000m; three low pods of 500m. The kubelet needs one
+/// low pod gone. The v1.37 scheduler counts M at its desired 2000m and preempts all three.
+#[test]
+fn kep_5836_example_one_victim_where_upstream_takes_three() {
+    let h = pod("h", 1000, "1000m", 0)
+        .resize("c", "cpu", "2000m")
+        .build();
+    let m = pod("m", 500, "1000m", 1)
+        .resize("c", "cpu", "2000m")
+        .build();
+    let lows: Vec<Pod> = (0..3)
+        .map(|i| pod(&format!("l{i}"), 0, "500m", 10 + i).build())
+        .collect();
+    let mut pods = vec![h, m];
+    pods.extend(lows);
+    let ours = plan("4", &pods, &Policy::default()).unwrap();
+    assert_eq!(names(&ours), ["l2"]);
+
+    // The same algorithm on the scheduler's accounting (every pod at max(desired, …)).
+    let mut ledger = NodeLedger::new(&node("n1", "4", "64Gi"), &pods);
+    ledger.pods = pods
+        .iter()
+        .map(|p| LedgerEntry {
+            held: pod_requests(p, Accounting::Scheduler),
+            ..LedgerEntry::new(p)
+        })
+        .collect();
+    let upstream = select_victims(
+        &preemptor(&pods[0]),
+        &ledger,
+        &Budgets::default(),
+        &Policy::default(),
+    )
+    .unwrap();
+    assert_eq!(upstream.victims.len(), 3);
+}
+
+#[test]
+fn no_shortfall_means_an_empty_plan() {
+    let pods = [resizer("550m"), pod("small", 0, "100m", 10).build()];
+    let p = plan("1930m", &pods, &Policy::default()).unwrap();
+    assert!(p.victims.is_empty() && p.awaiting.is_empty() && p.shortfall.is_zero());
+}
+
+#[test]
+fn victims_are_listed_most_important_first() {
+    let pods = [
+        resizer("1850m"),
+        pod("a", 5, "500m", 10).build(),
+        pod("b", 1, "500m", 10).build(),
+        pod("c", 3, "500m", 10).build(),
+    ];
+    let p = plan("2000m", &pods, &Policy::default()).unwrap();
+    assert_eq!(names(&p), ["a", "c", "b"]);
+}
+
+#[test]
+fn memory_shortfall_is_planned_like_cpu() {
+    let h = PodBuilder::new("ns", "hi")
+        .node("n1")
+        .priority(10)
+        .container(container("c").guaranteed("100m", "1Gi"))
+        .running(0)
+        .resize("c", "memory", "3Gi")
+        .build();
+    let low = PodBuilder::new("ns", "low")
+        .node("n1")
+        .container(container("c").guaranteed("100m", "2Gi"))
+        .running(5)
+        .build();
+    let ledger = NodeLedger::new(&node("n1", "4", "4Gi"), &[h.clone(), low]);
+    let p = select_victims(
+        &preemptor(&h),
+        &ledger,
+        &Budgets::default(),
+        &Policy::default(),
+    )
+    .unwrap();
+    assert_eq!(names(&p), ["low"]);
+    assert_eq!(p.shortfall.memory, 1 << 30);
+}
+
+#[test]
+fn names_are_truncated_for_messages() {
+    let keys: Vec<PodKey> = (0..7)
+        .map(|i| PodKey {
+            namespace: "ns".into(),
+            name: format!("p{i}"),
+            uid: String::new(),
+        })
+        .collect();
+    assert_eq!(name_list(keys.iter(), 2), "ns/p0, ns/p1 and 5 more");
+}
