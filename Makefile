@@ -1,12 +1,19 @@
 # resize-guard — every command a person or CI needs.
-#   make test   fmt check, clippy (-D warnings), dependency guard, all tests
-#   make bench  benchmarks, printed as tables and written under target/bench/
+#   make test     fmt check, clippy (-D warnings), dependency guard, unit + end-to-end tests
+#                 against a real kube-apiserver v1.37.2 + etcd (built from Go modules on first use)
+#   make bench    benchmarks, printed as tables and written under target/bench/
+#   make sandbox  a real control plane with simulated nodes to try resizes by hand (Ctrl-C stops)
 
 CARGO ?= cargo
+# Builds (first run, ~6 min) or reuses the upstream binaries; its last output line is their directory.
+WITH_K8S = RESIZE_GUARD_K8S_BIN_DIR="$$(scripts/build-control-plane.sh | tail -n 1)"
 
-.PHONY: test fmt-check clippy deps-check unit bench fmt
+.PHONY: test fmt-check clippy deps-check control-plane unit bench sandbox fmt
 
 test: fmt-check clippy deps-check unit
+
+control-plane:
+	scripts/build-control-plane.sh >/dev/null
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -23,7 +30,10 @@ deps-check:
 	else echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"; fi
 
 unit:
-	$(CARGO) test --workspace --locked
+	$(WITH_K8S) $(CARGO) test --workspace --locked
+
+sandbox:
+	$(WITH_K8S) $(CARGO) run --locked -p resize-guard-harness --bin resize-guard-sandbox -- tests/harness/sandbox.yaml
 
 bench:
 	$(CARGO) bench --locked -p resize-guard-policy --bench decision

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Build (or reuse) the upstream control-plane binaries used by the E2E tests:
+# kube-apiserver, kube-scheduler, kubectl (k8s.io/kubernetes, see
+# tests/control-plane/go.mod) and etcd (tests/control-plane/cmd/etcd).
+#
+# Usage:
+#   dir=$(scripts/build-control-plane.sh)            # build if needed, print bin dir
+#   scripts/build-control-plane.sh --no-build        # exit 3 if not cached yet
+#
+# The LAST line of stdout is the absolute path of the directory holding the four
+# binaries; everything else goes to stderr.
+#
+# Caching: binaries live in $HOME/.cache/resize-guard/k8s-<key>/, where <key> is
+# derived from go.mod, go.sum, cmd/etcd/main.go, `go version` and the build
+# flags. A hit costs a second or so; a miss is a cold build (~6 min on 2
+# cores the first time on a machine, a few minutes with a warm GOCACHE).
+# $HOME/.cache/resize-guard/k8s-current is a symlink to the current stamp dir;
+# stamp dirs with other keys are pruned.
+#
+# Environment:
+#   RESIZE_GUARD_K8S_BIN_DIR   use this directory (must hold all four binaries)
+#                              and never build.
+#   RESIZE_GUARD_CACHE_DIR     cache root (default $HOME/.cache/resize-guard).
+#   RESIZE_GUARD_MIN_FREE_GB   free space demanded before a cold build (default 8).
+#
+# GOTOOLCHAIN=local is forced: a dependency drifting to a newer `go` line must
+# fail loudly rather than silently download a toolchain (no internet here).
+set -euo pipefail
+
+BINARIES=(kube-apiserver kube-scheduler kubectl etcd)
+
+log() { printf '%s\n' "build-control-plane: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+have_all() {
+  local d=$1 b
+  for b in "${BINARIES[@]}"; do
+    [[ -f "$d/$b" && -x "$d/$b" ]] || return 1
+  done
+}
+
+no_build=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) no_build=1 ;;
+    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+    *) die "unknown argument: $arg (try --help)" ;;
+  esac
+done
+
+# --- explicit override --------------------------------------------------------
+if [[ -n "${RESIZE_GUARD_K8S_BIN_DIR:-}" ]]; then
+  d="$(cd "$RESIZE_GUARD_K8S_BIN_DIR" 2>/dev/null && pwd -P)" \
+    || die "RESIZE_GUARD_K8S_BIN_DIR=$RESIZE_GUARD_K8S_BIN_DIR is not a directory"
+  have_all "$d" \
+    || die "RESIZE_GUARD_K8S_BIN_DIR=$d must contain executable ${BINARIES[*]}"
+  log "using RESIZE_GUARD_K8S_BIN_DIR=$d (no build)"
+  printf '%s\n' "$d"
+  exit 0
+fi
+
+# --- inputs -------------------------------------------------------------------
+export GOTOOLCHAIN=local
+export CGO_ENABLED=0
+unset GOOS GOARCH GOFLAGS 2>/dev/null || true
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+MOD_DIR="$REPO_ROOT/tests/control-plane"
+for f in go.mod go.sum cmd/etcd/main.go; do
+  [[ -f "$MOD_DIR/$f" ]] || die "missing $MOD_DIR/$f"
+done
+
+command -v go >/dev/null 2>&1 || die "'go' not found on PATH (need Go >= 1.26, see tests/control-plane/README.md)"
+GO_VERSION="$(go version)" || die "'go version' failed"
+
+K8S_VERSION="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\.[0-9]+\.[0-9]+$/ { print $2; exit }' "$MOD_DIR/go.mod")"
+[[ -n "$K8S_VERSION" ]] || die "cannot find a k8s.io/kubernetes v1.X.Y requirement in $MOD_DIR/go.mod"
+K8S_MINOR="${K8S_VERSION#v1.}"; K8S_MINOR="${K8S_MINOR%%.*}"
+
+# Fixed values keep the build (and the cache key) reproducible.
+GIT_COMMIT="0000000000000000000000000000000000000000"
+BUILD_DATE="2026-01-01T00:00:00Z"
+LDFLAGS="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  LDFLAGS+=" -X $pkg.gitVersion=$K8S_VERSION"
+  LDFLAGS+=" -X $pkg.gitMajor=1"
+  LDFLAGS+=" -X $pkg.gitMinor=$K8S_MINOR"
+  LDFLAGS+=" -X $pkg.gitCommit=$GIT_COMMIT"
+  LDFLAGS+=" -X $pkg.gitTreeState=clean"
+  LDFLAGS+=" -X $pkg.buildDate=$BUILD_DATE"
+done
+BUILD_FLAGS=(-trimpath -buildvcs=false -mod=readonly)
+PACKAGES=(
+  k8s.io/kubernetes/cmd/kube-apiserver
+  k8s.io/kubernetes/cmd/kube-scheduler
+  k8s.io/kubernetes/cmd/kubectl
+  ./cmd/etcd
+)
+
+KEY="$(
+  {
+    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$MOD_DIR/cmd/etcd/main.go"
+    printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "${PACKAGES[*]}"
+  } | sha256sum | cut -c1-16
+)"
+
+CACHE_ROOT="${RESIZE_GUARD_CACHE_DIR:-$HOME/.cache/resize-guard}"
+mkdir -p "$CACHE_ROOT" || die "cannot create cache dir $CACHE_ROOT"
+CACHE_ROOT="$(cd "$CACHE_ROOT" && pwd -P)"
+STAMP="$CACHE_ROOT/k8s-$KEY"
+CURRENT="$CACHE_ROOT/k8s-current"
+
+update_current_and_prune() {
+  local tmp_link="$CACHE_ROOT/.k8s-current.$$"
+  ln -sfn "$(basename "$STAMP")" "$tmp_link" && mv -Tf "$tmp_link" "$CURRENT" \
+    || log "warning: could not update $CURRENT"
+  local d
+  for d in "$CACHE_ROOT"/k8s-* "$CACHE_ROOT"/.tmp-k8s-*; do
+    [[ -e "$d" && ! -L "$d" && -d "$d" && "$d" != "$STAMP" ]] || continue
+    # Leave in-progress temp dirs of other live builds alone (we hold the lock,
+    # so any .tmp dir here is from a crashed build and can go).
+    log "pruning old stamp dir $d"
+    rm -rf -- "$d" || log "warning: could not remove $d"
+  done
+}
+
+finish() {
+  update_current_and_prune
+  printf '%s\n' "$STAMP"
+  exit 0
+}
+
+# --- fast path ----------------------------------------------------------------
+if have_all "$STAMP"; then
+  log "cache hit: Kubernetes $K8S_VERSION binaries in $STAMP"
+  exec 9>"$CACHE_ROOT/.lock"
+  if flock -n 9 2>/dev/null; then update_current_and_prune; fi
+  printf '%s\n' "$STAMP"
+  exit 0
+fi
+if (( no_build )); then
+  log "no cached binaries for key $KEY (run scripts/build-control-plane.sh to build)"
+  exit 3
+fi
+
+# --- slow path: serialise concurrent builders ---------------------------------
+exec 9>"$CACHE_ROOT/.lock"
+if command -v flock >/dev/null 2>&1; then
+  if ! flock -n 9; then
+    log "another build holds $CACHE_ROOT/.lock; waiting for it…"
+    flock 9
+  fi
+fi
+if have_all "$STAMP"; then
+  log "cache hit after waiting: $STAMP"
+  finish
+fi
+[[ -e "$STAMP" ]] && { log "removing incomplete stamp dir $STAMP"; rm -rf -- "$STAMP"; }
+
+# Disk space: GOMODCACHE + GOCACHE + binaries need several GB on a cold machine.
+MIN_FREE_GB="${RESIZE_GUARD_MIN_FREE_GB:-8}"
+GOCACHE_DIR="$(go env GOCACHE)"
+GOMODCACHE_DIR="$(go env GOMODCACHE)"
+existing_parent() { local p=$1; while [[ ! -e "$p" ]]; do p="$(dirname "$p")"; done; printf '%s\n' "$p"; }
+declare -A seen_fs=()
+for p in "$CACHE_ROOT" "$GOCACHE_DIR" "$GOMODCACHE_DIR" "${TMPDIR:-/tmp}"; do
+  p="$(existing_parent "$p")"
+  fs="$(df -P "$p" | awk 'NR == 2 { print $1 }')"
+  [[ -n "${seen_fs[$fs]:-}" ]] && continue
+  seen_fs[$fs]=1
+  avail_kb="$(df -Pk "$p" | awk 'NR == 2 { print $4 }')"
+  if (( avail_kb < MIN_FREE_GB * 1024 * 1024 )); then
+    die "only $(( avail_kb / 1024 / 1024 )) GB free on $fs ($p); a cold Kubernetes build needs ~${MIN_FREE_GB} GB" \
+        "(GOCACHE=$GOCACHE_DIR, GOMODCACHE=$GOMODCACHE_DIR). Free space, e.g. 'go clean -cache', or set RESIZE_GUARD_K8S_BIN_DIR."
+  fi
+done
+
+TMP_OUT="$(mktemp -d "$CACHE_ROOT/.tmp-k8s-$KEY.XXXXXX")"
+trap 'rm -rf -- "$TMP_OUT"' EXIT
+
+log "building kube-apiserver, kube-scheduler, kubectl, etcd for Kubernetes $K8S_VERSION (first run only, about 6 min on 2 cores with 8 GB of Go caches) …"
+log "  module: $MOD_DIR   key: $KEY   $GO_VERSION"
+start=$SECONDS
+if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/" "${PACKAGES[@]}") >&2; then
+  die "go build failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
+fi
+have_all "$TMP_OUT" || die "go build succeeded but $TMP_OUT lacks one of: ${BINARIES[*]}"
+
+# Sanity: the version ldflags took effect.
+v="$("$TMP_OUT/kube-apiserver" --version 2>&1 || true)"
+[[ "$v" == "Kubernetes $K8S_VERSION" ]] || die "kube-apiserver --version printed '$v', expected 'Kubernetes $K8S_VERSION'"
+"$TMP_OUT/etcd" --version >/dev/null 2>&1 || die "built etcd does not run ('etcd --version' failed)"
+
+{
+  echo "key=$KEY"
+  echo "kubernetes=$K8S_VERSION"
+  echo "go=$GO_VERSION"
+  echo "ldflags=$LDFLAGS"
+  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"
+} >"$TMP_OUT/BUILD-INFO"
+
+chmod 755 "$TMP_OUT"
+mv -T "$TMP_OUT" "$STAMP" || die "could not move $TMP_OUT to $STAMP"
+trap - EXIT
+log "built in $(( SECONDS - start ))s: $STAMP"
+finish

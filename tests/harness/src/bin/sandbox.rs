@@ -1,0 +1,78 @@
+//! `resize-guard-sandbox FILE`: starts a real control plane and simulated nodes, prints how to
+//! use them with kubectl, and runs until Ctrl-C.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use resize_guard_harness::control_plane::{ControlPlane, Options};
+use resize_guard_harness::kubelet::{KubeletOptions, SimKubelet};
+use resize_guard_harness::sandbox::SandboxConfig;
+
+/// Start a local Kubernetes v1.37.2 control plane with simulated nodes.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Sandbox file (nodes, scheduler, feature gates).
+    #[arg(default_value = "tests/harness/sandbox.yaml")]
+    config: PathBuf,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let args = Args::parse();
+    let cfg = SandboxConfig::load(&args.config)?;
+    eprintln!("starting etcd and kube-apiserver v1.37.2 …");
+    let cp = ControlPlane::start(&Options {
+        feature_gates: cfg.feature_gates.clone(),
+    })?;
+    if cfg.scheduler {
+        let gates: Vec<&str> = cfg.feature_gates.iter().map(String::as_str).collect();
+        cp.start_scheduler(&gates)?;
+    }
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        let client = cp.client().await?;
+        let kubelet = SimKubelet::start(
+            client,
+            cfg.nodes.clone(),
+            KubeletOptions {
+                time_scale: cfg.time_scale,
+                ..Default::default()
+            },
+        )
+        .await?;
+        let kubectl = cp.binaries().kubectl.display().to_string();
+        let kc = cp.kubeconfig_path().display().to_string();
+        let node = &cfg.nodes[0].name;
+        println!(
+            "\nresize-guard sandbox is up ({} node(s){}).\n\n\
+             export KUBECONFIG={kc}\n\
+             alias kubectl={kubectl}\n\n\
+             kubectl get nodes\n\
+             kubectl apply -f - <<EOF\n\
+             {{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"app\"}},\"spec\":{{\"nodeName\":\"{node}\",\"priorityClassName\":\"high\",\n  \
+             \"containers\":[{{\"name\":\"app\",\"image\":\"registry.example/app:1\",\"resources\":{{\"requests\":{{\"cpu\":\"250m\",\"memory\":\"64Mi\"}},\"limits\":{{\"cpu\":\"250m\",\"memory\":\"64Mi\"}}}}}}]}}}}\n\
+             EOF\n\
+             kubectl patch pod app --subresource resize -p '{{\"spec\":{{\"containers\":[{{\"name\":\"app\",\"resources\":{{\"requests\":{{\"cpu\":\"550m\"}},\"limits\":{{\"cpu\":\"550m\"}}}}}}]}}}}'\n\
+             kubectl get pod app -o jsonpath='{{.status.conditions}}'\n\
+             kubectl events --for pod/app\n\n\
+             Logs and audit log: {}\nPress Ctrl-C to stop (the control plane goes with it).",
+            cfg.nodes.len(),
+            if cfg.scheduler { ", kube-scheduler" } else { "" },
+            cp.dir().display()
+        );
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r?,
+            _ = term.recv() => {}
+        }
+        eprintln!("stopping …");
+        kubelet.stop().await;
+        anyhow::Ok(())
+    })?;
+    drop(cp);
+    Ok(())
+}

@@ -1,0 +1,429 @@
+//! A real Kubernetes control plane on loopback: etcd and kube-apiserver v1.37.2 (and, on demand,
+//! kube-scheduler), started from the binaries of [`crate::binaries`].
+//!
+//! Flags follow `reference/control-plane.md` §3.2: token authentication (an admin in
+//! `system:masters` and a ServiceAccount-style user for RBAC checks), RBAC authorization, the
+//! `ServiceAccount` and `TaintNodesByCondition` admission plugins off (no controller-manager runs),
+//! `Priority` kept, and an audit log at `Metadata` level so tests can read `auditAnnotations`.
+//! Everything lives in one temporary directory; process logs are kept there and their tails are
+//! printed by [`ControlPlane::dump_logs`].
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::binaries::Binaries;
+use crate::process::{Process, free_port};
+
+/// The admin identity's bearer token (`system:masters`).
+pub const ADMIN_TOKEN: &str = "resize-guard-admin-token";
+/// The ServiceAccount-style identity's token.
+pub const SA_TOKEN: &str = "resize-guard-sa-token";
+/// The ServiceAccount-style identity's user name.
+pub const SA_USER: &str = "system:serviceaccount:resize-guard:resize-guard";
+
+/// Who a client or kubectl acts as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Identity {
+    /// Cluster admin.
+    Admin,
+    /// `system:serviceaccount:resize-guard:resize-guard`, subject to RBAC.
+    ServiceAccount,
+}
+
+impl Identity {
+    fn token(self) -> &'static str {
+        match self {
+            Identity::Admin => ADMIN_TOKEN,
+            Identity::ServiceAccount => SA_TOKEN,
+        }
+    }
+    fn file_name(self) -> &'static str {
+        match self {
+            Identity::Admin => "kubeconfig",
+            Identity::ServiceAccount => "kubeconfig-sa",
+        }
+    }
+}
+
+/// How to start the control plane.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `--feature-gates` entries for kube-apiserver, e.g.
+    /// `InPlacePodVerticalScalingSchedulerPreemption=true`.
+    pub feature_gates: Vec<String>,
+}
+
+/// The running control plane.
+#[derive(Debug)]
+pub struct ControlPlane {
+    dir: tempfile::TempDir,
+    binaries: Binaries,
+    etcd: Process,
+    apiserver: Mutex<Process>,
+    apiserver_cmd: Vec<String>,
+    scheduler: Mutex<Option<Process>>,
+    port: u16,
+}
+
+/// The audit policy: Metadata for everything but the chatty leases and events.
+const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  resources:
+  - group: "coordination.k8s.io"
+    resources: ["leases"]
+  - group: ""
+    resources: ["events"]
+  - group: "events.k8s.io"
+    resources: ["events"]
+- level: None
+  nonResourceURLs: ["/readyz*", "/healthz*", "/livez*", "/version"]
+- level: Metadata
+"#;
+
+impl ControlPlane {
+    /// Starts etcd and kube-apiserver and waits until the API server is ready. Blocking; call it
+    /// outside an async context (or from a plain thread).
+    pub fn start(options: &Options) -> anyhow::Result<ControlPlane> {
+        let binaries = Binaries::locate()?;
+        let dir = tempfile::Builder::new()
+            .prefix("resize-guard-cp-")
+            .tempdir()?;
+        let root = dir.path();
+
+        let etcd_port = free_port()?;
+        let peer_port = free_port()?;
+        let etcd_cmd = {
+            let mut c = Command::new(&binaries.etcd);
+            c.arg(format!("--data-dir={}", root.join("etcd").display()))
+                .arg(format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"))
+                .arg(format!(
+                    "--advertise-client-urls=http://127.0.0.1:{etcd_port}"
+                ))
+                .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"))
+                .arg(format!(
+                    "--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"
+                ))
+                .arg(format!(
+                    "--initial-cluster=default=http://127.0.0.1:{peer_port}"
+                ))
+                .arg("--unsafe-no-fsync")
+                .arg("--log-level=warn")
+                .arg("--quota-backend-bytes=4294967296");
+            c
+        };
+        let etcd = Process::spawn("etcd", etcd_cmd, &root.join("etcd.log"))?;
+        wait_tcp(etcd_port, Duration::from_secs(30))
+            .map_err(|e| anyhow::anyhow!("etcd did not start: {e}\n{}", etcd.log_tail(4000)))?;
+
+        // Service-account signing keys (ECDSA P-256: fast to make).
+        let sa = rcgen::KeyPair::generate()?;
+        fs::write(root.join("sa.key"), sa.serialize_pem())?;
+        fs::write(root.join("sa.pub"), sa.public_key_pem())?;
+        fs::write(
+            root.join("tokens.csv"),
+            format!(
+                "{ADMIN_TOKEN},admin,uid-admin,\"system:masters\"\n\
+                 {SA_TOKEN},{SA_USER},uid-sa,\"system:serviceaccounts,system:serviceaccounts:resize-guard\"\n"
+            ),
+        )?;
+        fs::write(root.join("audit-policy.yaml"), AUDIT_POLICY)?;
+
+        let port = free_port()?;
+        let mut args = vec![
+            format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            "--advertise-address=127.0.0.1".to_owned(),
+            // 1.37 refuses a loopback advertise address with the default endpoint reconciler.
+            "--endpoint-reconciler-type=none".to_owned(),
+            format!("--secure-port={port}"),
+            format!("--cert-dir={}", root.join("certs").display()),
+            "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+            "--allow-privileged=true".to_owned(),
+            "--authorization-mode=RBAC".to_owned(),
+            format!("--token-auth-file={}", root.join("tokens.csv").display()),
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition".to_owned(),
+            "--service-account-issuer=https://kubernetes.default.svc".to_owned(),
+            format!(
+                "--service-account-key-file={}",
+                root.join("sa.pub").display()
+            ),
+            format!(
+                "--service-account-signing-key-file={}",
+                root.join("sa.key").display()
+            ),
+            format!("--audit-log-path={}", root.join("audit.log").display()),
+            format!(
+                "--audit-policy-file={}",
+                root.join("audit-policy.yaml").display()
+            ),
+            "--audit-log-format=json".to_owned(),
+            "--profiling=false".to_owned(),
+            "--enable-priority-and-fairness=false".to_owned(),
+        ];
+        if !options.feature_gates.is_empty() {
+            args.push(format!(
+                "--feature-gates={}",
+                options.feature_gates.join(",")
+            ));
+        }
+        let apiserver = spawn_apiserver(&binaries, &args, root)?;
+        let cp = ControlPlane {
+            binaries,
+            etcd,
+            apiserver: Mutex::new(apiserver),
+            apiserver_cmd: args,
+            scheduler: Mutex::new(None),
+            port,
+            dir,
+        };
+        for id in [Identity::Admin, Identity::ServiceAccount] {
+            fs::write(cp.dir.path().join(id.file_name()), cp.kubeconfig_yaml(id))?;
+        }
+        cp.wait_ready(Duration::from_secs(120))?;
+        Ok(cp)
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// The working directory (logs, kubeconfigs, audit log).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The binaries in use.
+    pub fn binaries(&self) -> &Binaries {
+        &self.binaries
+    }
+
+    /// The admin kubeconfig file.
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.kubeconfig_path_for(Identity::Admin)
+    }
+
+    /// The kubeconfig file for an identity.
+    pub fn kubeconfig_path_for(&self, id: Identity) -> PathBuf {
+        self.dir.path().join(id.file_name())
+    }
+
+    /// The API server's audit log (JSON lines).
+    pub fn audit_log_path(&self) -> PathBuf {
+        self.dir.path().join("audit.log")
+    }
+
+    fn kubeconfig_yaml(&self, id: Identity) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: resize-guard\n  cluster:\n    server: {url}\n    \
+             insecure-skip-tls-verify: true\nusers:\n- name: {user}\n  user:\n    token: {token}\n\
+             contexts:\n- name: resize-guard\n  context:\n    cluster: resize-guard\n    user: {user}\n    \
+             namespace: default\ncurrent-context: resize-guard\n",
+            url = self.url(),
+            user = match id {
+                Identity::Admin => "admin",
+                Identity::ServiceAccount => "resize-guard-sa",
+            },
+            token = id.token(),
+        )
+    }
+
+    /// A kube client config for an identity.
+    pub async fn config(&self, id: Identity) -> anyhow::Result<kube::Config> {
+        let kc = Kubeconfig::read_from(self.kubeconfig_path_for(id))?;
+        let mut config =
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+        config.read_timeout = Some(Duration::from_secs(60));
+        Ok(config)
+    }
+
+    /// An admin client, bound to the caller's async runtime.
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        self.client_as(Identity::Admin).await
+    }
+
+    /// A client acting as `id`.
+    pub async fn client_as(&self, id: Identity) -> anyhow::Result<kube::Client> {
+        Ok(kube::Client::try_from(self.config(id).await?)?)
+    }
+
+    /// Polls `/readyz` until it answers `ok` or `timeout` passes.
+    pub fn wait_ready(&self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            {
+                let mut api = self
+                    .apiserver
+                    .lock()
+                    .map_err(|_| anyhow::anyhow!("poisoned"))?;
+                if !api.is_running() {
+                    anyhow::bail!("kube-apiserver exited:\n{}", api.log_tail(6000));
+                }
+            }
+            match self.get_blocking("/readyz") {
+                Ok(body) if body.trim() == "ok" => return Ok(()),
+                Ok(body) => last = body,
+                Err(e) => last = e.to_string(),
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let tail = self
+            .apiserver
+            .lock()
+            .map(|a| a.log_tail(6000))
+            .unwrap_or_default();
+        anyhow::bail!("kube-apiserver not ready after {timeout:?}: {last}\n{tail}")
+    }
+
+    /// A blocking GET as admin on a fresh single-threaded runtime in its own thread (safe to call
+    /// from anywhere, including inside another runtime).
+    pub fn get_blocking(&self, path: &str) -> anyhow::Result<String> {
+        let kubeconfig = self.kubeconfig_path();
+        let path = path.to_owned();
+        std::thread::spawn(move || -> anyhow::Result<String> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let kc = Kubeconfig::read_from(kubeconfig)?;
+                let mut config =
+                    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+                config.connect_timeout = Some(Duration::from_secs(2));
+                config.read_timeout = Some(Duration::from_secs(5));
+                let client = kube::Client::try_from(config)?;
+                let req = http::Request::get(path).body(Vec::new())?;
+                Ok(client.request_text(req).await?)
+            })
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("readiness probe thread panicked"))?
+    }
+
+    /// Stops and restarts kube-apiserver on the same port and etcd (watches break, clients
+    /// reconnect), then waits for readiness.
+    pub fn restart_apiserver(&self) -> anyhow::Result<()> {
+        {
+            let mut api = self
+                .apiserver
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))?;
+            api.stop(Duration::from_secs(10));
+            *api = spawn_apiserver(&self.binaries, &self.apiserver_cmd, self.dir.path())?;
+        }
+        self.wait_ready(Duration::from_secs(120))
+    }
+
+    /// Starts kube-scheduler v1.37.2 with the given feature gates (replacing a running one).
+    pub fn start_scheduler(&self, feature_gates: &[&str]) -> anyhow::Result<()> {
+        let mut slot = self
+            .scheduler
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?;
+        *slot = None;
+        let port = free_port()?;
+        let kubeconfig = self.kubeconfig_path();
+        let config = self.dir.path().join("scheduler-config.yaml");
+        fs::write(
+            &config,
+            format!(
+                "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+                 clientConnection:\n  kubeconfig: {}\n  qps: 500\n  burst: 1000\nleaderElection:\n  leaderElect: false\n\
+                 podInitialBackoffSeconds: 1\npodMaxBackoffSeconds: 1\n",
+                kubeconfig.display()
+            ),
+        )?;
+        let mut c = Command::new(&self.binaries.scheduler);
+        c.arg(format!("--config={}", config.display()))
+            .arg(format!(
+                "--authentication-kubeconfig={}",
+                kubeconfig.display()
+            ))
+            .arg(format!(
+                "--authorization-kubeconfig={}",
+                kubeconfig.display()
+            ))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--secure-port={port}"))
+            .arg("--v=2");
+        if !feature_gates.is_empty() {
+            c.arg(format!("--feature-gates={}", feature_gates.join(",")));
+        }
+        let mut p = Process::spawn(
+            "kube-scheduler",
+            c,
+            &self.dir.path().join("kube-scheduler.log"),
+        )?;
+        wait_tcp(port, Duration::from_secs(60)).map_err(|e| {
+            let running = p.is_running();
+            anyhow::anyhow!(
+                "kube-scheduler did not start ({e}, running: {running}):\n{}",
+                p.log_tail(6000)
+            )
+        })?;
+        *slot = Some(p);
+        Ok(())
+    }
+
+    /// Stops kube-scheduler if it runs.
+    pub fn stop_scheduler(&self) {
+        if let Ok(mut slot) = self.scheduler.lock() {
+            *slot = None;
+        }
+    }
+
+    /// The tail of every process log, for a failing test's output.
+    pub fn dump_logs(&self) -> String {
+        let mut out = String::new();
+        out.push_str(&format!(
+            "--- etcd ({}) ---\n{}\n",
+            self.etcd.log_path().display(),
+            self.etcd.log_tail(2000)
+        ));
+        if let Ok(api) = self.apiserver.lock() {
+            out.push_str(&format!("--- {} ---\n{}\n", api.name(), api.log_tail(6000)));
+        }
+        if let Ok(s) = self.scheduler.lock()
+            && let Some(s) = s.as_ref()
+        {
+            out.push_str(&format!("--- {} ---\n{}\n", s.name(), s.log_tail(4000)));
+        }
+        out
+    }
+
+    /// Audit events (parsed JSON lines) so far.
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        fs::read_to_string(self.audit_log_path())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+fn spawn_apiserver(binaries: &Binaries, args: &[String], root: &Path) -> anyhow::Result<Process> {
+    let mut c = Command::new(&binaries.apiserver);
+    c.args(args);
+    Process::spawn("kube-apiserver", c, &root.join("kube-apiserver.log"))
+}
+
+fn wait_tcp(port: u16, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("nothing listens on 127.0.0.1:{port} after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,167 @@
+//! One environment per test binary: a control plane, the simulated kubelet running on a runtime
+//! of its own (so it outlives each `#[tokio::test]`'s runtime), and PriorityClasses. Tests isolate
+//! by namespace and by the nodes they add; the first caller's [`EnvOptions`] win.
+//!
+//! When a test panics while holding an [`Env::guard`], the tails of the control-plane logs are
+//! printed with the failure.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::{Api, PostParams};
+
+use crate::control_plane::{ControlPlane, Options};
+use crate::kubectl::Kubectl;
+use crate::kubelet::{KubeletOptions, NodeConfig, SimKubelet};
+
+/// PriorityClasses every environment has: (name, value).
+pub const PRIORITY_CLASSES: [(&str, i32); 3] = [("low", 100), ("mid", 10_000), ("high", 1_000_000)];
+
+/// How the shared environment starts.
+#[derive(Debug, Clone, Default)]
+pub struct EnvOptions {
+    /// kube-apiserver feature gates.
+    pub feature_gates: Vec<String>,
+    /// Simulated kubelet timing.
+    pub kubelet: KubeletOptions,
+}
+
+/// The shared environment.
+#[derive(Debug)]
+pub struct Env {
+    /// The control plane.
+    pub cp: ControlPlane,
+    /// Runs the simulated kubelet for the life of the test binary.
+    runtime: tokio::runtime::Runtime,
+    kubelet: SimKubelet,
+    counter: AtomicU32,
+}
+
+static ENV: OnceLock<Result<Env, String>> = OnceLock::new();
+
+/// The environment of this test binary, started on first use.
+pub fn shared(options: EnvOptions) -> &'static Env {
+    let env = ENV.get_or_init(|| {
+        std::thread::spawn(move || Env::start(options).map_err(|e| format!("{e:#}")))
+            .join()
+            .unwrap_or_else(|_| Err("environment start panicked".to_owned()))
+    });
+    match env {
+        Ok(env) => env,
+        Err(e) => panic!("cannot start the real control plane: {e}"),
+    }
+}
+
+impl Env {
+    fn start(options: EnvOptions) -> anyhow::Result<Env> {
+        let cp = ControlPlane::start(&Options {
+            feature_gates: options.feature_gates.clone(),
+        })?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("harness")
+            .enable_all()
+            .build()?;
+        let kubelet = runtime.block_on(async {
+            let client = cp.client().await?;
+            let classes: Api<PriorityClass> = Api::all(client.clone());
+            for (name, value) in PRIORITY_CLASSES {
+                let pc: PriorityClass = serde_json::from_value(serde_json::json!({
+                    "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                    "metadata": {"name": name}, "value": value,
+                }))?;
+                match classes.create(&PostParams::default(), &pc).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            SimKubelet::start(client, Vec::new(), options.kubelet.clone()).await
+        })?;
+        Ok(Env {
+            cp,
+            runtime,
+            kubelet,
+            counter: AtomicU32::new(0),
+        })
+    }
+
+    /// An admin client on the caller's runtime.
+    pub async fn client(&self) -> kube::Client {
+        match self.cp.client().await {
+            Ok(c) => c,
+            Err(e) => panic!("admin client: {e}"),
+        }
+    }
+
+    /// kubectl as admin.
+    pub fn kubectl(&self) -> Kubectl {
+        Kubectl {
+            bin: self.cp.binaries().kubectl.clone(),
+            kubeconfig: self.cp.kubeconfig_path(),
+        }
+    }
+
+    /// A name unique in this environment: `prefix-N`.
+    pub fn unique(&self, prefix: &str) -> String {
+        format!("{prefix}-{}", self.counter.fetch_add(1, Ordering::SeqCst))
+    }
+
+    /// Creates a fresh namespace.
+    pub async fn namespace(&self, prefix: &str) -> String {
+        let name = self.unique(prefix);
+        let api: Api<Namespace> = Api::all(self.client().await);
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some(name.clone());
+        if let Err(e) = api.create(&PostParams::default(), &ns).await {
+            panic!("create namespace {name}: {e}");
+        }
+        name
+    }
+
+    /// Adds a simulated node named `prefix-N` and returns its name.
+    pub async fn node(&self, prefix: &str, cpu: &str, memory: &str) -> String {
+        let cfg = NodeConfig::new(&self.unique(prefix), cpu, memory);
+        let name = cfg.name.clone();
+        self.add_node(cfg).await;
+        name
+    }
+
+    /// Adds a simulated node as configured.
+    pub async fn add_node(&self, cfg: NodeConfig) {
+        // The kubelet's client and channel live on the harness runtime and work from any other.
+        if let Err(e) = self.kubelet.add_node(&cfg).await {
+            panic!("add node {}: {e}", cfg.name);
+        }
+    }
+
+    /// The harness runtime (for background work that must outlive a test).
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        self.runtime.handle()
+    }
+
+    /// A guard that prints the control-plane logs if the test panics.
+    pub fn guard(&self) -> LogGuard<'_> {
+        LogGuard { env: self }
+    }
+}
+
+/// Prints the control plane's log tails when dropped during a panic.
+#[derive(Debug)]
+pub struct LogGuard<'a> {
+    env: &'a Env,
+}
+
+impl Drop for LogGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "==== control-plane logs ({}) ====\n{}",
+                self.env.cp.dir().display(),
+                self.env.cp.dump_logs()
+            );
+        }
+    }
+}

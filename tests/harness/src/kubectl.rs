@@ -1,0 +1,71 @@
+//! Running the upstream `kubectl` v1.37.2 against the harness's control plane, to check what users
+//! really see (warnings on stderr, `kubectl events`).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+/// A kubectl bound to a kubeconfig.
+#[derive(Debug, Clone)]
+pub struct Kubectl {
+    /// The binary.
+    pub bin: PathBuf,
+    /// The kubeconfig it uses.
+    pub kubeconfig: PathBuf,
+}
+
+/// A finished kubectl run.
+#[derive(Debug, Clone)]
+pub struct KubectlOutput {
+    /// Exit status was 0.
+    pub success: bool,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error (warnings, errors).
+    pub stderr: String,
+}
+
+impl Kubectl {
+    /// Runs `kubectl <args>` and captures its output.
+    pub async fn run<I, S>(&self, args: I) -> anyhow::Result<KubectlOutput>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let out = tokio::process::Command::new(&self.bin)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdin(Stdio::null())
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .output()
+            .await?;
+        Ok(KubectlOutput {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
+    /// `kubectl patch pod NAME -n NS --subresource resize -p PATCH`.
+    pub async fn resize(&self, ns: &str, pod: &str, patch: &str) -> anyhow::Result<KubectlOutput> {
+        self.run([
+            "patch",
+            "pod",
+            pod,
+            "-n",
+            ns,
+            "--subresource",
+            "resize",
+            "-p",
+            patch,
+        ])
+        .await
+    }
+
+    /// `kubectl events -n NS --for pod/NAME`.
+    pub async fn events_for(&self, ns: &str, pod: &str) -> anyhow::Result<KubectlOutput> {
+        self.run(["events", "-n", ns, "--for", &format!("pod/{pod}")])
+            .await
+    }
+}

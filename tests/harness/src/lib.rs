@@ -1,0 +1,16 @@
+//! # resize-guard-harness
+//!
+//! The real-parts test bench of resize-guard: a real kube-apiserver v1.37.2 + etcd (+
+//! kube-scheduler) built from upstream Go modules ([`control_plane`]), a faithful simulated
+//! kubelet ([`kubelet`]), `kubectl` helpers ([`kubectl`]), and a per-test-binary shared
+//! environment ([`env`]) that tests isolate from each other by namespace.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod binaries;
+pub mod control_plane;
+pub mod env;
+pub mod kubectl;
+pub mod kubelet;
+pub mod objects;
+pub mod process;
+pub mod sandbox;

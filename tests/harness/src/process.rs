@@ -1,0 +1,123 @@
+//! Child processes of the harness: each writes to its own log file, dies with the harness (a
+//! watchdog kills it if the test binary exits without dropping it), and can show its log tail.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A running child process and its log.
+#[derive(Debug)]
+pub struct Process {
+    name: String,
+    child: Child,
+    log: PathBuf,
+    watchdog: Option<Child>,
+}
+
+impl Process {
+    /// Starts `cmd` with stdout and stderr going to `log`.
+    pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> anyhow::Result<Process> {
+        let out = File::create(log)?;
+        let err = out.try_clone()?;
+        cmd.stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .stdin(Stdio::null())
+            .env_remove("HTTP_PROXY")
+            .env_remove("HTTPS_PROXY")
+            .env_remove("http_proxy")
+            .env_remove("https_proxy");
+        let child = cmd
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("cannot start {name} ({:?}): {e}", cmd.get_program()))?;
+        // If this process dies without running destructors (statics are never dropped), the
+        // watchdog notices and takes the child down with it.
+        let script = format!(
+            "while kill -0 {parent} 2>/dev/null && kill -0 {pid} 2>/dev/null; do sleep 0.5; done; \
+             kill {pid} 2>/dev/null; sleep 2; kill -9 {pid} 2>/dev/null; exit 0",
+            parent = std::process::id(),
+            pid = child.id()
+        );
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok();
+        Ok(Process {
+            name: name.to_owned(),
+            child,
+            log: log.to_owned(),
+            watchdog,
+        })
+    }
+
+    /// The process name given at spawn.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The log file.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The last `bytes` of the log.
+    pub fn log_tail(&self, bytes: u64) -> String {
+        let Ok(mut f) = File::open(&self.log) else {
+            return String::new();
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = f.seek(SeekFrom::Start(len.saturating_sub(bytes)));
+        let mut s = String::new();
+        let _ = f.read_to_string(&mut s);
+        s
+    }
+
+    /// Stops the process: SIGTERM, then SIGKILL after `grace`.
+    pub fn stop(&mut self, grace: std::time::Duration) {
+        if !self.is_running() {
+            return;
+        }
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < deadline {
+            if !self.is_running() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// OS process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.stop(std::time::Duration::from_secs(3));
+        if let Some(w) = self.watchdog.as_mut() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; callers retry on a race).
+pub fn free_port() -> anyhow::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
