@@ -375,16 +375,26 @@ async fn simulated_kubelet_handles_hundreds_of_pods() {
     // 3000m used of 3100m: growing one pod by 200m is Deferred until a neighbour goes.
     let k = env.kubectl();
     for (n, _) in nodes.iter().enumerate() {
-        k.resize(&ns, &format!("p-{n}-0"), &cpu_resize("300m")).await.unwrap();
-    }
-    for (n, _) in nodes.iter().enumerate() {
-        wait_pod(&pods, &format!("p-{n}-0"), T, |p| resize_pending(p).is_some()).await.unwrap();
-        pods.delete(&format!("p-{n}-1"), &DeleteParams::default()).await.unwrap();
-    }
-    for (n, _) in nodes.iter().enumerate() {
-        wait_pod(&pods, &format!("p-{n}-0"), T, |p| allocated_cpu(p).as_deref() == Some("300m"))
+        k.resize(&ns, &format!("p-{n}-0"), &cpu_resize("300m"))
             .await
             .unwrap();
+    }
+    for (n, _) in nodes.iter().enumerate() {
+        wait_pod(&pods, &format!("p-{n}-0"), T, |p| {
+            resize_pending(p).is_some()
+        })
+        .await
+        .unwrap();
+        pods.delete(&format!("p-{n}-1"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    for (n, _) in nodes.iter().enumerate() {
+        wait_pod(&pods, &format!("p-{n}-0"), T, |p| {
+            allocated_cpu(p).as_deref() == Some("300m")
+        })
+        .await
+        .unwrap();
     }
     eprintln!("all resizes resolved after {:?}", started.elapsed());
 }
