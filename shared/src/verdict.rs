@@ -206,6 +206,40 @@ impl Verdict {
         }
     }
 
+    /// A one-line form for admission warnings, which the API server may cut after 256
+    /// characters: what happens and what resize-guard will do, without the kubelet quote.
+    pub fn summary(&self) -> String {
+        let text = match self {
+            Verdict::Deferred(d) => {
+                let head = format!(
+                    "node {} lacks {}; the resize will be Deferred",
+                    d.node,
+                    d.shortfall_text()
+                );
+                match &d.plan {
+                    Ok(p) if p.victims.is_empty() => format!(
+                        "{head} until terminating pods {} are gone",
+                        name_list(p.awaiting.iter(), 2)
+                    ),
+                    Ok(p) => format!("{head}; resize-guard will preempt {}", p.victim_names(2)),
+                    Err(why) => format!("{head} and wait: {}", why.reason()),
+                }
+            }
+            Verdict::Infeasible(i) => format!(
+                "{} {} exceeds node {} allocatable {}; it can never fit there",
+                i.resource,
+                i.resource.format(i.requested),
+                i.node,
+                i.resource.format(i.allocatable)
+            ),
+            Verdict::QosChange(q) => {
+                format!("resize would change QoS class {} -> {}", q.from, q.to)
+            }
+            other => other.message(),
+        };
+        clip(&format!("resize-guard: {text}"), 256)
+    }
+
     /// What to do under `policy`. In audit mode nothing is denied or repaired: the would-be
     /// action becomes a warning and the decision label starts with `would-`.
     pub fn outcome(&self, policy: &Policy) -> Outcome {
@@ -221,23 +255,26 @@ impl Verdict {
                 if d.plan.is_err() && policy.feasibility.reject_stuck_deferred {
                     deny(&label, self.message())
                 } else {
-                    allow(vec![self.message()])
+                    allow(vec![self.summary()])
                 }
             }
             Verdict::Infeasible(_) => {
                 if policy.feasibility.reject_infeasible {
                     deny(&label, self.message())
                 } else {
-                    allow(vec![self.message()])
+                    allow(vec![self.summary()])
                 }
             }
             Verdict::QosChange(q) => match (&q.repair, policy.qos.on_change) {
                 (Some(r), OnQosChange::Repair) => Outcome {
                     action: Action::Repair(r.clone()),
-                    warnings: vec![format!(
-                        "resize-guard repaired this resize to keep QoS class {}: {}",
-                        r.class,
-                        r.describe()
+                    warnings: vec![clip(
+                        &format!(
+                            "resize-guard repaired this resize to keep QoS class {}: {}",
+                            r.class,
+                            r.describe()
+                        ),
+                        256,
                     )],
                     decision: "qos-repaired".to_owned(),
                 },
@@ -250,24 +287,43 @@ impl Verdict {
         }
         match enforced.action {
             Action::Allow => enforced,
-            Action::Deny(msg) => Outcome {
+            Action::Deny(_) => Outcome {
                 action: Action::Allow,
-                warnings: vec![format!(
-                    "resize-guard (audit mode) would deny this resize: {msg}"
+                warnings: vec![clip(
+                    &format!(
+                        "resize-guard (audit mode) would deny this resize: {}",
+                        self.summary().trim_start_matches("resize-guard: ")
+                    ),
+                    256,
                 )],
                 decision: format!("would-deny:{}", enforced.decision),
             },
             Action::Repair(r) => Outcome {
                 action: Action::Allow,
-                warnings: vec![format!(
-                    "resize-guard (audit mode) would repair this resize to keep QoS class {}: {}",
-                    r.class,
-                    r.describe()
+                warnings: vec![clip(
+                    &format!(
+                        "resize-guard (audit mode) would repair this resize to keep QoS class {}: {}",
+                        r.class,
+                        r.describe()
+                    ),
+                    256,
                 )],
                 decision: "would-repair".to_owned(),
             },
         }
     }
+}
+
+/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut with `…`.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 fn deny(label: &str, message: String) -> Outcome {

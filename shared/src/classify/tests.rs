@@ -340,6 +340,11 @@ fn audit_mode_never_denies_but_says_what_it_would_do() {
     assert_eq!(out.action, Action::Allow);
     assert_eq!(out.decision, "would-deny:infeasible");
     assert!(out.warnings[0].starts_with("resize-guard (audit mode) would deny"));
+    assert!(
+        out.warnings[0].contains("cpu 2430m exceeds node n1 allocatable 1930m"),
+        "{}",
+        out.warnings[0]
+    );
 }
 
 #[test]
@@ -416,3 +421,32 @@ fn a_shrink_always_fits() {
 
 use crate::qos::QosClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+#[test]
+fn warnings_fit_the_api_servers_256_character_limit() {
+    let mut pods = vec![app("250m").build()];
+    for i in 0..20 {
+        pods.push(
+            PodBuilder::new(
+                "a-rather-long-namespace-name",
+                &format!("a-rather-long-victim-pod-name-{i}"),
+            )
+            .node("n1")
+            .container(container("c").guaranteed("80m", "64Mi"))
+            .running(i)
+            .build(),
+        );
+    }
+    let mut w = World::new(&pods);
+    w.policy.preemption.max_victims_per_resize = 20;
+    let v = w.classify(&pods[0], &resized("1900m"));
+    assert_eq!(v.label(), "deferred-preemptible");
+    for warning in v.outcome(&w.policy).warnings {
+        assert!(warning.len() <= 256, "{} bytes: {warning}", warning.len());
+        assert!(
+            warning.contains("and ") && warning.contains(" more"),
+            "{warning}"
+        );
+    }
+    assert_eq!(crate::verdict::clip("ééé", 5), "é…");
+}

@@ -6,6 +6,7 @@
 //! environment ([`env`]) that tests isolate from each other by namespace.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod admission;
 pub mod binaries;
 pub mod control_plane;
 pub mod env;

@@ -1,0 +1,151 @@
+//! Prometheus metrics of the webhook, in the text exposition format on `/metrics`. Durations are
+//! histograms in seconds with millisecond-scale buckets (DESIGN §7).
+
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Buckets from 0.25 ms to 2.5 s.
+pub const BUCKETS: [f64; 12] = [
+    0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5,
+];
+
+/// Labels of one admission review.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewLabels {
+    /// `mutate` or `validate`.
+    pub webhook: String,
+    /// The decision label (`fits`, `infeasible`, `would-deny:infeasible`, …).
+    pub decision: String,
+    /// `true` or `false`.
+    pub allowed: String,
+}
+
+/// Labels of a policy or certificate reload.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `ok` or `error`.
+    pub result: String,
+}
+
+/// All webhook metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    reviews: Family<ReviewLabels, Counter>,
+    duration: Family<ReviewLabels, Histogram>,
+    policy_reloads: Family<ResultLabels, Counter>,
+    cert_reloads: Family<ResultLabels, Counter>,
+    bad_requests: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("resize_guard");
+        let reviews = Family::<ReviewLabels, Counter>::default();
+        let duration =
+            Family::<ReviewLabels, Histogram>::new_with_constructor(|| Histogram::new(BUCKETS));
+        let policy_reloads = Family::<ResultLabels, Counter>::default();
+        let cert_reloads = Family::<ResultLabels, Counter>::default();
+        let bad_requests = Counter::default();
+        registry.register(
+            "admission_reviews",
+            "Admission reviews answered",
+            reviews.clone(),
+        );
+        registry.register(
+            "admission_duration_seconds",
+            "Time to answer an admission review",
+            duration.clone(),
+        );
+        registry.register(
+            "policy_reloads",
+            "Policy ConfigMap reloads",
+            policy_reloads.clone(),
+        );
+        registry.register(
+            "certificate_reloads",
+            "TLS certificate reloads",
+            cert_reloads.clone(),
+        );
+        registry.register(
+            "admission_bad_requests",
+            "Requests refused before review (malformed, wrong type, too large)",
+            bad_requests.clone(),
+        );
+        Metrics {
+            registry: Mutex::new(registry),
+            reviews,
+            duration,
+            policy_reloads,
+            cert_reloads,
+            bad_requests,
+        }
+    }
+
+    /// Records one answered review.
+    pub fn review(&self, webhook: &str, decision: &str, allowed: bool, seconds: f64) {
+        let labels = ReviewLabels {
+            webhook: webhook.to_owned(),
+            decision: decision.to_owned(),
+            allowed: allowed.to_string(),
+        };
+        self.reviews.get_or_create(&labels).inc();
+        self.duration.get_or_create(&labels).observe(seconds);
+    }
+
+    /// Records a policy reload.
+    pub fn policy_reload(&self, ok: bool) {
+        self.policy_reloads.get_or_create(&result(ok)).inc();
+    }
+
+    /// Records a certificate reload.
+    pub fn cert_reload(&self, ok: bool) {
+        self.cert_reloads.get_or_create(&result(ok)).inc();
+    }
+
+    /// Records a refused request.
+    pub fn bad_request(&self) {
+        self.bad_requests.inc();
+    }
+
+    /// The text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if let Ok(registry) = self.registry.lock() {
+            let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        }
+        out
+    }
+}
+
+fn result(ok: bool) -> ResultLabels {
+    ResultLabels {
+        result: if ok { "ok" } else { "error" }.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_reviews_with_millisecond_buckets() {
+        let m = Metrics::new();
+        m.review("validate", "fits", true, 0.0004);
+        let text = m.render();
+        assert!(text.contains("resize_guard_admission_reviews_total{webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1"), "{text}");
+        assert!(text.contains("resize_guard_admission_duration_seconds_bucket{le=\"0.0005\",webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1"), "{text}");
+    }
+}

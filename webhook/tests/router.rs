@@ -1,0 +1,579 @@
+//! In-process router tests: every verdict and every class of bad input through the real axum
+//! routers (`Router::oneshot`), with AdmissionReviews shaped like kube-apiserver's.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use resize_guard_policy::budget::Budgets;
+use resize_guard_policy::fixture::{PodBuilder, container, node};
+use resize_guard_policy::ledger::NodeLedger;
+use resize_guard_policy::policy::Policy;
+use resize_guard_policy::qos::{QosClass, qos_class};
+use resize_guard_webhook::metrics::Metrics;
+use resize_guard_webhook::review::Cluster;
+use resize_guard_webhook::server::{AppState, admission_router, health_router};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+struct StaticCluster {
+    policy: Arc<Policy>,
+    nodes: Vec<Node>,
+    pods: Vec<Pod>,
+    pdbs: Vec<PodDisruptionBudget>,
+}
+
+impl Cluster for StaticCluster {
+    fn policy(&self) -> Arc<Policy> {
+        self.policy.clone()
+    }
+    fn ledger(&self, name: &str) -> Option<NodeLedger> {
+        let n = self
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))?;
+        Some(NodeLedger::new(n, &self.pods))
+    }
+    fn budgets(&self) -> Budgets {
+        Budgets::new(&self.pdbs)
+    }
+    fn install_namespace(&self) -> &str {
+        "resize-guard"
+    }
+}
+
+/// The field-test world: a t3.medium node with a 1500m low-priority filler and a 250m
+/// Guaranteed high-priority app.
+fn field_test(policy: Policy) -> (StaticCluster, Pod) {
+    let app = PodBuilder::new("prod", "app")
+        .node("n1")
+        .priority(1000)
+        .container(container("app").guaranteed("250m", "256Mi"))
+        .running(0)
+        .qos_status("Guaranteed")
+        .build();
+    let filler = PodBuilder::new("batch", "filler")
+        .node("n1")
+        .priority(100)
+        .container(container("work").guaranteed("1500m", "256Mi"))
+        .running(5)
+        .build();
+    let cluster = StaticCluster {
+        policy: Arc::new(policy),
+        nodes: vec![node("n1", "1930m", "3Gi")],
+        pods: vec![app.clone(), filler],
+        pdbs: vec![],
+    };
+    (cluster, app)
+}
+
+fn with_cpu(pod: &Pod, request: &str, limit: &str) -> Pod {
+    let mut p = pod.clone();
+    let r = p.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap();
+    r.requests.as_mut().unwrap().insert(
+        "cpu".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity(request.into()),
+    );
+    r.limits.as_mut().unwrap().insert(
+        "cpu".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity(limit.into()),
+    );
+    p.metadata.generation = Some(2);
+    p
+}
+
+/// An AdmissionReview as kube-apiserver v1.37 sends it for `kubectl patch --subresource resize`.
+fn resize_review(old: &Pod, new: &Pod, dry_run: bool) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "0d9a7f7e-3f0e-4a8e-8b8e-000000000001",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "subResource": "resize",
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestSubResource": "resize",
+            "name": old.metadata.name,
+            "namespace": old.metadata.namespace,
+            "operation": "UPDATE",
+            "userInfo": {"username": "admin", "uid": "uid-admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": new,
+            "oldObject": old,
+            "dryRun": dry_run,
+            "options": {"kind": "PatchOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kubectl-patch"}
+        }
+    })
+}
+
+fn state(cluster: StaticCluster) -> AppState {
+    AppState {
+        cluster: Arc::new(cluster),
+        metrics: Arc::new(Metrics::new()),
+        recorder: None,
+        ready: Arc::new(|| true),
+    }
+}
+
+async fn post_raw(
+    state: &AppState,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (StatusCode, Value) {
+    let app = admission_router(state.clone(), 64 * 1024);
+    let resp = app
+        .oneshot(
+            Request::post(path)
+                .header("content-type", content_type)
+                .body(Body::from(body))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+async fn post(state: &AppState, path: &str, review: &Value) -> Value {
+    let (status, body) = post_raw(
+        state,
+        path,
+        "application/json",
+        serde_json::to_vec(review).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(body["kind"], "AdmissionReview");
+    assert_eq!(
+        body["response"]["uid"], review["request"]["uid"],
+        "uid echoed"
+    );
+    body["response"].clone()
+}
+
+#[tokio::test]
+async fn mutate_denies_a_qos_change_naming_the_container_and_the_fix() {
+    let (cluster, app) = field_test(Policy::default());
+    let st = state(cluster);
+    let r = post(
+        &st,
+        "/mutate",
+        &resize_review(&app, &with_cpu(&app, "500m", "250m"), false),
+    )
+    .await;
+    assert_eq!(r["allowed"], false);
+    assert_eq!(r["status"]["code"], 403);
+    let msg = r["status"]["message"].as_str().unwrap();
+    assert!(msg.contains("from Guaranteed to Burstable"), "{msg}");
+    assert!(
+        msg.contains("container app: cpu request 500m ≠ limit 250m"),
+        "{msg}"
+    );
+    assert!(msg.contains("qos.onChange: repair"), "{msg}");
+    assert_eq!(r["auditAnnotations"]["decision"], "qos-change");
+    assert_eq!(r["auditAnnotations"]["qos"], "Guaranteed->Burstable");
+}
+
+#[tokio::test]
+async fn mutate_repairs_a_qos_change_with_a_json_patch_when_policy_says_so() {
+    let mut policy = Policy::default();
+    policy.qos.on_change = resize_guard_policy::policy::OnQosChange::Repair;
+    let (cluster, app) = field_test(policy);
+    let st = state(cluster);
+    let new = with_cpu(&app, "400m", "250m");
+    let r = post(&st, "/mutate", &resize_review(&app, &new, false)).await;
+    assert_eq!(r["allowed"], true);
+    assert_eq!(r["patchType"], "JSONPatch");
+    // kube-core serializes the patch bytes as a JSON array (Go decodes both forms into []byte).
+    let patch_bytes: Vec<u8> = match &r["patch"] {
+        Value::String(s) => base64_decode(s),
+        Value::Array(a) => a.iter().map(|b| b.as_u64().unwrap() as u8).collect(),
+        other => panic!("no patch: {other}"),
+    };
+    let patch: json_patch::Patch = serde_json::from_slice(&patch_bytes).unwrap();
+    let mut doc = serde_json::to_value(&new).unwrap();
+    json_patch::patch(&mut doc, &patch).unwrap();
+    let repaired: Pod = serde_json::from_value(doc).unwrap();
+    assert_eq!(qos_class(&repaired), QosClass::Guaranteed);
+    let limits = repaired.spec.unwrap().containers[0]
+        .resources
+        .clone()
+        .unwrap()
+        .limits
+        .unwrap();
+    assert_eq!(limits["cpu"].0, "400m");
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("limits.cpu 250m → 400m"),
+        "{r}"
+    );
+    assert_eq!(r["auditAnnotations"]["decision"], "qos-repaired");
+}
+
+#[tokio::test]
+async fn a_repair_that_would_be_infeasible_is_denied_instead() {
+    let mut policy = Policy::default();
+    policy.qos.on_change = resize_guard_policy::policy::OnQosChange::Repair;
+    let (cluster, app) = field_test(policy);
+    let st = state(cluster);
+    let r = post(
+        &st,
+        "/mutate",
+        &resize_review(&app, &with_cpu(&app, "2430m", "250m"), false),
+    )
+    .await;
+    assert_eq!(r["allowed"], false);
+    assert!(
+        r["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("can never fit on node n1")
+    );
+    assert_eq!(
+        r["auditAnnotations"]["decision"],
+        "qos-repaired-then-infeasible"
+    );
+}
+
+#[tokio::test]
+async fn infeasible_resizes_are_denied_at_both_stages_with_the_nodes_numbers() {
+    let (cluster, app) = field_test(Policy::default());
+    let st = state(cluster);
+    let review = resize_review(&app, &with_cpu(&app, "2430m", "2430m"), false);
+    for path in ["/mutate", "/validate"] {
+        let r = post(&st, path, &review).await;
+        assert_eq!(r["allowed"], false, "{path}");
+        let msg = r["status"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("node n1") && msg.contains("2430m") && msg.contains("1930m"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930"),
+            "{msg}"
+        );
+        assert_eq!(r["auditAnnotations"]["decision"], "infeasible");
+        assert_eq!(
+            r["auditAnnotations"]["infeasible"],
+            "cpu requested 2430m > allocatable 1930m"
+        );
+    }
+}
+
+#[tokio::test]
+async fn validate_warns_about_a_deferred_resize_and_names_the_victim() {
+    let (cluster, app) = field_test(Policy::default());
+    let st = state(cluster);
+    let r = post(
+        &st,
+        "/validate",
+        &resize_review(&app, &with_cpu(&app, "550m", "550m"), false),
+    )
+    .await;
+    assert_eq!(r["allowed"], true);
+    assert_eq!(
+        r["warnings"][0],
+        "resize-guard: node n1 lacks cpu 120m; the resize will be Deferred; resize-guard will preempt batch/filler"
+    );
+    assert_eq!(r["auditAnnotations"]["decision"], "deferred-preemptible");
+    assert_eq!(r["auditAnnotations"]["victims"], "batch/filler");
+    assert_eq!(r["auditAnnotations"]["shortfall"], "cpu 120m, memory 0");
+}
+
+#[tokio::test]
+async fn mutate_leaves_deferred_and_fitting_resizes_to_validate() {
+    let (cluster, app) = field_test(Policy::default());
+    let st = state(cluster);
+    let r = post(
+        &st,
+        "/mutate",
+        &resize_review(&app, &with_cpu(&app, "550m", "550m"), false),
+    )
+    .await;
+    assert_eq!(r["allowed"], true);
+    assert!(
+        r.get("warnings").is_none() || r["warnings"].is_null(),
+        "{r}"
+    );
+    assert!(r.get("patch").is_none() || r["patch"].is_null());
+    assert_eq!(r["auditAnnotations"]["decision"], "deferred-preemptible");
+}
+
+#[tokio::test]
+async fn a_resize_that_fits_is_allowed_silently() {
+    let (cluster, app) = field_test(Policy::default());
+    let st = state(cluster);
+    let r = post(
+        &st,
+        "/validate",
+        &resize_review(&app, &with_cpu(&app, "400m", "400m"), false),
+    )
+    .await;
+    assert_eq!(r["allowed"], true);
+    assert!(r["warnings"].is_null(), "{r}");
+    assert_eq!(r["auditAnnotations"]["decision"], "fits");
+}
+
+#[tokio::test]
+async fn stuck_deferred_resizes_warn_or_are_denied_by_policy() {
+    let mut policy = Policy::default();
+    policy.preemption.enabled = false;
+    let (cluster, app) = field_test(policy.clone());
+    let st = state(cluster);
+    let review = resize_review(&app, &with_cpu(&app, "550m", "550m"), false);
+    let r = post(&st, "/validate", &review).await;
+    assert_eq!(r["allowed"], true);
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("wait: PreemptionDisabled"),
+        "{r}"
+    );
+    assert_eq!(r["auditAnnotations"]["no-plan"], "PreemptionDisabled");
+    policy.feasibility.reject_stuck_deferred = true;
+    let (cluster, _) = field_test(policy);
+    let r = post(&state(cluster), "/validate", &review).await;
+    assert_eq!(r["allowed"], false);
+    assert!(
+        r["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("this resize will wait")
+    );
+}
+
+#[tokio::test]
+async fn audit_mode_allows_and_records_what_it_would_have_done() {
+    let mut policy = Policy::default();
+    policy.mode = resize_guard_policy::policy::Mode::Audit;
+    let (cluster, app) = field_test(policy);
+    let st = state(cluster);
+    let r = post(
+        &st,
+        "/mutate",
+        &resize_review(&app, &with_cpu(&app, "2430m", "2430m"), false),
+    )
+    .await;
+    assert_eq!(r["allowed"], true);
+    assert_eq!(r["auditAnnotations"]["decision"], "would-deny:infeasible");
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("resize-guard (audit mode) would deny")
+    );
+}
+
+#[tokio::test]
+async fn excluded_namespaces_are_not_judged() {
+    let (cluster, _) = field_test(Policy::default());
+    let st = state(cluster);
+    let sys = PodBuilder::new("kube-system", "dns")
+        .node("n1")
+        .container(container("app").guaranteed("250m", "256Mi"))
+        .running(0)
+        .build();
+    let r = post(
+        &st,
+        "/validate",
+        &resize_review(&sys, &with_cpu(&sys, "5", "5"), false),
+    )
+    .await;
+    assert_eq!(r["allowed"], true);
+    assert_eq!(r["auditAnnotations"]["decision"], "skipped");
+}
+
+#[tokio::test]
+async fn other_resources_and_operations_are_allowed_with_a_warning() {
+    let (cluster, app) = field_test(Policy::default());
+    let st = state(cluster);
+    let review: Value =
+        serde_json::from_str(include_str!("fixtures/deployment-update.json")).unwrap();
+    let r = post(&st, "/validate", &review).await;
+    assert_eq!(r["allowed"], true);
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("apps/deployments/"),
+        "{r}"
+    );
+    let mut status_update = resize_review(&app, &app, false);
+    status_update["request"]["subResource"] = json!("status");
+    let r = post(&st, "/validate", &status_update).await;
+    assert_eq!(r["allowed"], true);
+    let mut create = resize_review(&app, &app, false);
+    create["request"]["operation"] = json!("CREATE");
+    let r = post(&st, "/mutate", &create).await;
+    assert!(r["warnings"][0].as_str().unwrap().contains("CREATE"));
+}
+
+#[tokio::test]
+async fn malformed_bodies_get_a_400_with_a_json_error() {
+    let (cluster, app) = field_test(Policy::default());
+    let st = state(cluster);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("not json", b"{not json".to_vec()),
+        ("empty", Vec::new()),
+        ("array", b"[]".to_vec()),
+        (
+            "v1beta1",
+            include_bytes!("fixtures/v1beta1-review.json").to_vec(),
+        ),
+        (
+            "no oldObject",
+            include_bytes!("fixtures/resize-without-old-object.json").to_vec(),
+        ),
+        (
+            "garbage object",
+            include_bytes!("fixtures/resize-with-garbage-object.json").to_vec(),
+        ),
+        (
+            "no request",
+            serde_json::to_vec(
+                &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
+            )
+            .unwrap(),
+        ),
+    ];
+    for (name, body) in cases {
+        let (status, err) = post_raw(&st, "/validate", "application/json", body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {err}");
+        assert!(
+            err["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{name}: {err}"
+        );
+    }
+    let mut no_uid = resize_review(&app, &app, false);
+    no_uid["request"]["uid"] = json!("");
+    let (status, _) = post_raw(
+        &st,
+        "/validate",
+        "application/json",
+        serde_json::to_vec(&no_uid).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn wrong_content_type_and_oversize_bodies_are_refused() {
+    let (cluster, app) = field_test(Policy::default());
+    let st = state(cluster);
+    let body = serde_json::to_vec(&resize_review(&app, &app, false)).unwrap();
+    let (status, err) = post_raw(&st, "/validate", "text/plain", body.clone()).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert!(err["error"].as_str().unwrap().contains("application/json"));
+    let (status, _) = post_raw(&st, "/validate", "application/json; charset=utf-8", body).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = post_raw(&st, "/validate", "application/json", vec![b' '; 128 * 1024]).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        st.metrics
+            .render()
+            .contains("resize_guard_admission_bad_requests_total 1")
+    );
+}
+
+#[tokio::test]
+async fn denials_carry_an_event_intent_except_on_dry_run() {
+    use resize_guard_webhook::review::{Stage, review};
+    let (cluster, app) = field_test(Policy::default());
+    let body = serde_json::to_vec(&resize_review(
+        &app,
+        &with_cpu(&app, "2430m", "2430m"),
+        false,
+    ))
+    .unwrap();
+    let r = review(Stage::Validate, &body, &cluster).unwrap();
+    let ev = r.event.expect("event");
+    assert_eq!((ev.reason, ev.warning), ("ResizeRejected", true));
+    assert_eq!(ev.regarding.name.as_deref(), Some("app"));
+    let dry = serde_json::to_vec(&resize_review(
+        &app,
+        &with_cpu(&app, "2430m", "2430m"),
+        true,
+    ))
+    .unwrap();
+    let r = review(Stage::Validate, &dry, &cluster).unwrap();
+    assert!(!r.allowed);
+    assert!(r.event.is_none(), "no side effects on dry-run");
+}
+
+#[tokio::test]
+async fn health_endpoints_reflect_readiness_and_metrics() {
+    let (cluster, app) = field_test(Policy::default());
+    let mut st = state(cluster);
+    post(
+        &st,
+        "/validate",
+        &resize_review(&app, &with_cpu(&app, "400m", "400m"), false),
+    )
+    .await;
+    st.ready = Arc::new(|| false);
+    let app_router = health_router(st.clone());
+    let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
+    assert_eq!(
+        app_router
+            .clone()
+            .oneshot(get("/livez"))
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        app_router
+            .clone()
+            .oneshot(get("/readyz"))
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    let resp = app_router.oneshot(get("/metrics")).await.unwrap();
+    let text = String::from_utf8(
+        axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap()
+            .to_vec(),
+    )
+    .unwrap();
+    assert!(text.contains("resize_guard_admission_reviews_total{webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1"), "{text}");
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let mut buf = 0u32;
+    let mut bits = 0;
+    for c in s.bytes().filter(|c| *c != b'=') {
+        let v = T.iter().position(|t| *t == c).unwrap() as u32;
+        buf = (buf << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((buf >> bits) as u8);
+            buf &= (1 << bits) - 1;
+        }
+    }
+    out
+}

@@ -1,0 +1,216 @@
+//! Shared setup of the webhook's end-to-end suites: the real `resize-guard-webhook` binary,
+//! running as the resize-guard ServiceAccount (RBAC from `deploy/rbac.yaml`), serving a loopback
+//! certificate from `resize-guard-certs`, registered with the harness's kube-apiserver.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use resize_guard_harness::admission::{Webhooks, install, wait_active};
+use resize_guard_harness::control_plane::Identity;
+use resize_guard_harness::env::Env;
+use resize_guard_harness::objects::{create_running, guaranteed_pod};
+use resize_guard_harness::process::{Process, free_port};
+
+/// A running webhook.
+pub struct Webhook {
+    pub process: Process,
+    pub port: u16,
+    pub health_port: u16,
+    pub cert_dir: tempfile::TempDir,
+    pub bundle: resize_guard_certs::Bundle,
+}
+
+impl Webhook {
+    /// GET `http://127.0.0.1:<health><path>`: the body on 200, else the whole response.
+    pub async fn health(&self, path: &str) -> Result<String, String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", self.health_port))
+            .await
+            .map_err(|e| e.to_string())?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut text = String::new();
+        s.read_to_string(&mut text)
+            .await
+            .map_err(|e| e.to_string())?;
+        match text.split_once("\r\n\r\n") {
+            Some((head, body))
+                if head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200") =>
+            {
+                Ok(body.to_owned())
+            }
+            _ => Err(text),
+        }
+    }
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Applies the install namespace, ServiceAccount and RBAC from `deploy/`.
+pub async fn apply_rbac(env: &Env) {
+    let k = env.kubectl();
+    for file in ["deploy/namespace.yaml", "deploy/rbac.yaml"] {
+        let path = repo_root().join(file);
+        let out = k
+            .run(["apply", "-f", path.to_str().unwrap()])
+            .await
+            .unwrap();
+        assert!(out.success, "kubectl apply {file}: {}", out.stderr);
+    }
+}
+
+/// Writes the policy ConfigMap (server-side apply, so it creates or replaces).
+pub async fn set_policy(env: &Env, doc: &str) {
+    apply_rbac(env).await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client().await, "resize-guard");
+    let cm = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "resize-guard", "namespace": "resize-guard"},
+        "data": {"policy.yaml": doc},
+    });
+    api.patch(
+        "resize-guard",
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(&cm),
+    )
+    .await
+    .unwrap();
+}
+
+/// Starts the webhook binary as the resize-guard ServiceAccount and registers it.
+pub async fn start(env: &'static Env, which: Webhooks) -> Webhook {
+    apply_rbac(env).await;
+    let bundle =
+        resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback()).unwrap();
+    let cert_dir = tempfile::tempdir().unwrap();
+    resize_guard_certs::write_dir(&bundle, cert_dir.path()).unwrap();
+    let (port, health_port) = (free_port().unwrap(), free_port().unwrap());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_resize-guard-webhook"));
+    cmd.env(
+        "KUBECONFIG",
+        env.cp.kubeconfig_path_for(Identity::ServiceAccount),
+    )
+    .env(
+        "RUST_LOG",
+        "info,resize_guard_webhook=debug,kube_client=warn",
+    )
+    .arg(format!("--tls-addr=127.0.0.1:{port}"))
+    .arg(format!("--health-addr=127.0.0.1:{health_port}"))
+    .arg(format!("--cert-dir={}", cert_dir.path().display()))
+    .arg("--cert-reload-interval=200ms")
+    .arg("--namespace=resize-guard")
+    .arg("--instance=e2e");
+    let log = env.cp.dir().join(format!("webhook-{port}.log"));
+    let process = Process::spawn("resize-guard-webhook", cmd, &log).unwrap();
+    let hook = Webhook {
+        process,
+        port,
+        health_port,
+        cert_dir,
+        bundle,
+    };
+    for _ in 0..300 {
+        if hook.health("/readyz").await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if let Err(e) = hook.health("/readyz").await {
+        panic!("webhook not ready: {e}\n{}", hook.process.log_tail(4000));
+    }
+    let client = env.client().await;
+    install(
+        &client,
+        &format!("https://127.0.0.1:{port}"),
+        &hook.bundle.ca_bundle_base64(),
+        which,
+        "Fail",
+    )
+    .await
+    .unwrap();
+    canary(env).await;
+    hook
+}
+
+/// Waits until kube-apiserver calls the webhook: a dry-run resize that the kubelet would defer,
+/// which only resize-guard's validating webhook comments on (a warning naming the shortfall).
+/// (An Infeasible probe would not do: v1.37's own capacity check refuses it before validating
+/// webhooks run.)
+pub async fn canary(env: &Env) {
+    let client = env.client().await;
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    let ns = "resize-guard-canary";
+    if ns_api.get_opt(ns).await.unwrap().is_none() {
+        let mut n = Namespace::default();
+        n.metadata.name = Some(ns.into());
+        ns_api.create(&PostParams::default(), &n).await.unwrap();
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    if pods.get_opt("canary").await.unwrap().is_none() {
+        let node = env.node("canary", "1", "1Gi").await;
+        create_running(
+            &pods,
+            &guaranteed_pod("canary-filler", &node, "low", "800m", "64Mi"),
+        )
+        .await
+        .unwrap();
+        create_running(
+            &pods,
+            &guaranteed_pod("canary", &node, "high", "100m", "64Mi"),
+        )
+        .await
+        .unwrap();
+    }
+    let k = env.kubectl();
+    wait_active(Duration::from_secs(30), || async {
+        let out = k
+            .run(["patch", "pod", "canary", "-n", ns, "--subresource", "resize", "--dry-run=server", "-p",
+                r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"300m"},"limits":{"cpu":"300m"}}}]}}"#])
+            .await
+            .unwrap();
+        out.stderr.contains("resize-guard")
+    })
+    .await
+    .unwrap();
+}
+
+/// A unique namespace, a node and a started field-test pair (1500m low filler, 250m high app).
+pub async fn field_test(env: &Env, prefix: &str) -> (String, String, Api<Pod>) {
+    let ns = env.namespace(prefix).await;
+    let node = env.node("t3-medium", "1930m", "3Gi").await;
+    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    create_running(
+        &pods,
+        &guaranteed_pod("filler", &node, "low", "1500m", "256Mi"),
+    )
+    .await
+    .unwrap();
+    create_running(
+        &pods,
+        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
+    )
+    .await
+    .unwrap();
+    (ns, node, pods)
+}
+
+/// Audit events for `pods/resize` on a pod, with their annotations.
+pub fn resize_audit(env: &Env, ns: &str, pod: &str) -> Vec<serde_json::Value> {
+    env.cp
+        .audit_events()
+        .into_iter()
+        .filter(|e| {
+            e["objectRef"]["subresource"] == "resize"
+                && e["objectRef"]["namespace"] == ns
+                && e["objectRef"]["name"] == pod
+                && e["stage"] == "ResponseComplete"
+        })
+        .collect()
+}
