@@ -37,6 +37,8 @@ sandbox:
 
 bench:
 	$(CARGO) bench --locked -p resize-guard-policy --bench decision
+	$(CARGO) bench --locked -p resize-guard-webhook --bench admission
+	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-webhook --bench resize_latency
 
 fmt:
 	$(CARGO) fmt --all

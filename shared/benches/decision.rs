@@ -11,49 +11,15 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use resize_guard_policy::budget::Budgets;
-use resize_guard_policy::fixture::{PodBuilder, container, node};
+use resize_guard_policy::fixture::packed_node;
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::{Context, Verdict, classify};
 
 const PODS_PER_NODE: usize = 110;
 
-/// A 64-core node packed with 109 small pods of mixed priority plus the resizing pod.
 fn full_node() -> (Node, Vec<Pod>, Pod, Pod) {
-    let n = node("n1", "64", "256Gi");
-    let old = PodBuilder::new("prod", "model-server")
-        .node("n1")
-        .priority(1_000_000)
-        .container(container("server").guaranteed("2", "8Gi"))
-        .init_container(container("proxy").guaranteed("100m", "128Mi").sidecar())
-        .running(0)
-        .qos_status("Guaranteed")
-        .build();
-    let new = PodBuilder::new("prod", "model-server")
-        .node("n1")
-        .priority(1_000_000)
-        .container(container("server").guaranteed("2", "8Gi"))
-        .init_container(container("proxy").guaranteed("100m", "128Mi").sidecar())
-        .running(0)
-        .qos_status("Guaranteed")
-        .resize("server", "cpu", "4")
-        .build();
-    let mut pods = vec![old.clone()];
-    for i in 0..PODS_PER_NODE - 1 {
-        pods.push(
-            PodBuilder::new(
-                if i % 3 == 0 { "batch" } else { "web" },
-                &format!("pod-{i}"),
-            )
-            .node("n1")
-            .priority((i % 7) as i32 * 1000)
-            .label("app", &format!("app-{}", i % 10))
-            .container(container("c").guaranteed("560m", "2Gi"))
-            .running(i as i64)
-            .build(),
-        );
-    }
-    (n, pods, old, new)
+    packed_node(PODS_PER_NODE)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

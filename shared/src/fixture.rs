@@ -297,3 +297,38 @@ pub fn node(name: &str, cpu: &str, memory: &str) -> Node {
     });
     n
 }
+
+/// The benchmark scenario: node `n1` (64 cores, 256Gi) packed with `pods - 1` small pods of
+/// mixed priority plus a Guaranteed model server (2 cores + a sidecar) whose resize to 4 cores
+/// is Deferred and needs 3 victims. Returns (node, all pods, the server before, after).
+pub fn packed_node(pods: usize) -> (Node, Vec<Pod>, Pod, Pod) {
+    let server = || {
+        PodBuilder::new("prod", "model-server")
+            .node("n1")
+            .priority(1_000_000)
+            .container(container("server").guaranteed("2", "8Gi"))
+            .init_container(container("proxy").guaranteed("100m", "128Mi").sidecar())
+            .running(0)
+            .qos_status("Guaranteed")
+    };
+    let (old, new) = (
+        server().build(),
+        server().resize("server", "cpu", "4").build(),
+    );
+    let mut all = vec![old.clone()];
+    for i in 0..pods.saturating_sub(1) {
+        all.push(
+            PodBuilder::new(
+                if i % 3 == 0 { "batch" } else { "web" },
+                &format!("pod-{i}"),
+            )
+            .node("n1")
+            .priority((i % 7) as i32 * 1000)
+            .label("app", &format!("app-{}", i % 10))
+            .container(container("c").guaranteed("560m", "2Gi"))
+            .running(i as i64)
+            .build(),
+        );
+    }
+    (node("n1", "64", "256Gi"), all, old, new)
+}

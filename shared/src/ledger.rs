@@ -72,19 +72,25 @@ impl NodeLedger {
     /// Builds the ledger of `node` from any set of pods; pods bound elsewhere and terminal pods
     /// are skipped.
     pub fn new<'a>(node: &Node, pods: impl IntoIterator<Item = &'a Pod>) -> NodeLedger {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let pods = pods
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let entries = pods
             .into_iter()
-            .filter(|p| pod::node_name(p) == Some(name.as_str()) && !pod::is_terminal(p))
+            .filter(|p| counts_on(p, name))
             .map(LedgerEntry::new)
             .collect();
+        NodeLedger::from_entries(node, entries)
+    }
+
+    /// Builds the ledger of `node` from entries the caller already made (and filtered with
+    /// [`counts_on`]), e.g. kept up to date from a pod watch.
+    pub fn from_entries(node: &Node, entries: Vec<LedgerEntry>) -> NodeLedger {
         NodeLedger {
             allocatable: Resources::from_opt_list(
                 node.status.as_ref().and_then(|s| s.allocatable.as_ref()),
             ),
             opt_out: node_opt_out(node),
-            node: name,
-            pods,
+            node: node.metadata.name.clone().unwrap_or_default(),
+            pods: entries,
         }
     }
 
@@ -115,6 +121,11 @@ impl NodeLedger {
     pub fn free(&self) -> Resources {
         self.allocatable - self.pods.iter().map(|e| e.held).sum()
     }
+}
+
+/// True when `pod` holds resources on node `node`: bound there and not in a terminal phase.
+pub fn counts_on(pod: &Pod, node: &str) -> bool {
+    pod::node_name(pod) == Some(node) && !pod::is_terminal(pod)
 }
 
 /// Why a node opted out of resize preemption: the v1.37 alpha field

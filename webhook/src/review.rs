@@ -22,18 +22,76 @@ use resize_guard_policy::pod::node_name;
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::verdict::clip;
 use resize_guard_policy::{Action, Context, Verdict, classify};
-use serde_json::Value;
 
 /// What a review needs from the cluster.
 pub trait Cluster: Send + Sync {
     /// The policy in force.
     fn policy(&self) -> std::sync::Arc<Policy>;
     /// The ledger of a node, if the node is known.
-    fn ledger(&self, node: &str) -> Option<NodeLedger>;
+    fn ledger(&self, node: &str) -> Option<std::sync::Arc<NodeLedger>>;
     /// All PodDisruptionBudgets.
     fn budgets(&self) -> Budgets;
     /// resize-guard's namespace.
     fn install_namespace(&self) -> &str;
+}
+
+/// A fixed cluster: the given nodes, pods, PDBs and policy. For tests, benchmarks and offline
+/// what-if checks. Ledgers are built once per node on first use, as [`crate::view`] caches them.
+#[derive(Debug, Default)]
+pub struct FixedCluster {
+    /// The policy.
+    pub policy: std::sync::Arc<Policy>,
+    /// Nodes.
+    pub nodes: Vec<k8s_openapi::api::core::v1::Node>,
+    /// Pods (any node).
+    pub pods: Vec<Pod>,
+    /// PodDisruptionBudgets.
+    pub pdbs: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    /// Ledgers built so far.
+    pub ledgers: std::sync::Mutex<HashMap<String, std::sync::Arc<NodeLedger>>>,
+}
+
+impl FixedCluster {
+    /// A cluster of these objects.
+    pub fn new(
+        policy: Policy,
+        nodes: Vec<k8s_openapi::api::core::v1::Node>,
+        pods: Vec<Pod>,
+        pdbs: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    ) -> FixedCluster {
+        FixedCluster {
+            policy: std::sync::Arc::new(policy),
+            nodes,
+            pods,
+            pdbs,
+            ledgers: Default::default(),
+        }
+    }
+}
+
+impl Cluster for FixedCluster {
+    fn policy(&self) -> std::sync::Arc<Policy> {
+        self.policy.clone()
+    }
+    fn ledger(&self, name: &str) -> Option<std::sync::Arc<NodeLedger>> {
+        let mut cache = self.ledgers.lock().ok()?;
+        if let Some(l) = cache.get(name) {
+            return Some(l.clone());
+        }
+        let n = self
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))?;
+        let l = std::sync::Arc::new(NodeLedger::new(n, &self.pods));
+        cache.insert(name.to_owned(), l.clone());
+        Some(l)
+    }
+    fn budgets(&self) -> Budgets {
+        Budgets::new(&self.pdbs)
+    }
+    fn install_namespace(&self) -> &str {
+        "resize-guard"
+    }
 }
 
 /// Which webhook is answering.
@@ -96,30 +154,24 @@ pub enum ReviewError {
 
 /// Answers one AdmissionReview body.
 pub fn review(stage: Stage, body: &[u8], cluster: &dyn Cluster) -> Result<Reviewed, ReviewError> {
-    let value: Value =
+    // A first light pass reads only the routing fields (serde skips the objects without
+    // building them); the typed pass then decodes the pods straight from the bytes.
+    let envelope: Envelope =
         serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
-    let version = value
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    if version != "admission.k8s.io/v1" {
-        return Err(ReviewError::Version(version.to_owned()));
+    if envelope.api_version != "admission.k8s.io/v1" {
+        return Err(ReviewError::Version(envelope.api_version));
     }
-    let request = value
-        .get("request")
+    let request = envelope
+        .request
         .ok_or_else(|| ReviewError::Malformed("no request".into()))?;
-    let uid = request
-        .get("uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let uid = request.uid.clone();
     if uid.is_empty() {
         return Err(ReviewError::Malformed("request.uid is missing".into()));
     }
-    if let Some(why) = not_ours(request) {
+    if let Some(why) = request.not_ours() {
         // Answer anything else with an allow: never block what we do not judge.
         let generic: AdmissionReview<DynamicObject> =
-            serde_json::from_value(value).map_err(|e| ReviewError::Malformed(e.to_string()))?;
+            serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
         let req: AdmissionRequest<DynamicObject> = generic.try_into().map_err(
             |e: kube::core::admission::ConvertAdmissionReviewError| {
                 ReviewError::Malformed(e.to_string())
@@ -129,7 +181,7 @@ pub fn review(stage: Stage, body: &[u8], cluster: &dyn Cluster) -> Result<Review
         resp.warnings = Some(vec![format!("resize-guard only judges pods/resize; {why}")]);
         return Ok(finish(resp, "ignored".to_owned(), None, uid));
     }
-    let typed: AdmissionReview<Pod> = serde_json::from_value(value)
+    let typed: AdmissionReview<Pod> = serde_json::from_slice(body)
         .map_err(|e| ReviewError::Malformed(format!("request is not a pods/resize review: {e}")))?;
     let req: AdmissionRequest<Pod> =
         typed
@@ -145,35 +197,56 @@ pub fn review(stage: Stage, body: &[u8], cluster: &dyn Cluster) -> Result<Review
     Ok(judge(stage, &req, old, new, cluster, uid))
 }
 
-/// Why a request is not a `pods/resize` UPDATE, if it is not.
-fn not_ours(request: &Value) -> Option<String> {
-    let s = |path: &[&str]| -> String {
-        let mut v = request;
-        for p in path {
-            v = v.get(*p).unwrap_or(&Value::Null);
-        }
-        v.as_str().unwrap_or_default().to_owned()
-    };
-    let (group, resource, sub, op) = (
-        s(&["resource", "group"]),
-        s(&["resource", "resource"]),
-        s(&["subResource"]),
-        s(&["operation"]),
-    );
-    if !group.is_empty() || resource != "pods" || sub != "resize" {
-        return Some(format!(
-            "this request is for {}{resource}/{sub}",
-            if group.is_empty() {
+/// The routing fields of an AdmissionReview.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    #[serde(default)]
+    api_version: String,
+    request: Option<EnvelopeRequest>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EnvelopeRequest {
+    #[serde(default)]
+    uid: String,
+    #[serde(default)]
+    resource: GroupResource,
+    #[serde(default)]
+    sub_resource: String,
+    #[serde(default)]
+    operation: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct GroupResource {
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    resource: String,
+}
+
+impl EnvelopeRequest {
+    /// Why this is not a `pods/resize` UPDATE, if it is not.
+    fn not_ours(&self) -> Option<String> {
+        let r = &self.resource;
+        if !r.group.is_empty() || r.resource != "pods" || self.sub_resource != "resize" {
+            let group = if r.group.is_empty() {
                 String::new()
             } else {
-                format!("{group}/")
-            }
-        ));
+                format!("{}/", r.group)
+            };
+            return Some(format!(
+                "this request is for {group}{}/{}",
+                r.resource, self.sub_resource
+            ));
+        }
+        if self.operation != "UPDATE" {
+            return Some(format!("operation {} is not a resize", self.operation));
+        }
+        None
     }
-    if op != "UPDATE" {
-        return Some(format!("operation {op} is not a resize"));
-    }
-    None
 }
 
 fn judge(
@@ -188,7 +261,7 @@ fn judge(
     let budgets = cluster.budgets();
     let ledger = node_name(old).and_then(|n| cluster.ledger(n));
     let ctx = Context {
-        ledger: ledger.as_ref(),
+        ledger: ledger.as_deref(),
         budgets: &budgets,
         policy: &policy,
         install_namespace: cluster.install_namespace(),

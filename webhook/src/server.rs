@@ -157,6 +157,16 @@ async fn publish(recorder: Recorder, intent: EventIntent) {
 /// Runs the webhook until SIGTERM/SIGINT, then drains in-flight reviews.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await?;
+    serve(args, client, shutdown_signal()).await
+}
+
+/// Serves with a given client until `shutdown` completes, then drains in-flight reviews (used
+/// by [`run`] and by benchmarks that embed the webhook).
+pub async fn serve(
+    args: Args,
+    client: kube::Client,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let instance = args
         .instance
@@ -204,7 +214,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let handle = axum_server::Handle::new();
     let (grace, h, stop) = (args.shutdown_grace, handle.clone(), stopping.clone());
     tokio::spawn(async move {
-        shutdown_signal().await;
+        shutdown.await;
         tracing::info!(
             grace_secs = grace.as_secs(),
             "shutting down: draining in-flight reviews"
@@ -213,7 +223,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         h.graceful_shutdown(Some(grace));
     });
     tracing::info!(addr = %args.tls_addr, "serving /mutate /validate over TLS");
-    axum_server::bind_rustls(args.tls_addr, tls)
+    // TCP_NODELAY: a review is one small request and one small response; without it Nagle's
+    // algorithm and delayed ACKs add milliseconds to every call.
+    let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls)
+        .acceptor(axum_server::accept::NoDelayAcceptor::new());
+    axum_server::bind(args.tls_addr)
+        .acceptor(acceptor)
         .handle(handle)
         .serve(admission_router(state, args.max_body_bytes).into_make_service())
         .await?;

@@ -1,6 +1,6 @@
 //! The webhook's view of the cluster: nodes and PodDisruptionBudgets through kube-runtime
-//! reflectors, pods in an index by node (trimmed to what decisions read), and the policy from
-//! the ConfigMap, reloaded live.
+//! reflectors, pods in an index by node holding only their ledger entries (so a decision never
+//! re-reads pod specs), and the policy from the ConfigMap, reloaded live.
 //!
 //! The view is ready once every watch has listed once; until then `/readyz` fails and the API
 //! server's `failurePolicy` decides. A policy edit that does not parse keeps the last good policy,
@@ -19,8 +19,8 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use resize_guard_policy::budget::Budgets;
-use resize_guard_policy::ledger::NodeLedger;
-use resize_guard_policy::pod::{MIRROR_ANNOTATION, node_name};
+use resize_guard_policy::ledger::{LedgerEntry, NodeLedger, counts_on};
+use resize_guard_policy::pod::node_name;
 use resize_guard_policy::policy::Policy;
 
 use crate::metrics::Metrics;
@@ -29,45 +29,64 @@ use crate::review::Cluster;
 /// Key of the policy document in the ConfigMap.
 pub const POLICY_KEY: &str = "policy.yaml";
 
-/// Pods grouped by the node they are bound to.
+/// Pods grouped by the node they are bound to, kept as ledger entries (what decisions read),
+/// with each node's ledger cached until a pod on it or the node itself changes.
 #[derive(Debug, Default)]
 pub struct PodIndex {
-    by_node: HashMap<String, BTreeMap<String, Arc<Pod>>>,
+    by_node: HashMap<String, BTreeMap<String, LedgerEntry>>,
     node_of: HashMap<String, String>,
+    cache: HashMap<String, (Option<String>, Arc<NodeLedger>)>,
 }
 
 impl PodIndex {
-    /// Adds or replaces a pod.
-    pub fn apply(&mut self, pod: Pod) {
+    /// Adds or replaces a pod (a pod in a terminal phase holds nothing and is dropped).
+    pub fn apply(&mut self, pod: &Pod) {
         let uid = pod.uid().unwrap_or_default();
         self.delete(&uid);
-        if let Some(node) = node_name(&pod).map(str::to_owned) {
+        if let Some(node) = node_name(pod)
+            .filter(|n| counts_on(pod, n))
+            .map(str::to_owned)
+        {
+            self.cache.remove(&node);
             self.node_of.insert(uid.clone(), node.clone());
             self.by_node
                 .entry(node)
                 .or_default()
-                .insert(uid, Arc::new(pod));
+                .insert(uid, LedgerEntry::new(pod));
         }
     }
 
     /// Removes a pod.
     pub fn delete(&mut self, uid: &str) {
-        if let Some(node) = self.node_of.remove(uid)
-            && let Some(pods) = self.by_node.get_mut(&node)
-        {
-            pods.remove(uid);
-            if pods.is_empty() {
-                self.by_node.remove(&node);
+        if let Some(node) = self.node_of.remove(uid) {
+            self.cache.remove(&node);
+            if let Some(pods) = self.by_node.get_mut(&node) {
+                pods.remove(uid);
+                if pods.is_empty() {
+                    self.by_node.remove(&node);
+                }
             }
         }
     }
 
-    /// The pods bound to a node.
-    pub fn on_node(&self, node: &str) -> Vec<Arc<Pod>> {
-        self.by_node
-            .get(node)
+    /// The ledger of `node`, from the cache when neither its pods nor the node (by
+    /// resourceVersion) changed since it was built.
+    pub fn ledger(&mut self, node: &Node) -> Arc<NodeLedger> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let version = node.metadata.resource_version.clone();
+        if let Some((v, l)) = self.cache.get(&name)
+            && *v == version
+        {
+            return l.clone();
+        }
+        let entries = self
+            .by_node
+            .get(&name)
             .map(|m| m.values().cloned().collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let ledger = Arc::new(NodeLedger::from_entries(node, entries));
+        self.cache.insert(name, (version, ledger.clone()));
+        ledger
     }
 
     /// Number of indexed pods.
@@ -79,40 +98,6 @@ impl PodIndex {
     pub fn is_empty(&self) -> bool {
         self.node_of.is_empty()
     }
-}
-
-/// Drops what decisions never read, so the index stays small: managed fields, annotations other
-/// than the mirror-pod marker, and container details other than names and resources.
-pub fn trim_pod(mut pod: Pod) -> Pod {
-    pod.metadata.managed_fields = None;
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.retain(|k, _| k == MIRROR_ANNOTATION);
-    }
-    if let Some(spec) = pod.spec.as_mut() {
-        spec.volumes = None;
-        for c in spec
-            .containers
-            .iter_mut()
-            .chain(spec.init_containers.iter_mut().flatten())
-        {
-            c.env = None;
-            c.env_from = None;
-            c.command = None;
-            c.args = None;
-            c.volume_mounts = None;
-            c.liveness_probe = None;
-            c.readiness_probe = None;
-            c.startup_probe = None;
-            c.lifecycle = None;
-            c.ports = None;
-            c.security_context = None;
-        }
-        spec.ephemeral_containers = None;
-        spec.affinity = None;
-        spec.tolerations = None;
-        spec.topology_spread_constraints = None;
-    }
-    pod
 }
 
 /// The live cluster view.
@@ -205,10 +190,9 @@ impl Cluster for ClusterView {
             .unwrap_or_else(|_| Arc::new(Policy::default()))
     }
 
-    fn ledger(&self, node: &str) -> Option<NodeLedger> {
+    fn ledger(&self, node: &str) -> Option<Arc<NodeLedger>> {
         let n = self.nodes.get(&reflector::ObjectRef::new(node))?;
-        let pods = self.pods.read().ok()?.on_node(node);
-        Some(NodeLedger::new(&n, pods.iter().map(|p| p.as_ref())))
+        Some(self.pods.write().ok()?.ledger(&n))
     }
 
     fn budgets(&self) -> Budgets {
@@ -233,7 +217,7 @@ async fn watch_pods(client: kube::Client, view: Arc<ClusterView>) {
             watcher::Event::Init => relist = Some(PodIndex::default()),
             watcher::Event::InitApply(p) => {
                 if let Some(r) = relist.as_mut() {
-                    r.apply(trim_pod(p));
+                    r.apply(&p);
                 }
             }
             watcher::Event::InitDone => {
@@ -244,7 +228,7 @@ async fn watch_pods(client: kube::Client, view: Arc<ClusterView>) {
             }
             watcher::Event::Apply(p) => {
                 if let Ok(mut idx) = view.pods.write() {
-                    idx.apply(trim_pod(p));
+                    idx.apply(&p);
                 }
             }
             watcher::Event::Delete(p) => {

@@ -6,44 +6,16 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use resize_guard_policy::budget::Budgets;
+use k8s_openapi::api::core::v1::Pod;
 use resize_guard_policy::fixture::{PodBuilder, container, node};
-use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::qos::{QosClass, qos_class};
 use resize_guard_webhook::metrics::Metrics;
-use resize_guard_webhook::review::Cluster;
 use resize_guard_webhook::server::{AppState, admission_router, health_router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-struct StaticCluster {
-    policy: Arc<Policy>,
-    nodes: Vec<Node>,
-    pods: Vec<Pod>,
-    pdbs: Vec<PodDisruptionBudget>,
-}
-
-impl Cluster for StaticCluster {
-    fn policy(&self) -> Arc<Policy> {
-        self.policy.clone()
-    }
-    fn ledger(&self, name: &str) -> Option<NodeLedger> {
-        let n = self
-            .nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(name))?;
-        Some(NodeLedger::new(n, &self.pods))
-    }
-    fn budgets(&self) -> Budgets {
-        Budgets::new(&self.pdbs)
-    }
-    fn install_namespace(&self) -> &str {
-        "resize-guard"
-    }
-}
+use resize_guard_webhook::review::FixedCluster as StaticCluster;
 
 /// The field-test world: a t3.medium node with a 1500m low-priority filler and a 250m
 /// Guaranteed high-priority app.
@@ -61,12 +33,12 @@ fn field_test(policy: Policy) -> (StaticCluster, Pod) {
         .container(container("work").guaranteed("1500m", "256Mi"))
         .running(5)
         .build();
-    let cluster = StaticCluster {
-        policy: Arc::new(policy),
-        nodes: vec![node("n1", "1930m", "3Gi")],
-        pods: vec![app.clone(), filler],
-        pdbs: vec![],
-    };
+    let cluster = StaticCluster::new(
+        policy,
+        vec![node("n1", "1930m", "3Gi")],
+        vec![app.clone(), filler],
+        vec![],
+    );
     (cluster, app)
 }
 
