@@ -2,7 +2,7 @@
 //!
 //! The mutating and validating admission webhook on `pods/resize`. Data flow: kube-apiserver
 //! POSTs an AdmissionReview → [`server`] checks the request and hands the body to [`review`],
-//! which reads the [`view`] (reflectors + live policy), calls `resize_guard_policy::classify`
+//! which reads the cluster view (`resize_guard_cluster`: reflectors + live policy), calls `resize_guard_policy::classify`
 //! and maps the verdict to a response and an Event intent → [`server`] answers, records
 //! [`metrics`] and publishes the Event. TLS comes from [`tls`], reloaded when the Secret changes.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -12,4 +12,3 @@ pub mod metrics;
 pub mod review;
 pub mod server;
 pub mod tls;
-pub mod view;

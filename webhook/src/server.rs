@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::args::Args;
 use crate::metrics::Metrics;
 use crate::review::{Cluster, EventIntent, Stage, review};
-use crate::view::ClusterView;
+use resize_guard_cluster::ClusterView;
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone)]
@@ -181,7 +181,10 @@ pub async fn serve(
         &args.namespace,
         &args.policy_configmap,
         reporter.clone(),
-        metrics.clone(),
+        {
+            let metrics = metrics.clone();
+            Arc::new(move |ok| metrics.policy_reload(ok))
+        },
     );
     let (tls, files) = crate::tls::load(&args.cert_dir).await?;
     tokio::spawn(crate::tls::reload_loop(

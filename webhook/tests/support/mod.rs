@@ -3,14 +3,11 @@
 //! certificate from `resize-guard-certs`, registered with the harness's kube-apiserver.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, PostParams};
 use resize_guard_harness::admission::{Webhooks, install, wait_active};
-use resize_guard_harness::control_plane::Identity;
 use resize_guard_harness::env::Env;
 use resize_guard_harness::objects::{create_running, guaranteed_pod};
 use resize_guard_harness::process::{Process, free_port};
@@ -27,62 +24,12 @@ pub struct Webhook {
 impl Webhook {
     /// GET `http://127.0.0.1:<health><path>`: the body on 200, else the whole response.
     pub async fn health(&self, path: &str) -> Result<String, String> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", self.health_port))
-            .await
-            .map_err(|e| e.to_string())?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut text = String::new();
-        s.read_to_string(&mut text)
-            .await
-            .map_err(|e| e.to_string())?;
-        match text.split_once("\r\n\r\n") {
-            Some((head, body))
-                if head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200") =>
-            {
-                Ok(body.to_owned())
-            }
-            _ => Err(text),
-        }
+        resize_guard_harness::install::http_get(self.health_port, path).await
     }
 }
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Applies the install namespace, ServiceAccount and RBAC from `deploy/`.
-pub async fn apply_rbac(env: &Env) {
-    let k = env.kubectl();
-    for file in ["deploy/namespace.yaml", "deploy/rbac.yaml"] {
-        let path = repo_root().join(file);
-        let out = k
-            .run(["apply", "-f", path.to_str().unwrap()])
-            .await
-            .unwrap();
-        assert!(out.success, "kubectl apply {file}: {}", out.stderr);
-    }
-}
-
-/// Writes the policy ConfigMap (server-side apply, so it creates or replaces).
-pub async fn set_policy(env: &Env, doc: &str) {
-    apply_rbac(env).await;
-    let api: Api<ConfigMap> = Api::namespaced(env.client().await, "resize-guard");
-    let cm = serde_json::json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "resize-guard", "namespace": "resize-guard"},
-        "data": {"policy.yaml": doc},
-    });
-    api.patch(
-        "resize-guard",
-        &PatchParams::apply("e2e").force(),
-        &Patch::Apply(&cm),
-    )
-    .await
-    .unwrap();
-}
+#[allow(unused_imports)]
+pub use resize_guard_harness::install::{apply_rbac, set_policy};
 
 /// Starts the webhook binary as the resize-guard ServiceAccount and registers it.
 pub async fn start(env: &'static Env, which: Webhooks) -> Webhook {
@@ -92,23 +39,19 @@ pub async fn start(env: &'static Env, which: Webhooks) -> Webhook {
     let cert_dir = tempfile::tempdir().unwrap();
     resize_guard_certs::write_dir(&bundle, cert_dir.path()).unwrap();
     let (port, health_port) = (free_port().unwrap(), free_port().unwrap());
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_resize-guard-webhook"));
-    cmd.env(
-        "KUBECONFIG",
-        env.cp.kubeconfig_path_for(Identity::ServiceAccount),
-    )
-    .env(
-        "RUST_LOG",
-        "info,resize_guard_webhook=debug,kube_client=warn",
-    )
-    .arg(format!("--tls-addr=127.0.0.1:{port}"))
-    .arg(format!("--health-addr=127.0.0.1:{health_port}"))
-    .arg(format!("--cert-dir={}", cert_dir.path().display()))
-    .arg("--cert-reload-interval=200ms")
-    .arg("--namespace=resize-guard")
-    .arg("--instance=e2e");
-    let log = env.cp.dir().join(format!("webhook-{port}.log"));
-    let process = Process::spawn("resize-guard-webhook", cmd, &log).unwrap();
+    let process = resize_guard_harness::install::spawn_as_service_account(
+        env,
+        env!("CARGO_BIN_EXE_resize-guard-webhook"),
+        &format!("webhook-{port}"),
+        &[
+            format!("--tls-addr=127.0.0.1:{port}"),
+            format!("--health-addr=127.0.0.1:{health_port}"),
+            format!("--cert-dir={}", cert_dir.path().display()),
+            "--cert-reload-interval=200ms".into(),
+            "--namespace=resize-guard".into(),
+            "--instance=e2e".into(),
+        ],
+    );
     let hook = Webhook {
         process,
         port,
@@ -116,15 +59,8 @@ pub async fn start(env: &'static Env, which: Webhooks) -> Webhook {
         cert_dir,
         bundle,
     };
-    for _ in 0..300 {
-        if hook.health("/readyz").await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    if let Err(e) = hook.health("/readyz").await {
-        panic!("webhook not ready: {e}\n{}", hook.process.log_tail(4000));
-    }
+    resize_guard_harness::install::wait_ready(health_port, &hook.process, Duration::from_secs(30))
+        .await;
     let client = env.client().await;
     install(
         &client,

@@ -23,8 +23,7 @@ use resize_guard_policy::ledger::{LedgerEntry, NodeLedger, counts_on};
 use resize_guard_policy::pod::node_name;
 use resize_guard_policy::policy::Policy;
 
-use crate::metrics::Metrics;
-use crate::review::Cluster;
+use crate::Cluster;
 
 /// Key of the policy document in the ConfigMap.
 pub const POLICY_KEY: &str = "policy.yaml";
@@ -100,6 +99,9 @@ impl PodIndex {
     }
 }
 
+/// Called after every policy reload with whether it succeeded (for metrics).
+pub type PolicyReloadHook = Arc<dyn Fn(bool) + Send + Sync>;
+
 /// The live cluster view.
 pub struct ClusterView {
     nodes: Store<Node>,
@@ -126,7 +128,7 @@ impl ClusterView {
         namespace: &str,
         policy_configmap: &str,
         reporter: Reporter,
-        metrics: Arc<Metrics>,
+        on_policy_reload: PolicyReloadHook,
     ) -> Arc<ClusterView> {
         let (nodes, node_writer) = reflector::store();
         let (pdbs, pdb_writer) = reflector::store();
@@ -160,7 +162,7 @@ impl ClusterView {
             view.clone(),
             policy_configmap.to_owned(),
             reporter,
-            metrics,
+            on_policy_reload,
         ));
         view
     }
@@ -245,7 +247,7 @@ async fn watch_policy(
     view: Arc<ClusterView>,
     name: String,
     reporter: Reporter,
-    metrics: Arc<Metrics>,
+    on_reload: PolicyReloadHook,
 ) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &view.namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
@@ -258,7 +260,7 @@ async fn watch_policy(
             watcher::Event::Init => seen_in_list = false,
             watcher::Event::InitApply(cm) | watcher::Event::Apply(cm) => {
                 seen_in_list = true;
-                apply_policy(&view, &cm, &recorder, &metrics).await;
+                apply_policy(&view, &cm, &recorder, &on_reload).await;
             }
             watcher::Event::InitDone => {
                 if !seen_in_list {
@@ -275,7 +277,12 @@ async fn watch_policy(
     }
 }
 
-async fn apply_policy(view: &ClusterView, cm: &ConfigMap, recorder: &Recorder, metrics: &Metrics) {
+async fn apply_policy(
+    view: &ClusterView,
+    cm: &ConfigMap,
+    recorder: &Recorder,
+    on_reload: &PolicyReloadHook,
+) {
     let doc = cm
         .data
         .as_ref()
@@ -284,12 +291,12 @@ async fn apply_policy(view: &ClusterView, cm: &ConfigMap, recorder: &Recorder, m
         .unwrap_or_default();
     match Policy::from_yaml(doc) {
         Ok(policy) => {
-            metrics.policy_reload(true);
+            on_reload(true);
             tracing::info!(effective_policy = %policy.to_yaml(), "policy loaded");
             view.set_policy(policy);
         }
         Err(e) => {
-            metrics.policy_reload(false);
+            on_reload(false);
             tracing::warn!(error = %e, "invalid policy; keeping the last good one");
             let event = KubeEvent {
                 type_: EventType::Warning,

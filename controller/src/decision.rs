@@ -1,0 +1,239 @@
+//! What the controller should do for one pod, as a value (STYLE 4: decisions emit intents; the
+//! [`crate::actuate`] layer performs them). Pure: the pod, the verdict from
+//! `resize_guard_policy::assess`, the recorded plan and the state of its victims in, a
+//! [`Decision`] out — so every branch is unit-tested without a cluster.
+//!
+//! The loop of DESIGN §5: only a Deferred resize of the current generation is acted on; a plan
+//! recorded for this generation is resumed (its victims still running are preempted, terminating
+//! ones awaited) rather than re-chosen; once every planned victim is gone a still-Deferred resize
+//! is planned afresh (the kubelet may have given the room to someone else, upstream-resize.md
+//! §1.8); terminating pods on the node count as space being freed, so nothing new is chosen
+//! while they cover the shortfall.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use resize_guard_policy::pod::{PodKey, is_deferred_now, resize_pending};
+use resize_guard_policy::policy::Policy;
+use resize_guard_policy::verdict::Deferral;
+use resize_guard_policy::victims::{NoPlan, name_list};
+use resize_guard_policy::{Verdict, verdict::NAMES_IN_MESSAGES};
+
+use crate::plan::{PlanRecord, PlannedVictim};
+
+/// Where a planned victim is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VictimState {
+    /// Running, not yet asked to go.
+    Present,
+    /// Deletion started.
+    Terminating,
+    /// No longer exists (or is a different pod now).
+    Gone,
+}
+
+/// What to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Not a Deferred resize: nothing to do.
+    Idle,
+    /// The resize went through after a preemption: record time-to-unblock, clear the plan.
+    Unblocked {
+        /// Seconds from the plan to now.
+        seconds: f64,
+    },
+    /// A stale plan (other generation, resize no longer pending) to clear.
+    ClearPlan,
+    /// Wait and look again.
+    Wait {
+        /// Why (for logs).
+        why: String,
+        /// When to look again.
+        after: Duration,
+    },
+    /// Record `record` (if new) on the preemptor, then preempt `victims`.
+    Preempt {
+        /// The plan to write first; `None` when resuming a recorded plan.
+        record: Option<PlanRecord>,
+        /// Victims still to act on.
+        victims: Vec<PlannedVictim>,
+        /// Human summary for the `PreemptingForResize` Event.
+        note: String,
+    },
+    /// Audit mode: say what would be preempted.
+    WouldPreempt {
+        /// The Event note.
+        note: String,
+    },
+    /// No plan can make room: say why, retry later.
+    Failed {
+        /// Stable reason.
+        reason: &'static str,
+        /// The Event note.
+        note: String,
+    },
+}
+
+/// How long to wait between checks while victims terminate or room is pending.
+pub const SHORT_WAIT: Duration = Duration::from_millis(500);
+/// How long to wait before retrying when no plan exists.
+pub const FAILED_RETRY: Duration = Duration::from_secs(30);
+
+/// Decides for `pod`. `verdict` is `assess(pod)` on the current view; `victims` gives the state
+/// of each victim of the recorded plan (same order).
+pub fn decide(
+    pod: &Pod,
+    verdict: &Verdict,
+    plan: Option<&PlanRecord>,
+    victims: &[VictimState],
+    policy: &Policy,
+    now: Timestamp,
+) -> Decision {
+    let generation = pod.metadata.generation.unwrap_or(0);
+    if !is_deferred_now(pod) {
+        return match plan {
+            Some(p) if resize_pending(pod).is_none() => Decision::Unblocked {
+                seconds: now.duration_since(p.time).as_secs_f64().max(0.0),
+            },
+            Some(_) => Decision::ClearPlan,
+            None => Decision::Idle,
+        };
+    }
+    let deferral = match verdict {
+        Verdict::Deferred(d) => d,
+        Verdict::Fits(_) => {
+            // Room is there already (victims gone); the kubelet's retry will admit it.
+            return Decision::Wait {
+                why: "the resize fits now; waiting for the kubelet to admit it".into(),
+                after: SHORT_WAIT,
+            };
+        }
+        Verdict::Skipped(_) => return Decision::Idle,
+        other => {
+            return Decision::Wait {
+                why: format!("not preemptible now: {}", other.label()),
+                after: FAILED_RETRY,
+            };
+        }
+    };
+    if let Some(p) = plan.filter(|p| p.generation == generation) {
+        let pending: Vec<PlannedVictim> = p
+            .victims
+            .iter()
+            .zip(victims)
+            .filter(|(_, s)| **s == VictimState::Present)
+            .map(|(v, _)| v.clone())
+            .collect();
+        if !pending.is_empty() {
+            return Decision::Preempt {
+                record: None,
+                note: format!("resuming the recorded plan: {}", join(&pending)),
+                victims: pending,
+            };
+        }
+        if victims.contains(&VictimState::Terminating) {
+            return Decision::Wait {
+                why: "planned victims are terminating".into(),
+                after: SHORT_WAIT,
+            };
+        }
+        // Every planned victim is gone and the resize is still Deferred: plan again below.
+    }
+    if let Some(since) = resize_pending(pod).and_then(|c| c.last_transition_time.as_ref()) {
+        let min = Duration::from_secs(u64::from(policy.preemption.min_deferred_seconds));
+        let waited = now.duration_since(since.0).unsigned_abs();
+        if waited < min {
+            return Decision::Wait {
+                why: format!("Deferred for {waited:?}, waiting minDeferredSeconds"),
+                after: min - waited,
+            };
+        }
+    }
+    plan_fresh(pod, deferral, policy, generation, now)
+}
+
+fn plan_fresh(
+    pod: &Pod,
+    d: &Deferral,
+    policy: &Policy,
+    generation: i64,
+    now: Timestamp,
+) -> Decision {
+    let me = PodKey::of(pod);
+    let plan = match &d.plan {
+        Ok(p) => p,
+        Err(why) => return failed(why, d),
+    };
+    if plan.victims.is_empty() {
+        return Decision::Wait {
+            why: format!(
+                "terminating pods {} will free the room",
+                name_list(plan.awaiting.iter(), NAMES_IN_MESSAGES)
+            ),
+            after: SHORT_WAIT,
+        };
+    }
+    let names = plan
+        .victims
+        .iter()
+        .map(|v| format!("{} (priority {})", v.key, v.priority))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let shortfall = d
+        .shortfall
+        .positive()
+        .map(|(n, v)| format!("{n} {}", n.format(v)))
+        .collect::<Vec<_>>()
+        .join(" and ");
+    if policy.is_audit() {
+        return Decision::WouldPreempt {
+            note: format!(
+                "audit mode: would preempt {names} on node {} to free {shortfall} for the resize of {me}",
+                d.node
+            ),
+        };
+    }
+    let victims: Vec<PlannedVictim> = plan
+        .victims
+        .iter()
+        .map(|v| PlannedVictim {
+            namespace: v.key.namespace.clone(),
+            name: v.key.name.clone(),
+            uid: v.key.uid.clone(),
+        })
+        .collect();
+    Decision::Preempt {
+        record: Some(PlanRecord {
+            generation,
+            victims: victims.clone(),
+            time: now,
+        }),
+        note: format!(
+            "preempting {names} on node {} to free {shortfall} for this resize",
+            d.node
+        ),
+        victims,
+    }
+}
+
+fn failed(why: &NoPlan, d: &Deferral) -> Decision {
+    Decision::Failed {
+        reason: why.reason(),
+        note: format!(
+            "cannot make room on node {} ({}): {why}",
+            d.node,
+            d.kubelet_message()
+        ),
+    }
+}
+
+fn join(v: &[PlannedVictim]) -> String {
+    v.iter()
+        .map(|v| format!("{}/{}", v.namespace, v.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,281 @@
+//! Every branch of the controller's decision.
+
+use super::*;
+use resize_guard_cluster::{Cluster, FixedCluster};
+use resize_guard_policy::fixture::{PodBuilder, container, node};
+use resize_guard_policy::pod::REASON_DEFERRED;
+use resize_guard_policy::{Context, assess};
+
+fn now() -> Timestamp {
+    Timestamp::from_second(1_000).unwrap()
+}
+
+fn deferred_app() -> Pod {
+    let mut p = PodBuilder::new("prod", "app")
+        .node("n1")
+        .priority(1000)
+        .container(container("app").guaranteed("250m", "256Mi"))
+        .running(0)
+        .resize("app", "cpu", "550m")
+        .resize_pending(
+            REASON_DEFERRED,
+            "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930",
+        )
+        .build();
+    let cond = &mut p.status.as_mut().unwrap().conditions.as_mut().unwrap()[0];
+    cond.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        Timestamp::from_second(990).unwrap(),
+    ));
+    p
+}
+
+fn filler(terminating: bool) -> Pod {
+    let b = PodBuilder::new("batch", "filler")
+        .node("n1")
+        .priority(100)
+        .container(container("w").guaranteed("1500m", "256Mi"))
+        .running(5);
+    if terminating { b.terminating() } else { b }.build()
+}
+
+fn verdict(pod: &Pod, others: Vec<Pod>, policy: &Policy) -> Verdict {
+    let mut pods = vec![pod.clone()];
+    pods.extend(others);
+    let cluster = FixedCluster::new(
+        policy.clone(),
+        vec![node("n1", "1930m", "3Gi")],
+        pods,
+        vec![],
+    );
+    let ledger = cluster.ledger("n1");
+    let budgets = cluster.budgets();
+    assess(
+        pod,
+        &Context {
+            ledger: ledger.as_deref(),
+            budgets: &budgets,
+            policy,
+            install_namespace: "resize-guard",
+        },
+    )
+}
+
+#[test]
+fn a_deferred_resize_gets_a_fresh_plan_recorded_before_acting() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    match decide(&pod, &v, None, &[], &policy, now()) {
+        Decision::Preempt {
+            record: Some(rec),
+            victims,
+            note,
+        } => {
+            assert_eq!(rec.generation, 2);
+            assert_eq!(rec.victims, victims);
+            assert_eq!(victims[0].name, "filler");
+            assert!(
+                note.contains("batch/filler (priority 100)") && note.contains("cpu 120m"),
+                "{note}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_recorded_plan_is_resumed_not_rechosen() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let rec = PlanRecord {
+        generation: 2,
+        victims: vec![
+            PlannedVictim {
+                namespace: "batch".into(),
+                name: "first".into(),
+                uid: "u1".into(),
+            },
+            PlannedVictim {
+                namespace: "batch".into(),
+                name: "second".into(),
+                uid: "u2".into(),
+            },
+        ],
+        time: now(),
+    };
+    let d = decide(
+        &pod,
+        &v,
+        Some(&rec),
+        &[VictimState::Terminating, VictimState::Present],
+        &policy,
+        now(),
+    );
+    match d {
+        Decision::Preempt {
+            record: None,
+            victims,
+            ..
+        } => assert_eq!(victims[0].name, "second"),
+        other => panic!("{other:?}"),
+    }
+    let d = decide(
+        &pod,
+        &v,
+        Some(&rec),
+        &[VictimState::Terminating, VictimState::Gone],
+        &policy,
+        now(),
+    );
+    assert!(matches!(d, Decision::Wait { .. }), "{d:?}");
+}
+
+#[test]
+fn when_every_planned_victim_is_gone_and_still_deferred_it_plans_again() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let rec = PlanRecord {
+        generation: 2,
+        victims: vec![PlannedVictim {
+            namespace: "batch".into(),
+            name: "old".into(),
+            uid: "u0".into(),
+        }],
+        time: now(),
+    };
+    let d = decide(&pod, &v, Some(&rec), &[VictimState::Gone], &policy, now());
+    assert!(
+        matches!(
+            d,
+            Decision::Preempt {
+                record: Some(_),
+                ..
+            }
+        ),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn a_plan_for_an_older_generation_is_not_resumed() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let rec = PlanRecord {
+        generation: 1,
+        victims: vec![PlannedVictim {
+            namespace: "batch".into(),
+            name: "x".into(),
+            uid: "ux".into(),
+        }],
+        time: now(),
+    };
+    let d = decide(
+        &pod,
+        &v,
+        Some(&rec),
+        &[VictimState::Present],
+        &policy,
+        now(),
+    );
+    match d {
+        Decision::Preempt {
+            record: Some(r),
+            victims,
+            ..
+        } => {
+            assert_eq!(r.generation, 2);
+            assert_eq!(victims[0].name, "filler");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn terminating_pods_covering_the_shortfall_mean_waiting_not_preempting() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(true)], &policy);
+    let d = decide(&pod, &v, None, &[], &policy, now());
+    assert!(
+        matches!(&d, Decision::Wait { why, .. } if why.contains("batch/filler")),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn no_plan_is_reported_with_its_reason() {
+    let pod = deferred_app();
+    let mut policy = Policy::default();
+    policy.preemption.enabled = false;
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    match decide(&pod, &v, None, &[], &policy, now()) {
+        Decision::Failed { reason, note } => {
+            assert_eq!(reason, "PreemptionDisabled");
+            assert!(note.contains("Node didn't have enough resource"), "{note}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn audit_mode_only_says_what_it_would_preempt() {
+    let pod = deferred_app();
+    let mut policy = Policy::default();
+    policy.mode = resize_guard_policy::policy::Mode::Audit;
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let d = decide(&pod, &v, None, &[], &policy, now());
+    assert!(
+        matches!(&d, Decision::WouldPreempt { note } if note.contains("batch/filler")),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn min_deferred_seconds_delays_preemption() {
+    let pod = deferred_app();
+    let mut policy = Policy::default();
+    policy.preemption.min_deferred_seconds = 30;
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    match decide(&pod, &v, None, &[], &policy, now()) {
+        Decision::Wait { after, .. } => assert_eq!(after, Duration::from_secs(20)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn not_deferred_pods_are_idle_and_unblocked_ones_clear_their_plan() {
+    let running = PodBuilder::new("prod", "app")
+        .node("n1")
+        .container(container("app").guaranteed("250m", "256Mi"))
+        .running(0)
+        .build();
+    let policy = Policy::default();
+    let v = verdict(&running, vec![], &policy);
+    assert_eq!(
+        decide(&running, &v, None, &[], &policy, now()),
+        Decision::Idle
+    );
+    let rec = PlanRecord {
+        generation: 2,
+        victims: vec![],
+        time: Timestamp::from_second(997).unwrap(),
+    };
+    assert_eq!(
+        decide(&running, &v, Some(&rec), &[], &policy, now()),
+        Decision::Unblocked { seconds: 3.0 }
+    );
+}
+
+#[test]
+fn a_deferred_resize_that_fits_now_waits_for_the_kubelet() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![], &policy);
+    assert!(matches!(
+        decide(&pod, &v, None, &[], &policy, now()),
+        Decision::Wait { .. }
+    ));
+}

@@ -1,0 +1,90 @@
+//! The kube-runtime reconciler: for each pod, read the view, judge with
+//! `resize_guard_policy::assess`, [`decide`](crate::decision::decide), and
+//! [`apply`](crate::actuate::Actuator::apply). Canonical shape: `reconcile(Arc<Pod>, Arc<Ctx>)`
+//! plus `error_policy`, explicit requeues.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use resize_guard_cluster::{Cluster, ClusterView};
+use resize_guard_policy::pod::{is_deferred_now, node_name};
+use resize_guard_policy::{Context, assess};
+
+use crate::actuate::{ActuateError, Actuator};
+use crate::decision::{VictimState, decide};
+use crate::plan::PlanRecord;
+
+/// Everything a reconcile reads.
+pub struct Ctx {
+    /// The cluster view (ledgers, PDBs, policy).
+    pub view: Arc<ClusterView>,
+    /// The controller's own pod store (victim states).
+    pub pods: Store<Pod>,
+    /// Performs decisions.
+    pub actuator: Actuator,
+}
+
+/// Reconciles one pod.
+pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateError> {
+    let plan = PlanRecord::of(&pod);
+    if plan.is_none() && !is_deferred_now(&pod) {
+        return Ok(Action::await_change());
+    }
+    let started = Instant::now();
+    let policy = ctx.view.policy();
+    let budgets = ctx.view.budgets();
+    let ledger = node_name(&pod).and_then(|n| ctx.view.ledger(n));
+    let verdict = assess(
+        &pod,
+        &Context {
+            ledger: ledger.as_deref(),
+            budgets: &budgets,
+            policy: &policy,
+            install_namespace: ctx.view.install_namespace(),
+        },
+    );
+    let states: Vec<VictimState> = plan
+        .iter()
+        .flat_map(|p| p.victims.iter())
+        .map(
+            |v| match ctx.pods.get(&ObjectRef::new(&v.name).within(&v.namespace)) {
+                Some(p) if p.metadata.uid.as_deref() == Some(v.uid.as_str()) => {
+                    if p.metadata.deletion_timestamp.is_some() {
+                        VictimState::Terminating
+                    } else {
+                        VictimState::Present
+                    }
+                }
+                _ => VictimState::Gone,
+            },
+        )
+        .collect();
+    let decision = decide(
+        &pod,
+        &verdict,
+        plan.as_ref(),
+        &states,
+        &policy,
+        Timestamp::now(),
+    );
+    let action = ctx.actuator.apply(&pod, decision, &policy).await;
+    ctx.actuator
+        .metrics
+        .reconciled(started.elapsed().as_secs_f64());
+    action
+}
+
+/// Backs off after an API error.
+pub fn error_policy(pod: Arc<Pod>, error: &ActuateError, _ctx: Arc<Ctx>) -> Action {
+    tracing::warn!(
+        pod = pod.metadata.name.as_deref().unwrap_or_default(),
+        reason = error.reason(),
+        error = %error,
+        "reconcile failed; retrying"
+    );
+    Action::requeue(Duration::from_secs(2))
+}

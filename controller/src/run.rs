@@ -1,0 +1,177 @@
+//! The process: cluster view, health endpoints, leader election, and the controller running
+//! only while this replica leads. SIGTERM stops the controller, releases the Lease and exits.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::{Controller, watcher};
+use resize_guard_cluster::ClusterView;
+
+use crate::actuate::Actuator;
+use crate::args::Args;
+use crate::leader::Elector;
+use crate::metrics::Metrics;
+use crate::reconcile::{Ctx, error_policy, reconcile};
+
+/// Runs until SIGTERM/SIGINT.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let client = kube::Client::try_default().await?;
+    serve(args, client, shutdown_signal()).await
+}
+
+/// Runs with a given client until `shutdown` completes.
+pub async fn serve(
+    args: Args,
+    client: kube::Client,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let identity = args
+        .identity
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| format!("resize-guard-controller-{}", std::process::id()));
+    let metrics = Arc::new(Metrics::new());
+    let reporter = Reporter {
+        controller: "resize-guard-controller".into(),
+        instance: Some(identity.clone()),
+    };
+    let view = ClusterView::start(
+        client.clone(),
+        &args.namespace,
+        &args.policy_configmap,
+        reporter.clone(),
+        Arc::new(|_| {}),
+    );
+    let health = {
+        let (view, metrics) = (view.clone(), metrics.clone());
+        Router::new()
+            .route("/livez", get(|| async { "ok" }))
+            .route(
+                "/readyz",
+                get(move || {
+                    let ready = view.is_ready();
+                    async move {
+                        if ready {
+                            (StatusCode::OK, "ok")
+                        } else {
+                            (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+                        }
+                    }
+                }),
+            )
+            .route(
+                "/metrics",
+                get(move || {
+                    let text = metrics.render();
+                    async move { text }
+                }),
+            )
+    };
+    let listener = tokio::net::TcpListener::bind(args.health_addr).await?;
+    tracing::info!(addr = %args.health_addr, identity, "serving /livez /readyz /metrics");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, health).await {
+            tracing::error!(error = %e, "health server stopped");
+        }
+    });
+
+    let elector = Elector::new(
+        client.clone(),
+        &args.namespace,
+        &args.lease_name,
+        &identity,
+        args.lease_duration,
+    );
+    let actuator = Actuator {
+        client: client.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
+        metrics: metrics.clone(),
+    };
+    let mut shutdown = Box::pin(shutdown);
+    loop {
+        // Follower: try to take the Lease.
+        let leading = tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            r = elector.try_acquire_or_renew() => r.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "lease");
+                false
+            }),
+        };
+        if !leading {
+            tokio::select! {
+                _ = &mut shutdown => return Ok(()),
+                _ = tokio::time::sleep(args.renew_interval) => continue,
+            }
+        }
+        tracing::info!(identity, "became leader");
+        metrics.set_leader(true);
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let pods: Api<Pod> = Api::all(client.clone());
+        let controller = Controller::new(pods, watcher::Config::default());
+        let ctx = Arc::new(Ctx {
+            view: view.clone(),
+            pods: controller.store(),
+            actuator: actuator.clone(),
+        });
+        let task = tokio::spawn(
+            controller
+                .graceful_shutdown_on(async move {
+                    let _ = stop_rx.await;
+                })
+                .run(reconcile, error_policy, ctx)
+                .for_each(|_| async {}),
+        );
+        let mut last_renew = Instant::now();
+        let exit = loop {
+            tokio::select! {
+                _ = &mut shutdown => break true,
+                _ = tokio::time::sleep(args.renew_interval) => {
+                    match elector.try_acquire_or_renew().await {
+                        Ok(true) => last_renew = Instant::now(),
+                        Ok(false) => break false,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "could not renew the lease");
+                            // Step down before a follower may take over.
+                            if last_renew.elapsed() + args.renew_interval >= args.lease_duration {
+                                break false;
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        let _ = stop_tx.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        metrics.set_leader(false);
+        if exit {
+            if let Err(e) = elector.release().await {
+                tracing::warn!(error = %e, "could not release the lease");
+            }
+            tracing::info!("stopped; lease released");
+            return Ok(());
+        }
+        tracing::warn!(identity, "lost leadership");
+    }
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term => {},
+    }
+}
