@@ -47,7 +47,7 @@ impl Controller {
     pub async fn is_leader(&self) -> bool {
         resize_guard_harness::install::http_get(self.health_port, "/metrics")
             .await
-            .is_ok_and(|m| m.contains("resize_guard_leader 1"))
+            .is_ok_and(|m| m.lines().any(|l| l.trim() == "resize_guard_leader 1"))
     }
 }
 

@@ -1,0 +1,196 @@
+//! Restarts and failover: a recorded plan is resumed, not re-chosen (no extra victims), only the
+//! Lease holder acts, and a follower takes over when the leader dies.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use resize_guard_harness::env::{EnvOptions, shared};
+use resize_guard_harness::objects::*;
+use serde_json::json;
+
+const T: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_victims() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let ns = env.namespace("resume").await;
+    let node = env.node("n", "2500m", "4Gi").await;
+    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    for name in ["v1", "v2", "v3", "v4"] {
+        create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(1100)).await; // distinct start times
+    }
+    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
+        .await
+        .unwrap();
+    env.kubectl()
+        .resize(&ns, "app", &cpu_resize("1250m"))
+        .await
+        .unwrap();
+    wait_pod(&pods, "app", T, |p| resize_pending(p).is_some())
+        .await
+        .unwrap();
+
+    // What a controller that died mid-plan left behind: a plan naming v1 and v2 (a fresh plan
+    // would pick the youngest, v4 and v3), with v1 already terminating.
+    let uid = |p: Pod| p.metadata.uid.unwrap();
+    let (u1, u2) = (
+        uid(pods.get("v1").await.unwrap()),
+        uid(pods.get("v2").await.unwrap()),
+    );
+    let plan = json!({"generation": 2, "time": "2026-11-30T00:00:00Z", "victims": [
+        {"namespace": ns, "name": "v1", "uid": u1}, {"namespace": ns, "name": "v2", "uid": u2}]});
+    let patch =
+        json!({"metadata": {"annotations": {"resize-guard.io/preemption": plan.to_string()}}});
+    pods.patch("app", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    pods.delete(
+        "v1",
+        &DeleteParams {
+            grace_period_seconds: Some(40),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+
+    let c = support::start(env, "resume").await;
+    wait_pod(&pods, "app", T, |p| {
+        allocated_cpu(p).as_deref() == Some("1250m")
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        support::preempted(&pods, &["v1", "v2", "v3", "v4"]).await,
+        ["v1", "v2"],
+        "resumed, nothing extra"
+    );
+    let preempted = support::events(env, &ns, "Preempted").await;
+    assert_eq!(
+        preempted.len(),
+        1,
+        "only v2 needed preempting: {preempted:?}"
+    );
+    assert_eq!(preempted[0].0, "v2");
+    drop(c);
+}
+
+#[tokio::test]
+async fn only_the_leader_acts_and_a_follower_takes_over_when_it_dies() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let a = support::start(env, "replica-a").await;
+    let b = support::start(env, "replica-b").await;
+    let mut leader = None;
+    // (Another test's replica may hold the Lease for a while: wait it out.)
+    for _ in 0..400 {
+        match (a.is_leader().await, b.is_leader().await) {
+            (true, false) => leader = Some("replica-a"),
+            (false, true) => leader = Some("replica-b"),
+            (true, true) => panic!(
+                "two leaders:\n{:?}\n{:?}",
+                resize_guard_harness::install::http_get(a.health_port, "/metrics").await,
+                resize_guard_harness::install::http_get(b.health_port, "/metrics").await
+            ),
+            _ => {}
+        }
+        if leader.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let leader = leader.expect("a leader");
+
+    let ns = env.namespace("leader").await;
+    let node = env.node("t3-medium", "1930m", "3Gi").await;
+    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    create_running(
+        &pods,
+        &guaranteed_pod("filler", &node, "low", "1500m", "256Mi"),
+    )
+    .await
+    .unwrap();
+    create_running(
+        &pods,
+        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
+    )
+    .await
+    .unwrap();
+    env.kubectl()
+        .resize(&ns, "app", &cpu_resize("550m"))
+        .await
+        .unwrap();
+    wait_pod(&pods, "app", T, |p| {
+        allocated_cpu(p).as_deref() == Some("550m")
+    })
+    .await
+    .unwrap();
+    let acted = support::wait_event(env, &ns, "PreemptingForResize").await;
+    assert!(
+        acted.iter().all(|e| e.2 == leader),
+        "only {leader} acts: {acted:?}"
+    );
+
+    // Kill the leader without letting it release the Lease; the follower must take over within
+    // the lease duration (4 s) plus a renew interval.
+    let (dead, follower) = if leader == a.identity {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    let killed = Instant::now();
+    std::process::Command::new("kill")
+        .args(["-KILL", &dead.process.pid().to_string()])
+        .status()
+        .unwrap();
+    let mut took_over = None;
+    for _ in 0..200 {
+        if follower.is_leader().await {
+            took_over = Some(killed.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let took_over = took_over.expect("the follower never took over");
+    eprintln!(
+        "failover: {} took the lease {:.1} s after the leader was killed",
+        follower.identity,
+        took_over.as_secs_f64()
+    );
+    assert!(took_over < Duration::from_secs(8), "{took_over:?}");
+
+    let ns2 = env.namespace("failover").await;
+    let node2 = env.node("t3-medium", "1930m", "3Gi").await;
+    let pods2: Api<Pod> = Api::namespaced(env.client().await, &ns2);
+    create_running(
+        &pods2,
+        &guaranteed_pod("filler", &node2, "low", "1500m", "256Mi"),
+    )
+    .await
+    .unwrap();
+    create_running(
+        &pods2,
+        &guaranteed_pod("app", &node2, "high", "250m", "256Mi"),
+    )
+    .await
+    .unwrap();
+    env.kubectl()
+        .resize(&ns2, "app", &cpu_resize("550m"))
+        .await
+        .unwrap();
+    wait_pod(&pods2, "app", T, |p| {
+        allocated_cpu(p).as_deref() == Some("550m")
+    })
+    .await
+    .unwrap();
+    let acted = support::wait_event(env, &ns2, "PreemptingForResize").await;
+    assert!(acted.iter().all(|e| e.2 == follower.identity), "{acted:?}");
+}
