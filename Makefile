@@ -3,12 +3,18 @@
 #                 against a real kube-apiserver v1.37.2 + etcd (built from Go modules on first use)
 #   make bench    benchmarks, printed as tables and written under target/bench/
 #   make sandbox  a real control plane with simulated nodes to try resizes by hand (Ctrl-C stops)
+#   make demo     the field test's three walls, narrated, with resize-guard installed; exits non-zero on any miss
 
 CARGO ?= cargo
 # Builds (first run, ~6 min) or reuses the upstream binaries; its last output line is their directory.
 WITH_K8S = RESIZE_GUARD_K8S_BIN_DIR="$$(scripts/build-control-plane.sh | tail -n 1)"
 
-.PHONY: test fmt-check clippy deps-check control-plane unit bench sandbox fmt
+.PHONY: test fmt-check clippy deps-check control-plane unit bench sandbox demo fmt
+
+# A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
+demo:
+	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-harness --bins
+	$(WITH_K8S) RESIZE_GUARD_BIN_DIR=target/debug $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo
 
 test: fmt-check clippy deps-check unit
 

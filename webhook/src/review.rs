@@ -50,6 +50,9 @@ pub struct EventIntent {
     pub warning: bool,
     /// `ResizeRejected` or `ResizeRepaired`.
     pub reason: &'static str,
+    /// What was judged (the decision label): keeps different denials of one pod apart when
+    /// Events are aggregated into series.
+    pub action: String,
     /// The human message.
     pub note: String,
 }
@@ -222,7 +225,13 @@ fn judge(
             resp = resp.deny(&message);
             resp.result.code = 403;
             resp.result.reason = "Forbidden".into();
-            event = Some(intent(new, true, "ResizeRejected", &message));
+            event = Some(intent(
+                new,
+                true,
+                "ResizeRejected",
+                verdict.label(),
+                &message,
+            ));
         }
         Action::Repair(fix) => {
             let mut repaired = new.clone();
@@ -238,7 +247,7 @@ fn judge(
                     resp = resp.deny(&message);
                     resp.result.code = 403;
                     resp.result.reason = "Forbidden".into();
-                    event = Some(intent(new, true, "ResizeRejected", &message));
+                    event = Some(intent(new, true, "ResizeRejected", again.label(), &message));
                     warnings.clear();
                 }
                 _ => match json_patch_between(new, &repaired) {
@@ -246,8 +255,8 @@ fn judge(
                         Ok(r) => {
                             resp = r;
                             annotations.insert("repair".into(), clip(&fix.describe(), 1024));
-                            event =
-                                Some(intent(new, false, "ResizeRepaired", &warnings.join("; ")));
+                            let note = warnings.join("; ");
+                            event = Some(intent(new, false, "ResizeRepaired", "qos-repair", &note));
                         }
                         Err(e) => {
                             warnings.push(format!("resize-guard could not encode its repair: {e}"))
@@ -286,7 +295,7 @@ fn finish(
     }
 }
 
-fn intent(pod: &Pod, warning: bool, reason: &'static str, note: &str) -> EventIntent {
+fn intent(pod: &Pod, warning: bool, reason: &'static str, action: &str, note: &str) -> EventIntent {
     EventIntent {
         regarding: ObjectReference {
             api_version: Some("v1".into()),
@@ -298,6 +307,7 @@ fn intent(pod: &Pod, warning: bool, reason: &'static str, note: &str) -> EventIn
         },
         warning,
         reason,
+        action: action.to_owned(),
         // events.k8s.io notes are limited to 1 kB.
         note: clip(note, 1024),
     }

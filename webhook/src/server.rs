@@ -146,7 +146,7 @@ async fn publish(recorder: Recorder, intent: EventIntent) {
         },
         reason: intent.reason.into(),
         note: Some(intent.note),
-        action: "Resize".into(),
+        action: intent.action,
         secondary: None,
     };
     if let Err(e) = recorder.publish(&event, &intent.regarding).await {

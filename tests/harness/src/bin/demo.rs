@@ -1,0 +1,194 @@
+//! `make demo`: a real Kubernetes v1.37.2 control plane with a simulated t3.medium node (1930m
+//! allocatable), resize-guard's webhook and controller installed as in `deploy/` (RBAC, policy,
+//! webhook configurations), and the three walls of the field test played as narrated steps with
+//! the real `kubectl` output. Exits non-zero if any step does not behave as described.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use resize_guard_harness::admission::{Webhooks, install, wait_active};
+use resize_guard_harness::control_plane::{ControlPlane, Identity, Options};
+use resize_guard_harness::install::wait_ready;
+use resize_guard_harness::kubectl::{Kubectl, KubectlOutput};
+use resize_guard_harness::kubelet::{KubeletOptions, NodeConfig, SimKubelet};
+use resize_guard_harness::objects::*;
+use resize_guard_harness::process::{Process, free_port};
+
+const NS: &str = "shop";
+const T: Duration = Duration::from_secs(60);
+
+struct Demo {
+    kubectl: Kubectl,
+    failures: Vec<String>,
+}
+
+impl Demo {
+    fn say(&self, text: &str) {
+        println!("\n\x1b[1m{text}\x1b[0m");
+    }
+
+    async fn run(&self, args: &[&str]) -> KubectlOutput {
+        println!("$ kubectl {}", args.join(" "));
+        let out = match self.kubectl.run(args).await {
+            Ok(o) => o,
+            Err(e) => KubectlOutput {
+                success: false,
+                stdout: String::new(),
+                stderr: e.to_string(),
+            },
+        };
+        for line in out.stdout.lines().chain(out.stderr.lines()) {
+            println!("  {line}");
+        }
+        out
+    }
+
+    fn expect(&mut self, ok: bool, what: &str) {
+        if ok {
+            println!("  \x1b[32m✓ {what}\x1b[0m");
+        } else {
+            println!("  \x1b[31m✗ {what}\x1b[0m");
+            self.failures.push(what.to_owned());
+        }
+    }
+}
+
+fn bin(name: &str) -> anyhow::Result<PathBuf> {
+    let dir = std::env::var_os("RESIZE_GUARD_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target/debug"));
+    let p = dir.join(name);
+    anyhow::ensure!(
+        p.is_file(),
+        "{} not found (build it with cargo build -p {name})",
+        p.display()
+    );
+    Ok(p)
+}
+
+fn spawn(
+    cp: &ControlPlane,
+    path: &PathBuf,
+    name: &str,
+    args: &[String],
+) -> anyhow::Result<Process> {
+    let mut cmd = std::process::Command::new(path);
+    cmd.env(
+        "KUBECONFIG",
+        cp.kubeconfig_path_for(Identity::ServiceAccount),
+    )
+    .args(args);
+    Process::spawn(name, cmd, &cp.dir().join(format!("{name}.log")))
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "error,kube_client=off".into()),
+        )
+        .init();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (webhook_bin, controller_bin) = (
+        bin("resize-guard-webhook")?,
+        bin("resize-guard-controller")?,
+    );
+    println!("resize-guard demo: starting etcd and kube-apiserver v1.37.2 …");
+    let cp = ControlPlane::start(&Options::default())?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let code = rt.block_on(async {
+        let client = cp.client().await?;
+        let kubelet = SimKubelet::start(client.clone(), vec![NodeConfig::t3_medium("t3-medium")], KubeletOptions::default()).await?;
+        let kubectl = Kubectl { bin: cp.binaries().kubectl.clone(), kubeconfig: cp.kubeconfig_path() };
+        let mut demo = Demo { kubectl, failures: Vec::new() };
+        demo.say("Installing resize-guard (namespace, RBAC, policy, webhook, controller) …");
+        // The harness Env is not used here; apply deploy/ with kubectl directly.
+        for f in ["deploy/namespace.yaml", "deploy/rbac.yaml", "deploy/policy.yaml"] {
+            let out = demo.run(&["apply", "-f", f]).await;
+            anyhow::ensure!(out.success, "kubectl apply {f} failed");
+        }
+        for (name, value) in resize_guard_harness::env::PRIORITY_CLASSES {
+            demo.kubectl
+                .run(["create", "priorityclass", name, &format!("--value={value}")])
+                .await?;
+        }
+        let bundle = resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback())?;
+        let certs = tempfile::tempdir()?;
+        resize_guard_certs::write_dir(&bundle, certs.path())?;
+        let (port, wh_health, ctl_health) = (free_port()?, free_port()?, free_port()?);
+        let webhook = spawn(&cp, &webhook_bin, "resize-guard-webhook", &[
+            format!("--tls-addr=127.0.0.1:{port}"),
+            format!("--health-addr=127.0.0.1:{wh_health}"),
+            format!("--cert-dir={}", certs.path().display()),
+            "--namespace=resize-guard".into(),
+        ])?;
+        let controller = spawn(&cp, &controller_bin, "resize-guard-controller", &[
+            format!("--health-addr=127.0.0.1:{ctl_health}"),
+            "--namespace=resize-guard".into(),
+            "--identity=demo".into(),
+        ])?;
+        wait_ready(wh_health, &webhook, T).await;
+        wait_ready(ctl_health, &controller, T).await;
+        install(&client, &format!("https://127.0.0.1:{port}"), &bundle.ca_bundle_base64(), Webhooks::Both, "Ignore").await?;
+
+        demo.say("The field test: a t3.medium node (1930m CPU allocatable), a low-priority batch pod \
+                  using 1500m, and a high-priority Guaranteed shop pod at 250m.");
+        demo.run(&["create", "namespace", NS]).await;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+        create_running(&pods, &guaranteed_pod("batch", "t3-medium", "low", "1500m", "256Mi")).await?;
+        create_running(&pods, &guaranteed_pod("shop", "t3-medium", "high", "250m", "256Mi")).await?;
+        // kube-apiserver picks up new webhook configurations asynchronously: wait until a
+        // dry-run resize is answered by resize-guard.
+        let k = demo.kubectl.clone();
+        wait_active(T, || {
+            let k = k.clone();
+            async move {
+                k.run(["patch", "pod", "shop", "-n", NS, "--subresource", "resize", "--dry-run=server", "-p", &cpu_resize("2430m")])
+                    .await
+                    .is_ok_and(|o| o.stderr.contains("resize-guard"))
+            }
+        })
+        .await?;
+        demo.run(&["get", "pods", "-n", NS, "-o", "custom-columns=NAME:.metadata.name,PRIORITY:.spec.priority,CPU:.spec.containers[0].resources.requests.cpu,QOS:.status.qosClass"]).await;
+
+        demo.say("Wall 1 — a requests-only resize (what VPA RequestsOnly sends) would turn the Guaranteed \
+                  pod Burstable. Kubernetes refuses it tersely; resize-guard explains which container and how to fix it:");
+        let out = demo.run(&["patch", "pod", "shop", "-n", NS, "--subresource", "resize", "-p",
+            r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"500m"}}}]}}"#]).await;
+        demo.expect(!out.success && out.stderr.contains("would change the pod's QoS class from Guaranteed to Burstable")
+            && out.stderr.contains("container app: cpu request 500m ≠ limit 250m"), "QoS change explained, naming the container and the fix");
+
+        demo.say("Wall 2 — asking for more CPU than the node has (2430m > 1930m) is Infeasible: it could never fit. \
+                  resize-guard refuses it up front with the node's numbers:");
+        let out = demo.run(&["patch", "pod", "shop", "-n", NS, "--subresource", "resize", "-p", &cpu_resize("2430m")]).await;
+        demo.expect(!out.success && out.stderr.contains("can never fit on node t3-medium")
+            && out.stderr.contains("2430m") && out.stderr.contains("1930m"), "Infeasible resize rejected with the node's numbers");
+
+        demo.say("Wall 3 — 250m → 550m does not fit next to the batch pod now: the kubelet would defer it for ever. \
+                  resize-guard warns, then preempts the lower-priority pod so the resize completes in place:");
+        let out = demo.run(&["patch", "pod", "shop", "-n", NS, "--subresource", "resize", "-p", &cpu_resize("550m")]).await;
+        demo.expect(out.success && out.stderr.contains("resize-guard will preempt shop/batch"), "Deferred resize accepted with a warning naming the victim");
+        let done = wait_pod(&pods, "shop", T, |p| allocated_cpu(p).as_deref() == Some("550m") && resize_pending(p).is_none()).await;
+        demo.expect(done.is_ok(), "the kubelet admitted the resize after the batch pod left");
+        demo.expect(done.as_ref().is_ok_and(|p| restart_count(p) == 0), "resized in place: restartCount 0");
+        demo.expect(wait_gone(&pods, "batch", T).await.is_ok(), "the batch pod was preempted");
+        demo.run(&["get", "pod", "shop", "-n", NS, "-o", "custom-columns=NAME:.metadata.name,CPU:.spec.containers[0].resources.requests.cpu,ALLOCATED:.status.containerStatuses[0].allocatedResources.cpu,RESTARTS:.status.containerStatuses[0].restartCount"]).await;
+        let events = demo.run(&["events", "-n", NS]).await;
+        demo.expect(events.stdout.contains("PreemptingForResize") && events.stdout.contains("Preempted")
+            && events.stdout.contains("ResizeCompleted"), "kubectl events shows PreemptingForResize, Preempted and ResizeCompleted");
+
+        kubelet.stop().await;
+        drop((webhook, controller));
+        if demo.failures.is_empty() {
+            println!("\n\x1b[32mAll three walls behaved as described.\x1b[0m Logs: {}", cp.dir().display());
+            Ok(0)
+        } else {
+            println!("\n\x1b[31m{} step(s) failed: {:?}\x1b[0m Logs: {}", demo.failures.len(), demo.failures, cp.dir().display());
+            anyhow::Ok(1)
+        }
+    })?;
+    drop(cp);
+    std::process::exit(code);
+}
