@@ -43,8 +43,10 @@ sandbox:
 
 bench:
 	$(CARGO) bench --locked -p resize-guard-policy --bench decision
+	$(CARGO) bench --locked -p resize-guard-policy --bench victims
 	$(CARGO) bench --locked -p resize-guard-webhook --bench admission
 	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-webhook --bench resize_latency
+	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-controller --bench preemption_latency
 
 fmt:
 	$(CARGO) fmt --all

@@ -59,6 +59,8 @@ pub struct Actuator {
     pub recorder: Recorder,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// The controller's pod cache, to read victims without a round trip (falls back to a GET).
+    pub pods: Option<kube::runtime::reflector::Store<Pod>>,
 }
 
 fn reference(pod: &Pod) -> ObjectReference {
@@ -73,7 +75,8 @@ fn reference(pod: &Pod) -> ObjectReference {
 }
 
 impl Actuator {
-    async fn event(
+    /// Publishes an Event off the critical path (victims are evicted first, reported after).
+    fn event(
         &self,
         regarding: &ObjectReference,
         related: Option<&ObjectReference>,
@@ -81,20 +84,24 @@ impl Actuator {
         reason: &str,
         note: String,
     ) {
+        let recorder = self.recorder.clone();
+        let (regarding, reason) = (regarding.clone(), reason.to_owned());
         let ev = Event {
             type_: if warning {
                 EventType::Warning
             } else {
                 EventType::Normal
             },
-            reason: reason.into(),
+            reason: reason.clone(),
             note: Some(resize_guard_policy::verdict::clip(&note, 1024)),
             action: "Preempt".into(),
             secondary: related.cloned(),
         };
-        if let Err(e) = self.recorder.publish(&ev, regarding).await {
-            tracing::warn!(error = %e, reason, "could not record event");
-        }
+        tokio::spawn(async move {
+            if let Err(e) = recorder.publish(&ev, &regarding).await {
+                tracing::warn!(error = %e, reason, "could not record event");
+            }
+        });
     }
 
     async fn set_plan(&self, pod: &Pod, value: Option<String>) -> kube::Result<()> {
@@ -146,15 +153,13 @@ impl Actuator {
             }
             Decision::WouldPreempt { note } => {
                 self.metrics.preemption("would_preempt");
-                self.event(&reference(pod), None, false, "WouldPreempt", note)
-                    .await;
+                self.event(&reference(pod), None, false, "WouldPreempt", note);
                 Ok(Action::requeue(Duration::from_secs(300)))
             }
             Decision::Failed { reason, note } => {
                 self.metrics.preemption("no_plan");
                 tracing::info!(pod = %key, reason, "no preemption plan");
-                self.event(&reference(pod), None, true, "ResizePreemptionFailed", note)
-                    .await;
+                self.event(&reference(pod), None, true, "ResizePreemptionFailed", note);
                 Ok(Action::requeue(FAILED_RETRY))
             }
             Decision::Preempt {
@@ -175,8 +180,6 @@ impl Actuator {
                 self.metrics
                     .preemption(if fresh { "started" } else { "resumed" });
                 tracing::info!(pod = %key, victims = victims.len(), fresh, "preempting");
-                self.event(&reference(pod), None, false, "PreemptingForResize", note)
-                    .await;
                 for v in &victims {
                     match self.preempt(pod, v, policy).await {
                         Ok(true) => self.metrics.victims(1),
@@ -202,6 +205,7 @@ impl Actuator {
                         }
                     }
                 }
+                self.event(&reference(pod), None, false, "PreemptingForResize", note);
                 Ok(Action::requeue(SHORT_WAIT))
             }
         }
@@ -215,8 +219,15 @@ impl Actuator {
         policy: &Policy,
     ) -> kube::Result<bool> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &v.namespace);
-        let Some(victim) = api.get_opt(&v.name).await? else {
-            return Ok(false);
+        let cached = self.pods.as_ref().and_then(|s| {
+            s.get(&kube::runtime::reflector::ObjectRef::new(&v.name).within(&v.namespace))
+        });
+        let victim = match cached {
+            Some(p) => (*p).clone(),
+            None => match api.get_opt(&v.name).await? {
+                Some(p) => p,
+                None => return Ok(false),
+            },
         };
         if victim.metadata.uid.as_deref() != Some(v.uid.as_str())
             || victim.metadata.deletion_timestamp.is_some()
@@ -301,8 +312,7 @@ impl Actuator {
             false,
             "Preempted",
             format!("Preempted by resize-guard to make room for the in-place resize of {preemptor_key} (priority {priority}) on node {node}"),
-        )
-        .await;
+        );
         Ok(true)
     }
 }

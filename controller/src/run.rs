@@ -93,6 +93,7 @@ pub async fn serve(
         client: client.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         metrics: metrics.clone(),
+        pods: None,
     };
     let mut shutdown = Box::pin(shutdown);
     loop {
@@ -118,7 +119,10 @@ pub async fn serve(
         let ctx = Arc::new(Ctx {
             view: view.clone(),
             pods: controller.store(),
-            actuator: actuator.clone(),
+            actuator: Actuator {
+                pods: Some(controller.store()),
+                ..actuator.clone()
+            },
         });
         let task = tokio::spawn(
             controller

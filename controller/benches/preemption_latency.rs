@@ -1,0 +1,204 @@
+//! Time from the kubelet writing `PodResizePending=Deferred` to every victim carrying a
+//! `deletionTimestamp`, for resize-guard and for upstream kube-scheduler v1.37.2 with
+//! `InPlacePodVerticalScalingSchedulerPreemption`, in one run on one control plane. Both sides
+//! see the same field-test scenario on a fresh node; each side is kept away from the other's
+//! pods (resize-guard's runs use a `schedulerName` kube-scheduler does not serve; upstream's run
+//! in a namespace resize-guard's policy excludes). Times are taken by one watch, so both ends of
+//! an interval come from the same clock and the same event stream.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use resize_guard_harness::env::{EnvOptions, shared};
+use resize_guard_harness::install::{apply_rbac, set_policy};
+use resize_guard_harness::objects::*;
+
+const GATE: &str = "InPlacePodVerticalScalingSchedulerPreemption=true";
+const RUNS: usize = 20;
+const UPSTREAM_NS: &str = "upstream-bench";
+
+type Seen = Arc<Mutex<HashMap<String, (Option<Instant>, Option<Instant>)>>>;
+
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// Records, per pod, when it was first seen Deferred and first seen terminating.
+fn watch(api: Api<Pod>, seen: Seen) {
+    tokio::spawn(async move {
+        let mut s = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(p)) = s.next().await {
+            let now = Instant::now();
+            let name = format!(
+                "{}/{}",
+                p.metadata.namespace.as_deref().unwrap_or_default(),
+                p.metadata.name.as_deref().unwrap_or_default()
+            );
+            let mut m = seen.lock().unwrap();
+            let e = m.entry(name).or_default();
+            if e.0.is_none() && resize_pending(&p).is_some_and(|r| r.0 == "Deferred") {
+                e.0 = Some(now);
+            }
+            if e.1.is_none() && p.metadata.deletion_timestamp.is_some() {
+                e.1 = Some(now);
+            }
+        }
+    });
+}
+
+async fn one_run(
+    env: &'static resize_guard_harness::env::Env,
+    ns: &str,
+    scheduler: Option<&str>,
+    i: usize,
+    seen: &Seen,
+) -> Duration {
+    let pods: Api<Pod> = Api::namespaced(env.client().await, ns);
+    let node = env.node("bench", "1930m", "3Gi").await;
+    let (filler, app) = (format!("filler-{i}"), format!("app-{i}"));
+    let mut f = guaranteed_pod(&filler, &node, "low", "1500m", "256Mi");
+    let mut a = guaranteed_pod(&app, &node, "high", "250m", "256Mi");
+    if let Some(s) = scheduler {
+        f.spec.as_mut().unwrap().scheduler_name = Some(s.into());
+        a.spec.as_mut().unwrap().scheduler_name = Some(s.into());
+    }
+    create_running(&pods, &f).await.unwrap();
+    create_running(&pods, &a).await.unwrap();
+    let out = env
+        .kubectl()
+        .resize(ns, &app, &cpu_resize("550m"))
+        .await
+        .unwrap();
+    assert!(out.success, "{}", out.stderr);
+    wait_pod(&pods, &app, Duration::from_secs(60), |p| {
+        allocated_cpu(p).as_deref() == Some("550m")
+    })
+    .await
+    .unwrap();
+    let m = seen.lock().unwrap();
+    let deferred = m
+        .get(&format!("{ns}/{app}"))
+        .and_then(|e| e.0)
+        .expect("saw the Deferred condition");
+    let deleting = m
+        .get(&format!("{ns}/{filler}"))
+        .and_then(|e| e.1)
+        .expect("saw the victim terminating");
+    deleting.saturating_duration_since(deferred)
+}
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let env = shared(EnvOptions {
+        feature_gates: vec![GATE.into()],
+        ..Default::default()
+    });
+    env.cp.start_scheduler(&[GATE]).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        apply_rbac(env).await;
+        set_policy(
+            env,
+            &format!("namespaces:\n  exclude: [kube-system, {UPSTREAM_NS}]\n"),
+        )
+        .await;
+        let client = env.client().await;
+        let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from([
+            "resize-guard-controller",
+            &format!(
+                "--health-addr=127.0.0.1:{}",
+                resize_guard_harness::process::free_port().unwrap()
+            ),
+            "--identity=bench",
+        ]);
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let controller = tokio::spawn(resize_guard_controller::run::serve(
+            args,
+            client.clone(),
+            async move {
+                let _ = stop_rx.await;
+            },
+        ));
+        let ours_ns = env.namespace("rg-bench").await;
+        let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        let _ = ns_api
+            .create(
+                &Default::default(),
+                &serde_json::from_value(serde_json::json!({"metadata": {"name": UPSTREAM_NS}}))
+                    .unwrap(),
+            )
+            .await;
+        let seen: Seen = Arc::default();
+        watch(Api::namespaced(client.clone(), &ours_ns), seen.clone());
+        watch(Api::namespaced(client.clone(), UPSTREAM_NS), seen.clone());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (mut ours, mut upstream, mut ours_delete) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..RUNS {
+            ours.push(one_run(env, &ours_ns, Some("resize-guard-bench"), i, &seen).await);
+            upstream.push(one_run(env, UPSTREAM_NS, None, i, &seen).await);
+        }
+        // The same with pdb: bestEffort (plain DELETE, like kube-scheduler, instead of the
+        // Eviction API's PDB check).
+        set_policy(env, &format!("preemption:\n  pdb: bestEffort\nnamespaces:\n  exclude: [kube-system, {UPSTREAM_NS}]\n")).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        for i in RUNS..2 * RUNS {
+            ours_delete.push(one_run(env, &ours_ns, Some("resize-guard-bench"), i, &seen).await);
+        }
+        ours_delete.sort();
+        let (d50, d99) = (percentile(&ours_delete, 0.5), percentile(&ours_delete, 0.99));
+        let _ = stop_tx.send(());
+        let _ = controller.await;
+        ours.sort();
+        upstream.sort();
+        let (o50, o99, u50, u99) = (
+            percentile(&ours, 0.5),
+            percentile(&ours, 0.99),
+            percentile(&upstream, 0.5),
+            percentile(&upstream, 0.99),
+        );
+        println!("\nDeferred condition → all victims terminating, field test, {RUNS} runs each");
+        println!("{:<44} {:>9} {:>9}", "", "p50 ms", "p99 ms");
+        for (name, p50, p99) in [
+            ("resize-guard (pdb: respect, Eviction API)", o50, o99),
+            ("resize-guard (pdb: bestEffort, DELETE)", d50, d99),
+            ("kube-scheduler v1.37.2 (alpha gate)", u50, u99),
+        ] {
+            println!("{name:<44} {:>9.1} {:>9.1}", ms(p50), ms(p99));
+        }
+        let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+        println!(
+            "ratio resize-guard / upstream: respect p50 {:.2}x p99 {:.2}x; bestEffort p50 {:.2}x p99 {:.2}x",
+            r(o50, u50),
+            r(o99, u99),
+            r(d50, u50),
+            r(d99, u99)
+        );
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(
+            dir.join("preemption_latency.json"),
+            serde_json::json!({
+                "runs": RUNS,
+                "resize_guard": {"p50_ms": ms(o50), "p99_ms": ms(o99)},
+                "resize_guard_best_effort": {"p50_ms": ms(d50), "p99_ms": ms(d99)},
+                "kube_scheduler_alpha": {"p50_ms": ms(u50), "p99_ms": ms(u99)},
+                "ratio_p50": o50.as_secs_f64() / u50.as_secs_f64(),
+                "ratio_p99": o99.as_secs_f64() / u99.as_secs_f64(),
+            })
+            .to_string(),
+        );
+    });
+}
