@@ -119,7 +119,9 @@ impl ControlPlane {
                 .arg("--quota-backend-bytes=4294967296");
             c
         };
-        let etcd = Process::spawn("etcd", etcd_cmd, &root.join("etcd.log"))?;
+        // etcd outlives everything else, so its watchdog removes the directory at exit.
+        let etcd =
+            Process::spawn_with_cleanup("etcd", etcd_cmd, &root.join("etcd.log"), Some(root))?;
         wait_tcp(etcd_port, Duration::from_secs(30))
             .map_err(|e| anyhow::anyhow!("etcd did not start: {e}\n{}", etcd.log_tail(4000)))?;
 

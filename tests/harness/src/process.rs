@@ -17,7 +17,19 @@ pub struct Process {
 
 impl Process {
     /// Starts `cmd` with stdout and stderr going to `log`.
-    pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> anyhow::Result<Process> {
+    pub fn spawn(name: &str, cmd: Command, log: &Path) -> anyhow::Result<Process> {
+        Process::spawn_with_cleanup(name, cmd, log, None)
+    }
+
+    /// Like [`Process::spawn`]; when the harness process exits without dropping it, the
+    /// watchdog also removes `cleanup` (a temporary directory) after stopping the child, unless
+    /// `RESIZE_GUARD_KEEP_TMP` is set.
+    pub fn spawn_with_cleanup(
+        name: &str,
+        mut cmd: Command,
+        log: &Path,
+        cleanup: Option<&Path>,
+    ) -> anyhow::Result<Process> {
         let out = File::create(log)?;
         let err = out.try_clone()?;
         cmd.stdout(Stdio::from(out))
@@ -32,9 +44,19 @@ impl Process {
             .map_err(|e| anyhow::anyhow!("cannot start {name} ({:?}): {e}", cmd.get_program()))?;
         // If this process dies without running destructors (statics are never dropped), the
         // watchdog notices and takes the child down with it.
+        let remove = match cleanup {
+            Some(dir) if std::env::var_os("RESIZE_GUARD_KEEP_TMP").is_none() => {
+                format!(
+                    "kill -0 {} 2>/dev/null || rm -rf '{}'; ",
+                    std::process::id(),
+                    dir.display()
+                )
+            }
+            _ => String::new(),
+        };
         let script = format!(
             "while kill -0 {parent} 2>/dev/null && kill -0 {pid} 2>/dev/null; do sleep 0.5; done; \
-             kill {pid} 2>/dev/null; sleep 2; kill -9 {pid} 2>/dev/null; exit 0",
+             kill {pid} 2>/dev/null; sleep 2; kill -9 {pid} 2>/dev/null; {remove}exit 0",
             parent = std::process::id(),
             pid = child.id()
         );
