@@ -50,17 +50,4 @@ pub struct Args {
     pub log_format: String,
 }
 
-/// Parses `500ms`, `2s`, `1m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((s, "s"), |i| s.split_at(i));
-    let n: u64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        _ => Err(format!("invalid duration unit in {s:?} (use ms, s or m)")),
-    }
-}
+pub use resize_guard_cluster::parse_duration;

@@ -158,13 +158,7 @@ async fn a_preemptor_with_preemption_policy_never_gets_no_victims_and_an_event()
     let env = setup().await;
     let _g = env.guard();
     let client = env.client().await;
-    let classes: Api<k8s_openapi::api::scheduling::v1::PriorityClass> = Api::all(client.clone());
-    let pc = serde_json::from_value(json!({
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-        "metadata": {"name": "high-never"}, "value": 1000000, "preemptionPolicy": "Never"
-    }))
-    .unwrap();
-    let _ = classes.create(&PostParams::default(), &pc).await;
+    env.priority_class("high-never", 1_000_000, true).await;
     let ns = env.namespace("never").await;
     let node = env.node("t3-medium", "1930m", "3Gi").await;
     let pods: Api<Pod> = Api::namespaced(client, &ns);
@@ -317,7 +311,7 @@ async fn kep_5836_example_takes_one_victim() {
             .unwrap();
         let _ = i;
     }
-    mid_never(env).await;
+    env.priority_class("mid-never", 10000, true).await;
     create_running(
         &pods,
         &guaranteed_pod("m", &node, "mid-never", "1000m", "64Mi"),
@@ -361,16 +355,4 @@ async fn kep_5836_example_takes_one_victim() {
         Some("Deferred"),
         "M still waits"
     );
-}
-
-/// PriorityClass `mid-never`: priority 10000 that may not preempt.
-pub async fn mid_never(env: &Env) {
-    let classes: Api<k8s_openapi::api::scheduling::v1::PriorityClass> =
-        Api::all(env.client().await);
-    let pc = serde_json::from_value(json!({
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-        "metadata": {"name": "mid-never"}, "value": 10000, "preemptionPolicy": "Never"
-    }))
-    .unwrap();
-    let _ = classes.create(&PostParams::default(), &pc).await;
 }

@@ -9,10 +9,9 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::objects::*;
-use serde_json::json;
 
 const GATE: &str = "InPlacePodVerticalScalingSchedulerPreemption=true";
 const T: Duration = Duration::from_secs(60);
@@ -26,13 +25,7 @@ async fn upstream_alpha_over_preempts_and_coexists_with_resize_guard_without_dou
     let _g = env.guard();
     env.cp.start_scheduler(&[GATE]).unwrap();
     let client = env.client().await;
-    let classes: Api<k8s_openapi::api::scheduling::v1::PriorityClass> = Api::all(client.clone());
-    let pc = serde_json::from_value(json!({
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-        "metadata": {"name": "mid-never"}, "value": 10000, "preemptionPolicy": "Never"
-    }))
-    .unwrap();
-    let _ = classes.create(&PostParams::default(), &pc).await;
+    env.priority_class("mid-never", 10000, true).await;
 
     // 1. KEP-5836 example with upstream alone.
     let ns = env.namespace("kep5836-upstream").await;

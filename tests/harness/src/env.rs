@@ -142,6 +142,46 @@ impl Env {
         self.runtime.handle()
     }
 
+    /// The field test on a fresh namespace and t3.medium node (1930m): a 1500m `low` filler and a
+    /// 250m `high` Guaranteed app, both running. Returns (namespace, node, pods API).
+    pub async fn field_test(
+        &self,
+        prefix: &str,
+    ) -> (String, String, kube::Api<k8s_openapi::api::core::v1::Pod>) {
+        use crate::objects::{create_running, guaranteed_pod};
+        let ns = self.namespace(prefix).await;
+        let node = self.node("t3-medium", "1930m", "3Gi").await;
+        let pods = kube::Api::namespaced(self.client().await, &ns);
+        for (name, class, cpu) in [("filler", "low", "1500m"), ("app", "high", "250m")] {
+            if let Err(e) =
+                create_running(&pods, &guaranteed_pod(name, &node, class, cpu, "256Mi")).await
+            {
+                panic!("field test pod {name}: {e}");
+            }
+        }
+        (ns, node, pods)
+    }
+
+    /// Creates (if missing) a PriorityClass; `never` sets `preemptionPolicy: Never`.
+    pub async fn priority_class(&self, name: &str, value: i32, never: bool) {
+        let api: Api<PriorityClass> = Api::all(self.client().await);
+        let mut pc = serde_json::json!({
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value,
+        });
+        if never {
+            pc["preemptionPolicy"] = serde_json::json!("Never");
+        }
+        let Ok(pc) = serde_json::from_value::<PriorityClass>(pc) else {
+            panic!("PriorityClass {name}");
+        };
+        match api.create(&PostParams::default(), &pc).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("PriorityClass {name}: {e}"),
+        }
+    }
+
     /// A guard that prints the control-plane logs if the test panics.
     pub fn guard(&self) -> LogGuard<'_> {
         LogGuard { env: self }

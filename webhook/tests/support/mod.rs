@@ -119,22 +119,7 @@ pub async fn canary(env: &Env) {
 
 /// A unique namespace, a node and a started field-test pair (1500m low filler, 250m high app).
 pub async fn field_test(env: &Env, prefix: &str) -> (String, String, Api<Pod>) {
-    let ns = env.namespace(prefix).await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "1500m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    (ns, node, pods)
+    env.field_test(prefix).await
 }
 
 /// Audit events for `pods/resize` on a pod, with their annotations.
