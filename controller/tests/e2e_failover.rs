@@ -194,3 +194,72 @@ async fn only_the_leader_acts_and_a_follower_takes_over_when_it_dies() {
     let acted = support::wait_event(env, &ns2, "PreemptingForResize").await;
     assert!(acted.iter().all(|e| e.2 == follower.identity), "{acted:?}");
 }
+
+#[tokio::test]
+async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_plan() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let ns = env.namespace("crash").await;
+    let node = env.node("n", "2500m", "4Gi").await;
+    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    for name in ["v1", "v2", "v3", "v4"] {
+        let mut p = guaranteed_pod(name, &node, "low", "500m", "64Mi");
+        p.spec.as_mut().unwrap().termination_grace_period_seconds = Some(30);
+        create_running(&pods, &p).await.unwrap();
+    }
+    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
+        .await
+        .unwrap();
+    // Wait for any other test's replica to let go of the Lease, so this one leads.
+    let first = support::start(env, "crash-1").await;
+    for _ in 0..400 {
+        if first.is_leader().await {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(first.is_leader().await);
+    env.kubectl()
+        .resize(&ns, "app", &cpu_resize("1250m"))
+        .await
+        .unwrap();
+    // SIGKILL the moment the first victim starts terminating.
+    loop {
+        if !support::preempted(&pods, &["v1", "v2", "v3", "v4"])
+            .await
+            .is_empty()
+        {
+            std::process::Command::new("kill")
+                .args(["-KILL", &first.process.pid().to_string()])
+                .status()
+                .unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let plan: serde_json::Value = serde_json::from_str(
+        &pods.get("app").await.unwrap().metadata.annotations.unwrap()["resize-guard.io/preemption"],
+    )
+    .unwrap();
+    let planned: Vec<String> = plan["victims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(planned.len(), 2, "{plan}");
+    let _second = support::start(env, "crash-2").await;
+    wait_pod(&pods, "app", Duration::from_secs(60), |p| {
+        allocated_cpu(p).as_deref() == Some("1250m")
+    })
+    .await
+    .unwrap();
+    let mut gone = support::preempted(&pods, &["v1", "v2", "v3", "v4"]).await;
+    gone.sort();
+    let mut planned = planned;
+    planned.sort();
+    assert_eq!(
+        gone, planned,
+        "exactly the recorded plan's victims, none extra"
+    );
+}
