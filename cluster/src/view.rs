@@ -111,6 +111,7 @@ pub struct ClusterView {
     namespace: String,
     pods_synced: AtomicBool,
     policy_synced: AtomicBool,
+    policy_version: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for ClusterView {
@@ -140,6 +141,7 @@ impl ClusterView {
             namespace: namespace.to_owned(),
             pods_synced: AtomicBool::new(false),
             policy_synced: AtomicBool::new(false),
+            policy_version: tokio::sync::watch::Sender::new(0),
         });
         let node_api: Api<Node> = Api::all(client.clone());
         tokio::spawn(
@@ -181,6 +183,12 @@ impl ClusterView {
         if let Ok(mut p) = self.policy.write() {
             *p = Arc::new(policy);
         }
+        self.policy_version.send_modify(|v| *v += 1);
+    }
+
+    /// Ticks every time a new policy takes effect (the controller re-evaluates every pod).
+    pub fn policy_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.policy_version.subscribe()
     }
 }
 

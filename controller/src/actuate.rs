@@ -30,6 +30,14 @@ pub enum ActuateError {
         /// Why.
         source: kube::Error,
     },
+    /// Reverting an Infeasible resize failed.
+    #[error("reverting the Infeasible resize of {pod}: {source}")]
+    Revert {
+        /// The pod.
+        pod: String,
+        /// Why.
+        source: kube::Error,
+    },
     /// Preempting a victim failed.
     #[error("preempting {victim}: {source}")]
     Preempt {
@@ -46,6 +54,7 @@ impl ActuateError {
         match self {
             ActuateError::RecordPlan { .. } => "RecordPlan",
             ActuateError::Preempt { .. } => "Preempt",
+            ActuateError::Revert { .. } => "Revert",
         }
     }
 }
@@ -155,6 +164,28 @@ impl Actuator {
                 self.metrics.preemption("would_preempt");
                 self.event(&reference(pod), None, false, "WouldPreempt", note);
                 Ok(Action::requeue(Duration::from_secs(300)))
+            }
+            Decision::Revert { patch, note } => {
+                let api: Api<Pod> = Api::namespaced(
+                    self.client.clone(),
+                    pod.metadata.namespace.as_deref().unwrap_or_default(),
+                );
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                api.patch_subresource(
+                    "resize",
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Strategic(&patch),
+                )
+                .await
+                .map_err(|source| ActuateError::Preempt {
+                    victim: key.clone(),
+                    source,
+                })?;
+                self.metrics.preemption("reverted_infeasible");
+                tracing::info!(pod = %key, "reverted an Infeasible resize");
+                self.event(&reference(pod), None, true, "ResizeReverted", note);
+                Ok(Action::await_change())
             }
             Decision::Failed { reason, note } => {
                 self.metrics.preemption("no_plan");

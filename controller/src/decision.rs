@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use resize_guard_policy::pod::{PodKey, is_deferred_now, resize_pending};
+use resize_guard_policy::pod::{PodKey, REASON_INFEASIBLE, is_deferred_now, resize_pending};
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::verdict::Deferral;
 use resize_guard_policy::victims::{NoPlan, name_list};
@@ -66,6 +66,14 @@ pub enum Decision {
         /// The Event note.
         note: String,
     },
+    /// `feasibility.revertInfeasible`: patch an Infeasible resize back to the pod's actual
+    /// resources (through `pods/resize`), so spec and status stop drifting apart.
+    Revert {
+        /// The strategic-merge patch for `pods/resize`.
+        patch: serde_json::Value,
+        /// The Event note.
+        note: String,
+    },
     /// No plan can make room: say why, retry later.
     Failed {
         /// Stable reason.
@@ -91,6 +99,9 @@ pub fn decide(
     now: Timestamp,
 ) -> Decision {
     let generation = pod.metadata.generation.unwrap_or(0);
+    if let Some(revert) = revert_infeasible(pod, policy, generation) {
+        return revert;
+    }
     if !is_deferred_now(pod) {
         return match plan {
             Some(p) if resize_pending(pod).is_none() => Decision::Unblocked {
@@ -215,6 +226,55 @@ fn plan_fresh(
         ),
         victims,
     }
+}
+
+/// The revert decision for a pod the kubelet marked Infeasible for its current generation, when
+/// the policy asks for it and the actual resources of every container are known.
+fn revert_infeasible(pod: &Pod, policy: &Policy, generation: i64) -> Option<Decision> {
+    if !policy.feasibility.revert_infeasible || policy.is_audit() {
+        return None;
+    }
+    let cond = resize_pending(pod)?;
+    let current = cond.observed_generation.is_none_or(|g| g == generation);
+    if cond.reason.as_deref() != Some(REASON_INFEASIBLE) || cond.status != "True" || !current {
+        return None;
+    }
+    let spec = pod.spec.as_ref()?;
+    let status = pod.status.as_ref()?;
+    let actual =
+        |name: &str, statuses: Option<&Vec<k8s_openapi::api::core::v1::ContainerStatus>>| {
+            statuses?
+                .iter()
+                .find(|s| s.name == name)
+                .and_then(|s| s.resources.clone())
+        };
+    let mut containers = Vec::new();
+    for c in &spec.containers {
+        let r = actual(&c.name, status.container_statuses.as_ref())?;
+        containers.push(serde_json::json!({"name": c.name, "resources": r}));
+    }
+    let mut inits = Vec::new();
+    for c in spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter(|c| resize_guard_policy::pod::is_sidecar(c))
+    {
+        if let Some(r) = actual(&c.name, status.init_container_statuses.as_ref()) {
+            inits.push(serde_json::json!({"name": c.name, "resources": r}));
+        }
+    }
+    let mut patch = serde_json::json!({"spec": {"containers": containers}});
+    if !inits.is_empty() {
+        patch["spec"]["initContainers"] = serde_json::Value::Array(inits);
+    }
+    Some(Decision::Revert {
+        patch,
+        note: format!(
+            "resize-guard reverted an Infeasible resize to the pod's actual resources (feasibility.revertInfeasible); the kubelet said: {}",
+            cond.message.as_deref().unwrap_or("Infeasible")
+        ),
+    })
 }
 
 fn failed(why: &NoPlan, d: &Deferral) -> Decision {

@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use resize_guard_cluster::{Cluster, ClusterView};
-use resize_guard_policy::pod::{is_deferred_now, node_name};
+use resize_guard_policy::pod::{is_deferred_now, is_resize_infeasible, node_name};
 use resize_guard_policy::{Context, assess};
 
 use crate::actuate::{ActuateError, Actuator};
@@ -31,11 +31,12 @@ pub struct Ctx {
 /// Reconciles one pod.
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateError> {
     let plan = PlanRecord::of(&pod);
-    if plan.is_none() && !is_deferred_now(&pod) {
+    let policy = ctx.view.policy();
+    let revert = policy.feasibility.revert_infeasible && is_resize_infeasible(&pod);
+    if plan.is_none() && !is_deferred_now(&pod) && !revert {
         return Ok(Action::await_change());
     }
     let started = Instant::now();
-    let policy = ctx.view.policy();
     let budgets = ctx.view.budgets();
     let ledger = node_name(&pod).and_then(|n| ctx.view.ledger(n));
     let verdict = assess(

@@ -124,8 +124,14 @@ pub async fn serve(
                 ..actuator.clone()
             },
         });
+        // A new policy may turn waiting pods into actionable ones (or back): look at all again.
+        let policy_changes = futures::stream::unfold(view.policy_changes(), |mut rx| async move {
+            rx.changed().await.ok()?;
+            Some(((), rx))
+        });
         let task = tokio::spawn(
             controller
+                .reconcile_all_on(policy_changes)
                 .graceful_shutdown_on(async move {
                     let _ = stop_rx.await;
                 })

@@ -356,3 +356,55 @@ async fn kep_5836_example_takes_one_victim() {
         "M still waits"
     );
 }
+
+/// `feasibility.revertInfeasible`: a resize the kubelet marks Infeasible (here the kubelet's
+/// allocatable is smaller than what the node object advertised to the API server's capacity
+/// check) is patched back to the pod's actual resources.
+#[tokio::test]
+async fn an_infeasible_resize_is_reverted_when_the_policy_asks() {
+    let env = setup().await;
+    let _g = env.guard();
+    resize_guard_harness::install::set_policy(env, "feasibility:\n  revertInfeasible: true\n")
+        .await;
+    let ns = env.namespace("revert").await;
+    let node = env.node("shrunk", "1930m", "3Gi").await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client().await);
+    let grow = json!({"status": {"allocatable": {"cpu": "4"}, "capacity": {"cpu": "4"}}});
+    nodes
+        .patch_status(&node, &PatchParams::default(), &Patch::Merge(&grow))
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    create_running(
+        &pods,
+        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
+    )
+    .await
+    .unwrap();
+    let out = env
+        .kubectl()
+        .resize(&ns, "app", &cpu_resize("2430m"))
+        .await
+        .unwrap();
+    assert!(out.success, "{}", out.stderr);
+    let reverted = wait_pod(&pods, "app", T, |p| {
+        p.spec.as_ref().unwrap().containers[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap()["cpu"]
+            .0
+            == "250m"
+            && resize_pending(p).is_none()
+    })
+    .await;
+    assert!(reverted.is_ok(), "{reverted:?}");
+    let ev = support::wait_event(env, &ns, "ResizeReverted").await;
+    assert!(
+        ev[0].1.contains("requested: 2430, capacity: 1930"),
+        "{ev:?}"
+    );
+    resize_guard_harness::install::set_policy(env, "").await;
+}

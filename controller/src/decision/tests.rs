@@ -3,7 +3,7 @@
 use super::*;
 use resize_guard_cluster::{Cluster, FixedCluster};
 use resize_guard_policy::fixture::{PodBuilder, container, node};
-use resize_guard_policy::pod::REASON_DEFERRED;
+use resize_guard_policy::pod::{REASON_DEFERRED, REASON_INFEASIBLE};
 use resize_guard_policy::{Context, assess};
 
 fn now() -> Timestamp {
@@ -278,4 +278,46 @@ fn a_deferred_resize_that_fits_now_waits_for_the_kubelet() {
         decide(&pod, &v, None, &[], &policy, now()),
         Decision::Wait { .. }
     ));
+}
+
+#[test]
+fn infeasible_resizes_are_reverted_to_actual_resources_when_policy_asks() {
+    let pod = PodBuilder::new("prod", "app")
+        .node("n1")
+        .container(container("app").guaranteed("250m", "256Mi"))
+        .running(0)
+        .resize("app", "cpu", "2430m")
+        .resize_pending(
+            REASON_INFEASIBLE,
+            "Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930",
+        )
+        .build();
+    let mut policy = Policy::default();
+    let v = verdict(&pod, vec![], &policy);
+    assert_eq!(
+        decide(&pod, &v, None, &[], &policy, now()),
+        Decision::Idle,
+        "off by default"
+    );
+    policy.feasibility.revert_infeasible = true;
+    match decide(&pod, &v, None, &[], &policy, now()) {
+        Decision::Revert { patch, note } => {
+            assert_eq!(
+                patch["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+                "250m"
+            );
+            assert_eq!(
+                patch["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+                "250m"
+            );
+            assert!(note.contains("requested: 2430"), "{note}");
+        }
+        other => panic!("{other:?}"),
+    }
+    policy.mode = resize_guard_policy::policy::Mode::Audit;
+    assert_eq!(
+        decide(&pod, &v, None, &[], &policy, now()),
+        Decision::Idle,
+        "audit mode changes nothing"
+    );
 }
