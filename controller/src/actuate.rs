@@ -178,8 +178,8 @@ impl Actuator {
                     &Patch::Strategic(&patch),
                 )
                 .await
-                .map_err(|source| ActuateError::Preempt {
-                    victim: key.clone(),
+                .map_err(|source| ActuateError::Revert {
+                    pod: key.clone(),
                     source,
                 })?;
                 self.metrics.preemption("reverted_infeasible");
