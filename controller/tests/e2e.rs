@@ -49,21 +49,7 @@ async fn deferred(pods: &Api<Pod>, env: &Env, ns: &str, name: &str, cpu: &str) {
 async fn field_test_the_filler_is_preempted_and_the_resize_completes_in_place() {
     let env = setup().await;
     let _g = env.guard();
-    let ns = env.namespace("field").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "1500m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, node, pods) = env.field_test("field").await;
     env.kubectl()
         .resize(&ns, "app", &cpu_resize("550m"))
         .await

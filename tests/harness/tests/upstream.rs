@@ -21,21 +21,8 @@ const T: Duration = Duration::from_secs(30);
 async fn field_test_deferred_resize_completes_after_the_filler_leaves() {
     let env = env();
     let _g = env.guard();
-    let ns = env.namespace("field").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "1500m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    let app = create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, _, pods) = env.field_test("field").await;
+    let app = pods.get("app").await.unwrap();
     assert_eq!(
         app.status.as_ref().unwrap().qos_class.as_deref(),
         Some("Guaranteed")
@@ -161,21 +148,7 @@ async fn qos_changing_resize_is_refused_by_built_in_validation() {
 async fn kubectl_events_shows_the_kubelet_resize_events() {
     let env = env();
     let _g = env.guard();
-    let ns = env.namespace("events").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "1500m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, _, pods) = env.field_test("events").await;
     env.kubectl()
         .resize(&ns, "app", &cpu_resize("550m"))
         .await

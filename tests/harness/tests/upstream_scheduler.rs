@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::kubelet::NodeConfig;
@@ -32,21 +32,7 @@ fn env() -> &'static Env {
 async fn upstream_scheduler_preempts_a_lower_priority_pod_for_a_deferred_resize() {
     let env = env();
     let _g = env.guard();
-    let ns = env.namespace("upstream").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "1500m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, node, pods) = env.field_test("upstream").await;
 
     let out = env
         .kubectl()
