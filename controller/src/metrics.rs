@@ -23,6 +23,7 @@ pub struct Metrics {
     preemptions: Family<Outcome, Counter>,
     victims: Counter,
     leader: Gauge,
+    deferred: Gauge,
     unblock: Histogram,
     reconcile: Histogram,
 }
@@ -40,6 +41,7 @@ impl Metrics {
         let preemptions = Family::<Outcome, Counter>::default();
         let victims = Counter::default();
         let leader = Gauge::default();
+        let deferred = Gauge::default();
         let unblock = Histogram::new([
             0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
         ]);
@@ -72,6 +74,7 @@ impl Metrics {
             preemptions,
             victims,
             leader,
+            deferred,
             unblock,
             reconcile,
         }
@@ -94,6 +97,11 @@ impl Metrics {
     /// Sets leadership.
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
+    }
+
+    /// Sets the number of Deferred pods.
+    pub fn set_deferred(&self, n: usize) {
+        self.deferred.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Records a time-to-unblock.

@@ -129,15 +129,31 @@ pub async fn serve(
             rx.changed().await.ok()?;
             Some(((), rx))
         });
+        let ctx_for_run = ctx.clone();
         let task = tokio::spawn(
             controller
                 .reconcile_all_on(policy_changes)
                 .graceful_shutdown_on(async move {
                     let _ = stop_rx.await;
                 })
-                .run(reconcile, error_policy, ctx)
+                .run(reconcile, error_policy, ctx_for_run)
                 .for_each(|_| async {}),
         );
+        // resize_guard_deferred_pods, from the controller's own cache.
+        let gauge = {
+            let (store, metrics) = (ctx.pods.clone(), metrics.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    let n = store
+                        .state()
+                        .iter()
+                        .filter(|p| resize_guard_policy::pod::is_deferred_now(p))
+                        .count();
+                    metrics.set_deferred(n);
+                }
+            })
+        };
         let mut last_renew = Instant::now();
         let exit = loop {
             tokio::select! {
@@ -158,6 +174,7 @@ pub async fn serve(
             }
         };
         let _ = stop_tx.send(());
+        gauge.abort();
         let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
         metrics.set_leader(false);
         if exit {

@@ -99,6 +99,15 @@ async fn field_test_the_filler_is_preempted_and_the_resize_completes_in_place() 
         text.contains("PreemptingForResize") && text.contains("ResizeCompleted"),
         "{text}"
     );
+    let metrics =
+        resize_guard_harness::install::http_get(CONTROLLER.get().unwrap().health_port, "/metrics")
+            .await
+            .unwrap();
+    assert!(metrics.contains("resize_guard_deferred_pods"), "{metrics}");
+    assert!(
+        metrics.contains("resize_guard_preemptions_total{outcome=\"started\"}"),
+        "{metrics}"
+    );
     // The plan annotation is cleared once the kubelet admitted the resize.
     let cleared = wait_pod(&pods, "app", T, |p| {
         !p.metadata
