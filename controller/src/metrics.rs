@@ -56,8 +56,13 @@ impl Metrics {
         registry.register("victims", "Pods preempted", victims.clone());
         registry.register(
             "leader",
-            "1 while this replica holds the Lease",
+            "Whether this replica holds the Lease (1) or not (0)",
             leader.clone(),
+        );
+        registry.register(
+            "deferred_pods",
+            "Pods whose resize the kubelet has Deferred, as the leader sees them",
+            deferred.clone(),
         );
         registry.register(
             "time_to_unblock_seconds",
