@@ -175,6 +175,14 @@ fn main() -> anyhow::Result<()> {
         demo.expect(done.as_ref().is_ok_and(|p| restart_count(p) == 0), "resized in place: restartCount 0");
         demo.expect(wait_gone(&pods, "batch", T).await.is_ok(), "the batch pod was preempted");
         demo.run(&["get", "pod", "shop", "-n", NS, "-o", "custom-columns=NAME:.metadata.name,CPU:.spec.containers[0].resources.requests.cpu,ALLOCATED:.status.containerStatuses[0].allocatedResources.cpu,RESTARTS:.status.containerStatuses[0].restartCount"]).await;
+        // Events arrive asynchronously (ResizeCompleted follows actuation): wait for them.
+        for _ in 0..100 {
+            let quiet = demo.kubectl.run(["events", "-n", NS]).await;
+            if quiet.is_ok_and(|o| o.stdout.contains("ResizeCompleted") && o.stdout.contains("PreemptingForResize")) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let events = demo.run(&["events", "-n", NS]).await;
         demo.expect(events.stdout.contains("PreemptingForResize") && events.stdout.contains("Preempted")
             && events.stdout.contains("ResizeCompleted"), "kubectl events shows PreemptingForResize, Preempted and ResizeCompleted");
