@@ -92,7 +92,15 @@ async fn field_test_the_filler_is_preempted_and_the_resize_completes_in_place() 
         "{:?}",
         preempting
     );
-    let text = env.kubectl().events_for(&ns, "app").await.unwrap().stdout;
+    // ResizeCompleted follows actuation asynchronously.
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = env.kubectl().events_for(&ns, "app").await.unwrap().stdout;
+        if text.contains("PreemptingForResize") && text.contains("ResizeCompleted") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(
         text.contains("PreemptingForResize") && text.contains("ResizeCompleted"),
         "{text}"

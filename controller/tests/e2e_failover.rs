@@ -73,6 +73,8 @@ async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_vic
         ["v1", "v2"],
         "resumed, nothing extra"
     );
+    support::wait_event(env, &ns, "Preempted").await;
+    tokio::time::sleep(Duration::from_millis(500)).await; // any extra one would show by now
     let preempted = support::events(env, &ns, "Preempted").await;
     assert_eq!(
         preempted.len(),
