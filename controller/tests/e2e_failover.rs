@@ -14,9 +14,14 @@ use serde_json::json;
 
 const T: Duration = Duration::from_secs(30);
 
+/// These tests start and kill controller replicas that share one Lease: they run one at a time so
+/// that no replica of another test acts on this test's pods.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_victims() {
     let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
     let _g = env.guard();
     let ns = env.namespace("resume").await;
     let node = env.node("n", "2500m", "4Gi").await;
@@ -88,6 +93,7 @@ async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_vic
 #[tokio::test]
 async fn only_the_leader_acts_and_a_follower_takes_over_when_it_dies() {
     let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
     let _g = env.guard();
     let a = support::start(env, "replica-a").await;
     let b = support::start(env, "replica-b").await;
@@ -202,6 +208,7 @@ async fn only_the_leader_acts_and_a_follower_takes_over_when_it_dies() {
 #[tokio::test]
 async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_plan() {
     let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
     let _g = env.guard();
     let ns = env.namespace("crash").await;
     let node = env.node("n", "2500m", "4Gi").await;
