@@ -20,7 +20,7 @@ use resize_guard_harness::install::{apply_rbac, set_policy};
 use resize_guard_harness::objects::*;
 
 const GATE: &str = "InPlacePodVerticalScalingSchedulerPreemption=true";
-const RUNS: usize = 20;
+const RUNS: usize = 40;
 const UPSTREAM_NS: &str = "upstream-bench";
 
 type Seen = Arc<Mutex<HashMap<String, (Option<Instant>, Option<Instant>)>>>;

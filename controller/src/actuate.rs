@@ -199,8 +199,17 @@ impl Actuator {
                 note,
             } => {
                 let fresh = record.is_some();
-                if let Some(rec) = record {
-                    // The plan is durable before any victim is touched.
+                // A plan with several victims is durable before any of them is touched, so a
+                // controller that dies half-way is resumed with the same victims. A one-victim
+                // plan needs no such record to be safe — once its victim terminates, the space
+                // counts as being freed and nobody is chosen again — so it is recorded after the
+                // eviction, off the critical path (only time-to-unblock reads it).
+                let (before, after) = match record {
+                    Some(rec) if victims.len() > 1 => (Some(rec), None),
+                    Some(rec) => (None, Some(rec)),
+                    None => (None, None),
+                };
+                if let Some(rec) = before {
                     self.set_plan(pod, Some(rec.to_annotation()))
                         .await
                         .map_err(|source| ActuateError::RecordPlan {
@@ -235,6 +244,14 @@ impl Actuator {
                             });
                         }
                     }
+                }
+                if let Some(rec) = after {
+                    self.set_plan(pod, Some(rec.to_annotation()))
+                        .await
+                        .map_err(|source| ActuateError::RecordPlan {
+                            pod: key.clone(),
+                            source,
+                        })?;
                 }
                 self.event(&reference(pod), None, false, "PreemptingForResize", note);
                 Ok(Action::requeue(SHORT_WAIT))
