@@ -5,6 +5,7 @@
 //! it from live watches; [`FixedCluster`] from given objects (tests, benchmarks, what-if checks).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod process;
 pub mod view;
 
 use std::collections::HashMap;
@@ -16,22 +17,7 @@ use resize_guard_policy::policy::Policy;
 
 pub use view::ClusterView;
 
-/// Parses the durations both programs take on the command line: `500ms`, `2s`, `1m` (a bare
-/// number is seconds).
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    use std::time::Duration;
-    let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((s, "s"), |i| s.split_at(i));
-    let n: u64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        _ => Err(format!("invalid duration unit in {s:?} (use ms, s or m)")),
-    }
-}
+pub use process::parse_duration;
 
 /// What a review needs from the cluster.
 pub trait Cluster: Send + Sync {

@@ -23,7 +23,12 @@ use crate::reconcile::{Ctx, error_policy, reconcile};
 /// Runs until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await?;
-    serve(args, client, shutdown_signal()).await
+    serve(
+        args,
+        client,
+        resize_guard_cluster::process::shutdown_signal(),
+    )
+    .await
 }
 
 /// Runs with a given client until `shutdown` completes.
@@ -185,20 +190,5 @@ pub async fn serve(
             return Ok(());
         }
         tracing::warn!(identity, "lost leadership");
-    }
-}
-
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term => {},
     }
 }

@@ -157,7 +157,12 @@ async fn publish(recorder: Recorder, intent: EventIntent) {
 /// Runs the webhook until SIGTERM/SIGINT, then drains in-flight reviews.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await?;
-    serve(args, client, shutdown_signal()).await
+    serve(
+        args,
+        client,
+        resize_guard_cluster::process::shutdown_signal(),
+    )
+    .await
 }
 
 /// Serves with a given client until `shutdown` completes, then drains in-flight reviews (used
@@ -237,19 +242,4 @@ pub async fn serve(
         .await?;
     tracing::info!("stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term => {},
-    }
 }
