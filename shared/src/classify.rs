@@ -1,22 +1,29 @@
 //! The one entry point both programs use: what is this resize?
 //!
-//! [`classify`] judges a `pods/resize` request (old stored pod, new pod) in the order the API
-//! server and the kubelet would: nothing to do → QoS class change (built-in validation refuses it)
-//! → Infeasible (kubelet `allocation_manager`, memory checked first) → fits now or Deferred, with a
-//! preemption plan for the Deferred case. [`assess`] is the same judgement for a pod whose resize
+//! [`classify`] judges a `pods/resize` request (old stored pod, new pod as the mutating webhook
+//! receives it) in the order the API server and the kubelet would: first the object is made what
+//! the resize strategy will make of it ([`crate::strategy::prepare_resize`]); then nothing to do
+//! → refused by built-in validation for anything but QoS ([`crate::validation`]: resize-guard
+//! steps aside so the user sees upstream's message) → QoS class change (resize-guard explains or
+//! repairs it) → refused by `NodeDeclaredFeatureValidator` ([`crate::node_features`]: step aside)
+//! → Infeasible (memory checked first) → fits now or Deferred, with a preemption plan for the
+//! Deferred case. [`assess`] is the same judgement for a pod whose resize
 //! is already stored (the controller's view of a Deferred pod).
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 
 use crate::budget::Budgets;
 use crate::ledger::NodeLedger;
+use crate::node_features;
 use crate::pod::{self, PodKey};
 use crate::policy::Policy;
 use crate::qos::{current_qos_class, spec_qos_class};
 use crate::quantity::ResourceName;
-use crate::repair::{culprits, repair, targets};
+use crate::repair::{QosRepair, culprits, repair, targets};
 use crate::requests::{Accounting, spec_requests};
 use crate::resources::Resources;
+use crate::strategy::prepare_resize;
+use crate::validation::validate_resize;
 use crate::verdict::{Deferral, Denial, Fit, Infeasibility, QosChange, Verdict};
 use crate::victims::{Preemptor, select_victims};
 
@@ -35,27 +42,59 @@ pub struct Context<'a> {
 
 /// Classifies a resize from `old` (stored) to `new` (requested).
 pub fn classify(old: &Pod, new: &Pod, ctx: &Context<'_>) -> Verdict {
-    let (Some(old_spec), Some(new_spec)) = (old.spec.as_ref(), new.spec.as_ref()) else {
+    if old.spec.is_none() || new.spec.is_none() {
         return Verdict::Skipped("pod has no spec".to_owned());
-    };
+    }
     if let Some(v) = precheck(new, ctx) {
         return v;
     }
+    let prepared = prepare_resize(old, new);
+    let (Some(old_spec), Some(new_spec)) = (old.spec.as_ref(), prepared.spec.as_ref()) else {
+        return Verdict::Skipped("pod has no spec".to_owned());
+    };
     if !resources_changed(old_spec, new_spec) {
         return Verdict::NoChange;
+    }
+    // `ValidatePodResize` reports the QoS error together with every other error, except for
+    // static and Windows pods, where it stops first.
+    let invalid = validate_resize(old, &prepared).err();
+    if let Some(e) = invalid.as_ref().filter(|e| e.alone) {
+        return Verdict::Invalid(e.to_string());
     }
     let from = current_qos_class(old);
     let to = spec_qos_class(new_spec);
     if from != to {
+        let repair = repair(old_spec, from, new_spec).filter(|r| repair_is_valid(old, new, r));
         return Verdict::QosChange(QosChange {
             from,
             to,
             culprits: culprits(old_spec, from, new_spec, to),
-            repair: repair(old_spec, from, new_spec),
+            repair,
+            also_invalid: invalid.map(|e| e.to_string()),
         });
     }
+    if let Some(e) = invalid {
+        return Verdict::Invalid(e.to_string());
+    }
+    if let Some(ledger) = ctx.ledger
+        && let Some(refusal) =
+            node_features::refusal(old, &prepared, &ledger.node, &ledger.declared_features)
+    {
+        return Verdict::Invalid(refusal);
+    }
     // The resize strategy keeps the stored status, so allocated/actual come from `old`.
-    judge_room(new, new_spec, old.status.as_ref(), ctx)
+    judge_room(&prepared, new_spec, old.status.as_ref(), ctx)
+}
+
+/// A repair is only offered when the repaired resize passes built-in validation too. It is
+/// checked as the webhook applies it: to the request, before the resize strategy.
+fn repair_is_valid(old: &Pod, new: &Pod, repair: &QosRepair) -> bool {
+    let mut repaired = new.clone();
+    if let Some(spec) = repaired.spec.as_mut() {
+        repair.apply(spec);
+    }
+    let repaired = prepare_resize(old, &repaired);
+    validate_resize(old, &repaired).is_ok()
 }
 
 /// Judges a pod whose desired resources are already in its spec: Infeasible, Fits or Deferred.

@@ -64,6 +64,8 @@ pub struct NodeLedger {
     pub allocatable: Resources,
     /// Why resize preemption is disabled on this node, if it is.
     pub opt_out: Option<String>,
+    /// `status.declaredFeatures` (v1.35+ kubelets; see [`crate::node_features`]).
+    pub declared_features: Vec<String>,
     /// Active pods bound to the node.
     pub pods: Vec<LedgerEntry>,
 }
@@ -89,6 +91,7 @@ impl NodeLedger {
                 node.status.as_ref().and_then(|s| s.allocatable.as_ref()),
             ),
             opt_out: node_opt_out(node),
+            declared_features: crate::node_features::declared(node),
             node: node.metadata.name.clone().unwrap_or_default(),
             pods: entries,
         }

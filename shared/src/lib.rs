@@ -11,10 +11,12 @@
 //! says allow, warn, repair or deny.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod aggregate;
 pub mod budget;
 pub mod classify;
 pub mod fixture;
 pub mod ledger;
+pub mod node_features;
 pub mod pod;
 pub mod policy;
 pub mod qos;
@@ -23,6 +25,8 @@ pub mod repair;
 pub mod requests;
 pub mod resources;
 pub mod selector;
+pub mod strategy;
+pub mod validation;
 pub mod verdict;
 pub mod victims;
 

@@ -1,11 +1,11 @@
 //! Pod QoS class, exactly as upstream `pkg/apis/core/helper/qos.ComputePodQOS` (v1.37), which is
 //! what `ValidatePodResize` compares: `Pod QOS Class may not change as a result of resizing`.
 //!
-//! Rules (upstream-resize.md §5): only `cpu` and `memory` count; quantities ≤ 0 are ignored;
-//! regular containers *and all init containers* are summed; a container missing a positive cpu
-//! or memory limit rules out Guaranteed; when pod-level resources set cpu or memory, only they
-//! count. Requests are read after the API server's defaulting (`SetDefaults_Pod`): a limit
-//! without a request stands for the request too.
+//! Rules (v1.37.2 code; upstream-resize.md §5 still describes the older sums): only `cpu` and
+//! `memory` count; regular containers *and all init containers* are judged one by one, each
+//! resource on its own; when pod-level resources set cpu, memory or hugepages, only they count,
+//! after `DefaultPodLevelResources`. Requests are read after `SetDefaults_Pod`: a limit without
+//! a request stands for the request too.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,8 +13,10 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{Pod, PodSpec, ResourceRequirements};
 
 use crate::quantity::{ResourceName, parse_nanos};
-use crate::requests::{Accounting, spec_requests};
 use crate::resources::ResourceList;
+use crate::strategy::{
+    default_container_requests, default_pod_level_resources, is_pod_level_resource,
+};
 
 /// A pod's quality-of-service class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -71,56 +73,79 @@ pub fn qos_class(pod: &Pod) -> QosClass {
         .map_or(QosClass::BestEffort, spec_qos_class)
 }
 
-/// Upstream `ComputePodQOS` on a spec.
+/// Upstream `ComputePodQOS` on a spec, after the API server's defaulting (container requests
+/// from limits, `DefaultPodLevelResources`; both idempotent, so a stored spec may be passed).
+///
+/// v1.37 judges each container, and each of cpu and memory within it, on its own
+/// (`requirementsQOS`, `resourceQOS` in `pkg/apis/core/helper/qos/qos.go`): a resource is
+/// BestEffort when its request and limit are both zero or unset, Guaranteed when they are equal
+/// and non-zero, Burstable otherwise; a container mixing shapes is Burstable; the pod is the one
+/// shape all containers share, else Burstable. Sums across containers would agree only while
+/// every request is at most its limit, which invalid resizes break.
 pub fn spec_qos_class(spec: &PodSpec) -> QosClass {
-    let mut sums = Sums::default();
-    if let Some(pod_level) = pod_level_resources(spec) {
-        // Pod-level requests default from the containers' aggregate, then from the pod-level
-        // limit (`defaultPodRequests`, KEP-2837) — the API server stores them that way.
-        let aggregate = spec_requests(spec, None, Accounting::Desired);
-        let mut requests = pod_level.requests.clone().unwrap_or_default();
-        for name in ResourceName::ALL {
-            if requests.contains_key(name.key()) {
-                continue;
-            }
-            let from_containers = aggregate.get(name);
-            let has_container_request = crate::pod::all_containers(spec)
-                .any(|c| effective_requests(c.resources.as_ref()).contains_key(name.key()));
-            if has_container_request && from_containers > 0 {
-                requests.insert(
-                    name.key().to_owned(),
-                    k8s_openapi::apimachinery::pkg::api::resource::Quantity(
-                        if name == ResourceName::Cpu {
-                            format!("{from_containers}m")
-                        } else {
-                            from_containers.to_string()
-                        },
-                    ),
-                );
-            } else if let Some(limit) = pod_level.limits.as_ref().and_then(|l| l.get(name.key())) {
-                requests.insert(name.key().to_owned(), limit.clone());
-            }
-        }
-        sums.add(Some(&requests), pod_level.limits.as_ref());
-    } else {
-        for c in crate::pod::all_containers(spec) {
-            let requests = effective_requests(c.resources.as_ref());
-            sums.add(
-                Some(&requests),
-                c.resources.as_ref().and_then(|r| r.limits.as_ref()),
-            );
+    if pod_level_resources(spec).is_some() {
+        let mut defaulted = spec.clone();
+        default_container_requests(&mut defaulted);
+        default_pod_level_resources(&mut defaulted);
+        let r = defaulted.resources.unwrap_or_default();
+        return requirements_qos(r.requests.as_ref(), r.limits.as_ref());
+    }
+    let mut pod: Option<QosClass> = None;
+    for c in spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+    {
+        let requests = effective_requests(c.resources.as_ref());
+        let limits = c.resources.as_ref().and_then(|r| r.limits.as_ref());
+        match (requirements_qos(Some(&requests), limits), pod) {
+            (QosClass::Burstable, _) => return QosClass::Burstable,
+            (class, None) => pod = Some(class),
+            (class, Some(seen)) if class != seen => return QosClass::Burstable,
+            _ => {}
         }
     }
-    sums.class()
+    pod.unwrap_or(QosClass::BestEffort)
 }
 
-/// Pod-level resources count for QoS when they set cpu or memory
-/// (`usePodLevelResources` with `PodLevelResourcesFixKubeletQOSClass`).
+/// Upstream `requirementsQOS`: the class of one set of requests and limits.
+fn requirements_qos(requests: Option<&ResourceList>, limits: Option<&ResourceList>) -> QosClass {
+    let empty = |l: Option<&ResourceList>| l.is_none_or(BTreeMap::is_empty);
+    if empty(requests) && empty(limits) {
+        return QosClass::BestEffort;
+    }
+    let mut class = None;
+    for name in ResourceName::ALL {
+        let amount = |l: Option<&ResourceList>| {
+            l.and_then(|l| l.get(name.key()))
+                .map_or(0, |q| parse_nanos(&q.0).unwrap_or(0))
+        };
+        // `resourceQOS`: unset is zero; `Equal` compares values.
+        let (req, lim) = (amount(requests), amount(limits));
+        let shape = if req != lim {
+            QosClass::Burstable
+        } else if req == 0 {
+            QosClass::BestEffort
+        } else {
+            QosClass::Guaranteed
+        };
+        match (shape, class) {
+            (QosClass::Burstable, _) => return QosClass::Burstable,
+            (s, None) => class = Some(s),
+            (s, Some(seen)) if s != seen => return QosClass::Burstable,
+            _ => {}
+        }
+    }
+    class.unwrap_or(QosClass::BestEffort)
+}
+
+/// Pod-level resources decide QoS when they name a supported pod-level resource (cpu, memory or
+/// hugepages: `helper.IsPodLevelResourcesSet` with `PodLevelResourcesFixKubeletQOSClass`).
 pub fn pod_level_resources(spec: &PodSpec) -> Option<&ResourceRequirements> {
     let r = spec.resources.as_ref()?;
-    let sets = |l: Option<&ResourceList>| {
-        l.is_some_and(|l| ResourceName::ALL.iter().any(|n| l.contains_key(n.key())))
-    };
+    let sets =
+        |l: Option<&ResourceList>| l.is_some_and(|l| l.keys().any(|k| is_pod_level_resource(k)));
     (sets(r.requests.as_ref()) || sets(r.limits.as_ref())).then_some(r)
 }
 
@@ -131,60 +156,6 @@ pub fn effective_requests(r: Option<&ResourceRequirements>) -> ResourceList {
         out.entry(k.clone()).or_insert_with(|| v.clone());
     }
     out
-}
-
-/// Running sums of positive cpu/memory requests and limits, in nano-units so that equality is
-/// exact (`Quantity.Cmp`).
-#[derive(Default)]
-struct Sums {
-    requests: BTreeMap<ResourceName, i128>,
-    limits: BTreeMap<ResourceName, i128>,
-    guaranteed: bool,
-    seen_any: bool,
-}
-
-impl Sums {
-    fn add(&mut self, requests: Option<&ResourceList>, limits: Option<&ResourceList>) {
-        if !self.seen_any {
-            self.guaranteed = true;
-            self.seen_any = true;
-        }
-        for (name, amount) in positive(requests) {
-            *self.requests.entry(name).or_default() += amount;
-        }
-        let mut limits_found = 0;
-        for (name, amount) in positive(limits) {
-            *self.limits.entry(name).or_default() += amount;
-            limits_found += 1;
-        }
-        if limits_found < ResourceName::ALL.len() {
-            self.guaranteed = false;
-        }
-    }
-
-    fn class(&self) -> QosClass {
-        if self.requests.is_empty() && self.limits.is_empty() {
-            return QosClass::BestEffort;
-        }
-        let equal = self
-            .requests
-            .iter()
-            .all(|(name, req)| self.limits.get(name) == Some(req));
-        if self.guaranteed && equal && self.requests.len() == self.limits.len() {
-            QosClass::Guaranteed
-        } else {
-            QosClass::Burstable
-        }
-    }
-}
-
-/// The positive cpu and memory quantities of a list, in nano-units.
-fn positive(list: Option<&ResourceList>) -> impl Iterator<Item = (ResourceName, i128)> + '_ {
-    ResourceName::ALL.into_iter().filter_map(move |name| {
-        let q = list?.get(name.key())?;
-        let nanos = parse_nanos(&q.0).ok()?;
-        (nanos > 0).then_some((name, nanos))
-    })
 }
 
 #[cfg(test)]

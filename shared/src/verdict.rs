@@ -109,8 +109,11 @@ pub struct QosChange {
     pub to: QosClass,
     /// What moves it.
     pub culprits: Vec<Culprit>,
-    /// A minimal change that keeps the class, when one exists.
+    /// A minimal change that keeps the class, when one exists (and passes validation).
     pub repair: Option<QosRepair>,
+    /// Another built-in validation error the API server reports with the QoS one, if any
+    /// (e.g. a request raised above its limit), in upstream's words.
+    pub also_invalid: Option<String>,
 }
 
 /// A resize refused for what it is, regardless of the node.
@@ -137,6 +140,10 @@ pub enum Verdict {
     QosChange(QosChange),
     /// Refused outright.
     Denied(Denial),
+    /// Kubernetes itself will refuse it for something other than a QoS change (built-in
+    /// validation or `NodeDeclaredFeatureValidator`, quoted): resize-guard lets it through so
+    /// the user sees the API server's own message.
+    Invalid(String),
 }
 
 /// What the admission webhook (or anything else) should do.
@@ -177,6 +184,7 @@ impl Verdict {
             Verdict::Infeasible(_) => "infeasible",
             Verdict::QosChange(_) => "qos-change",
             Verdict::Denied(_) => "denied",
+            Verdict::Invalid(_) => "invalid",
         }
     }
 
@@ -203,6 +211,11 @@ impl Verdict {
             ),
             Verdict::QosChange(q) => qos_message(q),
             Verdict::Denied(Denial::InvalidQuantity(e)) => format!("resize-guard: {e}"),
+            Verdict::Invalid(why) => {
+                format!(
+                    "the API server refuses this resize itself ({why}); resize-guard stays out of its way"
+                )
+            }
         }
     }
 
@@ -250,7 +263,9 @@ impl Verdict {
             decision: label.clone(),
         };
         let enforced = match self {
-            Verdict::NoChange | Verdict::Skipped(_) | Verdict::Fits(_) => allow(vec![]),
+            Verdict::NoChange | Verdict::Skipped(_) | Verdict::Fits(_) | Verdict::Invalid(_) => {
+                allow(vec![])
+            }
             Verdict::Deferred(d) => {
                 if d.plan.is_err() && policy.feasibility.reject_stuck_deferred {
                     deny(&label, self.message())
@@ -392,9 +407,14 @@ fn qos_message(q: &QosChange) -> String {
         }
         (QosClass::Burstable, _) => "requests cannot be removed in place; keep at least one cpu or memory request".to_owned(),
     };
+    let also = q
+        .also_invalid
+        .as_ref()
+        .map(|e| format!(" Kubernetes also reports: {e}."))
+        .unwrap_or_default();
     format!(
         "resize-guard: this resize would change the pod's QoS class from {} to {}, which Kubernetes \
-         refuses (\"Pod QOS Class may not change as a result of resizing\"). Cause: {}. Fix: {}.",
+         refuses (\"Pod QOS Class may not change as a result of resizing\"). Cause: {}. Fix: {}.{also}",
         q.from,
         q.to,
         if why.is_empty() {

@@ -352,6 +352,9 @@ fn annotations_for(verdict: &Verdict) -> HashMap<String, String> {
         Verdict::QosChange(q) => {
             a.insert("qos".into(), format!("{}->{}", q.from, q.to));
         }
+        Verdict::Invalid(why) => {
+            a.insert("invalid".into(), clip(why, 1024));
+        }
         _ => {}
     }
     a

@@ -162,6 +162,36 @@ async fn mutate_denies_a_qos_change_naming_the_container_and_the_fix() {
 }
 
 #[tokio::test]
+async fn mutate_steps_aside_for_a_resize_the_api_server_refuses_itself() {
+    // A request above its limit that would also exceed the node: upstream's validation error
+    // is the reason, so /mutate allows it (no Infeasible denial, no event) and says why in the
+    // audit annotations.
+    let old = PodBuilder::new("prod", "burst")
+        .node("n1")
+        .container(container("app").request("cpu", "100m").limit("cpu", "200m"))
+        .running(0)
+        .qos_status("Burstable")
+        .build();
+    let cluster = StaticCluster::new(
+        Policy::default(),
+        vec![node("n1", "1930m", "3Gi")],
+        vec![old.clone()],
+        vec![],
+    );
+    let st = state(cluster);
+    let new = with_cpu(&old, "9", "8");
+    let r = post(&st, "/mutate", &resize_review(&old, &new, false)).await;
+    assert_eq!(r["allowed"], true, "{r}");
+    assert!(r.get("warnings").is_none(), "{r}");
+    assert_eq!(r["auditAnnotations"]["decision"], "invalid");
+    let why = r["auditAnnotations"]["invalid"].as_str().unwrap();
+    assert!(
+        why.contains("must be less than or equal to cpu limit of 8"),
+        "{why}"
+    );
+}
+
+#[tokio::test]
 async fn mutate_repairs_a_qos_change_with_a_json_patch_when_policy_says_so() {
     let mut policy = Policy::default();
     policy.qos.on_change = resize_guard_policy::policy::OnQosChange::Repair;

@@ -450,3 +450,172 @@ fn warnings_fit_the_api_servers_256_character_limit() {
     }
     assert_eq!(crate::verdict::clip("ééé", 5), "é…");
 }
+
+/// Issue "agree with the API server", class 1: pod-level limits defaulted on resize.
+#[test]
+fn pod_level_limit_defaulting_turns_the_pod_guaranteed() {
+    let stored = |memory_limit: bool| {
+        let mut c = container("app")
+            .request("cpu", "500m")
+            .request("memory", "128Mi")
+            .limit("cpu", "500m");
+        if memory_limit {
+            c = c.limit("memory", "128Mi");
+        }
+        let mut pod = PodBuilder::new("prod", "app")
+            .node("n1")
+            .container(c)
+            .pod_limit("cpu", "500m")
+            .running(0)
+            .build();
+        // What the API server stored on create (`PrepareForCreate` defaulting).
+        crate::strategy::default_pod_level_resources(pod.spec.as_mut().unwrap());
+        pod
+    };
+    let old = stored(false);
+    assert_eq!(crate::qos::qos_class(&old), QosClass::Burstable);
+    let mut new = stored(false);
+    new.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .limits
+        .as_mut()
+        .unwrap()
+        .insert("memory".into(), Quantity("128Mi".into()));
+    let w = World::new(std::slice::from_ref(&old));
+    let v = w.classify(&old, &new);
+    let Verdict::QosChange(q) = &v else {
+        panic!("{v:?}")
+    };
+    assert_eq!((q.from, q.to), (QosClass::Burstable, QosClass::Guaranteed));
+    assert!(q.also_invalid.is_none());
+}
+
+/// Class 2: QoS is judged per container; a request above its limit is upstream's error alone.
+#[test]
+fn request_above_limit_is_left_to_the_api_server() {
+    let pod = |app1: crate::fixture::ContainerBuilder| {
+        PodBuilder::new("prod", "app")
+            .node("n1")
+            .container(
+                container("app0")
+                    .both("cpu", "1")
+                    .request("memory", "256Mi")
+                    .limit("memory", "1Gi"),
+            )
+            .container(app1)
+            .running(0)
+            .qos_status("Burstable")
+            .build()
+    };
+    let old = pod(container("app1").guaranteed("100m", "128Mi"));
+    let new = pod(container("app1")
+        .both("cpu", "100m")
+        .request("memory", "1Gi")
+        .limit("memory", "256Mi"));
+    let w = World::new(std::slice::from_ref(&old));
+    let v = w.classify(&old, &new);
+    let Verdict::Invalid(why) = &v else {
+        panic!("{v:?}")
+    };
+    assert!(
+        why.contains("must be less than or equal to memory limit"),
+        "{why}"
+    );
+    assert_eq!(v.outcome(&w.policy).action, Action::Allow);
+}
+
+/// Class 3: an invalid resize larger than the node is not called Infeasible.
+#[test]
+fn invalid_resize_is_never_denied_as_infeasible() {
+    let old = PodBuilder::new("prod", "app")
+        .node("n1")
+        .container(container("app").request("cpu", "250m").limit("cpu", "500m"))
+        .running(0)
+        .qos_status("Burstable")
+        .build();
+    let new = PodBuilder::new("prod", "app")
+        .node("n1")
+        .container(container("app").request("cpu", "9").limit("cpu", "8"))
+        .running(0)
+        .build();
+    let w = World::new(std::slice::from_ref(&old));
+    let v = w.classify(&old, &new);
+    assert!(matches!(v, Verdict::Invalid(_)), "{v:?}");
+    assert_eq!(v.outcome(&w.policy).action, Action::Allow);
+}
+
+/// Class 4: a node that does not declare init-container resize gets upstream's refusal, not a
+/// resize-guard verdict; a node that declares it gets the ordinary one.
+#[test]
+fn node_declared_features_are_checked_after_qos() {
+    let pod = |cpu: &str| {
+        PodBuilder::new("prod", "app")
+            .node("n1")
+            .container(container("app").guaranteed("250m", "256Mi"))
+            .init_container(container("setup").guaranteed(cpu, "64Mi"))
+            .running(0)
+            .qos_status("Guaranteed")
+            .build()
+    };
+    let (old, new) = (pod("100m"), pod("200m"));
+    let mut w = World::new(std::slice::from_ref(&old));
+    let v = w.classify(&old, &new);
+    let Verdict::Invalid(why) = &v else {
+        panic!("{v:?}")
+    };
+    assert_eq!(
+        why,
+        "pod update requires features InPlacePodVerticalScalingInitContainers which are not available on node \"n1\""
+    );
+    w.ledger.declared_features = vec![crate::node_features::INIT_CONTAINER_RESIZE.to_owned()];
+    assert!(matches!(w.classify(&old, &new), Verdict::Fits(_)));
+}
+
+/// VPA `RequestsOnly` on a Guaranteed pod raises a request above its limit: upstream reports
+/// both that and the QoS change, so resize-guard explains the QoS change (its wall) and quotes
+/// the other error; the repair (limit follows) is valid.
+#[test]
+fn requests_only_on_guaranteed_is_a_qos_change_that_also_quotes_the_limit_error() {
+    let old = app("250m").build();
+    let mut new = old.clone();
+    new.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .requests
+        .as_mut()
+        .unwrap()
+        .insert("cpu".into(), Quantity("500m".into()));
+    let w = World::new(std::slice::from_ref(&old));
+    let v = w.classify(&old, &new);
+    let Verdict::QosChange(q) = &v else {
+        panic!("{v:?}")
+    };
+    assert!(q.repair.is_some());
+    assert!(
+        v.message().contains("Kubernetes also reports: spec.containers[0].resources.requests: Invalid value: \"500m\": must be less than or equal to cpu limit of 250m"),
+        "{}",
+        v.message()
+    );
+}
+
+/// Static pods: upstream stops at "static pods cannot be resized" without comparing classes.
+#[test]
+fn static_pods_are_left_to_the_api_server_even_when_qos_changes() {
+    let old = app("250m")
+        .annotation(crate::pod::MIRROR_ANNOTATION, "x")
+        .build();
+    let mut new = old.clone();
+    new.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .limits = None;
+    let w = World::new(std::slice::from_ref(&old));
+    assert_eq!(
+        w.classify(&old, &new),
+        Verdict::Invalid("Forbidden: static pods cannot be resized".into())
+    );
+}

@@ -132,12 +132,48 @@ fn pod_level_resources_override_containers() {
 }
 
 #[test]
-fn pod_level_guaranteed_needs_both_limits() {
+fn pod_level_guaranteed_needs_both_limits_after_defaulting() {
+    // v1.37 `DefaultPodLevelResources`: memory request from the container (1Gi), memory limit
+    // from it too since every container has one — so the pod is Guaranteed.
     let p = pod()
         .pod_request("cpu", "1")
         .pod_limit("cpu", "1")
         .container(container("a").guaranteed("1", "1Gi"));
+    assert_eq!(class(p), QosClass::Guaranteed);
+    // Without a container memory limit nothing is defaulted and memory stays Burstable.
+    let p = pod()
+        .pod_request("cpu", "1")
+        .pod_limit("cpu", "1")
+        .container(container("a").both("cpu", "1").request("memory", "1Gi"));
     assert_eq!(class(p), QosClass::Burstable);
+}
+
+#[test]
+fn each_container_and_resource_is_judged_on_its_own() {
+    // Issue case 2: sums would say Guaranteed (1Gi + 256Mi on both sides); upstream says
+    // Burstable because app1's memory request differs from its limit.
+    let p = pod()
+        .container(
+            container("app0")
+                .both("cpu", "1")
+                .request("memory", "256Mi")
+                .limit("memory", "1Gi"),
+        )
+        .container(
+            container("app1")
+                .both("cpu", "100m")
+                .request("memory", "1Gi")
+                .limit("memory", "256Mi"),
+        );
+    assert_eq!(class(p), QosClass::Burstable);
+    // A BestEffort container next to a Guaranteed one makes the pod Burstable.
+    let p = pod()
+        .container(container("a").guaranteed("1", "1Gi"))
+        .container(container("b"));
+    assert_eq!(class(p), QosClass::Burstable);
+    // A zero request and limit is BestEffort for that resource.
+    let p = pod().container(container("a").both("cpu", "0").both("memory", "0"));
+    assert_eq!(class(p), QosClass::BestEffort);
 }
 
 #[test]

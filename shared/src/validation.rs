@@ -1,0 +1,456 @@
+//! The resource rules of kube-apiserver's built-in `pods/resize` validation, so that `/mutate`
+//! can step aside for a resize the API server will refuse anyway and the user sees upstream's
+//! precise message instead of a resize-guard verdict on an object that never gets stored.
+//!
+//! Mirrors, for v1.37.2 (`pkg/apis/core/validation/validation.go`):
+//! - `validateResourceRequirements` for every container and init container (non-negative
+//!   quantities, request ≤ limit, non-overcommittable resources need request = limit, hugepages
+//!   need cpu or memory) and `validatePodResources` for pod-level resources (supported names,
+//!   request ≤ limit, `validatePodResourceConsistency`);
+//! - `ValidatePodResize`: static and Windows pods, `isPodResizeRequestSupported`, pod-level
+//!   removal and non-cpu/memory changes (`validatePodLevelResourcesResize`), container count and
+//!   order, requests/limits removal (`validateContainerResize`, init containers included since
+//!   `InPlacePodVerticalScalingInitContainers` is GA), only cpu and memory mutable (a changed
+//!   `resizePolicy` counts as another change), RestartContainer on a resized non-sidecar init
+//!   container.
+//!
+//! The QoS rule is not here: a QoS change on an otherwise valid resize is resize-guard's to
+//! explain ([`crate::qos`]). The first violation found is returned, worded as upstream's
+//! `field.Error` (`<path>: <type>: <detail>`).
+
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
+
+use crate::aggregate::{self, Amounts, amounts};
+use crate::pod::is_sidecar;
+use crate::quantity::format_nanos;
+use crate::resources::ResourceList;
+use crate::strategy::{is_hugepages, is_overcommit_allowed, is_pod_level_resource};
+
+/// Why the API server will refuse a resize, in its own words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalidity {
+    /// The field path, e.g. `spec.containers[0].resources.requests`.
+    pub field: String,
+    /// The error, e.g. `Invalid value: "1Gi": must be less than or equal to memory limit of 256Mi`.
+    pub detail: String,
+    /// Upstream returns this error alone, before it compares QoS classes (static and Windows
+    /// pods); every other error is reported together with a QoS change, if there is one.
+    pub alone: bool,
+}
+
+impl fmt::Display for Invalidity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.detail)
+        } else {
+            write!(f, "{}: {}", self.field, self.detail)
+        }
+    }
+}
+
+type Check = Result<(), Invalidity>;
+
+fn alone(detail: &str) -> Check {
+    Err(Invalidity {
+        field: String::new(),
+        detail: format!("Forbidden: {detail}"),
+        alone: true,
+    })
+}
+
+fn invalid(field: impl Into<String>, value: i128, detail: impl fmt::Display) -> Check {
+    Err(Invalidity {
+        field: field.into(),
+        detail: format!("Invalid value: \"{}\": {detail}", format_nanos(value)),
+        alone: false,
+    })
+}
+
+fn forbidden(field: impl Into<String>, detail: &str) -> Check {
+    Err(Invalidity {
+        field: field.into(),
+        detail: format!("Forbidden: {detail}"),
+        alone: false,
+    })
+}
+
+/// Checks a resize from the stored `old` pod to `new`, which must already be what the resize
+/// strategy makes of the request ([`crate::strategy::prepare_resize`]).
+pub fn validate_resize(old: &Pod, new: &Pod) -> Check {
+    let (Some(old_spec), Some(new_spec)) = (old.spec.as_ref(), new.spec.as_ref()) else {
+        return Ok(());
+    };
+    validate_spec_resources(new_spec)?;
+    if crate::pod::is_mirror(old) {
+        return alone("static pods cannot be resized");
+    }
+    if old_spec.os.as_ref().is_some_and(|os| os.name == "windows") {
+        return alone("windows pods cannot be resized");
+    }
+    if !resize_supported_by_node(old) {
+        return forbidden("spec", "Pod running on node without support for resize");
+    }
+    validate_pod_level_resize(old_spec, new_spec)?;
+    validate_container_order(old_spec, new_spec)?;
+    let olds = old_spec.init_containers.as_deref().unwrap_or(&[]);
+    let news = new_spec.init_containers.as_deref().unwrap_or(&[]);
+    for (i, (o, n)) in olds.iter().zip(news).enumerate() {
+        validate_container_resize(o, n, &format!("spec.initContainers[{i}].resources"))?;
+    }
+    for (i, (o, n)) in old_spec
+        .containers
+        .iter()
+        .zip(&new_spec.containers)
+        .enumerate()
+    {
+        validate_container_resize(o, n, &format!("spec.containers[{i}].resources"))?;
+    }
+    for (o, n) in old_spec.containers.iter().zip(&new_spec.containers) {
+        if !only_cpu_memory_changed(o, n) {
+            return forbidden("spec", "only cpu and memory resources are mutable");
+        }
+    }
+    for (i, (o, n)) in olds.iter().zip(news).enumerate() {
+        let path = format!("spec.initContainers[{i}]");
+        if !only_cpu_memory_changed(o, n) {
+            return forbidden(
+                path,
+                "only cpu and memory resources for init or sidecar containers are mutable",
+            );
+        }
+        let restarts = n
+            .resize_policy
+            .iter()
+            .flatten()
+            .any(|p| p.restart_policy == "RestartContainer");
+        if !is_sidecar(n)
+            && restarts
+            && !same_requirements(o.resources.as_ref(), n.resources.as_ref())
+        {
+            return forbidden(
+                path,
+                "non-sidecar init containers with a resize policy of RestartContainer cannot be resized",
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The resource parts of `ValidatePodSpec` that a resize can break.
+pub fn validate_spec_resources(spec: &PodSpec) -> Check {
+    let paths = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.containers[{i}].resources"), c))
+        .chain(
+            spec.init_containers
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, c)| (format!("spec.initContainers[{i}].resources"), c)),
+        );
+    for (path, c) in paths {
+        validate_requirements(c.resources.as_ref(), &path, false)?;
+    }
+    let Some(pod_level) = spec.resources.as_ref() else {
+        return Ok(());
+    };
+    validate_requirements(Some(pod_level), "spec.resources", true)?;
+    validate_pod_resource_consistency(spec, pod_level)
+}
+
+/// `validateResourceRequirements` (pod-level: with `validatePodResourceName`).
+fn validate_requirements(r: Option<&ResourceRequirements>, path: &str, pod_level: bool) -> Check {
+    let requests = amounts(r.and_then(|r| r.requests.as_ref()));
+    let limits = amounts(r.and_then(|r| r.limits.as_ref()));
+    let mut cpu_or_memory = false;
+    let mut hugepages = false;
+    for (field, list) in [("limits", &limits), ("requests", &requests)] {
+        for (name, amount) in list {
+            let at = format!("{path}.{field}[{name}]");
+            if pod_level && !is_pod_level_resource(name) {
+                return Err(Invalidity {
+                    field: at,
+                    detail: format!(
+                        "Unsupported value: \"{name}\": supported values: \"cpu\", \"hugepages-\", \"memory\""
+                    ),
+                    alone: false,
+                });
+            }
+            if *amount < 0 {
+                return invalid(at, *amount, "must be greater than or equal to 0");
+            }
+            cpu_or_memory |= name == "cpu" || name == "memory";
+            hugepages |= is_hugepages(name);
+        }
+    }
+    for (name, request) in &requests {
+        match limits.get(name) {
+            Some(limit) if request != limit && !is_overcommit_allowed(name) => {
+                return invalid(
+                    format!("{path}.requests"),
+                    *request,
+                    format!("must be equal to {name} limit of {}", format_nanos(*limit)),
+                );
+            }
+            Some(limit) if request > limit => {
+                return invalid(
+                    format!("{path}.requests"),
+                    *request,
+                    format!(
+                        "must be less than or equal to {name} limit of {}",
+                        format_nanos(*limit)
+                    ),
+                );
+            }
+            None if !is_overcommit_allowed(name) => {
+                return Err(Invalidity {
+                    field: format!("{path}.limits"),
+                    detail: "Required value: Limit must be set for non overcommitable resources"
+                        .to_owned(),
+                    alone: false,
+                });
+            }
+            _ => {}
+        }
+    }
+    if hugepages && !cpu_or_memory {
+        return forbidden(path, "HugePages require cpu or memory");
+    }
+    Ok(())
+}
+
+/// `validatePodResourceConsistency`: pod-level requests cover the containers' aggregate,
+/// pod-level hugepage limits cover theirs, and no regular container's limit exceeds the
+/// pod-level limit (init containers are not checked there).
+fn validate_pod_resource_consistency(spec: &PodSpec, pod_level: &ResourceRequirements) -> Check {
+    let pod_requests = amounts(pod_level.requests.as_ref());
+    let pod_limits = amounts(pod_level.limits.as_ref());
+    for (name, aggregate) in aggregate::container_requests(spec) {
+        if let Some(request) = pod_requests.get(&name)
+            && aggregate > *request
+        {
+            return invalid(
+                format!("spec.resources.requests[{name}]"),
+                *request,
+                format!(
+                    "must be greater than or equal to aggregate container requests of {}",
+                    format_nanos(aggregate)
+                ),
+            );
+        }
+    }
+    for (name, aggregate) in aggregate::container_limits(spec) {
+        if let Some(limit) = pod_limits.get(&name)
+            && is_hugepages(&name)
+            && aggregate > *limit
+        {
+            return invalid(
+                format!("spec.resources.limits[{name}]"),
+                *limit,
+                format!(
+                    "must be greater than or equal to aggregate container limits of {}",
+                    format_nanos(aggregate)
+                ),
+            );
+        }
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        for (name, limit) in amounts(c.resources.as_ref().and_then(|r| r.limits.as_ref())) {
+            if let Some(pod_limit) = pod_limits.get(&name)
+                && limit > *pod_limit
+            {
+                return invalid(
+                    format!("spec.resources.containers[{i}][{name}].limits"),
+                    limit,
+                    format!(
+                        "must be less than or equal to pod limits of {}",
+                        format_nanos(*pod_limit)
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `isPodResizeRequestSupported`: the first running container must report its resources.
+fn resize_supported_by_node(old: &Pod) -> bool {
+    let statuses = old
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or(&[]);
+    statuses
+        .iter()
+        .find(|cs| cs.state.as_ref().is_some_and(|s| s.running.is_some()))
+        .is_none_or(|cs| cs.resources.is_some())
+}
+
+/// `validatePodLevelResourcesResize`, when either side has pod-level resources.
+fn validate_pod_level_resize(old: &PodSpec, new: &PodSpec) -> Check {
+    let set = |s: &PodSpec| {
+        s.resources.as_ref().is_some_and(|r| {
+            r.requests.as_ref().map_or(0, |l| l.len()) + r.limits.as_ref().map_or(0, |l| l.len())
+                > 0
+        })
+    };
+    if !set(old) && !set(new) {
+        return Ok(());
+    }
+    let (Some(old_r), new_r) = (old.resources.as_ref(), new.resources.as_ref()) else {
+        return only_cpu_memory_at_pod_level(None, new.resources.as_ref());
+    };
+    let Some(new_r) = new_r else {
+        return forbidden("spec.resources", "pod-level resources cannot be removed");
+    };
+    if removed(new_r.requests.as_ref(), old_r.requests.as_ref()) {
+        return forbidden(
+            "spec.resources.requests",
+            "pod-level resource requests cannot be removed",
+        );
+    }
+    if removed(new_r.limits.as_ref(), old_r.limits.as_ref()) {
+        return forbidden(
+            "spec.resources.limits",
+            "pod-level resource limits cannot be removed",
+        );
+    }
+    only_cpu_memory_at_pod_level(Some(old_r), Some(new_r))
+}
+
+fn only_cpu_memory_at_pod_level(
+    old: Option<&ResourceRequirements>,
+    new: Option<&ResourceRequirements>,
+) -> Check {
+    let others = |r: Option<&ResourceRequirements>| {
+        (
+            non_cpu_memory(r.and_then(|r| r.requests.as_ref())),
+            non_cpu_memory(r.and_then(|r| r.limits.as_ref())),
+            r.and_then(|r| r.claims.clone()).unwrap_or_default(),
+        )
+    };
+    if others(old) != others(new) {
+        return forbidden(
+            "spec",
+            "only cpu and memory resources are mutable at pod-level",
+        );
+    }
+    Ok(())
+}
+
+/// `validatePodResizeContainerOrdering`.
+fn validate_container_order(old: &PodSpec, new: &PodSpec) -> Check {
+    if old.containers.len() != new.containers.len() {
+        return forbidden(
+            "spec.containers",
+            "containers may not be added or removed on resize",
+        );
+    }
+    for (i, (o, n)) in old.containers.iter().zip(&new.containers).enumerate() {
+        if o.name != n.name {
+            return forbidden(
+                format!("spec.containers[{i}].name"),
+                "containers may not be renamed or reordered on resize",
+            );
+        }
+    }
+    let (olds, news) = (
+        old.init_containers.as_deref().unwrap_or(&[]),
+        new.init_containers.as_deref().unwrap_or(&[]),
+    );
+    if olds.len() != news.len() {
+        return forbidden(
+            "spec.initContainers",
+            "initContainers may not be added or removed on resize",
+        );
+    }
+    for (i, (o, n)) in olds.iter().zip(news).enumerate() {
+        if o.name != n.name {
+            return forbidden(
+                format!("spec.initContainers[{i}].name"),
+                "initContainers may not be renamed or reordered on resize",
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `validateContainerResize`: requests and limits cannot be removed.
+fn validate_container_resize(old: &Container, new: &Container, path: &str) -> Check {
+    let list = |c: &Container, limits: bool| {
+        c.resources.as_ref().and_then(|r| {
+            if limits {
+                r.limits.clone()
+            } else {
+                r.requests.clone()
+            }
+        })
+    };
+    if removed(list(new, false).as_ref(), list(old, false).as_ref()) {
+        return forbidden(
+            format!("{path}.requests"),
+            "resource requests cannot be removed",
+        );
+    }
+    if removed(list(new, true).as_ref(), list(old, true).as_ref()) {
+        return forbidden(
+            format!("{path}.limits"),
+            "resource limits cannot be removed",
+        );
+    }
+    Ok(())
+}
+
+/// `resourcesRemoved`.
+fn removed(new: Option<&ResourceList>, old: Option<&ResourceList>) -> bool {
+    let (new_len, old_len) = (new.map_or(0, |l| l.len()), old.map_or(0, |l| l.len()));
+    old_len > new_len
+        || old
+            .into_iter()
+            .flatten()
+            .any(|(k, _)| !new.is_some_and(|n| n.contains_key(k)))
+}
+
+/// `dropCPUMemoryResourcesFromContainer` + `Semantic.DeepEqual`: nothing but cpu and memory
+/// values changed (the strategy already reset every other field except `resizePolicy`).
+fn only_cpu_memory_changed(old: &Container, new: &Container) -> bool {
+    let others = |c: &Container| {
+        let r = c.resources.as_ref();
+        (
+            non_cpu_memory(r.and_then(|r| r.requests.as_ref())),
+            non_cpu_memory(r.and_then(|r| r.limits.as_ref())),
+            r.and_then(|r| r.claims.clone()).unwrap_or_default(),
+            c.resize_policy.clone().unwrap_or_default(),
+        )
+    };
+    others(old) == others(new)
+}
+
+fn non_cpu_memory(list: Option<&ResourceList>) -> Amounts {
+    let mut a = amounts(list);
+    a.remove("cpu");
+    a.remove("memory");
+    a
+}
+
+/// Semantic equality of two requirements (values, not spellings).
+pub fn same_requirements(
+    a: Option<&ResourceRequirements>,
+    b: Option<&ResourceRequirements>,
+) -> bool {
+    let parts = |r: Option<&ResourceRequirements>| {
+        (
+            amounts(r.and_then(|r| r.requests.as_ref())),
+            amounts(r.and_then(|r| r.limits.as_ref())),
+            r.and_then(|r| r.claims.clone()).unwrap_or_default(),
+        )
+    };
+    parts(a) == parts(b)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,255 @@
+//! Built-in `pods/resize` validation, case by case, with upstream's wording
+//! (`pkg/apis/core/validation/validation.go` and its `TestValidatePodResize`, v1.37.2).
+
+use k8s_openapi::api::core::v1::{ContainerResizePolicy, ContainerState, ContainerStateRunning};
+
+use super::*;
+use crate::fixture::{PodBuilder, container};
+use crate::strategy::prepare_resize;
+
+fn base() -> PodBuilder {
+    PodBuilder::new("ns", "p")
+        .node("n1")
+        .container(container("app0").guaranteed("1", "256Mi"))
+        .container(container("app1").guaranteed("100m", "128Mi"))
+        .running(0)
+}
+
+fn check(old: &Pod, new: &Pod) -> Result<(), String> {
+    validate_resize(old, &prepare_resize(old, new)).map_err(|e| e.to_string())
+}
+
+fn with<F: FnOnce(&mut PodSpec)>(pod: &Pod, f: F) -> Pod {
+    let mut p = pod.clone();
+    f(p.spec.as_mut().unwrap());
+    p
+}
+
+fn set(list: &mut Option<ResourceList>, k: &str, v: &str) {
+    list.get_or_insert_with(Default::default).insert(
+        k.to_owned(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity(v.to_owned()),
+    );
+}
+
+#[test]
+fn a_plain_resize_is_valid() {
+    let old = base().build();
+    let new = with(&old, |s| {
+        let r = s.containers[1].resources.as_mut().unwrap();
+        set(&mut r.requests, "cpu", "200m");
+        set(&mut r.limits, "cpu", "200m");
+    });
+    assert_eq!(check(&old, &new), Ok(()));
+}
+
+#[test]
+fn request_above_limit_is_upstreams_error() {
+    // Issue case 2: per-container QoS stays Burstable; only this error remains.
+    let old = base().build();
+    let new = with(&old, |s| {
+        let r = s.containers[1].resources.as_mut().unwrap();
+        set(&mut r.requests, "memory", "1Gi");
+        set(&mut r.limits, "memory", "256Mi");
+    });
+    assert_eq!(
+        check(&old, &new).unwrap_err(),
+        "spec.containers[1].resources.requests: Invalid value: \"1073741824\": must be less than or equal to memory limit of 268435456"
+    );
+}
+
+#[test]
+fn removing_a_limit_or_request_is_forbidden() {
+    let old = base().build();
+    let new = with(&old, |s| {
+        s.containers[0]
+            .resources
+            .as_mut()
+            .unwrap()
+            .limits
+            .as_mut()
+            .unwrap()
+            .remove("memory");
+    });
+    // The request stays (defaulting only fills missing requests), so the limit is what is gone.
+    assert_eq!(
+        check(&old, &new).unwrap_err(),
+        "spec.containers[0].resources.limits: Forbidden: resource limits cannot be removed"
+    );
+}
+
+#[test]
+fn other_resources_and_resize_policies_are_immutable() {
+    let old = base().build();
+    let new = with(&old, |s| {
+        set(
+            &mut s.containers[0].resources.as_mut().unwrap().requests,
+            "ephemeral-storage",
+            "1Gi",
+        );
+    });
+    assert_eq!(
+        check(&old, &new).unwrap_err(),
+        "spec: Forbidden: only cpu and memory resources are mutable"
+    );
+    let new = with(&old, |s| {
+        s.containers[0].resize_policy = Some(vec![ContainerResizePolicy {
+            resource_name: "cpu".into(),
+            restart_policy: "RestartContainer".into(),
+        }]);
+    });
+    assert!(check(&old, &new).is_err());
+}
+
+#[test]
+fn containers_cannot_be_added_or_renamed() {
+    let old = base().build();
+    let added = with(&old, |s| s.containers.push(container("x").build()));
+    assert_eq!(
+        check(&old, &added).unwrap_err(),
+        "spec.containers: Forbidden: containers may not be added or removed on resize"
+    );
+    let renamed = with(&old, |s| s.containers[1].name = "other".into());
+    assert_eq!(
+        check(&old, &renamed).unwrap_err(),
+        "spec.containers[1].name: Forbidden: containers may not be renamed or reordered on resize"
+    );
+}
+
+#[test]
+fn pod_level_rules() {
+    let old = PodBuilder::new("ns", "p")
+        .node("n1")
+        .container(
+            container("app")
+                .request("cpu", "200m")
+                .request("memory", "64Mi")
+                .limit("cpu", "400m"),
+        )
+        .pod_request("cpu", "500m")
+        .pod_limit("cpu", "1")
+        .build();
+    // Pod-level request below the containers' aggregate.
+    let below = with(&old, |s| {
+        set(
+            &mut s.containers[0].resources.as_mut().unwrap().requests,
+            "cpu",
+            "600m",
+        );
+        set(
+            &mut s.containers[0].resources.as_mut().unwrap().limits,
+            "cpu",
+            "600m",
+        );
+    });
+    assert_eq!(
+        check(&old, &below).unwrap_err(),
+        "spec.resources.requests[cpu]: Invalid value: \"500m\": must be greater than or equal to aggregate container requests of 600m"
+    );
+    // A container limit above the pod-level limit.
+    let above = with(&old, |s| {
+        set(
+            &mut s.containers[0].resources.as_mut().unwrap().limits,
+            "cpu",
+            "2",
+        );
+    });
+    assert_eq!(
+        check(&old, &above).unwrap_err(),
+        "spec.resources.containers[0][cpu].limits: Invalid value: \"2\": must be less than or equal to pod limits of 1"
+    );
+    // Pod-level: only cpu and memory may change; nothing may be removed.
+    let other = with(&old, |s| {
+        set(
+            &mut s.resources.as_mut().unwrap().limits,
+            "hugepages-2Mi",
+            "2Mi",
+        );
+    });
+    assert!(check(&old, &other).is_err());
+    // With every container limited, a dropped pod-level limit is defaulted back (to
+    // max(request, containers' limits)) before validation; without that it is a removal.
+    let removed = with(&old, |s| {
+        s.resources.as_mut().unwrap().limits = None;
+    });
+    assert_eq!(check(&old, &removed), Ok(()));
+    let unlimited = with(&old, |s| {
+        s.containers[0].resources.as_mut().unwrap().limits = None;
+    });
+    let removed = with(&unlimited, |s| {
+        s.resources.as_mut().unwrap().limits = None;
+    });
+    assert_eq!(
+        check(&old, &removed).unwrap_err(),
+        "spec.resources.limits: Forbidden: pod-level resource limits cannot be removed"
+    );
+}
+
+#[test]
+fn static_windows_and_status_less_pods_cannot_be_resized() {
+    let mirror = base()
+        .annotation(crate::pod::MIRROR_ANNOTATION, "x")
+        .build();
+    assert_eq!(
+        check(&mirror, &mirror).unwrap_err(),
+        "Forbidden: static pods cannot be resized"
+    );
+    let mut old = base().build();
+    let status = old.status.as_mut().unwrap();
+    let cs = &mut status.container_statuses.as_mut().unwrap()[0];
+    cs.resources = None;
+    cs.state = Some(ContainerState {
+        running: Some(ContainerStateRunning::default()),
+        ..Default::default()
+    });
+    assert_eq!(
+        check(&old, &old).unwrap_err(),
+        "spec: Forbidden: Pod running on node without support for resize"
+    );
+}
+
+#[test]
+fn non_overcommittable_resources_need_equal_request_and_limit() {
+    let r = ResourceRequirements {
+        requests: Some(
+            [(
+                "example.com/gpu".to_owned(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    assert_eq!(
+        validate_requirements(Some(&r), "x", false)
+            .unwrap_err()
+            .to_string(),
+        "x.limits: Required value: Limit must be set for non overcommitable resources"
+    );
+}
+
+#[test]
+fn non_sidecar_init_containers_with_restart_policy_cannot_be_resized() {
+    let old = PodBuilder::new("ns", "p")
+        .container(container("app").guaranteed("100m", "64Mi"))
+        .init_container(container("setup").guaranteed("100m", "64Mi"))
+        .build();
+    let mut old = old;
+    old.spec.as_mut().unwrap().init_containers.as_mut().unwrap()[0].resize_policy =
+        Some(vec![ContainerResizePolicy {
+            resource_name: "cpu".into(),
+            restart_policy: "RestartContainer".into(),
+        }]);
+    let new = with(&old, |s| {
+        let r = s.init_containers.as_mut().unwrap()[0]
+            .resources
+            .as_mut()
+            .unwrap();
+        set(&mut r.requests, "cpu", "200m");
+        set(&mut r.limits, "cpu", "200m");
+    });
+    assert_eq!(
+        check(&old, &new).unwrap_err(),
+        "spec.initContainers[0]: Forbidden: non-sidecar init containers with a resize policy of RestartContainer cannot be resized"
+    );
+}
