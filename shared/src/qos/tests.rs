@@ -227,3 +227,128 @@ fn class_names_round_trip() {
     }
     assert_eq!(QosClass::parse("Gold"), None);
 }
+
+/// Upstream `TestComputePodQOS` (`pkg/apis/core/v1/helper/qos/qos_test.go`, v1.37.2): the
+/// container-level cases, their two-container and init-container variants, and the ephemeral
+/// container case. (Its pod-level cases call `ComputePodQOS` on undefaulted pods; the API server
+/// never does — `PrepareForCreate` and the resize strategy default first — so resize-guard's
+/// pod-level cases above are on defaulted pods.)
+#[test]
+fn upstream_compute_pod_qos_table() {
+    use k8s_openapi::api::core::v1::{Container, EphemeralContainer, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let list = |pairs: &[(&str, &str)]| {
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+                .collect::<crate::resources::ResourceList>(),
+        )
+    };
+    let rr = |req: &[(&str, &str)], lim: &[(&str, &str)]| ResourceRequirements {
+        requests: if req.is_empty() { None } else { list(req) },
+        limits: if lim.is_empty() { None } else { list(lim) },
+        ..Default::default()
+    };
+    let cm = |cpu: &'static str, mem: &'static str| vec![("cpu", cpu), ("memory", mem)];
+    let guaranteed = rr(
+        &[
+            ("cpu", "100m"),
+            ("memory", "100Mi"),
+            ("ephemeral-storage", "10Gi"),
+        ],
+        &cm("100m", "100Mi"),
+    );
+    let best_effort = [
+        rr(&[], &[]),
+        rr(&cm("0", "0"), &[]),
+        rr(&cm("0", "0"), &cm("0", "0")),
+        rr(&[("ephemeral-storage", "10Gi")], &[]),
+        rr(
+            &[("ephemeral-storage", "10Gi")],
+            &[("ephemeral-storage", "10Gi")],
+        ),
+    ];
+    let burstable = [
+        rr(&cm("100m", "100Mi"), &cm("200m", "200Mi")),
+        rr(&cm("100m", "100Mi"), &cm("100m", "200Mi")),
+        rr(&cm("100m", "100Mi"), &cm("200m", "100Mi")),
+        rr(&cm("100m", "100Mi"), &[]),
+        rr(&cm("100m", "100Mi"), &[("cpu", "100m")]),
+    ];
+    let c = |r: &ResourceRequirements| Container {
+        name: "c".into(),
+        resources: Some(r.clone()),
+        ..Default::default()
+    };
+    let spec = |cs: Vec<Container>, inits: Vec<Container>| PodSpec {
+        containers: cs,
+        init_containers: (!inits.is_empty()).then_some(inits),
+        ..Default::default()
+    };
+    let mut cases: Vec<(String, PodSpec, QosClass)> = vec![(
+        "guaranteed".into(),
+        spec(vec![c(&guaranteed)], vec![]),
+        QosClass::Guaranteed,
+    )];
+    for (i, r) in best_effort.iter().enumerate() {
+        cases.push((
+            format!("best-effort-{i}"),
+            spec(vec![c(r)], vec![]),
+            QosClass::BestEffort,
+        ));
+    }
+    for (i, r) in burstable.iter().enumerate() {
+        cases.push((
+            format!("burstable-{i}"),
+            spec(vec![c(r)], vec![]),
+            QosClass::Burstable,
+        ));
+    }
+    let mut two = vec![
+        (
+            "2c-guaranteed".to_owned(),
+            c(&guaranteed),
+            c(&guaranteed),
+            QosClass::Guaranteed,
+        ),
+        (
+            "2c-best-effort".to_owned(),
+            c(&best_effort[0]),
+            c(&best_effort[1]),
+            QosClass::BestEffort,
+        ),
+        (
+            "2c-burstable".to_owned(),
+            c(&burstable[0]),
+            c(&burstable[1]),
+            QosClass::Burstable,
+        ),
+    ];
+    let firsts = [&guaranteed, &best_effort[0], &burstable[0]];
+    let seconds = [&guaranteed, &best_effort[1], &burstable[1]];
+    for (i, a) in firsts.iter().enumerate() {
+        for (j, b) in seconds.iter().enumerate() {
+            if i != j {
+                two.push((format!("2c-mixed-{i}-{j}"), c(a), c(b), QosClass::Burstable));
+            }
+        }
+    }
+    for (name, a, b, want) in two {
+        cases.push((name.clone(), spec(vec![a.clone(), b.clone()], vec![]), want));
+        cases.push((format!("{name}-init"), spec(vec![a], vec![b]), want));
+    }
+    let mut ephemeral = spec(vec![c(&guaranteed)], vec![]);
+    ephemeral.ephemeral_containers = Some(vec![EphemeralContainer {
+        name: "ec".into(),
+        ..Default::default()
+    }]);
+    cases.push((
+        "guaranteed-ephemeral".into(),
+        ephemeral,
+        QosClass::Guaranteed,
+    ));
+    for (name, s, want) in cases {
+        assert_eq!(spec_qos_class(&s), want, "{name}");
+    }
+}
