@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 
 use crate::pod::is_sidecar;
-use crate::quantity::parse_nanos;
+use crate::quantity::{Format, canonical, parse_nanos};
 use crate::resources::ResourceList;
 
 /// Resource name → exact amount in nano-units.
@@ -33,33 +33,68 @@ pub fn amounts(list: Option<&ResourceList>) -> Amounts {
 /// Upstream `AggregateContainerRequests(pod, PodResourcesOptions{})` over `spec` (requests as
 /// stored, i.e. after `SetDefaults_Pod`; see [`crate::strategy::default_container_requests`]).
 pub fn container_requests(spec: &PodSpec) -> Amounts {
-    aggregate(spec, |c| {
-        amounts(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
-    })
+    values(&container_requests_spelled(spec))
 }
 
 /// Upstream `AggregateContainerLimits(pod, PodResourcesOptions{})` over `spec`.
 pub fn container_limits(spec: &PodSpec) -> Amounts {
+    values(&container_limits_spelled(spec))
+}
+
+/// [`container_requests`] with the spelling upstream's result would print in.
+pub fn container_requests_spelled(spec: &PodSpec) -> Spelled {
     aggregate(spec, |c| {
-        amounts(c.resources.as_ref().and_then(|r| r.limits.as_ref()))
+        c.resources.as_ref().and_then(|r| r.requests.as_ref())
     })
 }
 
-fn aggregate(spec: &PodSpec, of: impl Fn(&Container) -> Amounts) -> Amounts {
-    let mut result = Amounts::new();
+/// [`container_limits`] with the spelling upstream's result would print in.
+pub fn container_limits_spelled(spec: &PodSpec) -> Spelled {
+    aggregate(spec, |c| {
+        c.resources.as_ref().and_then(|r| r.limits.as_ref())
+    })
+}
+
+/// Resource name → (exact amount, the format upstream's `Quantity` for it carries).
+pub type Spelled = BTreeMap<String, (i128, Format)>;
+
+/// The spelling upstream prints an aggregated amount in (`Quantity.String()`).
+pub fn spell(amount: (i128, Format)) -> String {
+    canonical(amount.0, amount.1)
+}
+
+fn values(s: &Spelled) -> Amounts {
+    s.iter().map(|(k, (v, _))| (k.clone(), *v)).collect()
+}
+
+fn spelled(list: Option<&ResourceList>) -> Spelled {
+    list.into_iter()
+        .flatten()
+        .map(|(k, q)| {
+            (
+                k.clone(),
+                (parse_nanos(&q.0).unwrap_or(0), Format::of(&q.0)),
+            )
+        })
+        .collect()
+}
+
+fn aggregate(spec: &PodSpec, of: impl Fn(&Container) -> Option<&ResourceList>) -> Spelled {
+    let mut result = Spelled::new();
     for c in &spec.containers {
-        add(&mut result, &of(c));
+        add(&mut result, &spelled(of(c)));
     }
-    let mut sidecars = Amounts::new();
-    let mut init_peak = Amounts::new();
+    let mut sidecars = Spelled::new();
+    let mut init_peak = Spelled::new();
     for c in spec.init_containers.iter().flatten() {
-        let own = of(c);
+        let own = spelled(of(c));
         let in_use = if is_sidecar(c) {
             add(&mut result, &own);
             add(&mut sidecars, &own);
             sidecars.clone()
         } else {
-            let mut combined = own;
+            let mut combined = Spelled::new();
+            add(&mut combined, &own);
             add(&mut combined, &sidecars);
             combined
         };
@@ -69,19 +104,24 @@ fn aggregate(spec: &PodSpec, of: impl Fn(&Container) -> Amounts) -> Amounts {
     result
 }
 
-/// `addResourceList`: adds `other` into `list`, creating missing names.
-pub fn add(list: &mut Amounts, other: &Amounts) {
-    for (k, v) in other {
-        *list.entry(k.clone()).or_default() += v;
+/// `addResourceList`: adds `other` into `list`, creating missing names; a sum keeps the
+/// receiver's format (`Quantity.Add`).
+fn add(list: &mut Spelled, other: &Spelled) {
+    for (k, (v, f)) in other {
+        list.entry(k.clone())
+            .and_modify(|e| e.0 += v)
+            .or_insert((*v, *f));
     }
 }
 
-/// `maxResourceList`: raises `list` to `other` per name, creating missing names.
-pub fn max(list: &mut Amounts, other: &Amounts) {
-    for (k, v) in other {
-        let e = list.entry(k.clone()).or_insert(*v);
-        if *v > *e {
-            *e = *v;
+/// `maxResourceList`: replaces an entry (format and all) by a strictly larger one.
+fn max(list: &mut Spelled, other: &Spelled) {
+    for (k, (v, f)) in other {
+        match list.get(k) {
+            Some((cur, _)) if *v <= *cur => {}
+            _ => {
+                list.insert(k.clone(), (*v, *f));
+            }
         }
     }
 }

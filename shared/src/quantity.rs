@@ -161,6 +161,81 @@ pub fn format_nanos(nanos: i128) -> String {
     format!("{nanos}n")
 }
 
+/// How a quantity string is written, which decides how upstream prints values derived from it
+/// (`resource.Format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `Ki`, `Mi`, … suffixes.
+    BinarySi,
+    /// `m`, `k`, `M`, … suffixes or none.
+    DecimalSi,
+    /// `e3`-style exponents.
+    DecimalExponent,
+}
+
+impl Format {
+    /// The format of a quantity string, as `ParseQuantity` decides it.
+    pub fn of(input: &str) -> Format {
+        let s = input.trim_start_matches(['+', '-']);
+        let suffix = s.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+        if suffix.ends_with('i') {
+            Format::BinarySi
+        } else if suffix.starts_with(['e', 'E']) {
+            Format::DecimalExponent
+        } else {
+            Format::DecimalSi
+        }
+    }
+}
+
+/// `Quantity.String()` of an exact amount in `format`: the canonical spelling upstream prints
+/// in its messages (`CanonicalizeBytes`): binary suffixes only for whole values of at least 1024
+/// that a power of 1024 divides; otherwise the smallest power-of-1000 suffix that keeps the
+/// mantissa whole.
+pub fn canonical(nanos: i128, format: Format) -> String {
+    if format == Format::BinarySi
+        && nanos % NANOS_PER_UNIT == 0
+        && nanos.abs() >= 1024 * NANOS_PER_UNIT
+    {
+        let mut units = nanos / NANOS_PER_UNIT;
+        let mut k = 0;
+        while k < 6 && units % 1024 == 0 {
+            units /= 1024;
+            k += 1;
+        }
+        return format!("{units}{}", ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][k]);
+    }
+    if nanos == 0 {
+        return "0".to_owned();
+    }
+    // nanos = m × 10^-9; move whole thousands into the exponent.
+    let (mut m, mut e) = (nanos, -9i32);
+    while m % 1000 == 0 && e < 18 {
+        m /= 1000;
+        e += 3;
+    }
+    if format == Format::DecimalExponent {
+        return if e == 0 {
+            m.to_string()
+        } else {
+            format!("{m}e{e}")
+        };
+    }
+    let suffix = match e {
+        -9 => "n",
+        -6 => "u",
+        -3 => "m",
+        0 => "",
+        3 => "k",
+        6 => "M",
+        9 => "G",
+        12 => "T",
+        15 => "P",
+        _ => "E",
+    };
+    format!("{m}{suffix}")
+}
+
 /// Formats millicores the way `kubectl` shows CPU: `250m`, `2` for whole cores.
 pub fn format_millicores(milli: i64) -> String {
     if milli % 1000 == 0 {
@@ -313,6 +388,22 @@ mod tests {
             assert_eq!(parse_nanos(&format_nanos(n)).unwrap(), n, "{n}");
         }
         assert_eq!(format_nanos(1_500_000_000), "1500m");
+    }
+
+    #[test]
+    fn canonical_spelling_matches_quantity_string() {
+        let c = |s: &str| canonical(parse_nanos(s).unwrap(), Format::of(s));
+        assert_eq!(c("0.25Gi"), "256Mi");
+        assert_eq!(c("1536Mi"), "1536Mi");
+        assert_eq!(c("1000Mi"), "1000Mi");
+        assert_eq!(c("1000"), "1k");
+        assert_eq!(c("1500m"), "1500m");
+        assert_eq!(c("1.0"), "1");
+        assert_eq!(c("128M"), "128M");
+        assert_eq!(c("100Ki"), "100Ki");
+        assert_eq!(c("0.5Ki"), "512");
+        assert_eq!(c("1e3"), "1e3");
+        assert_eq!(canonical(0, Format::BinarySi), "0");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::aggregate::{self, Amounts, amounts};
-use crate::quantity::format_nanos;
+use crate::quantity::parse_nanos;
 use crate::resources::ResourceList;
 
 /// Upstream `resourcehelper.IsSupportedPodLevelResource`: cpu, memory and hugepages.
@@ -134,8 +134,8 @@ pub fn default_pod_level_resources(spec: &mut PodSpec) {
     if !spec.resources.as_ref().is_some_and(has_any) {
         return;
     }
-    let container_requests = aggregate::container_requests(spec);
-    let container_limits = aggregate::container_limits(spec);
+    let container_requests = aggregate::container_requests_spelled(spec);
+    let container_limits = aggregate::container_limits_spelled(spec);
     // `aggregateContainerLimits` visits `AllContainers`, ephemeral ones too; those can never
     // carry resources, so a pod with one gets no pod-level limit defaulted.
     let has_ephemeral = spec
@@ -167,7 +167,7 @@ pub fn default_pod_level_resources(spec: &mut PodSpec) {
     let requests_now = pod_level.requests.clone().unwrap_or_default();
     for (name, amount) in &container_limits {
         if is_hugepages(name) && !requests_now.contains_key(name) && !limits.contains_key(name) {
-            limits.insert(name.clone(), quantity(*amount));
+            limits.insert(name.clone(), Quantity(aggregate::spell(*amount)));
         }
     }
     pod_level.limits = (had_limits || !limits.is_empty()).then_some(limits);
@@ -180,7 +180,7 @@ pub fn default_pod_level_resources(spec: &mut PodSpec) {
             && is_pod_level_resource(name)
             && is_overcommit_allowed(name)
         {
-            requests.insert(name.clone(), quantity(*amount));
+            requests.insert(name.clone(), Quantity(aggregate::spell(*amount)));
         }
     }
     for (name, limit) in pod_level.limits.iter().flatten() {
@@ -190,8 +190,8 @@ pub fn default_pod_level_resources(spec: &mut PodSpec) {
     }
     pod_level.requests = (had_requests || !requests.is_empty()).then_some(requests);
 
-    // (3) `defaultPodLevelLimits`.
-    let requests = amounts(pod_level.requests.as_ref());
+    // (3) `defaultPodLevelLimits`: the aggregate limit, or the request itself when larger.
+    let requests = pod_level.requests.clone().unwrap_or_default();
     let had_limits = pod_level.limits.is_some();
     let limits = pod_level.limits.get_or_insert_with(ResourceList::new);
     let mut added = false;
@@ -205,16 +205,17 @@ pub fn default_pod_level_resources(spec: &mut PodSpec) {
         let Some(aggregate) = container_limits.get(name) else {
             continue;
         };
-        limits.insert(name.clone(), quantity((*aggregate).max(*request)));
+        let value = if parse_nanos(&request.0).unwrap_or(0) > aggregate.0 {
+            request.clone()
+        } else {
+            Quantity(aggregate::spell(*aggregate))
+        };
+        limits.insert(name.clone(), value);
         added = true;
     }
     if !added && !had_limits {
         pod_level.limits = None;
     }
-}
-
-fn quantity(nanos: i128) -> Quantity {
-    Quantity(format_nanos(nanos))
 }
 
 /// The exact pod-level requests and limits of a (defaulted) spec.

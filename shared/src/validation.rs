@@ -22,22 +22,21 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
 use crate::aggregate::{self, Amounts, amounts};
 use crate::pod::is_sidecar;
-use crate::quantity::format_nanos;
+use crate::quantity::parse_nanos;
 use crate::resources::ResourceList;
 use crate::strategy::{is_hugepages, is_overcommit_allowed, is_pod_level_resource};
 
-/// Why the API server will refuse a resize, in its own words.
+/// One error of the API server's, in its own words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invalidity {
     /// The field path, e.g. `spec.containers[0].resources.requests`.
     pub field: String,
     /// The error, e.g. `Invalid value: "1Gi": must be less than or equal to memory limit of 256Mi`.
     pub detail: String,
-    /// Upstream returns this error alone, before it compares QoS classes (static and Windows
-    /// pods); every other error is reported together with a QoS change, if there is one.
-    pub alone: bool,
 }
 
 impl fmt::Display for Invalidity {
@@ -50,54 +49,93 @@ impl fmt::Display for Invalidity {
     }
 }
 
-type Check = Result<(), Invalidity>;
-
-fn alone(detail: &str) -> Check {
-    Err(Invalidity {
-        field: String::new(),
-        detail: format!("Forbidden: {detail}"),
-        alone: true,
-    })
+/// Every error the API server will report for a resize (besides a QoS change).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalidities {
+    /// The errors, in upstream's order as far as it has one (it lists several from Go map
+    /// iteration, which has none).
+    pub errors: Vec<Invalidity>,
+    /// Upstream returns this error alone, before it compares QoS classes (static and Windows
+    /// pods); all other errors are reported together with a QoS change, if there is one.
+    pub alone: bool,
 }
 
-fn invalid(field: impl Into<String>, value: i128, detail: impl fmt::Display) -> Check {
-    Err(Invalidity {
-        field: field.into(),
-        detail: format!("Invalid value: \"{}\": {detail}", format_nanos(value)),
-        alone: false,
-    })
+impl fmt::Display for Invalidities {
+    /// As `field.ErrorList.ToAggregate()` prints: one error bare, several as `[a, b]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let all: Vec<String> = self.errors.iter().map(ToString::to_string).collect();
+        match all.as_slice() {
+            [one] => f.write_str(one),
+            _ => write!(f, "[{}]", all.join(", ")),
+        }
+    }
 }
 
-fn forbidden(field: impl Into<String>, detail: &str) -> Check {
-    Err(Invalidity {
-        field: field.into(),
-        detail: format!("Forbidden: {detail}"),
-        alone: false,
-    })
+/// Collects errors in order.
+#[derive(Default)]
+struct Errors(Vec<Invalidity>);
+
+impl Errors {
+    fn push(&mut self, field: impl Into<String>, detail: String) {
+        self.0.push(Invalidity {
+            field: field.into(),
+            detail,
+        });
+    }
+
+    fn invalid(&mut self, field: impl Into<String>, value: &str, detail: impl fmt::Display) {
+        self.push(field, format!("Invalid value: \"{value}\": {detail}"));
+    }
+
+    fn forbidden(&mut self, field: impl Into<String>, detail: &str) {
+        self.push(field, format!("Forbidden: {detail}"));
+    }
+
+    fn result(self, alone: bool) -> Result<(), Invalidities> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(Invalidities {
+                errors: self.0,
+                alone,
+            })
+        }
+    }
 }
 
 /// Checks a resize from the stored `old` pod to `new`, which must already be what the resize
-/// strategy makes of the request ([`crate::strategy::prepare_resize`]).
-pub fn validate_resize(old: &Pod, new: &Pod) -> Check {
+/// strategy makes of the request ([`crate::strategy::prepare_resize`]). Quantities are quoted
+/// as the objects spell them: the API server sends webhooks the canonical spelling, which is
+/// what its own messages print.
+pub fn validate_resize(old: &Pod, new: &Pod) -> Result<(), Invalidities> {
     let (Some(old_spec), Some(new_spec)) = (old.spec.as_ref(), new.spec.as_ref()) else {
         return Ok(());
     };
-    validate_spec_resources(new_spec)?;
-    if crate::pod::is_mirror(old) {
-        return alone("static pods cannot be resized");
-    }
-    if old_spec.os.as_ref().is_some_and(|os| os.name == "windows") {
-        return alone("windows pods cannot be resized");
+    let mut e = Errors::default();
+    validate_spec_resources(new_spec, &mut e);
+    if crate::pod::is_mirror(old) || old_spec.os.as_ref().is_some_and(|os| os.name == "windows") {
+        let mut only = Errors::default();
+        let what = if crate::pod::is_mirror(old) {
+            "static"
+        } else {
+            "windows"
+        };
+        only.forbidden("", &format!("{what} pods cannot be resized"));
+        return only.result(true);
     }
     if !resize_supported_by_node(old) {
-        return forbidden("spec", "Pod running on node without support for resize");
+        e.forbidden("spec", "Pod running on node without support for resize");
     }
-    validate_pod_level_resize(old_spec, new_spec)?;
-    validate_container_order(old_spec, new_spec)?;
+    validate_pod_level_resize(old_spec, new_spec, &mut e);
+    let before = e.0.len();
+    validate_container_order(old_spec, new_spec, &mut e);
+    if e.0.len() > before {
+        return e.result(false);
+    }
     let olds = old_spec.init_containers.as_deref().unwrap_or(&[]);
     let news = new_spec.init_containers.as_deref().unwrap_or(&[]);
     for (i, (o, n)) in olds.iter().zip(news).enumerate() {
-        validate_container_resize(o, n, &format!("spec.initContainers[{i}].resources"))?;
+        validate_container_resize(o, n, &format!("spec.initContainers[{i}].resources"), &mut e);
     }
     for (i, (o, n)) in old_spec
         .containers
@@ -105,18 +143,18 @@ pub fn validate_resize(old: &Pod, new: &Pod) -> Check {
         .zip(&new_spec.containers)
         .enumerate()
     {
-        validate_container_resize(o, n, &format!("spec.containers[{i}].resources"))?;
+        validate_container_resize(o, n, &format!("spec.containers[{i}].resources"), &mut e);
     }
     for (o, n) in old_spec.containers.iter().zip(&new_spec.containers) {
         if !only_cpu_memory_changed(o, n) {
-            return forbidden("spec", "only cpu and memory resources are mutable");
+            e.forbidden("spec", "only cpu and memory resources are mutable");
         }
     }
     for (i, (o, n)) in olds.iter().zip(news).enumerate() {
         let path = format!("spec.initContainers[{i}]");
         if !only_cpu_memory_changed(o, n) {
-            return forbidden(
-                path,
+            e.forbidden(
+                path.clone(),
                 "only cpu and memory resources for init or sidecar containers are mutable",
             );
         }
@@ -129,17 +167,33 @@ pub fn validate_resize(old: &Pod, new: &Pod) -> Check {
             && restarts
             && !same_requirements(o.resources.as_ref(), n.resources.as_ref())
         {
-            return forbidden(
+            e.forbidden(
                 path,
                 "non-sidecar init containers with a resize policy of RestartContainer cannot be resized",
             );
         }
     }
-    Ok(())
+    // The closing `Semantic.DeepEqual`, only reached without other errors: an empty pod-level
+    // object the old pod lacks (or the other way round) is a change to something else.
+    let claims = |s: &PodSpec| {
+        s.resources
+            .as_ref()
+            .and_then(|r| r.claims.clone())
+            .unwrap_or_default()
+    };
+    if e.0.is_empty()
+        && !pod_level_set(old_spec)
+        && !pod_level_set(new_spec)
+        && (old_spec.resources.is_some() != new_spec.resources.is_some()
+            || claims(old_spec) != claims(new_spec))
+    {
+        e.forbidden("spec", "only cpu and memory resources are mutable");
+    }
+    e.result(false)
 }
 
 /// The resource parts of `ValidatePodSpec` that a resize can break.
-pub fn validate_spec_resources(spec: &PodSpec) -> Check {
+fn validate_spec_resources(spec: &PodSpec, e: &mut Errors) {
     let paths = spec
         .containers
         .iter()
@@ -153,128 +207,139 @@ pub fn validate_spec_resources(spec: &PodSpec) -> Check {
                 .map(|(i, c)| (format!("spec.initContainers[{i}].resources"), c)),
         );
     for (path, c) in paths {
-        validate_requirements(c.resources.as_ref(), &path, false)?;
+        validate_requirements(c.resources.as_ref(), &path, false, e);
     }
     let Some(pod_level) = spec.resources.as_ref() else {
-        return Ok(());
+        return;
     };
-    validate_requirements(Some(pod_level), "spec.resources", true)?;
-    validate_pod_resource_consistency(spec, pod_level)
+    validate_requirements(Some(pod_level), "spec.resources", true, e);
+    validate_pod_resource_consistency(spec, pod_level, e);
+}
+
+fn nanos(q: &Quantity) -> i128 {
+    parse_nanos(&q.0).unwrap_or(0)
 }
 
 /// `validateResourceRequirements` (pod-level: with `validatePodResourceName`).
-fn validate_requirements(r: Option<&ResourceRequirements>, path: &str, pod_level: bool) -> Check {
-    let requests = amounts(r.and_then(|r| r.requests.as_ref()));
-    let limits = amounts(r.and_then(|r| r.limits.as_ref()));
+fn validate_requirements(
+    r: Option<&ResourceRequirements>,
+    path: &str,
+    pod_level: bool,
+    e: &mut Errors,
+) {
+    let empty = ResourceList::new();
+    let requests = r.and_then(|r| r.requests.as_ref()).unwrap_or(&empty);
+    let limits = r.and_then(|r| r.limits.as_ref()).unwrap_or(&empty);
     let mut cpu_or_memory = false;
     let mut hugepages = false;
-    for (field, list) in [("limits", &limits), ("requests", &requests)] {
-        for (name, amount) in list {
+    for (field, list) in [("limits", limits), ("requests", requests)] {
+        for (name, q) in list {
             let at = format!("{path}.{field}[{name}]");
             if pod_level && !is_pod_level_resource(name) {
-                return Err(Invalidity {
-                    field: at,
-                    detail: format!(
+                e.push(
+                    at.clone(),
+                    format!(
                         "Unsupported value: \"{name}\": supported values: \"cpu\", \"hugepages-\", \"memory\""
                     ),
-                    alone: false,
-                });
+                );
             }
-            if *amount < 0 {
-                return invalid(at, *amount, "must be greater than or equal to 0");
+            if nanos(q) < 0 {
+                e.invalid(at, &q.0, "must be greater than or equal to 0");
             }
             cpu_or_memory |= name == "cpu" || name == "memory";
             hugepages |= is_hugepages(name);
         }
     }
-    for (name, request) in &requests {
+    for (name, request) in requests {
         match limits.get(name) {
-            Some(limit) if request != limit && !is_overcommit_allowed(name) => {
-                return invalid(
+            Some(limit) if nanos(request) != nanos(limit) && !is_overcommit_allowed(name) => {
+                e.invalid(
                     format!("{path}.requests"),
-                    *request,
-                    format!("must be equal to {name} limit of {}", format_nanos(*limit)),
+                    &request.0,
+                    format!("must be equal to {name} limit of {}", limit.0),
                 );
             }
-            Some(limit) if request > limit => {
-                return invalid(
+            Some(limit) if nanos(request) > nanos(limit) => {
+                e.invalid(
                     format!("{path}.requests"),
-                    *request,
-                    format!(
-                        "must be less than or equal to {name} limit of {}",
-                        format_nanos(*limit)
-                    ),
+                    &request.0,
+                    format!("must be less than or equal to {name} limit of {}", limit.0),
                 );
             }
-            None if !is_overcommit_allowed(name) => {
-                return Err(Invalidity {
-                    field: format!("{path}.limits"),
-                    detail: "Required value: Limit must be set for non overcommitable resources"
-                        .to_owned(),
-                    alone: false,
-                });
-            }
+            None if !is_overcommit_allowed(name) => e.push(
+                format!("{path}.limits"),
+                "Required value: Limit must be set for non overcommitable resources".to_owned(),
+            ),
             _ => {}
         }
     }
     if hugepages && !cpu_or_memory {
-        return forbidden(path, "HugePages require cpu or memory");
+        e.forbidden(path, "HugePages require cpu or memory");
     }
-    Ok(())
 }
 
 /// `validatePodResourceConsistency`: pod-level requests cover the containers' aggregate,
 /// pod-level hugepage limits cover theirs, and no regular container's limit exceeds the
 /// pod-level limit (init containers are not checked there).
-fn validate_pod_resource_consistency(spec: &PodSpec, pod_level: &ResourceRequirements) -> Check {
-    let pod_requests = amounts(pod_level.requests.as_ref());
-    let pod_limits = amounts(pod_level.limits.as_ref());
-    for (name, aggregate) in aggregate::container_requests(spec) {
+fn validate_pod_resource_consistency(
+    spec: &PodSpec,
+    pod_level: &ResourceRequirements,
+    e: &mut Errors,
+) {
+    let empty = ResourceList::new();
+    let pod_requests = pod_level.requests.as_ref().unwrap_or(&empty);
+    let pod_limits = pod_level.limits.as_ref().unwrap_or(&empty);
+    for (name, sum) in aggregate::container_requests_spelled(spec) {
         if let Some(request) = pod_requests.get(&name)
-            && aggregate > *request
+            && sum.0 > nanos(request)
         {
-            return invalid(
+            e.invalid(
                 format!("spec.resources.requests[{name}]"),
-                *request,
+                &request.0,
                 format!(
                     "must be greater than or equal to aggregate container requests of {}",
-                    format_nanos(aggregate)
+                    aggregate::spell(sum)
                 ),
             );
         }
     }
-    for (name, aggregate) in aggregate::container_limits(spec) {
+    for (name, sum) in aggregate::container_limits_spelled(spec) {
         if let Some(limit) = pod_limits.get(&name)
             && is_hugepages(&name)
-            && aggregate > *limit
+            && sum.0 > nanos(limit)
         {
-            return invalid(
+            e.invalid(
                 format!("spec.resources.limits[{name}]"),
-                *limit,
+                &limit.0,
                 format!(
                     "must be greater than or equal to aggregate container limits of {}",
-                    format_nanos(aggregate)
+                    aggregate::spell(sum)
                 ),
             );
         }
     }
     for (i, c) in spec.containers.iter().enumerate() {
-        for (name, limit) in amounts(c.resources.as_ref().and_then(|r| r.limits.as_ref())) {
-            if let Some(pod_limit) = pod_limits.get(&name)
-                && limit > *pod_limit
+        for (name, limit) in c
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            if let Some(pod_limit) = pod_limits.get(name)
+                && nanos(limit) > nanos(pod_limit)
             {
-                return invalid(
+                e.invalid(
                     format!("spec.resources.containers[{i}][{name}].limits"),
-                    limit,
+                    &limit.0,
                     format!(
                         "must be less than or equal to pod limits of {}",
-                        format_nanos(*pod_limit)
+                        pod_limit.0
                     ),
                 );
             }
         }
     }
-    Ok(())
 }
 
 /// `isPodResizeRequestSupported`: the first running container must report its resources.
@@ -291,41 +356,38 @@ fn resize_supported_by_node(old: &Pod) -> bool {
 }
 
 /// `validatePodLevelResourcesResize`, when either side has pod-level resources.
-fn validate_pod_level_resize(old: &PodSpec, new: &PodSpec) -> Check {
-    let set = |s: &PodSpec| {
-        s.resources.as_ref().is_some_and(|r| {
-            r.requests.as_ref().map_or(0, |l| l.len()) + r.limits.as_ref().map_or(0, |l| l.len())
-                > 0
-        })
-    };
-    if !set(old) && !set(new) {
-        return Ok(());
+fn validate_pod_level_resize(old: &PodSpec, new: &PodSpec, e: &mut Errors) {
+    if !pod_level_set(old) && !pod_level_set(new) {
+        return;
     }
     let (Some(old_r), new_r) = (old.resources.as_ref(), new.resources.as_ref()) else {
-        return only_cpu_memory_at_pod_level(None, new.resources.as_ref());
+        only_cpu_memory_at_pod_level(None, new.resources.as_ref(), e);
+        return;
     };
     let Some(new_r) = new_r else {
-        return forbidden("spec.resources", "pod-level resources cannot be removed");
+        e.forbidden("spec.resources", "pod-level resources cannot be removed");
+        return;
     };
     if removed(new_r.requests.as_ref(), old_r.requests.as_ref()) {
-        return forbidden(
+        e.forbidden(
             "spec.resources.requests",
             "pod-level resource requests cannot be removed",
         );
     }
     if removed(new_r.limits.as_ref(), old_r.limits.as_ref()) {
-        return forbidden(
+        e.forbidden(
             "spec.resources.limits",
             "pod-level resource limits cannot be removed",
         );
     }
-    only_cpu_memory_at_pod_level(Some(old_r), Some(new_r))
+    only_cpu_memory_at_pod_level(Some(old_r), Some(new_r), e);
 }
 
 fn only_cpu_memory_at_pod_level(
     old: Option<&ResourceRequirements>,
     new: Option<&ResourceRequirements>,
-) -> Check {
+    e: &mut Errors,
+) {
     let others = |r: Option<&ResourceRequirements>| {
         (
             non_cpu_memory(r.and_then(|r| r.requests.as_ref())),
@@ -334,28 +396,28 @@ fn only_cpu_memory_at_pod_level(
         )
     };
     if others(old) != others(new) {
-        return forbidden(
+        e.forbidden(
             "spec",
             "only cpu and memory resources are mutable at pod-level",
         );
     }
-    Ok(())
 }
 
 /// `validatePodResizeContainerOrdering`.
-fn validate_container_order(old: &PodSpec, new: &PodSpec) -> Check {
+fn validate_container_order(old: &PodSpec, new: &PodSpec, e: &mut Errors) {
     if old.containers.len() != new.containers.len() {
-        return forbidden(
+        e.forbidden(
             "spec.containers",
             "containers may not be added or removed on resize",
         );
-    }
-    for (i, (o, n)) in old.containers.iter().zip(&new.containers).enumerate() {
-        if o.name != n.name {
-            return forbidden(
-                format!("spec.containers[{i}].name"),
-                "containers may not be renamed or reordered on resize",
-            );
+    } else {
+        for (i, (o, n)) in old.containers.iter().zip(&new.containers).enumerate() {
+            if o.name != n.name {
+                e.forbidden(
+                    format!("spec.containers[{i}].name"),
+                    "containers may not be renamed or reordered on resize",
+                );
+            }
         }
     }
     let (olds, news) = (
@@ -363,24 +425,24 @@ fn validate_container_order(old: &PodSpec, new: &PodSpec) -> Check {
         new.init_containers.as_deref().unwrap_or(&[]),
     );
     if olds.len() != news.len() {
-        return forbidden(
+        e.forbidden(
             "spec.initContainers",
             "initContainers may not be added or removed on resize",
         );
-    }
-    for (i, (o, n)) in olds.iter().zip(news).enumerate() {
-        if o.name != n.name {
-            return forbidden(
-                format!("spec.initContainers[{i}].name"),
-                "initContainers may not be renamed or reordered on resize",
-            );
+    } else {
+        for (i, (o, n)) in olds.iter().zip(news).enumerate() {
+            if o.name != n.name {
+                e.forbidden(
+                    format!("spec.initContainers[{i}].name"),
+                    "initContainers may not be renamed or reordered on resize",
+                );
+            }
         }
     }
-    Ok(())
 }
 
 /// `validateContainerResize`: requests and limits cannot be removed.
-fn validate_container_resize(old: &Container, new: &Container, path: &str) -> Check {
+fn validate_container_resize(old: &Container, new: &Container, path: &str, e: &mut Errors) {
     let list = |c: &Container, limits: bool| {
         c.resources.as_ref().and_then(|r| {
             if limits {
@@ -391,18 +453,24 @@ fn validate_container_resize(old: &Container, new: &Container, path: &str) -> Ch
         })
     };
     if removed(list(new, false).as_ref(), list(old, false).as_ref()) {
-        return forbidden(
+        e.forbidden(
             format!("{path}.requests"),
             "resource requests cannot be removed",
         );
     }
     if removed(list(new, true).as_ref(), list(old, true).as_ref()) {
-        return forbidden(
+        e.forbidden(
             format!("{path}.limits"),
             "resource limits cannot be removed",
         );
     }
-    Ok(())
+}
+
+/// `isPodLevelResourcesSet` as `ValidatePodResize` defines it: any request or limit at all.
+fn pod_level_set(s: &PodSpec) -> bool {
+    s.resources.as_ref().is_some_and(|r| {
+        r.requests.as_ref().map_or(0, |l| l.len()) + r.limits.as_ref().map_or(0, |l| l.len()) > 0
+    })
 }
 
 /// `resourcesRemoved`.

@@ -202,12 +202,17 @@ fn judge(
     let mut annotations = annotations_for(&verdict);
 
     // The mutating stage only acts on what the API server would refuse before validation.
+    // The validating stage sees what built-in validation already accepted, so a QoS change or
+    // validation error it computes can only be an artefact of objects changed after
+    // validation (v1.37.2's PodResizeValidator adds RuntimeClass overhead into a pod-level
+    // request spelled as a fraction, sharing the quantity: `applyPodLevelResources` in
+    // component-helpers/resource) and is never a reason to deny.
     let acts = match stage {
         Stage::Mutate => matches!(
             verdict,
             Verdict::QosChange(_) | Verdict::Infeasible(_) | Verdict::Denied(_)
         ),
-        Stage::Validate => true,
+        Stage::Validate => !matches!(verdict, Verdict::QosChange(_) | Verdict::Invalid(_)),
     };
     let outcome = verdict.outcome(&policy);
     let mut decision = outcome.decision.clone();

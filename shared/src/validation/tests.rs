@@ -33,6 +33,18 @@ fn set(list: &mut Option<ResourceList>, k: &str, v: &str) {
 }
 
 #[test]
+fn an_empty_pod_level_object_the_old_pod_lacks_is_another_change() {
+    let old = base().build();
+    let new = with(&old, |s| {
+        s.resources = Some(ResourceRequirements::default())
+    });
+    assert_eq!(
+        check(&old, &new).unwrap_err(),
+        "spec: Forbidden: only cpu and memory resources are mutable"
+    );
+}
+
+#[test]
 fn a_plain_resize_is_valid() {
     let old = base().build();
     let new = with(&old, |s| {
@@ -54,7 +66,7 @@ fn request_above_limit_is_upstreams_error() {
     });
     assert_eq!(
         check(&old, &new).unwrap_err(),
-        "spec.containers[1].resources.requests: Invalid value: \"1073741824\": must be less than or equal to memory limit of 268435456"
+        "spec.containers[1].resources.requests: Invalid value: \"1Gi\": must be less than or equal to memory limit of 256Mi"
     );
 }
 
@@ -158,6 +170,22 @@ fn pod_level_rules() {
         check(&old, &above).unwrap_err(),
         "spec.resources.containers[0][cpu].limits: Invalid value: \"2\": must be less than or equal to pod limits of 1"
     );
+    // Several errors are listed together, as `ToAggregate` prints them.
+    let both = with(&old, |s| {
+        let r = s.containers[0].resources.as_mut().unwrap();
+        set(&mut r.requests, "cpu", "3");
+        set(&mut r.limits, "cpu", "2");
+    });
+    let msg = check(&old, &both).unwrap_err();
+    assert!(msg.starts_with('[') && msg.ends_with(']'), "{msg}");
+    assert!(
+        msg.contains("must be less than or equal to cpu limit of 2"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("must be greater than or equal to aggregate container requests of 3"),
+        "{msg}"
+    );
     // Pod-level: only cpu and memory may change; nothing may be removed.
     let other = with(&old, |s| {
         set(
@@ -180,7 +208,7 @@ fn pod_level_rules() {
         s.resources.as_mut().unwrap().limits = None;
     });
     assert_eq!(
-        check(&old, &removed).unwrap_err(),
+        check(&unlimited, &removed).unwrap_err(),
         "spec.resources.limits: Forbidden: pod-level resource limits cannot be removed"
     );
 }
@@ -220,10 +248,10 @@ fn non_overcommittable_resources_need_equal_request_and_limit() {
         ),
         ..Default::default()
     };
+    let mut e = Errors::default();
+    validate_requirements(Some(&r), "x", false, &mut e);
     assert_eq!(
-        validate_requirements(Some(&r), "x", false)
-            .unwrap_err()
-            .to_string(),
+        e.result(false).unwrap_err().to_string(),
         "x.limits: Required value: Limit must be set for non overcommitable resources"
     );
 }

@@ -26,7 +26,32 @@ pub struct NodeConfig {
     /// server).
     #[serde(default)]
     pub disable_resize_preemption: Option<Vec<String>>,
+    /// `status.declaredFeatures` (the list kube-apiserver's `NodeDeclaredFeatureValidator` checks
+    /// pod updates against). `None`: what a v1.37.2 kubelet with default feature gates declares,
+    /// [`DEFAULT_DECLARED_FEATURES`]; `Some(vec![])`: a node declaring nothing, like a kubelet
+    /// older than v1.36 (whose `NodeDeclaredFeatures` gate is off by default).
+    #[serde(default)]
+    pub declared_features: Option<Vec<String>>,
 }
+
+/// The features a v1.37.2 kubelet with default feature gates declares in
+/// `status.declaredFeatures`, sorted as the kubelet publishes them.
+///
+/// Derived from `k8s.io/component-helpers@v0.37.2/nodedeclaredfeatures/features/*/`: every
+/// registered feature's `Discover` is "the kubelet feature gate of the same name is enabled"
+/// (`UserNamespacesHostNetworkSupport` and `VolumeBindMountOptions` also need a runtime feature),
+/// and the gate defaults in `k8s.io/kubernetes@v1.37.2/pkg/features/kube_features.go`:
+/// `ExtendWebSocketsToKubelet` (beta, on since 1.36), `InPlacePodLevelResourcesVerticalScaling`
+/// (beta, on since 1.36), `InPlacePodVerticalScalingInitContainers` (GA in 1.37),
+/// `RestartAllContainersOnContainerExits` (beta, on since 1.36); off by default:
+/// `InPlacePodVerticalScalingMemoryBackedVolumes`, `UserNamespacesHostNetworkSupport`,
+/// `DRANodeAllocatableResources`, `DRAOptionalNodeOperations`, `VolumeBindMountOptions`.
+pub const DEFAULT_DECLARED_FEATURES: [&str; 4] = [
+    "ExtendWebSocketsToKubelet",
+    "InPlacePodLevelResourcesVerticalScaling",
+    "InPlacePodVerticalScalingInitContainers",
+    "RestartAllContainersOnContainerExits",
+];
 
 fn default_pods() -> u32 {
     110
@@ -42,7 +67,20 @@ impl NodeConfig {
             pods: default_pods(),
             labels: BTreeMap::new(),
             disable_resize_preemption: None,
+            declared_features: None,
         }
+    }
+
+    /// The `status.declaredFeatures` this node publishes: sorted and without duplicates, as the
+    /// API server requires.
+    pub fn declared_features(&self) -> Vec<String> {
+        let mut features: Vec<String> = match &self.declared_features {
+            Some(list) => list.clone(),
+            None => DEFAULT_DECLARED_FEATURES.map(str::to_owned).to_vec(),
+        };
+        features.sort();
+        features.dedup();
+        features
     }
 
     /// The t3.medium of the field test: 1930m cpu, 3Gi memory allocatable.
@@ -84,5 +122,32 @@ impl Default for KubeletOptions {
             retry_period: Duration::from_secs(180),
             actuation_delay: Duration::from_millis(100),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_features_default_to_a_v1_37_2_kubelets_and_can_be_emptied() {
+        let default: NodeConfig =
+            serde_yaml_ng::from_str("{name: a, cpu: \"1\", memory: 1Gi}").unwrap();
+        assert_eq!(default.declared_features, None);
+        assert_eq!(default.declared_features(), DEFAULT_DECLARED_FEATURES);
+        assert_eq!(
+            NodeConfig::new("a", "1", "1Gi").declared_features(),
+            DEFAULT_DECLARED_FEATURES
+        );
+        let old: NodeConfig =
+            serde_yaml_ng::from_str("{name: b, cpu: \"1\", memory: 1Gi, declaredFeatures: []}")
+                .unwrap();
+        assert_eq!(old.declared_features, Some(vec![]));
+        assert!(old.declared_features().is_empty());
+        let unsorted: NodeConfig = serde_yaml_ng::from_str(
+            "{name: c, cpu: \"1\", memory: 1Gi, declaredFeatures: [Z, A, Z]}",
+        )
+        .unwrap();
+        assert_eq!(unsorted.declared_features(), ["A", "Z"]);
     }
 }

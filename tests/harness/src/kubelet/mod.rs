@@ -12,7 +12,7 @@ pub mod admission;
 pub mod config;
 pub mod report;
 
-pub use config::{KubeletOptions, NodeConfig};
+pub use config::{DEFAULT_DECLARED_FEATURES, KubeletOptions, NodeConfig};
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::NodeConfig;
 use super::admission::status_of;
 
-/// Creates (or updates) a node and reports it Ready with its capacity.
+/// Creates (or updates) a node and reports it Ready with its capacity and declared features.
 pub async fn register_node(client: &kube::Client, cfg: &NodeConfig) -> kube::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let mut labels = serde_json::Map::new();
@@ -53,6 +53,7 @@ pub async fn register_node(client: &kube::Client, cfg: &NodeConfig) -> kube::Res
             {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure", "message": "", "lastHeartbeatTime": now, "lastTransitionTime": now},
             {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID", "message": "", "lastHeartbeatTime": now, "lastTransitionTime": now},
         ],
+        "declaredFeatures": cfg.declared_features(),
         "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": cfg.name}],
         "nodeInfo": {
             "machineID": "sim", "systemUUID": "sim", "bootID": "sim", "kernelVersion": "6.1.0",
