@@ -1,33 +1,39 @@
 #!/usr/bin/env bash
-# Build (or reuse) the upstream control-plane binaries used by the E2E tests:
-# kube-apiserver, kube-scheduler, kubectl (k8s.io/kubernetes, see
-# tests/control-plane/go.mod) and etcd (tests/control-plane/cmd/etcd).
+# Build (or reuse) the upstream binaries used by the E2E tests: kube-apiserver,
+# kube-scheduler, kubectl (k8s.io/kubernetes, see tests/control-plane/go.mod),
+# etcd (tests/control-plane/cmd/etcd) and hollow-node (tests/control-plane/
+# cmd/hollow-node: upstream's kubelet run through kubemark's library with fakes
+# only at the runtime boundary, one process per simulated node).
 #
 # Usage:
 #   dir=$(scripts/build-control-plane.sh)            # build if needed, print bin dir
 #   scripts/build-control-plane.sh --no-build        # exit 3 if not cached yet
 #
-# The LAST line of stdout is the absolute path of the directory holding the four
+# The LAST line of stdout is the absolute path of the directory holding the five
 # binaries; everything else goes to stderr.
 #
 # Caching: binaries live in $HOME/.cache/resize-guard/k8s-<key>/, where <key> is
-# derived from go.mod, go.sum, cmd/etcd/main.go, `go version` and the build
-# flags. A hit costs a second or so; a miss is a cold build (~6 min on 2
-# cores the first time on a machine, a few minutes with a warm GOCACHE).
-# $HOME/.cache/resize-guard/k8s-current is a symlink to the current stamp dir;
-# stamp dirs with other keys are pruned.
+# derived from go.mod, go.sum, cmd/etcd/main.go, cmd/hollow-node/main.go,
+# `go version` and the build flags. A hit costs a second or so; a miss is a
+# cold build (~9 min on 2 cores the first time on a machine, a few minutes with
+# a warm GOCACHE).
+# $HOME/.cache/resize-guard/k8s-current is a symlink to the last used stamp
+# dir; stamp dirs with other keys are pruned once unused for
+# RESIZE_GUARD_CACHE_KEEP_DAYS days (default 2), so checkouts at different
+# revisions on one machine do not delete each other's binaries.
 #
 # Environment:
-#   RESIZE_GUARD_K8S_BIN_DIR   use this directory (must hold all four binaries)
+#   RESIZE_GUARD_K8S_BIN_DIR   use this directory (must hold all five binaries)
 #                              and never build.
 #   RESIZE_GUARD_CACHE_DIR     cache root (default $HOME/.cache/resize-guard).
 #   RESIZE_GUARD_MIN_FREE_GB   free space demanded before a cold build (default 8).
+#   RESIZE_GUARD_CACHE_KEEP_DAYS  keep other keys' stamp dirs this long (default 2).
 #
 # GOTOOLCHAIN=local is forced: a dependency drifting to a newer `go` line must
 # fail loudly rather than silently download a toolchain (no internet here).
 set -euo pipefail
 
-BINARIES=(kube-apiserver kube-scheduler kubectl etcd)
+BINARIES=(kube-apiserver kube-scheduler kubectl etcd hollow-node)
 
 log() { printf '%s\n' "build-control-plane: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -43,7 +49,7 @@ no_build=0
 for arg in "$@"; do
   case "$arg" in
     --no-build) no_build=1 ;;
-    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+    -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
     *) die "unknown argument: $arg (try --help)" ;;
   esac
 done
@@ -66,7 +72,7 @@ unset GOOS GOARCH GOFLAGS 2>/dev/null || true
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 MOD_DIR="$REPO_ROOT/tests/control-plane"
-for f in go.mod go.sum cmd/etcd/main.go; do
+for f in go.mod go.sum cmd/etcd/main.go cmd/hollow-node/main.go; do
   [[ -f "$MOD_DIR/$f" ]] || die "missing $MOD_DIR/$f"
 done
 
@@ -95,11 +101,12 @@ PACKAGES=(
   k8s.io/kubernetes/cmd/kube-scheduler
   k8s.io/kubernetes/cmd/kubectl
   ./cmd/etcd
+  ./cmd/hollow-node
 )
 
 KEY="$(
   {
-    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$MOD_DIR/cmd/etcd/main.go"
+    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$MOD_DIR/cmd/etcd/main.go" "$MOD_DIR/cmd/hollow-node/main.go"
     printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "${PACKAGES[*]}"
   } | sha256sum | cut -c1-16
 )"
@@ -114,11 +121,14 @@ update_current_and_prune() {
   local tmp_link="$CACHE_ROOT/.k8s-current.$$"
   ln -sfn "$(basename "$STAMP")" "$tmp_link" && mv -Tf "$tmp_link" "$CURRENT" \
     || log "warning: could not update $CURRENT"
-  local d
+  local d keep_days="${RESIZE_GUARD_CACHE_KEEP_DAYS:-2}"
   for d in "$CACHE_ROOT"/k8s-* "$CACHE_ROOT"/.tmp-k8s-*; do
     [[ -e "$d" && ! -L "$d" && -d "$d" && "$d" != "$STAMP" ]] || continue
-    # Leave in-progress temp dirs of other live builds alone (we hold the lock,
-    # so any .tmp dir here is from a crashed build and can go).
+    # We hold the lock, so any .tmp dir here is from a crashed build and can go.
+    # Stamp dirs are touched on every use: keep those another checkout used lately.
+    if [[ "$(basename "$d")" == k8s-* && -n "$(find "$d" -maxdepth 0 -mtime "-$keep_days" 2>/dev/null)" ]]; then
+      continue
+    fi
     log "pruning old stamp dir $d"
     rm -rf -- "$d" || log "warning: could not remove $d"
   done
@@ -133,6 +143,7 @@ finish() {
 # --- fast path ----------------------------------------------------------------
 if have_all "$STAMP"; then
   log "cache hit: Kubernetes $K8S_VERSION binaries in $STAMP"
+  touch "$STAMP" 2>/dev/null || true
   exec 9>"$CACHE_ROOT/.lock"
   if flock -n 9 2>/dev/null; then update_current_and_prune; fi
   printf '%s\n' "$STAMP"
@@ -178,7 +189,7 @@ done
 TMP_OUT="$(mktemp -d "$CACHE_ROOT/.tmp-k8s-$KEY.XXXXXX")"
 trap 'rm -rf -- "$TMP_OUT"' EXIT
 
-log "building kube-apiserver, kube-scheduler, kubectl, etcd for Kubernetes $K8S_VERSION (first run only, about 6 min on 2 cores with 8 GB of Go caches) …"
+log "building kube-apiserver, kube-scheduler, kubectl, etcd, hollow-node for Kubernetes $K8S_VERSION (first run only, about 9 min on 2 cores with 8 GB of Go caches) …"
 log "  module: $MOD_DIR   key: $KEY   $GO_VERSION"
 start=$SECONDS
 if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/" "${PACKAGES[@]}") >&2; then
@@ -190,6 +201,8 @@ have_all "$TMP_OUT" || die "go build succeeded but $TMP_OUT lacks one of: ${BINA
 v="$("$TMP_OUT/kube-apiserver" --version 2>&1 || true)"
 [[ "$v" == "Kubernetes $K8S_VERSION" ]] || die "kube-apiserver --version printed '$v', expected 'Kubernetes $K8S_VERSION'"
 "$TMP_OUT/etcd" --version >/dev/null 2>&1 || die "built etcd does not run ('etcd --version' failed)"
+v="$("$TMP_OUT/hollow-node" --version 2>&1 || true)"
+[[ "$v" == "Kubernetes $K8S_VERSION" ]] || die "hollow-node --version printed '$v', expected 'Kubernetes $K8S_VERSION'"
 
 {
   echo "key=$KEY"

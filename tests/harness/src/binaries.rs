@@ -1,13 +1,14 @@
-//! Where the upstream binaries are: kube-apiserver, kube-scheduler, kubectl and etcd, all
+//! Where the upstream binaries are: kube-apiserver, kube-scheduler, kubectl, etcd and hollow-node
+//! (upstream's kubelet through kubemark's library, `tests/control-plane/cmd/hollow-node`), all
 //! v1.37.2, built from Go modules by `scripts/build-control-plane.sh`.
 //!
-//! Lookup order: `RESIZE_GUARD_K8S_BIN_DIR` (a directory holding all four, like
+//! Lookup order: `RESIZE_GUARD_K8S_BIN_DIR` (a directory holding all five, like
 //! `KUBEBUILDER_ASSETS`), then the build script's stamp cache `$HOME/.cache/resize-guard/k8s-current`.
 //! A missing binary is an error that says how to build it — tests never skip silently.
 
 use std::path::{Path, PathBuf};
 
-/// The four binaries.
+/// The five binaries.
 #[derive(Debug, Clone)]
 pub struct Binaries {
     /// kube-apiserver.
@@ -18,6 +19,9 @@ pub struct Binaries {
     pub kubectl: PathBuf,
     /// etcd.
     pub etcd: PathBuf,
+    /// hollow-node: upstream's kubelet with fakes at the runtime boundary
+    /// ([`crate::hollow_node`]).
+    pub hollow_node: PathBuf,
 }
 
 /// Environment variable naming a directory of prebuilt binaries.
@@ -48,7 +52,8 @@ impl Binaries {
                 anyhow::bail!(
                     "control-plane binary {name} not found in {} — build them with \
                      `scripts/build-control-plane.sh` (first run ~20 min) or point {BIN_DIR_ENV} \
-                     at a directory holding kube-apiserver, kube-scheduler, kubectl and etcd",
+                     at a directory holding kube-apiserver, kube-scheduler, kubectl, etcd and \
+                     hollow-node",
                     dir.display()
                 )
             }
@@ -58,6 +63,7 @@ impl Binaries {
             scheduler: pick("kube-scheduler")?,
             kubectl: pick("kubectl")?,
             etcd: pick("etcd")?,
+            hollow_node: pick("hollow-node")?,
         })
     }
 }

@@ -10,6 +10,7 @@ pub mod admission;
 pub mod binaries;
 pub mod control_plane;
 pub mod env;
+pub mod hollow_node;
 pub mod install;
 pub mod kubectl;
 pub mod kubelet;

@@ -1,0 +1,542 @@
+// Command hollow-node runs upstream's kubelet (k8s.io/kubernetes/pkg/kubelet, the version pinned
+// in ../../go.mod) for one simulated node, through kubemark's own library
+// (k8s.io/kubernetes/pkg/kubemark), against a real API server. All kubelet logic — pod admission,
+// resize admission (Deferred/Infeasible), the status manager's conditions and messages, retries,
+// the pod workers, graceful deletion, the node status setters, Events — is upstream's, unchanged.
+//
+// Fakes exist only at the runtime boundary, each replacing one upstream implementation:
+//
+//   - CRI: kubemark's fake remote runtime (k8s.io/cri-client/pkg/fake RemoteRuntime) over a gRPC
+//     socket, as cmd/kubemark/app/hollow_node.go run() does, but with the socket in --work-dir
+//     instead of fake.GenerateEndpoint()'s /tmp/kubelet_remote_<n>.sock, and the fake image
+//     service (kubemark's --use-host-image-service=false).
+//   - cAdvisor: kubemark's pkg/kubelet/cadvisor/testing Fake, with MachineInfo sized by
+//     --cores/--memory and ContainerInfoV2 reporting --pod-memory-usage for pod cgroups
+//     (replacing cadvisorClient.MachineInfo / ContainerInfoV2 in pkg/kubelet/cadvisor/cadvisor_linux.go).
+//   - Container manager: kubemark's cm.NewStubContainerManager() (pkg/kubelet/cm/container_manager_stub.go)
+//     with two methods replaced: GetNodeAllocatableReservation (containerManagerImpl's in
+//     pkg/kubelet/cm/node_container_manager_linux.go: system-reserved; no eviction thresholds are
+//     configured) and NewPodContainerManager, which returns in-memory pod cgroups (replacing
+//     podContainerManagerImpl in pkg/kubelet/cm/pod_container_manager_linux.go over cgroup v1
+//     files, cgroupV1impl.GetCgroupConfig / cgroupCommon.SetCgroupConfig). The stub's pod cgroup
+//     read/write returns "not implemented", so stock kubemark never completes a resize.
+//
+// Not a fake: the event recorder. kubemark installs record.FakeRecorder, which drops every kubelet
+// Event; here the kubelet builds its own (makeEventRecorder in cmd/kubelet/app/server.go) from an
+// event client. A real recorder also starts the kubelet's OOM watcher, which reads /dev/kmsg, so
+// /dev/kmsg must be readable (checked at start).
+//
+// Everything the kubelet writes (root dir, checkpoints, pod logs, sockets) lives under --work-dir;
+// TMPDIR is pointed there too, so nothing lands in /tmp. No port is opened (the kubelet server is
+// disabled, as with --kubelet-port=0 --kubelet-read-only-port=0).
+package main
+
+import (
+	"context"
+	goflag "flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	cadvisorapi "github.com/google/cadvisor/lib/model"
+	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	clientset "k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/version"
+	"k8s.io/component-base/version/verflag"
+	remote "k8s.io/cri-client/pkg"
+	fakeremote "k8s.io/cri-client/pkg/fake"
+	"k8s.io/klog/v2"
+	kubeletapp "k8s.io/kubernetes/cmd/kubelet/app"
+	"k8s.io/kubernetes/cmd/kubelet/app/options"
+	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
+	cadvisortest "k8s.io/kubernetes/pkg/kubelet/cadvisor/testing"
+	"k8s.io/kubernetes/pkg/kubelet/cm"
+	"k8s.io/kubernetes/pkg/kubemark"
+	utilflag "k8s.io/kubernetes/pkg/util/flag"
+)
+
+type config struct {
+	nodeName       string
+	kubeconfig     string
+	workDir        string
+	cores          int
+	memory         string
+	reservedCPU    string
+	reservedMemory string
+	podMemoryUsage string
+	maxPods        int
+	nodeLabels     map[string]string
+	taints         []v1.Taint
+	featureGates   map[string]bool
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "hollow-node: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	c := config{nodeLabels: map[string]string{}, featureGates: map[string]bool{}}
+	fs := pflag.NewFlagSet("hollow-node", pflag.ContinueOnError)
+	fs.StringVar(&c.nodeName, "node-name", "", "Node name (required).")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Kubeconfig of the kubelet's API client (required).")
+	fs.StringVar(&c.workDir, "work-dir", "", "Directory for everything the kubelet writes (required; created if missing). Keep it short: unix socket paths under it must stay below 108 bytes.")
+	fs.IntVar(&c.cores, "cores", 1, "CPU cores of the fake cAdvisor machine (node capacity cpu).")
+	fs.StringVar(&c.memory, "memory", "3840Mi", "Memory of the fake cAdvisor machine (node capacity memory).")
+	fs.StringVar(&c.reservedCPU, "reserved-cpu", "0", "CPU reserved for the system (capacity - reserved = allocatable).")
+	fs.StringVar(&c.reservedMemory, "reserved-memory", "0", "Memory reserved for the system (capacity - reserved = allocatable).")
+	fs.StringVar(&c.podMemoryUsage, "pod-memory-usage", "0", "Memory usage the fake cAdvisor reports for every pod cgroup.")
+	fs.IntVar(&c.maxPods, "max-pods", 110, "Pod capacity.")
+	labels := cliflag.ConfigurationMap(c.nodeLabels)
+	fs.Var(&labels, "node-labels", "Extra node labels (key=value,...).")
+	fs.Var(utilflag.RegisterWithTaintsVar{Value: &c.taints}, "register-with-taints", "Taints to register the node with (key=value:Effect,...).")
+	fs.Var(cliflag.NewMapStringBool(&c.featureGates), "feature-gates", "Kubelet feature gates (Name=true|false,...).")
+	verflag.AddFlags(fs)
+	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if err == pflag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	verflag.PrintAndExitIfRequested()
+	if c.nodeName == "" || c.kubeconfig == "" || c.workDir == "" {
+		return fmt.Errorf("--node-name, --kubeconfig and --work-dir are required")
+	}
+	if c.cores < 1 {
+		return fmt.Errorf("--cores must be at least 1")
+	}
+	memory, err := resource.ParseQuantity(c.memory)
+	if err != nil {
+		return fmt.Errorf("--memory: %w", err)
+	}
+	usage, err := resource.ParseQuantity(c.podMemoryUsage)
+	if err != nil {
+		return fmt.Errorf("--pod-memory-usage: %w", err)
+	}
+	reservation := v1.ResourceList{}
+	for name, value := range map[v1.ResourceName]string{v1.ResourceCPU: c.reservedCPU, v1.ResourceMemory: c.reservedMemory} {
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return fmt.Errorf("--reserved-%s: %w", name, err)
+		}
+		if !q.IsZero() {
+			reservation[name] = q
+		}
+	}
+
+	workDir, err := filepath.Abs(c.workDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(workDir, 0o755); err != nil {
+		return err
+	}
+	// Anything that asks os.TempDir writes under the work dir.
+	if err := os.Setenv("TMPDIR", workDir); err != nil {
+		return err
+	}
+	kmsg, err := os.Open("/dev/kmsg")
+	if err != nil {
+		return fmt.Errorf("the kubelet's OOM watcher (started with a real event recorder) needs /dev/kmsg readable: %w", err)
+	}
+	_ = kmsg.Close()
+	// cmd/kubelet/app/server.go Run applies the configuration's gates the same way; RunKubelet,
+	// which kubemark calls, does not.
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(c.featureGates); err != nil {
+		return fmt.Errorf("--feature-gates: %w", err)
+	}
+	klog.InfoS("Starting hollow node", "version", version.Get().GitVersion, "node", c.nodeName, "workDir", workDir)
+
+	flags, kc := kubemark.GetHollowKubeletConfig(&kubemark.HollowKubeletOptions{
+		NodeName:           c.nodeName,
+		MaxPods:            c.maxPods,
+		NodeLabels:         c.nodeLabels,
+		RegisterWithTaints: c.taints,
+	})
+	// GetHollowKubeletConfig made its root dir and two subdirectories under a hard-coded /tmp
+	// (test/utils.MakeTempDirOrDie): move them into the work dir.
+	if !strings.HasPrefix(filepath.Base(flags.RootDirectory), "hollow-kubelet.") {
+		return fmt.Errorf("unexpected kubemark root dir %q", flags.RootDirectory)
+	}
+	if err := os.RemoveAll(flags.RootDirectory); err != nil {
+		return err
+	}
+	flags.RootDirectory = filepath.Join(workDir, "kubelet")
+	kc.StaticPodPath = filepath.Join(flags.RootDirectory, "static-pods")
+	kc.PodLogsDir = filepath.Join(flags.RootDirectory, "pod-logs")
+	for _, dir := range []string{kc.StaticPodPath, kc.PodLogsDir} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	endpoint := "unix://" + filepath.Join(workDir, "cri.sock")
+	kc.EnableServer = false // no kubelet HTTPS port (kubemark's --kubelet-port=0)
+	kc.ReadOnlyPort = 0
+	kc.ContainerRuntimeEndpoint = endpoint
+	kc.ImageServiceEndpoint = endpoint
+	kc.FeatureGates = c.featureGates
+	kc.SystemReserved = map[string]string{"cpu": c.reservedCPU, "memory": c.reservedMemory}
+	// No hard eviction thresholds: they would be added to the reservation by the real container
+	// manager; allocatable is capacity - system-reserved exactly.
+	kc.EvictionHard = map[string]string{}
+	if len(filepath.Join(flags.RootDirectory, "pod-resources", "kubelet.sock")) >= 108 {
+		return fmt.Errorf("work dir %s is too long: the kubelet's unix sockets under it would exceed 107 bytes", workDir)
+	}
+
+	clientConfig, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", c.kubeconfig, err)
+	}
+	// The kubelet's clients, as cmd/kubelet/app/server.go buildKubeletClientConfig and
+	// cmd/kubemark/app/hollow_node.go make them.
+	clientConfig.ContentType = kc.ContentType
+	clientConfig.QPS = float32(kc.KubeAPIQPS)
+	clientConfig.Burst = int(kc.KubeAPIBurst)
+	clientConfig.UserAgent = "hollow-kubelet/" + c.nodeName
+	client, err := clientset.NewForConfig(clientConfig)
+	if err != nil {
+		return err
+	}
+	heartbeatConfig := restclient.CopyConfig(clientConfig)
+	heartbeatConfig.Timeout = kc.NodeStatusUpdateFrequency.Duration
+	if lease := time.Duration(kc.NodeLeaseDurationSeconds) * time.Second; heartbeatConfig.Timeout > lease {
+		heartbeatConfig.Timeout = lease
+	}
+	heartbeatConfig.QPS = float32(-1)
+	heartbeatClient, err := clientset.NewForConfig(heartbeatConfig)
+	if err != nil {
+		return err
+	}
+	eventConfig := restclient.CopyConfig(clientConfig)
+	eventConfig.QPS = float32(kc.EventRecordQPS)
+	eventConfig.Burst = int(kc.EventBurst)
+	eventClient, err := clientset.NewForConfig(eventConfig)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	runtime := fakeremote.NewFakeRemoteRuntime()
+	if err := runtime.Start(endpoint); err != nil {
+		return fmt.Errorf("fake CRI runtime: %w", err)
+	}
+	defer runtime.Stop()
+	runtimeService, err := remote.NewRemoteRuntimeServiceBuilder().
+		WithEndpoint(endpoint).
+		WithConnectionTimeout(15 * time.Second).
+		Build(ctx)
+	if err != nil {
+		return fmt.Errorf("CRI runtime service: %w", err)
+	}
+
+	cgroups := &podCgroups{byName: map[string]*podCgroup{}, usage: uint64(usage.Value())}
+	machine := &machine{
+		Fake:    cadvisortest.Fake{NodeName: c.nodeName},
+		cores:   c.cores,
+		memory:  uint64(memory.Value()),
+		cgroups: cgroups,
+	}
+	containerManager := &containerManager{
+		ContainerManager: cm.NewStubContainerManager(),
+		reservation:      reservation,
+		pods:             &podContainerManager{cgroups: cgroups, cpuPeriod: uint64(kc.CPUCFSQuotaPeriod.Duration / time.Microsecond), enforceCPULimits: kc.CPUCFSQuota},
+	}
+
+	hollow := kubemark.NewHollowKubelet(flags, kc, client, heartbeatClient, machine, runtime.ImageService, runtimeService, containerManager)
+	// The kubelet's own recorder instead of kubemark's record.FakeRecorder.
+	hollow.KubeletDeps.Recorder = nil
+	hollow.KubeletDeps.EventClient = eventClient.CoreV1()
+	// kubemark.HollowKubelet.Run, minus its klog.Fatalf and endless select.
+	if err := kubeletapp.RunKubelet(ctx, &options.KubeletServer{
+		KubeletFlags:         *hollow.KubeletFlags,
+		KubeletConfiguration: *hollow.KubeletConfiguration,
+	}, hollow.KubeletDeps); err != nil {
+		return fmt.Errorf("kubelet: %w", err)
+	}
+	<-ctx.Done()
+	klog.InfoS("Stopping hollow node", "node", c.nodeName)
+	return nil
+}
+
+// machine is the fake cAdvisor: kubemark's cadvisortest.Fake with the machine size and pod memory
+// usage configurable.
+type machine struct {
+	cadvisortest.Fake
+	cores   int
+	memory  uint64
+	cgroups *podCgroups
+}
+
+// MachineInfo replaces cadvisorClient.MachineInfo (pkg/kubelet/cadvisor/cadvisor_linux.go); the
+// kubelet's node status setter derives capacity from it (cadvisor.CapacityFromMachineInfo).
+func (m *machine) MachineInfo(logger klog.Logger) (*cadvisorapi.MachineInfo, error) {
+	info, err := m.Fake.MachineInfo(logger)
+	if err != nil {
+		return nil, err
+	}
+	info.NumCores = m.cores
+	info.MemoryCapacity = m.memory
+	return info, nil
+}
+
+// ContainerInfoV2 replaces cadvisorClient.ContainerInfoV2 (pkg/kubelet/cadvisor/cadvisor_linux.go)
+// for pod cgroups: the kubelet reads a pod's memory usage from it before lowering a memory limit
+// (kuberuntime validateMemoryResizeAction via cadvisorStatsProvider.PodCPUAndMemoryStats).
+func (m *machine) ContainerInfoV2(name string, options cadvisorapi.RequestOptions) (map[string]cadvisorapi.ContainerInfo, error) {
+	limit, created, ok := m.cgroups.memoryOf(name)
+	if !ok {
+		return m.Fake.ContainerInfoV2(name, options)
+	}
+	usage := m.cgroups.usage
+	return map[string]cadvisorapi.ContainerInfo{name: {
+		Spec: cadvisorapi.ContainerSpec{
+			CreationTime: created,
+			HasCpu:       true,
+			HasMemory:    true,
+			Memory:       cadvisorapi.MemorySpec{Limit: limit},
+		},
+		Stats: []*cadvisorapi.ContainerStats{{
+			Timestamp: time.Now(),
+			Memory:    &cadvisorapi.MemoryStats{Usage: usage, WorkingSet: usage, RSS: usage},
+		}},
+	}}, nil
+}
+
+// containerManager is kubemark's stub container manager with the node allocatable reservation and
+// working pod cgroups.
+type containerManager struct {
+	cm.ContainerManager
+	reservation v1.ResourceList
+	pods        *podContainerManager
+}
+
+// GetNodeAllocatableReservation replaces containerManagerImpl.GetNodeAllocatableReservation
+// (pkg/kubelet/cm/node_container_manager_linux.go): system-reserved + kube-reserved + hard
+// eviction thresholds, here --reserved-cpu/--reserved-memory (no eviction thresholds are set).
+func (m *containerManager) GetNodeAllocatableReservation() v1.ResourceList {
+	return m.reservation.DeepCopy()
+}
+
+// NewPodContainerManager replaces containerManagerImpl.NewPodContainerManager
+// (pkg/kubelet/cm/container_manager_linux.go), which the stub answers with pod cgroups that
+// cannot be read or written.
+func (m *containerManager) NewPodContainerManager() cm.PodContainerManager {
+	return m.pods
+}
+
+// podCgroup is one pod cgroup's cgroup v1 files: cpu.shares, cpu.cfs_quota_us,
+// cpu.cfs_period_us, memory.limit_in_bytes.
+type podCgroup struct {
+	uid         types.UID
+	name        cm.CgroupName
+	created     time.Time
+	cpuShares   uint64
+	cpuQuota    int64
+	cpuPeriod   uint64
+	memoryLimit int64
+}
+
+// memoryUnlimited is what cgroup v1 memory.limit_in_bytes reads when unlimited (4 KiB pages).
+const memoryUnlimited = int64(9223372036854771712)
+
+// podCgroups is the in-memory cgroupfs of the pod cgroups, by literal cgroupfs name.
+type podCgroups struct {
+	mu     sync.Mutex
+	byName map[string]*podCgroup
+	usage  uint64
+}
+
+func (s *podCgroups) memoryOf(name string) (uint64, time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.byName[name]
+	if !ok {
+		return 0, time.Time{}, false
+	}
+	return uint64(g.memoryLimit), g.created, true
+}
+
+// podContainerManager replaces podContainerManagerImpl (pkg/kubelet/cm/pod_container_manager_linux.go)
+// on top of the in-memory pod cgroups; names follow its cgroupfs layout (kubepods/[burstable|besteffort]/pod<uid>).
+type podContainerManager struct {
+	cgroups          *podCgroups
+	cpuPeriod        uint64
+	enforceCPULimits bool
+}
+
+var _ cm.PodContainerManager = &podContainerManager{}
+
+// GetPodContainerName mirrors podContainerManagerImpl.GetPodContainerName with the cgroupfs driver.
+func (m *podContainerManager) GetPodContainerName(pod *v1.Pod) (cm.CgroupName, string) {
+	parent := cm.NewCgroupName(cm.RootCgroupName, "kubepods")
+	switch v1qos.GetPodQOS(pod) {
+	case v1.PodQOSBurstable:
+		parent = cm.NewCgroupName(parent, "burstable")
+	case v1.PodQOSBestEffort:
+		parent = cm.NewCgroupName(parent, "besteffort")
+	}
+	name := cm.NewCgroupName(parent, cm.GetPodCgroupNameSuffix(pod.UID))
+	return name, name.ToCgroupfs()
+}
+
+// Exists mirrors podContainerManagerImpl.Exists.
+func (m *podContainerManager) Exists(pod *v1.Pod) bool {
+	_, literal := m.GetPodContainerName(pod)
+	m.cgroups.mu.Lock()
+	defer m.cgroups.mu.Unlock()
+	_, ok := m.cgroups.byName[literal]
+	return ok
+}
+
+// EnsureExists mirrors podContainerManagerImpl.EnsureExists: a new cgroup (cgroup v1 defaults)
+// with cm.ResourceConfigForPod applied. MemoryQoS needs cgroup v2, which this store does not model.
+func (m *podContainerManager) EnsureExists(logger klog.Logger, pod *v1.Pod) error {
+	name, literal := m.GetPodContainerName(pod)
+	m.cgroups.mu.Lock()
+	defer m.cgroups.mu.Unlock()
+	if _, ok := m.cgroups.byName[literal]; ok {
+		return nil
+	}
+	g := &podCgroup{uid: pod.UID, name: name, created: time.Now(), cpuShares: 1024, cpuQuota: -1, cpuPeriod: 100000, memoryLimit: memoryUnlimited}
+	g.set(cm.ResourceConfigForPod(pod, m.enforceCPULimits, m.cpuPeriod, false, ""))
+	m.cgroups.byName[literal] = g
+	logger.V(4).Info("Created in-memory pod cgroup", "pod", klog.KObj(pod), "cgroup", literal)
+	return nil
+}
+
+// set writes a ResourceConfig the way libcontainer's cgroup v1 Set does (cgroupCommon.Update):
+// zero or absent values leave a file unchanged, a memory limit of -1 means unlimited.
+func (g *podCgroup) set(rc *cm.ResourceConfig) {
+	if rc == nil {
+		return
+	}
+	if rc.Memory != nil && *rc.Memory != 0 {
+		g.memoryLimit = *rc.Memory
+		if *rc.Memory < 0 {
+			g.memoryLimit = memoryUnlimited
+		}
+	}
+	if rc.CPUShares != nil && *rc.CPUShares != 0 {
+		g.cpuShares = *rc.CPUShares
+	}
+	if rc.CPUQuota != nil && *rc.CPUQuota != 0 {
+		g.cpuQuota = *rc.CPUQuota
+	}
+	if rc.CPUPeriod != nil && *rc.CPUPeriod != 0 {
+		g.cpuPeriod = *rc.CPUPeriod
+	}
+}
+
+func (m *podContainerManager) get(literal string) (*podCgroup, error) {
+	g, ok := m.cgroups.byName[literal]
+	if !ok {
+		return nil, fmt.Errorf("cgroup %s does not exist", literal)
+	}
+	return g, nil
+}
+
+// Destroy mirrors podContainerManagerImpl.Destroy.
+func (m *podContainerManager) Destroy(_ klog.Logger, name cm.CgroupName) error {
+	m.cgroups.mu.Lock()
+	defer m.cgroups.mu.Unlock()
+	delete(m.cgroups.byName, name.ToCgroupfs())
+	return nil
+}
+
+// ReduceCPULimits mirrors cgroupCommon.ReduceCPULimits: cpu.shares to the minimum.
+func (m *podContainerManager) ReduceCPULimits(_ klog.Logger, name cm.CgroupName) error {
+	m.cgroups.mu.Lock()
+	defer m.cgroups.mu.Unlock()
+	g, err := m.get(name.ToCgroupfs())
+	if err != nil {
+		return err
+	}
+	g.cpuShares = cm.MinShares
+	return nil
+}
+
+// GetAllPodsFromCgroups mirrors podContainerManagerImpl.GetAllPodsFromCgroups.
+func (m *podContainerManager) GetAllPodsFromCgroups(_ klog.Logger) (map[types.UID]cm.CgroupName, error) {
+	m.cgroups.mu.Lock()
+	defer m.cgroups.mu.Unlock()
+	found := make(map[types.UID]cm.CgroupName, len(m.cgroups.byName))
+	for _, g := range m.cgroups.byName {
+		found[g.uid] = g.name
+	}
+	return found, nil
+}
+
+// IsPodCgroup mirrors podContainerManagerImpl.IsPodCgroup.
+func (m *podContainerManager) IsPodCgroup(cgroupfs string) (bool, types.UID) {
+	m.cgroups.mu.Lock()
+	defer m.cgroups.mu.Unlock()
+	if g, ok := m.cgroups.byName["/"+strings.Trim(cgroupfs, "/")]; ok {
+		return true, g.uid
+	}
+	return false, ""
+}
+
+// GetPodCgroupMemoryUsage mirrors podContainerManagerImpl.GetPodCgroupMemoryUsage (memory.usage_in_bytes).
+func (m *podContainerManager) GetPodCgroupMemoryUsage(pod *v1.Pod) (uint64, error) {
+	_, literal := m.GetPodContainerName(pod)
+	m.cgroups.mu.Lock()
+	defer m.cgroups.mu.Unlock()
+	if _, err := m.get(literal); err != nil {
+		return 0, err
+	}
+	return m.cgroups.usage, nil
+}
+
+// GetPodCgroupConfig mirrors podContainerManagerImpl.GetPodCgroupConfig over cgroupV1impl.GetCgroupConfig.
+func (m *podContainerManager) GetPodCgroupConfig(pod *v1.Pod, resourceName v1.ResourceName) (*cm.ResourceConfig, error) {
+	_, literal := m.GetPodContainerName(pod)
+	m.cgroups.mu.Lock()
+	defer m.cgroups.mu.Unlock()
+	g, err := m.get(literal)
+	if err != nil {
+		return nil, err
+	}
+	switch resourceName {
+	case v1.ResourceCPU:
+		shares, quota, period := g.cpuShares, g.cpuQuota, g.cpuPeriod
+		return &cm.ResourceConfig{CPUShares: &shares, CPUQuota: &quota, CPUPeriod: &period}, nil
+	case v1.ResourceMemory:
+		limit := g.memoryLimit
+		return &cm.ResourceConfig{Memory: &limit}, nil
+	}
+	return nil, fmt.Errorf("unsupported resource %v for cgroup %v", resourceName, literal)
+}
+
+// SetPodCgroupConfig mirrors podContainerManagerImpl.SetPodCgroupConfig over cgroupCommon.SetCgroupConfig.
+func (m *podContainerManager) SetPodCgroupConfig(logger klog.Logger, pod *v1.Pod, rc *cm.ResourceConfig) error {
+	_, literal := m.GetPodContainerName(pod)
+	m.cgroups.mu.Lock()
+	defer m.cgroups.mu.Unlock()
+	g, err := m.get(literal)
+	if err != nil {
+		return err
+	}
+	g.set(rc)
+	logger.V(4).Info("Set in-memory pod cgroup", "pod", klog.KObj(pod), "cgroup", literal,
+		"cpuShares", g.cpuShares, "cpuQuota", g.cpuQuota, "memoryLimit", g.memoryLimit)
+	return nil
+}
