@@ -2,7 +2,7 @@
 #   make test     fmt check, clippy (-D warnings), dependency guard, unit + end-to-end tests
 #                 against a real kube-apiserver v1.37.2 + etcd (built from Go modules on first use)
 #   make bench    benchmarks, printed as tables and written under target/bench/
-#   make sandbox  a real control plane with simulated nodes to try resizes by hand (Ctrl-C stops)
+#   make sandbox  a real control plane with hollow nodes (upstream kubelet) to try resizes by hand (Ctrl-C stops)
 #   make demo     the field test's three walls, narrated, with resize-guard installed; exits non-zero on any miss
 
 CARGO ?= cargo

@@ -1,10 +1,13 @@
 //! Time from the kubelet writing `PodResizePending=Deferred` to every victim carrying a
 //! `deletionTimestamp`, for resize-guard and for upstream kube-scheduler v1.37.2 with
 //! `InPlacePodVerticalScalingSchedulerPreemption`, in one run on one control plane. Both sides
-//! see the same field-test scenario on a fresh node; each side is kept away from the other's
-//! pods (resize-guard's runs use a `schedulerName` kube-scheduler does not serve; upstream's run
-//! in a namespace resize-guard's policy excludes). Times are taken by one watch, so both ends of
-//! an interval come from the same clock and the same event stream.
+//! see the same field-test scenario on a fresh hollow node (upstream's v1.37.2 kubelet, started
+//! for the run and removed after it, so at most one runs at a time); each side is kept away from
+//! the other's pods (resize-guard's runs use a `schedulerName` kube-scheduler does not serve;
+//! upstream's run in a namespace resize-guard's policy excludes). Times are taken by one watch, so
+//! both ends of an interval come from the same clock and the same event stream.
+//!
+//! `RESIZE_GUARD_BENCH_RUNS` sets the number of runs per side (default 40).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::HashMap;
@@ -13,14 +16,15 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
+use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use resize_guard_harness::env::{EnvOptions, shared};
+use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::install::{apply_rbac, set_policy};
 use resize_guard_harness::objects::*;
 
 const GATE: &str = "InPlacePodVerticalScalingSchedulerPreemption=true";
-const RUNS: usize = 40;
+const DEFAULT_RUNS: usize = 40;
 const UPSTREAM_NS: &str = "upstream-bench";
 
 type Seen = Arc<Mutex<HashMap<String, (Option<Instant>, Option<Instant>)>>>;
@@ -66,8 +70,11 @@ async fn one_run(
     i: usize,
     seen: &Seen,
 ) -> Duration {
-    let pods: Api<Pod> = Api::namespaced(env.client().await, ns);
-    let node = env.node("bench", "1930m", "3Gi").await;
+    let client = env.client().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let config = HollowNodeConfig::with_allocatable(&env.unique("bench"), "1930m", "3Gi").unwrap();
+    let hollow = HollowNode::start(&env.cp, &config).await.unwrap();
+    let node = config.name.clone();
     let (filler, app) = (format!("filler-{i}"), format!("app-{i}"));
     let mut f = guaranteed_pod(&filler, &node, "low", "1500m", "256Mi");
     let mut a = guaranteed_pod(&app, &node, "high", "250m", "256Mi");
@@ -88,23 +95,42 @@ async fn one_run(
     })
     .await
     .unwrap();
-    let m = seen.lock().unwrap();
-    let deferred = m
-        .get(&format!("{ns}/{app}"))
-        .and_then(|e| e.0)
-        .expect("saw the Deferred condition");
-    let deleting = m
-        .get(&format!("{ns}/{filler}"))
-        .and_then(|e| e.1)
-        .expect("saw the victim terminating");
-    deleting.saturating_duration_since(deferred)
+    let took = {
+        let m = seen.lock().unwrap();
+        let deferred = m
+            .get(&format!("{ns}/{app}"))
+            .and_then(|e| e.0)
+            .expect("saw the Deferred condition");
+        let deleting = m
+            .get(&format!("{ns}/{filler}"))
+            .and_then(|e| e.1)
+            .expect("saw the victim terminating");
+        deleting.saturating_duration_since(deferred)
+    };
+    // Leave nothing behind: the victim gone, the app deleted by its kubelet, the node removed.
+    wait_gone(&pods, &filler, Duration::from_secs(60))
+        .await
+        .unwrap();
+    pods.delete(&app, &DeleteParams::default()).await.unwrap();
+    wait_gone(&pods, &app, Duration::from_secs(60))
+        .await
+        .unwrap();
+    hollow.remove(client).await.unwrap();
+    took
 }
 
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let runs: usize = std::env::var("RESIZE_GUARD_BENCH_RUNS")
+        .ok()
+        .map(|v| {
+            v.parse()
+                .expect("RESIZE_GUARD_BENCH_RUNS: a number of runs")
+        })
+        .unwrap_or(DEFAULT_RUNS)
+        .max(1);
     let env = shared(EnvOptions {
         feature_gates: vec![GATE.into()],
-        ..Default::default()
     });
     env.cp.start_scheduler(&[GATE]).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -146,7 +172,7 @@ fn main() {
         watch(Api::namespaced(client.clone(), UPSTREAM_NS), seen.clone());
         tokio::time::sleep(Duration::from_secs(2)).await;
         let (mut ours, mut upstream, mut ours_delete) = (Vec::new(), Vec::new(), Vec::new());
-        for i in 0..RUNS {
+        for i in 0..runs {
             ours.push(one_run(env, &ours_ns, Some("resize-guard-bench"), i, &seen).await);
             upstream.push(one_run(env, UPSTREAM_NS, None, i, &seen).await);
         }
@@ -154,7 +180,7 @@ fn main() {
         // Eviction API's PDB check).
         set_policy(env, &format!("preemption:\n  pdb: bestEffort\nnamespaces:\n  exclude: [kube-system, {UPSTREAM_NS}]\n")).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
-        for i in RUNS..2 * RUNS {
+        for i in runs..2 * runs {
             ours_delete.push(one_run(env, &ours_ns, Some("resize-guard-bench"), i, &seen).await);
         }
         ours_delete.sort();
@@ -169,7 +195,7 @@ fn main() {
             percentile(&upstream, 0.5),
             percentile(&upstream, 0.99),
         );
-        println!("\nDeferred condition → all victims terminating, field test, {RUNS} runs each");
+        println!("\nDeferred condition → all victims terminating, field test, {runs} runs each");
         println!("{:<44} {:>9} {:>9}", "", "p50 ms", "p99 ms");
         for (name, p50, p99) in [
             ("resize-guard (pdb: respect, Eviction API)", o50, o99),
@@ -191,7 +217,7 @@ fn main() {
         let _ = std::fs::write(
             dir.join("preemption_latency.json"),
             serde_json::json!({
-                "runs": RUNS,
+                "runs": runs,
                 "resize_guard": {"p50_ms": ms(o50), "p99_ms": ms(o99)},
                 "resize_guard_best_effort": {"p50_ms": ms(d50), "p99_ms": ms(d99)},
                 "kube_scheduler_alpha": {"p50_ms": ms(u50), "p99_ms": ms(u99)},

@@ -8,7 +8,9 @@
 //! ones awaited) rather than re-chosen; once every planned victim is gone a still-Deferred resize
 //! is planned afresh (the kubelet may have given the room to someone else, upstream-resize.md
 //! §1.8); terminating pods on the node count as space being freed, so nothing new is chosen
-//! while they cover the shortfall.
+//! while they cover the shortfall. A Deferred resize larger than the node's allocatable is never
+//! preempted for (no victim can make it fit; a v1.37 kubelet keeps such a resize Deferred for
+//! ever instead of marking it Infeasible).
 
 use std::time::Duration;
 
@@ -16,7 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use resize_guard_policy::pod::{PodKey, REASON_INFEASIBLE, is_deferred_now, resize_pending};
 use resize_guard_policy::policy::Policy;
-use resize_guard_policy::verdict::Deferral;
+use resize_guard_policy::verdict::{Deferral, Infeasibility};
 use resize_guard_policy::victims::{NoPlan, name_list};
 use resize_guard_policy::{Verdict, verdict::NAMES_IN_MESSAGES};
 
@@ -121,6 +123,7 @@ pub fn decide(
             };
         }
         Verdict::Skipped(_) => return Decision::Idle,
+        Verdict::Infeasible(i) => return never_fits(pod, i),
         other => {
             return Decision::Wait {
                 why: format!("not preemptible now: {}", other.label()),
@@ -230,6 +233,13 @@ fn plan_fresh(
 
 /// The revert decision for a pod the kubelet marked Infeasible for its current generation, when
 /// the policy asks for it and the actual resources of every container are known.
+///
+/// Which kubelets mark Infeasible: v1.33–v1.35 for a resize larger than allocatable
+/// ("Node didn't have enough capacity: …"); v1.36+ no longer do (see [`never_fits`]), and a
+/// v1.37 kubelet marks Infeasible only in `podResizesAdmitHandler.Admit`
+/// (`pkg/kubelet/allocation/handlers.go`): the locked-on `InPlacePodVerticalScaling` gate off,
+/// swap-enabled containers, pod-level resources with its kubelet gate off, memory-backed
+/// `emptyDir` size limits, or a Guaranteed pod's cpu/memory under the static CPU/Memory Manager.
 fn revert_infeasible(pod: &Pod, policy: &Policy, generation: i64) -> Option<Decision> {
     if !policy.feasibility.revert_infeasible || policy.is_audit() {
         return None;
@@ -275,6 +285,31 @@ fn revert_infeasible(pod: &Pod, policy: &Policy, generation: i64) -> Option<Deci
             cond.message.as_deref().unwrap_or("Infeasible")
         ),
     })
+}
+
+/// A Deferred resize larger than the node's allocatable: no victim can make room, so nothing is
+/// preempted. v1.36+ API servers refuse such a resize (`NodeCapacity`), but one stored before the
+/// node's allocatable shrank (a kubelet restarted with a larger reservation or on a smaller
+/// machine) reaches a v1.37 kubelet, which keeps it Deferred for ever: its resize admission
+/// (`pkg/kubelet/allocation/handlers.go`, `podResizesAdmitHandler.Admit`) has no capacity check,
+/// so the predicate's `OutOfcpu`/`OutOfmemory` becomes Deferred like any full node.
+fn never_fits(pod: &Pod, i: &Infeasibility) -> Decision {
+    let kubelet = resize_pending(pod)
+        .and_then(|c| c.message.clone())
+        .unwrap_or_else(|| "Deferred".to_owned());
+    Decision::Failed {
+        reason: "NeverFits",
+        note: format!(
+            "cannot make room on node {node} ({kubelet}): the pod would request {res} {req} but the \
+             node's allocatable {res} is {cap}, so no preemption can make this resize fit; \
+             resize-guard preempts nothing. Resize to at most {cap} {res}, or move the workload to a \
+             larger node.",
+            node = i.node,
+            res = i.resource,
+            req = i.resource.format(i.requested),
+            cap = i.resource.format(i.allocatable),
+        ),
+    }
 }
 
 fn failed(why: &NoPlan, d: &Deferral) -> Decision {

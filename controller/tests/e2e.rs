@@ -1,6 +1,10 @@
-//! The controller end to end on a real kube-apiserver v1.37.2 with the simulated kubelet: it
-//! makes room for Deferred resizes with the fewest strictly-lower-priority victims, never more,
-//! never the protected, and says why when it cannot.
+//! The controller end to end on a real kube-apiserver v1.37.2 with hollow nodes (upstream's
+//! v1.37.2 kubelet): it makes room for Deferred resizes with the fewest strictly-lower-priority
+//! victims, never more, never the protected, never for a resize that can never fit, and says why
+//! when it cannot.
+//!
+//! Timing: the kubelet retries Deferred resizes when a pod is removed or resized on the node; its
+//! periodic retry (3 minutes) is never waited for.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod support;
@@ -11,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
-use resize_guard_harness::kubelet::NodeConfig;
+use resize_guard_harness::hollow_node::HollowNodeConfig;
 use resize_guard_harness::objects::*;
 use serde_json::json;
 use tokio::sync::OnceCell;
@@ -50,27 +54,30 @@ async fn field_test_the_filler_is_preempted_and_the_resize_completes_in_place() 
     let env = setup().await;
     let _g = env.guard();
     let (ns, node, pods) = env.field_test("field").await;
+    // The real kubelet finishes a graceful deletion quickly with its fake runtime, and the
+    // resize may complete while the victim still terminates: watch the victim, don't poll it.
+    let filler = support::History::start(&pods, "filler").await;
     env.kubectl()
         .resize(&ns, "app", &cpu_resize("550m"))
         .await
         .unwrap();
 
     // The Eviction API writes DisruptionTarget (EvictionByEvictionAPI); resize-guard's own
-    // reason follows right after it, while the victim terminates (1.5 s here).
-    let marked = wait_pod(&pods, "filler", T, |p| {
-        p.metadata.deletion_timestamp.is_some()
-            && p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| {
-                    cs.iter().any(|c| {
-                        c.type_ == "DisruptionTarget"
-                            && c.reason.as_deref() == Some("PreemptionByResizeGuard")
+    // reason follows right after it, while the victim terminates.
+    filler
+        .wait(T, |p| {
+            p.metadata.deletion_timestamp.is_some()
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c.type_ == "DisruptionTarget"
+                                && c.reason.as_deref() == Some("PreemptionByResizeGuard")
+                        })
                     })
-                })
-    })
-    .await;
-    assert!(marked.is_ok(), "{marked:?}");
+        })
+        .await;
     let app = wait_pod(&pods, "app", T, |p| {
         allocated_cpu(p).as_deref() == Some("550m") && resize_pending(p).is_none()
     })
@@ -115,15 +122,8 @@ async fn field_test_the_filler_is_preempted_and_the_resize_completes_in_place() 
         "{metrics}"
     );
     // The plan annotation is cleared once the kubelet admitted the resize.
-    let cleared = wait_pod(&pods, "app", T, |p| {
-        !p.metadata
-            .annotations
-            .clone()
-            .unwrap_or_default()
-            .contains_key("resize-guard.io/preemption")
-    })
-    .await;
-    assert!(cleared.is_ok());
+    let cleared = wait_pod(&pods, "app", T, |p| !support::has_plan(p)).await;
+    assert!(cleared.is_ok(), "{cleared:?}");
 }
 
 #[tokio::test]
@@ -211,9 +211,9 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
 
     // A node labelled resize-guard.io/preemption=disabled never gets victims.
     let ns2 = env.namespace("optout").await;
-    let mut cfg = NodeConfig::new(&env.unique("opted-out"), "1930m", "3Gi");
-    cfg.labels
-        .insert("resize-guard.io/preemption".into(), "disabled".into());
+    let cfg = HollowNodeConfig::with_allocatable(&env.unique("opted-out"), "1930m", "3Gi")
+        .unwrap()
+        .label("resize-guard.io/preemption", "disabled");
     env.add_node(cfg.clone()).await;
     let pods2: Api<Pod> = Api::namespaced(env.client().await, &ns2);
     create_running(
@@ -279,11 +279,8 @@ async fn a_pdb_protected_pod_is_not_evicted_and_another_victim_is_used() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     deferred(&pods, env, &ns, "app", "550m").await;
-    wait_pod(&pods, "older", T, |p| {
-        p.metadata.deletion_timestamp.is_some()
-    })
-    .await
-    .unwrap();
+    // Terminating or already gone: the real kubelet finishes a graceful deletion quickly.
+    support::wait_preempted(&pods, &["older", "db"], &["older"], T).await;
     wait_pod(&pods, "app", T, |p| {
         allocated_cpu(p).as_deref() == Some("550m")
     })
@@ -306,11 +303,10 @@ async fn kep_5836_example_takes_one_victim() {
     let ns = env.namespace("kep5836").await;
     let node = env.node("n4", "4", "8Gi").await;
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    for (i, name) in ["l0", "l1", "l2"].iter().enumerate() {
+    for name in ["l0", "l1", "l2"] {
         create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
             .await
             .unwrap();
-        let _ = i;
     }
     env.priority_class("mid-never", 10000, true).await;
     create_running(
@@ -327,10 +323,15 @@ async fn kep_5836_example_takes_one_victim() {
         .resize(&ns, "m", &cpu_resize("2000m"))
         .await
         .unwrap();
+    wait_pod(&pods, "m", T, |p| resize_pending(p).is_some())
+        .await
+        .unwrap();
     env.kubectl()
         .resize(&ns, "h", &cpu_resize("2000m"))
         .await
         .unwrap();
+    // H admitted: the kubelet retries pending resizes by priority when l2 goes
+    // (allocation_manager.go sortPendingResizes).
     if let Err(e) = wait_pod(&pods, "h", T, |p| allocated_cpu(p).as_deref() == Some("2")).await {
         let ev = env
             .kubectl()
@@ -346,7 +347,20 @@ async fn kep_5836_example_takes_one_victim() {
             .unwrap();
         panic!("{e}\n{}", ev.stdout);
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // resize-guard is done with H: its one-victim plan, recorded after the eviction and before
+    // the PreemptingForResize Event, is cleared once the resize is admitted. M never preempts
+    // (`preemptionPolicy: Never`) and says so.
+    support::wait_event(env, &ns, "PreemptingForResize").await;
+    wait_pod(&pods, "h", T, |p| !support::has_plan(p))
+        .await
+        .unwrap();
+    let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
+    assert!(
+        failed
+            .iter()
+            .any(|e| e.0 == "m" && e.1.contains("preemptionPolicy: Never")),
+        "{failed:?}"
+    );
     let gone = support::preempted(&pods, &["l0", "l1", "l2", "m"]).await;
     eprintln!("resize-guard victims for the KEP-5836 example: {gone:?}");
     assert_eq!(gone, ["l2"], "exactly one victim, the youngest low pod");
@@ -358,54 +372,124 @@ async fn kep_5836_example_takes_one_victim() {
     );
 }
 
-/// `feasibility.revertInfeasible`: a resize the kubelet marks Infeasible (here the kubelet's
-/// allocatable is smaller than what the node object advertised to the API server's capacity
-/// check) is patched back to the pod's actual resources.
+// `feasibility.revertInfeasible` has no end-to-end test on v1.37. It reverts a resize the kubelet
+// marked Infeasible, and a v1.37.2 kubelet marks Infeasible only in `podResizesAdmitHandler.Admit`
+// (`pkg/kubelet/allocation/handlers.go`, with `IsInPlacePodVerticalScalingAllowed` /
+// `IsInPlacePodLevelResourcesVerticalScalingAllowed` in `features_linux.go`), never for capacity
+// (an over-allocatable resize stays Deferred: `a_deferred_resize_that_can_never_fit_preempts_nothing`).
+// None of its cases can be produced honestly on a hollow node and then reverted:
+// - `InPlacePodVerticalScaling` off: the gate is GA and locked on (`pkg/features/kube_features.go`).
+// - swap (`disallowResizeForSwappableContainers`): needs `memorySwap.swapBehavior: LimitedSwap`,
+//   cgroup v2 and a swap controller (`kuberuntime_container_linux.go GetContainerSwapBehavior`);
+//   the hollow node sets no swap behaviour.
+// - static CPU/Memory Manager with a Guaranteed pod: the policy comes from
+//   `containerManager.GetNodeConfig()`, which kubemark's stub container manager answers with an
+//   empty `NodeConfig` (`pkg/kubelet/cm/container_manager_stub.go`).
+// - pod-level resources with the kubelet's `InPlacePodLevelResourcesVerticalScaling` off, and
+//   memory-backed `emptyDir` size limits with `InPlacePodVerticalScalingMemoryBackedVolumes` off:
+//   the API server's `NodeDeclaredFeatureValidator` refuses such a resize unless the node declares
+//   the feature, which it does only with the gate on (`component-helpers/nodedeclaredfeatures/
+//   features/inplacepodresize`). A kubelet restarted with the gate off after the resize was stored
+//   would mark it Infeasible, but the revert is itself a pod-level / volume resize the API server
+//   then refuses for the same reason, and the controller reverts container resources only.
+// The decision is unit-tested (`decision::tests::infeasible_resizes_are_reverted_to_actual_resources_when_policy_asks`).
+
+/// A Deferred resize larger than the node's allocatable is never preempted for, though a
+/// strictly-lower-priority pod sits on the node. On v1.37 the API server refuses such a resize
+/// (403 `NodeCapacity`), so it reaches a kubelet only when allocatable shrinks after the resize was
+/// stored — here the kubelet is restarted with a larger system reservation on the same work
+/// directory (its checkpoints kept), as an administrator would. The v1.37 kubelet keeps it
+/// Deferred for ever (`handlers.go` has no capacity check; the predicate's `OutOfcpu` becomes
+/// Deferred, `status_manager.go`), and resize-guard says it preempts nothing.
 #[tokio::test]
-async fn an_infeasible_resize_is_reverted_when_the_policy_asks() {
+async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
     let env = setup().await;
     let _g = env.guard();
-    resize_guard_harness::install::set_policy(env, "feasibility:\n  revertInfeasible: true\n")
-        .await;
-    let ns = env.namespace("revert").await;
-    let node = env.node("shrunk", "1930m", "3Gi").await;
-    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client().await);
-    let grow = json!({"status": {"allocatable": {"cpu": "4"}, "capacity": {"cpu": "4"}}});
-    nodes
-        .patch_status(&node, &PatchParams::default(), &Patch::Merge(&grow))
-        .await
-        .unwrap();
+    let ns = env.namespace("never-fits").await;
+    let cfg = HollowNodeConfig::with_allocatable(&env.unique("shrinks"), "1930m", "3Gi").unwrap();
+    let mut node = support::RestartableNode::start(env, cfg.clone()).await;
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
     create_running(
         &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
+        &guaranteed_pod("filler", node.name(), "low", "500m", "256Mi"),
     )
     .await
     .unwrap();
+    create_running(
+        &pods,
+        &guaranteed_pod("app", node.name(), "high", "250m", "256Mi"),
+    )
+    .await
+    .unwrap();
+    create_running(
+        &pods,
+        &guaranteed_pod("nudge", node.name(), "low", "10m", "16Mi"),
+    )
+    .await
+    .unwrap();
+
+    // The restarted kubelet admits with the Node object it has cached (kubelet_nodecache.go
+    // getCachedNode), so if it looks at the resize at start it may set Deferred before its own
+    // status update shows the smaller allocatable; a controller looking in that moment would see
+    // 1930m and plan to preempt the filler. The namespace is kept from the controller until the
+    // Node shows the new allocatable, so that what is tested is its decision on the cluster as it
+    // then is.
+    let controller = CONTROLLER.get().unwrap();
+    // The effective policy is logged as YAML: `namespaces: exclude:` one `- name` per line.
+    let excluded = |policy: &str| policy.lines().any(|l| l.trim() == format!("- {ns}"));
+    resize_guard_harness::install::set_policy(
+        env,
+        &format!("namespaces:\n  exclude: [kube-system, {ns}]\n"),
+    )
+    .await;
+    controller.wait_policy(excluded).await;
+
+    // Stored while the kubelet is down: the API server checks 1500m against the Node's 1930m.
+    node.stop();
     let out = env
         .kubectl()
-        .resize(&ns, "app", &cpu_resize("2430m"))
+        .resize(&ns, "app", &cpu_resize("1500m"))
         .await
         .unwrap();
     assert!(out.success, "{}", out.stderr);
-    let reverted = wait_pod(&pods, "app", T, |p| {
-        p.spec.as_ref().unwrap().containers[0]
-            .resources
-            .as_ref()
-            .unwrap()
-            .requests
-            .as_ref()
-            .unwrap()["cpu"]
-            .0
-            == "250m"
-            && resize_pending(p).is_none()
+    // Back with 1000m reserved on its 2 cores: allocatable 1000m, below the pod's 1500m.
+    node.restart(cfg.clone().reserved("1000m", "0")).await;
+    // A kubelet parks the resizes it finds at start until its pod sources are ready and looks at
+    // them again 30 s later (allocation_manager.go retryPendingResizes, initialRetryDelay); a pod
+    // removed from the node makes it retry at once (kubelet.go HandlePodRemoves).
+    pods.delete("nudge", &Default::default()).await.unwrap();
+    let want = "Node didn't have enough resource: cpu, requested: 1500, used: 500, capacity: 1000";
+    let app = wait_pod(&pods, "app", T, |p| {
+        resize_pending(p).is_some_and(|(_, m)| m == want)
     })
-    .await;
-    assert!(reverted.is_ok(), "{reverted:?}");
-    let ev = support::wait_event(env, &ns, "ResizeReverted").await;
-    assert!(
-        ev[0].1.contains("requested: 2430, capacity: 1930"),
-        "{ev:?}"
+    .await
+    .unwrap();
+    let (reason, message) = resize_pending(&app).unwrap();
+    assert_eq!(
+        reason, "Deferred",
+        "a v1.37 kubelet never marks capacity Infeasible: {message}"
     );
+
     resize_guard_harness::install::set_policy(env, "").await;
+    controller.wait_policy(|p| !excluded(p)).await;
+    let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].0, "app");
+    assert!(
+        failed[0].1.contains("cpu 1500m")
+            && failed[0].1.contains("allocatable cpu is 1,")
+            && failed[0].1.contains("preempts nothing"),
+        "{failed:?}"
+    );
+    assert!(
+        support::preempted(&pods, &["filler"]).await.is_empty(),
+        "no victim for a resize that can never fit"
+    );
+    let app = pods.get("app").await.unwrap();
+    assert_eq!(
+        resize_pending(&app).map(|r| r.0).as_deref(),
+        Some("Deferred"),
+        "still Deferred, not Infeasible"
+    );
+    node.remove().await;
 }

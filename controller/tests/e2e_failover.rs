@@ -1,5 +1,6 @@
 //! Restarts and failover: a recorded plan is resumed, not re-chosen (no extra victims), only the
-//! Lease holder acts, and a follower takes over when the leader dies.
+//! Lease holder acts, and a follower takes over when the leader dies — on hollow nodes
+//! (upstream's v1.37.2 kubelet), which retry a Deferred resize when a victim is removed.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod support;
@@ -68,8 +69,9 @@ async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_vic
     .unwrap();
 
     let c = support::start(env, "resume").await;
+    // Admitted, and the plan cleared: the controller saw the resize through and is done with it.
     wait_pod(&pods, "app", T, |p| {
-        allocated_cpu(p).as_deref() == Some("1250m")
+        allocated_cpu(p).as_deref() == Some("1250m") && !support::has_plan(p)
     })
     .await
     .unwrap();
@@ -78,9 +80,8 @@ async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_vic
         ["v1", "v2"],
         "resumed, nothing extra"
     );
-    support::wait_event(env, &ns, "Preempted").await;
-    tokio::time::sleep(Duration::from_millis(500)).await; // any extra one would show by now
-    let preempted = support::events(env, &ns, "Preempted").await;
+    // The Preempted Event is published after the eviction, off the critical path.
+    let preempted = support::wait_event(env, &ns, "Preempted").await;
     assert_eq!(
         preempted.len(),
         1,

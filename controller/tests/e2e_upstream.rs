@@ -1,7 +1,8 @@
 //! resize-guard next to upstream kube-scheduler v1.37.2 with the alpha gate
-//! `InPlacePodVerticalScalingSchedulerPreemption`: (1) the KEP-5836 example run by upstream alone,
-//! for the victim-count comparison; (2) both running at once on the field test — no double
-//! preemption, because terminating pods count as space being freed.
+//! `InPlacePodVerticalScalingSchedulerPreemption`, on hollow nodes (upstream's v1.37.2 kubelet):
+//! (1) the KEP-5836 example run by upstream alone, for the victim-count comparison; (2) both
+//! running at once on the field test — no double preemption, because terminating pods count as
+//! space being freed.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod support;
@@ -20,7 +21,6 @@ const T: Duration = Duration::from_secs(60);
 async fn upstream_alpha_over_preempts_and_coexists_with_resize_guard_without_double_preemption() {
     let env = shared(EnvOptions {
         feature_gates: vec![GATE.to_owned()],
-        ..Default::default()
     });
     let _g = env.guard();
     env.cp.start_scheduler(&[GATE]).unwrap();
@@ -59,15 +59,15 @@ async fn upstream_alpha_over_preempts_and_coexists_with_resize_guard_without_dou
     wait_pod(&pods, "h", T, |p| allocated_cpu(p).as_deref() == Some("2"))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let upstream_victims = support::preempted(&pods, &["l0", "l1", "l2", "m"]).await;
+    // Upstream over-preempts (KEP-5836): all three low pods, counted as they go.
+    support::wait_preempted(&pods, &["l0", "l1", "l2", "m"], &["l0", "l1", "l2"], T).await;
     eprintln!(
-        "upstream kube-scheduler victims for the KEP-5836 example: {upstream_victims:?} (resize-guard: [\"l2\"])"
+        "upstream kube-scheduler victims for the KEP-5836 example: [\"l0\", \"l1\", \"l2\"] (resize-guard: [\"l2\"])"
     );
-    assert_eq!(
-        upstream_victims,
-        ["l0", "l1", "l2"],
-        "upstream over-preempts (KEP-5836)"
+    let m = pods.get("m").await.unwrap();
+    assert!(
+        m.metadata.deletion_timestamp.is_none(),
+        "M is never a victim"
     );
 
     // 2. Both at once on the field test, with a bystander that is never needed.
@@ -97,12 +97,14 @@ async fn upstream_alpha_over_preempts_and_coexists_with_resize_guard_without_dou
         .resize(&ns, "app", &cpu_resize("550m"))
         .await
         .unwrap();
+    // Both preemptors act only while the resize is Deferred and no victim is terminating. Once
+    // it is admitted and the filler is gone, neither has anything left to act on.
     wait_pod(&pods, "app", T, |p| {
         allocated_cpu(p).as_deref() == Some("550m")
     })
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    wait_gone(&pods, "filler", T).await.unwrap();
     assert_eq!(
         support::preempted(&pods, &["bystander", "filler"]).await,
         ["filler"],

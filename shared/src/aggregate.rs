@@ -105,11 +105,16 @@ fn aggregate(spec: &PodSpec, of: impl Fn(&Container) -> Option<&ResourceList>) -
 }
 
 /// `addResourceList`: adds `other` into `list`, creating missing names; a sum keeps the
-/// receiver's format (`Quantity.Add`).
+/// receiver's format unless the receiver is zero (`Quantity.Add` in apimachinery v0.37.2).
 fn add(list: &mut Spelled, other: &Spelled) {
     for (k, (v, f)) in other {
         list.entry(k.clone())
-            .and_modify(|e| e.0 += v)
+            .and_modify(|e| {
+                if e.0 == 0 {
+                    e.1 = *f;
+                }
+                e.0 += v;
+            })
             .or_insert((*v, *f));
     }
 }
@@ -149,6 +154,15 @@ mod tests {
         assert_eq!(got["cpu"], 3_500_000_000);
         // A name present only at zero is still present (upstream `exists` checks rely on it).
         assert_eq!(got.get("memory"), Some(&0));
+        // A zero receiver takes the addend's format (`Quantity.Add`): 0 + 256Mi prints 256Mi.
+        let spec = PodSpec {
+            containers: vec![
+                container("a").request("memory", "0").build(),
+                container("b").request("memory", "256Mi").build(),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(spell(container_requests_spelled(&spec)["memory"]), "256Mi");
         assert!(container_limits(&spec).is_empty());
     }
 }

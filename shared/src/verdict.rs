@@ -91,7 +91,9 @@ pub struct Infeasibility {
 }
 
 impl Infeasibility {
-    /// The kubelet's `PodResizePending` message for it.
+    /// The `PodResizePending` message a v1.33–v1.35 kubelet sets for it
+    /// (`allocation_manager.go`); v1.36+ kubelets no longer mark capacity-Infeasible resizes and
+    /// keep them Deferred, while the API server refuses them first (`NodeCapacity`).
     pub fn kubelet_message(&self) -> String {
         format!(
             "Node didn't have enough capacity: {}, requested: {}, capacity: {}",
@@ -200,9 +202,10 @@ impl Verdict {
             Verdict::Deferred(d) => deferred_message(d),
             Verdict::Infeasible(i) => format!(
                 "resize-guard: this resize can never fit on node {node}: the pod would request {res} {req} \
-                 but the node's allocatable {res} is {cap}, so the kubelet would mark it Infeasible \
-                 (\"{kubelet}\") and leave spec and status apart for ever. Request at most {cap} {res} \
-                 for the whole pod, or move the workload to a larger node.",
+                 but the node's allocatable {res} is {cap}, so no kubelet would ever apply it (v1.33–v1.35 \
+                 kubelets mark it Infeasible: \"{kubelet}\"; later ones keep it Deferred) and spec and \
+                 status would stay apart. Request at most {cap} {res} for the whole pod, or move the \
+                 workload to a larger node.",
                 node = i.node,
                 res = i.resource,
                 req = i.resource.format(i.requested),

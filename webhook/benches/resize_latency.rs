@@ -2,7 +2,7 @@
 //! answered (stored) with both resize-guard webhooks installed vs none, measured in one run on
 //! the same control plane, alternating blocks to spread noise. Prints p50/p99 and the ratio.
 //!
-//! Resizes rotate over 40 pods so that no resize races the simulated kubelet's status update of
+//! Resizes rotate over 40 pods so that no resize races the kubelet's status update of
 //! the previous one on the same pod (a conflict makes the API server retry the patch and run
 //! admission again, which would measure the race rather than the webhooks).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]

@@ -83,6 +83,14 @@ async fn infeasible_resize_gets_resize_guards_message_with_the_nodes_numbers() {
         "{}",
         out.stderr
     );
+    // On v1.37 no kubelet marks it Infeasible (it would stay Deferred): the denial must not
+    // claim otherwise (pkg/kubelet/allocation/handlers.go returns Infeasible only for
+    // static-pod/swap/pod-level/memory-backed-volume/static-manager cases).
+    assert!(
+        out.stderr.contains("so no kubelet would ever apply it (v1.33–v1.35 kubelets mark it Infeasible: \"Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930\"; later ones keep it Deferred)"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(
         pods.get("app").await.unwrap().metadata.generation,
         Some(1),
@@ -112,10 +120,23 @@ async fn deferred_resize_is_allowed_with_a_warning_and_audit_annotations() {
     })
     .await
     .unwrap();
+    // The real kubelet agrees, with the same numbers (550 + 1500 − 1930 = the 120m shortfall):
+    // pkg/kubelet/lifecycle/predicate.go InsufficientResourceError.Error.
     assert_eq!(
-        resize_pending(&p).unwrap().0,
-        "Deferred",
+        resize_pending(&p).unwrap(),
+        (
+            "Deferred".to_owned(),
+            "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930"
+                .to_owned()
+        ),
         "the kubelet agrees"
+    );
+    // And says so in its own Event (pkg/kubelet/allocation/allocation_manager.go
+    // handlePodResourcesResize, events.PodResizePendingMsg).
+    let events = events_text(env, &ns, "app", "ResizeDeferred").await;
+    assert!(
+        events.contains("ResizeDeferred") && events.contains("Pod resize OutOfcpu: {"),
+        "{events}"
     );
 
     let mut audit = Vec::new();
@@ -202,10 +223,25 @@ async fn dry_run_denials_record_no_event() {
         ])
         .await
         .unwrap();
-    assert!(out.stderr.contains("can never fit"), "{}", out.stderr);
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let events = k.events_for(&ns, "app").await.unwrap().stdout;
-    assert!(!events.contains("ResizeRejected"), "{events}");
+    assert!(
+        out.stderr.contains("would request cpu 2430m"),
+        "{}",
+        out.stderr
+    );
+    // The same denial for real, with other numbers, is recorded: once its Event is there, one
+    // for the earlier dry run would be too.
+    let out = k.resize(&ns, "app", &cpu_resize("2440m")).await.unwrap();
+    assert!(
+        out.stderr.contains("would request cpu 2440m"),
+        "{}",
+        out.stderr
+    );
+    let events = events_text(env, &ns, "app", "2440m").await;
+    assert!(
+        events.contains("ResizeRejected") && events.contains("2440m"),
+        "{events}"
+    );
+    assert!(!events.contains("2430m"), "{events}");
 }
 
 #[tokio::test]

@@ -29,7 +29,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
 use resize_guard_harness::admission::Webhooks;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
-use resize_guard_harness::kubelet::DEFAULT_DECLARED_FEATURES;
+use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
+use resize_guard_policy::node_features::{KUBELET_DEFAULTS_V1_37, POD_LEVEL_RESIZE};
 use tokio::sync::OnceCell;
 
 static BASELINE: OnceCell<Baseline> = OnceCell::const_new();
@@ -172,7 +173,7 @@ async fn invalid_resizes_larger_than_the_node_get_upstreams_message_not_infeasib
 }
 
 #[tokio::test]
-async fn init_container_resize_on_a_node_without_the_feature_gets_upstreams_message() {
+async fn pod_level_resize_on_a_node_without_the_feature_gets_upstreams_message() {
     let (env, base) = setup().await;
     let _g = env.guard();
     let nodes: Api<Node> = Api::all(env.client().await);
@@ -182,33 +183,45 @@ async fn init_container_resize_on_a_node_without_the_feature_gets_upstreams_mess
             .and_then(|s| s.declared_features.clone())
             .unwrap_or_default()
     };
-    let pods: Api<Pod> =
-        Api::namespaced(env.client().await, &base.named("init-on-default-node").ns);
+    let pods: Api<Pod> = Api::namespaced(
+        env.client().await,
+        &base.named("pod-level-on-default-node").ns,
+    );
     let node_of = async |name: &str| {
         let pod = pods.get(name).await.unwrap();
         let node = pod.spec.unwrap().node_name.unwrap();
         nodes.get(&node).await.unwrap()
     };
 
-    let old = base.named("init-on-node-without-features");
-    let old_node = node_of(&old.name).await;
-    assert!(declared(&old_node).is_empty());
-    assert_eq!(answer::upstream(&old.upstream), Upstream::NodeFeatures);
+    // A v1.37.2 kubelet declares what its gates enable (the node-declared-features registry's
+    // `Discover`, k8s.io/component-helpers nodedeclaredfeatures): with
+    // InPlacePodLevelResourcesVerticalScaling=false everything but that one, the init-container
+    // feature included (locked on in v1.37).
+    let off = base.named("pod-level-on-node-without-feature");
+    let off_node = node_of(&off.name).await;
+    let without_plr: Vec<String> = KUBELET_DEFAULTS_V1_37
+        .iter()
+        .filter(|f| **f != POD_LEVEL_RESIZE)
+        .map(|f| (*f).to_owned())
+        .collect();
+    assert_eq!(declared(&off_node), without_plr);
+    assert_eq!(answer::upstream(&off.upstream), Upstream::NodeFeatures);
     let expected = format!(
-        "pod update requires features InPlacePodVerticalScalingInitContainers which are not available on node \"{}\"",
-        old_node.metadata.name.unwrap()
+        "pod update requires features InPlacePodLevelResourcesVerticalScaling which are not available on node \"{}\"",
+        off_node.metadata.name.unwrap()
     );
     assert!(
-        old.upstream.message().contains(&expected),
+        off.upstream.message().contains(&expected),
         "{}",
-        old.upstream
+        off.upstream
     );
-    assert_user_sees_upstreams_refusal(env, old).await;
+    assert_user_sees_upstreams_refusal(env, off).await;
 
-    let default = base.named("init-on-default-node");
+    let default = base.named("pod-level-on-default-node");
     assert_eq!(
         declared(&node_of(&default.name).await),
-        DEFAULT_DECLARED_FEATURES
+        KUBELET_DEFAULTS_V1_37,
+        "a v1.37.2 kubelet with default gates"
     );
     assert_eq!(default.upstream, Answer::Accepted);
     let out = env
@@ -226,6 +239,28 @@ async fn init_container_resize_on_a_node_without_the_feature_gets_upstreams_mess
         pods.get(&default.name).await.unwrap().metadata.generation,
         Some(2),
         "the resize was stored"
+    );
+}
+
+/// Why the init-container variant of the node-features refusal is not replayed: a v1.37.2
+/// kubelet cannot run without `InPlacePodVerticalScalingInitContainers` (GA, `LockToDefault` in
+/// `pkg/features/kube_features.go`; `SetFromMap` in k8s.io/component-base
+/// `featuregate/feature_gate.go` refuses "cannot set feature gate … feature is locked to true"),
+/// so no v1.37 node omits it from `declaredFeatures`.
+#[tokio::test]
+async fn a_v1_37_kubelet_cannot_turn_the_init_container_resize_feature_off() {
+    let (env, _) = setup().await;
+    let _g = env.guard();
+    let cfg = HollowNodeConfig::with_allocatable(&env.unique("fid-init-off"), "1", "1Gi")
+        .unwrap()
+        .feature_gate("InPlacePodVerticalScalingInitContainers=false");
+    let err = match HollowNode::start(&env.cp, &cfg).await {
+        Ok(node) => panic!("{} started with the gate off", node.name()),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        err.contains("InPlacePodVerticalScalingInitContainers") && err.contains("locked"),
+        "{err}"
     );
 }
 
@@ -358,10 +393,11 @@ async fn resize_guard_never_contradicts_the_api_server_on_generated_resizes() {
         "other",
     ];
     let mut table = format!(
-        "\nfidelity: seed {}, {} cases ({} not created), phase 1 {:.1}s, phase 2 {:.1}s\n{:<14}{:>7}",
+        "\nfidelity: seed {}, {} cases ({} not created) on {} hollow nodes, phase 1 {:.1}s, phase 2 {:.1}s\n{:<14}{:>7}",
         base.seed,
         base.cases.len(),
         base.not_created.len(),
+        base.nodes,
         base.elapsed.as_secs_f64(),
         started.elapsed().as_secs_f64(),
         "upstream",

@@ -60,16 +60,18 @@ async fn policy_modes_and_live_reload() {
         .unwrap();
     assert_eq!(limits["cpu"].0, "400m");
     assert_eq!(restart_count(&p), 0);
-    let events = k.events_for(&ns, "app").await.unwrap().stdout;
-    assert!(
-        events.contains("ResizeRepaired") || {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            k.events_for(&ns, "app")
-                .await
-                .unwrap()
-                .stdout
-                .contains("ResizeRepaired")
+    let mut events = String::new();
+    for _ in 0..100 {
+        events = k.events_for(&ns, "app").await.unwrap().stdout;
+        if events.contains("ResizeRepaired") && events.contains("ResizeCompleted") {
+            break;
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // resize-guard's Event, then the real kubelet's (pkg/kubelet/kubelet.go, events.ResizeCompleted).
+    assert!(
+        events.contains("ResizeRepaired") && events.contains("ResizeCompleted"),
+        "{events}"
     );
 
     // 2. A bad edit keeps the last good policy (still repair) and is reported on the ConfigMap.

@@ -321,3 +321,55 @@ fn infeasible_resizes_are_reverted_to_actual_resources_when_policy_asks() {
         "audit mode changes nothing"
     );
 }
+
+/// A Deferred resize larger than allocatable (a v1.37 kubelet keeps it Deferred for ever; the
+/// API server refuses it unless allocatable shrank after it was stored): a low-priority pod is
+/// on the node, yet nothing is preempted — not afresh, not by resuming a recorded plan.
+#[test]
+fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
+    let pod = PodBuilder::new("prod", "app")
+        .node("n1")
+        .priority(1000)
+        .container(container("app").guaranteed("250m", "256Mi"))
+        .running(0)
+        .resize("app", "cpu", "2430m")
+        .resize_pending(
+            REASON_DEFERRED,
+            "Node didn't have enough resource: cpu, requested: 2430, used: 1500, capacity: 1930",
+        )
+        .build();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    assert!(matches!(v, Verdict::Infeasible(_)), "{v:?}");
+    let never = |d: Decision| match d {
+        Decision::Failed { reason, note } => {
+            assert_eq!(reason, "NeverFits");
+            assert!(
+                note.contains("cpu 2430m")
+                    && note.contains("allocatable cpu is 1930m")
+                    && note.contains("requested: 2430, used: 1500, capacity: 1930")
+                    && note.contains("preempts nothing"),
+                "{note}"
+            );
+        }
+        other => panic!("{other:?}"),
+    };
+    never(decide(&pod, &v, None, &[], &policy, now()));
+    let rec = PlanRecord {
+        generation: 2,
+        victims: vec![PlannedVictim {
+            namespace: "batch".into(),
+            name: "filler".into(),
+            uid: "u1".into(),
+        }],
+        time: now(),
+    };
+    never(decide(
+        &pod,
+        &v,
+        Some(&rec),
+        &[VictimState::Present],
+        &policy,
+        now(),
+    ));
+}

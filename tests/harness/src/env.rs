@@ -1,20 +1,21 @@
-//! One environment per test binary: a control plane, the simulated kubelet running on a runtime
-//! of its own (so it outlives each `#[tokio::test]`'s runtime), and PriorityClasses. Tests isolate
-//! by namespace and by the nodes they add; the first caller's [`EnvOptions`] win.
+//! One environment per test binary: a control plane, hollow nodes (upstream's kubelet, one
+//! process per node, see [`crate::hollow_node`]) added by the tests, a runtime of its own for
+//! background work that must outlive each `#[tokio::test]`'s runtime, and PriorityClasses. Tests
+//! isolate by namespace and by the nodes they add; the first caller's [`EnvOptions`] win.
 //!
 //! When a test panics while holding an [`Env::guard`], the tails of the control-plane logs are
 //! printed with the failure.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, PostParams};
 
 use crate::control_plane::{ControlPlane, Options};
+use crate::hollow_node::{HollowNode, HollowNodeConfig};
 use crate::kubectl::Kubectl;
-use crate::kubelet::{KubeletOptions, NodeConfig, SimKubelet};
 
 /// PriorityClasses every environment has: (name, value).
 pub const PRIORITY_CLASSES: [(&str, i32); 3] = [("low", 100), ("mid", 10_000), ("high", 1_000_000)];
@@ -24,8 +25,6 @@ pub const PRIORITY_CLASSES: [(&str, i32); 3] = [("low", 100), ("mid", 10_000), (
 pub struct EnvOptions {
     /// kube-apiserver feature gates.
     pub feature_gates: Vec<String>,
-    /// Simulated kubelet timing.
-    pub kubelet: KubeletOptions,
 }
 
 /// The shared environment.
@@ -33,9 +32,11 @@ pub struct EnvOptions {
 pub struct Env {
     /// The control plane.
     pub cp: ControlPlane,
-    /// Runs the simulated kubelet for the life of the test binary.
+    /// Runs background work for the life of the test binary.
     runtime: tokio::runtime::Runtime,
-    kubelet: SimKubelet,
+    /// The hollow nodes, kept running until the test binary exits (the process watchdog then
+    /// stops them and removes their work directories).
+    nodes: Mutex<Vec<HollowNode>>,
     counter: AtomicU32,
 }
 
@@ -64,7 +65,7 @@ impl Env {
             .thread_name("harness")
             .enable_all()
             .build()?;
-        let kubelet = runtime.block_on(async {
+        runtime.block_on(async {
             let client = cp.client().await?;
             let classes: Api<PriorityClass> = Api::all(client.clone());
             for (name, value) in PRIORITY_CLASSES {
@@ -78,12 +79,12 @@ impl Env {
                     Err(e) => return Err(e.into()),
                 }
             }
-            SimKubelet::start(client, Vec::new(), options.kubelet.clone()).await
+            anyhow::Ok(())
         })?;
         Ok(Env {
             cp,
             runtime,
-            kubelet,
+            nodes: Mutex::new(Vec::new()),
             counter: AtomicU32::new(0),
         })
     }
@@ -121,19 +122,44 @@ impl Env {
         name
     }
 
-    /// Adds a simulated node named `prefix-N` and returns its name.
+    /// Adds a hollow node named `prefix-N` whose *allocatable* is `cpu` and `memory` (whole
+    /// cores minus a system reservation for the rest, see
+    /// [`HollowNodeConfig::with_allocatable`]) and returns its name once it is Ready.
     pub async fn node(&self, prefix: &str, cpu: &str, memory: &str) -> String {
-        let cfg = NodeConfig::new(&self.unique(prefix), cpu, memory);
+        let cfg = match HollowNodeConfig::with_allocatable(&self.unique(prefix), cpu, memory) {
+            Ok(c) => c,
+            Err(e) => panic!("node {prefix}: {e:#}"),
+        };
         let name = cfg.name.clone();
         self.add_node(cfg).await;
         name
     }
 
-    /// Adds a simulated node as configured.
-    pub async fn add_node(&self, cfg: NodeConfig) {
-        // The kubelet's client and channel live on the harness runtime and work from any other.
-        if let Err(e) = self.kubelet.add_node(&cfg).await {
-            panic!("add node {}: {e}", cfg.name);
+    /// Adds a hollow node as configured, once it is Ready.
+    pub async fn add_node(&self, cfg: HollowNodeConfig) {
+        match HollowNode::start(&self.cp, &cfg).await {
+            Ok(node) => match self.nodes.lock() {
+                Ok(mut nodes) => nodes.push(node),
+                Err(e) => panic!("hollow node list poisoned: {e}"),
+            },
+            Err(e) => panic!("add node {}: {e:#}", cfg.name),
+        }
+    }
+
+    /// Sets `spec.podPreemptionPolicy.disableResizePreemption` on a node, as an administrator
+    /// would (v1.37; the field needs the alpha gate on the API server).
+    pub async fn disable_resize_preemption(&self, node: &str, owners: &[&str]) {
+        let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client().await);
+        let patch = serde_json::json!({"spec": {"podPreemptionPolicy": {"disableResizePreemption": owners}}});
+        if let Err(e) = api
+            .patch(
+                node,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        {
+            panic!("opt node {node} out of resize preemption: {e}");
         }
     }
 

@@ -127,6 +127,25 @@ impl HollowNodeConfig {
         HollowNodeConfig::new(name, 2, "4Gi").reserved("70m", "1Gi")
     }
 
+    /// A node whose *allocatable* is `cpu` and `memory` (e.g. `1930m`, `3Gi`): the machine has
+    /// `cpu` rounded up to whole cores (cAdvisor reports cores) and the difference is reserved
+    /// for the system; memory capacity equals allocatable.
+    pub fn with_allocatable(
+        name: &str,
+        cpu: &str,
+        memory: &str,
+    ) -> anyhow::Result<HollowNodeConfig> {
+        let milli = parse_milli(cpu).with_context(|| format!("node {name}: cpu"))?;
+        if milli <= 0 {
+            anyhow::bail!("node {name}: cpu {cpu} must be positive");
+        }
+        // `parse_milli` gives millicores for cpu.
+        let cores = (milli + 999) / 1000;
+        let reserved = cores * 1000 - milli;
+        let cores = u32::try_from(cores).with_context(|| format!("node {name}: cpu {cpu}"))?;
+        Ok(HollowNodeConfig::new(name, cores, memory).reserved(&format!("{reserved}m"), "0"))
+    }
+
     /// Sets the system reservation.
     pub fn reserved(mut self, cpu: &str, memory: &str) -> HollowNodeConfig {
         self.reserved_cpu = cpu.to_owned();

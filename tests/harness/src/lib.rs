@@ -1,8 +1,8 @@
 //! # resize-guard-harness
 //!
 //! The real-parts test bench of resize-guard: a real kube-apiserver v1.37.2 + etcd (+
-//! kube-scheduler) built from upstream Go modules ([`control_plane`]), a faithful simulated
-//! kubelet ([`kubelet`]), `kubectl` helpers ([`kubectl`]), and a per-test-binary shared
+//! kube-scheduler) built from upstream Go modules ([`control_plane`]), hollow nodes running
+//! upstream's kubelet ([`hollow_node`]), `kubectl` helpers ([`kubectl`]), and a per-test-binary shared
 //! environment ([`env`]) that tests isolate from each other by namespace.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -13,7 +13,6 @@ pub mod env;
 pub mod hollow_node;
 pub mod install;
 pub mod kubectl;
-pub mod kubelet;
 pub mod objects;
 pub mod process;
 pub mod sandbox;

@@ -1,5 +1,5 @@
 //! Pods and waits the end-to-end suites share: pods shaped like the field test's, bound straight
-//! to a simulated node, and polling waits that fail with the last state seen.
+//! to a (hollow) node, and polling waits that fail with the last state seen.
 
 use std::time::{Duration, Instant};
 
@@ -55,7 +55,7 @@ fn pod_json(name: &str, node: &str, priority_class: &str, resources: serde_json:
     serde_json::from_value(value).unwrap_or_default()
 }
 
-/// Creates a pod and waits until the simulated kubelet reports it Running.
+/// Creates a pod and waits until its node's kubelet reports it Running.
 pub async fn create_running(api: &Api<Pod>, pod: &Pod) -> anyhow::Result<Pod> {
     let created = api.create(&PostParams::default(), pod).await?;
     let name = created.metadata.name.clone().unwrap_or_default();

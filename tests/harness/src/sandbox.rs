@@ -1,39 +1,32 @@
-//! The sandbox: a real control plane and simulated nodes from a small YAML file, for trying
-//! resizes by hand with the built `kubectl`.
+//! The sandbox: a real control plane and hollow nodes (upstream's kubelet, see
+//! [`crate::hollow_node`]) from a small YAML file, for trying resizes by hand with the built
+//! `kubectl`.
 //!
 //! ```yaml
-//! nodes:
-//!   - {name: node-a, cpu: 1930m, memory: 3Gi}
+//! nodes:                      # HollowNodeConfig: machine cores and memory, minus reservations
+//!   - {name: node-a, cpu: 2, memory: 4Gi, reservedCpu: 70m, reservedMemory: 1Gi}
 //! scheduler: false            # start kube-scheduler v1.37.2
 //! featureGates: []            # kube-apiserver (and scheduler) gates
-//! timeScale: 0.05             # grace periods × this
 //! ```
 
 use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::kubelet::NodeConfig;
+use crate::hollow_node::HollowNodeConfig;
 
 /// The sandbox file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SandboxConfig {
-    /// Simulated nodes.
-    pub nodes: Vec<NodeConfig>,
+    /// Hollow nodes.
+    pub nodes: Vec<HollowNodeConfig>,
     /// Start kube-scheduler.
     #[serde(default)]
     pub scheduler: bool,
     /// Feature gates for kube-apiserver and kube-scheduler.
     #[serde(default)]
     pub feature_gates: Vec<String>,
-    /// Grace-period multiplier for the simulated kubelet.
-    #[serde(default = "default_scale")]
-    pub time_scale: f64,
-}
-
-fn default_scale() -> f64 {
-    0.05
 }
 
 impl SandboxConfig {
@@ -46,8 +39,9 @@ impl SandboxConfig {
         if cfg.nodes.is_empty() {
             anyhow::bail!("{}: at least one node is needed", path.display());
         }
-        if cfg.time_scale.is_nan() || cfg.time_scale <= 0.0 {
-            anyhow::bail!("{}: timeScale must be positive", path.display());
+        for n in &cfg.nodes {
+            n.validate()
+                .map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
         }
         Ok(cfg)
     }
@@ -63,11 +57,11 @@ mod tests {
         let p = dir.path().join("s.yaml");
         std::fs::write(
             &p,
-            "nodes:\n- {name: a, cpu: 1930m, memory: 3Gi}\nscheduler: true\n",
+            "nodes:\n- {name: a, cpu: 2, memory: 4Gi, reservedCpu: 70m}\nscheduler: true\n",
         )
         .unwrap();
         let c = SandboxConfig::load(&p).unwrap();
-        assert_eq!(c.nodes[0].cpu, "1930m");
+        assert_eq!(c.nodes[0].expected_allocatable().unwrap().0, 1930);
         assert!(c.scheduler);
         std::fs::write(&p, "nodes:\n- {name: a, cpu: 1, memory: 1Gi, gpu: 1}\n").unwrap();
         assert!(

@@ -143,7 +143,8 @@ async fn qos_changing_resize_is_refused_by_built_in_validation() {
     );
 }
 
-/// `kubectl events` shows what the simulated kubelet reported, as for a real kubelet.
+/// `kubectl events` shows what the kubelet reported: `ResizeDeferred` (its message quotes the
+/// condition's, `Pod resize OutOfcpu: {…}`), `ResizeStarted`, `ResizeCompleted`.
 #[tokio::test]
 async fn kubectl_events_shows_the_kubelet_resize_events() {
     let env = env();
@@ -179,9 +180,10 @@ async fn kubectl_events_shows_the_kubelet_resize_events() {
         text.contains("Node didn't have enough resource: cpu"),
         "{text}"
     );
+    assert!(text.contains("Pod resize OutOfcpu"), "{text}");
 }
 
-/// The simulated kubelet refuses to start a pod that does not fit, like the real one.
+/// The kubelet refuses to start a pod that does not fit (`OutOfcpu`).
 #[tokio::test]
 async fn a_pod_bound_to_a_full_node_is_rejected_out_of_cpu() {
     let env = env();
@@ -206,8 +208,10 @@ async fn a_pod_bound_to_a_full_node_is_rejected_out_of_cpu() {
     assert_eq!(b.status.unwrap().reason.as_deref(), Some("OutOfcpu"));
 }
 
-/// Graceful deletion ends with the kubelet's final delete after the (scaled) grace period, and a
-/// Deferred resize waits until then: terminating pods still hold their resources.
+/// A deleted pod holds its resources until the kubelet has stopped its containers: a resize sent
+/// right after the deletion is Deferred, and admitted (by the kubelet's event-driven retry, not
+/// its 3-minute timer) once the pod is gone from the kubelet's active pods
+/// (`filterOutInactivePods`), without waiting for its grace period.
 #[tokio::test]
 async fn terminating_pods_hold_resources_until_gone() {
     let env = env();
@@ -216,7 +220,7 @@ async fn terminating_pods_hold_resources_until_gone() {
     let node = env.node("t3-medium", "1930m", "3Gi").await;
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
     let mut slow = guaranteed_pod("slow", &node, "low", "1500m", "256Mi");
-    slow.spec.as_mut().unwrap().termination_grace_period_seconds = Some(40); // 2 s at 0.05
+    slow.spec.as_mut().unwrap().termination_grace_period_seconds = Some(600);
     create_running(&pods, &slow).await.unwrap();
     create_running(
         &pods,
@@ -224,7 +228,7 @@ async fn terminating_pods_hold_resources_until_gone() {
     )
     .await
     .unwrap();
-    pods.delete("slow", &DeleteParams::default()).await.unwrap();
+    // Deferred while `slow` runs…
     env.kubectl()
         .resize(&ns, "app", &cpu_resize("550m"))
         .await
@@ -233,16 +237,14 @@ async fn terminating_pods_hold_resources_until_gone() {
         .await
         .unwrap();
     assert_eq!(resize_pending(&p).unwrap().0, "Deferred");
-    assert!(
-        pods.get_opt("slow").await.unwrap().is_some(),
-        "still terminating"
-    );
-    wait_gone(&pods, "slow", T).await.unwrap();
+    // … and admitted once its deletion has stopped it, long before the 600 s grace period.
+    pods.delete("slow", &DeleteParams::default()).await.unwrap();
     wait_pod(&pods, "app", T, |p| {
         allocated_cpu(p).as_deref() == Some("550m")
     })
     .await
     .unwrap();
+    wait_gone(&pods, "slow", T).await.unwrap();
 }
 
 /// Reverting a Deferred resize clears the condition; a Deferred resize of a higher-priority pod
@@ -310,11 +312,10 @@ async fn room_goes_to_the_higher_priority_deferred_resize_first() {
         .await;
 }
 
-/// The simulated kubelet keeps up with many nodes and hundreds of pods (one event loop, no
-/// polling): 8 nodes × 30 pods all start, and a Deferred resize on each node resolves when room
-/// appears.
+/// Hollow nodes keep up with many pods: 8 nodes × 30 pods all start, and a Deferred resize on
+/// each node resolves when room appears.
 #[tokio::test]
-async fn simulated_kubelet_handles_hundreds_of_pods() {
+async fn hollow_nodes_handle_hundreds_of_pods() {
     let env = env();
     let _g = env.guard();
     let ns = env.namespace("scale").await;

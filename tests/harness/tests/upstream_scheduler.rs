@@ -8,7 +8,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
-use resize_guard_harness::kubelet::NodeConfig;
 use resize_guard_harness::objects::*;
 
 const GATE: &str = "InPlacePodVerticalScalingSchedulerPreemption=true";
@@ -17,7 +16,6 @@ const T: Duration = Duration::from_secs(60);
 fn env() -> &'static Env {
     let env = shared(EnvOptions {
         feature_gates: vec![GATE.to_owned()],
-        ..Default::default()
     });
     static SCHED: std::sync::Once = std::sync::Once::new();
     SCHED.call_once(|| {
@@ -91,11 +89,11 @@ async fn upstream_scheduler_preempts_a_lower_priority_pod_for_a_deferred_resize(
 async fn node_opt_out_field_round_trips_with_the_gate_on() {
     let env = env();
     let _g = env.guard();
-    let mut cfg = NodeConfig::new(&env.unique("opted-out"), "2", "2Gi");
-    cfg.disable_resize_preemption = Some(vec!["autoscaler.example.com/resizer".into()]);
-    env.add_node(cfg.clone()).await;
+    let name = env.node("opted-out", "2", "2Gi").await;
+    env.disable_resize_preemption(&name, &["autoscaler.example.com/resizer"])
+        .await;
     let nodes: Api<Node> = Api::all(env.client().await);
-    let n = nodes.get(&cfg.name).await.unwrap();
+    let n = nodes.get(&name).await.unwrap();
     let owners = n
         .spec
         .and_then(|s| s.pod_preemption_policy)

@@ -480,7 +480,7 @@ mod tests {
         let rg = refused(
             403,
             "Forbidden",
-            "admission webhook \"mutate.resize-guard.io\" denied the request: resize-guard: this resize can never fit on node n: the pod would request cpu 2430m but the node's allocatable cpu is 1930m, so the kubelet would mark it Infeasible (\"Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930\") and …",
+            "admission webhook \"mutate.resize-guard.io\" denied the request: resize-guard: this resize can never fit on node n: the pod would request cpu 2430m but the node's allocatable cpu is 1930m, so no kubelet would ever apply it (v1.33–v1.35 kubelets mark it Infeasible: \"Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930\"; later ones keep it Deferred) and …",
             &[],
         );
         assert_eq!(judge(&cap, &rg, None), (Outcome::GuardInfeasible, None));

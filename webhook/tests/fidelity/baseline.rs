@@ -1,10 +1,18 @@
-//! Phase 1, before resize-guard is installed: RuntimeClasses with overhead, nodes (a v1.37.2
-//! kubelet's declared features, or none), every pod created and started by the simulated
+//! Phase 1, before resize-guard is installed: RuntimeClasses with overhead, hollow nodes
+//! (upstream's v1.37.2 kubelet, with default feature gates or with
+//! `InPlacePodLevelResourcesVerticalScaling` off), every pod created and started by its node's
 //! kubelet, and upstream's answer to every resize on dry run (`dryRun=All`). For resizes upstream
 //! refuses for the QoS rule alone, also the class upstream computes for the resized pod: the
 //! patch applied by upstream's own strategic-merge code (`kubectl patch --local`) and the result
 //! created on dry run, whose `status.qosClass` is `ComputePodQOS` after the same pod-level
 //! defaulting the resize strategy runs.
+//!
+//! A pod with a plain init container never reaches `Running` on a hollow node: the fake CRI
+//! (`k8s.io/cri-client/pkg/fake` over cri-api's `FakeRuntimeService`, whose `StartContainer`
+//! sets `CONTAINER_RUNNING` and which never ends a container) runs the init container for ever,
+//! so such a pod counts as started once the kubelet has admitted it and runs that init
+//! container (phase `Pending`). Nothing kube-apiserver checks on `pods/resize` depends on the
+//! phase (`ValidatePodResize` only asks that running containers report `resources`).
 
 use std::time::{Duration, Instant};
 
@@ -12,16 +20,23 @@ use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use resize_guard_harness::env::Env;
-use resize_guard_harness::kubelet::NodeConfig;
-use resize_guard_harness::objects::wait_pod;
+use resize_guard_harness::hollow_node::HollowNodeConfig;
 use serde_json::{Value, json};
 
 use super::answer::{self, Answer, Upstream};
+use super::quantities::R;
 use super::{cases, quantities, rng, scenarios};
 
-/// Pods per generated node (each needs at most ~13 cpu of the node's 128).
-const PODS_PER_NODE: usize = 8;
+/// At most this many generated pods per node (the kubelet's `maxPods` is 110).
+const MAX_PODS_PER_NODE: usize = 100;
+
+/// The kubelet feature gate the gate-off nodes turn off (beta in v1.37, so it can be).
+pub const POD_LEVEL_RESIZE_OFF: &str = "InPlacePodLevelResourcesVerticalScaling=false";
+
+/// How long all pods of one batch may take to be started by their kubelets.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One pod and its resize, with upstream's answer.
 #[derive(Debug, Clone)]
@@ -49,10 +64,12 @@ pub struct Baseline {
     pub seed: u64,
     /// The named scenarios.
     pub named: Vec<Probe>,
-    /// The generated cases kube-apiserver stored and the simulated kubelet started.
+    /// The generated cases kube-apiserver stored and the kubelet started.
     pub cases: Vec<Probe>,
     /// Generated pods that were not created or not started, with why.
     pub not_created: Vec<String>,
+    /// How many hollow nodes phase 1 started.
+    pub nodes: usize,
     /// How long phase 1 took.
     pub elapsed: Duration,
 }
@@ -88,19 +105,106 @@ pub async fn record(env: &'static Env) -> Baseline {
     let started = Instant::now();
     let client = env.client().await;
     runtime_classes(&client).await;
-    let named = record_named(env).await;
     let seed = seed();
+    let count = case_count();
     println!(
-        "fidelity: seed {seed}, {} cases (RESIZE_GUARD_FIDELITY_SEED / RESIZE_GUARD_FIDELITY_CASES)",
-        case_count()
+        "fidelity: seed {seed}, {count} cases (RESIZE_GUARD_FIDELITY_SEED / RESIZE_GUARD_FIDELITY_CASES)"
     );
-    let (cases, not_created) = record_generated(env, seed, case_count()).await;
+    let generated: Vec<cases::Case> = (0..count).map(|i| cases::generate(seed, i)).collect();
+    let (plan, placement) = place(&generated);
+
+    // Every node at once: the named scenarios' two, then the generated cases'.
+    let (cpu, memory) = scenarios::NODE;
+    let mut configs = vec![
+        node_config(env, "fid-named", cpu, memory, false),
+        node_config(env, "fid-named-plr-off", cpu, memory, true),
+    ];
+    for &gate_off in &plan {
+        let prefix = if gate_off {
+            "fid-gen-plr-off"
+        } else {
+            "fid-gen"
+        };
+        configs.push(node_config(
+            env,
+            prefix,
+            quantities::NODE_CPU,
+            quantities::NODE_MEMORY,
+            gate_off,
+        ));
+    }
+    let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
+    futures::future::join_all(configs.into_iter().map(|c| env.add_node(c))).await;
+    let nodes_started = started.elapsed();
+
+    let named = record_named(env, &names[0], &names[1]).await;
+    let named_done = started.elapsed();
+    let case_nodes: Vec<&str> = placement.iter().map(|&n| names[2 + n].as_str()).collect();
+    let (cases, not_created) = record_generated(env, &generated, &case_nodes).await;
+    println!(
+        "fidelity: phase 1: {} hollow nodes Ready at {:.1}s, named scenarios recorded at {:.1}s, generated cases at {:.1}s",
+        names.len(),
+        nodes_started.as_secs_f64(),
+        named_done.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
     Baseline {
         seed,
         named,
         cases,
         not_created,
+        nodes: names.len(),
         elapsed: started.elapsed(),
+    }
+}
+
+/// Next-fit placement of the generated cases, each on a node of its kind: (one entry per node,
+/// true for a gate-off node; the node index of each case). A pod goes to the last node of its
+/// kind unless the sum of [`cases::Shape::max_requests`] would pass the node's allocatable or
+/// [`MAX_PODS_PER_NODE`] would be passed, so the kubelet admits every pod.
+fn place(generated: &[cases::Case]) -> (Vec<bool>, Vec<usize>) {
+    let allocatable = R::BOTH.map(R::allocatable);
+    let mut plan: Vec<bool> = Vec::new();
+    // Per kind: (node index, pods, [cpu, memory] used).
+    let mut current: [Option<(usize, usize, [u128; 2])>; 2] = [None, None];
+    let mut placement = Vec::with_capacity(generated.len());
+    for case in generated {
+        let need = case.shape.max_requests();
+        let slot = &mut current[usize::from(case.shape.old_node)];
+        let fits = slot.is_some_and(|(_, pods, used)| {
+            pods < MAX_PODS_PER_NODE && (0..2).all(|i| used[i] + need[i] <= allocatable[i])
+        });
+        if !fits {
+            plan.push(case.shape.old_node);
+            *slot = Some((plan.len() - 1, 0, [0, 0]));
+        }
+        if let Some((node, pods, used)) = slot {
+            *pods += 1;
+            used[0] += need[0];
+            used[1] += need[1];
+            placement.push(*node);
+        }
+    }
+    (plan, placement)
+}
+
+/// A hollow node whose allocatable is `cpu`/`memory`; `pod_level_resize_off` turns the kubelet's
+/// `InPlacePodLevelResourcesVerticalScaling` gate off, so the node does not declare it.
+fn node_config(
+    env: &Env,
+    prefix: &str,
+    cpu: &str,
+    memory: &str,
+    pod_level_resize_off: bool,
+) -> HollowNodeConfig {
+    let cfg = match HollowNodeConfig::with_allocatable(&env.unique(prefix), cpu, memory) {
+        Ok(c) => c,
+        Err(e) => panic!("node {prefix}: {e:#}"),
+    };
+    if pod_level_resize_off {
+        cfg.feature_gate(POD_LEVEL_RESIZE_OFF)
+    } else {
+        cfg
     }
 }
 
@@ -124,41 +228,117 @@ async fn runtime_classes(client: &kube::Client) {
     }
 }
 
-async fn add_node(env: &Env, prefix: &str, cpu: &str, memory: &str, features: bool) -> String {
-    let mut cfg = NodeConfig::new(&env.unique(prefix), cpu, memory);
-    if !features {
-        cfg.declared_features = Some(Vec::new());
+/// Started by its kubelet: `Some(Ok)` once `Running` (or `Pending` with a plain init
+/// container running, see the module docs), `Some(Err)` once `Failed` (not admitted), `None`
+/// while neither.
+fn started(p: &Pod) -> Option<Result<(), String>> {
+    let status = p.status.as_ref()?;
+    match status.phase.as_deref() {
+        Some("Running") => Some(Ok(())),
+        Some("Failed") => Some(Err(format!(
+            "not started: {}: {}",
+            status.reason.as_deref().unwrap_or_default(),
+            status.message.as_deref().unwrap_or_default()
+        ))),
+        Some("Pending") => {
+            let plain_inits: Vec<&str> = p
+                .spec
+                .as_ref()?
+                .init_containers
+                .iter()
+                .flatten()
+                .filter(|c| c.restart_policy.as_deref() != Some("Always"))
+                .map(|c| c.name.as_str())
+                .collect();
+            let running = status.init_container_statuses.iter().flatten().any(|c| {
+                plain_inits.contains(&c.name.as_str())
+                    && c.state.as_ref().is_some_and(|s| s.running.is_some())
+            });
+            running.then_some(Ok(()))
+        }
+        _ => None,
     }
-    let name = cfg.name.clone();
-    env.add_node(cfg).await;
-    name
 }
 
-/// Creates a pod and waits until the simulated kubelet started it: the stored pod, or why not.
-async fn create_started(api: &Api<Pod>, pod: &Value) -> Result<Pod, String> {
-    let pod: Pod = serde_json::from_value(pod.clone()).map_err(|e| e.to_string())?;
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    api.create(&PostParams::default(), &pod)
-        .await
-        .map_err(|e| format!("create: {e}"))?;
-    let p = wait_pod(api, &name, Duration::from_secs(60), |p| {
-        matches!(
-            p.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Running" | "Failed")
-        )
-    })
-    .await
-    .map_err(|e| e.to_string())?;
-    match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
-        Some("Running") => Ok(p),
-        _ => Err(format!(
-            "not started: {}",
-            p.status
-                .as_ref()
-                .and_then(|s| s.message.clone())
-                .unwrap_or_default()
-        )),
+/// Creates the pods (name, object), then waits until the kubelets started them all: each
+/// stored pod, or why not.
+async fn create_started(
+    api: &Api<Pod>,
+    pods: Vec<(String, Value)>,
+) -> Vec<(String, Result<Pod, String>)> {
+    let created: Vec<(String, Result<(), String>)> = stream::iter(pods)
+        .map(|(name, pod)| {
+            let api = api.clone();
+            async move {
+                let result = async {
+                    let pod: Pod = serde_json::from_value(pod).map_err(|e| e.to_string())?;
+                    api.create(&PostParams::default(), &pod)
+                        .await
+                        .map_err(|e| format!("create: {e}"))?;
+                    Ok(())
+                }
+                .await;
+                (name, result)
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    let mut out = Vec::with_capacity(created.len());
+    let mut waiting = std::collections::BTreeSet::new();
+    for (name, result) in created {
+        match result {
+            Ok(()) => {
+                waiting.insert(name);
+            }
+            Err(e) => out.push((name, Err(e))),
+        }
     }
+    // A watch rather than polling: phase 1 shares two cores with the control plane and the
+    // kubelets, and a LIST of hundreds of pods a few times a second shows.
+    let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+    let mut last: std::collections::BTreeMap<String, Pod> = Default::default();
+    let mut pods = watcher(api.clone(), watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while !waiting.is_empty() {
+        let p = match tokio::time::timeout_at(deadline, pods.next()).await {
+            Ok(Some(Ok(p))) => p,
+            Ok(Some(Err(e))) => {
+                eprintln!("watch pods: {e}; retrying");
+                continue;
+            }
+            Ok(None) | Err(_) => break,
+        };
+        let name = p.metadata.name.clone().unwrap_or_default();
+        if !waiting.contains(&name) {
+            continue;
+        }
+        match started(&p) {
+            Some(result) => {
+                waiting.remove(&name);
+                last.remove(&name);
+                out.push((name, result.map(|()| p)));
+            }
+            None => {
+                last.insert(name, p);
+            }
+        }
+    }
+    for name in waiting {
+        let status = last
+            .get(&name)
+            .and_then(|p| serde_json::to_string(&p.status).ok())
+            .unwrap_or_else(|| "(never seen)".into());
+        out.push((
+            name,
+            Err(format!(
+                "not started after {START_TIMEOUT:?}; last status: {status}"
+            )),
+        ));
+    }
+    out
 }
 
 /// The parts of a stored pod a disagreement report needs.
@@ -272,77 +452,66 @@ async fn qos_after(
         .ok_or_else(|| "no qosClass on the resized pod".to_owned())
 }
 
-async fn record_named(env: &'static Env) -> Vec<Probe> {
+async fn record_named(env: &'static Env, default: &str, plr_off: &str) -> Vec<Probe> {
     let ns = env.namespace("fidelity-named").await;
     let api: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    let (cpu, memory) = scenarios::NODE;
-    let default = add_node(env, "fid-named", cpu, memory, true).await;
-    let old = add_node(env, "fid-named-old", cpu, memory, false).await;
+    let scenarios = scenarios::all();
+    let pods = scenarios
+        .iter()
+        .map(|s| {
+            let mut spec = s.spec.clone();
+            spec["nodeName"] = json!(match s.node {
+                scenarios::NodeKind::Default => default,
+                scenarios::NodeKind::NoPodLevelResize => plr_off,
+            });
+            spec["terminationGracePeriodSeconds"] = json!(0);
+            let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": s.key}, "spec": spec});
+            (s.key.to_owned(), pod)
+        })
+        .collect();
+    let mut stored: std::collections::BTreeMap<String, Pod> = Default::default();
+    for (key, result) in create_started(&api, pods).await {
+        match result {
+            Ok(p) => {
+                stored.insert(key, p);
+            }
+            Err(e) => panic!("scenario {key}: {e}"),
+        }
+    }
     let mut out = Vec::new();
-    for s in scenarios::all() {
-        let mut spec = s.spec.clone();
-        spec["nodeName"] = json!(match s.node {
-            scenarios::NodeKind::Default => &default,
-            scenarios::NodeKind::NoFeatures => &old,
-        });
-        spec["terminationGracePeriodSeconds"] = json!(0);
-        let pod =
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": s.key}, "spec": spec});
-        let stored = match create_started(&api, &pod).await {
-            Ok(p) => p,
-            Err(e) => panic!("scenario {}: {e}", s.key),
-        };
-        out.push(probe(env, &api, s.key.to_owned(), stored, s.patch.clone()).await);
+    for s in scenarios {
+        let pod = stored.remove(s.key).unwrap_or_default();
+        out.push(probe(env, &api, s.key.to_owned(), pod, s.patch.clone()).await);
     }
     out
 }
 
-async fn record_generated(env: &'static Env, seed: u64, count: usize) -> (Vec<Probe>, Vec<String>) {
+async fn record_generated(
+    env: &'static Env,
+    generated: &[cases::Case],
+    nodes: &[&str],
+) -> (Vec<Probe>, Vec<String>) {
     let ns = env.namespace("fidelity-gen").await;
     let api: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    let generated: Vec<cases::Case> = (0..count).map(|i| cases::generate(seed, i)).collect();
-    // Bind each case to a node of its kind, PODS_PER_NODE to a node.
-    let mut nodes: [(Vec<String>, usize); 2] = [(Vec::new(), 0), (Vec::new(), 0)];
-    let mut pods = Vec::new();
-    for case in &generated {
-        let (names, used) = &mut nodes[usize::from(case.shape.old_node)];
-        if *used % PODS_PER_NODE == 0 {
-            let prefix = if case.shape.old_node {
-                "fid-gen-old"
-            } else {
-                "fid-gen"
-            };
-            names.push(
-                add_node(
-                    env,
-                    prefix,
-                    quantities::NODE_CPU,
-                    quantities::NODE_MEMORY,
-                    !case.shape.old_node,
-                )
-                .await,
-            );
-        }
-        *used += 1;
-        let node = names.last().cloned().unwrap_or_default();
-        pods.push((case, case.shape.pod(&format!("c{}", case.index), &node)));
-    }
-    let created: Vec<(usize, Result<Pod, String>)> = stream::iter(pods)
-        .map(|(case, pod)| {
-            let api = api.clone();
-            async move { (case.index, create_started(&api, &pod).await) }
+    let pods = generated
+        .iter()
+        .zip(nodes)
+        .map(|(case, node)| {
+            let name = format!("c{}", case.index);
+            let pod = case.shape.pod(&name, node);
+            (name, pod)
         })
-        .buffer_unordered(8)
-        .collect()
-        .await;
+        .collect();
     let mut not_created = Vec::new();
     let mut stored = Vec::new();
-    for (index, result) in created {
+    for (name, result) in create_started(&api, pods).await {
+        let index: usize = name[1..].parse().unwrap_or(usize::MAX);
         match result {
             Ok(p) => stored.push((index, p)),
             Err(e) => not_created.push(format!("case #{index}: {e}")),
         }
     }
+    not_created.sort();
     let mut probes: Vec<Probe> = stream::iter(stored)
         .map(|(index, pod)| {
             let api = api.clone();

@@ -96,7 +96,9 @@ pub struct Shape {
     inits: Vec<Ctr>,
     pod: Option<Reqs>,
     runtime_class: Option<&'static str>,
-    /// Bound to a node that declares no features (like a kubelet older than v1.36).
+    /// Bound to a node whose kubelet runs with `InPlacePodLevelResourcesVerticalScaling` off, so
+    /// it does not declare it (it still declares `InPlacePodVerticalScalingInitContainers`,
+    /// locked on in v1.37).
     pub old_node: bool,
 }
 
@@ -122,6 +124,60 @@ impl Shape {
             "metadata": {"name": name, "labels": {"app": "fidelity"}},
             "spec": spec,
         })
+    }
+}
+
+impl Shape {
+    /// At least what the kubelet counts for this pod, [cpu nanocores, memory bytes]: every
+    /// container's request (or limit) summed, plain init containers included, or the pod-level
+    /// request or limit if larger, plus the largest RuntimeClass overhead. Used only to place
+    /// pods on nodes where they fit, never to predict an answer.
+    pub fn max_requests(&self) -> [u128; 2] {
+        R::BOTH.map(|r| {
+            let i = r as usize;
+            let containers: u128 = self
+                .apps
+                .iter()
+                .chain(&self.inits)
+                .map(|c| c.reqs.request_or_limit(r))
+                .sum();
+            let pod = self.pod.as_ref().map_or(0, |p| {
+                [&p.requests[i], &p.limits[i]]
+                    .into_iter()
+                    .flatten()
+                    .map(|q| q.value)
+                    .max()
+                    .unwrap_or(0)
+            });
+            let overhead = if self.runtime_class.is_some() {
+                RUNTIME_CLASSES
+                    .iter()
+                    .map(|rc| overhead_value(r, rc))
+                    .max()
+                    .unwrap_or(0)
+            } else {
+                0
+            };
+            containers.max(pod) + overhead
+        })
+    }
+}
+
+/// A RuntimeClass's `overhead.podFixed` for `r` (nanocores or bytes).
+fn overhead_value(r: R, rc: &(&str, &str, &str)) -> u128 {
+    let text = match r {
+        R::Cpu => rc.1,
+        R::Memory => rc.2,
+    };
+    let known = r
+        .levels()
+        .iter()
+        .chain(r.tiny())
+        .find_map(|(v, spellings)| spellings.contains(&text).then_some(*v));
+    match (text, known) {
+        ("", _) => 0,
+        (_, Some(v)) => v,
+        (t, None) => panic!("RuntimeClass overhead {t:?} is not in the quantity tables"),
     }
 }
 
@@ -381,8 +437,9 @@ fn resize_patch(rng: &mut Rng, shape: &Shape) -> Value {
     let mut pod_level: Option<Value> = None;
     let targets = if rng.chance(70) { 1 } else { 2 };
     for _ in 0..targets {
-        // On nodes without declared features, mostly what needs them: pod-level resources and
-        // init containers.
+        // On the nodes with the pod-level resize gate off, more of what needs a declared
+        // feature: pod-level resources (refused there) and init containers (accepted: a v1.37
+        // kubelet always declares InPlacePodVerticalScalingInitContainers).
         let boost = if shape.old_node { 2 } else { 1 };
         let weight_inits = if shape.inits.is_empty() { 0 } else { 3 * boost };
         let weight_pod = if shape.pod.is_some() {
@@ -458,5 +515,43 @@ mod tests {
             assert_eq!(a.shape.pod("p", "n"), b.shape.pod("p", "n"));
             assert_eq!(a.patch, b.patch);
         }
+    }
+
+    #[test]
+    fn placement_bound_covers_every_container_and_the_overhead() {
+        for (name, cpu, memory) in RUNTIME_CLASSES {
+            for (r, text) in [(R::Cpu, cpu), (R::Memory, memory)] {
+                let v = overhead_value(r, &(name, cpu, memory));
+                assert_eq!(v == 0, text.is_empty(), "{name} {text}");
+            }
+        }
+        // A Guaranteed pod with every container at 2 cpu, 2Gi and the overhead.
+        let big = Shape {
+            apps: vec![
+                Ctr {
+                    name: "a".into(),
+                    kind: Kind::App,
+                    reqs: Reqs {
+                        requests: [None, None],
+                        limits: [
+                            Some(Q {
+                                value: 2_000_000_000,
+                                text: "2".into()
+                            }),
+                            Some(Q {
+                                value: 2 << 30,
+                                text: "2Gi".into()
+                            }),
+                        ],
+                    },
+                };
+                2
+            ],
+            inits: Vec::new(),
+            pod: None,
+            runtime_class: Some(RUNTIME_CLASSES[0].0),
+            old_node: false,
+        };
+        assert_eq!(big.max_requests(), [4_250_000_000, (4 << 30) + (64 << 20)]);
     }
 }

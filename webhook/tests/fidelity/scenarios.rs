@@ -1,16 +1,18 @@
 //! The named disagreement classes of the issue "Agree with the API server on every resize":
-//! one pod and one resize each, on a 32-cpu node that declares a v1.37.2 kubelet's features or
-//! on one that declares none.
+//! one pod and one resize each, on a 32-cpu hollow node (upstream's v1.37.2 kubelet) with
+//! default feature gates, or on one whose kubelet runs with
+//! `InPlacePodLevelResourcesVerticalScaling` off and so does not declare it.
 
 use serde_json::{Value, json};
 
 /// Which node a scenario's pod is bound to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeKind {
-    /// Declares what a v1.37.2 kubelet declares.
+    /// A v1.37.2 kubelet with default feature gates: declares what it declares.
     Default,
-    /// Declares nothing (`status.declaredFeatures` empty), like a kubelet older than v1.36.
-    NoFeatures,
+    /// A v1.37.2 kubelet with `InPlacePodLevelResourcesVerticalScaling=false` (beta, so it can
+    /// be turned off): `status.declaredFeatures` lacks it.
+    NoPodLevelResize,
 }
 
 /// A named scenario.
@@ -87,19 +89,28 @@ pub fn all() -> Vec<Scenario> {
             }),
             patch: json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "100"}, "limits": {"cpu": "200"}}}]}}),
         },
-        // (d) A plain init container resized: needs the node to declare
-        // InPlacePodVerticalScalingInitContainers.
+        // (d) A pod-level resize needs the node to declare InPlacePodLevelResourcesVerticalScaling
+        // (NodeDeclaredFeatureValidator); a v1.37 kubelet declares it unless its gate is off.
+        //
+        // The init-container variant (a plain init container resized on a node that does not
+        // declare InPlacePodVerticalScalingInitContainers) cannot happen against a v1.37
+        // kubelet: that gate is GA with LockToDefault in v1.37
+        // (pkg/features/kube_features.go, `InPlacePodVerticalScalingInitContainers`:
+        // `{Version: "1.37", Default: true, PreRelease: GA, LockToDefault: true}`), so every
+        // v1.37 kubelet declares it and refuses to start with it off. Only version skew produces
+        // it: a v1.36 kubelet with the (then beta) gate off, or a v1.35 one, which declares no
+        // features at all (NodeDeclaredFeatures alpha, off).
         Scenario {
-            key: "init-on-node-without-features",
-            node: NodeKind::NoFeatures,
-            spec: init_pod(),
-            patch: init_patch(),
+            key: "pod-level-on-node-without-feature",
+            node: NodeKind::NoPodLevelResize,
+            spec: pod_level_pod(),
+            patch: pod_level_patch(),
         },
         Scenario {
-            key: "init-on-default-node",
+            key: "pod-level-on-default-node",
             node: NodeKind::Default,
-            spec: init_pod(),
-            patch: init_patch(),
+            spec: pod_level_pod(),
+            patch: pod_level_patch(),
         },
         // Found by the generated cases (seed 2619885852446479584, cases #1469 and #514).
         // Pod-level resources, spelled with a fraction, added to a Guaranteed pod whose
@@ -130,14 +141,16 @@ pub fn all() -> Vec<Scenario> {
     ]
 }
 
-fn init_pod() -> Value {
-    let g = |cpu: &str| json!({"requests": {"cpu": cpu, "memory": "64Mi"}, "limits": {"cpu": cpu, "memory": "64Mi"}});
+/// A Guaranteed pod with pod-level requests = limits.
+fn pod_level_pod() -> Value {
+    let g = |cpu: &str, memory: &str| json!({"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}});
     json!({
-        "initContainers": [app("init", g("100m"))],
-        "containers": [app("app", g("250m"))],
+        "containers": [app("app", g("250m", "64Mi"))],
+        "resources": g("500m", "128Mi"),
     })
 }
 
-fn init_patch() -> Value {
-    json!({"spec": {"initContainers": [{"name": "init", "resources": {"requests": {"cpu": "200m"}, "limits": {"cpu": "200m"}}}]}})
+/// The pod-level cpu grows; the pod stays Guaranteed.
+fn pod_level_patch() -> Value {
+    json!({"spec": {"resources": {"requests": {"cpu": "600m"}, "limits": {"cpu": "600m"}}}})
 }

@@ -1,5 +1,5 @@
-//! `make demo`: a real Kubernetes v1.37.2 control plane with a simulated t3.medium node (1930m
-//! allocatable), resize-guard's webhook and controller installed as in `deploy/` (RBAC, policy,
+//! `make demo`: a real Kubernetes v1.37.2 control plane with a t3.medium-sized hollow node
+//! (upstream's kubelet; 1930m allocatable), resize-guard's webhook and controller installed as in `deploy/` (RBAC, policy,
 //! webhook configurations), and the three walls of the field test played as narrated steps with
 //! the real `kubectl` output. Exits non-zero if any step does not behave as described.
 
@@ -10,9 +10,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use resize_guard_harness::admission::{Webhooks, install, wait_active};
 use resize_guard_harness::control_plane::{ControlPlane, Identity, Options};
+use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::install::wait_ready;
 use resize_guard_harness::kubectl::{Kubectl, KubectlOutput};
-use resize_guard_harness::kubelet::{KubeletOptions, NodeConfig, SimKubelet};
 use resize_guard_harness::objects::*;
 use resize_guard_harness::process::{Process, free_port};
 
@@ -100,7 +100,8 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     let code = rt.block_on(async {
         let client = cp.client().await?;
-        let kubelet = SimKubelet::start(client.clone(), vec![NodeConfig::t3_medium("t3-medium")], KubeletOptions::default()).await?;
+        // The field test's node, run by upstream's kubelet (a hollow node): 1930m, 3Gi allocatable.
+        let node = HollowNode::start(&cp, &HollowNodeConfig::t3_medium("t3-medium")).await?;
         let kubectl = Kubectl { bin: cp.binaries().kubectl.clone(), kubeconfig: cp.kubeconfig_path() };
         let mut demo = Demo { kubectl, failures: Vec::new() };
         demo.say("Installing resize-guard (namespace, RBAC, policy, webhook, controller) …");
@@ -187,7 +188,7 @@ fn main() -> anyhow::Result<()> {
         demo.expect(events.stdout.contains("PreemptingForResize") && events.stdout.contains("Preempted")
             && events.stdout.contains("ResizeCompleted"), "kubectl events shows PreemptingForResize, Preempted and ResizeCompleted");
 
-        kubelet.stop().await;
+        node.stop();
         drop((webhook, controller));
         if demo.failures.is_empty() {
             println!("\n\x1b[32mAll three walls behaved as described.\x1b[0m Logs: {}", cp.dir().display());

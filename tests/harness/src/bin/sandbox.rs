@@ -1,14 +1,14 @@
-//! `resize-guard-sandbox FILE`: starts a real control plane and simulated nodes, prints how to
+//! `resize-guard-sandbox FILE`: starts a real control plane and hollow nodes, prints how to
 //! use them with kubectl, and runs until Ctrl-C.
 
 use std::path::PathBuf;
 
 use clap::Parser;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
-use resize_guard_harness::kubelet::{KubeletOptions, SimKubelet};
+use resize_guard_harness::hollow_node::HollowNode;
 use resize_guard_harness::sandbox::SandboxConfig;
 
-/// Start a local Kubernetes v1.37.2 control plane with simulated nodes.
+/// Start a local Kubernetes v1.37.2 control plane with hollow nodes (upstream's kubelet).
 #[derive(Debug, Parser)]
 struct Args {
     /// Sandbox file (nodes, scheduler, feature gates).
@@ -34,16 +34,7 @@ fn main() -> anyhow::Result<()> {
     }
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
-        let client = cp.client().await?;
-        let kubelet = SimKubelet::start(
-            client,
-            cfg.nodes.clone(),
-            KubeletOptions {
-                time_scale: cfg.time_scale,
-                ..Default::default()
-            },
-        )
-        .await?;
+        let nodes = HollowNode::start_all(&cp, &cfg.nodes).await?;
         let kubectl = cp.binaries().kubectl.display().to_string();
         let kc = cp.kubeconfig_path().display().to_string();
         let node = &cfg.nodes[0].name;
@@ -70,7 +61,9 @@ fn main() -> anyhow::Result<()> {
             _ = term.recv() => {}
         }
         eprintln!("stopping …");
-        kubelet.stop().await;
+        for n in nodes {
+            n.stop();
+        }
         anyhow::Ok(())
     })?;
     drop(cp);
