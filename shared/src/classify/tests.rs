@@ -58,6 +58,20 @@ impl World {
     }
 }
 
+/// Sets `requests` or `limits` of `resource` on the pod's first container.
+fn set_first(pod: &mut Pod, field: &str, resource: &str, q: &str) {
+    let r = pod.spec.as_mut().unwrap().containers[0]
+        .resources
+        .get_or_insert_with(Default::default);
+    let list = if field == "limits" {
+        &mut r.limits
+    } else {
+        &mut r.requests
+    };
+    list.get_or_insert_with(Default::default)
+        .insert(resource.into(), Quantity(q.into()));
+}
+
 fn resized(cpu: &str) -> Pod {
     app("250m").resize("app", "cpu", cpu).build()
 }
@@ -116,22 +130,8 @@ fn field_test_2430m_is_infeasible_and_denied_with_the_nodes_numbers() {
 fn infeasible_reports_memory_first_like_the_kubelet() {
     let old = app("250m").build();
     let mut new = resized("2430m");
-    new.spec.as_mut().unwrap().containers[0]
-        .resources
-        .as_mut()
-        .unwrap()
-        .requests
-        .as_mut()
-        .unwrap()
-        .insert("memory".into(), Quantity("4Gi".into()));
-    new.spec.as_mut().unwrap().containers[0]
-        .resources
-        .as_mut()
-        .unwrap()
-        .limits
-        .as_mut()
-        .unwrap()
-        .insert("memory".into(), Quantity("4Gi".into()));
+    set_first(&mut new, "requests", "memory", "4Gi");
+    set_first(&mut new, "limits", "memory", "4Gi");
     let w = World::new(std::slice::from_ref(&old));
     let Verdict::Infeasible(i) = w.classify(&old, &new) else {
         panic!()
@@ -194,14 +194,7 @@ fn unchanged_values_in_other_spelling_are_no_change() {
 fn qos_change_is_denied_by_default_with_culprits_and_the_fix() {
     let old = app("250m").build();
     let mut new = old.clone();
-    new.spec.as_mut().unwrap().containers[0]
-        .resources
-        .as_mut()
-        .unwrap()
-        .requests
-        .as_mut()
-        .unwrap()
-        .insert("cpu".into(), Quantity("500m".into()));
+    set_first(&mut new, "requests", "cpu", "500m");
     let w = World::new(std::slice::from_ref(&old));
     let v = w.classify(&old, &new);
     let Verdict::QosChange(q) = &v else {
@@ -228,14 +221,7 @@ fn qos_change_is_denied_by_default_with_culprits_and_the_fix() {
 fn qos_change_is_repaired_when_policy_says_so() {
     let old = app("250m").build();
     let mut new = old.clone();
-    new.spec.as_mut().unwrap().containers[0]
-        .resources
-        .as_mut()
-        .unwrap()
-        .requests
-        .as_mut()
-        .unwrap()
-        .insert("cpu".into(), Quantity("500m".into()));
+    set_first(&mut new, "requests", "cpu", "500m");
     let mut w = World::new(std::slice::from_ref(&old));
     w.policy.qos.on_change = OnQosChange::Repair;
     let out = w.classify(&old, &new).outcome(&w.policy);
@@ -275,14 +261,7 @@ fn qos_change_without_a_repair_is_denied_even_in_repair_mode() {
 fn qos_is_checked_before_feasibility() {
     let old = app("250m").build();
     let mut new = old.clone();
-    new.spec.as_mut().unwrap().containers[0]
-        .resources
-        .as_mut()
-        .unwrap()
-        .requests
-        .as_mut()
-        .unwrap()
-        .insert("cpu".into(), Quantity("5".into()));
+    set_first(&mut new, "requests", "cpu", "5");
     let w = World::new(std::slice::from_ref(&old));
     assert!(matches!(w.classify(&old, &new), Verdict::QosChange(_)));
 }
@@ -388,14 +367,7 @@ fn unbound_pods_and_unknown_nodes_are_skipped() {
 fn invalid_quantities_are_denied_not_panicked_on() {
     let old = app("250m").build();
     let mut new = old.clone();
-    new.spec.as_mut().unwrap().containers[0]
-        .resources
-        .as_mut()
-        .unwrap()
-        .requests
-        .as_mut()
-        .unwrap()
-        .insert("cpu".into(), Quantity("lots".into()));
+    set_first(&mut new, "requests", "cpu", "lots");
     let w = World::new(std::slice::from_ref(&old));
     let v = w.classify(&old, &new);
     assert!(matches!(v, Verdict::Denied(_)));
@@ -475,14 +447,7 @@ fn pod_level_limit_defaulting_turns_the_pod_guaranteed() {
     let old = stored(false);
     assert_eq!(crate::qos::qos_class(&old), QosClass::Burstable);
     let mut new = stored(false);
-    new.spec.as_mut().unwrap().containers[0]
-        .resources
-        .as_mut()
-        .unwrap()
-        .limits
-        .as_mut()
-        .unwrap()
-        .insert("memory".into(), Quantity("128Mi".into()));
+    set_first(&mut new, "limits", "memory", "128Mi");
     let w = World::new(std::slice::from_ref(&old));
     let v = w.classify(&old, &new);
     let Verdict::QosChange(q) = &v else {
@@ -580,14 +545,7 @@ fn node_declared_features_are_checked_after_qos() {
 fn requests_only_on_guaranteed_is_a_qos_change_that_also_quotes_the_limit_error() {
     let old = app("250m").build();
     let mut new = old.clone();
-    new.spec.as_mut().unwrap().containers[0]
-        .resources
-        .as_mut()
-        .unwrap()
-        .requests
-        .as_mut()
-        .unwrap()
-        .insert("cpu".into(), Quantity("500m".into()));
+    set_first(&mut new, "requests", "cpu", "500m");
     let w = World::new(std::slice::from_ref(&old));
     let v = w.classify(&old, &new);
     let Verdict::QosChange(q) = &v else {
