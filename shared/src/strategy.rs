@@ -39,7 +39,8 @@ pub fn is_overcommit_allowed(name: &str) -> bool {
 
 /// The new pod as `ValidatePodResize` will see it: `old` with only the resize-relevant parts of
 /// `new` (container and init-container `resources` and `resizePolicy`, pod-level `resources`),
-/// request defaulting applied, and pod-level resources defaulted.
+/// request defaulting applied, and pod-level resources defaulted. Its `status` is left empty:
+/// upstream keeps the old one, which callers read from `old`.
 pub fn prepare_resize(old: &Pod, new: &Pod) -> Pod {
     let mut out = drop_non_resize_updates(old, new);
     if let Some(spec) = out.spec.as_mut() {
@@ -79,9 +80,13 @@ fn drop_non_resize_updates(old: &Pod, new: &Pod) -> Pod {
             old_spec.init_containers.as_deref().unwrap_or(&[]),
         )
     });
-    let mut out = old.clone();
-    out.spec = Some(spec);
-    out
+    // `status` is reset to the old one upstream; callers read it from `old` itself, so the
+    // (large) status is not copied here.
+    Pod {
+        metadata: old.metadata.clone(),
+        spec: Some(spec),
+        status: None,
+    }
 }
 
 /// `dropNonResizeUpdatesForContainers`.

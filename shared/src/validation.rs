@@ -234,17 +234,18 @@ fn validate_requirements(
     let mut hugepages = false;
     for (field, list) in [("limits", limits), ("requests", requests)] {
         for (name, q) in list {
-            let at = format!("{path}.{field}[{name}]");
+            // Paths are only spelled out for an error: this runs on every admission review.
+            let at = || format!("{path}.{field}[{name}]");
             if pod_level && !is_pod_level_resource(name) {
                 e.push(
-                    at.clone(),
+                    at(),
                     format!(
                         "Unsupported value: \"{name}\": supported values: \"cpu\", \"hugepages-\", \"memory\""
                     ),
                 );
             }
             if nanos(q) < 0 {
-                e.invalid(at, &q.0, "must be greater than or equal to 0");
+                e.invalid(at(), &q.0, "must be greater than or equal to 0");
             }
             cpu_or_memory |= name == "cpu" || name == "memory";
             hugepages |= is_hugepages(name);
@@ -443,22 +444,22 @@ fn validate_container_order(old: &PodSpec, new: &PodSpec, e: &mut Errors) {
 
 /// `validateContainerResize`: requests and limits cannot be removed.
 fn validate_container_resize(old: &Container, new: &Container, path: &str, e: &mut Errors) {
-    let list = |c: &Container, limits: bool| {
+    fn list(c: &Container, limits: bool) -> Option<&ResourceList> {
         c.resources.as_ref().and_then(|r| {
             if limits {
-                r.limits.clone()
+                r.limits.as_ref()
             } else {
-                r.requests.clone()
+                r.requests.as_ref()
             }
         })
-    };
-    if removed(list(new, false).as_ref(), list(old, false).as_ref()) {
+    }
+    if removed(list(new, false), list(old, false)) {
         e.forbidden(
             format!("{path}.requests"),
             "resource requests cannot be removed",
         );
     }
-    if removed(list(new, true).as_ref(), list(old, true).as_ref()) {
+    if removed(list(new, true), list(old, true)) {
         e.forbidden(
             format!("{path}.limits"),
             "resource limits cannot be removed",
@@ -486,16 +487,32 @@ fn removed(new: Option<&ResourceList>, old: Option<&ResourceList>) -> bool {
 /// `dropCPUMemoryResourcesFromContainer` + `Semantic.DeepEqual`: nothing but cpu and memory
 /// values changed (the strategy already reset every other field except `resizePolicy`).
 fn only_cpu_memory_changed(old: &Container, new: &Container) -> bool {
-    let others = |c: &Container| {
-        let r = c.resources.as_ref();
-        (
-            non_cpu_memory(r.and_then(|r| r.requests.as_ref())),
-            non_cpu_memory(r.and_then(|r| r.limits.as_ref())),
-            r.and_then(|r| r.claims.clone()).unwrap_or_default(),
-            c.resize_policy.clone().unwrap_or_default(),
-        )
-    };
-    others(old) == others(new)
+    let (o, n) = (old.resources.as_ref(), new.resources.as_ref());
+    let no_claims: &[k8s_openapi::api::core::v1::ResourceClaim] = &[];
+    same_others(
+        o.and_then(|r| r.requests.as_ref()),
+        n.and_then(|r| r.requests.as_ref()),
+    ) && same_others(
+        o.and_then(|r| r.limits.as_ref()),
+        n.and_then(|r| r.limits.as_ref()),
+    ) && o.and_then(|r| r.claims.as_deref()).unwrap_or(no_claims)
+        == n.and_then(|r| r.claims.as_deref()).unwrap_or(no_claims)
+        && old.resize_policy.as_deref().unwrap_or(&[])
+            == new.resize_policy.as_deref().unwrap_or(&[])
+}
+
+/// The entries other than cpu and memory are the same, by value.
+fn same_others(a: Option<&ResourceList>, b: Option<&ResourceList>) -> bool {
+    fn others(l: Option<&ResourceList>) -> impl Iterator<Item = (&String, &Quantity)> {
+        l.into_iter()
+            .flatten()
+            .filter(|(k, _)| k.as_str() != "cpu" && k.as_str() != "memory")
+    }
+    others(a).count() == others(b).count()
+        && others(a).all(|(k, q)| {
+            b.and_then(|b| b.get(k))
+                .is_some_and(|other| nanos(q) == nanos(other))
+        })
 }
 
 fn non_cpu_memory(list: Option<&ResourceList>) -> Amounts {
