@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
-use resize_guard_harness::hollow_node::HollowNodeConfig;
+use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::objects::*;
 use serde_json::json;
 use tokio::sync::OnceCell;
@@ -407,7 +407,7 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
     let _g = env.guard();
     let ns = env.namespace("never-fits").await;
     let cfg = HollowNodeConfig::with_allocatable(&env.unique("shrinks"), "1930m", "3Gi").unwrap();
-    let mut node = support::RestartableNode::start(env, cfg.clone()).await;
+    let mut node = HollowNode::start(&env.cp, &cfg).await.unwrap();
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
     create_running(
         &pods,
@@ -445,7 +445,7 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
     controller.wait_policy(excluded).await;
 
     // Stored while the kubelet is down: the API server checks 1500m against the Node's 1930m.
-    node.stop();
+    node.stop_kubelet();
     let out = env
         .kubectl()
         .resize(&ns, "app", &cpu_resize("1500m"))
@@ -453,7 +453,9 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
         .unwrap();
     assert!(out.success, "{}", out.stderr);
     // Back with 1000m reserved on its 2 cores: allocatable 1000m, below the pod's 1500m.
-    node.restart(cfg.clone().reserved("1000m", "0")).await;
+    node.restart(&env.cp, &cfg.clone().reserved("1000m", "0"))
+        .await
+        .unwrap();
     // A kubelet parks the resizes it finds at start until its pod sources are ready and looks at
     // them again 30 s later (allocation_manager.go retryPendingResizes, initialRetryDelay); a pod
     // removed from the node makes it retry at once (kubelet.go HandlePodRemoves).
@@ -491,5 +493,5 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
         Some("Deferred"),
         "still Deferred, not Infeasible"
     );
-    node.remove().await;
+    node.remove(env.client().await).await.unwrap();
 }

@@ -298,21 +298,6 @@ pub fn node(name: &str, cpu: &str, memory: &str) -> Node {
     n
 }
 
-/// [`node`] as a v1.37 kubelet with default gates registers it, declaring
-/// [`KUBELET_DEFAULTS_V1_37`](crate::node_features::KUBELET_DEFAULTS_V1_37).
-pub fn v1_37_node(name: &str, cpu: &str, memory: &str) -> Node {
-    let mut n = node(name, cpu, memory);
-    if let Some(s) = n.status.as_mut() {
-        s.declared_features = Some(
-            crate::node_features::KUBELET_DEFAULTS_V1_37
-                .iter()
-                .map(|f| (*f).to_owned())
-                .collect(),
-        );
-    }
-    n
-}
-
 /// The benchmark scenario: node `n1` (64 cores, 256Gi) packed with `pods - 1` small pods of
 /// mixed priority plus a Guaranteed model server (2 cores + a sidecar) whose resize to 4 cores
 /// is Deferred and needs 3 victims. Returns (node, all pods, the server before, after).

@@ -150,17 +150,6 @@ pub fn value(q: &Quantity) -> Result<i64, QuantityError> {
     parse_nanos(&q.0).map(|n| to_i64(div_ceil(n, NANOS_PER_UNIT)))
 }
 
-/// Writes an exact nano-unit amount back as quantity syntax (`2`, `500m`, `1500u`, `7n`), for
-/// values resize-guard computes the way the API server does (sums it defaults into a spec).
-pub fn format_nanos(nanos: i128) -> String {
-    for (suffix, size) in [("", NANOS_PER_UNIT), ("m", NANOS_PER_MILLI), ("u", 1_000)] {
-        if nanos % size == 0 {
-            return format!("{}{suffix}", nanos / size);
-        }
-    }
-    format!("{nanos}n")
-}
-
 /// How a quantity string is written, which decides how upstream prints values derived from it
 /// (`resource.Format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -380,14 +369,6 @@ mod tests {
             i64::MAX
         );
         assert_eq!(value(&q("8Ei")).unwrap(), i64::MAX);
-    }
-
-    #[test]
-    fn nanos_round_trip_through_their_syntax() {
-        for n in [0, 2_000_000_000, 500_000_000, 1_500_000, 7, -3_000_000_000] {
-            assert_eq!(parse_nanos(&format_nanos(n)).unwrap(), n, "{n}");
-        }
-        assert_eq!(format_nanos(1_500_000_000), "1500m");
     }
 
     #[test]

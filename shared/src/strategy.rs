@@ -13,7 +13,7 @@
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::aggregate::{self, Amounts, amounts};
+use crate::aggregate;
 use crate::quantity::parse_nanos;
 use crate::resources::ResourceList;
 
@@ -221,15 +221,6 @@ pub fn default_pod_level_resources(spec: &mut PodSpec) {
     if !added && !had_limits {
         pod_level.limits = None;
     }
-}
-
-/// The exact pod-level requests and limits of a (defaulted) spec.
-pub fn pod_level_amounts(spec: &PodSpec) -> (Amounts, Amounts) {
-    let r = spec.resources.as_ref();
-    (
-        amounts(r.and_then(|r| r.requests.as_ref())),
-        amounts(r.and_then(|r| r.limits.as_ref())),
-    )
 }
 
 #[cfg(test)]

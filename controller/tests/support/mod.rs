@@ -3,17 +3,14 @@
 //! hollow nodes (upstream's v1.37.2 kubelet, `resize_guard_harness::hollow_node`).
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use resize_guard_harness::env::Env;
-use resize_guard_harness::hollow_node::{HollowNodeConfig, parse_milli};
 use resize_guard_harness::install::{apply_rbac, spawn_as_service_account, wait_ready};
 use resize_guard_harness::process::{Process, free_port};
 
@@ -208,179 +205,4 @@ impl Drop for History {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// A hollow node whose kubelet can be stopped and started again **on the same work directory**,
-/// so the restarted kubelet keeps its checkpoints (what each pod was admitted and resized to), as
-/// a real node's kubelet does when an administrator restarts it with a new configuration. The
-/// harness's `HollowNode` gives every process a fresh work directory, i.e. a new machine.
-pub struct RestartableNode {
-    config: HollowNodeConfig,
-    dir: PathBuf,
-    cp_dir: PathBuf,
-    binary: PathBuf,
-    kubeconfig: PathBuf,
-    client: kube::Client,
-    process: Option<Process>,
-    starts: u32,
-}
-
-impl RestartableNode {
-    /// Starts the node and waits until it is Ready with the configured allocatable.
-    pub async fn start(env: &Env, config: HollowNodeConfig) -> RestartableNode {
-        config.validate().unwrap();
-        // Short: the kubelet's unix sockets live under it (108-byte limit).
-        let dir = env.cp.dir().join(format!("rn-{}", config.name));
-        std::fs::create_dir(&dir).unwrap();
-        let mut node = RestartableNode {
-            config,
-            dir,
-            cp_dir: env.cp.dir().to_owned(),
-            binary: env.cp.binaries().hollow_node.clone(),
-            kubeconfig: env.cp.kubeconfig_path(),
-            client: env.client().await,
-            process: None,
-            starts: 0,
-        };
-        node.run().await;
-        node
-    }
-
-    /// The node name.
-    pub fn name(&self) -> &str {
-        &self.config.name
-    }
-
-    /// The configuration of the running (or last) kubelet.
-    pub fn config(&self) -> &HollowNodeConfig {
-        &self.config
-    }
-
-    /// Stops the kubelet (SIGTERM); the Node object and the work directory stay. No
-    /// node-lifecycle controller runs, so the Node keeps its last status.
-    pub fn stop(&mut self) {
-        if let Some(mut p) = self.process.take() {
-            p.stop(Duration::from_secs(5));
-        }
-    }
-
-    /// Starts the kubelet again with `config` (same name) on the same work directory and waits
-    /// until the Node is Ready with the new allocatable, heartbeat from the new process.
-    pub async fn restart(&mut self, config: HollowNodeConfig) {
-        assert_eq!(
-            config.name, self.config.name,
-            "a restart keeps the node name"
-        );
-        config.validate().unwrap();
-        self.stop();
-        self.config = config;
-        self.run().await;
-    }
-
-    /// The kubelet's log.
-    pub fn log_tail(&self) -> String {
-        self.process
-            .as_ref()
-            .map(|p| p.log_tail(6000))
-            .unwrap_or_default()
-    }
-
-    async fn run(&mut self) {
-        let since = k8s_openapi::jiff::Timestamp::now().as_second();
-        let mut cmd = Command::new(&self.binary);
-        cmd.args(self.config.args(&self.dir, &self.kubeconfig));
-        let log = self.cp_dir.join(format!(
-            "hollow-node-{}.restartable-{}.log",
-            self.config.name, self.starts
-        ));
-        self.starts += 1;
-        let process = Process::spawn_with_cleanup(
-            &format!("hollow-node {}", self.config.name),
-            cmd,
-            &log,
-            Some(&self.dir),
-        )
-        .unwrap();
-        self.process = Some(process);
-        let (cpu, memory) = self.config.expected_allocatable().unwrap();
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut last = String::from("(not registered)");
-        loop {
-            if let Some(n) = nodes.get_opt(&self.config.name).await.unwrap() {
-                match ready_with(&n, cpu, memory, since) {
-                    Ok(()) => return,
-                    Err(why) => last = why,
-                }
-            }
-            let running = self.process.as_mut().is_some_and(Process::is_running);
-            assert!(
-                running && Instant::now() < deadline,
-                "hollow node {} not Ready with allocatable cpu {cpu}m: {last}; log {}:\n{}",
-                self.config.name,
-                log.display(),
-                self.log_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Stops the kubelet, removes its work directory and deletes the Node.
-    pub async fn remove(mut self) {
-        self.stop();
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        match nodes
-            .delete(&self.config.name, &DeleteParams::default())
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => panic!("delete node {}: {e}", self.config.name),
-        }
-    }
-}
-
-impl Drop for RestartableNode {
-    fn drop(&mut self) {
-        self.stop();
-        if std::env::var_os("RESIZE_GUARD_KEEP_TMP").is_none() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-/// Ready=True with a heartbeat at or after `since` (Unix seconds) and the expected allocatable
-/// (millicores, milli-bytes); otherwise what is missing.
-fn ready_with(node: &Node, cpu: i128, memory: i128, since: i64) -> Result<(), String> {
-    let status = node.status.as_ref().ok_or("no status")?;
-    let ready = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "Ready")
-        .ok_or("no Ready condition")?;
-    if ready.status != "True" {
-        return Err(format!("Ready={}", ready.status));
-    }
-    if ready
-        .last_heartbeat_time
-        .as_ref()
-        .map_or(0, |t| t.0.as_second())
-        < since
-    {
-        return Err("no heartbeat from the new kubelet yet".into());
-    }
-    let alloc = status.allocatable.as_ref().ok_or("no allocatable")?;
-    let get = |key: &str| -> Result<i128, String> {
-        let q = alloc.get(key).ok_or(format!("no allocatable {key}"))?;
-        parse_milli(&q.0).map_err(|e| format!("allocatable {key} {}: {e}", q.0))
-    };
-    let got = (get("cpu")?, get("memory")?);
-    if got != (cpu, memory) {
-        return Err(format!(
-            "allocatable cpu {}, memory {}",
-            alloc["cpu"].0, alloc["memory"].0
-        ));
-    }
-    Ok(())
 }

@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::PodSpec;
 
 use super::*;
-use crate::aggregate::amounts;
+use crate::aggregate::{Amounts, amounts};
 use crate::fixture::{ContainerBuilder, PodBuilder, container};
 use crate::quantity::parse_nanos;
 
@@ -232,7 +232,11 @@ fn prepare_resize_keeps_only_resources_and_defaults_pod_level_limits() {
     let s = got.spec.unwrap();
     assert_eq!(s.node_name, None, "non-resize changes are dropped");
     assert_eq!(got.metadata.labels, old.metadata.labels);
-    let (req, lim) = pod_level_amounts(&s);
+    let r = s.resources.as_ref();
+    let (req, lim) = (
+        amounts(r.and_then(|r| r.requests.as_ref())),
+        amounts(r.and_then(|r| r.limits.as_ref())),
+    );
     assert_eq!(Some(req), list("500m", "128Mi"));
     assert_eq!(Some(lim), list("500m", "128Mi"));
 }

@@ -341,30 +341,43 @@ impl HollowNode {
             .prefix("hn-")
             .tempdir_in(cp.dir())
             .context("hollow node work dir")?;
-        let mut cmd = Command::new(&cp.binaries().hollow_node);
-        cmd.args(config.args(work_dir.path(), &cp.kubeconfig_path()));
-        // A node restarted under the same name keeps the earlier process's log.
-        let log = (0..)
-            .map(|n| match n {
-                0 => cp.dir().join(format!("hollow-node-{}.log", config.name)),
-                n => cp
-                    .dir()
-                    .join(format!("hollow-node-{}.{n}.log", config.name)),
-            })
-            .find(|p| !p.exists())
-            .context("hollow node log file")?;
-        let process = Process::spawn_with_cleanup(
-            &format!("hollow-node {}", config.name),
-            cmd,
-            &log,
-            Some(work_dir.path()),
-        )?;
         Ok(HollowNode {
             name: config.name.clone(),
-            process,
+            process: spawn_kubelet(cp, config, work_dir.path())?,
             registration: Duration::ZERO,
             work_dir,
         })
+    }
+
+    /// Stops the kubelet (SIGTERM) but keeps its work directory (checkpoints) and the Node
+    /// object; no node-lifecycle controller runs, so the Node keeps its last status.
+    pub fn stop_kubelet(&mut self) {
+        self.process.stop(Duration::from_secs(5));
+    }
+
+    /// Starts the kubelet again, with `config` (same name), on the same work directory — as a
+    /// kubelet restarted with a new configuration keeps its allocation checkpoints — and waits
+    /// until the Node is Ready with the new allocatable, heartbeat from the new process.
+    pub async fn restart(
+        &mut self,
+        cp: &ControlPlane,
+        config: &HollowNodeConfig,
+    ) -> anyhow::Result<()> {
+        config.validate()?;
+        anyhow::ensure!(
+            config.name == self.name,
+            "a restart keeps the node name ({} → {})",
+            self.name,
+            config.name
+        );
+        self.stop_kubelet();
+        let (started, since) = (
+            Instant::now(),
+            k8s_openapi::jiff::Timestamp::now().as_second(),
+        );
+        self.process = spawn_kubelet(cp, config, self.work_dir.path())?;
+        let client = cp.client().await?;
+        self.wait_ready(client, config, started, since).await
     }
 
     async fn wait_ready(
@@ -505,6 +518,33 @@ impl Drop for HollowNode {
             self.work_dir.disable_cleanup(true);
         }
     }
+}
+
+/// Spawns one `hollow-node` process for `config` on `work_dir`, logging next to the control
+/// plane's logs (a node restarted under the same name gets a numbered log).
+fn spawn_kubelet(
+    cp: &ControlPlane,
+    config: &HollowNodeConfig,
+    work_dir: &Path,
+) -> anyhow::Result<Process> {
+    let mut cmd = Command::new(&cp.binaries().hollow_node);
+    cmd.args(config.args(work_dir, &cp.kubeconfig_path()));
+    // A node restarted under the same name keeps the earlier process's log.
+    let log = (0..)
+        .map(|n| match n {
+            0 => cp.dir().join(format!("hollow-node-{}.log", config.name)),
+            n => cp
+                .dir()
+                .join(format!("hollow-node-{}.{n}.log", config.name)),
+        })
+        .find(|p| !p.exists())
+        .context("hollow node log file")?;
+    Process::spawn_with_cleanup(
+        &format!("hollow-node {}", config.name),
+        cmd,
+        &log,
+        Some(work_dir),
+    )
 }
 
 /// Ready=True, heartbeat at or after `since` (Unix seconds), and the allocatable the

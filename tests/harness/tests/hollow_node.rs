@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::objects::{
-    allocated_cpu, create_running, guaranteed_pod, restart_count, wait_gone, wait_pod,
+    allocated, allocated_cpu, create_running, guaranteed_pod, restart_count, wait_gone, wait_pod,
 };
 use serde_json::json;
 
@@ -121,19 +121,6 @@ fn actual(p: &Pod, which: &str, resource: &str) -> Option<String> {
         r.requests.as_ref()?
     };
     list.get(resource).map(|q| q.0.clone())
-}
-
-fn allocated_memory(p: &Pod) -> Option<String> {
-    p.status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == "app")?
-        .allocated_resources
-        .as_ref()?
-        .get("memory")
-        .map(|q| q.0.clone())
 }
 
 /// Polls until the kubelet has recorded an Event `reason` on the pod whose message contains
@@ -513,7 +500,7 @@ async fn memory_limit_decrease_below_usage_fails_with_the_kubelets_error() {
         "nothing actuated"
     );
     assert_eq!(
-        allocated_memory(&failed).as_deref(),
+        allocated(&failed, "memory").as_deref(),
         Some("128Mi"),
         "admitted, then failed to actuate"
     );

@@ -46,7 +46,7 @@ async fn field_test_deferred_resize_completes_after_the_filler_leaves() {
         )
     );
     assert_eq!(allocated_cpu(&deferred).as_deref(), Some("250m"));
-    let cond = resize_guard_policy::pod::resize_pending(&deferred).unwrap();
+    let cond = resize_pending_condition(&deferred).unwrap();
     assert_eq!(cond.observed_generation, deferred.metadata.generation);
     assert_eq!(
         deferred.metadata.generation,
