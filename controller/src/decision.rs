@@ -203,8 +203,9 @@ fn plan_fresh(
     if policy.is_audit() {
         return Decision::WouldPreempt {
             note: format!(
-                "audit mode: would preempt {names} on node {} to free {shortfall} for the resize of {me}",
-                d.node
+                "audit mode: would preempt {names} on node {} to free {shortfall} for the resize of {me}{}",
+                d.node,
+                plan.race_note(NAMES_IN_MESSAGES)
             ),
         };
     }
@@ -224,8 +225,9 @@ fn plan_fresh(
             time: now,
         }),
         note: format!(
-            "preempting {names} on node {} to free {shortfall} for this resize",
-            d.node
+            "preempting {names} on node {} to free {shortfall} for this resize{}",
+            d.node,
+            plan.race_note(NAMES_IN_MESSAGES)
         ),
         victims,
     }

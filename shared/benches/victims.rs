@@ -1,5 +1,6 @@
 //! Victim counts on generated node scenarios: resize-guard's plan (the kubelet's accounting:
-//! other pods at their allocation) against the same DefaultPreemption algorithm on the v1.37
+//! other pods at their allocation, plus the pending growth that could take the room first —
+//! `victims/race.rs`) against the same DefaultPreemption algorithm on the v1.37
 //! alpha scheduler's accounting (every pod at max(desired, allocated, actual)), which is how
 //! upstream's plugin sizes the shortfall (upstream-resize.md §1.4). The upstream column is that
 //! model, not the scheduler binary; `controller/tests/e2e_upstream.rs` checks the model against
@@ -10,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::{PodBuilder, container, node};
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
-use resize_guard_policy::pod::{self, PodKey};
+
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::requests::{Accounting, pod_requests};
 use resize_guard_policy::victims::{Preemptor, select_victims};
@@ -57,7 +58,9 @@ fn scenario(rng: &mut Lcg) -> (Vec<Pod>, usize) {
             .running(1 + i as i64);
         if mid && rng.next(2) == 0 {
             // Its own pending growth: counted by the scheduler, ignored by the kubelet.
-            b = b.resize("c", "cpu", &format!("{}m", cpu + 200 + rng.next(600)));
+            b = b
+                .resize("c", "cpu", &format!("{}m", cpu + 200 + rng.next(600)))
+                .resize_pending("Deferred", "Node didn't have enough resource: cpu");
         }
         pods.push(b.build());
         used += cpu;
@@ -74,18 +77,14 @@ fn victims(pods: &[Pod], scheduler_view: bool) -> Option<usize> {
             .iter()
             .map(|p| LedgerEntry {
                 held: pod_requests(p, Accounting::Scheduler),
+                // The scheduler counts pending growth as held and does not race it.
+                pending: None,
                 ..LedgerEntry::new(p)
             })
             .collect();
     }
     let h = &pods[0];
-    let preemptor = Preemptor {
-        key: PodKey::of(h),
-        priority: pod::priority(h),
-        request: pod_requests(h, Accounting::Resizing),
-        never_preempts: false,
-        critical: false,
-    };
+    let preemptor = Preemptor::new(h, h.spec.as_ref().unwrap(), h.status.as_ref());
     let mut policy = Policy::default();
     policy.preemption.max_victims_per_resize = 1000;
     select_victims(&preemptor, &ledger, &Budgets::default(), &policy)
@@ -121,7 +120,7 @@ fn main() {
     println!("{:<46} {:>10}", "", "victims");
     println!(
         "{:<46} {:>10}",
-        "resize-guard (kubelet accounting)", ours_total
+        "resize-guard (kubelet accounting, race-aware)", ours_total
     );
     println!(
         "{:<46} {:>10}",

@@ -153,13 +153,7 @@ fn judge_room(pod: &Pod, spec: &PodSpec, status: Option<&PodStatus>, ctx: &Conte
             allocatable: ledger.allocatable,
         });
     }
-    let preemptor = Preemptor {
-        priority: pod::priority(pod),
-        never_preempts: pod::never_preempts(pod),
-        critical: pod::is_critical(pod),
-        request,
-        key,
-    };
+    let preemptor = Preemptor::new(pod, spec, status);
     Verdict::Deferred(Deferral {
         node: ledger.node.clone(),
         request,

@@ -2,7 +2,8 @@
 //! kubelet counts when it admits a resize (upstream-resize.md §2.2).
 //!
 //! Every active pod holds `max(allocated, actual)` ([`Accounting::Admitted`]): the kubelet ignores
-//! other pods' pending growth. Terminating pods still hold their resources until they are gone
+//! other pods' pending growth when it admits a resize (each entry still carries its own pending
+//! resize, which may take freed room first). Terminating pods still hold their resources until they are gone
 //! (`filterOutInactivePods`); pods in phase `Succeeded`/`Failed` hold nothing. The resizing pod
 //! itself is looked up by UID and left out of "used", since it is assessed at its desired size.
 
@@ -11,6 +12,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 
+use crate::pending::PendingResize;
 use crate::pod::{self, PodKey};
 use crate::requests::{Accounting, pod_requests};
 use crate::resources::Resources;
@@ -37,6 +39,8 @@ pub struct LedgerEntry {
     pub critical: bool,
     /// Mirror pod of a static pod: cannot be evicted through the API.
     pub mirror: bool,
+    /// Its own Deferred resize, waiting in the kubelet's queue ([`crate::pending`]).
+    pub pending: Option<PendingResize>,
 }
 
 impl LedgerEntry {
@@ -51,6 +55,7 @@ impl LedgerEntry {
             labels: p.metadata.labels.clone(),
             critical: pod::is_critical(p),
             mirror: pod::is_mirror(p),
+            pending: PendingResize::of(p),
         }
     }
 }

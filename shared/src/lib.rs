@@ -17,6 +17,7 @@ pub mod classify;
 pub mod fixture;
 pub mod ledger;
 pub mod node_features;
+pub mod pending;
 pub mod pod;
 pub mod policy;
 pub mod qos;

@@ -238,7 +238,7 @@ impl Verdict {
                         name_list(p.awaiting.iter(), 2)
                     ),
                     Ok(p) => format!("{head}; resize-guard will preempt {}", p.victim_names(2)),
-                    Err(why) => format!("{head} and wait: {}", why.reason()),
+                    Err(why) => format!("{head} and wait: {}", why.brief()),
                 }
             }
             Verdict::Infeasible(i) => format!(
@@ -378,7 +378,10 @@ fn deferred_message(d: &Deferral) -> String {
             } else {
                 String::new()
             };
-            format!("{head}; resize-guard will preempt: {names}{more}")
+            format!(
+                "{head}; resize-guard will preempt: {names}{more}{}",
+                p.race_note(NAMES_IN_MESSAGES)
+            )
         }
         Err(why) => format!(
             "{head}; no lower-priority pods can make room ({why}); this resize will wait until room appears"

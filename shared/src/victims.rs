@@ -22,9 +22,13 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use crate::budget::{BudgetSubject, Budgets};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+
 use crate::ledger::{LedgerEntry, NodeLedger};
+use crate::pending::PendingResize;
 use crate::pod::PodKey;
 use crate::policy::{PdbMode, Policy};
+use crate::requests::{Accounting, spec_requests};
 use crate::resources::Resources;
 
 /// The pod whose resize needs room.
@@ -36,10 +40,31 @@ pub struct Preemptor {
     pub priority: i32,
     /// Its request in the kubelet's view of a resizing pod: `max(desired, allocated, actual)`.
     pub request: Resources,
+    /// What it holds until the kubelet admits the resize: `max(allocated, actual)`.
+    pub held: Resources,
+    /// Its place in the kubelet's queue of pending resizes.
+    pub queue: PendingResize,
     /// `preemptionPolicy: Never`.
     pub never_preempts: bool,
     /// System-critical (the kubelet preempts for it itself).
     pub critical: bool,
+}
+
+impl Preemptor {
+    /// `pod` resizing to `spec`; `status` is its stored status (the webhook pairs a new spec
+    /// with the old status, the controller passes the pod's own).
+    pub fn new(pod: &Pod, spec: &PodSpec, status: Option<&PodStatus>) -> Preemptor {
+        let queue = PendingResize::queued(pod, spec, status);
+        Preemptor {
+            key: PodKey::of(pod),
+            priority: queue.priority,
+            request: queue.request,
+            held: spec_requests(spec, status, Accounting::Admitted),
+            never_preempts: spec.preemption_policy.as_deref() == Some("Never"),
+            critical: crate::pod::is_critical(pod),
+            queue,
+        }
+    }
 }
 
 /// One pod to preempt.
@@ -63,6 +88,14 @@ pub struct PreemptionPlan {
     pub victims: Vec<Victim>,
     /// Terminating pods whose space is counted as on its way back.
     pub awaiting: Vec<PodKey>,
+    /// Pods whose pending resize the kubelet could admit before this one while the victims go;
+    /// the plan leaves room for their growth too, so it wins whatever order the victims
+    /// terminate in.
+    pub room_for: Vec<PodKey>,
+    /// Pods whose pending resize may take the freed room first, so the plan may need a second
+    /// round: empty unless no plan wins whatever order the victims go in (their growth cannot
+    /// fit beside this resize even with every candidate gone).
+    pub racing: Vec<PodKey>,
     /// What the resize lacks right now, in the kubelet's view.
     pub shortfall: Resources,
 }
@@ -71,6 +104,24 @@ impl PreemptionPlan {
     /// `ns/a, ns/b` — at most `limit` names, then `and N more`.
     pub fn victim_names(&self, limit: usize) -> String {
         name_list(self.victims.iter().map(|v| &v.key), limit)
+    }
+
+    /// What the plan says about other pending resizes, for Event notes and messages: empty, or
+    /// `; it also leaves room for the pending resize of ns/a, which the kubelet may admit first`.
+    pub fn race_note(&self, limit: usize) -> String {
+        if !self.room_for.is_empty() {
+            format!(
+                "; it also leaves room for the pending resize of {}, which the kubelet may admit first",
+                name_list(self.room_for.iter(), limit)
+            )
+        } else if !self.racing.is_empty() {
+            format!(
+                "; the pending resize of {} may take the room first (no plan can hold both), so another round may follow",
+                name_list(self.racing.iter(), limit)
+            )
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -174,6 +225,17 @@ impl NoPlan {
             NoPlan::TooManyVictims { .. } => "TooManyVictims",
         }
     }
+
+    /// A few words for a 256-character admission warning: the reason, or for the cap the
+    /// count a plan would take.
+    pub fn brief(&self) -> String {
+        match self {
+            NoPlan::TooManyVictims { needed, max } => {
+                format!("preemption needs {needed} victims, maxVictimsPerResize is {max}")
+            }
+            other => other.reason().to_owned(),
+        }
+    }
 }
 
 impl fmt::Display for NoPlan {
@@ -234,7 +296,8 @@ pub fn importance(a: &LedgerEntry, b: &LedgerEntry) -> Ordering {
         .then_with(|| a.key.cmp(&b.key))
 }
 
-/// Chooses the victims that let `preemptor`'s resize fit on `ledger`'s node.
+/// Chooses the victims that let `preemptor`'s resize fit on `ledger`'s node, and keep it
+/// fitting whatever order they terminate in (see [`race`]).
 pub fn select_victims(
     preemptor: &Preemptor,
     ledger: &NodeLedger,
@@ -255,39 +318,20 @@ pub fn select_victims(
         return Err(NoPlan::CriticalPreemptor);
     }
     let uid = preemptor.key.uid.as_str();
-    let allocatable = ledger.allocatable;
-    let fits = |used: Resources| (preemptor.request + used).fits_in(allocatable);
-    let used = ledger.used_by_others(uid);
-    let shortfall = (preemptor.request + used).excess_over(allocatable);
-    let awaiting: Vec<PodKey> = ledger
-        .others(uid)
-        .filter(|e| e.terminating)
-        .map(|e| e.key.clone())
-        .collect();
-    let settled = used - ledger.terminating_others(uid);
-    if fits(settled) {
-        return Ok(PreemptionPlan {
-            victims: Vec::new(),
-            awaiting: if shortfall.is_zero() {
-                Vec::new()
-            } else {
-                awaiting
-            },
-            shortfall,
-        });
-    }
+    let others: Vec<&LedgerEntry> = ledger.others(uid).collect();
+    let used: Resources = others.iter().map(|e| e.held).sum();
+    let shortfall = (preemptor.request + used).excess_over(ledger.allocatable);
 
     let mut excluded = Exclusions::default();
-    let mut candidates: Vec<&LedgerEntry> = ledger
-        .others(uid)
-        .filter(|e| eligible(e, preemptor.priority, policy, &mut excluded))
+    let mut candidates: Vec<usize> = (0..others.len())
+        .filter(|&i| eligible(others[i], preemptor.priority, policy, &mut excluded))
         .collect();
-    candidates.sort_by(|a, b| importance(a, b));
-
+    candidates.sort_by(|&a, &b| importance(others[a], others[b]));
     let violating = match rules.pdb {
-        PdbMode::BestEffort => budgets.violations(&subjects(candidates.iter().copied())),
+        PdbMode::BestEffort => budgets.violations(&subjects(candidates.iter().map(|&i| others[i]))),
         PdbMode::Respect => {
-            let mut flags = budgets.violations(&subjects(candidates.iter().rev().copied()));
+            let mut flags =
+                budgets.violations(&subjects(candidates.iter().rev().map(|&i| others[i])));
             flags.reverse();
             let before = candidates.len();
             let mut keep = flags.iter().map(|v| !v);
@@ -296,58 +340,67 @@ pub fn select_victims(
             vec![false; candidates.len()]
         }
     };
-    if candidates.is_empty() {
-        return Err(NoPlan::NoCandidates {
+    let field = race::Field {
+        preemptor,
+        allocatable: ledger.allocatable,
+        candidates: candidates.into_iter().zip(violating).collect(),
+        others,
+    };
+    let chosen = field.choose().map_err(|short| match short {
+        race::Short::NoCandidates => NoPlan::NoCandidates {
             node: ledger.node.clone(),
             priority: preemptor.priority,
             excluded,
-        });
-    }
-
-    let mut remaining = settled - candidates.iter().map(|e| e.held).sum();
-    if !fits(remaining) {
-        return Err(NoPlan::NotEnough {
-            candidates: candidates.len(),
-            missing: (preemptor.request + remaining).excess_over(allocatable),
+        },
+        race::Short::NotEnough(missing) => NoPlan::NotEnough {
+            candidates: field.candidates.len(),
+            missing,
             excluded,
-        });
-    }
-
-    let mut victims = Vec::new();
-    let groups = [true, false].map(|want| {
-        candidates
-            .iter()
-            .zip(&violating)
-            .filter(move |(_, v)| **v == want)
-            .map(|(e, v)| (*e, *v))
-    });
-    for group in groups {
-        for (entry, violates_pdb) in group {
-            if fits(remaining + entry.held) {
-                remaining += entry.held;
-            } else {
-                victims.push((entry, violates_pdb));
-            }
-        }
-    }
-    victims.sort_by(|a, b| importance(a.0, b.0));
-    if victims.len() > rules.max_victims_per_resize as usize {
+        },
+    })?;
+    if chosen.victims.len() > rules.max_victims_per_resize as usize {
         return Err(NoPlan::TooManyVictims {
-            needed: victims.len(),
+            needed: chosen.victims.len(),
             max: rules.max_victims_per_resize,
         });
     }
+    let others = &field.others;
+    let keys = |ix: &[usize]| {
+        ix.iter()
+            .map(|&i| others[i].key.clone())
+            .collect::<Vec<_>>()
+    };
+    let awaiting = if shortfall.is_zero() {
+        Vec::new()
+    } else {
+        others
+            .iter()
+            .filter(|e| e.terminating)
+            .map(|e| e.key.clone())
+            .collect()
+    };
     Ok(PreemptionPlan {
-        victims: victims
-            .into_iter()
-            .map(|(e, violates_pdb)| Victim {
-                key: e.key.clone(),
-                priority: e.priority,
-                held: e.held,
-                violates_pdb,
+        victims: chosen
+            .victims
+            .iter()
+            .map(|&i| Victim {
+                key: others[i].key.clone(),
+                priority: others[i].priority,
+                held: others[i].held,
+                violates_pdb: field.candidates.iter().any(|&(c, v)| c == i && v),
             })
             .collect(),
         awaiting,
+        room_for: if chosen.sure {
+            keys(&chosen.racers)
+        } else {
+            Vec::new()
+        },
+        racing: if chosen.sure {
+            Vec::new()
+        } else {
+            keys(&chosen.racers)
+        },
         shortfall,
     })
 }
@@ -382,6 +435,8 @@ fn subjects<'a>(entries: impl Iterator<Item = &'a LedgerEntry>) -> Vec<BudgetSub
         })
         .collect()
 }
+
+mod race;
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,6 @@ use proptest::prelude::*;
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::{PodBuilder, container, node};
 use resize_guard_policy::ledger::NodeLedger;
-use resize_guard_policy::pod::{self, PodKey};
 use resize_guard_policy::policy::{PdbMode, Policy};
 use resize_guard_policy::qos::{QosClass, current_qos_class, spec_qos_class};
 use resize_guard_policy::quantity::parse_nanos;
@@ -126,13 +125,7 @@ fn world(s: &Scenario) -> (Pod, NodeLedger, Policy) {
 }
 
 fn preemptor(p: &Pod) -> Preemptor {
-    Preemptor {
-        key: PodKey::of(p),
-        priority: pod::priority(p),
-        request: pod_requests(p, Accounting::Resizing),
-        never_preempts: false,
-        critical: false,
-    }
+    Preemptor::new(p, p.spec.as_ref().unwrap(), p.status.as_ref())
 }
 
 proptest! {

@@ -577,3 +577,75 @@ fn static_pods_are_left_to_the_api_server_even_when_qos_changes() {
         Verdict::Invalid("Forbidden: static pods cannot be resized".into())
     );
 }
+
+#[test]
+fn the_victim_cap_is_stated_with_the_count_a_plan_would_take() {
+    let old = app("250m").build();
+    let mut pods = vec![old.clone()];
+    pods.extend((0..5).map(|i| {
+        PodBuilder::new("batch", &format!("small{i}"))
+            .node("n1")
+            .container(container("w").guaranteed("300m", "64Mi"))
+            .running(5 + i)
+            .build()
+    }));
+    let mut w = World::new(&pods);
+    w.policy.preemption.max_victims_per_resize = 2;
+    let v = w.classify(&old, &app("250m").resize("app", "cpu", "1600m").build());
+    assert_eq!(v.label(), "deferred-stuck");
+    let warning = &v.outcome(&w.policy).warnings[0];
+    assert!(
+        warning.ends_with("and wait: preemption needs 4 victims, maxVictimsPerResize is 2"),
+        "{warning}"
+    );
+    assert!(
+        v.message()
+            .contains("making room takes 4 victims, more than preemption.maxVictimsPerResize (2)"),
+        "{}",
+        v.message()
+    );
+}
+
+#[test]
+fn a_plan_that_leaves_room_for_a_racing_resize_says_so() {
+    // mid (kube-system, never a victim) is Deferred growing 300m -> 700m; app needs 300m ->
+    // 900m. On the kubelet's accounting b and c would do, but with one of them gone mid's
+    // growth fits first and keeps the room: the plan takes a as well.
+    let old = app("300m").build();
+    let mid = PodBuilder::new("kube-system", "mid")
+        .node("n1")
+        .priority(500)
+        .container(container("w").guaranteed("300m", "64Mi"))
+        .running(1)
+        .resize("w", "cpu", "700m")
+        .resize_pending("Deferred", "Node didn't have enough resource: cpu")
+        .build();
+    let low = |name: &str, cpu: &str, start: i64| {
+        PodBuilder::new("batch", name)
+            .node("n1")
+            .container(container("w").guaranteed(cpu, "64Mi"))
+            .running(start)
+            .build()
+    };
+    let w = World::new(&[
+        old.clone(),
+        mid,
+        low("a", "450m", 2),
+        low("b", "450m", 3),
+        low("c", "400m", 4),
+    ]);
+    let v = w.classify(&old, &app("300m").resize("app", "cpu", "900m").build());
+    let Verdict::Deferred(d) = &v else {
+        panic!("{v:?}")
+    };
+    let plan = d.plan.as_ref().unwrap();
+    let victims: Vec<&str> = plan.victims.iter().map(|v| v.key.name.as_str()).collect();
+    assert_eq!(victims, ["a", "b", "c"]);
+    assert!(
+        v.message()
+            .contains("it also leaves room for the pending resize of kube-system/mid"),
+        "{}",
+        v.message()
+    );
+    assert!(plan.racing.is_empty());
+}

@@ -26,13 +26,7 @@ fn resizer(to: &str) -> Pod {
 }
 
 fn preemptor(p: &Pod) -> Preemptor {
-    Preemptor {
-        key: PodKey::of(p),
-        priority: crate::pod::priority(p),
-        request: pod_requests(p, Accounting::Resizing),
-        never_preempts: crate::pod::never_preempts(p),
-        critical: crate::pod::is_critical(p),
-    }
+    Preemptor::new(p, p.spec.as_ref().unwrap(), p.status.as_ref())
 }
 
 fn plan(alloc_cpu: &str, pods: &[Pod], policy: &Policy) -> Result<PreemptionPlan, NoPlan> {
@@ -408,6 +402,8 @@ fn kep_5836_example_one_victim_where_upstream_takes_three() {
         .iter()
         .map(|p| LedgerEntry {
             held: pod_requests(p, Accounting::Scheduler),
+            // The scheduler counts pending growth as held and does not race it.
+            pending: None,
             ..LedgerEntry::new(p)
         })
         .collect();
@@ -476,4 +472,106 @@ fn names_are_truncated_for_messages() {
         })
         .collect();
     assert_eq!(name_list(keys.iter(), 2), "ns/p0, ns/p1 and 5 more");
+}
+
+/// Issue 17's end-to-end loss: on the kubelet's accounting alone the plan is low3, low4, low5;
+/// while they go, mid0's pending growth fits before high's and takes the room.
+fn racing_node() -> Vec<Pod> {
+    let mut pods = vec![
+        pod("high", 1_000_000, "300m", 0)
+            .resize("c", "cpu", "1530m")
+            .build(),
+    ];
+    for (i, (from, to)) in [("440m", "1160m"), ("540m", "1310m")].iter().enumerate() {
+        pods.push(
+            pod(&format!("mid{i}"), 10_000, from, 5 + i as i64)
+                .never_preempt()
+                .resize("c", "cpu", to)
+                .resize_pending("Deferred", "Node didn't have enough resource: cpu")
+                .build(),
+        );
+    }
+    for (i, cpu) in ["510m", "420m", "390m", "230m", "310m", "420m"]
+        .iter()
+        .enumerate()
+    {
+        pods.push(pod(&format!("low{i}"), 100, cpu, 10 + i as i64).build());
+    }
+    pods
+}
+
+#[test]
+fn pending_growth_that_could_take_the_room_first_is_planned_for() {
+    let pods = racing_node();
+    let blind: Vec<Pod> = pods
+        .iter()
+        .map(|p| {
+            let mut p = p.clone();
+            p.status.as_mut().unwrap().conditions = None;
+            p
+        })
+        .collect();
+    let naive = plan("3930m", &blind, &Policy::default()).unwrap();
+    assert_eq!(names(&naive), ["low3", "low4", "low5"]);
+
+    // Preempting both growing pods takes fewer victims than making room for their growth
+    // (upstream's alpha took low2, low4, low5 and mid1).
+    let p = plan("3930m", &pods, &Policy::default()).unwrap();
+    assert_eq!(names(&p), ["mid0", "mid1"]);
+    assert!(p.racing.is_empty());
+}
+
+#[test]
+fn growth_that_can_only_fit_after_the_preemptor_is_not_planned_for() {
+    // One victim: there is no state between "nothing removed" (mid is Deferred) and "all
+    // removed" (the preemptor is retried first), so mid's growth cannot win the room.
+    let pods = [
+        resizer("1250m"),
+        pod("mid", 500, "500m", 1)
+            .resize("c", "cpu", "900m")
+            .resize_pending("Deferred", "full")
+            .build(),
+        pod("low", 0, "1000m", 2).build(),
+    ];
+    let p = plan("2", &pods, &Policy::default()).unwrap();
+    assert_eq!(names(&p), ["low"]);
+}
+
+#[test]
+fn a_resize_the_kubelet_may_retry_first_gets_its_room_counted() {
+    // Same priority and QoS, neither with a PodResizePending time: the queue may hold the
+    // other pod first, so its growth is reserved and a second victim goes.
+    let pods = [
+        resizer("1250m"),
+        pod("peer", 1000, "250m", 1)
+            .resize("c", "cpu", "500m")
+            .resize_pending("Deferred", "full")
+            .build(),
+        pod("a", 0, "500m", 2).build(),
+        pod("b", 0, "500m", 3).build(),
+    ];
+    let p = plan("2", &pods, &Policy::default()).unwrap();
+    assert_eq!(names(&p), ["a", "b"]);
+}
+
+#[test]
+fn growth_of_pods_that_may_not_be_preempted_leaves_a_plan_that_may_race() {
+    // The kubelet may retry the peer first, and its growth fits once b is gone; even with every
+    // candidate gone the node cannot hold both resizes, so no plan wins in every order: the
+    // kubelet-accounting plan stands and names the racer.
+    let pods = [
+        resizer("1250m"),
+        pod("peer", 1000, "250m", 1)
+            .resize("c", "cpu", "1000m")
+            .resize_pending("Deferred", "full")
+            .build(),
+        pod("a", 0, "500m", 2).build(),
+        pod("b", 0, "500m", 3).build(),
+    ];
+    let p = plan("2", &pods, &Policy::default()).unwrap();
+    assert_eq!(names(&p), ["b"]);
+    assert_eq!(
+        p.racing.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(),
+        ["peer"]
+    );
 }
