@@ -106,7 +106,7 @@ PACKAGES=(
 
 KEY="$(
   {
-    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$MOD_DIR/cmd/etcd/main.go" "$MOD_DIR/cmd/hollow-node/main.go"
+    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$MOD_DIR"/cmd/*/*.go
     printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "${PACKAGES[*]}"
   } | sha256sum | cut -c1-16
 )"

@@ -181,6 +181,11 @@ impl History {
         History { seen, task }
     }
 
+    /// Every version seen so far, oldest first.
+    pub fn all(&self) -> Vec<Pod> {
+        self.seen.lock().unwrap().clone()
+    }
+
     /// Waits until some version seen so far satisfies `pred`; returns it.
     pub async fn wait(&self, timeout: Duration, pred: impl Fn(&Pod) -> bool) -> Pod {
         let deadline = Instant::now() + timeout;

@@ -153,3 +153,25 @@ pub fn cpu_resize(cpu: &str) -> String {
     json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}})
         .to_string()
 }
+
+/// The hollow node's annotation for how long a pod's containers take to exit once stopped
+/// (`tests/control-plane/cmd/hollow-node/stop.go`; at most the grace period).
+pub const STOP_AFTER_ANNOTATION: &str = "hollow-node.resize-guard.io/stop-after";
+
+/// `pod` whose containers take `after` (a Go duration such as `1500ms`) to exit when stopped.
+pub fn stopping_after(mut pod: Pod, after: &str) -> Pod {
+    pod.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(STOP_AFTER_ANNOTATION.to_owned(), after.to_owned());
+    pod
+}
+
+/// `pod` with a label added.
+pub fn labelled(mut pod: Pod, key: &str, value: &str) -> Pod {
+    pod.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(key.to_owned(), value.to_owned());
+    pod
+}

@@ -20,6 +20,9 @@
 //     podContainerManagerImpl in pkg/kubelet/cm/pod_container_manager_linux.go over cgroup v1
 //     files, cgroupV1impl.GetCgroupConfig / cgroupCommon.SetCgroupConfig). The stub's pod cgroup
 //     read/write returns "not implemented", so stock kubemark never completes a resize.
+//   - Container exit time: the fake runtime stops a container at once; a pod annotated
+//     hollow-node.resize-guard.io/stop-after=<duration> has its containers take that long (at most
+//     the grace period) to stop, as a process finishing its work after SIGTERM would (stop.go).
 //
 // Not a fake: the event recorder. kubemark installs record.FakeRecorder, which drops every kubelet
 // Event; here the kubelet builds its own (makeEventRecorder in cmd/kubelet/app/server.go) from an
@@ -261,7 +264,7 @@ func run() error {
 		pods:             &podContainerManager{cgroups: cgroups, cpuPeriod: uint64(kc.CPUCFSQuotaPeriod.Duration / time.Microsecond), enforceCPULimits: kc.CPUCFSQuota},
 	}
 
-	hollow := kubemark.NewHollowKubelet(flags, kc, client, heartbeatClient, machine, runtime.ImageService, runtimeService, containerManager)
+	hollow := kubemark.NewHollowKubelet(flags, kc, client, heartbeatClient, machine, runtime.ImageService, slowStop{runtimeService}, containerManager)
 	// The kubelet's own recorder instead of kubemark's record.FakeRecorder.
 	hollow.KubeletDeps.Recorder = nil
 	hollow.KubeletDeps.EventClient = eventClient.CoreV1()
