@@ -47,6 +47,7 @@ bench:
 	$(CARGO) bench --locked -p resize-guard-webhook --bench admission
 	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-webhook --bench resize_latency
 	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-controller --bench preemption_latency
+	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-controller --bench preemption_victims
 
 fmt:
 	$(CARGO) fmt --all

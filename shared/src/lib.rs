@@ -7,7 +7,7 @@
 //! Data flow: a [`pod`] and a node become a [`ledger::NodeLedger`] (kubelet accounting from
 //! [`requests`]); [`classify::classify`] compares the old and new pod ([`qos`], feasibility,
 //! shortfall) and, for a Deferred resize, asks [`victims::select_victims`] for a plan; the result
-//! is a [`verdict::Verdict`] whose [`verdict::Verdict::disposition`] under a [`policy::Policy`]
+//! is a [`verdict::Verdict`] whose [`verdict::Verdict::outcome`] under a [`policy::Policy`]
 //! says allow, warn, repair or deny.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 

@@ -8,11 +8,13 @@
 //!    off the PDB-violating ones, and reprieve — first the violating group, then the rest, each
 //!    most important first — every pod whose return still leaves room.
 //!
-//! Because fit is checked the way the kubelet checks it (other pods at `max(allocated, actual)`,
-//! not at their desired size as the v1.37 scheduler does), the plan never includes a victim the
-//! kubelet did not need (KEP-5836 "Risk of Additional Preemption"), and every victim is necessary:
-//! giving any one back makes the resize not fit. Terminating pods count as space being freed, so
-//! no new victim is chosen while earlier ones are still shutting down.
+//! Fit is checked the way the kubelet checks it (other pods at `max(allocated, actual)`, not at
+//! their desired size as the v1.37 scheduler does), so the plan does not preempt for growth that
+//! cannot compete (KEP-5836 "Risk of Additional Preemption"). Only the pending growth that could
+//! win the freed room while the victims terminate one by one is counted (`victims/race.rs`): the plan makes
+//! the resize fit whatever order they go in, and is never larger than the scheduler-accounting
+//! plan. Terminating pods count as space being freed, so no new victim is chosen while earlier
+//! ones are still shutting down.
 //!
 //! With `preemption.pdb: respect` a pod whose eviction would break a budget is not a candidate at
 //! all (the Eviction API would refuse it); budgets are then consumed least-important-first so the
@@ -297,7 +299,7 @@ pub fn importance(a: &LedgerEntry, b: &LedgerEntry) -> Ordering {
 }
 
 /// Chooses the victims that let `preemptor`'s resize fit on `ledger`'s node, and keep it
-/// fitting whatever order they terminate in (see [`race`]).
+/// fitting whatever order they terminate in (see `victims/race.rs`).
 pub fn select_victims(
     preemptor: &Preemptor,
     ledger: &NodeLedger,
