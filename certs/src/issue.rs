@@ -7,13 +7,12 @@ use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
-    SanType,
+    CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType,
 };
 use time::OffsetDateTime;
 
-use crate::expiry::{decode_cert_pem, parse_cert, to_system_time};
+use crate::authority::{Authority, self_signed};
 use crate::spec::CLOCK_SKEW_ALLOWANCE;
 use crate::{CertError, CertSpec};
 
@@ -55,33 +54,7 @@ impl fmt::Debug for Bundle {
 /// start [`CLOCK_SKEW_ALLOWANCE`] in the past; the leaf never outlives the CA.
 pub fn generate(spec: &CertSpec) -> Result<Bundle, CertError> {
     let now = now_utc();
-    let ca_not_after = add(now, spec.ca_validity, "ca_validity")?;
-
-    let ca_key = new_key("CA key")?;
-    let mut params = CertificateParams::default();
-    // A per-CA subject (issue time, like kube's self-signed `host@timestamp`, plus a key id
-    // prefix): two CAs made in the same second must not share a name, or a client trusting one
-    // would match the other's leaves by name and fail on the signature instead of the issuer.
-    let key_id: String = params
-        .key_identifier(&ca_key)
-        .iter()
-        .take(4)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::OrganizationName, "resize-guard");
-    dn.push(
-        DnType::CommonName,
-        format!("resize-guard-ca@{}-{key_id}", now.unix_timestamp()),
-    );
-    params.distinguished_name = dn;
-    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    params.not_before = sub(now, CLOCK_SKEW_ALLOWANCE);
-    params.not_after = ca_not_after;
-
-    let ca = CertifiedIssuer::self_signed(params, ca_key)
-        .map_err(CertError::generate("CA certificate"))?;
+    let (ca, ca_not_after) = self_signed(spec.ca_validity, now)?;
     let (cert_pem, key_pem) = issue_leaf(&ca, ca_not_after, spec, now)?;
     Ok(Bundle {
         ca_cert_pem: ca.pem(),
@@ -102,41 +75,17 @@ pub fn renew_leaf(
     ca_key_pem: &str,
     spec: &CertSpec,
 ) -> Result<Bundle, CertError> {
-    let now = now_utc();
-    let block = decode_cert_pem(ca_cert_pem, "CA certificate")?;
-    let ca = parse_cert(&block, "CA certificate")?;
-    let key = KeyPair::from_pem(ca_key_pem).map_err(|e| CertError::parse("CA private key", e))?;
-
-    if !ca.is_ca() {
-        return Err(CertError::Ca {
-            problem: format!("{} is not a CA certificate", ca.subject()),
-        });
-    }
-    if key.public_key_raw() != ca.public_key().subject_public_key.data.as_ref() {
-        return Err(CertError::Ca {
-            problem: format!("the private key does not belong to {}", ca.subject()),
-        });
-    }
-    let ca_not_after = OffsetDateTime::from(to_system_time(ca.validity().not_after));
-    if ca_not_after <= now {
-        return Err(CertError::Ca {
-            problem: format!("{} expired at {ca_not_after}", ca.subject()),
-        });
-    }
-
-    let issuer = Issuer::from_ca_cert_pem(ca_cert_pem, key)
-        .map_err(|e| CertError::parse("CA certificate", e))?;
-    let (cert_pem, key_pem) = issue_leaf(&issuer, ca_not_after, spec, now)?;
+    let leaf = Authority::from_pem(ca_cert_pem, ca_key_pem)?.sign(spec, SystemTime::now())?;
     Ok(Bundle {
         ca_cert_pem: ca_cert_pem.to_owned(),
         ca_key_pem: ca_key_pem.to_owned(),
-        cert_pem,
-        key_pem,
+        cert_pem: leaf.cert_pem,
+        key_pem: leaf.key_pem,
     })
 }
 
 /// Signs a serving certificate for `spec` with `issuer`; returns (certificate PEM, key PEM).
-fn issue_leaf(
+pub(crate) fn issue_leaf(
     issuer: &Issuer<'_, KeyPair>,
     ca_not_after: OffsetDateTime,
     spec: &CertSpec,
@@ -176,17 +125,26 @@ fn issue_leaf(
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-fn new_key(what: &'static str) -> Result<KeyPair, CertError> {
+pub(crate) fn new_key(what: &'static str) -> Result<KeyPair, CertError> {
     KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(CertError::generate(what))
 }
 
 /// Now, in UTC, truncated to whole seconds (X.509 times have no fraction).
 fn now_utc() -> OffsetDateTime {
-    let now = OffsetDateTime::from(SystemTime::now());
-    now - time::Duration::nanoseconds(i64::from(now.nanosecond()))
+    whole_seconds(SystemTime::now())
 }
 
-fn add(t: OffsetDateTime, d: Duration, field: &str) -> Result<OffsetDateTime, CertError> {
+/// `t` in UTC, truncated to whole seconds (X.509 times have no fraction).
+pub(crate) fn whole_seconds(t: SystemTime) -> OffsetDateTime {
+    let t = OffsetDateTime::from(t);
+    t - time::Duration::nanoseconds(i64::from(t.nanosecond()))
+}
+
+pub(crate) fn add(
+    t: OffsetDateTime,
+    d: Duration,
+    field: &str,
+) -> Result<OffsetDateTime, CertError> {
     time::Duration::try_from(d)
         .ok()
         .and_then(|d| t.checked_add(d))
@@ -196,7 +154,7 @@ fn add(t: OffsetDateTime, d: Duration, field: &str) -> Result<OffsetDateTime, Ce
         })
 }
 
-fn sub(t: OffsetDateTime, d: Duration) -> OffsetDateTime {
+pub(crate) fn sub(t: OffsetDateTime, d: Duration) -> OffsetDateTime {
     time::Duration::try_from(d)
         .ok()
         .and_then(|d| t.checked_sub(d))

@@ -11,6 +11,11 @@
 //! - [`generate`] ([`issue`]) makes a self-signed ECDSA P-256 CA and a leaf signed by it;
 //!   [`renew_leaf`] makes a new leaf from the same CA, so `caBundle` never changes on rotation;
 //! - [`expires_within`] ([`expiry`]) reads a certificate's `notAfter` to decide when to renew;
+//! - [`Authority`] ([`authority`]) is a CA as a value, taken back from storage with
+//!   [`Authority::from_pem`] or made with [`Authority::issue`], that [`Authority::sign`]s leaves
+//!   at an explicit `now` (what a controller that manages the certificates itself uses);
+//! - [`fn@inspect`] ([`mod@inspect`]) reads a certificate's names, issuer and validity, and
+//!   [`signed_by`] / [`key_matches`] check a leaf against a CA and a private key;
 //! - [`write_dir`] ([`volume`]) lays the bundle out like the kubelet projects a Secret volume:
 //!
 //! ```text
@@ -24,14 +29,18 @@
 //! these functions (`generate`, `renew`, `check`) for scripts and tests.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod authority;
 pub mod error;
 pub mod expiry;
+pub mod inspect;
 pub mod issue;
 pub mod spec;
 pub mod volume;
 
+pub use authority::{Authority, Leaf};
 pub use error::CertError;
 pub use expiry::{expires_within, not_after};
+pub use inspect::{CertInfo, inspect, key_matches, signed_by};
 pub use issue::{Bundle, generate, renew_leaf};
 pub use spec::CertSpec;
 pub use volume::{read_dir, write_dir};

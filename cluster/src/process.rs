@@ -35,18 +35,40 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Parses the durations both programs take on the command line: `500ms`, `2s`, `1m` (a bare
-/// number is seconds).
+/// Parses the durations both programs take on the command line: `500ms`, `2s`, `1m`, `2160h`,
+/// `90d`, Go-style concatenations such as `1h30m`, and a bare number as seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((s, "s"), |i| s.split_at(i));
-    let n: u64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        _ => Err(format!("invalid duration unit in {s:?} (use ms, s or m)")),
+    let invalid = || format!("invalid duration {s:?} (use e.g. 500ms, 30s, 5m, 2160h, 90d, 1h30m)");
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse().map(Duration::from_secs).map_err(|_| invalid());
     }
+    let mut rest = s;
+    let mut total = Duration::ZERO;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let n: u64 = rest[..digits].parse().map_err(|_| invalid())?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let part = match &rest[..unit] {
+            "ms" => Some(Duration::from_millis(n)),
+            "s" => Some(Duration::from_secs(n)),
+            "m" => n.checked_mul(60).map(Duration::from_secs),
+            "h" => n.checked_mul(3_600).map(Duration::from_secs),
+            "d" => n.checked_mul(86_400).map(Duration::from_secs),
+            _ => None,
+        };
+        total = part
+            .and_then(|p| total.checked_add(p))
+            .ok_or_else(invalid)?;
+        rest = &rest[unit..];
+    }
+    if s.is_empty() {
+        return Err(invalid());
+    }
+    Ok(total)
 }

@@ -48,6 +48,133 @@ pub struct Args {
     /// Log format.
     #[arg(long, env = "RESIZE_GUARD_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
+
+    /// The webhook's serving certificate and the configurations' caBundle.
+    #[command(flatten)]
+    pub certificates: CertificateArgs,
+}
+
+/// Who provides the webhook's certificates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CertificateMode {
+    /// The leader keeps a CA, the serving Secret and both caBundles itself.
+    #[value(name = "self")]
+    SelfManaged,
+    /// cert-manager or a person provides the Secret and caBundle; the controller does nothing.
+    External,
+}
+
+/// Flags of the certificate manager (see `crate::certificates`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct CertificateArgs {
+    /// `self`: the leader keeps the CA Secret, the serving Secret and caBundle; `external`:
+    /// someone else does (cert-manager), and the controller leaves them alone.
+    #[arg(
+        long = "certificates",
+        env = "RESIZE_GUARD_CERTIFICATES",
+        default_value = "self",
+        value_enum
+    )]
+    pub mode: CertificateMode,
+
+    /// The webhook's Service in `--namespace` (its DNS names go into the serving certificate).
+    #[arg(
+        long,
+        env = "RESIZE_GUARD_WEBHOOK_SERVICE",
+        default_value = "resize-guard-webhook"
+    )]
+    pub webhook_service: String,
+
+    /// Name of the Mutating- and ValidatingWebhookConfiguration whose caBundle is kept.
+    #[arg(
+        long,
+        env = "RESIZE_GUARD_WEBHOOK_CONFIGURATION",
+        default_value = "resize-guard"
+    )]
+    pub webhook_configuration: String,
+
+    /// The `kubernetes.io/tls` Secret the webhook serves from.
+    #[arg(
+        long,
+        env = "RESIZE_GUARD_TLS_SECRET",
+        default_value = "resize-guard-webhook-tls"
+    )]
+    pub tls_secret: String,
+
+    /// The Secret holding the CA (and rotation state); no pod mounts it.
+    #[arg(
+        long,
+        env = "RESIZE_GUARD_CA_SECRET",
+        default_value = "resize-guard-ca"
+    )]
+    pub ca_secret: String,
+
+    /// Lifetime of a serving certificate; renewed at 2/3 of it.
+    #[arg(long, env = "RESIZE_GUARD_LEAF_VALIDITY", default_value = "2160h", value_parser = parse_duration)]
+    pub leaf_validity: Duration,
+
+    /// Lifetime of a CA; rotated at 2/3 of it.
+    #[arg(long, env = "RESIZE_GUARD_CA_VALIDITY", default_value = "87600h", value_parser = parse_duration)]
+    pub ca_validity: Duration,
+
+    /// During CA rotation, how long the new CA is trusted before it signs, and how long the old
+    /// one stays trusted after.
+    #[arg(long, env = "RESIZE_GUARD_CA_OVERLAP", default_value = "1h", value_parser = parse_duration)]
+    pub ca_overlap: Duration,
+
+    /// Extra name the serving certificate carries (DNS name or IP address; repeatable, or
+    /// comma-separated in the environment).
+    #[arg(
+        long = "serving-host",
+        env = "RESIZE_GUARD_SERVING_HOST",
+        value_delimiter = ','
+    )]
+    pub serving_hosts: Vec<String>,
+
+    /// How often the certificates are re-checked besides on watch events.
+    #[arg(long, env = "RESIZE_GUARD_CERT_CHECK_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub cert_check_interval: Duration,
 }
 
 pub use resize_guard_cluster::parse_duration;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certificates_are_self_managed_by_default() {
+        let a = Args::try_parse_from(["resize-guard-controller"]).unwrap();
+        let c = a.certificates;
+        assert_eq!(c.mode, CertificateMode::SelfManaged);
+        assert_eq!(c.webhook_service, "resize-guard-webhook");
+        assert_eq!(c.webhook_configuration, "resize-guard");
+        assert_eq!(c.tls_secret, "resize-guard-webhook-tls");
+        assert_eq!(c.ca_secret, "resize-guard-ca");
+        assert_eq!(c.leaf_validity, Duration::from_secs(2160 * 3600));
+        assert_eq!(c.ca_validity, Duration::from_secs(87_600 * 3600));
+        assert_eq!(c.ca_overlap, Duration::from_secs(3600));
+        assert_eq!(c.cert_check_interval, Duration::from_secs(30));
+        assert!(c.serving_hosts.is_empty());
+    }
+
+    #[test]
+    fn serving_hosts_repeat_and_external_mode_parses() {
+        let a = Args::try_parse_from([
+            "resize-guard-controller",
+            "--certificates=external",
+            "--serving-host=127.0.0.1",
+            "--serving-host",
+            "hook.example",
+            "--leaf-validity=30s",
+        ])
+        .unwrap();
+        assert_eq!(a.certificates.mode, CertificateMode::External);
+        assert_eq!(
+            a.certificates.serving_hosts,
+            vec!["127.0.0.1".to_owned(), "hook.example".to_owned()]
+        );
+        assert_eq!(a.certificates.leaf_validity, Duration::from_secs(30));
+        assert!(Args::try_parse_from(["x", "--certificates=cert-manager"]).is_err());
+    }
+}

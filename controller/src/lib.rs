@@ -5,11 +5,14 @@
 //! view (`resize_guard_cluster`) gives the node's ledger, PDBs and the policy;
 //! `resize_guard_policy::assess` judges the resize; [`decision::decide`] turns that and the
 //! recorded [`plan`] into a decision; [`actuate`] records the plan, marks and evicts victims and
-//! emits Events. Only the holder of the [`leader`] Lease runs the controller ([`run`]).
+//! emits Events. Only the holder of the [`leader`] Lease runs the controller ([`run`]), and, with
+//! `--certificates=self`, the [`certificates`] manager that keeps the webhook's CA, serving
+//! certificate and caBundle.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod actuate;
 pub mod args;
+pub mod certificates;
 pub mod decision;
 pub mod leader;
 pub mod metrics;

@@ -16,6 +16,20 @@ pub struct Outcome {
     pub outcome: String,
 }
 
+/// What a certificate repair or error concerns.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct What {
+    /// `ca`, `serving`, `ca_bundle` (and for errors also `read`, `watch`, `converge`).
+    pub what: String,
+}
+
+/// Which certificate an expiry is about.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Certificate {
+    /// `serving` or `ca`.
+    pub certificate: String,
+}
+
 /// All controller metrics.
 #[derive(Debug)]
 pub struct Metrics {
@@ -26,6 +40,9 @@ pub struct Metrics {
     deferred: Gauge,
     unblock: Histogram,
     reconcile: Histogram,
+    cert_repairs: Family<What, Counter>,
+    cert_errors: Family<What, Counter>,
+    cert_expiry: Family<Certificate, Gauge>,
 }
 
 impl Default for Metrics {
@@ -74,6 +91,24 @@ impl Metrics {
             "Time per reconcile",
             reconcile.clone(),
         );
+        let cert_repairs = Family::<What, Counter>::default();
+        let cert_errors = Family::<What, Counter>::default();
+        let cert_expiry = Family::<Certificate, Gauge>::default();
+        registry.register(
+            "certificate_repairs",
+            "Writes of the CA Secret, the serving Secret or a caBundle (creation and rotation included)",
+            cert_repairs.clone(),
+        );
+        registry.register(
+            "certificate_errors",
+            "Failed certificate reads, watches and repairs",
+            cert_errors.clone(),
+        );
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "notAfter of the stored serving certificate and of the current CA, in seconds since the Unix epoch",
+            cert_expiry.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             preemptions,
@@ -82,6 +117,9 @@ impl Metrics {
             deferred,
             unblock,
             reconcile,
+            cert_repairs,
+            cert_errors,
+            cert_expiry,
         }
     }
 
@@ -119,6 +157,36 @@ impl Metrics {
         self.reconcile.observe(seconds);
     }
 
+    /// Counts a certificate repair (`ca`, `serving`, `ca_bundle`).
+    pub fn certificate_repair(&self, what: &str) {
+        self.cert_repairs
+            .get_or_create(&What {
+                what: what.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a certificate failure.
+    pub fn certificate_error(&self, what: &str) {
+        self.cert_errors
+            .get_or_create(&What {
+                what: what.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records a certificate's `notAfter` (`serving` or `ca`).
+    pub fn certificate_expiry(&self, certificate: &str, not_after: std::time::SystemTime) {
+        let secs = not_after
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        self.cert_expiry
+            .get_or_create(&Certificate {
+                certificate: certificate.to_owned(),
+            })
+            .set(secs);
+    }
+
     /// The text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -126,5 +194,29 @@ impl Metrics {
             let _ = prometheus_client::encoding::text::encode(&mut out, &r);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certificate_metrics_have_the_documented_names() {
+        let m = Metrics::new();
+        m.certificate_repair("ca_bundle");
+        m.certificate_error("read");
+        m.certificate_expiry(
+            "serving",
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_900_000_000),
+        );
+        let text = m.render();
+        for line in [
+            "resize_guard_certificate_repairs_total{what=\"ca_bundle\"} 1",
+            "resize_guard_certificate_errors_total{what=\"read\"} 1",
+            "resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"} 1900000000",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
     }
 }

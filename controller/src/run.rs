@@ -1,5 +1,7 @@
-//! The process: cluster view, health endpoints, leader election, and the controller running
-//! only while this replica leads. SIGTERM stops the controller, releases the Lease and exits.
+//! The process: cluster view, health endpoints, leader election, and the controller (and, with
+//! `--certificates=self`, the certificate manager) running only while this replica leads: both
+//! start on gaining the Lease and stop on losing it. SIGTERM stops them, releases the Lease and
+//! exits.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +17,8 @@ use kube::runtime::{Controller, watcher};
 use resize_guard_cluster::ClusterView;
 
 use crate::actuate::Actuator;
-use crate::args::Args;
+use crate::args::{Args, CertificateMode};
+use crate::certificates;
 use crate::leader::Elector;
 use crate::metrics::Metrics;
 use crate::reconcile::{Ctx, error_policy, reconcile};
@@ -42,6 +45,18 @@ pub async fn serve(
         .clone()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| format!("resize-guard-controller-{}", std::process::id()));
+    let certificates = match args.certificates.mode {
+        CertificateMode::SelfManaged => Some(
+            certificates::Settings::new(&args.namespace, &args.certificates)
+                .map_err(anyhow::Error::msg)?,
+        ),
+        CertificateMode::External => {
+            tracing::info!(
+                "--certificates=external: the webhook's certificates and caBundle are provided by someone else"
+            );
+            None
+        }
+    };
     let metrics = Arc::new(Metrics::new());
     let reporter = Reporter {
         controller: "resize-guard-controller".into(),
@@ -118,6 +133,18 @@ pub async fn serve(
         }
         tracing::info!(identity, "became leader");
         metrics.set_leader(true);
+        let certs = certificates.clone().map(|settings| {
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+            let task = tokio::spawn(certificates::run(
+                client.clone(),
+                settings,
+                metrics.clone(),
+                async move {
+                    let _ = stop_rx.await;
+                },
+            ));
+            (stop_tx, task)
+        });
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let pods: Api<Pod> = Api::all(client.clone());
         let controller = Controller::new(pods, watcher::Config::default());
@@ -180,6 +207,16 @@ pub async fn serve(
         };
         let _ = stop_tx.send(());
         gauge.abort();
+        if let Some((stop_certs, certs_task)) = certs {
+            let _ = stop_certs.send(());
+            let abort = certs_task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(10), certs_task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
         let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
         metrics.set_leader(false);
         if exit {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::{ms, percentile, write_summary};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
-use resize_guard_harness::admission::{Webhooks, install, remove};
+use resize_guard_harness::admission::{Webhooks, register, remove};
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::objects::{create_running, guaranteed_pod};
 use resize_guard_webhook::args::Args;
@@ -79,7 +79,7 @@ fn main() {
         for round in 0..ROUNDS {
             for installed in [false, true] {
                 if installed {
-                    install(&client, &format!("https://127.0.0.1:{port}"), &bundle.ca_bundle_base64(), Webhooks::Both, "Fail")
+                    register(env, &format!("https://127.0.0.1:{port}"), &bundle.ca_bundle_base64(), Webhooks::Both)
                         .await
                         .unwrap();
                 } else {

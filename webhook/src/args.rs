@@ -18,15 +18,22 @@ pub struct Args {
     #[arg(long, env = "RESIZE_GUARD_HEALTH_ADDR", default_value = "0.0.0.0:8080")]
     pub health_addr: SocketAddr,
 
-    /// Directory with `tls.crt` and `tls.key` (a mounted Secret); reloaded when it changes.
+    /// Secret (in `--namespace`, type `kubernetes.io/tls`) holding the serving certificate,
+    /// read through the API with a watch on this one name and swapped in on every change.
+    /// Ignored when `--cert-dir` is given.
     #[arg(
         long,
-        env = "RESIZE_GUARD_CERT_DIR",
-        default_value = "/etc/resize-guard/tls"
+        env = "RESIZE_GUARD_TLS_SECRET",
+        default_value = "resize-guard-webhook-tls"
     )]
-    pub cert_dir: PathBuf,
+    pub tls_secret: String,
 
-    /// How often the certificate directory is checked for changes.
+    /// Directory with `tls.crt` and `tls.key` (a mounted Secret, e.g. from cert-manager); reloaded
+    /// when it changes. When given, the files are used and `--tls-secret` is not read.
+    #[arg(long, env = "RESIZE_GUARD_CERT_DIR")]
+    pub cert_dir: Option<PathBuf>,
+
+    /// How often the certificate directory (`--cert-dir`) is checked for changes.
     #[arg(long, env = "RESIZE_GUARD_CERT_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_duration)]
     pub cert_reload_interval: Duration,
 
@@ -71,8 +78,20 @@ mod tests {
         assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
-        assert!(parse_duration("1h").is_err());
-        assert!(parse_duration("x").is_err());
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert_eq!(
+            parse_duration("2160h").unwrap(),
+            Duration::from_secs(2160 * 3600)
+        );
+        assert_eq!(parse_duration("2d").unwrap(), Duration::from_secs(172_800));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(
+            parse_duration("1s500ms").unwrap(),
+            Duration::from_millis(1500)
+        );
+        for bad in ["x", "", "1w", "h", "1.5h", "-1s", "1hh", "ms"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
@@ -81,5 +100,13 @@ mod tests {
         assert_eq!(a.tls_addr.port(), 8443);
         assert_eq!(a.health_addr.port(), 8080);
         assert_eq!(a.namespace, "resize-guard");
+        assert_eq!(a.tls_secret, "resize-guard-webhook-tls");
+        assert_eq!(a.cert_dir, None, "the Secret is the default source");
+    }
+
+    #[test]
+    fn a_cert_dir_selects_the_files() {
+        let a = Args::try_parse_from(["resize-guard-webhook", "--cert-dir=/tls"]).unwrap();
+        assert_eq!(a.cert_dir, Some(PathBuf::from("/tls")));
     }
 }

@@ -4,11 +4,15 @@
 //! POSTs an AdmissionReview → [`server`] checks the request and hands the body to [`review`],
 //! which reads the cluster view (`resize_guard_cluster`: reflectors + live policy), calls `resize_guard_policy::classify`
 //! and maps the verdict to a response and an Event intent → [`server`] answers, records
-//! [`metrics`] and publishes the Event. TLS comes from [`tls`], reloaded when the Secret changes.
+//! [`metrics`] and publishes the Event. TLS comes from [`tls`]: a certificate resolver fed by
+//! [`serving_secret`] (the `kubernetes.io/tls` Secret, watched through the API; the default) or
+//! [`cert_dir`] (`--cert-dir` files), swapped on every change.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod args;
+pub mod cert_dir;
 pub mod metrics;
 pub mod review;
 pub mod server;
+pub mod serving_secret;
 pub mod tls;

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -32,6 +33,13 @@ pub struct ResultLabels {
     pub result: String,
 }
 
+/// Which certificate an expiry is about.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CertificateLabels {
+    /// `serving`.
+    pub certificate: String,
+}
+
 /// All webhook metrics.
 #[derive(Debug)]
 pub struct Metrics {
@@ -40,6 +48,7 @@ pub struct Metrics {
     duration: Family<ReviewLabels, Histogram>,
     policy_reloads: Family<ResultLabels, Counter>,
     cert_reloads: Family<ResultLabels, Counter>,
+    cert_expiry: Family<CertificateLabels, Gauge>,
     bad_requests: Counter,
 }
 
@@ -58,6 +67,7 @@ impl Metrics {
             Family::<ReviewLabels, Histogram>::new_with_constructor(|| Histogram::new(BUCKETS));
         let policy_reloads = Family::<ResultLabels, Counter>::default();
         let cert_reloads = Family::<ResultLabels, Counter>::default();
+        let cert_expiry = Family::<CertificateLabels, Gauge>::default();
         let bad_requests = Counter::default();
         registry.register(
             "admission_reviews",
@@ -80,6 +90,11 @@ impl Metrics {
             cert_reloads.clone(),
         );
         registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "notAfter of the certificate served, in seconds since the Unix epoch",
+            cert_expiry.clone(),
+        );
+        registry.register(
             "admission_bad_requests",
             "Requests refused before review (malformed, wrong type, too large)",
             bad_requests.clone(),
@@ -90,6 +105,7 @@ impl Metrics {
             duration,
             policy_reloads,
             cert_reloads,
+            cert_expiry,
             bad_requests,
         }
     }
@@ -113,6 +129,18 @@ impl Metrics {
     /// Records a certificate reload.
     pub fn cert_reload(&self, ok: bool) {
         self.cert_reloads.get_or_create(&result(ok)).inc();
+    }
+
+    /// Records the serving certificate's `notAfter`.
+    pub fn cert_expiry(&self, not_after: std::time::SystemTime) {
+        let secs = not_after
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        self.cert_expiry
+            .get_or_create(&CertificateLabels {
+                certificate: "serving".to_owned(),
+            })
+            .set(secs);
     }
 
     /// Records a refused request.
@@ -147,5 +175,16 @@ mod tests {
         let text = m.render();
         assert!(text.contains("resize_guard_admission_reviews_total{webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1"), "{text}");
         assert!(text.contains("resize_guard_admission_duration_seconds_bucket{le=\"0.0005\",webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn renders_the_serving_certificate_expiry_in_unix_seconds() {
+        let m = Metrics::new();
+        m.cert_expiry(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_900_000_000));
+        let text = m.render();
+        assert!(
+            text.contains("resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"} 1900000000"),
+            "{text}"
+        );
     }
 }

@@ -1,10 +1,12 @@
 //! HTTP: the admission endpoints on the TLS port and the health/metrics endpoints on a plain
-//! port, plus the process lifecycle (ready after the caches sync, drain in-flight reviews on
-//! SIGTERM, Events published off the request path).
+//! port, plus the process lifecycle (ready after the caches sync and while a usable serving
+//! certificate is loaded, drain in-flight reviews on SIGTERM, Events published off the request
+//! path). The serving certificate comes from the `--tls-secret` Secret through the API, or from
+//! `--cert-dir` when given (see [`crate::tls`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -12,12 +14,15 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum_server::tls_rustls::RustlsConfig;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use serde_json::json;
 
 use crate::args::Args;
 use crate::metrics::Metrics;
 use crate::review::{Cluster, EventIntent, Stage, review};
+use crate::serving_secret::SecretRef;
+use crate::tls::ServingCert;
 use resize_guard_cluster::ClusterView;
 
 /// Shared state of the HTTP handlers.
@@ -29,7 +34,7 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Publishes Events; `None` in tests without a cluster.
     pub recorder: Option<Recorder>,
-    /// Readiness (caches synced, not shutting down).
+    /// Readiness (caches synced, a usable serving certificate, not shutting down).
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
@@ -42,20 +47,37 @@ pub fn admission_router(state: AppState, max_body_bytes: usize) -> Router {
         .with_state(state)
 }
 
-/// `GET /livez`, `/readyz`, `/metrics`.
+/// Why the process is not ready, or `Ok` (for `/readyz`).
+pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// `GET /livez`, `/readyz`, `/metrics`; `/readyz` follows `state.ready`.
 pub fn health_router(state: AppState) -> Router {
+    let ready = state.ready.clone();
+    health_router_with(
+        state,
+        Arc::new(move || {
+            if ready() {
+                Ok(())
+            } else {
+                Err("caches not synced or shutting down".into())
+            }
+        }),
+    )
+}
+
+/// `GET /livez`, `/readyz`, `/metrics`; `/readyz` answers 503 with the reason `readiness` gives.
+pub fn health_router_with(state: AppState, readiness: Readiness) -> Router {
     Router::new()
         .route("/livez", get(|| async { "ok" }))
         .route(
             "/readyz",
-            get(|State(s): State<AppState>| async move {
-                if (s.ready)() {
-                    (StatusCode::OK, "ok")
-                } else {
-                    (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "not ready: caches not synced or shutting down",
-                    )
+            get(move || {
+                let answer = readiness();
+                async move {
+                    match answer {
+                        Ok(()) => (StatusCode::OK, "ok".to_owned()),
+                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}")),
+                    }
                 }
             }),
         )
@@ -191,18 +213,48 @@ pub async fn serve(
             Arc::new(move |ok| metrics.policy_reload(ok))
         },
     );
-    let (tls, files) = crate::tls::load(&args.cert_dir).await?;
-    tokio::spawn(crate::tls::reload_loop(
-        args.cert_dir.clone(),
-        tls.clone(),
-        files,
-        args.cert_reload_interval,
-        metrics.clone(),
-    ));
+    let cert = Arc::new(ServingCert::new());
+    match &args.cert_dir {
+        Some(dir) => {
+            let files = crate::cert_dir::load(dir, &cert, &metrics)?;
+            tracing::info!(dir = %dir.display(), "serving the TLS certificate from files");
+            tokio::spawn(crate::cert_dir::reload_loop(
+                dir.clone(),
+                cert.clone(),
+                files,
+                args.cert_reload_interval,
+                metrics.clone(),
+            ));
+        }
+        None => {
+            tokio::spawn(crate::serving_secret::watch(
+                client.clone(),
+                SecretRef {
+                    namespace: args.namespace.clone(),
+                    name: args.tls_secret.clone(),
+                },
+                cert.clone(),
+                metrics.clone(),
+            ));
+        }
+    }
+    let tls = RustlsConfig::from_config(Arc::new(crate::tls::server_config(cert.clone())?));
     let stopping = Arc::new(AtomicBool::new(false));
+    let readiness: Readiness = {
+        let (view, stopping, cert) = (view.clone(), stopping.clone(), cert.clone());
+        Arc::new(move || {
+            if stopping.load(Ordering::Acquire) {
+                return Err("shutting down".into());
+            }
+            if !view.is_ready() {
+                return Err("caches not synced".into());
+            }
+            cert.readiness(SystemTime::now())
+        })
+    };
     let ready = {
-        let (view, stopping) = (view.clone(), stopping.clone());
-        Arc::new(move || view.is_ready() && !stopping.load(Ordering::Acquire))
+        let readiness = readiness.clone();
+        Arc::new(move || readiness().is_ok())
     };
     let state = AppState {
         cluster: view,
@@ -212,7 +264,7 @@ pub async fn serve(
     };
     let health = tokio::net::TcpListener::bind(args.health_addr).await?;
     tracing::info!(addr = %args.health_addr, "serving /livez /readyz /metrics");
-    let health_app = health_router(state.clone());
+    let health_app = health_router_with(state.clone(), readiness);
     tokio::spawn(async move {
         if let Err(e) = axum::serve(health, health_app).await {
             tracing::error!(error = %e, "health server stopped");

@@ -13,23 +13,38 @@ use resize_guard_harness::objects::*;
 async fn the_validating_webhook_alone_enforces_infeasible_and_policy_denials() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
+    // The install brings deploy/'s policy; the test's own goes on after it.
+    let _hook = support::start(env, Webhooks::ValidatingOnly).await;
     support::set_policy(
         env,
         "feasibility:\n  rejectStuckDeferred: true\npreemption:\n  enabled: false\n",
     )
     .await;
-    let _hook = support::start(env, Webhooks::ValidatingOnly).await;
     let (ns, node, pods) = support::field_test(env, "validating").await;
     let k = env.kubectl();
 
-    let mut out = k.resize(&ns, "app", &cpu_resize("550m")).await.unwrap();
-    for _ in 0..50 {
+    // The policy reload is asynchronous: probe on dry run until the webhook enforces it.
+    let resize = cpu_resize("550m");
+    let probe = [
+        "patch",
+        "pod",
+        "app",
+        "-n",
+        &ns,
+        "--subresource",
+        "resize",
+        "--dry-run=server",
+        "-p",
+        &resize,
+    ];
+    for _ in 0..100 {
+        let out = k.run(probe).await.unwrap();
         if out.stderr.contains("validate.resize-guard.io") {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        out = k.resize(&ns, "app", &cpu_resize("550m")).await.unwrap();
     }
+    let out = k.resize(&ns, "app", &resize).await.unwrap();
     assert!(!out.success);
     assert!(
         out.stderr.contains(

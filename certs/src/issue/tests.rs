@@ -5,6 +5,7 @@ use x509_parser::extensions::{GeneralName, ParsedExtension};
 use x509_parser::pem::Pem;
 
 use super::*;
+use crate::expiry::decode_cert_pem;
 
 const DAY: Duration = Duration::from_secs(86_400);
 

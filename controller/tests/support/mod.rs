@@ -10,6 +10,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
+use resize_guard_harness::control_plane::Identity;
 use resize_guard_harness::env::Env;
 use resize_guard_harness::install::{apply_rbac, spawn_as_service_account, wait_ready};
 use resize_guard_harness::process::{Process, free_port};
@@ -27,6 +28,7 @@ pub async fn start(env: &Env, identity: &str) -> Controller {
     let health_port = free_port().unwrap();
     let process = spawn_as_service_account(
         env,
+        Identity::Controller,
         env!("CARGO_BIN_EXE_resize-guard-controller"),
         &format!("controller-{identity}"),
         &[

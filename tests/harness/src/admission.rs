@@ -1,15 +1,20 @@
-//! Registering resize-guard's admission webhooks with the harness's API server: the same
-//! configurations as `deploy/`, but with `clientConfig.url` pointing at a local process and the
-//! test CA as `caBundle` (the envtest pattern), plus a canary that waits until kube-apiserver
-//! really calls the webhook (its informer picks up new configurations asynchronously).
+//! Pointing the webhook configurations `deploy/` installs at a local webhook process: the
+//! install itself is [`crate::install::install`] (`kubectl apply -k`, `clientConfig.url` set to
+//! the process); `caBundle` is then written with server-side apply, as the controller's
+//! certificate owner (or cert-manager's CA injector) does in a cluster, for suites whose webhook
+//! serves a test certificate; plus a canary that waits until kube-apiserver really calls the
+//! webhook (its informer picks up new configurations asynchronously).
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kube::api::{Api, DeleteParams, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::env::Env;
+use crate::install::{Install, install};
 
 /// Name of both configuration objects.
 pub const CONFIG_NAME: &str = "resize-guard";
@@ -17,67 +22,66 @@ pub const CONFIG_NAME: &str = "resize-guard";
 pub const MUTATING_NAME: &str = "mutate.resize-guard.io";
 /// The validating webhook's name (audit annotations are prefixed with it).
 pub const VALIDATING_NAME: &str = "validate.resize-guard.io";
+/// The field manager the harness writes `caBundle` with.
+pub const FIELD_MANAGER: &str = "resize-guard-harness";
 
 /// Which configurations to install.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Webhooks {
-    /// Mutating and validating.
+    /// Mutating and validating (`deploy/`).
     Both,
-    /// Only the ValidatingWebhookConfiguration.
+    /// Only the ValidatingWebhookConfiguration (`deploy/overlays/validating-only`).
     ValidatingOnly,
 }
 
-fn webhook(name: &str, url: String, ca_base64: &str, failure_policy: &str) -> Value {
-    json!({
-        "name": name,
-        "clientConfig": {"url": url, "caBundle": ca_base64},
-        "rules": [{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/resize"], "scope": "Namespaced"}],
-        "admissionReviewVersions": ["v1"],
-        "sideEffects": "NoneOnDryRun",
-        "failurePolicy": failure_policy,
-        "timeoutSeconds": 3,
-        "matchPolicy": "Equivalent",
-        "namespaceSelector": {"matchExpressions": [{
-            "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "resize-guard"]
-        }]},
-    })
-}
-
-/// Creates (replacing existing) webhook configurations for a webhook served at `base_url`
-/// (`https://127.0.0.1:PORT`). Tests use `failurePolicy: Fail` so an unreachable webhook shows.
-pub async fn install(
-    client: &kube::Client,
+/// Installs `deploy/` with the webhook configurations pointing at a webhook served at
+/// `base_url` (`https://127.0.0.1:PORT`) and trusting `ca_base64`.
+pub async fn register(
+    env: &Env,
     base_url: &str,
     ca_base64: &str,
     which: Webhooks,
-    failure_policy: &str,
 ) -> anyhow::Result<()> {
-    remove(client).await?;
-    let validating: ValidatingWebhookConfiguration = serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": CONFIG_NAME},
-        "webhooks": [webhook(VALIDATING_NAME, format!("{base_url}/validate"), ca_base64, failure_policy)],
-    }))?;
+    install(
+        env,
+        &Install {
+            webhook_url: Some(base_url.to_owned()),
+            validating_only: which == Webhooks::ValidatingOnly,
+        },
+    )
+    .await;
+    set_ca_bundle(&env.client().await, ca_base64, which).await
+}
+
+/// Writes `caBundle` on every webhook of the configurations (server-side apply).
+pub async fn set_ca_bundle(
+    client: &kube::Client,
+    ca_base64: &str,
+    which: Webhooks,
+) -> anyhow::Result<()> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let body = |kind: &str, name: &str| {
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": kind,
+            "metadata": {"name": CONFIG_NAME},
+            "webhooks": [{"name": name, "clientConfig": {"caBundle": ca_base64}}],
+        })
+    };
     Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .create(&PostParams::default(), &validating)
+        .patch(
+            CONFIG_NAME,
+            &params,
+            &Patch::Apply(body("ValidatingWebhookConfiguration", VALIDATING_NAME)),
+        )
         .await?;
     if which == Webhooks::Both {
-        let mut m = webhook(
-            MUTATING_NAME,
-            format!("{base_url}/mutate"),
-            ca_base64,
-            failure_policy,
-        );
-        m["reinvocationPolicy"] = json!("Never");
-        let mutating: MutatingWebhookConfiguration = serde_json::from_value(json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": CONFIG_NAME},
-            "webhooks": [m],
-        }))?;
         Api::<MutatingWebhookConfiguration>::all(client.clone())
-            .create(&PostParams::default(), &mutating)
+            .patch(
+                CONFIG_NAME,
+                &params,
+                &Patch::Apply(body("MutatingWebhookConfiguration", MUTATING_NAME)),
+            )
             .await?;
     }
     Ok(())

@@ -21,31 +21,42 @@ use crate::process::{Process, free_port};
 
 /// The admin identity's bearer token (`system:masters`).
 pub const ADMIN_TOKEN: &str = "resize-guard-admin-token";
-/// The ServiceAccount-style identity's token.
-pub const SA_TOKEN: &str = "resize-guard-sa-token";
-/// The ServiceAccount-style identity's user name.
-pub const SA_USER: &str = "system:serviceaccount:resize-guard:resize-guard";
+/// The webhook ServiceAccount's token.
+pub const WEBHOOK_TOKEN: &str = "resize-guard-webhook-token";
+/// The controller ServiceAccount's token.
+pub const CONTROLLER_TOKEN: &str = "resize-guard-controller-token";
+/// The webhook's user name (`deploy/base/rbac-webhook.yaml`).
+pub const WEBHOOK_USER: &str = "system:serviceaccount:resize-guard:resize-guard-webhook";
+/// The controller's user name (`deploy/base/rbac-controller.yaml`).
+pub const CONTROLLER_USER: &str = "system:serviceaccount:resize-guard:resize-guard-controller";
 
 /// Who a client or kubectl acts as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Identity {
     /// Cluster admin.
     Admin,
-    /// `system:serviceaccount:resize-guard:resize-guard`, subject to RBAC.
-    ServiceAccount,
+    /// The webhook's ServiceAccount, subject to RBAC.
+    Webhook,
+    /// The controller's ServiceAccount, subject to RBAC.
+    Controller,
 }
 
 impl Identity {
+    /// Every identity, each with a kubeconfig file in the control plane's directory.
+    pub const ALL: [Identity; 3] = [Identity::Admin, Identity::Webhook, Identity::Controller];
+
     fn token(self) -> &'static str {
         match self {
             Identity::Admin => ADMIN_TOKEN,
-            Identity::ServiceAccount => SA_TOKEN,
+            Identity::Webhook => WEBHOOK_TOKEN,
+            Identity::Controller => CONTROLLER_TOKEN,
         }
     }
     fn file_name(self) -> &'static str {
         match self {
             Identity::Admin => "kubeconfig",
-            Identity::ServiceAccount => "kubeconfig-sa",
+            Identity::Webhook => "kubeconfig-webhook",
+            Identity::Controller => "kubeconfig-controller",
         }
     }
 }
@@ -133,7 +144,8 @@ impl ControlPlane {
             root.join("tokens.csv"),
             format!(
                 "{ADMIN_TOKEN},admin,uid-admin,\"system:masters\"\n\
-                 {SA_TOKEN},{SA_USER},uid-sa,\"system:serviceaccounts,system:serviceaccounts:resize-guard\"\n"
+                 {WEBHOOK_TOKEN},{WEBHOOK_USER},uid-webhook,\"system:serviceaccounts,system:serviceaccounts:resize-guard\"\n\
+                 {CONTROLLER_TOKEN},{CONTROLLER_USER},uid-controller,\"system:serviceaccounts,system:serviceaccounts:resize-guard\"\n"
             ),
         )?;
         fs::write(root.join("audit-policy.yaml"), AUDIT_POLICY)?;
@@ -186,7 +198,7 @@ impl ControlPlane {
             port,
             dir,
         };
-        for id in [Identity::Admin, Identity::ServiceAccount] {
+        for id in Identity::ALL {
             fs::write(cp.dir.path().join(id.file_name()), cp.kubeconfig_yaml(id))?;
         }
         cp.wait_ready(Duration::from_secs(120))?;
@@ -232,7 +244,8 @@ impl ControlPlane {
             url = self.url(),
             user = match id {
                 Identity::Admin => "admin",
-                Identity::ServiceAccount => "resize-guard-sa",
+                Identity::Webhook => "resize-guard-webhook",
+                Identity::Controller => "resize-guard-controller",
             },
             token = id.token(),
         )

@@ -1,9 +1,13 @@
-//! Installing resize-guard's own objects from `deploy/` into the harness's cluster, and running
-//! its binaries the way they run in a cluster: as the `resize-guard` ServiceAccount (so RBAC from
-//! `deploy/rbac.yaml` is exercised), with logs kept next to the control plane's.
+//! Installing resize-guard into the harness's cluster exactly as a user does — `kubectl apply -k`
+//! (server side) of `deploy/` — with only what local processes need changed, through a
+//! kustomize overlay written next to the control plane's files: the Deployments scaled to zero
+//! (the binaries run as local processes instead, each as its own ServiceAccount, so the RBAC in
+//! `deploy/base/rbac-*.yaml` is exercised) and the webhook configurations' `clientConfig`
+//! pointed at the local webhook (or left out when no webhook runs).
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -18,22 +22,101 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Applies the install namespace, ServiceAccount and RBAC from `deploy/`.
-pub async fn apply_rbac(env: &Env) {
-    let k = env.kubectl();
-    for file in ["deploy/namespace.yaml", "deploy/rbac.yaml"] {
-        let path = repo_root().join(file);
-        let out = match k.run(["apply", "-f", &path.display().to_string()]).await {
-            Ok(o) => o,
-            Err(e) => panic!("kubectl apply {file}: {e}"),
+/// What to install from `deploy/`.
+#[derive(Debug, Clone, Default)]
+pub struct Install {
+    /// Where kube-apiserver reaches the local webhook (`https://127.0.0.1:PORT`); `None` leaves
+    /// the webhook configurations out (no webhook runs, so nothing would answer them).
+    pub webhook_url: Option<String>,
+    /// Install `deploy/overlays/validating-only` instead of `deploy/`.
+    pub validating_only: bool,
+}
+
+/// The kustomization the harness applies: `deploy/` (or an overlay) plus the local changes.
+pub fn overlay(how: &Install) -> String {
+    let base = if how.validating_only {
+        "../../../deploy/overlays/validating-only"
+    } else {
+        "../../../deploy"
+    };
+    let mut out = format!(
+        "# Written by resize-guard-harness: deploy/ as shipped, with local processes in place of\n\
+         # the Deployments.\n\
+         apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {base}\n\
+         patches:\n  - target: {{kind: Deployment}}\n    patch: |-\n      - {{op: replace, path: /spec/replicas, value: 0}}\n"
+    );
+    for (kind, path) in [
+        ("MutatingWebhookConfiguration", "/mutate"),
+        ("ValidatingWebhookConfiguration", "/validate"),
+    ] {
+        if how.validating_only && kind.starts_with("Mutating") {
+            continue;
+        }
+        let patch = match &how.webhook_url {
+            Some(url) => format!(
+                "      - {{op: replace, path: /webhooks/0/clientConfig, value: {{url: \"{url}{path}\"}}}}\n"
+            ),
+            None => format!(
+                "      $patch: delete\n      apiVersion: admissionregistration.k8s.io/v1\n      kind: {kind}\n      metadata: {{name: resize-guard}}\n"
+            ),
         };
-        assert!(out.success, "kubectl apply {file}: {}", out.stderr);
+        out.push_str(&format!(
+            "  - target: {{kind: {kind}, name: resize-guard}}\n    patch: |-\n{patch}"
+        ));
     }
+    out
+}
+
+/// Writes [`overlay`] into a fresh directory three levels below the repository root, so that
+/// `../../../deploy` is the real `deploy/` (kustomize takes bases by relative path only), and
+/// returns the directory.
+pub fn write_overlay(how: &Install) -> anyhow::Result<PathBuf> {
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let dir = repo_root()
+        .join("target")
+        .join("harness-overlays")
+        .join(format!(
+            "{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("kustomization.yaml"), overlay(how))?;
+    Ok(dir)
+}
+
+/// Installs resize-guard: `kubectl apply -k <overlay> --server-side --force-conflicts` (the
+/// policy ConfigMap goes back to `deploy/`'s; tests that need another policy set it after).
+pub async fn install(env: &Env, how: &Install) {
+    let dir = match write_overlay(how) {
+        Ok(d) => d,
+        Err(e) => panic!("writing the harness overlay: {e}"),
+    };
+    let path = dir.display().to_string();
+    let out = match env
+        .kubectl()
+        .run(["apply", "-k", &path, "--server-side", "--force-conflicts"])
+        .await
+    {
+        Ok(o) => o,
+        Err(e) => panic!("kubectl apply -k {path}: {e}"),
+    };
+    assert!(
+        out.success,
+        "kubectl apply -k {path}:\n{}\n{}",
+        out.stdout, out.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Installs everything but the webhook configurations: for suites that run only the
+/// controller.
+pub async fn apply_rbac(env: &Env) {
+    install(env, &Install::default()).await;
 }
 
 /// Writes the policy ConfigMap (server-side apply: creates or replaces).
 pub async fn set_policy(env: &Env, doc: &str) {
-    apply_rbac(env).await;
     let api: Api<ConfigMap> = Api::namespaced(env.client().await, "resize-guard");
     let cm = serde_json::json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -52,19 +135,22 @@ pub async fn set_policy(env: &Env, doc: &str) {
     }
 }
 
-/// Starts `bin` with `args` as the resize-guard ServiceAccount; its log is
+/// Starts `bin` with `args` as the ServiceAccount `identity`; its log is
 /// `<control-plane dir>/<name>.log`.
-pub fn spawn_as_service_account(env: &Env, bin: &str, name: &str, args: &[String]) -> Process {
+pub fn spawn_as_service_account(
+    env: &Env,
+    identity: Identity,
+    bin: &str,
+    name: &str,
+    args: &[String],
+) -> Process {
     let mut cmd = Command::new(bin);
-    cmd.env(
-        "KUBECONFIG",
-        env.cp.kubeconfig_path_for(Identity::ServiceAccount),
-    )
-    .env(
-        "RUST_LOG",
-        "info,resize_guard_webhook=debug,resize_guard_controller=debug,kube_client=warn",
-    )
-    .args(args);
+    cmd.env("KUBECONFIG", env.cp.kubeconfig_path_for(identity))
+        .env(
+            "RUST_LOG",
+            "info,resize_guard_webhook=debug,resize_guard_controller=debug,kube_client=warn",
+        )
+        .args(args);
     let log = env.cp.dir().join(format!("{name}.log"));
     match Process::spawn(name, cmd, &log) {
         Ok(p) => p,

@@ -1,13 +1,14 @@
 //! Shared setup of the webhook's end-to-end suites: the real `resize-guard-webhook` binary,
-//! running as the resize-guard ServiceAccount (RBAC from `deploy/rbac.yaml`), serving a loopback
-//! certificate from `resize-guard-certs`, registered with the harness's kube-apiserver.
+//! running as the `resize-guard-webhook` ServiceAccount, serving a loopback certificate from
+//! `resize-guard-certs`, with `deploy/` installed by `kubectl apply -k` pointing at it.
 #![allow(dead_code)]
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};
-use resize_guard_harness::admission::{Webhooks, install, wait_active};
+use resize_guard_harness::admission::{Webhooks, register, wait_active};
+use resize_guard_harness::control_plane::Identity;
 use resize_guard_harness::env::Env;
 use resize_guard_harness::objects::{create_running, guaranteed_pod};
 use resize_guard_harness::process::{Process, free_port};
@@ -31,16 +32,26 @@ impl Webhook {
 #[allow(unused_imports)]
 pub use resize_guard_harness::install::{apply_rbac, set_policy};
 
-/// Starts the webhook binary as the resize-guard ServiceAccount and registers it.
+/// Starts the webhook binary as its ServiceAccount and installs `deploy/` pointing at it.
 pub async fn start(env: &'static Env, which: Webhooks) -> Webhook {
-    apply_rbac(env).await;
     let bundle =
         resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback()).unwrap();
     let cert_dir = tempfile::tempdir().unwrap();
     resize_guard_certs::write_dir(&bundle, cert_dir.path()).unwrap();
     let (port, health_port) = (free_port().unwrap(), free_port().unwrap());
+    // deploy/ first (the webhook's RBAC), pointing at the port the webhook is about to serve;
+    // failurePolicy Ignore lets resizes through until it answers.
+    register(
+        env,
+        &format!("https://127.0.0.1:{port}"),
+        &bundle.ca_bundle_base64(),
+        which,
+    )
+    .await
+    .unwrap();
     let process = resize_guard_harness::install::spawn_as_service_account(
         env,
+        Identity::Webhook,
         env!("CARGO_BIN_EXE_resize-guard-webhook"),
         &format!("webhook-{port}"),
         &[
@@ -61,16 +72,6 @@ pub async fn start(env: &'static Env, which: Webhooks) -> Webhook {
     };
     resize_guard_harness::install::wait_ready(health_port, &hook.process, Duration::from_secs(30))
         .await;
-    let client = env.client().await;
-    install(
-        &client,
-        &format!("https://127.0.0.1:{port}"),
-        &hook.bundle.ca_bundle_base64(),
-        which,
-        "Fail",
-    )
-    .await
-    .unwrap();
     canary(env).await;
     hook
 }

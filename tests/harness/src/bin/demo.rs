@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use resize_guard_harness::admission::{Webhooks, install, wait_active};
+use resize_guard_harness::admission::wait_active;
 use resize_guard_harness::control_plane::{ControlPlane, Identity, Options};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
-use resize_guard_harness::install::wait_ready;
+use resize_guard_harness::install::{Install, wait_ready, write_overlay};
 use resize_guard_harness::kubectl::{Kubectl, KubectlOutput};
 use resize_guard_harness::objects::*;
 use resize_guard_harness::process::{Process, free_port};
@@ -70,16 +70,14 @@ fn bin(name: &str) -> anyhow::Result<PathBuf> {
 
 fn spawn(
     cp: &ControlPlane,
+    identity: Identity,
     path: &PathBuf,
     name: &str,
     args: &[String],
 ) -> anyhow::Result<Process> {
     let mut cmd = std::process::Command::new(path);
-    cmd.env(
-        "KUBECONFIG",
-        cp.kubeconfig_path_for(Identity::ServiceAccount),
-    )
-    .args(args);
+    cmd.env("KUBECONFIG", cp.kubeconfig_path_for(identity))
+        .args(args);
     Process::spawn(name, cmd, &cp.dir().join(format!("{name}.log")))
 }
 
@@ -104,35 +102,43 @@ fn main() -> anyhow::Result<()> {
         let node = HollowNode::start(&cp, &HollowNodeConfig::t3_medium("t3-medium")).await?;
         let kubectl = Kubectl { bin: cp.binaries().kubectl.clone(), kubeconfig: cp.kubeconfig_path() };
         let mut demo = Demo { kubectl, failures: Vec::new() };
-        demo.say("Installing resize-guard (namespace, RBAC, policy, webhook, controller) …");
-        // The harness Env is not used here; apply deploy/ with kubectl directly.
-        for f in ["deploy/namespace.yaml", "deploy/rbac.yaml", "deploy/policy.yaml"] {
-            let out = demo.run(&["apply", "-f", f]).await;
-            anyhow::ensure!(out.success, "kubectl apply {f} failed");
-        }
+        demo.say("Installing resize-guard with kubectl apply -k: deploy/ as shipped, through an overlay that \
+                  scales its Deployments to zero and points the webhook configurations at the local webhook process …");
+        let (port, wh_health, ctl_health) = (free_port()?, free_port()?, free_port()?);
+        let overlay = write_overlay(&Install {
+            webhook_url: Some(format!("https://127.0.0.1:{port}")),
+            validating_only: false,
+        })?;
+        let out = demo.run(&["apply", "-k", &overlay.display().to_string(), "--server-side"]).await;
+        anyhow::ensure!(out.success, "kubectl apply -k failed");
+        let _ = std::fs::remove_dir_all(&overlay);
         for (name, value) in resize_guard_harness::env::PRIORITY_CLASSES {
             demo.kubectl
                 .run(["create", "priorityclass", name, &format!("--value={value}")])
                 .await?;
         }
-        let bundle = resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback())?;
-        let certs = tempfile::tempdir()?;
-        resize_guard_certs::write_dir(&bundle, certs.path())?;
-        let (port, wh_health, ctl_health) = (free_port()?, free_port()?, free_port()?);
-        let webhook = spawn(&cp, &webhook_bin, "resize-guard-webhook", &[
+        // No certificate step: the controller (its leader) creates the CA and serving Secrets and
+        // injects caBundle; the webhook reads its serving Secret through the API. The only local
+        // change is the extra name on the serving certificate (the webhook is reached at
+        // 127.0.0.1 instead of through its Service).
+        let webhook = spawn(&cp, Identity::Webhook, &webhook_bin, "resize-guard-webhook", &[
             format!("--tls-addr=127.0.0.1:{port}"),
             format!("--health-addr=127.0.0.1:{wh_health}"),
-            format!("--cert-dir={}", certs.path().display()),
             "--namespace=resize-guard".into(),
         ])?;
-        let controller = spawn(&cp, &controller_bin, "resize-guard-controller", &[
+        let controller = spawn(&cp, Identity::Controller, &controller_bin, "resize-guard-controller", &[
             format!("--health-addr=127.0.0.1:{ctl_health}"),
             "--namespace=resize-guard".into(),
             "--identity=demo".into(),
+            "--serving-host=127.0.0.1".into(),
         ])?;
-        wait_ready(wh_health, &webhook, T).await;
         wait_ready(ctl_health, &controller, T).await;
-        install(&client, &format!("https://127.0.0.1:{port}"), &bundle.ca_bundle_base64(), Webhooks::Both, "Ignore").await?;
+        wait_ready(wh_health, &webhook, T).await;
+        let bundle = demo
+            .kubectl
+            .run(["get", "validatingwebhookconfiguration", "resize-guard", "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}"])
+            .await?;
+        demo.expect(bundle.success && !bundle.stdout.trim().is_empty(), "the controller injected caBundle; no certificate was prepared by hand");
 
         demo.say("The field test: a t3.medium node (1930m CPU allocatable), a low-priority batch pod \
                   using 1500m, and a high-priority Guaranteed shop pod at 250m.");

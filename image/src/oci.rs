@@ -1,0 +1,142 @@
+//! The OCI documents an image layout holds (image-spec v1.1): the image [`Config`], the
+//! [`Manifest`] pointing at it and the layers, and the [`Index`] naming the manifest. Typed so the
+//! JSON keys and their order are fixed: the same image serialises to the same bytes.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::blob::Blob;
+
+/// `mediaType` of an image index.
+pub const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
+/// `mediaType` of an image manifest.
+pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// `mediaType` of an image config.
+pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
+/// `mediaType` of a gzip-compressed layer.
+pub const LAYER_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+/// Annotation naming a manifest's tag in an index.
+pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
+/// Annotation containerd's `ctr images import` takes the full image name from.
+pub const CONTAINERD_NAME: &str = "io.containerd.image.name";
+
+/// A pointer to a blob.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Descriptor {
+    /// What the blob is.
+    pub media_type: &'static str,
+    /// Its digest.
+    pub digest: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The platform, on a manifest listed in an index.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform: Option<Platform>,
+    /// Annotations, on a manifest listed in an index.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Descriptor {
+    /// A plain descriptor of `blob`.
+    pub fn of(media_type: &'static str, blob: &Blob) -> Self {
+        Self {
+            media_type,
+            digest: blob.digest.clone(),
+            size: blob.size(),
+            platform: None,
+            annotations: BTreeMap::new(),
+        }
+    }
+}
+
+/// Operating system and CPU architecture.
+#[derive(Debug, Clone, Serialize)]
+pub struct Platform {
+    /// `amd64`.
+    pub architecture: &'static str,
+    /// `linux`.
+    pub os: &'static str,
+}
+
+/// The image config (`application/vnd.oci.image.config.v1+json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// RFC 3339 creation time (from `SOURCE_DATE_EPOCH`).
+    pub created: String,
+    /// `amd64`.
+    pub architecture: &'static str,
+    /// `linux`.
+    pub os: &'static str,
+    /// How a container runs.
+    pub config: RunConfig,
+    /// The layers' uncompressed digests.
+    pub rootfs: RootFs,
+    /// One entry per instruction that made a layer.
+    pub history: Vec<History>,
+}
+
+/// The `config` object of an image config; Docker's capitalised keys.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct RunConfig {
+    /// `uid[:gid]` or a name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Environment, `NAME=value`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// The program and its fixed arguments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<Vec<String>>,
+    /// Image labels.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// `rootfs` of an image config.
+#[derive(Debug, Clone, Serialize)]
+pub struct RootFs {
+    /// Always `layers`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// `sha256:` digests of the uncompressed layer tars, bottom first.
+    pub diff_ids: Vec<String>,
+}
+
+/// One history entry of an image config.
+#[derive(Debug, Clone, Serialize)]
+pub struct History {
+    /// RFC 3339 time.
+    pub created: String,
+    /// The instruction, e.g. `COPY a /usr/local/bin/a`.
+    pub created_by: String,
+}
+
+/// An image manifest.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    /// Always 2.
+    pub schema_version: u32,
+    /// [`MANIFEST_MEDIA_TYPE`].
+    pub media_type: &'static str,
+    /// The image config.
+    pub config: Descriptor,
+    /// The layers, bottom first.
+    pub layers: Vec<Descriptor>,
+}
+
+/// An image index (`index.json` of a layout).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Index {
+    /// Always 2.
+    pub schema_version: u32,
+    /// [`INDEX_MEDIA_TYPE`].
+    pub media_type: &'static str,
+    /// The images.
+    pub manifests: Vec<Descriptor>,
+}

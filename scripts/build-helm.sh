@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Build (or reuse) the `helm` CLI (Helm v3, helm.sh/helm/v3/cmd/helm, pinned by
+# tests/helm/go.mod + go.sum) used to lint and render charts/resize-guard in the
+# tests (tests/harness/tests/helm.rs).
+#
+# Usage:
+#   dir=$(scripts/build-helm.sh | tail -n 1)        # build if needed, print bin dir
+#   scripts/build-helm.sh --no-build                # exit 3 if not cached yet
+#   RESIZE_GUARD_HELM_BIN="$(scripts/build-helm.sh | tail -n 1)/helm" cargo test ...
+#
+# The LAST line of stdout is the absolute path of the directory holding `helm`;
+# everything else goes to stderr (same contract as scripts/build-control-plane.sh).
+#
+# Caching: the binary lives in $HOME/.cache/resize-guard/helm-<key>/helm, where
+# <key> is derived from tests/helm/go.mod, go.sum, `go version` and the build
+# flags. A hit costs ~0.1 s; a miss is a cold build (measured with empty Go
+# caches on 2 busy cores: 8.5 min wall, 5 min CPU; 410 MB GOMODCACHE + 716 MB
+# GOCACHE + a 59 MB binary; much less with warm caches). $HOME/.cache/resize-guard/helm-current is a symlink to the last used
+# stamp dir; helm-* stamp dirs with other keys are pruned once unused for
+# RESIZE_GUARD_CACHE_KEEP_DAYS days (default 2).
+#
+# Environment:
+#   RESIZE_GUARD_HELM_DIR      use this directory (must hold an executable `helm`)
+#                              and never build.
+#   RESIZE_GUARD_CACHE_DIR     cache root (default $HOME/.cache/resize-guard).
+#   RESIZE_GUARD_HELM_MIN_FREE_GB  free space demanded before a cold build (default 2).
+#   RESIZE_GUARD_CACHE_KEEP_DAYS   keep other keys' stamp dirs this long (default 2).
+#
+# Offline except the Go module proxy. GOTOOLCHAIN=local is forced: a dependency
+# drifting to a newer `go` line must fail loudly rather than download a toolchain.
+set -euo pipefail
+
+log() { printf '%s\n' "build-helm: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+have_helm() { [[ -f "$1/helm" && -x "$1/helm" ]]; }
+
+no_build=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) no_build=1 ;;
+    -h|--help) sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+    *) die "unknown argument: $arg (try --help)" ;;
+  esac
+done
+
+# --- explicit override --------------------------------------------------------
+if [[ -n "${RESIZE_GUARD_HELM_DIR:-}" ]]; then
+  d="$(cd "$RESIZE_GUARD_HELM_DIR" 2>/dev/null && pwd -P)" \
+    || die "RESIZE_GUARD_HELM_DIR=$RESIZE_GUARD_HELM_DIR is not a directory"
+  have_helm "$d" || die "RESIZE_GUARD_HELM_DIR=$d must contain an executable helm"
+  log "using RESIZE_GUARD_HELM_DIR=$d (no build)"
+  printf '%s\n' "$d"
+  exit 0
+fi
+
+# --- inputs -------------------------------------------------------------------
+export GOTOOLCHAIN=local
+export CGO_ENABLED=0
+unset GOOS GOARCH GOFLAGS 2>/dev/null || true
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+MOD_DIR="$REPO_ROOT/tests/helm"
+for f in go.mod go.sum; do
+  [[ -f "$MOD_DIR/$f" ]] || die "missing $MOD_DIR/$f"
+done
+
+command -v go >/dev/null 2>&1 || die "'go' not found on PATH (need Go >= 1.26, see tests/helm/README.md)"
+GO_VERSION="$(go version)" || die "'go version' failed"
+
+# Versions come from go.mod itself, so a bump there is all it takes.
+mod_version() {
+  awk -v m="$1" '($1 == m && $2 ~ /^v/) { print $2; exit } ($1 == "require" && $2 == m) { print $3; exit }' "$MOD_DIR/go.mod"
+}
+HELM_VERSION="$(mod_version helm.sh/helm/v3)"
+[[ "$HELM_VERSION" =~ ^v3\.[0-9]+\.[0-9]+$ ]] || die "cannot find a helm.sh/helm/v3 v3.X.Y requirement in $MOD_DIR/go.mod"
+CLIENT_GO="$(mod_version k8s.io/client-go)"
+[[ "$CLIENT_GO" =~ ^v0\.[0-9]+\.[0-9]+$ ]] || die "cannot find k8s.io/client-go v0.X.Y in $MOD_DIR/go.mod"
+K8S_MINOR="${CLIENT_GO#v0.}"; K8S_MINOR="${K8S_MINOR%%.*}"
+
+# As helm's own Makefile does: the version, and the Kubernetes version `helm
+# template`/`helm lint` assume (.Capabilities.KubeVersion) from client-go's.
+# Fixed values keep the build (and the cache key) reproducible.
+LDFLAGS="-s -w"
+LDFLAGS+=" -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+LDFLAGS+=" -X helm.sh/helm/v3/internal/version.metadata="
+LDFLAGS+=" -X helm.sh/helm/v3/internal/version.gitCommit=0000000000000000000000000000000000000000"
+LDFLAGS+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+  LDFLAGS+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$K8S_MINOR"
+done
+BUILD_FLAGS=(-trimpath -buildvcs=false -mod=readonly)
+PACKAGE=helm.sh/helm/v3/cmd/helm
+
+KEY="$(
+  {
+    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"
+    printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "$PACKAGE"
+  } | sha256sum | cut -c1-16
+)"
+
+CACHE_ROOT="${RESIZE_GUARD_CACHE_DIR:-$HOME/.cache/resize-guard}"
+mkdir -p "$CACHE_ROOT" || die "cannot create cache dir $CACHE_ROOT"
+CACHE_ROOT="$(cd "$CACHE_ROOT" && pwd -P)"
+STAMP="$CACHE_ROOT/helm-$KEY"
+CURRENT="$CACHE_ROOT/helm-current"
+LOCK="$CACHE_ROOT/.lock-helm"
+
+update_current_and_prune() {
+  local tmp_link="$CACHE_ROOT/.helm-current.$$"
+  ln -sfn "$(basename "$STAMP")" "$tmp_link" && mv -Tf "$tmp_link" "$CURRENT" \
+    || log "warning: could not update $CURRENT"
+  local d keep_days="${RESIZE_GUARD_CACHE_KEEP_DAYS:-2}"
+  for d in "$CACHE_ROOT"/helm-* "$CACHE_ROOT"/.tmp-helm-*; do
+    [[ -e "$d" && ! -L "$d" && -d "$d" && "$d" != "$STAMP" ]] || continue
+    # We hold the lock, so any .tmp dir here is from a crashed build and can go.
+    # Stamp dirs are touched on every use: keep those another checkout used lately.
+    if [[ "$(basename "$d")" == helm-* && -n "$(find "$d" -maxdepth 0 -mtime "-$keep_days" 2>/dev/null)" ]]; then
+      continue
+    fi
+    log "pruning old stamp dir $d"
+    rm -rf -- "$d" || log "warning: could not remove $d"
+  done
+}
+
+finish() {
+  update_current_and_prune
+  printf '%s\n' "$STAMP"
+  exit 0
+}
+
+# --- fast path ----------------------------------------------------------------
+if have_helm "$STAMP"; then
+  log "cache hit: helm $HELM_VERSION in $STAMP"
+  touch "$STAMP" 2>/dev/null || true
+  exec 9>"$LOCK"
+  if flock -n 9 2>/dev/null; then update_current_and_prune; fi
+  printf '%s\n' "$STAMP"
+  exit 0
+fi
+if (( no_build )); then
+  log "no cached helm for key $KEY (run scripts/build-helm.sh to build)"
+  exit 3
+fi
+
+# --- slow path: serialise concurrent builders ---------------------------------
+exec 9>"$LOCK"
+if command -v flock >/dev/null 2>&1; then
+  if ! flock -n 9; then
+    log "another build holds $LOCK; waiting for it…"
+    flock 9
+  fi
+fi
+if have_helm "$STAMP"; then
+  log "cache hit after waiting: $STAMP"
+  finish
+fi
+[[ -e "$STAMP" ]] && { log "removing incomplete stamp dir $STAMP"; rm -rf -- "$STAMP"; }
+
+# Disk space: GOMODCACHE + GOCACHE + the binary need ~1.2 GB on a cold machine.
+MIN_FREE_GB="${RESIZE_GUARD_HELM_MIN_FREE_GB:-2}"
+GOCACHE_DIR="$(go env GOCACHE)"
+GOMODCACHE_DIR="$(go env GOMODCACHE)"
+existing_parent() { local p=$1; while [[ ! -e "$p" ]]; do p="$(dirname "$p")"; done; printf '%s\n' "$p"; }
+declare -A seen_fs=()
+for p in "$CACHE_ROOT" "$GOCACHE_DIR" "$GOMODCACHE_DIR" "${TMPDIR:-/tmp}"; do
+  p="$(existing_parent "$p")"
+  fs="$(df -P "$p" | awk 'NR == 2 { print $1 }')"
+  [[ -n "${seen_fs[$fs]:-}" ]] && continue
+  seen_fs[$fs]=1
+  avail_kb="$(df -Pk "$p" | awk 'NR == 2 { print $4 }')"
+  if (( avail_kb < MIN_FREE_GB * 1024 * 1024 )); then
+    die "only $(( avail_kb / 1024 / 1024 )) GB free on $fs ($p); a cold helm build needs ~${MIN_FREE_GB} GB" \
+        "(GOCACHE=$GOCACHE_DIR, GOMODCACHE=$GOMODCACHE_DIR). Free space, e.g. 'go clean -cache', or set RESIZE_GUARD_HELM_DIR."
+  fi
+done
+
+TMP_OUT="$(mktemp -d "$CACHE_ROOT/.tmp-helm-$KEY.XXXXXX")"
+trap 'rm -rf -- "$TMP_OUT"' EXIT
+
+log "building helm $HELM_VERSION (first run only; up to ~8 min on 2 busy cores with empty Go caches) …"
+log "  module: $MOD_DIR   key: $KEY   $GO_VERSION"
+start=$SECONDS
+if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/helm" "$PACKAGE") >&2; then
+  die "go build failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
+fi
+have_helm "$TMP_OUT" || die "go build succeeded but $TMP_OUT/helm is missing"
+
+# Sanity: the version ldflags took effect and the binary runs without a home.
+v="$(HELM_CONFIG_HOME="$TMP_OUT/.cfg" HELM_CACHE_HOME="$TMP_OUT/.cfg" HELM_DATA_HOME="$TMP_OUT/.cfg" \
+  "$TMP_OUT/helm" version --template '{{.Version}}' 2>&1 || true)"
+rm -rf -- "$TMP_OUT/.cfg"
+[[ "$v" == "$HELM_VERSION" ]] || die "helm version printed '$v', expected '$HELM_VERSION'"
+
+{
+  echo "key=$KEY"
+  echo "helm=$HELM_VERSION"
+  echo "kubernetes-default=v1.$K8S_MINOR"
+  echo "go=$GO_VERSION"
+  echo "ldflags=$LDFLAGS"
+  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"
+} >"$TMP_OUT/BUILD-INFO"
+
+chmod 755 "$TMP_OUT"
+mv -T "$TMP_OUT" "$STAMP" || die "could not move $TMP_OUT to $STAMP"
+trap - EXIT
+log "built in $(( SECONDS - start ))s: $STAMP"
+finish

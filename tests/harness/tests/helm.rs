@@ -1,0 +1,952 @@
+//! The Helm chart `charts/resize-guard`, with upstream `helm` v3 built from Go modules
+//! (`scripts/build-helm.sh`, found through `RESIZE_GUARD_HELM_BIN`; never skipped): it lints
+//! (also `--strict`); its values schema refuses typos; rendered with default values it is the same
+//! objects as `kubectl kustomize deploy/` but for Helm's own labels, and its variants are the
+//! overlays'; every render applies on server dry run against a real kube-apiserver v1.37.2 (those
+//! needing cert-manager's or the Prometheus Operator's CRDs are rendered and checked, their other
+//! objects applied); everything namespaced follows the install namespace; and the documented
+//! `kubectl create namespace` + `helm install … --take-ownership` really installs, upgrades and uninstalls.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{LazyLock, OnceLock};
+
+use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::install::repo_root;
+use serde::Deserialize;
+use serde_json::Value;
+
+const CHART: &str = "charts/resize-guard";
+const NAMESPACE: &str = "resize-guard";
+/// The labels Helm charts add by convention; the parity check ignores them.
+const HELM_LABELS: [&str; 3] = [
+    "helm.sh/chart",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/instance",
+];
+
+/// Held by the tests that write to the API server (server dry runs read the objects a real
+/// install creates, and an uninstall may delete them mid-apply).
+static CLUSTER: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(|| tokio::sync::Mutex::new(()));
+
+/// (kind, namespace or "", name).
+type Key = (String, String, String);
+
+fn path(rel: &str) -> String {
+    repo_root().join(rel).display().to_string()
+}
+
+/// The helm binary and a private HELM_*_HOME, so no user configuration or repository is read.
+struct Helm {
+    bin: PathBuf,
+    home: tempfile::TempDir,
+}
+
+fn helm() -> &'static Helm {
+    static HELM: OnceLock<Helm> = OnceLock::new();
+    HELM.get_or_init(|| {
+        let hint = "build helm with scripts/build-helm.sh and run the tests with \
+                    RESIZE_GUARD_HELM_BIN=\"$(scripts/build-helm.sh | tail -n 1)/helm\" \
+                    (make test does)";
+        let Some(bin) = std::env::var_os("RESIZE_GUARD_HELM_BIN") else {
+            panic!("RESIZE_GUARD_HELM_BIN is not set: {hint}");
+        };
+        let bin = PathBuf::from(bin);
+        assert!(
+            bin.is_file(),
+            "RESIZE_GUARD_HELM_BIN={} is not a file: {hint}",
+            bin.display()
+        );
+        Helm {
+            bin,
+            home: tempfile::tempdir().unwrap(),
+        }
+    })
+}
+
+#[derive(Debug)]
+struct Output {
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Helm {
+    async fn run(&self, args: &[&str]) -> Output {
+        let home = self.home.path();
+        let out = tokio::process::Command::new(&self.bin)
+            .args(args)
+            .current_dir(repo_root())
+            .env("HELM_CONFIG_HOME", home.join("config"))
+            .env("HELM_CACHE_HOME", home.join("cache"))
+            .env("HELM_DATA_HOME", home.join("data"))
+            .env_remove("HELM_NAMESPACE")
+            .env_remove("HELM_KUBECONTEXT")
+            .env_remove("KUBECONFIG")
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.bin.display()));
+        Output {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    async fn ok(&self, args: &[&str]) -> Output {
+        let out = self.run(args).await;
+        assert!(
+            out.success,
+            "helm {}:\n{}\n{}",
+            args.join(" "),
+            out.stdout,
+            out.stderr
+        );
+        out
+    }
+
+    /// `helm template resize-guard charts/resize-guard --namespace NS <set…>`.
+    async fn template_in(&self, namespace: &str, set: &[&str]) -> String {
+        let chart = path(CHART);
+        let mut args = vec!["template", "resize-guard", &chart, "--namespace", namespace];
+        args.extend_from_slice(set);
+        self.ok(&args).await.stdout
+    }
+
+    async fn template(&self, set: &[&str]) -> String {
+        self.template_in(NAMESPACE, set).await
+    }
+}
+
+async fn kubectl(env: &Env, args: &[&str]) -> String {
+    let out = env.kubectl().run(args).await.unwrap();
+    assert!(
+        out.success,
+        "kubectl {}:\n{}\n{}",
+        args.join(" "),
+        out.stdout,
+        out.stderr
+    );
+    out.stdout
+}
+
+/// The objects of a YAML stream by (kind, namespace, name); empty documents skipped.
+fn objects(stream: &str) -> BTreeMap<Key, Value> {
+    let mut out = BTreeMap::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(stream) {
+        let v = Value::deserialize(doc).unwrap_or_else(|e| panic!("bad YAML: {e}\n{stream}"));
+        if v.is_null() {
+            continue;
+        }
+        let s = |p: &str| {
+            v.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        let key = (s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
+        assert!(
+            !key.0.is_empty() && !key.2.is_empty(),
+            "object without kind or name: {v}"
+        );
+        assert!(out.insert(key.clone(), v).is_none(), "{key:?} twice");
+    }
+    out
+}
+
+/// Drops Helm's labels and `helm.sh/…` annotations (and `labels`/`annotations` left empty).
+fn without_helm(mut v: Value) -> Value {
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        if let Some(labels) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+            labels.retain(|k, _| !HELM_LABELS.contains(&k.as_str()));
+        }
+        if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            annotations.retain(|k, _| !k.starts_with("helm.sh/"));
+        }
+        for field in ["labels", "annotations"] {
+            if meta
+                .get(field)
+                .and_then(Value::as_object)
+                .is_some_and(serde_json::Map::is_empty)
+            {
+                meta.remove(field);
+            }
+        }
+    }
+    v
+}
+
+/// Every top-level field (and metadata) where two objects differ, `labels` included or not.
+fn differences(a: &Value, b: &Value, with_labels: bool) -> Vec<String> {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if !with_labels && let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("labels");
+        }
+        v
+    };
+    let (a, b) = (strip(a), strip(b));
+    let empty = serde_json::Map::new();
+    let (ma, mb) = (
+        a.as_object().unwrap_or(&empty),
+        b.as_object().unwrap_or(&empty),
+    );
+    let fields: BTreeSet<&String> = ma.keys().chain(mb.keys()).collect();
+    fields
+        .into_iter()
+        .filter(|f| ma.get(*f) != mb.get(*f))
+        .map(|f| {
+            format!(
+                "  {f}:\n    kustomize: {}\n    helm:      {}",
+                ma.get(f).map_or("(none)".to_owned(), Value::to_string),
+                mb.get(f).map_or("(none)".to_owned(), Value::to_string)
+            )
+        })
+        .collect()
+}
+
+/// The same (kind, namespace, name) set and equal objects: every field (`spec`, `rules`,
+/// `webhooks`, `data`, `subjects`, `roleRef`, `value`, annotations, …), labels too when asked,
+/// Helm's own labels and annotations aside.
+fn assert_same_objects(what: &str, kustomize: &str, helm: &str, with_labels: bool) {
+    let k = objects(kustomize);
+    let h: BTreeMap<Key, Value> = objects(helm)
+        .into_iter()
+        .map(|(key, v)| (key, without_helm(v)))
+        .collect();
+    let only_k: Vec<_> = k.keys().filter(|key| !h.contains_key(*key)).collect();
+    let only_h: Vec<_> = h.keys().filter(|key| !k.contains_key(*key)).collect();
+    assert!(
+        only_k.is_empty() && only_h.is_empty(),
+        "{what}: objects differ\n  only in kustomize: {only_k:?}\n  only in helm: {only_h:?}"
+    );
+    let mut wrong = Vec::new();
+    for (key, kv) in &k {
+        let diffs = differences(kv, &h[key], with_labels);
+        if !diffs.is_empty() {
+            wrong.push(format!("{key:?}\n{}", diffs.join("\n")));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{what}: the chart renders differently from kustomize:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// Applies a render on server dry run (`kubectl apply --dry-run=server -f`), without the
+/// objects of the given API groups (CRDs not installed here); returns kubectl's output.
+async fn dry_run(env: &Env, what: &str, rendered: &str, skip_groups: &[&str]) -> String {
+    let docs: Vec<Value> = objects(rendered)
+        .into_values()
+        .filter(|v| {
+            let api = v["apiVersion"].as_str().unwrap_or("");
+            !skip_groups
+                .iter()
+                .any(|g| api.starts_with(&format!("{g}/")))
+        })
+        .collect();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let stream: Vec<String> = docs.iter().map(Value::to_string).collect();
+    std::fs::write(file.path(), stream.join("\n---\n")).unwrap();
+    let out = env
+        .kubectl()
+        .run([
+            "apply",
+            "--dry-run=server",
+            "-f",
+            &file.path().display().to_string(),
+        ])
+        .await
+        .unwrap();
+    assert!(
+        out.success,
+        "{what}: kubectl apply --dry-run=server:\n{}\n{}",
+        out.stdout, out.stderr
+    );
+    assert!(
+        !out.stderr.contains("PodSecurity") && !out.stderr.contains("Warning"),
+        "{what}: warnings on dry run (Pod Security restricted is enforced): {}",
+        out.stderr
+    );
+    let lines = out.stdout.lines().count();
+    assert_eq!(
+        lines,
+        docs.len(),
+        "{what}: one line per object:\n{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.lines().all(|l| l.ends_with("(server dry run)")),
+        "{what}: {}",
+        out.stdout
+    );
+    out.stdout
+}
+
+/// No object carries a caBundle: the controller or cert-manager's CA injector owns it.
+fn assert_no_ca_bundle(what: &str, rendered: &str) {
+    for (key, v) in objects(rendered) {
+        assert!(
+            !v.to_string().contains("caBundle"),
+            "{what}: {key:?} carries a caBundle"
+        );
+    }
+}
+
+fn kinds(rendered: &str) -> BTreeSet<(String, String)> {
+    objects(rendered)
+        .into_keys()
+        .map(|(kind, _, name)| (kind, name))
+        .collect()
+}
+
+fn find<'a>(objs: &'a BTreeMap<Key, Value>, kind: &str, name: &str) -> &'a Value {
+    objs.iter()
+        .find(|((k, _, n), _)| k == kind && n == name)
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("{kind}/{name} not rendered"))
+}
+
+fn args(deployment: &Value) -> Vec<String> {
+    deployment
+        .pointer("/spec/template/spec/containers/0/args")
+        .and_then(Value::as_array)
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_chart_lints_strictly() {
+    let helm = helm();
+    let chart = path(CHART);
+    let version = helm.ok(&["version", "--template", "{{.Version}}"]).await;
+    assert!(version.stdout.starts_with("v3."), "{}", version.stdout);
+    for strict in [false, true] {
+        let mut args = vec!["lint", &chart];
+        if strict {
+            args.push("--strict");
+        }
+        let out = helm.ok(&args).await;
+        assert!(out.stdout.contains("0 chart(s) failed"), "{}", out.stdout);
+    }
+    for set in [
+        "webhooks.mutating=false",
+        "certificates.mode=cert-manager",
+        "serviceMonitor.enabled=true",
+        "priorityClass.create=false,priorityClass.name=system-cluster-critical,resourceQuota.create=true",
+    ] {
+        let out = helm.ok(&["lint", &chart, "--strict", "--set", set]).await;
+        assert!(
+            out.stdout.contains("0 chart(s) failed"),
+            "{set}: {}",
+            out.stdout
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_values_schema_and_the_templates_refuse_what_cannot_work() {
+    let helm = helm();
+    let chart = path(CHART);
+    for (set, says) in [
+        (
+            "webhook.replica=3",
+            "additional properties 'replica' not allowed",
+        ),
+        ("certificates.mode=vault", "certificates/mode"),
+        ("webhooks.failurePolicy=fail", "failurePolicy"),
+        ("webhooks.timeoutSeconds=60", "timeoutSeconds"),
+        ("logFormat=xml", "logFormat"),
+        (
+            "priorityClass.name=system-cluster-critical",
+            "set priorityClass.create=false",
+        ),
+    ] {
+        let out = helm
+            .run(&["template", "resize-guard", &chart, "--set", set])
+            .await;
+        assert!(
+            !out.success && out.stderr.contains(says),
+            "--set {set} must fail saying {says:?}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_default_render_is_the_kustomize_install_and_variants_are_the_overlays() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let helm = helm();
+
+    let kustomize = kubectl(env, &["kustomize", &path("deploy")]).await;
+    let default = helm.template(&[]).await;
+    assert_same_objects("defaults vs deploy/", &kustomize, &default, true);
+    // Without --namespace (Helm's `default`), the install namespace is still resize-guard.
+    let chart = path(CHART);
+    let bare = helm.ok(&["template", "resize-guard", &chart]).await.stdout;
+    assert_same_objects("no --namespace vs deploy/", &kustomize, &bare, true);
+
+    // Every Helm label is there, on every object, and nowhere in selectors or pod templates.
+    for (key, v) in objects(&default) {
+        let labels = &v["metadata"]["labels"];
+        assert_eq!(labels["helm.sh/chart"], "resize-guard-0.1.0", "{key:?}");
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "Helm", "{key:?}");
+        assert_eq!(
+            labels["app.kubernetes.io/instance"], "resize-guard",
+            "{key:?}"
+        );
+        for p in ["/spec/selector", "/spec/template/metadata"] {
+            if let Some(s) = v.pointer(p) {
+                assert!(!s.to_string().contains("helm.sh"), "{key:?} {p}: {s}");
+                assert!(!s.to_string().contains("instance"), "{key:?} {p}: {s}");
+            }
+        }
+    }
+
+    // The variants that have an overlay render the overlay's objects (cert-manager's overlay
+    // leaves its own objects unlabelled, so labels are not compared here).
+    for (overlay, set) in [
+        ("deploy/overlays/validating-only", "webhooks.mutating=false"),
+        ("deploy/overlays/audit", "policy=mode: audit"),
+        (
+            "deploy/overlays/cert-manager",
+            "certificates.mode=cert-manager",
+        ),
+    ] {
+        let kustomize = kubectl(env, &["kustomize", &path(overlay)]).await;
+        let rendered = helm.template(&["--set", set]).await;
+        assert_same_objects(
+            &format!("--set {set} vs {overlay}"),
+            &kustomize,
+            &rendered,
+            false,
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_render_applies_on_server_dry_run() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let _cluster = CLUSTER.lock().await;
+    let helm = helm();
+    // Dry run does not create the namespace: create it as the chart renders it (Pod Security
+    // restricted enforced), so the dry run also judges both pod templates under it.
+    let chart = path(CHART);
+    let ns = helm
+        .ok(&[
+            "template",
+            "resize-guard",
+            &chart,
+            "--namespace",
+            NAMESPACE,
+            "--show-only",
+            "templates/namespace.yaml",
+        ])
+        .await
+        .stdout;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &ns).unwrap();
+    kubectl(env, &["apply", "-f", &file.path().display().to_string()]).await;
+    let labels = kubectl(
+        env,
+        &[
+            "get",
+            "namespace",
+            NAMESPACE,
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ],
+    )
+    .await;
+    assert!(
+        labels.contains(r#""pod-security.kubernetes.io/enforce":"restricted""#),
+        "{labels}"
+    );
+
+    let base: BTreeSet<(String, String)> = kinds(&helm.template(&[]).await);
+
+    // Defaults.
+    let out = dry_run(env, "defaults", &helm.template(&[]).await, &[]).await;
+    for object in [
+        "namespace/resize-guard",
+        "priorityclass.scheduling.k8s.io/resize-guard",
+        "deployment.apps/resize-guard-webhook",
+        "deployment.apps/resize-guard-controller",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/resize-guard",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/resize-guard",
+    ] {
+        assert!(out.contains(object), "{object} in:\n{out}");
+    }
+
+    // Validating only.
+    let rendered = helm.template(&["--set", "webhooks.mutating=false"]).await;
+    let mut expected = base.clone();
+    expected.remove(&("MutatingWebhookConfiguration".into(), "resize-guard".into()));
+    assert_eq!(kinds(&rendered), expected);
+    dry_run(env, "webhooks.mutating=false", &rendered, &[]).await;
+
+    // Audit.
+    let rendered = helm.template(&["--set", "policy=mode: audit"]).await;
+    assert_eq!(kinds(&rendered), base);
+    let objs = objects(&rendered);
+    assert_eq!(
+        find(&objs, "ConfigMap", "resize-guard")["data"]["policy.yaml"],
+        "mode: audit"
+    );
+    dry_run(env, "policy=mode: audit", &rendered, &[]).await;
+
+    // system-cluster-critical (GKE): no PriorityClass of our own, a ResourceQuota admitting it.
+    let rendered = helm
+        .template(&[
+            "--set",
+            "priorityClass.create=false",
+            "--set",
+            "priorityClass.name=system-cluster-critical",
+            "--set",
+            "resourceQuota.create=true",
+        ])
+        .await;
+    let mut expected = base.clone();
+    expected.remove(&("PriorityClass".into(), "resize-guard".into()));
+    expected.insert(("ResourceQuota".into(), "resize-guard-critical-pods".into()));
+    assert_eq!(kinds(&rendered), expected);
+    let objs = objects(&rendered);
+    for d in ["resize-guard-webhook", "resize-guard-controller"] {
+        assert_eq!(
+            find(&objs, "Deployment", d)["spec"]["template"]["spec"]["priorityClassName"],
+            "system-cluster-critical"
+        );
+    }
+    let quota = find(&objs, "ResourceQuota", "resize-guard-critical-pods");
+    assert_eq!(
+        quota["spec"]["scopeSelector"]["matchExpressions"][0],
+        serde_json::json!({"scopeName": "PriorityClass", "operator": "In", "values": ["system-cluster-critical"]})
+    );
+    dry_run(env, "system-cluster-critical + quota", &rendered, &[]).await;
+
+    // cert-manager: its objects (CRDs not installed here) checked, the rest applied.
+    let rendered = helm
+        .template(&["--set", "certificates.mode=cert-manager"])
+        .await;
+    let mut expected = base.clone();
+    for (kind, name) in [
+        ("Issuer", "resize-guard-selfsigned"),
+        ("Issuer", "resize-guard-ca"),
+        ("Certificate", "resize-guard-ca"),
+        ("Certificate", "resize-guard-webhook"),
+    ] {
+        expected.insert((kind.into(), name.into()));
+    }
+    assert_eq!(kinds(&rendered), expected);
+    let objs = objects(&rendered);
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        assert_eq!(
+            find(&objs, kind, "resize-guard")["metadata"]["annotations"],
+            serde_json::json!({"cert-manager.io/inject-ca-from": "resize-guard/resize-guard-webhook"}),
+        );
+    }
+    assert_eq!(
+        args(find(&objs, "Deployment", "resize-guard-controller")),
+        ["--log-format=json", "--certificates=external"]
+    );
+    assert_eq!(
+        find(&objs, "Certificate", "resize-guard-webhook")["spec"]["secretName"],
+        "resize-guard-webhook-tls"
+    );
+    dry_run(
+        env,
+        "certificates.mode=cert-manager",
+        &rendered,
+        &["cert-manager.io"],
+    )
+    .await;
+
+    // ServiceMonitor: one for both programs' metrics, through a headless Service each.
+    let rendered = helm
+        .template(&["--set", "serviceMonitor.enabled=true"])
+        .await;
+    let mut expected = base.clone();
+    for (kind, name) in [
+        ("ServiceMonitor", "resize-guard"),
+        ("Service", "resize-guard-webhook-metrics"),
+        ("Service", "resize-guard-controller-metrics"),
+    ] {
+        expected.insert((kind.into(), name.into()));
+    }
+    assert_eq!(kinds(&rendered), expected);
+    let objs = objects(&rendered);
+    let monitor = find(&objs, "ServiceMonitor", "resize-guard");
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    let wanted = monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap();
+    let port = monitor["spec"]["endpoints"][0]["port"].as_str().unwrap();
+    assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
+    assert_eq!(
+        monitor["spec"]["namespaceSelector"]["matchNames"],
+        serde_json::json!([NAMESPACE])
+    );
+    let selected: BTreeSet<&str> = objs
+        .iter()
+        .filter(|((kind, _, _), _)| kind == "Service")
+        .filter(|(_, svc)| {
+            wanted
+                .iter()
+                .all(|(k, v)| &svc["metadata"]["labels"][k.as_str()] == v)
+        })
+        .map(|((_, _, name), _)| name.as_str())
+        .collect();
+    assert_eq!(
+        selected,
+        BTreeSet::from([
+            "resize-guard-webhook-metrics",
+            "resize-guard-controller-metrics"
+        ]),
+        "the ServiceMonitor selects both metrics Services and not the admission Service"
+    );
+    for (svc, deployment, container_port) in [
+        ("resize-guard-webhook-metrics", "resize-guard-webhook", 8080),
+        (
+            "resize-guard-controller-metrics",
+            "resize-guard-controller",
+            8081,
+        ),
+    ] {
+        let svc = find(&objs, "Service", svc);
+        let pod = &find(&objs, "Deployment", deployment)["spec"]["template"];
+        assert_eq!(svc["spec"]["selector"], pod["metadata"]["labels"]);
+        assert_eq!(svc["spec"]["ports"][0]["name"], port);
+        let target = svc["spec"]["ports"][0]["targetPort"].as_str().unwrap();
+        let named = pod["spec"]["containers"][0]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == target)
+            .unwrap();
+        assert_eq!(named["containerPort"], container_port);
+    }
+    dry_run(
+        env,
+        "serviceMonitor.enabled=true",
+        &rendered,
+        &["monitoring.coreos.com"],
+    )
+    .await;
+
+    // No caBundle in any render: the controller or cert-manager's injector owns it.
+    for set in [
+        "webhooks.mutating=true",
+        "certificates.mode=cert-manager",
+        "serviceMonitor.enabled=true",
+    ] {
+        assert_no_ca_bundle(set, &helm.template(&["--set", set]).await);
+    }
+}
+
+#[tokio::test]
+async fn everything_namespaced_follows_the_install_namespace() {
+    let helm = helm();
+    let ns = "guard-system";
+    let rendered = helm
+        .template_in(ns, &["--set", "certificates.mode=cert-manager"])
+        .await;
+    assert_no_ca_bundle(ns, &rendered);
+    let objs = objects(&rendered);
+    let cluster_scoped = [
+        "Namespace",
+        "PriorityClass",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ];
+    for ((kind, namespace, name), v) in &objs {
+        if cluster_scoped.contains(&kind.as_str()) {
+            assert_eq!(namespace, "", "{kind}/{name} is cluster-scoped");
+        } else {
+            assert_eq!(namespace, ns, "{kind}/{name}");
+        }
+        for subject in v["subjects"].as_array().into_iter().flatten() {
+            assert_eq!(subject["namespace"], ns, "{kind}/{name} subjects");
+        }
+    }
+    assert!(objs.contains_key(&("Namespace".into(), String::new(), ns.into())));
+    for (kind, path) in [
+        ("MutatingWebhookConfiguration", "/mutate"),
+        ("ValidatingWebhookConfiguration", "/validate"),
+    ] {
+        let config = &objs[&(kind.to_owned(), String::new(), "resize-guard".to_owned())];
+        let webhook = &config["webhooks"][0];
+        assert_eq!(
+            webhook["clientConfig"]["service"],
+            serde_json::json!({"name": "resize-guard-webhook", "namespace": ns, "path": path, "port": 443})
+        );
+        assert_eq!(
+            webhook["namespaceSelector"]["matchExpressions"][0]["values"],
+            serde_json::json!(["kube-system", ns]),
+            "{kind}: the install namespace is never judged"
+        );
+        assert_eq!(
+            config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            format!("{ns}/resize-guard-webhook")
+        );
+    }
+    let cert = find(&objs, "Certificate", "resize-guard-webhook");
+    assert_eq!(
+        cert["spec"]["dnsNames"],
+        serde_json::json!([
+            "resize-guard-webhook",
+            format!("resize-guard-webhook.{ns}"),
+            format!("resize-guard-webhook.{ns}.svc"),
+            format!("resize-guard-webhook.{ns}.svc.cluster.local"),
+        ])
+    );
+    let monitor = helm
+        .template_in(ns, &["--set", "serviceMonitor.enabled=true"])
+        .await;
+    let objs = objects(&monitor);
+    assert_eq!(
+        find(&objs, "ServiceMonitor", "resize-guard")["spec"]["namespaceSelector"]["matchNames"],
+        serde_json::json!([ns])
+    );
+}
+
+#[tokio::test]
+async fn values_reach_the_objects() {
+    let helm = helm();
+    let rendered = helm
+        .template(&[
+            "--set",
+            "image.webhook.repository=registry.example/rg-webhook",
+            "--set",
+            "image.webhook.tag=1.2.3",
+            "--set",
+            "image.controller.pullPolicy=Always",
+            "--set",
+            "imagePullSecrets[0].name=regcred",
+            "--set",
+            "webhook.replicas=3",
+            "--set",
+            "controller.replicas=1",
+            "--set",
+            "webhook.resources.limits.cpu=1",
+            "--set",
+            "controller.extraArgs={--lease-duration=30s,--renew-interval=5s}",
+            "--set",
+            "webhook.extraArgs={--max-body-bytes=8388608}",
+            "--set",
+            "webhooks.timeoutSeconds=5",
+            "--set",
+            "webhooks.failurePolicy=Fail",
+            "--set",
+            "webhooks.objectSelector.matchLabels.resize-guard\\.io/judge=yes",
+            "--set",
+            "networkPolicy.enabled=false",
+            "--set",
+            "logFormat=text",
+        ])
+        .await;
+    let objs = objects(&rendered);
+    let webhook = find(&objs, "Deployment", "resize-guard-webhook");
+    let controller = find(&objs, "Deployment", "resize-guard-controller");
+    let container = |d: &Value| d["spec"]["template"]["spec"]["containers"][0].clone();
+    assert_eq!(
+        container(webhook)["image"],
+        "registry.example/rg-webhook:1.2.3"
+    );
+    assert_eq!(webhook["spec"]["replicas"], 3);
+    assert_eq!(container(webhook)["resources"]["limits"]["cpu"], 1);
+    assert_eq!(
+        args(webhook),
+        ["--log-format=text", "--max-body-bytes=8388608"]
+    );
+    assert_eq!(
+        container(controller)["image"],
+        "ghcr.io/resize-guard/resize-guard-controller:0.1.0"
+    );
+    assert_eq!(container(controller)["imagePullPolicy"], "Always");
+    assert_eq!(
+        args(controller),
+        [
+            "--log-format=text",
+            "--lease-duration=30s",
+            "--renew-interval=5s"
+        ]
+    );
+    for d in [webhook, controller] {
+        assert_eq!(
+            d["spec"]["template"]["spec"]["imagePullSecrets"],
+            serde_json::json!([{"name": "regcred"}])
+        );
+    }
+    // One controller replica: no PDB that would block every drain; three webhooks keep theirs.
+    assert!(
+        !objs
+            .keys()
+            .any(|(k, _, n)| k == "PodDisruptionBudget" && n == "resize-guard-controller")
+    );
+    find(&objs, "PodDisruptionBudget", "resize-guard-webhook");
+    assert!(!objs.keys().any(|(k, _, _)| k == "NetworkPolicy"));
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let w = &find(&objs, kind, "resize-guard")["webhooks"][0];
+        assert_eq!(w["timeoutSeconds"], 5);
+        assert_eq!(w["failurePolicy"], "Fail");
+        assert_eq!(
+            w["objectSelector"],
+            serde_json::json!({"matchLabels": {"resize-guard.io/judge": "yes"}})
+        );
+    }
+    // A policy given as a map is rendered as YAML text.
+    let rendered = helm
+        .template(&[
+            "--set-json",
+            r#"policy={"mode":"audit","qos":{"onChange":"repair"}}"#,
+        ])
+        .await;
+    let objs = objects(&rendered);
+    assert_eq!(
+        find(&objs, "ConfigMap", "resize-guard")["data"]["policy.yaml"],
+        "mode: audit\nqos:\n  onChange: repair\n"
+    );
+}
+
+#[tokio::test]
+async fn helm_install_upgrade_uninstall_on_the_real_api_server() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let _cluster = CLUSTER.lock().await;
+    let helm = helm();
+    // Its own namespace: the other tests' dry runs use resize-guard.
+    let ns = "resize-guard-helm";
+    let chart = path(CHART);
+    let kubeconfig = env.cp.kubeconfig_path().display().to_string();
+    // As documented: the namespace first (Helm records the release in it before creating any
+    // object), then --take-ownership lets the chart adopt it and label it Pod Security restricted.
+    // (--create-namespace would make Helm create it twice.)
+    kubectl(env, &["create", "namespace", ns]).await;
+    let install = helm
+        .ok(&[
+            "install",
+            "resize-guard",
+            &chart,
+            "--namespace",
+            ns,
+            "--take-ownership",
+            "--kubeconfig",
+            &kubeconfig,
+        ])
+        .await;
+    assert!(
+        install.stdout.contains("STATUS: deployed"),
+        "{}",
+        install.stdout
+    );
+    assert!(
+        install
+            .stdout
+            .contains(&format!("installed in namespace {ns}")),
+        "NOTES: {}",
+        install.stdout
+    );
+    assert!(
+        !install.stderr.contains("PodSecurity"),
+        "both Deployments pass Pod Security restricted: {}",
+        install.stderr
+    );
+    let labels = kubectl(
+        env,
+        &["get", "namespace", ns, "-o", "jsonpath={.metadata.labels}"],
+    )
+    .await;
+    assert!(
+        labels.contains(r#""pod-security.kubernetes.io/enforce":"restricted""#),
+        "the chart took over the namespace: {labels}"
+    );
+    let service = kubectl(
+        env,
+        &[
+            "get",
+            "validatingwebhookconfiguration",
+            "resize-guard",
+            "-o",
+            "jsonpath={.webhooks[0].clientConfig.service.namespace}",
+        ],
+    )
+    .await;
+    assert_eq!(service, ns);
+
+    // Upgrading to validating-only removes the mutating configuration.
+    helm.ok(&[
+        "upgrade",
+        "resize-guard",
+        &chart,
+        "--namespace",
+        ns,
+        "--set",
+        "webhooks.mutating=false",
+        "--kubeconfig",
+        &kubeconfig,
+    ])
+    .await;
+    let gone = env
+        .kubectl()
+        .run(["get", "mutatingwebhookconfiguration", "resize-guard"])
+        .await
+        .unwrap();
+    assert!(
+        !gone.success && gone.stderr.contains("NotFound"),
+        "{}",
+        gone.stderr
+    );
+    kubectl(
+        env,
+        &["get", "validatingwebhookconfiguration", "resize-guard"],
+    )
+    .await;
+
+    // Uninstalling removes everything but the namespace (helm.sh/resource-policy: keep).
+    helm.ok(&[
+        "uninstall",
+        "resize-guard",
+        "--namespace",
+        ns,
+        "--kubeconfig",
+        &kubeconfig,
+    ])
+    .await;
+    for object in [
+        "priorityclass/resize-guard",
+        "clusterrole/resize-guard-controller",
+        "validatingwebhookconfiguration/resize-guard",
+    ] {
+        let out = env.kubectl().run(["get", object]).await.unwrap();
+        assert!(
+            !out.success && out.stderr.contains("NotFound"),
+            "{object}: {}",
+            out.stderr
+        );
+    }
+    let out = env
+        .kubectl()
+        .run(["get", "deployment", "resize-guard-webhook", "-n", ns])
+        .await
+        .unwrap();
+    assert!(!out.success, "{}", out.stdout);
+    kubectl(env, &["get", "namespace", ns]).await;
+}

@@ -1,0 +1,332 @@
+//! The install as shipped, against a real kube-apiserver v1.37.2: `kubectl apply -k deploy/`
+//! (server side, unmodified) succeeds and passes Pod Security `restricted`; the overlays apply on
+//! dry run (cert-manager's renders: its CRDs are not installed here); the manifests carry no
+//! `caBundle`; and each ServiceAccount may do exactly what its program needs
+//! (`kubectl auth can-i --as`): the network-facing webhook cannot change or evict any pod.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::install::repo_root;
+use resize_guard_harness::kubectl::KubectlOutput;
+
+const WEBHOOK: &str = "system:serviceaccount:resize-guard:resize-guard-webhook";
+const CONTROLLER: &str = "system:serviceaccount:resize-guard:resize-guard-controller";
+
+fn path(rel: &str) -> String {
+    repo_root().join(rel).display().to_string()
+}
+
+async fn kubectl(env: &Env, args: &[&str]) -> KubectlOutput {
+    let out = env.kubectl().run(args).await.unwrap();
+    assert!(
+        out.success,
+        "kubectl {}:\n{}\n{}",
+        args.join(" "),
+        out.stdout,
+        out.stderr
+    );
+    out
+}
+
+#[tokio::test]
+async fn the_shipped_install_applies_passes_restricted_and_has_no_ca_bundle() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let deploy = path("deploy");
+    let out = kubectl(env, &["apply", "-k", &deploy, "--server-side"]).await;
+    assert!(
+        !out.stderr.contains("PodSecurity"),
+        "both Deployments pass Pod Security restricted: {}",
+        out.stderr
+    );
+    for object in [
+        "namespace/resize-guard",
+        "priorityclass.scheduling.k8s.io/resize-guard",
+        "serviceaccount/resize-guard-webhook",
+        "serviceaccount/resize-guard-controller",
+        "deployment.apps/resize-guard-webhook",
+        "deployment.apps/resize-guard-controller",
+        "poddisruptionbudget.policy/resize-guard-webhook",
+        "poddisruptionbudget.policy/resize-guard-controller",
+        "service/resize-guard-webhook",
+        "networkpolicy.networking.k8s.io/resize-guard",
+        "configmap/resize-guard",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/resize-guard",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/resize-guard",
+    ] {
+        assert!(out.stdout.contains(object), "{object} in:\n{}", out.stdout);
+    }
+    // Pod Security restricted, as the API server judges a pod from each template.
+    for deployment in ["resize-guard-webhook", "resize-guard-controller"] {
+        let template = kubectl(
+            env,
+            &[
+                "get",
+                "deployment",
+                deployment,
+                "-n",
+                "resize-guard",
+                "-o",
+                "jsonpath={.spec.template}",
+            ],
+        )
+        .await
+        .stdout;
+        let mut pod: serde_json::Value = serde_json::from_str(&template).unwrap();
+        pod["apiVersion"] = "v1".into();
+        pod["kind"] = "Pod".into();
+        pod["metadata"]["name"] = format!("{deployment}-psa-check").into();
+        pod["metadata"]["namespace"] = "resize-guard".into();
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), pod.to_string()).unwrap();
+        let out = env
+            .kubectl()
+            .run([
+                "create",
+                "--dry-run=server",
+                "-f",
+                &file.path().display().to_string(),
+            ])
+            .await
+            .unwrap();
+        assert!(
+            out.success && !out.stderr.contains("violate"),
+            "{deployment}'s pod under enforce=restricted: {}",
+            out.stderr
+        );
+    }
+    for kind in [
+        "mutatingwebhookconfiguration",
+        "validatingwebhookconfiguration",
+    ] {
+        let bundle = kubectl(
+            env,
+            &[
+                "get",
+                kind,
+                "resize-guard",
+                "-o",
+                "jsonpath={.webhooks[*].clientConfig.caBundle}",
+            ],
+        )
+        .await
+        .stdout;
+        assert_eq!(bundle, "", "{kind} ships without caBundle");
+    }
+    // Re-applying changes nothing, as a GitOps sync should not.
+    let versions = || async {
+        kubectl(
+            env,
+            &[
+                "get",
+                "validatingwebhookconfiguration/resize-guard",
+                "deployment/resize-guard-webhook",
+                "-n",
+                "resize-guard",
+                "-o",
+                "jsonpath={.items[*].metadata.resourceVersion}",
+            ],
+        )
+        .await
+        .stdout
+    };
+    let before = versions().await;
+    kubectl(env, &["apply", "-k", &deploy, "--server-side"]).await;
+    assert_eq!(versions().await, before, "a re-apply is a no-op");
+
+    // The overlays.
+    for overlay in ["deploy/overlays/audit", "deploy/overlays/validating-only"] {
+        kubectl(
+            env,
+            &[
+                "apply",
+                "-k",
+                &path(overlay),
+                "--server-side",
+                "--dry-run=server",
+            ],
+        )
+        .await;
+    }
+    let audit = kubectl(env, &["kustomize", &path("deploy/overlays/audit")]).await;
+    assert!(audit.stdout.contains("mode: audit"), "{}", audit.stdout);
+    let validating = kubectl(
+        env,
+        &["kustomize", &path("deploy/overlays/validating-only")],
+    )
+    .await;
+    assert!(!validating.stdout.contains("MutatingWebhookConfiguration"));
+    let cm = kubectl(env, &["kustomize", &path("deploy/overlays/cert-manager")]).await;
+    assert_eq!(
+        cm.stdout
+            .matches("cert-manager.io/inject-ca-from: resize-guard/resize-guard-webhook")
+            .count(),
+        2,
+        "{}",
+        cm.stdout
+    );
+    assert!(cm.stdout.contains("--certificates=external"));
+    assert!(cm.stdout.contains("secretName: resize-guard-webhook-tls"));
+}
+
+#[tokio::test]
+async fn each_service_account_may_do_exactly_what_its_program_needs() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    kubectl(env, &["apply", "-k", &path("deploy"), "--server-side"]).await;
+    // (who, verb, resource, namespace, allowed)
+    let table: &[(&str, &str, &str, &str, bool)] = &[
+        (WEBHOOK, "list", "pods", "", true),
+        (WEBHOOK, "watch", "nodes", "", true),
+        (WEBHOOK, "watch", "poddisruptionbudgets.policy", "", true),
+        (WEBHOOK, "create", "events.events.k8s.io", "shop", true),
+        (
+            WEBHOOK,
+            "get",
+            "configmaps/resize-guard",
+            "resize-guard",
+            true,
+        ),
+        (
+            WEBHOOK,
+            "get",
+            "secrets/resize-guard-webhook-tls",
+            "resize-guard",
+            true,
+        ),
+        (WEBHOOK, "patch", "pods", "shop", false),
+        (WEBHOOK, "update", "pods", "shop", false),
+        (WEBHOOK, "delete", "pods", "shop", false),
+        (WEBHOOK, "create", "pods/eviction", "shop", false),
+        (WEBHOOK, "patch", "pods/resize", "shop", false),
+        (
+            WEBHOOK,
+            "get",
+            "secrets/resize-guard-ca",
+            "resize-guard",
+            false,
+        ),
+        (WEBHOOK, "list", "secrets", "resize-guard", false),
+        (
+            WEBHOOK,
+            "patch",
+            "validatingwebhookconfigurations/resize-guard",
+            "",
+            false,
+        ),
+        (
+            WEBHOOK,
+            "create",
+            "leases.coordination.k8s.io",
+            "resize-guard",
+            false,
+        ),
+        (WEBHOOK, "create", "events", "shop", false),
+        (CONTROLLER, "create", "pods/eviction", "shop", true),
+        (CONTROLLER, "delete", "pods", "shop", true),
+        (CONTROLLER, "patch", "pods", "shop", true),
+        (CONTROLLER, "patch", "pods/status", "shop", true),
+        (CONTROLLER, "patch", "pods/resize", "shop", true),
+        (CONTROLLER, "update", "pods", "shop", false),
+        (CONTROLLER, "create", "pods", "shop", false),
+        (
+            CONTROLLER,
+            "get",
+            "secrets/resize-guard-ca",
+            "resize-guard",
+            true,
+        ),
+        (
+            CONTROLLER,
+            "update",
+            "secrets/resize-guard-webhook-tls",
+            "resize-guard",
+            true,
+        ),
+        (CONTROLLER, "create", "secrets", "resize-guard", true),
+        (
+            CONTROLLER,
+            "get",
+            "secrets/someone-elses",
+            "resize-guard",
+            false,
+        ),
+        (CONTROLLER, "create", "secrets", "shop", false),
+        (
+            CONTROLLER,
+            "patch",
+            "mutatingwebhookconfigurations/resize-guard",
+            "",
+            true,
+        ),
+        (
+            CONTROLLER,
+            "patch",
+            "validatingwebhookconfigurations/resize-guard",
+            "",
+            true,
+        ),
+        (
+            CONTROLLER,
+            "patch",
+            "validatingwebhookconfigurations/another",
+            "",
+            false,
+        ),
+        (
+            CONTROLLER,
+            "update",
+            "leases.coordination.k8s.io/resize-guard-controller",
+            "resize-guard",
+            true,
+        ),
+        (
+            CONTROLLER,
+            "update",
+            "leases.coordination.k8s.io/kube-scheduler",
+            "kube-system",
+            false,
+        ),
+        (
+            CONTROLLER,
+            "get",
+            "priorityclasses.scheduling.k8s.io",
+            "",
+            false,
+        ),
+        (CONTROLLER, "create", "events", "shop", false),
+    ];
+    let mut wrong = Vec::new();
+    for (who, verb, resource, ns, allowed) in table {
+        // `pods/eviction` is a subresource; `secrets/x` names one object.
+        let subresource = resource
+            .strip_prefix("pods/")
+            .map(|s| format!("--subresource={s}"));
+        let target = if subresource.is_some() {
+            "pods"
+        } else {
+            resource
+        };
+        let mut args = vec!["auth", "can-i", verb, target, "--as", who];
+        if let Some(s) = &subresource {
+            args.push(s);
+        }
+        if !ns.is_empty() {
+            args.extend(["-n", ns]);
+        }
+        let out = env.kubectl().run(&args).await.unwrap();
+        let answer = out.stdout.trim() == "yes";
+        if answer != *allowed {
+            wrong.push(format!(
+                "{who} {verb} {resource} {ns}: {} ({})",
+                out.stdout.trim(),
+                out.stderr.trim()
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "RBAC differs from the table:\n{}",
+        wrong.join("\n")
+    );
+}

@@ -1,0 +1,274 @@
+//! The default certificate source: the `kubernetes.io/tls` Secret named by `--tls-secret` in
+//! the install namespace, read through the API with a watch on that one name (field selector
+//! `metadata.name=<secret>`, so RBAC can grant get/list/watch on that Secret alone). Every
+//! version the watch delivers is offered to [`ServingCert`]: a usable `tls.crt` + `tls.key` is
+//! swapped in for the next handshake, so a rotation written by the controller reaches every
+//! replica within seconds, without waiting for a kubelet volume sync. A missing Secret, missing
+//! keys or unreadable PEM make `/readyz` fail with the reason (see [`crate::tls`]).
+//!
+//! Data flow: watch event → [`pem_pair`] (pure: which keys, non-empty) → [`ServingKey`] (parse,
+//! key matches leaf) → [`ServingCert::install`] / [`ServingCert::fail`] + metrics + a log line.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::metrics::Metrics;
+use crate::tls::{ServingCert, ServingKey};
+
+/// Secret key of the serving certificate (chain, leaf first).
+pub const CERT_KEY: &str = "tls.crt";
+/// Secret key of the serving certificate's private key.
+pub const KEY_KEY: &str = "tls.key";
+
+/// The Secret this source reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretRef {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret {}/{}", self.namespace, self.name)
+    }
+}
+
+/// The PEM bytes of `tls.crt` and `tls.key`, or why the Secret does not hold them.
+pub fn pem_pair<'a>(secret: &'a Secret, at: &SecretRef) -> Result<(&'a [u8], &'a [u8]), String> {
+    let data = secret.data.as_ref();
+    let get = |key: &str| -> Result<&'a [u8], String> {
+        match data.and_then(|d| d.get(key)) {
+            Some(v) if !v.0.is_empty() => Ok(v.0.as_slice()),
+            Some(_) => Err(format!("{at} has an empty {key}")),
+            None => Err(format!("{at} has no {key}")),
+        }
+    };
+    Ok((get(CERT_KEY)?, get(KEY_KEY)?))
+}
+
+/// Parses what `secret` offers into a key for handshakes, or says why it cannot be used.
+pub fn serving_key(secret: &Secret, at: &SecretRef) -> Result<ServingKey, String> {
+    let (cert, key) = pem_pair(secret, at)?;
+    ServingKey::from_pem(
+        cert,
+        key,
+        &format!("{at} key {CERT_KEY}"),
+        &format!("{at} key {KEY_KEY}"),
+    )
+    .map_err(|e| match std::error::Error::source(&e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    })
+}
+
+/// Offers one version of the Secret to `cert`: swaps it in when it is new and usable, reports
+/// it when unusable, and clears a reported problem when it is the certificate already served.
+pub fn offer(cert: &ServingCert, secret: &Secret, at: &SecretRef, metrics: &Metrics) {
+    if let Ok((c, k)) = pem_pair(secret, at)
+        && cert.serves(c, k)
+    {
+        cert.recover();
+        return;
+    }
+    match serving_key(secret, at) {
+        Ok(key) => {
+            let not_after = key.not_after();
+            metrics.cert_expiry(not_after);
+            let reloaded = cert.install(key);
+            if reloaded {
+                metrics.cert_reload(true);
+            }
+            tracing::info!(secret = %at, not_after = %crate::tls::rfc3339(not_after), reloaded,
+                "serving the TLS certificate from the Secret");
+        }
+        Err(problem) => {
+            metrics.cert_reload(false);
+            tracing::warn!(%problem, "the serving certificate Secret is unusable; /readyz fails until it is fixed");
+            cert.fail(problem);
+        }
+    }
+}
+
+/// Watches the Secret for ever, offering every version to `cert`.
+pub async fn watch(
+    client: kube::Client,
+    at: SecretRef,
+    cert: Arc<ServingCert>,
+    metrics: Arc<Metrics>,
+) {
+    let api: Api<Secret> = Api::namespaced(client, &at.namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", at.name));
+    let mut stream = watcher(api, config).default_backoff().boxed();
+    let mut seen_in_list = false;
+    tracing::info!(secret = %at, "reading the serving certificate from the Secret");
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Init) => seen_in_list = false,
+            Ok(watcher::Event::InitApply(s) | watcher::Event::Apply(s)) => {
+                seen_in_list = true;
+                offer(&cert, &s, &at, &metrics);
+            }
+            Ok(watcher::Event::InitDone) => {
+                if !seen_in_list {
+                    tracing::warn!(secret = %at, "the serving certificate Secret does not exist");
+                    cert.fail(format!("{at} not found"));
+                }
+            }
+            Ok(watcher::Event::Delete(_)) => {
+                tracing::warn!(secret = %at, "the serving certificate Secret was deleted");
+                cert.fail(format!("{at} was deleted"));
+            }
+            Err(e) => {
+                tracing::warn!(secret = %at, error = %e, "watching the serving certificate Secret");
+                // Before the first certificate this is why the webhook is not ready; afterwards
+                // the last certificate keeps serving while the watch recovers.
+                if !cert.is_loaded() {
+                    cert.fail(format!("reading {at}: {e}"));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::SystemTime;
+
+    use k8s_openapi::ByteString;
+
+    use super::*;
+    use resize_guard_certs::{Bundle, CertSpec, generate};
+
+    fn at() -> SecretRef {
+        SecretRef {
+            namespace: "resize-guard".into(),
+            name: "resize-guard-webhook-tls".into(),
+        }
+    }
+
+    fn secret(entries: &[(&str, &[u8])]) -> Secret {
+        let data: BTreeMap<String, ByteString> = entries
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), ByteString(v.to_vec())))
+            .collect();
+        Secret {
+            type_: Some("kubernetes.io/tls".into()),
+            data: Some(data),
+            ..Default::default()
+        }
+    }
+
+    fn tls(bundle: &Bundle) -> Secret {
+        secret(&[
+            ("tls.crt", bundle.cert_pem.as_bytes()),
+            ("tls.key", bundle.key_pem.as_bytes()),
+            ("ca.crt", bundle.ca_cert_pem.as_bytes()),
+        ])
+    }
+
+    #[test]
+    fn a_usable_secret_is_served_and_ready() {
+        let (cert, metrics) = (ServingCert::new(), Metrics::new());
+        let bundle = generate(&CertSpec::for_loopback()).unwrap();
+        offer(&cert, &tls(&bundle), &at(), &metrics);
+        assert_eq!(cert.readiness(SystemTime::now()), Ok(()));
+        assert!(cert.serves(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes()));
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"}"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn missing_keys_are_named_in_the_readiness_reason() {
+        let bundle = generate(&CertSpec::for_loopback()).unwrap();
+        for (s, want) in [
+            (Secret::default(), "has no tls.crt"),
+            (
+                secret(&[("tls.crt", bundle.cert_pem.as_bytes())]),
+                "has no tls.key",
+            ),
+            (
+                secret(&[("tls.crt", b""), ("tls.key", bundle.key_pem.as_bytes())]),
+                "has an empty tls.crt",
+            ),
+        ] {
+            let (cert, metrics) = (ServingCert::new(), Metrics::new());
+            offer(&cert, &s, &at(), &metrics);
+            let why = cert.readiness(SystemTime::now()).unwrap_err();
+            assert!(why.contains(want), "{why}");
+            assert!(
+                why.contains("Secret resize-guard/resize-guard-webhook-tls"),
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
+    fn unreadable_pem_is_unready_and_keeps_the_last_good_certificate() {
+        let (cert, metrics) = (ServingCert::new(), Metrics::new());
+        let good = generate(&CertSpec::for_loopback()).unwrap();
+        offer(&cert, &tls(&good), &at(), &metrics);
+        let garbage = secret(&[("tls.crt", b"garbage"), ("tls.key", b"garbage")]);
+        offer(&cert, &garbage, &at(), &metrics);
+        let why = cert.readiness(SystemTime::now()).unwrap_err();
+        assert!(why.contains("key tls.crt"), "{why}");
+        assert!(cert.serves(good.cert_pem.as_bytes(), good.key_pem.as_bytes()));
+        assert!(
+            metrics
+                .render()
+                .contains("resize_guard_certificate_reloads_total{result=\"error\"} 1")
+        );
+        // The good version again: ready, no reload counted.
+        offer(&cert, &tls(&good), &at(), &metrics);
+        assert_eq!(cert.readiness(SystemTime::now()), Ok(()));
+        assert!(!metrics.render().contains("result=\"ok\""));
+    }
+
+    #[test]
+    fn a_key_of_another_certificate_is_refused() {
+        let (a, b) = (
+            generate(&CertSpec::for_loopback()).unwrap(),
+            generate(&CertSpec::for_loopback()).unwrap(),
+        );
+        let mixed = secret(&[
+            ("tls.crt", a.cert_pem.as_bytes()),
+            ("tls.key", b.key_pem.as_bytes()),
+        ]);
+        let why = serving_key(&mixed, &at()).unwrap_err();
+        assert!(
+            why.contains("do not form a valid TLS configuration"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_rotated_secret_is_a_counted_reload() {
+        let (cert, metrics) = (ServingCert::new(), Metrics::new());
+        let first = generate(&CertSpec::for_loopback()).unwrap();
+        let renewed = resize_guard_certs::renew_leaf(
+            &first.ca_cert_pem,
+            &first.ca_key_pem,
+            &CertSpec::for_loopback(),
+        )
+        .unwrap();
+        offer(&cert, &tls(&first), &at(), &metrics);
+        offer(&cert, &tls(&renewed), &at(), &metrics);
+        assert!(cert.serves(renewed.cert_pem.as_bytes(), renewed.key_pem.as_bytes()));
+        assert!(
+            metrics
+                .render()
+                .contains("resize_guard_certificate_reloads_total{result=\"ok\"} 1")
+        );
+    }
+}
