@@ -35,10 +35,13 @@ set -euo pipefail
 
 BINARIES=(kube-apiserver kube-scheduler kubectl etcd hollow-node)
 
+# shellcheck source=scripts/lib/stamp-cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
+
 log() { printf '%s\n' "build-control-plane: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-have_all() {
+have() {
   local d=$1 b
   for b in "${BINARIES[@]}"; do
     [[ -f "$d/$b" && -x "$d/$b" ]] || return 1
@@ -58,7 +61,7 @@ done
 if [[ -n "${RESIZE_GUARD_K8S_BIN_DIR:-}" ]]; then
   d="$(cd "$RESIZE_GUARD_K8S_BIN_DIR" 2>/dev/null && pwd -P)" \
     || die "RESIZE_GUARD_K8S_BIN_DIR=$RESIZE_GUARD_K8S_BIN_DIR is not a directory"
-  have_all "$d" \
+  have "$d" \
     || die "RESIZE_GUARD_K8S_BIN_DIR=$d must contain executable ${BINARIES[*]}"
   log "using RESIZE_GUARD_K8S_BIN_DIR=$d (no build)"
   printf '%s\n' "$d"
@@ -111,80 +114,20 @@ KEY="$(
   } | sha256sum | cut -c1-16
 )"
 
-CACHE_ROOT="${RESIZE_GUARD_CACHE_DIR:-$HOME/.cache/resize-guard}"
-mkdir -p "$CACHE_ROOT" || die "cannot create cache dir $CACHE_ROOT"
-CACHE_ROOT="$(cd "$CACHE_ROOT" && pwd -P)"
-STAMP="$CACHE_ROOT/k8s-$KEY"
-CURRENT="$CACHE_ROOT/k8s-current"
-
-update_current_and_prune() {
-  local tmp_link="$CACHE_ROOT/.k8s-current.$$"
-  ln -sfn "$(basename "$STAMP")" "$tmp_link" && mv -Tf "$tmp_link" "$CURRENT" \
-    || log "warning: could not update $CURRENT"
-  local d keep_days="${RESIZE_GUARD_CACHE_KEEP_DAYS:-2}"
-  for d in "$CACHE_ROOT"/k8s-* "$CACHE_ROOT"/.tmp-k8s-*; do
-    [[ -e "$d" && ! -L "$d" && -d "$d" && "$d" != "$STAMP" ]] || continue
-    # We hold the lock, so any .tmp dir here is from a crashed build and can go.
-    # Stamp dirs are touched on every use: keep those another checkout used lately.
-    if [[ "$(basename "$d")" == k8s-* && -n "$(find "$d" -maxdepth 0 -mtime "-$keep_days" 2>/dev/null)" ]]; then
-      continue
-    fi
-    log "pruning old stamp dir $d"
-    rm -rf -- "$d" || log "warning: could not remove $d"
-  done
-}
-
-finish() {
-  update_current_and_prune
-  printf '%s\n' "$STAMP"
-  exit 0
-}
+stamp_cache_init k8s "$KEY"
 
 # --- fast path ----------------------------------------------------------------
-if have_all "$STAMP"; then
-  log "cache hit: Kubernetes $K8S_VERSION binaries in $STAMP"
-  touch "$STAMP" 2>/dev/null || true
-  exec 9>"$CACHE_ROOT/.lock"
-  if flock -n 9 2>/dev/null; then update_current_and_prune; fi
-  printf '%s\n' "$STAMP"
-  exit 0
-fi
+stamp_cache_hit "Kubernetes $K8S_VERSION binaries"
 if (( no_build )); then
-  log "no cached binaries for key $KEY (run scripts/build-control-plane.sh to build)"
+  log "no cached build for key $KEY (run $0 to build)"
   exit 3
 fi
 
 # --- slow path: serialise concurrent builders ---------------------------------
-exec 9>"$CACHE_ROOT/.lock"
-if command -v flock >/dev/null 2>&1; then
-  if ! flock -n 9; then
-    log "another build holds $CACHE_ROOT/.lock; waiting for it…"
-    flock 9
-  fi
-fi
-if have_all "$STAMP"; then
-  log "cache hit after waiting: $STAMP"
-  finish
-fi
-[[ -e "$STAMP" ]] && { log "removing incomplete stamp dir $STAMP"; rm -rf -- "$STAMP"; }
+stamp_cache_lock
 
 # Disk space: GOMODCACHE + GOCACHE + binaries need several GB on a cold machine.
-MIN_FREE_GB="${RESIZE_GUARD_MIN_FREE_GB:-8}"
-GOCACHE_DIR="$(go env GOCACHE)"
-GOMODCACHE_DIR="$(go env GOMODCACHE)"
-existing_parent() { local p=$1; while [[ ! -e "$p" ]]; do p="$(dirname "$p")"; done; printf '%s\n' "$p"; }
-declare -A seen_fs=()
-for p in "$CACHE_ROOT" "$GOCACHE_DIR" "$GOMODCACHE_DIR" "${TMPDIR:-/tmp}"; do
-  p="$(existing_parent "$p")"
-  fs="$(df -P "$p" | awk 'NR == 2 { print $1 }')"
-  [[ -n "${seen_fs[$fs]:-}" ]] && continue
-  seen_fs[$fs]=1
-  avail_kb="$(df -Pk "$p" | awk 'NR == 2 { print $4 }')"
-  if (( avail_kb < MIN_FREE_GB * 1024 * 1024 )); then
-    die "only $(( avail_kb / 1024 / 1024 )) GB free on $fs ($p); a cold Kubernetes build needs ~${MIN_FREE_GB} GB" \
-        "(GOCACHE=$GOCACHE_DIR, GOMODCACHE=$GOMODCACHE_DIR). Free space, e.g. 'go clean -cache', or set RESIZE_GUARD_K8S_BIN_DIR."
-  fi
-done
+stamp_cache_check_disk "${RESIZE_GUARD_MIN_FREE_GB:-8}" "Kubernetes" RESIZE_GUARD_K8S_BIN_DIR
 
 TMP_OUT="$(mktemp -d "$CACHE_ROOT/.tmp-k8s-$KEY.XXXXXX")"
 trap 'rm -rf -- "$TMP_OUT"' EXIT
@@ -195,7 +138,7 @@ start=$SECONDS
 if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/" "${PACKAGES[@]}") >&2; then
   die "go build failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
 fi
-have_all "$TMP_OUT" || die "go build succeeded but $TMP_OUT lacks one of: ${BINARIES[*]}"
+have "$TMP_OUT" || die "go build succeeded but $TMP_OUT lacks one of: ${BINARIES[*]}"
 
 # Sanity: the version ldflags took effect.
 v="$("$TMP_OUT/kube-apiserver" --version 2>&1 || true)"
@@ -212,8 +155,4 @@ v="$("$TMP_OUT/hollow-node" --version 2>&1 || true)"
   echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"
 } >"$TMP_OUT/BUILD-INFO"
 
-chmod 755 "$TMP_OUT"
-mv -T "$TMP_OUT" "$STAMP" || die "could not move $TMP_OUT to $STAMP"
-trap - EXIT
-log "built in $(( SECONDS - start ))s: $STAMP"
-finish
+stamp_cache_publish "$TMP_OUT" "$start"

@@ -30,10 +30,13 @@
 # drifting to a newer `go` line must fail loudly rather than download a toolchain.
 set -euo pipefail
 
+# shellcheck source=scripts/lib/stamp-cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
+
 log() { printf '%s\n' "build-helm: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-have_helm() { [[ -f "$1/helm" && -x "$1/helm" ]]; }
+have() { [[ -f "$1/helm" && -x "$1/helm" ]]; }
 
 no_build=0
 for arg in "$@"; do
@@ -48,7 +51,7 @@ done
 if [[ -n "${RESIZE_GUARD_HELM_DIR:-}" ]]; then
   d="$(cd "$RESIZE_GUARD_HELM_DIR" 2>/dev/null && pwd -P)" \
     || die "RESIZE_GUARD_HELM_DIR=$RESIZE_GUARD_HELM_DIR is not a directory"
-  have_helm "$d" || die "RESIZE_GUARD_HELM_DIR=$d must contain an executable helm"
+  have "$d" || die "RESIZE_GUARD_HELM_DIR=$d must contain an executable helm"
   log "using RESIZE_GUARD_HELM_DIR=$d (no build)"
   printf '%s\n' "$d"
   exit 0
@@ -99,81 +102,20 @@ KEY="$(
   } | sha256sum | cut -c1-16
 )"
 
-CACHE_ROOT="${RESIZE_GUARD_CACHE_DIR:-$HOME/.cache/resize-guard}"
-mkdir -p "$CACHE_ROOT" || die "cannot create cache dir $CACHE_ROOT"
-CACHE_ROOT="$(cd "$CACHE_ROOT" && pwd -P)"
-STAMP="$CACHE_ROOT/helm-$KEY"
-CURRENT="$CACHE_ROOT/helm-current"
-LOCK="$CACHE_ROOT/.lock-helm"
-
-update_current_and_prune() {
-  local tmp_link="$CACHE_ROOT/.helm-current.$$"
-  ln -sfn "$(basename "$STAMP")" "$tmp_link" && mv -Tf "$tmp_link" "$CURRENT" \
-    || log "warning: could not update $CURRENT"
-  local d keep_days="${RESIZE_GUARD_CACHE_KEEP_DAYS:-2}"
-  for d in "$CACHE_ROOT"/helm-* "$CACHE_ROOT"/.tmp-helm-*; do
-    [[ -e "$d" && ! -L "$d" && -d "$d" && "$d" != "$STAMP" ]] || continue
-    # We hold the lock, so any .tmp dir here is from a crashed build and can go.
-    # Stamp dirs are touched on every use: keep those another checkout used lately.
-    if [[ "$(basename "$d")" == helm-* && -n "$(find "$d" -maxdepth 0 -mtime "-$keep_days" 2>/dev/null)" ]]; then
-      continue
-    fi
-    log "pruning old stamp dir $d"
-    rm -rf -- "$d" || log "warning: could not remove $d"
-  done
-}
-
-finish() {
-  update_current_and_prune
-  printf '%s\n' "$STAMP"
-  exit 0
-}
+stamp_cache_init helm "$KEY"
 
 # --- fast path ----------------------------------------------------------------
-if have_helm "$STAMP"; then
-  log "cache hit: helm $HELM_VERSION in $STAMP"
-  touch "$STAMP" 2>/dev/null || true
-  exec 9>"$LOCK"
-  if flock -n 9 2>/dev/null; then update_current_and_prune; fi
-  printf '%s\n' "$STAMP"
-  exit 0
-fi
+stamp_cache_hit "helm $HELM_VERSION"
 if (( no_build )); then
-  log "no cached helm for key $KEY (run scripts/build-helm.sh to build)"
+  log "no cached build for key $KEY (run $0 to build)"
   exit 3
 fi
 
 # --- slow path: serialise concurrent builders ---------------------------------
-exec 9>"$LOCK"
-if command -v flock >/dev/null 2>&1; then
-  if ! flock -n 9; then
-    log "another build holds $LOCK; waiting for it…"
-    flock 9
-  fi
-fi
-if have_helm "$STAMP"; then
-  log "cache hit after waiting: $STAMP"
-  finish
-fi
-[[ -e "$STAMP" ]] && { log "removing incomplete stamp dir $STAMP"; rm -rf -- "$STAMP"; }
+stamp_cache_lock
 
 # Disk space: GOMODCACHE + GOCACHE + the binary need ~1.2 GB on a cold machine.
-MIN_FREE_GB="${RESIZE_GUARD_HELM_MIN_FREE_GB:-2}"
-GOCACHE_DIR="$(go env GOCACHE)"
-GOMODCACHE_DIR="$(go env GOMODCACHE)"
-existing_parent() { local p=$1; while [[ ! -e "$p" ]]; do p="$(dirname "$p")"; done; printf '%s\n' "$p"; }
-declare -A seen_fs=()
-for p in "$CACHE_ROOT" "$GOCACHE_DIR" "$GOMODCACHE_DIR" "${TMPDIR:-/tmp}"; do
-  p="$(existing_parent "$p")"
-  fs="$(df -P "$p" | awk 'NR == 2 { print $1 }')"
-  [[ -n "${seen_fs[$fs]:-}" ]] && continue
-  seen_fs[$fs]=1
-  avail_kb="$(df -Pk "$p" | awk 'NR == 2 { print $4 }')"
-  if (( avail_kb < MIN_FREE_GB * 1024 * 1024 )); then
-    die "only $(( avail_kb / 1024 / 1024 )) GB free on $fs ($p); a cold helm build needs ~${MIN_FREE_GB} GB" \
-        "(GOCACHE=$GOCACHE_DIR, GOMODCACHE=$GOMODCACHE_DIR). Free space, e.g. 'go clean -cache', or set RESIZE_GUARD_HELM_DIR."
-  fi
-done
+stamp_cache_check_disk "${RESIZE_GUARD_HELM_MIN_FREE_GB:-2}" "helm" RESIZE_GUARD_HELM_DIR
 
 TMP_OUT="$(mktemp -d "$CACHE_ROOT/.tmp-helm-$KEY.XXXXXX")"
 trap 'rm -rf -- "$TMP_OUT"' EXIT
@@ -184,7 +126,7 @@ start=$SECONDS
 if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/helm" "$PACKAGE") >&2; then
   die "go build failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
 fi
-have_helm "$TMP_OUT" || die "go build succeeded but $TMP_OUT/helm is missing"
+have "$TMP_OUT" || die "go build succeeded but $TMP_OUT/helm is missing"
 
 # Sanity: the version ldflags took effect and the binary runs without a home.
 v="$(HELM_CONFIG_HOME="$TMP_OUT/.cfg" HELM_CACHE_HOME="$TMP_OUT/.cfg" HELM_DATA_HOME="$TMP_OUT/.cfg" \
@@ -201,8 +143,4 @@ rm -rf -- "$TMP_OUT/.cfg"
   echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"
 } >"$TMP_OUT/BUILD-INFO"
 
-chmod 755 "$TMP_OUT"
-mv -T "$TMP_OUT" "$STAMP" || die "could not move $TMP_OUT to $STAMP"
-trap - EXIT
-log "built in $(( SECONDS - start ))s: $STAMP"
-finish
+stamp_cache_publish "$TMP_OUT" "$start"

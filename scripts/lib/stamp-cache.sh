@@ -1,0 +1,101 @@
+# Shared by scripts/build-control-plane.sh and scripts/build-helm.sh: Go binaries cached in
+# stamp directories $RESIZE_GUARD_CACHE_DIR/<name>-<key>/ (default cache root
+# $HOME/.cache/resize-guard). Sourced, not run. The caller defines log, die and a function
+# `have DIR` (true when DIR holds every binary), and sets GO_VERSION.
+#
+#   stamp_cache_init NAME KEY     sets CACHE_ROOT, STAMP, CURRENT, LOCK
+#   stamp_cache_hit LABEL         on a hit: touch, refresh <name>-current, print STAMP, exit 0
+#   stamp_cache_lock              the slow path: serialise builders; exits 0 if one finished it
+#   stamp_cache_check_disk GB WHAT OVERRIDE   refuse a cold build without GB free
+#   stamp_cache_publish DIR START  move a finished build into STAMP, print it, exit 0
+#
+# <name>-current is a symlink to the last used stamp dir; stamp dirs with other keys are
+# pruned once unused for RESIZE_GUARD_CACHE_KEEP_DAYS days (default 2), so checkouts at
+# different revisions on one machine do not delete each other's binaries.
+
+stamp_cache_init() {
+  STAMP_NAME=$1
+  CACHE_ROOT="${RESIZE_GUARD_CACHE_DIR:-$HOME/.cache/resize-guard}"
+  mkdir -p "$CACHE_ROOT" || die "cannot create cache dir $CACHE_ROOT"
+  CACHE_ROOT="$(cd "$CACHE_ROOT" && pwd -P)"
+  STAMP="$CACHE_ROOT/$STAMP_NAME-$2"
+  CURRENT="$CACHE_ROOT/$STAMP_NAME-current"
+  LOCK="$CACHE_ROOT/.lock-$STAMP_NAME"
+}
+
+stamp_cache_prune() {
+  local tmp_link="$CACHE_ROOT/.$STAMP_NAME-current.$$"
+  ln -sfn "$(basename "$STAMP")" "$tmp_link" && mv -Tf "$tmp_link" "$CURRENT" \
+    || log "warning: could not update $CURRENT"
+  local d keep_days="${RESIZE_GUARD_CACHE_KEEP_DAYS:-2}"
+  for d in "$CACHE_ROOT/$STAMP_NAME"-* "$CACHE_ROOT/.tmp-$STAMP_NAME"-*; do
+    [[ -e "$d" && ! -L "$d" && -d "$d" && "$d" != "$STAMP" ]] || continue
+    # We hold the lock, so any .tmp dir here is from a crashed build and can go.
+    # Stamp dirs are touched on every use: keep those another checkout used lately.
+    if [[ "$(basename "$d")" == "$STAMP_NAME"-* && -n "$(find "$d" -maxdepth 0 -mtime "-$keep_days" 2>/dev/null)" ]]; then
+      continue
+    fi
+    log "pruning old stamp dir $d"
+    rm -rf -- "$d" || log "warning: could not remove $d"
+  done
+}
+
+stamp_cache_finish() {
+  stamp_cache_prune
+  printf '%s\n' "$STAMP"
+  exit 0
+}
+
+stamp_cache_hit() {
+  have "$STAMP" || return 0
+  log "cache hit: $1 in $STAMP"
+  touch "$STAMP" 2>/dev/null || true
+  exec 9>"$LOCK"
+  if flock -n 9 2>/dev/null; then stamp_cache_prune; fi
+  printf '%s\n' "$STAMP"
+  exit 0
+}
+
+stamp_cache_lock() {
+  exec 9>"$LOCK"
+  if command -v flock >/dev/null 2>&1; then
+    if ! flock -n 9; then
+      log "another build holds $LOCK; waiting for it…"
+      flock 9
+    fi
+  fi
+  if have "$STAMP"; then
+    log "cache hit after waiting: $STAMP"
+    stamp_cache_finish
+  fi
+  [[ -e "$STAMP" ]] && { log "removing incomplete stamp dir $STAMP"; rm -rf -- "$STAMP"; }
+  return 0
+}
+
+stamp_cache_check_disk() {
+  local min_gb=$1 what=$2 override=$3 p fs avail_kb
+  local gocache gomodcache
+  gocache="$(go env GOCACHE)"
+  gomodcache="$(go env GOMODCACHE)"
+  declare -A seen_fs=()
+  for p in "$CACHE_ROOT" "$gocache" "$gomodcache" "${TMPDIR:-/tmp}"; do
+    while [[ ! -e "$p" ]]; do p="$(dirname "$p")"; done
+    fs="$(df -P "$p" | awk 'NR == 2 { print $1 }')"
+    [[ -n "${seen_fs[$fs]:-}" ]] && continue
+    seen_fs[$fs]=1
+    avail_kb="$(df -Pk "$p" | awk 'NR == 2 { print $4 }')"
+    if (( avail_kb < min_gb * 1024 * 1024 )); then
+      die "only $(( avail_kb / 1024 / 1024 )) GB free on $fs ($p); a cold $what build needs ~${min_gb} GB" \
+          "(GOCACHE=$gocache, GOMODCACHE=$gomodcache). Free space, e.g. 'go clean -cache', or set $override."
+    fi
+  done
+}
+
+stamp_cache_publish() {
+  local dir=$1 start=$2
+  chmod 755 "$dir"
+  mv -T "$dir" "$STAMP" || die "could not move $dir to $STAMP"
+  trap - EXIT
+  log "built in $(( SECONDS - start ))s: $STAMP"
+  stamp_cache_finish
+}
