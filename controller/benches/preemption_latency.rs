@@ -10,6 +10,8 @@
 //! `RESIZE_GUARD_BENCH_RUNS` sets the number of runs per side (default 40).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod support;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,7 +22,7 @@ use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
-use resize_guard_harness::install::{apply_rbac, set_policy};
+use resize_guard_harness::install::set_policy;
 use resize_guard_harness::objects::*;
 
 const GATE: &str = "InPlacePodVerticalScalingSchedulerPreemption=true";
@@ -135,38 +137,9 @@ fn main() {
     env.cp.start_scheduler(&[GATE]).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        apply_rbac(env).await;
-        set_policy(
-            env,
-            &format!("namespaces:\n  exclude: [kube-system, {UPSTREAM_NS}]\n"),
-        )
-        .await;
+        let controller = support::side_by_side(env, UPSTREAM_NS, "").await;
         let client = env.client().await;
-        let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from([
-            "resize-guard-controller",
-            &format!(
-                "--health-addr=127.0.0.1:{}",
-                resize_guard_harness::process::free_port().unwrap()
-            ),
-            "--identity=bench",
-        ]);
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let controller = tokio::spawn(resize_guard_controller::run::serve(
-            args,
-            client.clone(),
-            async move {
-                let _ = stop_rx.await;
-            },
-        ));
         let ours_ns = env.namespace("rg-bench").await;
-        let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-        let _ = ns_api
-            .create(
-                &Default::default(),
-                &serde_json::from_value(serde_json::json!({"metadata": {"name": UPSTREAM_NS}}))
-                    .unwrap(),
-            )
-            .await;
         let seen: Seen = Arc::default();
         watch(Api::namespaced(client.clone(), &ours_ns), seen.clone());
         watch(Api::namespaced(client.clone(), UPSTREAM_NS), seen.clone());
@@ -185,8 +158,7 @@ fn main() {
         }
         ours_delete.sort();
         let (d50, d99) = (percentile(&ours_delete, 0.5), percentile(&ours_delete, 0.99));
-        let _ = stop_tx.send(());
-        let _ = controller.await;
+        controller.stop().await;
         ours.sort();
         upstream.sort();
         let (o50, o99, u50, u99) = (

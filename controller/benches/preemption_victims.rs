@@ -16,6 +16,8 @@
 //! the scenarios.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,7 +28,6 @@ use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
-use resize_guard_harness::install::{apply_rbac, set_policy};
 use resize_guard_harness::objects::*;
 
 const GATE: &str = "InPlacePodVerticalScalingSchedulerPreemption=true";
@@ -260,40 +261,10 @@ fn main() {
     env.cp.start_scheduler(&[GATE]).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        apply_rbac(env).await;
         env.priority_class("mid-never", 10_000, true).await;
-        set_policy(
-            env,
-            &format!(
-                "preemption:\n  maxVictimsPerResize: 100\nnamespaces:\n  exclude: [kube-system, {UPSTREAM_NS}]\n"
-            ),
-        )
-        .await;
-        let client = env.client().await;
-        let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from([
-            "resize-guard-controller",
-            &format!(
-                "--health-addr=127.0.0.1:{}",
-                resize_guard_harness::process::free_port().unwrap()
-            ),
-            "--identity=bench",
-        ]);
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let controller = tokio::spawn(resize_guard_controller::run::serve(
-            args,
-            client.clone(),
-            async move {
-                let _ = stop_rx.await;
-            },
-        ));
-        let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-        let _ = ns_api
-            .create(
-                &Default::default(),
-                &serde_json::from_value(serde_json::json!({"metadata": {"name": UPSTREAM_NS}}))
-                    .unwrap(),
-            )
-            .await;
+        let controller =
+            support::side_by_side(env, UPSTREAM_NS, "preemption:\n  maxVictimsPerResize: 100\n")
+                .await;
 
         let mut rng = Lcg(seed);
         let mut rows = Vec::new();
@@ -317,8 +288,7 @@ fn main() {
             );
             rows.push((i, s, ours, theirs));
         }
-        let _ = stop_tx.send(());
-        let _ = controller.await;
+        controller.stop().await;
         report(seed, &rows);
     });
 }

@@ -25,28 +25,12 @@ const T: Duration = Duration::from_secs(30);
 
 async fn setup() -> &'static Env {
     let env = shared(EnvOptions::default());
-    CONTROLLER
-        .get_or_init(|| support::start(env, "e2e-leader"))
-        .await;
-    for _ in 0..100 {
-        if CONTROLLER.get().unwrap().is_leader().await {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    support::leading(&CONTROLLER, env, "e2e-leader").await;
     env
 }
 
 async fn deferred(pods: &Api<Pod>, env: &Env, ns: &str, name: &str, cpu: &str) {
-    let out = env
-        .kubectl()
-        .resize(ns, name, &cpu_resize(cpu))
-        .await
-        .unwrap();
-    assert!(out.success, "{}", out.stderr);
-    wait_pod(pods, name, T, |p| resize_pending(p).is_some())
-        .await
-        .unwrap();
+    support::resize_pending_on(env, pods, ns, name, cpu).await;
 }
 
 #[tokio::test]

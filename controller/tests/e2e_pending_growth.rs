@@ -22,30 +22,8 @@ const T: Duration = Duration::from_secs(60);
 async fn setup() -> &'static Env {
     let env = shared(EnvOptions::default());
     env.priority_class("mid-never", 10_000, true).await;
-    CONTROLLER
-        .get_or_init(|| support::start(env, "e2e-pending-growth"))
-        .await;
-    for _ in 0..100 {
-        if CONTROLLER.get().unwrap().is_leader().await {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    support::leading(&CONTROLLER, env, "e2e-pending-growth").await;
     env
-}
-
-async fn resize_until_deferred(env: &Env, pods: &Api<Pod>, ns: &str, name: &str, cpu: &str) {
-    let out = env
-        .kubectl()
-        .resize(ns, name, &cpu_resize(cpu))
-        .await
-        .unwrap();
-    assert!(out.success, "{}", out.stderr);
-    wait_pod(pods, name, T, |p| {
-        resize_pending(p).is_some_and(|(reason, _)| reason == "Deferred")
-    })
-    .await
-    .unwrap();
 }
 
 /// Every plan the controller recorded on the pod, as seen by a watch.
@@ -91,8 +69,8 @@ async fn issue_example_preempts_the_two_growing_pods_instead_of_four() {
     )
     .await
     .unwrap();
-    resize_until_deferred(env, &pods, &ns, "mid0", "1160m").await;
-    resize_until_deferred(env, &pods, &ns, "mid1", "1310m").await;
+    support::resize_pending_on(env, &pods, &ns, "mid0", "1160m").await;
+    support::resize_pending_on(env, &pods, &ns, "mid1", "1310m").await;
 
     let high = support::History::start(&pods, "high").await;
     let out = env
@@ -163,7 +141,7 @@ async fn room_is_left_for_growth_the_kubelet_admits_first_while_victims_go_one_b
     )
     .await
     .unwrap();
-    resize_until_deferred(env, &pods, &ns, "mid", "700m").await;
+    support::resize_pending_on(env, &pods, &ns, "mid", "700m").await;
 
     let high = support::History::start(&pods, "high").await;
     let mid = support::History::start(&pods, "mid").await;

@@ -47,6 +47,38 @@ pub async fn start(env: &Env, identity: &str) -> Controller {
     }
 }
 
+/// The controller `cell` holds for this test binary, started once as `identity`, once it leads
+/// (or after 10 s, when the tests will show why not).
+pub async fn leading(
+    cell: &'static tokio::sync::OnceCell<Controller>,
+    env: &'static Env,
+    identity: &str,
+) -> &'static Controller {
+    let controller = cell.get_or_init(|| start(env, identity)).await;
+    for _ in 0..100 {
+        if controller.is_leader().await {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    controller
+}
+
+/// Resizes container `app` of pod `name` to `cpu` and waits until the kubelet holds it pending.
+pub async fn resize_pending_on(env: &Env, pods: &Api<Pod>, ns: &str, name: &str, cpu: &str) {
+    let out = env
+        .kubectl()
+        .resize(ns, name, &resize_guard_harness::objects::cpu_resize(cpu))
+        .await
+        .unwrap();
+    assert!(out.success, "{}", out.stderr);
+    resize_guard_harness::objects::wait_pod(pods, name, Duration::from_secs(30), |p| {
+        resize_guard_harness::objects::resize_pending(p).is_some()
+    })
+    .await
+    .unwrap();
+}
+
 impl Controller {
     /// `resize_guard_leader` from /metrics.
     pub async fn is_leader(&self) -> bool {
