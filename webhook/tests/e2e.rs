@@ -209,18 +209,7 @@ async fn dry_run_denials_record_no_event() {
     let (ns, _, _) = support::field_test(env, "dryrun").await;
     let k = env.kubectl();
     let out = k
-        .run([
-            "patch",
-            "pod",
-            "app",
-            "-n",
-            &ns,
-            "--subresource",
-            "resize",
-            "--dry-run=server",
-            "-p",
-            &cpu_resize("2430m"),
-        ])
+        .resize_dry_run(&ns, "app", &cpu_resize("2430m"))
         .await
         .unwrap();
     assert!(

@@ -172,18 +172,7 @@ async fn installs_with_no_certificate_step_repairs_ca_bundle_and_rotates_without
     loop {
         let out = env
             .kubectl()
-            .run([
-                "patch",
-                "pod",
-                "app",
-                "-n",
-                &ns,
-                "--subresource",
-                "resize",
-                "--dry-run=server",
-                "-p",
-                &cpu_resize("550m"),
-            ])
+            .resize_dry_run(&ns, "app", &cpu_resize("550m"))
             .await
             .unwrap();
         if out.stderr.contains("resize-guard will preempt") {

@@ -25,20 +25,8 @@ async fn the_validating_webhook_alone_enforces_infeasible_and_policy_denials() {
 
     // The policy reload is asynchronous: probe on dry run until the webhook enforces it.
     let resize = cpu_resize("550m");
-    let probe = [
-        "patch",
-        "pod",
-        "app",
-        "-n",
-        &ns,
-        "--subresource",
-        "resize",
-        "--dry-run=server",
-        "-p",
-        &resize,
-    ];
     for _ in 0..100 {
-        let out = k.run(probe).await.unwrap();
+        let out = k.resize_dry_run(&ns, "app", &resize).await.unwrap();
         if out.stderr.contains("validate.resize-guard.io") {
             break;
         }

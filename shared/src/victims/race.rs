@@ -66,10 +66,11 @@ impl Field<'_> {
     /// The plan: sure to win where one exists, with as few victims as this search finds.
     pub fn choose(&self) -> Result<Chosen, Short> {
         let none = vec![false; self.others.len()];
-        let base = self.reprieve(&none, &none)?;
         let Ok(mut best) = self.fixpoint(&none) else {
-            // The growth of pods we may not preempt can take the room in some order: the
-            // kubelet's plan is the best there is, and it may need a second round.
+            // Either no plan at all (the kubelet-accounting reprieve fails the same way, and
+            // says why), or the growth of pods we may not preempt can take the room in some
+            // order: the kubelet's plan is the best there is, and it may need a second round.
+            let base = self.reprieve(&none, &none)?;
             return Ok(Chosen {
                 racers: self.racers(&base),
                 victims: base,

@@ -63,6 +63,29 @@ impl Kubectl {
         .await
     }
 
+    /// The same resize on server-side dry run: admission answers (warnings, denials), nothing
+    /// is stored.
+    pub async fn resize_dry_run(
+        &self,
+        ns: &str,
+        pod: &str,
+        patch: &str,
+    ) -> anyhow::Result<KubectlOutput> {
+        self.run([
+            "patch",
+            "pod",
+            pod,
+            "-n",
+            ns,
+            "--subresource",
+            "resize",
+            "--dry-run=server",
+            "-p",
+            patch,
+        ])
+        .await
+    }
+
     /// `kubectl events -n NS --for pod/NAME`.
     pub async fn events_for(&self, ns: &str, pod: &str) -> anyhow::Result<KubectlOutput> {
         self.run(["events", "-n", ns, "--for", &format!("pod/{pod}")])

@@ -108,8 +108,7 @@ pub async fn canary(env: &Env) {
     let k = env.kubectl();
     wait_active(Duration::from_secs(30), || async {
         let out = k
-            .run(["patch", "pod", "canary", "-n", ns, "--subresource", "resize", "--dry-run=server", "-p",
-                r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"300m"},"limits":{"cpu":"300m"}}}]}}"#])
+            .resize_dry_run(ns, "canary", r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"300m"},"limits":{"cpu":"300m"}}}]}}"#)
             .await
             .unwrap();
         out.stderr.contains("resize-guard")

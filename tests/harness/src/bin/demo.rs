@@ -152,7 +152,7 @@ fn main() -> anyhow::Result<()> {
         wait_active(T, || {
             let k = k.clone();
             async move {
-                k.run(["patch", "pod", "shop", "-n", NS, "--subresource", "resize", "--dry-run=server", "-p", &cpu_resize("2430m")])
+                k.resize_dry_run(NS, "shop", &cpu_resize("2430m"))
                     .await
                     .is_ok_and(|o| o.stderr.contains("resize-guard"))
             }
