@@ -13,7 +13,7 @@
 # binaries; everything else goes to stderr.
 #
 # Caching: binaries live in $HOME/.cache/resize-guard/k8s-<key>/, where <key> is
-# derived from go.mod, go.sum, cmd/etcd/main.go, cmd/hollow-node/main.go,
+# derived from go.mod, go.sum, every cmd/*/*.go,
 # `go version` and the build flags. A hit costs a second or so; a miss is a
 # cold build (~9 min on 2 cores the first time on a machine, a few minutes with
 # a warm GOCACHE).
