@@ -138,8 +138,39 @@ impl Drop for Process {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; callers retry on a race).
+/// A free TCP port on 127.0.0.1 for a server started soon after (bound and released).
+///
+/// Taken *below* the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), so no outgoing
+/// connection (kubectl, a client, a watch) can grab it between this call and the server's
+/// bind — the OS's own `:0` would hand out an ephemeral port, which any of them may. Ports are
+/// spread by process id and never handed out twice by one process.
 pub fn free_port() -> anyhow::Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
+    use std::collections::BTreeSet;
+    use std::sync::Mutex;
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    const LOW: u16 = 10_000;
+    anyhow::ensure!(
+        ephemeral_low > LOW + 1000,
+        "ephemeral ports start at {ephemeral_low}: no room below them"
+    );
+    let span = u32::from(ephemeral_low - LOW);
+    let start = (std::process::id().wrapping_mul(7919)) % span;
+    let mut given = GIVEN
+        .lock()
+        .map_err(|_| anyhow::anyhow!("port registry poisoned"))?;
+    for i in 0..span {
+        let port = LOW + u16::try_from((start + i) % span)?;
+        if given.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
+            return Ok(port);
+        }
+    }
+    anyhow::bail!("no free port between {LOW} and {ephemeral_low}")
 }

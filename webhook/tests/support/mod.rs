@@ -38,17 +38,10 @@ pub async fn start(env: &'static Env, which: Webhooks) -> Webhook {
         resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback()).unwrap();
     let cert_dir = tempfile::tempdir().unwrap();
     resize_guard_certs::write_dir(&bundle, cert_dir.path()).unwrap();
+    // The webhook's RBAC first; the ports are taken right before the webhook binds them (a
+    // port picked earlier can be taken meanwhile by any outgoing connection).
+    resize_guard_harness::install::apply_rbac(env).await;
     let (port, health_port) = (free_port().unwrap(), free_port().unwrap());
-    // deploy/ first (the webhook's RBAC), pointing at the port the webhook is about to serve;
-    // failurePolicy Ignore lets resizes through until it answers.
-    register(
-        env,
-        &format!("https://127.0.0.1:{port}"),
-        &bundle.ca_bundle_base64(),
-        which,
-    )
-    .await
-    .unwrap();
     let process = resize_guard_harness::install::spawn_as_service_account(
         env,
         Identity::Webhook,
@@ -72,6 +65,14 @@ pub async fn start(env: &'static Env, which: Webhooks) -> Webhook {
     };
     resize_guard_harness::install::wait_ready(health_port, &hook.process, Duration::from_secs(30))
         .await;
+    register(
+        env,
+        &format!("https://127.0.0.1:{port}"),
+        &hook.bundle.ca_bundle_base64(),
+        which,
+    )
+    .await
+    .unwrap();
     canary(env).await;
     hook
 }
