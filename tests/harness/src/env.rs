@@ -206,6 +206,24 @@ impl Env {
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => panic!("PriorityClass {name}: {e}"),
         }
+        // kube-apiserver's Priority admission reads PriorityClasses from an informer: wait
+        // until a pod naming the class is admitted (on dry run), so the caller's pods are.
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client().await, "default");
+        let probe = crate::objects::guaranteed_pod("priority-probe", "", name, "1m", "1Mi");
+        let dry_run = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        for _ in 0..100 {
+            match pods.create(&dry_run, &probe).await {
+                Err(kube::Error::Api(e)) if e.message.contains("no PriorityClass") => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                _ => return,
+            }
+        }
+        panic!("PriorityClass {name} never reached kube-apiserver's admission");
     }
 
     /// A guard that prints the control-plane logs if the test panics.
