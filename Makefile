@@ -6,6 +6,7 @@
 #   make bench    benchmarks, printed as tables and written under target/bench/
 #   make sandbox  a real control plane with hollow nodes (upstream kubelet) to try resizes by hand (Ctrl-C stops)
 #   make demo     the field test's three walls, narrated, with resize-guard installed; exits non-zero on any miss
+#   make fuzz     the four fuzz targets for FUZZ_SECONDS each (default 300; `make test` runs them 10 s each)
 
 CARGO ?= cargo
 # Builds (first run, ~6 min) or reuses the upstream binaries; its last output line is their directory.
@@ -13,7 +14,7 @@ WITH_K8S = RESIZE_GUARD_K8S_BIN_DIR="$$(scripts/build-control-plane.sh | tail -n
 # helm v3 from Go modules (first run a few minutes), for the chart's lint/template/dry-run tests.
 WITH_HELM = RESIZE_GUARD_HELM_BIN="$$(scripts/build-helm.sh | tail -n 1)/helm"
 
-.PHONY: test fmt-check clippy deps-check control-plane image unit bench sandbox demo fmt
+.PHONY: test fmt-check clippy deps-check control-plane image unit bench sandbox demo fmt fuzz
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 demo:
@@ -67,3 +68,12 @@ bench:
 
 fmt:
 	$(CARGO) fmt --all
+
+# Time-boxed proptest fuzzing on stable (fuzz/README.md): corpus replay, then mutation and
+# generation until the budget is spent; a failure is shrunk and saved under target/fuzz-artifacts/.
+FUZZ_SECONDS ?= 300
+fuzz:
+	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test fuzz_quantity -- --nocapture
+	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test fuzz_selector -- --nocapture
+	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test fuzz_policy -- --nocapture
+	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-webhook --test fuzz_review -- --nocapture

@@ -2,11 +2,16 @@
 //!
 //! What both programs know about the cluster, behind one trait: [`Cluster`] gives the policy in
 //! force, a node's [`NodeLedger`] and the PodDisruptionBudgets. [`view::ClusterView`] implements
-//! it from live watches; [`FixedCluster`] from given objects (tests, benchmarks, what-if checks).
+//! it from live watches (objects [`trim`]med on arrival, pods in an [`index::PodIndex`], each
+//! watch's [`watch_health`] behind readiness); [`FixedCluster`] from given objects (tests,
+//! benchmarks, what-if checks).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod index;
 pub mod process;
+pub mod trim;
 pub mod view;
+pub mod watch_health;
 
 use std::collections::HashMap;
 
@@ -15,7 +20,8 @@ use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::Policy;
 
-pub use view::ClusterView;
+pub use view::{ClusterView, PolicyReloadHook, ViewConfig};
+pub use watch_health::{WatchErrorHook, Watched};
 
 pub use process::parse_duration;
 

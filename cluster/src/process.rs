@@ -3,11 +3,16 @@
 
 use std::time::Duration;
 
-/// Sets up logging (`text` or `json`, filter from `RUST_LOG`) and installs ring as the one
-/// process-wide rustls crypto provider, chosen explicitly (kube's client and our server).
+/// The log filter without `RUST_LOG`: info, and kube-runtime's own warnings (a watcher's 403,
+/// for one); kube-client's info lines are noise.
+pub const DEFAULT_LOG_FILTER: &str = "info,kube_client=warn";
+
+/// Sets up logging (`text` or `json`, filter from `RUST_LOG`, else [`DEFAULT_LOG_FILTER`]) and
+/// installs ring as the one process-wide rustls crypto provider, chosen explicitly (kube's
+/// client and our server).
 pub fn init(log_format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,kube_client=warn,kube_runtime=warn".into());
+        .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
     if log_format == "json" {
         tracing_subscriber::fmt()
             .json()

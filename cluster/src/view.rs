@@ -1,120 +1,111 @@
-//! The webhook's view of the cluster: nodes and PodDisruptionBudgets through kube-runtime
-//! reflectors, pods in an index by node holding only their ledger entries (so a decision never
-//! re-reads pod specs), and the policy from the ConfigMap, reloaded live.
+//! The live cluster view both programs share: nodes and PodDisruptionBudgets through kube-runtime
+//! reflector stores, pods in a [`PodIndex`] by node holding only their ledger entries (so a
+//! decision never re-reads pod specs), and the policy from the ConfigMap, reloaded live.
 //!
-//! The view is ready once every watch has listed once; until then `/readyz` fails and the API
-//! server's `failurePolicy` decides. A policy edit that does not parse keeps the last good policy,
-//! is logged, counted, and reported as an `InvalidPolicy` Warning Event on the ConfigMap.
+//! One watch per resource, each object trimmed ([`crate::trim`]) before anything keeps it. The
+//! pod watch feeds the index and, when [`ViewConfig::keep_pods`] asks for it (the controller), a
+//! reflector [`Store`] of the trimmed pods and a broadcast of every pod it applies or deletes, in
+//! that order — so the controller runs on the same single pod cache instead of a second one.
+//!
+//! Every watch item also goes to [`WatchHealth`]: the view is ready once every watch has listed
+//! and none has been failing for longer than [`ViewConfig::unhealthy_after`]; until then `/readyz`
+//! fails with the reason and the API server's `failurePolicy` decides. A policy edit that does not
+//! parse keeps the last good policy, is logged, counted, and reported as an `InvalidPolicy`
+//! Warning Event on the ConfigMap.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::fmt::Debug;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::serde::de::DeserializeOwned;
 use kube::api::Api;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use resize_guard_policy::budget::Budgets;
-use resize_guard_policy::ledger::{LedgerEntry, NodeLedger, counts_on};
-use resize_guard_policy::pod::node_name;
+use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::Policy;
+use tokio::sync::broadcast;
 
 use crate::Cluster;
+pub use crate::index::PodIndex;
+use crate::trim::{trim_node, trim_pdb, trim_pod};
+use crate::watch_health::{
+    DEFAULT_UNHEALTHY_AFTER, WatchBackoff, WatchErrorHook, WatchHealth, Watched,
+};
 
 /// Key of the policy document in the ConfigMap.
 pub const POLICY_KEY: &str = "policy.yaml";
 
-/// Pods grouped by the node they are bound to, kept as ledger entries (what decisions read),
-/// with each node's ledger cached until a pod on it or the node itself changes.
-#[derive(Debug, Default)]
-pub struct PodIndex {
-    by_node: HashMap<String, BTreeMap<String, LedgerEntry>>,
-    node_of: HashMap<String, String>,
-    cache: HashMap<String, (Option<String>, Arc<NodeLedger>)>,
-}
-
-impl PodIndex {
-    /// Adds or replaces a pod (a pod in a terminal phase holds nothing and is dropped).
-    pub fn apply(&mut self, pod: &Pod) {
-        let uid = pod.uid().unwrap_or_default();
-        self.delete(&uid);
-        if let Some(node) = node_name(pod)
-            .filter(|n| counts_on(pod, n))
-            .map(str::to_owned)
-        {
-            self.cache.remove(&node);
-            self.node_of.insert(uid.clone(), node.clone());
-            self.by_node
-                .entry(node)
-                .or_default()
-                .insert(uid, LedgerEntry::new(pod));
-        }
-    }
-
-    /// Removes a pod.
-    pub fn delete(&mut self, uid: &str) {
-        if let Some(node) = self.node_of.remove(uid) {
-            self.cache.remove(&node);
-            if let Some(pods) = self.by_node.get_mut(&node) {
-                pods.remove(uid);
-                if pods.is_empty() {
-                    self.by_node.remove(&node);
-                }
-            }
-        }
-    }
-
-    /// The ledger of `node`, from the cache when neither its pods nor the node (by
-    /// resourceVersion) changed since it was built.
-    pub fn ledger(&mut self, node: &Node) -> Arc<NodeLedger> {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let version = node.metadata.resource_version.clone();
-        if let Some((v, l)) = self.cache.get(&name)
-            && *v == version
-        {
-            return l.clone();
-        }
-        let entries = self
-            .by_node
-            .get(&name)
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default();
-        let ledger = Arc::new(NodeLedger::from_entries(node, entries));
-        self.cache.insert(name, (version, ledger.clone()));
-        ledger
-    }
-
-    /// Number of indexed pods.
-    pub fn len(&self) -> usize {
-        self.node_of.len()
-    }
-
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.node_of.is_empty()
-    }
-}
+/// How many pod events [`ClusterView::pod_events`] buffers per receiver before it lags.
+pub const POD_EVENTS_CAPACITY: usize = 4096;
 
 /// Called after every policy reload with whether it succeeded (for metrics).
 pub type PolicyReloadHook = Arc<dyn Fn(bool) + Send + Sync>;
+
+/// What to watch and how: [`ViewConfig::new`] gives the defaults, fields override them.
+#[derive(Clone)]
+pub struct ViewConfig {
+    /// resize-guard's namespace (always excluded; holds the policy ConfigMap).
+    pub namespace: String,
+    /// Name of the policy ConfigMap.
+    pub policy_configmap: String,
+    /// Who reports `InvalidPolicy` Events.
+    pub reporter: Reporter,
+    /// Also keep the trimmed pods in a [`Store`] and broadcast pod events (the controller).
+    pub keep_pods: bool,
+    /// A watch failing for longer than this makes the view unready.
+    pub unhealthy_after: Duration,
+    /// Called after every policy reload.
+    pub on_policy_reload: PolicyReloadHook,
+    /// Called on every watch error.
+    pub on_watch_error: WatchErrorHook,
+}
+
+impl ViewConfig {
+    /// Defaults: no pod store, unhealthy after 60 s of failure, no hooks.
+    pub fn new(namespace: &str, policy_configmap: &str, reporter: Reporter) -> ViewConfig {
+        ViewConfig {
+            namespace: namespace.to_owned(),
+            policy_configmap: policy_configmap.to_owned(),
+            reporter,
+            keep_pods: false,
+            unhealthy_after: DEFAULT_UNHEALTHY_AFTER,
+            on_policy_reload: Arc::new(|_| {}),
+            on_watch_error: Arc::new(|_| {}),
+        }
+    }
+}
+
+impl Debug for ViewConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ViewConfig")
+            .field("namespace", &self.namespace)
+            .field("policy_configmap", &self.policy_configmap)
+            .field("keep_pods", &self.keep_pods)
+            .field("unhealthy_after", &self.unhealthy_after)
+            .finish_non_exhaustive()
+    }
+}
 
 /// The live cluster view.
 pub struct ClusterView {
     nodes: Store<Node>,
     pdbs: Store<PodDisruptionBudget>,
     pods: RwLock<PodIndex>,
+    pod_store: Option<Store<Pod>>,
+    pod_events: broadcast::Sender<Arc<Pod>>,
     policy: RwLock<Arc<Policy>>,
     namespace: String,
-    pods_synced: AtomicBool,
-    policy_synced: AtomicBool,
+    health: WatchHealth,
     policy_version: tokio::sync::watch::Sender<u64>,
 }
 
-impl std::fmt::Debug for ClusterView {
+impl Debug for ClusterView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterView")
             .field("namespace", &self.namespace)
@@ -124,59 +115,77 @@ impl std::fmt::Debug for ClusterView {
 
 impl ClusterView {
     /// Starts the watches on the current runtime and returns the view (not yet ready).
-    pub fn start(
-        client: kube::Client,
-        namespace: &str,
-        policy_configmap: &str,
-        reporter: Reporter,
-        on_policy_reload: PolicyReloadHook,
-    ) -> Arc<ClusterView> {
+    pub fn start(client: kube::Client, config: ViewConfig) -> Arc<ClusterView> {
         let (nodes, node_writer) = reflector::store();
         let (pdbs, pdb_writer) = reflector::store();
+        let (pod_store, pod_writer) = if config.keep_pods {
+            let (store, writer) = reflector::store();
+            (Some(store), Some(writer))
+        } else {
+            (None, None)
+        };
         let view = Arc::new(ClusterView {
             nodes,
             pdbs,
             pods: RwLock::new(PodIndex::default()),
+            pod_store,
+            pod_events: broadcast::Sender::new(POD_EVENTS_CAPACITY),
             policy: RwLock::new(Arc::new(Policy::default())),
-            namespace: namespace.to_owned(),
-            pods_synced: AtomicBool::new(false),
-            policy_synced: AtomicBool::new(false),
+            namespace: config.namespace.clone(),
+            health: WatchHealth::new(config.unhealthy_after, config.on_watch_error.clone()),
             policy_version: tokio::sync::watch::Sender::new(0),
         });
-        let node_api: Api<Node> = Api::all(client.clone());
-        tokio::spawn(
-            watcher(node_api, watcher::Config::default())
-                .default_backoff()
-                .modify(|n: &mut Node| n.metadata.managed_fields = None)
-                .reflect(node_writer)
-                .for_each(|_| async {}),
-        );
-        let pdb_api: Api<PodDisruptionBudget> = Api::all(client.clone());
-        tokio::spawn(
-            watcher(pdb_api, watcher::Config::default())
-                .default_backoff()
-                .reflect(pdb_writer)
-                .for_each(|_| async {}),
-        );
-        tokio::spawn(watch_pods(client.clone(), view.clone()));
-        tokio::spawn(watch_policy(
-            client,
+        tokio::spawn(reflect(
             view.clone(),
-            policy_configmap.to_owned(),
-            reporter,
-            on_policy_reload,
+            Api::all(client.clone()),
+            trim_node,
+            node_writer,
+            Watched::Nodes,
         ));
+        tokio::spawn(reflect(
+            view.clone(),
+            Api::all(client.clone()),
+            trim_pdb,
+            pdb_writer,
+            Watched::PodDisruptionBudgets,
+        ));
+        tokio::spawn(watch_pods(
+            view.clone(),
+            Api::all(client.clone()),
+            pod_writer,
+        ));
+        tokio::spawn(watch_policy(client, view.clone(), config));
         view
     }
 
-    /// True once nodes, pods, PDBs and the policy have been listed.
+    /// `Ok` once nodes, pods, PDBs and the policy have been listed and no watch has been failing
+    /// for longer than [`ViewConfig::unhealthy_after`]; else why not, per resource.
+    pub fn readiness(&self) -> Result<(), String> {
+        self.health.readiness()
+    }
+
+    /// [`ClusterView::readiness`] is `Ok`.
     pub fn is_ready(&self) -> bool {
-        // A store is ready after its first full list.
-        let stores = futures::FutureExt::now_or_never(self.nodes.wait_until_ready()).is_some()
-            && futures::FutureExt::now_or_never(self.pdbs.wait_until_ready()).is_some();
-        stores
-            && self.pods_synced.load(Ordering::Acquire)
-            && self.policy_synced.load(Ordering::Acquire)
+        self.readiness().is_ok()
+    }
+
+    /// The health of each watch.
+    pub fn watch_health(&self) -> &WatchHealth {
+        &self.health
+    }
+
+    /// The trimmed pods of the view's pod watch, when [`ViewConfig::keep_pods`] was set.
+    pub fn pod_store(&self) -> Option<Store<Pod>> {
+        self.pod_store.clone()
+    }
+
+    /// Every pod the pod watch applies or deletes (`InitApply`, `Apply`, `Delete`), trimmed,
+    /// sent after the index and the store took it (a relist's `InitApply` pods, as in kube's own
+    /// reflector, are buffered and become visible together at its `InitDone`). A receiver that
+    /// falls more than [`POD_EVENTS_CAPACITY`] behind gets `Lagged` and must catch up from the
+    /// store. Nothing is sent (or allocated) while there is no receiver.
+    pub fn pod_events(&self) -> broadcast::Receiver<Arc<Pod>> {
+        self.pod_events.subscribe()
     }
 
     fn set_policy(&self, policy: Policy) {
@@ -202,7 +211,7 @@ impl Cluster for ClusterView {
 
     fn ledger(&self, node: &str) -> Option<Arc<NodeLedger>> {
         let n = self.nodes.get(&reflector::ObjectRef::new(node))?;
-        Some(self.pods.write().ok()?.ledger(&n))
+        Some(self.pods.read().ok()?.ledger(&n))
     }
 
     fn budgets(&self) -> Budgets {
@@ -215,73 +224,152 @@ impl Cluster for ClusterView {
     }
 }
 
-async fn watch_pods(client: kube::Client, view: Arc<ClusterView>) {
-    let api: Api<Pod> = Api::all(client);
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+/// A watch of `api`, retried on [`WatchBackoff`], every object trimmed.
+fn trimmed<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    trim: fn(&mut K),
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher(api, config)
+        .backoff(WatchBackoff::default())
+        .modify(trim)
+}
+
+/// Keeps a reflector store of `api`'s trimmed objects.
+async fn reflect<K>(
+    view: Arc<ClusterView>,
+    api: Api<K>,
+    trim: fn(&mut K),
+    mut writer: Writer<K>,
+    resource: Watched,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let mut stream = trimmed(api, watcher::Config::default(), trim).boxed();
+    while let Some(item) = stream.next().await {
+        if let Ok(ev) = &item {
+            writer.apply_watcher_event(ev);
+        }
+        view.health.observe(resource, &item);
+    }
+}
+
+async fn watch_pods(view: Arc<ClusterView>, api: Api<Pod>, mut store: Option<Writer<Pod>>) {
+    let mut stream = trimmed(api, watcher::Config::default(), trim_pod).boxed();
     let mut relist: Option<PodIndex> = None;
-    while let Some(ev) = stream.next().await {
-        let Ok(ev) = ev else { continue };
-        match ev {
-            watcher::Event::Init => relist = Some(PodIndex::default()),
-            watcher::Event::InitApply(p) => {
-                if let Some(r) = relist.as_mut() {
-                    r.apply(&p);
-                }
+    while let Some(item) = stream.next().await {
+        if let Ok(ev) = &item {
+            apply_to_index(&view, ev, &mut relist);
+            if let Some(w) = store.as_mut() {
+                w.apply_watcher_event(ev);
             }
-            watcher::Event::InitDone => {
-                if let (Some(fresh), Ok(mut idx)) = (relist.take(), view.pods.write()) {
-                    *idx = fresh;
-                }
-                view.pods_synced.store(true, Ordering::Release);
+        }
+        view.health.observe(Watched::Pods, &item);
+        if let Ok(
+            watcher::Event::InitApply(p) | watcher::Event::Apply(p) | watcher::Event::Delete(p),
+        ) = item
+            && view.pod_events.receiver_count() > 0
+        {
+            // Only fails without receivers (a race with the last one leaving): nothing to do.
+            let _ = view.pod_events.send(Arc::new(p));
+        }
+    }
+}
+
+/// A relist builds a fresh index in `relist` and swaps it in at `InitDone`.
+fn apply_to_index(view: &ClusterView, ev: &watcher::Event<Pod>, relist: &mut Option<PodIndex>) {
+    match ev {
+        watcher::Event::Init => *relist = Some(PodIndex::default()),
+        watcher::Event::InitApply(p) => {
+            if let Some(r) = relist.as_mut() {
+                r.apply(p);
             }
-            watcher::Event::Apply(p) => {
-                if let Ok(mut idx) = view.pods.write() {
-                    idx.apply(&p);
-                }
+        }
+        watcher::Event::InitDone => {
+            if let (Some(fresh), Ok(mut idx)) = (relist.take(), view.pods.write()) {
+                *idx = fresh;
             }
-            watcher::Event::Delete(p) => {
-                if let Ok(mut idx) = view.pods.write() {
-                    idx.delete(&p.uid().unwrap_or_default());
-                }
+        }
+        watcher::Event::Apply(p) => {
+            if let Ok(mut idx) = view.pods.write() {
+                idx.apply(p);
+            }
+        }
+        watcher::Event::Delete(p) => {
+            if let Ok(mut idx) = view.pods.write() {
+                idx.delete(&p.uid().unwrap_or_default());
             }
         }
     }
 }
 
-async fn watch_policy(
-    client: kube::Client,
-    view: Arc<ClusterView>,
-    name: String,
-    reporter: Reporter,
-    on_reload: PolicyReloadHook,
-) {
+async fn watch_policy(client: kube::Client, view: Arc<ClusterView>, config: ViewConfig) {
+    let name = config.policy_configmap;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &view.namespace);
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let recorder = Recorder::new(client, reporter);
-    let mut stream = watcher(api, config).default_backoff().boxed();
+    let watch = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let recorder = Recorder::new(client, config.reporter);
+    let mut stream = trimmed(api, watch, |cm: &mut ConfigMap| {
+        cm.metadata.managed_fields = None;
+    })
+    .boxed();
     let mut seen_in_list = false;
-    while let Some(ev) = stream.next().await {
-        let Ok(ev) = ev else { continue };
-        match ev {
-            watcher::Event::Init => seen_in_list = false,
-            watcher::Event::InitApply(cm) | watcher::Event::Apply(cm) => {
+    // Once a policy is in force, losing the ConfigMap (deleted, or gone at a relist) keeps it:
+    // an accidental delete must not silently turn resize-guard back to its defaults.
+    let mut in_force = false;
+    while let Some(item) = stream.next().await {
+        match &item {
+            Err(_) => {}
+            Ok(watcher::Event::Init) => seen_in_list = false,
+            Ok(watcher::Event::InitApply(cm) | watcher::Event::Apply(cm)) => {
                 seen_in_list = true;
-                apply_policy(&view, &cm, &recorder, &on_reload).await;
+                in_force = true;
+                apply_policy(&view, cm, &recorder, &config.on_policy_reload).await;
             }
-            watcher::Event::InitDone => {
-                if !seen_in_list {
-                    tracing::info!(configmap = %name, "no policy ConfigMap; using the default policy");
-                    view.set_policy(Policy::default());
-                }
-                view.policy_synced.store(true, Ordering::Release);
-            }
-            watcher::Event::Delete(_) => {
-                tracing::warn!(configmap = %name, "policy ConfigMap deleted; using the default policy");
+            Ok(watcher::Event::InitDone) if !seen_in_list && !in_force => {
+                tracing::info!(configmap = %name, "no policy ConfigMap; using the default policy");
                 view.set_policy(Policy::default());
+                in_force = true;
+            }
+            Ok(watcher::Event::InitDone) if !seen_in_list => {
+                policy_gone(&name, &view.namespace, None, &recorder).await;
+            }
+            Ok(watcher::Event::InitDone) => {}
+            Ok(watcher::Event::Delete(cm)) => {
+                policy_gone(&name, &view.namespace, Some(cm), &recorder).await;
             }
         }
+        view.health.observe(Watched::ConfigMap, &item);
+    }
+}
+
+/// The policy ConfigMap disappeared: keep the policy in force, say so in the log and in a
+/// `PolicyDeleted` Warning Event on the (deleted) ConfigMap.
+async fn policy_gone(name: &str, namespace: &str, cm: Option<&ConfigMap>, recorder: &Recorder) {
+    tracing::warn!(configmap = %name, "policy ConfigMap deleted; keeping the last good policy until it is recreated");
+    let regarding = match cm {
+        Some(cm) => cm.object_ref(&()),
+        None => k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("ConfigMap".into()),
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            ..Default::default()
+        },
+    };
+    let event = KubeEvent {
+        type_: EventType::Warning,
+        reason: "PolicyDeleted".into(),
+        note: Some(format!(
+            "the policy ConfigMap {namespace}/{name} was deleted; keeping the last good policy until it is recreated"
+        )),
+        action: "LoadPolicy".into(),
+        secondary: None,
+    };
+    if let Err(err) = recorder.publish(&event, &regarding).await {
+        tracing::warn!(error = %err, "could not record PolicyDeleted event");
     }
 }
 

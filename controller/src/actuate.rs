@@ -1,61 +1,114 @@
-//! Performs a [`Decision`]: records the plan on the preemptor, marks each victim
-//! `DisruptionTarget` (reason `PreemptionByResizeGuard`), evicts it through the Eviction API
-//! (`pdb: respect`) or deletes it (`bestEffort`, like kube-scheduler) with its grace period
-//! capped by policy, and records the Events. Every call is idempotent, so a retry or a restarted
-//! controller can repeat it safely.
+//! Carries out a [`Decision`], deciding nothing: records the plan on the preemptor when the
+//! decision says, marks each victim `DisruptionTarget` (reason `PreemptionByResizeGuard`),
+//! removes it through the API the decision names with the grace period it names, and records the
+//! Events. Every write is fenced by [`Leadership`] (checked immediately before it, abandoned if
+//! the fence passes while it is in flight) and carries the victim's UID as a precondition, so a
+//! recreated pod of the same name is never touched. Every call is idempotent, so a retry or the
+//! next leader can repeat it safely. The one API answer that changes the course — a
+//! PodDisruptionBudget refusing an eviction — goes back through
+//! [`decision::budget_refused`](crate::decision::budget_refused).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    DeleteOptions as K8sDeleteOptions, ObjectMeta, Preconditions as K8sPreconditions,
+};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
-use resize_guard_policy::policy::{PdbMode, Policy};
 use serde_json::json;
 
-use crate::decision::{Decision, FAILED_RETRY, SHORT_WAIT};
+use crate::decision::{Decision, FAILED_RETRY, Record, Removal, SHORT_WAIT, Via, budget_refused};
+use crate::leadership::{Fenced, Leadership};
 use crate::metrics::Metrics;
-use crate::plan::{PLAN_ANNOTATION, PlannedVictim};
+use crate::plan::PLAN_ANNOTATION;
 
-/// Errors talking to the API server.
+/// A write that was not made or failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// Not made: this replica does not lead (or stopped leading while it was in flight).
+    #[error(transparent)]
+    Fenced(#[from] Fenced),
+    /// The API server refused or could not be reached.
+    #[error("the API request failed")]
+    Api(#[source] kube::Error),
+}
+
+impl WriteError {
+    fn status(&self) -> Option<u16> {
+        match self {
+            WriteError::Api(kube::Error::Api(e)) => Some(e.code),
+            _ => None,
+        }
+    }
+}
+
+/// Errors carrying out a decision.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ActuateError {
-    /// Writing the plan annotation failed.
-    #[error("recording the plan on {pod}: {source}")]
+    /// Writing (or clearing) the plan annotation failed.
+    #[error("recording the plan on {pod}")]
     RecordPlan {
         /// The preemptor.
         pod: String,
         /// Why.
-        source: kube::Error,
+        #[source]
+        source: WriteError,
     },
     /// Reverting an Infeasible resize failed.
-    #[error("reverting the Infeasible resize of {pod}: {source}")]
+    #[error("reverting the Infeasible resize of {pod}")]
     Revert {
         /// The pod.
         pod: String,
         /// Why.
-        source: kube::Error,
+        #[source]
+        source: WriteError,
     },
     /// Preempting a victim failed.
-    #[error("preempting {victim}: {source}")]
+    #[error("preempting {victim}")]
     Preempt {
         /// The victim.
         victim: String,
         /// Why.
-        source: kube::Error,
+        #[source]
+        source: WriteError,
     },
 }
 
 impl ActuateError {
     /// Stable reason for metrics.
     pub fn reason(&self) -> &'static str {
+        let source = match self {
+            ActuateError::RecordPlan { source, .. }
+            | ActuateError::Revert { source, .. }
+            | ActuateError::Preempt { source, .. } => source,
+        };
+        if matches!(source, WriteError::Fenced(_)) {
+            return "NotLeader";
+        }
         match self {
             ActuateError::RecordPlan { .. } => "RecordPlan",
             ActuateError::Preempt { .. } => "Preempt",
             ActuateError::Revert { .. } => "Revert",
         }
+    }
+
+    /// The error and its causes, each once, for logs.
+    pub fn chain(&self) -> String {
+        let mut out = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            out.push_str(": ");
+            out.push_str(&c.to_string());
+            cause = c.source();
+        }
+        out
     }
 }
 
@@ -68,8 +121,8 @@ pub struct Actuator {
     pub recorder: Recorder,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// The controller's pod cache, to read victims without a round trip (falls back to a GET).
-    pub pods: Option<kube::runtime::reflector::Store<Pod>>,
+    /// Every write is fenced by it.
+    pub leadership: Leadership,
 }
 
 fn reference(pod: &Pod) -> ObjectReference {
@@ -83,8 +136,35 @@ fn reference(pod: &Pod) -> ObjectReference {
     }
 }
 
+fn victim_reference(r: &Removal) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(r.victim.name.clone()),
+        namespace: Some(r.victim.namespace.clone()),
+        uid: Some(r.victim.uid.clone()),
+        ..Default::default()
+    }
+}
+
 impl Actuator {
-    /// Publishes an Event off the critical path (victims are evicted first, reported after).
+    /// Runs one API write if (and only while) this replica leads.
+    async fn write<T>(
+        &self,
+        request: impl std::future::Future<Output = kube::Result<T>>,
+    ) -> Result<T, WriteError> {
+        match self.leadership.fenced(request).await {
+            Ok(r) => r.map_err(WriteError::Api),
+            Err(fenced) => {
+                self.metrics.fenced_write();
+                tracing::info!(reason = %fenced, "write not made: fenced");
+                Err(WriteError::Fenced(fenced))
+            }
+        }
+    }
+
+    /// Publishes an Event off the critical path (victims are evicted first, reported after);
+    /// Events are writes too, so a replica that no longer leads publishes none.
     fn event(
         &self,
         regarding: &ObjectReference,
@@ -93,68 +173,68 @@ impl Actuator {
         reason: &str,
         note: String,
     ) {
-        let recorder = self.recorder.clone();
-        let (regarding, reason) = (regarding.clone(), reason.to_owned());
         let ev = Event {
             type_: if warning {
                 EventType::Warning
             } else {
                 EventType::Normal
             },
-            reason: reason.clone(),
+            reason: reason.to_owned(),
             note: Some(resize_guard_policy::verdict::clip(&note, 1024)),
             action: "Preempt".into(),
             secondary: related.cloned(),
         };
+        let (this, regarding) = (self.clone(), regarding.clone());
         tokio::spawn(async move {
-            if let Err(e) = recorder.publish(&ev, &regarding).await {
-                tracing::warn!(error = %e, reason, "could not record event");
+            let publish = this.recorder.publish(&ev, &regarding);
+            if let Err(e) = this.write(publish).await {
+                tracing::warn!(error = %e, reason = ev.reason, "could not record event");
             }
         });
     }
 
-    async fn set_plan(&self, pod: &Pod, value: Option<String>) -> kube::Result<()> {
+    async fn set_plan(&self, pod: &Pod, value: Option<String>) -> Result<(), WriteError> {
         let api: Api<Pod> = Api::namespaced(
             self.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or_default(),
         );
-        let patch = json!({"metadata": {"annotations": {PLAN_ANNOTATION: value}}});
-        api.patch(
-            pod.metadata.name.as_deref().unwrap_or_default(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map(|_| ())
+        // The UID makes the patch fail on a recreated pod of the same name.
+        let patch =
+            json!({"metadata": {"uid": pod.metadata.uid, "annotations": {PLAN_ANNOTATION: value}}});
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        self.write(api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)))
+            .await
+            .map(|_| ())
     }
 
     /// Carries out `decision` for `pod`.
-    pub async fn apply(
-        &self,
-        pod: &Pod,
-        decision: Decision,
-        policy: &Policy,
-    ) -> Result<Action, ActuateError> {
+    pub async fn apply(&self, pod: &Pod, decision: Decision) -> Result<Action, ActuateError> {
         let key = format!(
             "{}/{}",
             pod.metadata.namespace.as_deref().unwrap_or_default(),
             pod.metadata.name.as_deref().unwrap_or_default()
         );
+        let record_plan = |source| ActuateError::RecordPlan {
+            pod: key.clone(),
+            source,
+        };
         match decision {
             Decision::Idle => Ok(Action::await_change()),
             Decision::Unblocked { seconds } => {
                 self.metrics.unblocked(seconds);
                 tracing::info!(pod = %key, seconds, "resize admitted after preemption");
-                self.set_plan(pod, None)
-                    .await
-                    .map_err(|source| ActuateError::RecordPlan { pod: key, source })?;
+                self.set_plan(pod, None).await.map_err(record_plan)?;
                 Ok(Action::await_change())
             }
             Decision::ClearPlan => {
-                self.set_plan(pod, None)
-                    .await
-                    .map_err(|source| ActuateError::RecordPlan { pod: key, source })?;
+                self.set_plan(pod, None).await.map_err(record_plan)?;
                 Ok(Action::await_change())
+            }
+            Decision::Replan { why, after } => {
+                self.metrics.preemption("pdb_blocked");
+                tracing::info!(pod = %key, why, "re-planning");
+                self.set_plan(pod, None).await.map_err(record_plan)?;
+                Ok(Action::requeue(after))
             }
             Decision::Wait { why, after } => {
                 tracing::debug!(pod = %key, why, "waiting");
@@ -171,12 +251,13 @@ impl Actuator {
                     pod.metadata.namespace.as_deref().unwrap_or_default(),
                 );
                 let name = pod.metadata.name.as_deref().unwrap_or_default();
-                api.patch_subresource(
+                let params = PatchParams::default();
+                self.write(api.patch_subresource(
                     "resize",
                     name,
-                    &PatchParams::default(),
+                    &params,
                     &Patch::Strategic(&patch),
-                )
+                ))
                 .await
                 .map_err(|source| ActuateError::Revert {
                     pod: key.clone(),
@@ -198,60 +279,35 @@ impl Actuator {
                 victims,
                 note,
             } => {
-                let fresh = record.is_some();
-                // A plan with several victims is durable before any of them is touched, so a
-                // controller that dies half-way is resumed with the same victims. A one-victim
-                // plan needs no such record to be safe — once its victim terminates, the space
-                // counts as being freed and nobody is chosen again — so it is recorded after the
-                // eviction, off the critical path (only time-to-unblock reads it).
-                let (before, after) = match record {
-                    Some(rec) if victims.len() > 1 => (Some(rec), None),
-                    Some(rec) => (None, Some(rec)),
-                    None => (None, None),
-                };
-                if let Some(rec) = before {
+                let fresh = !matches!(record, Record::Recorded);
+                if let Record::Before(rec) = &record {
                     self.set_plan(pod, Some(rec.to_annotation()))
                         .await
-                        .map_err(|source| ActuateError::RecordPlan {
-                            pod: key.clone(),
-                            source,
-                        })?;
+                        .map_err(record_plan)?;
                 }
                 self.metrics
                     .preemption(if fresh { "started" } else { "resumed" });
                 tracing::info!(pod = %key, victims = victims.len(), fresh, "preempting");
                 for v in &victims {
-                    match self.preempt(pod, v, policy).await {
+                    match self.remove(pod, v).await {
                         Ok(true) => self.metrics.victims(1),
                         Ok(false) => {}
-                        Err(kube::Error::Api(e)) if e.code == 429 => {
-                            // A PodDisruptionBudget refused: drop the plan, choose again.
-                            self.metrics.preemption("pdb_blocked");
-                            tracing::info!(pod = %key, victim = %v.name, "eviction refused by a PodDisruptionBudget; re-planning");
-                            self.set_plan(pod, None).await.map_err(|source| {
-                                ActuateError::RecordPlan {
-                                    pod: key.clone(),
-                                    source,
-                                }
-                            })?;
-                            return Ok(Action::requeue(Duration::from_secs(1)));
+                        Err(e) if v.via == Via::Eviction && e.status() == Some(429) => {
+                            return Box::pin(self.apply(pod, budget_refused(&v.victim))).await;
                         }
                         Err(source) => {
                             self.metrics.preemption("error");
                             return Err(ActuateError::Preempt {
-                                victim: format!("{}/{}", v.namespace, v.name),
+                                victim: format!("{}/{}", v.victim.namespace, v.victim.name),
                                 source,
                             });
                         }
                     }
                 }
-                if let Some(rec) = after {
+                if let Record::After(rec) = &record {
                     self.set_plan(pod, Some(rec.to_annotation()))
                         .await
-                        .map_err(|source| ActuateError::RecordPlan {
-                            pod: key.clone(),
-                            source,
-                        })?;
+                        .map_err(record_plan)?;
                 }
                 self.event(&reference(pod), None, false, "PreemptingForResize", note);
                 Ok(Action::requeue(SHORT_WAIT))
@@ -259,94 +315,90 @@ impl Actuator {
         }
     }
 
-    /// Preempts one victim; `Ok(false)` if it is already gone, replaced or terminating.
-    async fn preempt(
-        &self,
-        preemptor: &Pod,
-        v: &PlannedVictim,
-        policy: &Policy,
-    ) -> kube::Result<bool> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &v.namespace);
-        let cached = self.pods.as_ref().and_then(|s| {
-            s.get(&kube::runtime::reflector::ObjectRef::new(&v.name).within(&v.namespace))
-        });
-        let victim = match cached {
-            Some(p) => (*p).clone(),
-            None => match api.get_opt(&v.name).await? {
-                Some(p) => p,
-                None => return Ok(false),
-            },
-        };
-        if victim.metadata.uid.as_deref() != Some(v.uid.as_str())
-            || victim.metadata.deletion_timestamp.is_some()
-        {
-            return Ok(false);
-        }
+    /// Removes one victim; `Ok(false)` if it is already gone or is another pod now (the UID
+    /// precondition failed).
+    async fn remove(&self, preemptor: &Pod, r: &Removal) -> Result<bool, WriteError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &r.victim.namespace);
         let preemptor_key = format!(
             "{}/{}",
             preemptor.metadata.namespace.as_deref().unwrap_or_default(),
             preemptor.metadata.name.as_deref().unwrap_or_default()
         );
-        let node = preemptor
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
-        let condition = json!({"status": {"conditions": [{
-            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByResizeGuard",
-            "message": format!("resize-guard: preempting to make room for the in-place resize of {preemptor_key}"),
-            "lastTransitionTime": Timestamp::now().to_string(),
-        }]}});
-        let own = victim
-            .spec
-            .as_ref()
-            .and_then(|s| s.termination_grace_period_seconds)
-            .unwrap_or(30);
-        let grace = own
-            .min(i64::from(policy.preemption.max_grace_period_seconds))
-            .max(0);
+        let condition = json!({
+            "metadata": {"uid": r.victim.uid},
+            "status": {"conditions": [{
+                "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByResizeGuard",
+                "message": format!("resize-guard: preempting to make room for the in-place resize of {preemptor_key}"),
+                "lastTransitionTime": Timestamp::now().to_string(),
+            }]}
+        });
         let delete = DeleteParams {
-            grace_period_seconds: Some(grace as u32),
+            grace_period_seconds: Some(r.grace_seconds),
             preconditions: Some(Preconditions {
-                uid: Some(v.uid.clone()),
+                uid: Some(r.victim.uid.clone()),
                 resource_version: None,
             }),
             ..Default::default()
         };
-        match policy.preemption.pdb {
-            PdbMode::Respect => {
+        // 404: gone; 409: the UID precondition failed (a new pod of that name); 422: the UID in
+        // a patch did not match (metadata.uid is immutable).
+        let gone = |e: &WriteError| matches!(e.status(), Some(404 | 409 | 422));
+        let params = PatchParams::default();
+        let condition = Patch::Strategic(&condition);
+        let mark = || api.patch_status(&r.victim.name, &params, &condition);
+        match r.via {
+            Via::Eviction => {
                 // The Eviction API writes its own DisruptionTarget (EvictionByEvictionAPI), so
-                // ours goes on after it, naming the real cause.
-                api.evict(
-                    &v.name,
-                    &EvictParams {
-                        delete_options: Some(delete),
+                // ours goes on after it, naming the real cause. The body is spelled here: kube 5's
+                // `Api::evict` sends `delete_options`, a key the API server ignores, which would
+                // drop both the grace period and the UID precondition.
+                let eviction = Eviction {
+                    metadata: ObjectMeta {
+                        name: Some(r.victim.name.clone()),
+                        namespace: Some(r.victim.namespace.clone()),
                         ..Default::default()
                     },
-                )
-                .await?;
-                match api
-                    .patch_status(
-                        &v.name,
-                        &PatchParams::default(),
-                        &Patch::Strategic(condition),
-                    )
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(e) => return Err(e),
+                    delete_options: Some(K8sDeleteOptions {
+                        grace_period_seconds: Some(i64::from(r.grace_seconds)),
+                        preconditions: Some(K8sPreconditions {
+                            uid: Some(r.victim.uid.clone()),
+                            resource_version: None,
+                        }),
+                        ..Default::default()
+                    }),
+                };
+                let post = PostParams::default();
+                let evict = api.create_subresource::<_, serde_json::Value>(
+                    "eviction",
+                    &r.victim.name,
+                    &post,
+                    &eviction,
+                );
+                match self.write(evict).await {
+                    Err(e) if gone(&e) => return Ok(false),
+                    other => other?,
+                };
+                match self.write(mark()).await {
+                    Err(e) if gone(&e) => {}
+                    other => {
+                        other?;
+                    }
                 }
             }
-            PdbMode::BestEffort => {
+            Via::Delete => {
                 // Like kube-scheduler: mark, then delete.
-                api.patch_status(
-                    &v.name,
-                    &PatchParams::default(),
-                    &Patch::Strategic(condition),
-                )
-                .await?;
-                api.delete(&v.name, &delete).await?;
+                match self.write(mark()).await {
+                    Err(e) if gone(&e) => return Ok(false),
+                    other => {
+                        other?;
+                    }
+                }
+                match self.write(api.delete(&r.victim.name, &delete)).await {
+                    Err(e) if gone(&e) => return Ok(false),
+                    other => {
+                        other?;
+                    }
+                }
             }
         }
         let priority = preemptor
@@ -354,8 +406,13 @@ impl Actuator {
             .as_ref()
             .and_then(|s| s.priority)
             .unwrap_or(0);
+        let node = preemptor
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or_default();
         self.event(
-            &reference(&victim),
+            &victim_reference(r),
             Some(&reference(preemptor)),
             false,
             "Preempted",
@@ -364,3 +421,6 @@ impl Actuator {
         Ok(true)
     }
 }
+
+#[cfg(test)]
+mod tests;

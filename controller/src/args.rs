@@ -37,13 +37,23 @@ pub struct Args {
     #[arg(long, env = "RESIZE_GUARD_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,
 
-    /// How often the leader renews (and followers retry).
-    #[arg(long, env = "RESIZE_GUARD_RENEW_INTERVAL", default_value = "2s", value_parser = parse_duration)]
-    pub renew_interval: Duration,
+    /// How long the leader keeps retrying a failed renewal before it steps down (and stops every
+    /// write); shorter than the lease duration. Default: 2/3 of the lease duration.
+    #[arg(long, env = "RESIZE_GUARD_RENEW_DEADLINE", value_parser = parse_duration)]
+    pub renew_deadline: Option<Duration>,
+
+    /// How often the leader renews (and, jittered, followers retry).
+    #[arg(long, alias = "renew-interval", env = "RESIZE_GUARD_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    pub retry_period: Duration,
 
     /// This replica's identity in the Lease (defaults to the host name).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+
+    /// A watch (pods, nodes, PodDisruptionBudgets, the policy ConfigMap) failing for longer than
+    /// this makes `/readyz` fail, naming it.
+    #[arg(long, env = "RESIZE_GUARD_WATCH_UNHEALTHY_AFTER", default_value = "60s", value_parser = parse_duration)]
+    pub watch_unhealthy_after: Duration,
 
     /// Log format.
     #[arg(long, env = "RESIZE_GUARD_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
@@ -136,6 +146,16 @@ pub struct CertificateArgs {
     pub cert_check_interval: Duration,
 }
 
+impl Args {
+    /// The leader-election durations, checked as client-go checks them.
+    pub fn lease_timing(&self) -> Result<crate::leader::Timing, String> {
+        let deadline = self
+            .renew_deadline
+            .unwrap_or_else(|| self.lease_duration.mul_f64(2.0 / 3.0));
+        crate::leader::Timing::new(self.lease_duration, deadline, self.retry_period)
+    }
+}
+
 pub use resize_guard_cluster::parse_duration;
 
 #[cfg(test)]
@@ -176,5 +196,27 @@ mod tests {
         );
         assert_eq!(a.certificates.leaf_validity, Duration::from_secs(30));
         assert!(Args::try_parse_from(["x", "--certificates=cert-manager"]).is_err());
+    }
+
+    #[test]
+    fn lease_timing_defaults_to_client_gos_and_scales_with_the_lease() {
+        let a = Args::try_parse_from(["resize-guard-controller"]).unwrap();
+        let t = a.lease_timing().unwrap();
+        assert_eq!(
+            (t.lease_duration, t.renew_deadline, t.retry_period),
+            (
+                Duration::from_secs(15),
+                Duration::from_secs(10),
+                Duration::from_secs(2)
+            )
+        );
+        let short =
+            Args::try_parse_from(["x", "--lease-duration=4s", "--renew-interval=1s"]).unwrap();
+        let t = short.lease_timing().unwrap();
+        assert_eq!(t.retry_period, Duration::from_secs(1));
+        assert!(t.renew_deadline < t.lease_duration);
+        let bad =
+            Args::try_parse_from(["x", "--lease-duration=10s", "--renew-deadline=12s"]).unwrap();
+        assert!(bad.lease_timing().unwrap_err().contains("renew deadline"));
     }
 }

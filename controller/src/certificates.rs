@@ -42,6 +42,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
 use crate::args::CertificateArgs;
+use crate::leadership::Leadership;
 use crate::metrics::Metrics;
 use actuator::{Actuator, describe};
 use rotation::{Decision, Expected, decide};
@@ -112,12 +113,13 @@ impl Settings {
     }
 }
 
-/// Keeps the certificates until `stop` completes (leadership lost, shutdown).
+/// Keeps the certificates until `leadership` is lost (or revoked on shutdown); every write is
+/// fenced by it.
 pub async fn run(
     client: kube::Client,
     settings: Settings,
     metrics: Arc<Metrics>,
-    stop: impl std::future::Future<Output = ()>,
+    leadership: Leadership,
 ) {
     let actuator = Actuator {
         client: client.clone(),
@@ -126,6 +128,7 @@ pub async fn run(
         tls_secret: settings.tls_secret.clone(),
         configuration: settings.configuration.clone(),
         spec: settings.expected.spec.clone(),
+        leadership: leadership.clone(),
     };
     tracing::info!(namespace = %actuator.namespace, ca_secret = %actuator.ca_secret,
         tls_secret = %actuator.tls_secret, configuration = %actuator.configuration,
@@ -151,7 +154,7 @@ pub async fn run(
     ];
     let mut tick = tokio::time::interval(settings.check_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut stop = std::pin::pin!(stop);
+    let mut stop = std::pin::pin!(leadership.lost());
     loop {
         tokio::select! {
             _ = &mut stop => break,
@@ -169,6 +172,8 @@ pub async fn run(
     for w in watches {
         w.abort();
     }
+    // A follower's gauges would go stale: only the leader reports expiry.
+    metrics.forget_certificate_expiry();
     tracing::info!("stopped managing the webhook's certificates");
 }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use resize_guard_policy::pod::{PodKey, REASON_INFEASIBLE, is_deferred_now, resize_pending};
-use resize_guard_policy::policy::Policy;
+use resize_guard_policy::policy::{PdbMode, Policy};
 use resize_guard_policy::verdict::{Deferral, Infeasibility};
 use resize_guard_policy::victims::{NoPlan, name_list};
 use resize_guard_policy::{Verdict, verdict::NAMES_IN_MESSAGES};
@@ -54,14 +54,22 @@ pub enum Decision {
         /// When to look again.
         after: Duration,
     },
-    /// Record `record` (if new) on the preemptor, then preempt `victims`.
+    /// Record the plan when `record` says, and preempt `victims` in order.
     Preempt {
-        /// The plan to write first; `None` when resuming a recorded plan.
-        record: Option<PlanRecord>,
-        /// Victims still to act on.
-        victims: Vec<PlannedVictim>,
+        /// When the plan is written to the preemptor.
+        record: Record,
+        /// Victims still to act on, each with how and how fast.
+        victims: Vec<Removal>,
         /// Human summary for the `PreemptingForResize` Event.
         note: String,
+    },
+    /// A PodDisruptionBudget refused an eviction: drop the recorded plan and choose again
+    /// (the budget's state is in the next verdict).
+    Replan {
+        /// Why (for logs).
+        why: String,
+        /// When to look again.
+        after: Duration,
     },
     /// Audit mode: say what would be preempted.
     WouldPreempt {
@@ -85,13 +93,52 @@ pub enum Decision {
     },
 }
 
+/// When the plan is written to the preemptor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// Before any victim is touched: a plan with several victims must be durable first, so a
+    /// controller that dies half-way is resumed with the same victims (never re-chosen).
+    Before(PlanRecord),
+    /// After the eviction, off the critical path: a one-victim plan needs no record to be safe
+    /// (once its victim terminates, the space counts as being freed and nobody is chosen
+    /// again); only time-to-unblock reads it.
+    After(PlanRecord),
+    /// Resuming a plan already recorded.
+    Recorded,
+}
+
+/// How one victim goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removal {
+    /// Who (the UID is a precondition of every write: a recreated pod is not the victim).
+    pub victim: PlannedVictim,
+    /// Its own `terminationGracePeriodSeconds`, capped by `preemption.maxGracePeriodSeconds`.
+    pub grace_seconds: u32,
+    /// Through the Eviction API (`pdb: respect`) or a plain delete (`bestEffort`, like
+    /// kube-scheduler).
+    pub via: Via,
+}
+
+/// The API a victim is removed through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// `pods/eviction`: a PodDisruptionBudget may refuse (HTTP 429).
+    Eviction,
+    /// `DisruptionTarget` condition, then DELETE.
+    Delete,
+}
+
+/// How long to wait after a PodDisruptionBudget refused an eviction.
+pub const REPLAN_WAIT: Duration = Duration::from_secs(1);
+
 /// How long to wait between checks while victims terminate or room is pending.
 pub const SHORT_WAIT: Duration = Duration::from_millis(500);
 /// How long to wait before retrying when no plan exists.
 pub const FAILED_RETRY: Duration = Duration::from_secs(30);
 
 /// Decides for `pod`. `verdict` is `assess(pod)` on the current view; `victims` gives the state
-/// of each victim of the recorded plan (same order).
+/// of each victim of the recorded plan (same order); `grace` a pod's own
+/// `terminationGracePeriodSeconds` when known.
 pub fn decide(
     pod: &Pod,
     verdict: &Verdict,
@@ -99,6 +146,7 @@ pub fn decide(
     victims: &[VictimState],
     policy: &Policy,
     now: Timestamp,
+    grace: &dyn Fn(&PlannedVictim) -> Option<i64>,
 ) -> Decision {
     let generation = pod.metadata.generation.unwrap_or(0);
     if let Some(revert) = revert_infeasible(pod, policy, generation) {
@@ -141,9 +189,9 @@ pub fn decide(
             .collect();
         if !pending.is_empty() {
             return Decision::Preempt {
-                record: None,
+                record: Record::Recorded,
                 note: format!("resuming the recorded plan: {}", join(&pending)),
-                victims: pending,
+                victims: removals(pending, policy, grace),
             };
         }
         if victims.contains(&VictimState::Terminating) {
@@ -164,7 +212,45 @@ pub fn decide(
             };
         }
     }
-    plan_fresh(pod, deferral, policy, generation, now)
+    plan_fresh(pod, deferral, policy, generation, now, grace)
+}
+
+/// What a PodDisruptionBudget's refusal to evict `victim` means: the plan no longer holds.
+pub fn budget_refused(victim: &PlannedVictim) -> Decision {
+    Decision::Replan {
+        why: format!(
+            "a PodDisruptionBudget refused the eviction of {}/{}; choosing again",
+            victim.namespace, victim.name
+        ),
+        after: REPLAN_WAIT,
+    }
+}
+
+/// Each victim with its grace period (its own, 30 s when unknown as the API defaults it,
+/// capped by policy) and the API it goes through.
+fn removals(
+    victims: Vec<PlannedVictim>,
+    policy: &Policy,
+    grace: &dyn Fn(&PlannedVictim) -> Option<i64>,
+) -> Vec<Removal> {
+    let via = match policy.preemption.pdb {
+        PdbMode::Respect => Via::Eviction,
+        PdbMode::BestEffort => Via::Delete,
+    };
+    victims
+        .into_iter()
+        .map(|victim| {
+            let own = grace(&victim).unwrap_or(30);
+            let capped = own
+                .min(i64::from(policy.preemption.max_grace_period_seconds))
+                .max(0);
+            Removal {
+                grace_seconds: u32::try_from(capped).unwrap_or(0),
+                via,
+                victim,
+            }
+        })
+        .collect()
 }
 
 fn plan_fresh(
@@ -173,6 +259,7 @@ fn plan_fresh(
     policy: &Policy,
     generation: i64,
     now: Timestamp,
+    grace: &dyn Fn(&PlannedVictim) -> Option<i64>,
 ) -> Decision {
     let me = PodKey::of(pod);
     let plan = match &d.plan {
@@ -218,18 +305,23 @@ fn plan_fresh(
             uid: v.key.uid.clone(),
         })
         .collect();
+    let rec = PlanRecord {
+        generation,
+        victims: victims.clone(),
+        time: now,
+    };
     Decision::Preempt {
-        record: Some(PlanRecord {
-            generation,
-            victims: victims.clone(),
-            time: now,
-        }),
+        record: if victims.len() > 1 {
+            Record::Before(rec)
+        } else {
+            Record::After(rec)
+        },
         note: format!(
             "preempting {names} on node {} to free {shortfall} for this resize{}",
             d.node,
             plan.race_note(NAMES_IN_MESSAGES)
         ),
-        victims,
+        victims: removals(victims, policy, grace),
     }
 }
 

@@ -5,9 +5,10 @@
 //! view (`resize_guard_cluster`) gives the node's ledger, PDBs and the policy;
 //! `resize_guard_policy::assess` judges the resize; [`decision::decide`] turns that and the
 //! recorded [`plan`] into a decision; [`actuate`] records the plan, marks and evicts victims and
-//! emits Events. Only the holder of the [`leader`] Lease runs the controller ([`run`]), and, with
-//! `--certificates=self`, the [`certificates`] manager that keeps the webhook's CA, serving
-//! certificate and caBundle.
+//! emits Events. Only the holder of the [`leader`] Lease runs the controller ([`run`],
+//! [`leading`]), and, with `--certificates=self`, the [`certificates`] manager that keeps the
+//! webhook's CA, serving certificate and caBundle; every write of both passes the
+//! [`leadership`] fence.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod actuate;
@@ -15,6 +16,8 @@ pub mod args;
 pub mod certificates;
 pub mod decision;
 pub mod leader;
+pub mod leadership;
+pub mod leading;
 pub mod metrics;
 pub mod plan;
 pub mod reconcile;

@@ -30,6 +30,13 @@ pub struct Certificate {
     pub certificate: String,
 }
 
+/// Label of the watch error counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Resource {
+    /// `pods`, `nodes`, `poddisruptionbudgets` or `configmap`.
+    pub resource: String,
+}
+
 /// All controller metrics.
 #[derive(Debug)]
 pub struct Metrics {
@@ -43,6 +50,8 @@ pub struct Metrics {
     cert_repairs: Family<What, Counter>,
     cert_errors: Family<What, Counter>,
     cert_expiry: Family<Certificate, Gauge>,
+    fenced: Counter,
+    watch_errors: Family<Resource, Counter>,
 }
 
 impl Default for Metrics {
@@ -109,6 +118,18 @@ impl Metrics {
             "notAfter of the stored serving certificate and of the current CA, in seconds since the Unix epoch",
             cert_expiry.clone(),
         );
+        let fenced = Counter::default();
+        registry.register(
+            "fenced_writes",
+            "Writes not made because this replica did not hold the Lease (or its fence passed)",
+            fenced.clone(),
+        );
+        let watch_errors = Family::<Resource, Counter>::default();
+        registry.register(
+            "watch_errors",
+            "Errors of the cluster view's watches, by resource",
+            watch_errors.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             preemptions,
@@ -120,7 +141,23 @@ impl Metrics {
             cert_repairs,
             cert_errors,
             cert_expiry,
+            fenced,
+            watch_errors,
         }
+    }
+
+    /// Counts a watch error of `resource`.
+    pub fn watch_error(&self, resource: &str) {
+        self.watch_errors
+            .get_or_create(&Resource {
+                resource: resource.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a write the leadership fence stopped.
+    pub fn fenced_write(&self) {
+        self.fenced.inc();
     }
 
     /// Counts a preemption decision.
@@ -185,6 +222,11 @@ impl Metrics {
                 certificate: certificate.to_owned(),
             })
             .set(secs);
+    }
+
+    /// Drops the certificate expiry series (a replica that stopped leading no longer knows).
+    pub fn forget_certificate_expiry(&self) {
+        self.cert_expiry.clear();
     }
 
     /// The text exposition.

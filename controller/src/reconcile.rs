@@ -10,13 +10,13 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use resize_guard_cluster::{Cluster, ClusterView};
+use resize_guard_cluster::{Cluster, ClusterView, Watched};
 use resize_guard_policy::pod::{is_deferred_now, is_resize_infeasible, node_name};
 use resize_guard_policy::{Context, assess};
 
 use crate::actuate::{ActuateError, Actuator};
 use crate::decision::{VictimState, decide};
-use crate::plan::PlanRecord;
+use crate::plan::{PlanRecord, PlannedVictim};
 
 /// Everything a reconcile reads.
 pub struct Ctx {
@@ -35,6 +35,17 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
     let revert = policy.feasibility.revert_infeasible && is_resize_infeasible(&pod);
     if plan.is_none() && !is_deferred_now(&pod) && !revert {
         return Ok(Action::await_change());
+    }
+    // Never act on a pod cache that may be stale: after a watch error (the API server
+    // restarting, a network fault) wait for the watch to deliver again. Otherwise a victim
+    // evicted just before the fault still looks present and is evicted again and again.
+    if let Some(why) = stale(&ctx.view) {
+        tracing::debug!(
+            pod = pod.metadata.name.as_deref().unwrap_or_default(),
+            why,
+            "waiting"
+        );
+        return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let started = Instant::now();
     let budgets = ctx.view.budgets();
@@ -64,6 +75,12 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
             },
         )
         .collect();
+    let grace = |v: &PlannedVictim| {
+        ctx.pods
+            .get(&ObjectRef::new(&v.name).within(&v.namespace))
+            .filter(|p| p.metadata.uid.as_deref() == Some(v.uid.as_str()))
+            .and_then(|p| p.spec.as_ref()?.termination_grace_period_seconds)
+    };
     let decision = decide(
         &pod,
         &verdict,
@@ -71,20 +88,51 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
         &states,
         &policy,
         Timestamp::now(),
+        &grace,
     );
-    let action = ctx.actuator.apply(&pod, decision, &policy).await;
+    let action = ctx.actuator.apply(&pod, decision).await;
     ctx.actuator
         .metrics
         .reconciled(started.elapsed().as_secs_f64());
     action
 }
 
-/// Backs off after an API error.
+/// How long after a watch's last error its cache counts as current again even without an event
+/// (kube-runtime resumes a watch silently; the view's watch backoff is at most 12.5 s, so a watch
+/// that is still failing errors again within this window).
+const QUIET_AFTER_ERROR: Duration = Duration::from_secs(15);
+
+/// Why the pod and node caches cannot be trusted right now, if they cannot.
+fn stale(view: &ClusterView) -> Option<&'static str> {
+    let now = std::time::Instant::now();
+    [Watched::Pods, Watched::Nodes].into_iter().find_map(|w| {
+        let state = view.watch_health().state(w)?;
+        let recent_error = state
+            .last_error
+            .as_ref()
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) < QUIET_AFTER_ERROR);
+        if !state.synced {
+            Some("a cache has not listed yet")
+        } else if state.failing_since.is_some() && recent_error {
+            Some("a watch failed and has not delivered since")
+        } else {
+            None
+        }
+    })
+}
+
+/// Backs off after an API error (a fenced write is not an error: this replica stopped leading
+/// and its work is being stopped).
 pub fn error_policy(pod: Arc<Pod>, error: &ActuateError, _ctx: Arc<Ctx>) -> Action {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    if error.reason() == "NotLeader" {
+        tracing::info!(pod = name, error = %error.chain(), "not leading; nothing written");
+        return Action::await_change();
+    }
     tracing::warn!(
-        pod = pod.metadata.name.as_deref().unwrap_or_default(),
+        pod = name,
         reason = error.reason(),
-        error = %error,
+        error = %error.chain(),
         "reconcile failed; retrying"
     );
     Action::requeue(Duration::from_secs(2))

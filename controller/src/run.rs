@@ -1,31 +1,41 @@
-//! The process: cluster view, health endpoints, leader election, and the controller (and, with
-//! `--certificates=self`, the certificate manager) running only while this replica leads: both
-//! start on gaining the Lease and stop on losing it. SIGTERM stops them, releases the Lease and
-//! exits.
+//! The process: cluster view, health endpoints, leader election, and the leader's work
+//! ([`Leading`]: the controller and, with `--certificates=self`, the certificate manager),
+//! started on gaining the Lease and stopped the moment it is lost. SIGTERM lets in-flight
+//! reconciles finish within the fence, releases the Lease and exits.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header::USER_AGENT};
 use axum::routing::get;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::{Controller, watcher};
 use resize_guard_cluster::ClusterView;
+use resize_guard_cluster::view::ViewConfig;
+use tokio::sync::broadcast::error::RecvError;
 
 use crate::actuate::Actuator;
 use crate::args::{Args, CertificateMode};
 use crate::certificates;
 use crate::leader::Elector;
+use crate::leadership::Leadership;
+use crate::leading::Leading;
 use crate::metrics::Metrics;
-use crate::reconcile::{Ctx, error_policy, reconcile};
 
 /// Runs until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let client = kube::Client::try_default().await?;
+    let mut config = kube::Config::infer().await?;
+    // Every request names this replica, so the audit log tells replicas apart.
+    let agent = format!(
+        "resize-guard-controller/{} ({})",
+        env!("CARGO_PKG_VERSION"),
+        identity(&args)
+    );
+    config
+        .headers
+        .push((USER_AGENT, HeaderValue::from_str(&agent)?));
+    let client = kube::Client::try_from(config)?;
     serve(
         args,
         client,
@@ -34,17 +44,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     .await
 }
 
+/// This replica's identity in the Lease: `--identity`, else the host (pod) name.
+fn identity(args: &Args) -> String {
+    args.identity
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| format!("resize-guard-controller-{}", std::process::id()))
+}
+
 /// Runs with a given client until `shutdown` completes.
 pub async fn serve(
     args: Args,
     client: kube::Client,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let identity = args
-        .identity
-        .clone()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| format!("resize-guard-controller-{}", std::process::id()));
+    let identity = identity(&args);
+    let timing = args.lease_timing().map_err(anyhow::Error::msg)?;
     let certificates = match args.certificates.mode {
         CertificateMode::SelfManaged => Some(
             certificates::Settings::new(&args.namespace, &args.certificates)
@@ -62,40 +77,20 @@ pub async fn serve(
         controller: "resize-guard-controller".into(),
         instance: Some(identity.clone()),
     };
-    let view = ClusterView::start(
-        client.clone(),
-        &args.namespace,
-        &args.policy_configmap,
-        reporter.clone(),
-        Arc::new(|_| {}),
-    );
-    let health = {
-        let (view, metrics) = (view.clone(), metrics.clone());
-        Router::new()
-            .route("/livez", get(|| async { "ok" }))
-            .route(
-                "/readyz",
-                get(move || {
-                    let ready = view.is_ready();
-                    async move {
-                        if ready {
-                            (StatusCode::OK, "ok")
-                        } else {
-                            (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
-                        }
-                    }
-                }),
-            )
-            .route(
-                "/metrics",
-                get(move || {
-                    let text = metrics.render();
-                    async move { text }
-                }),
-            )
-    };
+    let view = ClusterView::start(client.clone(), {
+        let mut config = ViewConfig::new(&args.namespace, &args.policy_configmap, reporter.clone());
+        config.keep_pods = true;
+        config.unhealthy_after = args.watch_unhealthy_after;
+        let m = metrics.clone();
+        config.on_watch_error = Arc::new(move |w| m.watch_error(w.as_str()));
+        config
+    });
+    let pods = view
+        .pod_store()
+        .ok_or_else(|| anyhow::anyhow!("the cluster view keeps no pod store"))?;
     let listener = tokio::net::TcpListener::bind(args.health_addr).await?;
     tracing::info!(addr = %args.health_addr, identity, "serving /livez /readyz /metrics");
+    let health = health(view.clone(), metrics.clone());
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, health).await {
             tracing::error!(error = %e, "health server stopped");
@@ -107,117 +102,45 @@ pub async fn serve(
         &args.namespace,
         &args.lease_name,
         &identity,
-        args.lease_duration,
+        timing,
     );
+    let leadership = Leadership::new();
     let actuator = Actuator {
         client: client.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         metrics: metrics.clone(),
-        pods: None,
+        leadership: leadership.clone(),
     };
     let mut shutdown = Box::pin(shutdown);
     loop {
-        // Follower: try to take the Lease.
-        let leading = tokio::select! {
+        // Follower: take the Lease (jittered retries) or stop.
+        tokio::select! {
             _ = &mut shutdown => return Ok(()),
-            r = elector.try_acquire_or_renew() => r.unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "lease");
-                false
-            }),
-        };
-        if !leading {
-            tokio::select! {
-                _ = &mut shutdown => return Ok(()),
-                _ = tokio::time::sleep(args.renew_interval) => continue,
-            }
+            _ = elector.acquire(&leadership) => {}
         }
-        tracing::info!(identity, "became leader");
+        tracing::info!(identity, ?timing, "became leader");
         metrics.set_leader(true);
-        let certs = certificates.clone().map(|settings| {
-            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-            let task = tokio::spawn(certificates::run(
-                client.clone(),
-                settings,
-                metrics.clone(),
-                async move {
-                    let _ = stop_rx.await;
-                },
-            ));
-            (stop_tx, task)
-        });
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let pods: Api<Pod> = Api::all(client.clone());
-        let controller = Controller::new(pods, watcher::Config::default());
-        let ctx = Arc::new(Ctx {
-            view: view.clone(),
-            pods: controller.store(),
-            actuator: Actuator {
-                pods: Some(controller.store()),
-                ..actuator.clone()
-            },
-        });
-        // A new policy may turn waiting pods into actionable ones (or back): look at all again.
-        let policy_changes = futures::stream::unfold(view.policy_changes(), |mut rx| async move {
-            rx.changed().await.ok()?;
-            Some(((), rx))
-        });
-        let ctx_for_run = ctx.clone();
-        let task = tokio::spawn(
-            controller
-                .reconcile_all_on(policy_changes)
-                .graceful_shutdown_on(async move {
-                    let _ = stop_rx.await;
-                })
-                .run(reconcile, error_policy, ctx_for_run)
-                .for_each(|_| async {}),
+        let mut work = Leading::start(
+            pods.clone(),
+            triggers(&view, pods.clone()),
+            &client,
+            &view,
+            &metrics,
+            &actuator,
+            certificates.clone(),
         );
-        // resize_guard_deferred_pods, from the controller's own cache.
-        let gauge = {
-            let (store, metrics) = (ctx.pods.clone(), metrics.clone());
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                    let n = store
-                        .state()
-                        .iter()
-                        .filter(|p| resize_guard_policy::pod::is_deferred_now(p))
-                        .count();
-                    metrics.set_deferred(n);
-                }
-            })
+        // Leader: renew until shutdown, a renewal that misses the renew deadline, or a fence
+        // that passed unrenewed (a process that was stopped wakes up fenced).
+        let exit = tokio::select! {
+            _ = &mut shutdown => true,
+            _ = elector.keep(&leadership) => false,
+            _ = leadership.lost() => false,
         };
-        let mut last_renew = Instant::now();
-        let exit = loop {
-            tokio::select! {
-                _ = &mut shutdown => break true,
-                _ = tokio::time::sleep(args.renew_interval) => {
-                    match elector.try_acquire_or_renew().await {
-                        Ok(true) => last_renew = Instant::now(),
-                        Ok(false) => break false,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "could not renew the lease");
-                            // Step down before a follower may take over.
-                            if last_renew.elapsed() + args.renew_interval >= args.lease_duration {
-                                break false;
-                            }
-                        }
-                    }
-                }
-            }
-        };
-        let _ = stop_tx.send(());
-        gauge.abort();
-        if let Some((stop_certs, certs_task)) = certs {
-            let _ = stop_certs.send(());
-            let abort = certs_task.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(10), certs_task)
-                .await
-                .is_err()
-            {
-                abort.abort();
-            }
+        if exit {
+            work.drain(&leadership, &elector).await;
         }
-        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        leadership.revoke();
+        work.abort().await;
         metrics.set_leader(false);
         if exit {
             if let Err(e) = elector.release().await {
@@ -226,6 +149,69 @@ pub async fn serve(
             tracing::info!("stopped; lease released");
             return Ok(());
         }
-        tracing::warn!(identity, "lost leadership");
+        tracing::warn!(identity, "lost leadership; every write stopped");
     }
+}
+
+/// What the controller reconciles: every pod already cached (a new leader looks at all of
+/// them), then every pod the view's one watch applies or deletes. A receiver that fell behind
+/// has missed events, so it looks at every cached pod again.
+fn triggers(
+    view: &ClusterView,
+    pods: kube::runtime::reflector::Store<Pod>,
+) -> impl futures::Stream<Item = Result<Pod, kube::runtime::watcher::Error>> + Send + 'static {
+    let events = futures::stream::unfold(view.pod_events(), |mut rx| async move {
+        match rx.recv().await {
+            Ok(pod) => Some((Ok(pod), rx)),
+            Err(RecvError::Lagged(n)) => Some((Err(n), rx)),
+            Err(RecvError::Closed) => None,
+        }
+    });
+    let all = |pods: &kube::runtime::reflector::Store<Pod>| {
+        pods.state()
+            .into_iter()
+            .map(|p| Ok((*p).clone()))
+            .collect::<Vec<_>>()
+    };
+    let now = futures::stream::iter(all(&pods));
+    let later = events.flat_map(move |e| {
+        let batch = match e {
+            Ok(pod) => vec![Ok((*pod).clone())],
+            Err(n) => {
+                tracing::warn!(
+                    missed = n,
+                    "the controller fell behind the pod watch; looking at every pod again"
+                );
+                all(&pods)
+            }
+        };
+        futures::stream::iter(batch)
+    });
+    now.chain(later)
+}
+
+/// `/livez`, `/readyz` (503 with the view's reason until every watch has listed and while one
+/// has been failing too long) and `/metrics`.
+fn health(view: Arc<ClusterView>, metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/livez", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = view.readiness();
+                async move {
+                    match ready {
+                        Ok(()) => (StatusCode::OK, "ok".to_owned()),
+                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}")),
+                    }
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(move || {
+                let text = metrics.render();
+                async move { text }
+            }),
+        )
 }

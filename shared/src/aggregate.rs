@@ -106,6 +106,7 @@ fn aggregate(spec: &PodSpec, of: impl Fn(&Container) -> Option<&ResourceList>) -
 
 /// `addResourceList`: adds `other` into `list`, creating missing names; a sum keeps the
 /// receiver's format unless the receiver is zero (`Quantity.Add` in apimachinery v0.37.2).
+/// Sums saturate like the amounts themselves ([`crate::quantity`]).
 fn add(list: &mut Spelled, other: &Spelled) {
     for (k, (v, f)) in other {
         list.entry(k.clone())
@@ -113,7 +114,7 @@ fn add(list: &mut Spelled, other: &Spelled) {
                 if e.0 == 0 {
                     e.1 = *f;
                 }
-                e.0 += v;
+                e.0 = e.0.saturating_add(*v);
             })
             .or_insert((*v, *f));
     }
@@ -164,5 +165,28 @@ mod tests {
         };
         assert_eq!(spell(container_requests_spelled(&spec)["memory"]), "256Mi");
         assert!(container_limits(&spec).is_empty());
+    }
+
+    #[test]
+    fn sums_of_saturated_amounts_saturate_instead_of_overflowing() {
+        // Found by `fuzz_review`: a limit that saturates (`9223372036854775807Ei`) plus any
+        // other container's amount overflowed i128 (a panic in debug builds, a negative sum in
+        // release builds).
+        let spec = PodSpec {
+            containers: vec![
+                container("a").request("nvidia.com/gpu", "1").build(),
+                container("b")
+                    .request("nvidia.com/gpu", "9223372036854775807Ei")
+                    .build(),
+            ],
+            init_containers: Some(vec![
+                container("proxy")
+                    .request("nvidia.com/gpu", "9223372036854775807Ei")
+                    .sidecar()
+                    .build(),
+            ]),
+            ..Default::default()
+        };
+        assert_eq!(container_requests(&spec)["nvidia.com/gpu"], i128::MAX);
     }
 }

@@ -49,6 +49,11 @@ pub struct Args {
     )]
     pub policy_configmap: String,
 
+    /// How long a watch of the cluster view (pods, nodes, PDBs, the policy ConfigMap) may keep
+    /// failing before `/readyz` fails with the reason.
+    #[arg(long, env = "RESIZE_GUARD_WATCH_UNHEALTHY_AFTER", default_value = "60s", value_parser = parse_duration)]
+    pub watch_unhealthy_after: Duration,
+
     /// How long in-flight reviews may take to finish on shutdown.
     #[arg(long, env = "RESIZE_GUARD_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -102,6 +107,17 @@ mod tests {
         assert_eq!(a.namespace, "resize-guard");
         assert_eq!(a.tls_secret, "resize-guard-webhook-tls");
         assert_eq!(a.cert_dir, None, "the Secret is the default source");
+        assert_eq!(a.watch_unhealthy_after, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_watch_threshold_takes_a_duration() {
+        let a =
+            Args::try_parse_from(["resize-guard-webhook", "--watch-unhealthy-after=2m"]).unwrap();
+        assert_eq!(a.watch_unhealthy_after, Duration::from_secs(120));
+        assert!(
+            Args::try_parse_from(["resize-guard-webhook", "--watch-unhealthy-after=soon"]).is_err()
+        );
     }
 
     #[test]

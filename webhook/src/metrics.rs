@@ -40,6 +40,13 @@ pub struct CertificateLabels {
     pub certificate: String,
 }
 
+/// Which watch of the cluster view an error is about.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatchLabels {
+    /// `pods`, `nodes`, `poddisruptionbudgets` or `configmap`.
+    pub resource: String,
+}
+
 /// All webhook metrics.
 #[derive(Debug)]
 pub struct Metrics {
@@ -50,6 +57,7 @@ pub struct Metrics {
     cert_reloads: Family<ResultLabels, Counter>,
     cert_expiry: Family<CertificateLabels, Gauge>,
     bad_requests: Counter,
+    watch_errors: Family<WatchLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -69,6 +77,7 @@ impl Metrics {
         let cert_reloads = Family::<ResultLabels, Counter>::default();
         let cert_expiry = Family::<CertificateLabels, Gauge>::default();
         let bad_requests = Counter::default();
+        let watch_errors = Family::<WatchLabels, Counter>::default();
         registry.register(
             "admission_reviews",
             "Admission reviews answered",
@@ -99,6 +108,11 @@ impl Metrics {
             "Requests refused before review (malformed, wrong type, too large)",
             bad_requests.clone(),
         );
+        registry.register(
+            "watch_errors",
+            "Errors of the cluster view's watches (list, watch start, stream), by resource",
+            watch_errors.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             reviews,
@@ -107,6 +121,7 @@ impl Metrics {
             cert_reloads,
             cert_expiry,
             bad_requests,
+            watch_errors,
         }
     }
 
@@ -148,6 +163,15 @@ impl Metrics {
         self.bad_requests.inc();
     }
 
+    /// Records an error of the cluster view's watch of `resource`.
+    pub fn watch_error(&self, resource: &str) {
+        self.watch_errors
+            .get_or_create(&WatchLabels {
+                resource: resource.to_owned(),
+            })
+            .inc();
+    }
+
     /// The text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -175,6 +199,23 @@ mod tests {
         let text = m.render();
         assert!(text.contains("resize_guard_admission_reviews_total{webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1"), "{text}");
         assert!(text.contains("resize_guard_admission_duration_seconds_bucket{le=\"0.0005\",webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn counts_watch_errors_by_resource() {
+        let m = Metrics::new();
+        m.watch_error("pods");
+        m.watch_error("pods");
+        m.watch_error("configmap");
+        let text = m.render();
+        assert!(
+            text.contains("resize_guard_watch_errors_total{resource=\"pods\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("resize_guard_watch_errors_total{resource=\"configmap\"} 1"),
+            "{text}"
+        );
     }
 
     #[test]

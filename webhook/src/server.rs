@@ -1,8 +1,9 @@
 //! HTTP: the admission endpoints on the TLS port and the health/metrics endpoints on a plain
-//! port, plus the process lifecycle (ready after the caches sync and while a usable serving
-//! certificate is loaded, drain in-flight reviews on SIGTERM, Events published off the request
-//! path). The serving certificate comes from the `--tls-secret` Secret through the API, or from
-//! `--cert-dir` when given (see [`crate::tls`]).
+//! port, plus the process lifecycle (ready after the caches sync, while no watch has been failing
+//! for longer than `--watch-unhealthy-after` and while a usable serving certificate is loaded —
+//! `/readyz` says which of these is missing; drain in-flight reviews on SIGTERM, Events published
+//! off the request path). The serving certificate comes from the `--tls-secret` Secret through
+//! the API, or from `--cert-dir` when given (see [`crate::tls`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +24,7 @@ use crate::metrics::Metrics;
 use crate::review::{Cluster, EventIntent, Stage, review};
 use crate::serving_secret::SecretRef;
 use crate::tls::ServingCert;
-use resize_guard_cluster::ClusterView;
+use resize_guard_cluster::{ClusterView, ViewConfig};
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone)]
@@ -205,12 +206,17 @@ pub async fn serve(
     };
     let view = ClusterView::start(
         client.clone(),
-        &args.namespace,
-        &args.policy_configmap,
-        reporter.clone(),
-        {
-            let metrics = metrics.clone();
-            Arc::new(move |ok| metrics.policy_reload(ok))
+        ViewConfig {
+            unhealthy_after: args.watch_unhealthy_after,
+            on_policy_reload: {
+                let metrics = metrics.clone();
+                Arc::new(move |ok| metrics.policy_reload(ok))
+            },
+            on_watch_error: {
+                let metrics = metrics.clone();
+                Arc::new(move |resource| metrics.watch_error(resource.as_str()))
+            },
+            ..ViewConfig::new(&args.namespace, &args.policy_configmap, reporter.clone())
         },
     );
     let cert = Arc::new(ServingCert::new());
@@ -246,9 +252,7 @@ pub async fn serve(
             if stopping.load(Ordering::Acquire) {
                 return Err("shutting down".into());
             }
-            if !view.is_ready() {
-                return Err("caches not synced".into());
-            }
+            view.readiness()?;
             cert.readiness(SystemTime::now())
         })
     };

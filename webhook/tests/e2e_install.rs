@@ -113,6 +113,7 @@ async fn installs_with_no_certificate_step_repairs_ca_bundle_and_rotates_without
     let how = Install {
         webhook_url: Some(format!("https://127.0.0.1:{port}")),
         validating_only: false,
+        ..Default::default()
     };
     install(env, &how).await;
     let webhook = spawn_as_service_account(

@@ -115,6 +115,81 @@ async fn policy_modes_and_live_reload() {
         out.stderr
     );
 
+    // 2b. The ConfigMap deleted: the last good policy (repair) stays in force and a
+    // `PolicyDeleted` Event says so; recreated garbled: `InvalidPolicy`, still repair; fixed: the
+    // new policy takes effect.
+    k.run(["delete", "configmap", "resize-guard", "-n", "resize-guard"])
+        .await
+        .unwrap();
+    let cm_events = wait_configmap_event(&k, "PolicyDeleted").await;
+    assert!(
+        cm_events.contains("keeping the last good policy"),
+        "{cm_events}"
+    );
+    let patch =
+        r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"500m"}}}]}}"#;
+    let out = k.resize(&ns, "app", patch).await.unwrap();
+    assert!(
+        out.success && out.stderr.contains("repaired"),
+        "last good policy kept after the delete: {}",
+        out.stderr
+    );
+    let invalid_before = cm_events.matches("InvalidPolicy").count();
+    support::set_policy(env, "qos: [garbled\n").await;
+    let mut cm_events = String::new();
+    for _ in 0..100 {
+        cm_events = configmap_events(&k).await;
+        if cm_events.matches("InvalidPolicy").count() > invalid_before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        cm_events.matches("InvalidPolicy").count() > invalid_before,
+        "the garbled policy is reported: {cm_events}"
+    );
+    let patch =
+        r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"550m"}}}]}}"#;
+    let out = k.resize(&ns, "app", patch).await.unwrap();
+    assert!(
+        out.success && out.stderr.contains("repaired"),
+        "last good policy kept after a garbled recreate: {}",
+        out.stderr
+    );
+    // Fixed: reject (the default) again — a requests-only change is refused with the explanation.
+    support::set_policy(env, "qos:\n  onChange: reject\n").await;
+    // Until the webhook has the fixed policy, each attempt is still repaired (and grows the pod):
+    // ask for a little more each time.
+    let mut out = None;
+    for i in 0..50 {
+        let patch = format!(
+            r#"{{"spec":{{"containers":[{{"name":"app","resources":{{"requests":{{"cpu":"{}m"}}}}}}]}}}}"#,
+            600 + 5 * i
+        );
+        let o = k.resize(&ns, "app", &patch).await.unwrap();
+        if !o.success {
+            out = Some(o);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let Some(out) = out else {
+        panic!(
+            "the fixed policy never took effect; webhook log:\n{}",
+            hook.process
+                .log_tail(2_000_000)
+                .lines()
+                .filter(|l| l.contains("olicy") || l.contains("onfigMap") || l.contains("watch"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    };
+    assert!(
+        out.stderr.contains("resize-guard"),
+        "the fixed policy (reject) refuses with resize-guard's explanation: {}",
+        out.stderr
+    );
+
     // 3. mode: audit — nothing denied by resize-guard, would-… recorded.
     support::set_policy(env, "mode: audit\n").await;
     let (ns2, _, _) = support::field_test(env, "audit").await;
@@ -147,4 +222,31 @@ async fn policy_modes_and_live_reload() {
         "{audit:?}"
     );
     drop(hook);
+}
+
+/// `kubectl events` for the policy ConfigMap.
+async fn configmap_events(k: &resize_guard_harness::kubectl::Kubectl) -> String {
+    k.run([
+        "events",
+        "-n",
+        "resize-guard",
+        "--for",
+        "configmap/resize-guard",
+    ])
+    .await
+    .unwrap()
+    .stdout
+}
+
+/// Waits for an Event with `reason` on the policy ConfigMap; returns all its Events.
+async fn wait_configmap_event(k: &resize_guard_harness::kubectl::Kubectl, reason: &str) -> String {
+    let mut events = String::new();
+    for _ in 0..100 {
+        events = configmap_events(k).await;
+        if events.contains(reason) {
+            return events;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no {reason} Event on the policy ConfigMap: {events}");
 }

@@ -14,6 +14,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use resize_guard_certs::{Authority, CertError, CertSpec};
 
+use crate::leadership::{Fenced, Leadership};
+
 use super::ca_bundle::{Configuration, ConfigurationKind, apply_patch};
 use super::rotation::{Action, CaPlan, Material, Observed, chain};
 use super::secrets::{CaContents, MANAGER, Stored, ca_secret, rfc3339, serving_secret};
@@ -49,6 +51,15 @@ pub enum CertificateError {
         #[source]
         source: kube::Error,
     },
+    /// This replica stopped leading before the write: it was not made.
+    #[error("not writing {what}")]
+    Fenced {
+        /// Which object.
+        what: String,
+        /// Why.
+        #[source]
+        source: Fenced,
+    },
     /// Server-side applying a caBundle failed.
     #[error("applying caBundle to {what}")]
     Apply {
@@ -69,6 +80,7 @@ impl CertificateError {
             Self::Write { source, .. } if is_conflict(source) => "Conflict",
             Self::Write { .. } => "WriteFailed",
             Self::Apply { .. } => "ApplyFailed",
+            Self::Fenced { .. } => "NotLeader",
         }
     }
 }
@@ -121,6 +133,8 @@ pub struct Actuator {
     pub configuration: String,
     /// What a leaf names, and the lifetimes.
     pub spec: CertSpec,
+    /// Every write is fenced by it.
+    pub leadership: Leadership,
 }
 
 impl std::fmt::Debug for Actuator {
@@ -218,24 +232,28 @@ impl Actuator {
                 let patch = apply_patch(*configuration, &self.configuration, webhooks, bundle);
                 let params = PatchParams::apply(MANAGER).force();
                 let name = &self.configuration;
+                let what = self.configuration_name(*configuration);
                 let result = match configuration {
                     ConfigurationKind::Mutating => {
-                        Api::<MutatingWebhookConfiguration>::all(self.client.clone())
-                            .patch(name, &params, &Patch::Apply(&patch))
-                            .await
-                            .map(|_| ())
+                        self.fenced(&what, async {
+                            Api::<MutatingWebhookConfiguration>::all(self.client.clone())
+                                .patch(name, &params, &Patch::Apply(&patch))
+                                .await
+                                .map(|_| ())
+                        })
+                        .await?
                     }
                     ConfigurationKind::Validating => {
-                        Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
-                            .patch(name, &params, &Patch::Apply(&patch))
-                            .await
-                            .map(|_| ())
+                        self.fenced(&what, async {
+                            Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
+                                .patch(name, &params, &Patch::Apply(&patch))
+                                .await
+                                .map(|_| ())
+                        })
+                        .await?
                     }
                 };
-                result.map_err(|source| CertificateError::Apply {
-                    what: self.configuration_name(*configuration),
-                    source,
-                })?;
+                result.map_err(|source| CertificateError::Apply { what, source })?;
                 tracing::info!(what = "ca_bundle", configuration = %self.configuration_name(*configuration),
                     webhooks = ?webhooks, %reason, "certificate repair: set caBundle");
             }
@@ -278,7 +296,10 @@ impl Actuator {
         };
         match existing {
             Some(old) if old.type_ == desired.type_ => {
-                api.replace(&name, &post, &desired).await.map_err(write)?;
+                let what = self.secret_name(&name);
+                self.fenced(&what, api.replace(&name, &post, &desired))
+                    .await?
+                    .map_err(write)?;
             }
             Some(old) => {
                 let preconditions = Preconditions {
@@ -289,17 +310,40 @@ impl Actuator {
                     preconditions: Some(preconditions),
                     ..DeleteParams::default()
                 };
-                api.delete(&name, &delete).await.map_err(write)?;
+                let what = self.secret_name(&name);
+                self.fenced(&what, api.delete(&name, &delete))
+                    .await?
+                    .map_err(write)?;
                 let mut fresh = desired;
                 fresh.metadata.resource_version = None;
                 fresh.metadata.uid = None;
-                api.create(&post, &fresh).await.map_err(write)?;
+                self.fenced(&what, api.create(&post, &fresh))
+                    .await?
+                    .map_err(write)?;
             }
             None => {
-                api.create(&post, &desired).await.map_err(write)?;
+                let what = self.secret_name(&name);
+                self.fenced(&what, api.create(&post, &desired))
+                    .await?
+                    .map_err(write)?;
             }
         }
         Ok(())
+    }
+
+    /// Runs `write` only while this replica leads (see [`Leadership::fenced`]).
+    async fn fenced<T>(
+        &self,
+        what: &str,
+        write: impl std::future::Future<Output = kube::Result<T>>,
+    ) -> Result<kube::Result<T>, CertificateError> {
+        self.leadership
+            .fenced(write)
+            .await
+            .map_err(|source| CertificateError::Fenced {
+                what: what.to_owned(),
+                source,
+            })
     }
 
     fn secret_name(&self, name: &str) -> String {

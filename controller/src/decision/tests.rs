@@ -1,6 +1,7 @@
 //! Every branch of the controller's decision.
 
 use super::*;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use resize_guard_cluster::{Cluster, FixedCluster};
 use resize_guard_policy::fixture::{PodBuilder, container, node};
 use resize_guard_policy::pod::{REASON_DEFERRED, REASON_INFEASIBLE};
@@ -60,6 +61,18 @@ fn verdict(pod: &Pod, others: Vec<Pod>, policy: &Policy) -> Verdict {
     )
 }
 
+/// `decide` with every victim's own grace period 45 s.
+fn decide(
+    pod: &Pod,
+    verdict: &Verdict,
+    plan: Option<&PlanRecord>,
+    victims: &[VictimState],
+    policy: &Policy,
+    now: Timestamp,
+) -> Decision {
+    super::decide(pod, verdict, plan, victims, policy, now, &|_| Some(45))
+}
+
 #[test]
 fn a_deferred_resize_gets_a_fresh_plan_recorded_before_acting() {
     let pod = deferred_app();
@@ -67,13 +80,14 @@ fn a_deferred_resize_gets_a_fresh_plan_recorded_before_acting() {
     let v = verdict(&pod, vec![filler(false)], &policy);
     match decide(&pod, &v, None, &[], &policy, now()) {
         Decision::Preempt {
-            record: Some(rec),
+            record: Record::After(rec),
             victims,
             note,
         } => {
             assert_eq!(rec.generation, 2);
-            assert_eq!(rec.victims, victims);
-            assert_eq!(victims[0].name, "filler");
+            let planned: Vec<PlannedVictim> = victims.iter().map(|r| r.victim.clone()).collect();
+            assert_eq!(rec.victims, planned);
+            assert_eq!(victims[0].victim.name, "filler");
             assert!(
                 note.contains("batch/filler (priority 100)") && note.contains("cpu 120m"),
                 "{note}"
@@ -114,10 +128,10 @@ fn a_recorded_plan_is_resumed_not_rechosen() {
     );
     match d {
         Decision::Preempt {
-            record: None,
+            record: Record::Recorded,
             victims,
             ..
-        } => assert_eq!(victims[0].name, "second"),
+        } => assert_eq!(victims[0].victim.name, "second"),
         other => panic!("{other:?}"),
     }
     let d = decide(
@@ -150,7 +164,7 @@ fn when_every_planned_victim_is_gone_and_still_deferred_it_plans_again() {
         matches!(
             d,
             Decision::Preempt {
-                record: Some(_),
+                record: Record::After(_),
                 ..
             }
         ),
@@ -182,12 +196,12 @@ fn a_plan_for_an_older_generation_is_not_resumed() {
     );
     match d {
         Decision::Preempt {
-            record: Some(r),
+            record: Record::After(r),
             victims,
             ..
         } => {
             assert_eq!(r.generation, 2);
-            assert_eq!(victims[0].name, "filler");
+            assert_eq!(victims[0].victim.name, "filler");
         }
         other => panic!("{other:?}"),
     }
@@ -372,4 +386,85 @@ fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
         &policy,
         now(),
     ));
+}
+
+#[test]
+fn each_victim_goes_with_its_own_grace_period_capped_by_policy_through_the_api_policy_names() {
+    let pod = deferred_app();
+    let mut policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let removal = |d: Decision| match d {
+        Decision::Preempt { victims, .. } => victims[0].clone(),
+        other => panic!("{other:?}"),
+    };
+    // The default cap is 30 s.
+    let r = removal(decide(&pod, &v, None, &[], &policy, now()));
+    assert_eq!((r.grace_seconds, r.via), (30, Via::Eviction));
+    policy.preemption.max_grace_period_seconds = 60;
+    let r = removal(decide(&pod, &v, None, &[], &policy, now()));
+    assert_eq!((r.grace_seconds, r.via), (45, Via::Eviction));
+
+    policy.preemption.max_grace_period_seconds = 10;
+    policy.preemption.pdb = resize_guard_policy::policy::PdbMode::BestEffort;
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let r = removal(decide(&pod, &v, None, &[], &policy, now()));
+    assert_eq!((r.grace_seconds, r.via), (10, Via::Delete));
+
+    // Unknown (not cached): the API's default of 30 s, still capped.
+    let d = super::decide(&pod, &v, None, &[], &policy, now(), &|_| None);
+    assert_eq!(removal(d).grace_seconds, 10);
+    policy.preemption.max_grace_period_seconds = 300;
+    let d = super::decide(&pod, &v, None, &[], &policy, now(), &|_| None);
+    assert_eq!(removal(d).grace_seconds, 30);
+}
+
+#[test]
+fn a_plan_with_several_victims_is_recorded_before_any_is_touched() {
+    let mut pod = deferred_app();
+    pod.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap()
+        .requests
+        .as_mut()
+        .unwrap()
+        .insert("cpu".into(), Quantity("1000m".into()));
+    let small = |name: &str| {
+        PodBuilder::new("batch", name)
+            .node("n1")
+            .priority(100)
+            .container(container("w").guaranteed("400m", "64Mi"))
+            .running(5)
+            .build()
+    };
+    let policy = Policy::default();
+    let others = ["a", "b", "c", "d"].map(small).to_vec();
+    let v = verdict(&pod, others, &policy);
+    match decide(&pod, &v, None, &[], &policy, now()) {
+        Decision::Preempt {
+            record: Record::Before(rec),
+            victims,
+            ..
+        } => {
+            assert!(victims.len() > 1, "{victims:?}");
+            assert_eq!(rec.victims.len(), victims.len());
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_budget_refusal_drops_the_plan_and_chooses_again_soon() {
+    let victim = PlannedVictim {
+        namespace: "batch".into(),
+        name: "guarded".into(),
+        uid: "u".into(),
+    };
+    match budget_refused(&victim) {
+        Decision::Replan { why, after } => {
+            assert!(why.contains("batch/guarded"), "{why}");
+            assert_eq!(after, REPLAN_WAIT);
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -127,3 +127,17 @@ fn install_namespace_is_always_excluded() {
     assert!(p.excludes_namespace("kube-system", "resize-guard"));
     assert!(!p.excludes_namespace("default", "resize-guard"));
 }
+
+#[test]
+fn deep_flow_nesting_is_refused_before_parsing_instead_of_taking_minutes() {
+    // Found by `fuzz_policy`: libyaml parses nested flow collections in quadratic time.
+    let doc = format!("mode: {}1{}\n", "{a: ".repeat(100_000), "}".repeat(100_000));
+    let e = Policy::from_yaml(&doc).unwrap_err();
+    assert_eq!((e.line, e.column), (Some(1), Some(7 + 4 * 128)), "{e}");
+    assert!(e.message.contains("more than 128 flow collections"), "{e}");
+    let e = Policy::from_yaml(&format!("preemption: {}", "[".repeat(20_000))).unwrap_err();
+    assert!(e.message.contains("flow collections"), "{e}");
+    // A flow-style policy is far below the limit.
+    let p = Policy::from_yaml("{mode: audit, preemption: {protectedNamespaces: [a, b]}}").unwrap();
+    assert!(p.is_audit());
+}

@@ -47,6 +47,7 @@ pub async fn register(
         &Install {
             webhook_url: Some(base_url.to_owned()),
             validating_only: which == Webhooks::ValidatingOnly,
+            ..Default::default()
         },
     )
     .await;

@@ -181,6 +181,9 @@ impl ControlPlane {
             "--audit-log-format=json".to_owned(),
             "--profiling=false".to_owned(),
             "--enable-priority-and-fairness=false".to_owned(),
+            // Webhooks named by Service are called at a ready endpoint of its EndpointSlices
+            // (upstream's own resolver), since no kube-proxy routes a ClusterIP here.
+            "--enable-aggregator-routing=true".to_owned(),
         ];
         if !options.feature_gates.is_empty() {
             args.push(format!(
@@ -228,6 +231,11 @@ impl ControlPlane {
     /// The kubeconfig file for an identity.
     pub fn kubeconfig_path_for(&self, id: Identity) -> PathBuf {
         self.dir.path().join(id.file_name())
+    }
+
+    /// etcd's process id (chaos tests pause it with SIGSTOP).
+    pub fn etcd_pid(&self) -> u32 {
+        self.etcd.pid()
     }
 
     /// The API server's audit log (JSON lines).

@@ -3,7 +3,8 @@
 //! kustomize overlay written next to the control plane's files: the Deployments scaled to zero
 //! (the binaries run as local processes instead, each as its own ServiceAccount, so the RBAC in
 //! `deploy/base/rbac-*.yaml` is exercised) and the webhook configurations' `clientConfig`
-//! pointed at the local webhook (or left out when no webhook runs).
+//! pointed at the local webhook (or left out when no webhook runs, or left as shipped — the
+//! Service — when the test publishes its replicas as the Service's endpoints).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -30,6 +31,11 @@ pub struct Install {
     pub webhook_url: Option<String>,
     /// Install `deploy/overlays/validating-only` instead of `deploy/`.
     pub validating_only: bool,
+    /// Keep the shipped `clientConfig` (the Service `resize-guard/resize-guard-webhook`): the
+    /// API server (with `--enable-aggregator-routing`, as the harness runs it) then calls a ready
+    /// endpoint of the Service's EndpointSlices, which the test writes for its local replicas.
+    /// Takes precedence over `webhook_url`.
+    pub through_service: bool,
 }
 
 /// The kustomization the harness applies: `deploy/` (or an overlay) plus the local changes.
@@ -50,6 +56,9 @@ pub fn overlay(how: &Install) -> String {
         ("ValidatingWebhookConfiguration", "/validate"),
     ] {
         if how.validating_only && kind.starts_with("Mutating") {
+            continue;
+        }
+        if how.through_service {
             continue;
         }
         let patch = match &how.webhook_url {

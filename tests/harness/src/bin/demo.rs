@@ -108,6 +108,7 @@ fn main() -> anyhow::Result<()> {
         let overlay = write_overlay(&Install {
             webhook_url: Some(format!("https://127.0.0.1:{port}")),
             validating_only: false,
+            ..Default::default()
         })?;
         let out = demo.run(&["apply", "-k", &overlay.display().to_string(), "--server-side"]).await;
         anyhow::ensure!(out.success, "kubectl apply -k failed");

@@ -1,0 +1,404 @@
+//! The health of the view's watches: whether each has listed once, whether it is failing now and
+//! why, so a missing RBAC rule or a network fault reads as a reason on `/readyz`, a WARN line and
+//! a metric instead of a view that is silently never ready.
+//!
+//! Data flow: every item a watch yields passes through [`WatchHealth::observe`] after the view
+//! has applied it. A successful event ends the current failure streak (InitDone also marks the
+//! resource listed); an error starts or extends the streak, is counted through the
+//! [`WatchErrorHook`], and is logged at WARN — at most one line per resource every
+//! [`LOG_EVERY`], saying how many were not logged. [`WatchHealth::readiness`] names each resource
+//! not listed yet, and each whose streak has lasted longer than the configured threshold.
+//!
+//! A watch that recovers by re-establishing itself yields no event (kube-runtime restarts the
+//! watch silently), so a streak also ends once no error has come for [`STREAK_QUIET`]. The watches
+//! retry on [`WatchBackoff`], whose longest wait plus a request's connect timeout stays below
+//! that window: while a fault lasts, errors keep arriving and the streak keeps growing. A streak
+//! of a single error never makes the view unready.
+//!
+//! The state machine ([`WatchState`]) is pure: it takes the time as an argument.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::runtime::watcher;
+
+/// At most one WARN line per resource in this period.
+pub const LOG_EVERY: Duration = Duration::from_secs(30);
+/// A failure streak ends when no error came for this long (the watch recovered silently).
+pub const STREAK_QUIET: Duration = Duration::from_secs(45);
+/// Default of [`crate::ViewConfig::unhealthy_after`].
+pub const DEFAULT_UNHEALTHY_AFTER: Duration = Duration::from_secs(60);
+
+/// A resource the view watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Watched {
+    /// All pods.
+    Pods,
+    /// All nodes.
+    Nodes,
+    /// All PodDisruptionBudgets.
+    PodDisruptionBudgets,
+    /// The policy ConfigMap.
+    ConfigMap,
+}
+
+impl Watched {
+    /// Every watched resource, in the order readiness reports them.
+    pub const ALL: [Watched; 4] = [
+        Watched::Pods,
+        Watched::Nodes,
+        Watched::PodDisruptionBudgets,
+        Watched::ConfigMap,
+    ];
+
+    /// The name used in logs, readiness reasons and the `resource` metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Watched::Pods => "pods",
+            Watched::Nodes => "nodes",
+            Watched::PodDisruptionBudgets => "poddisruptionbudgets",
+            Watched::ConfigMap => "configmap",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Watched::Pods => 0,
+            Watched::Nodes => 1,
+            Watched::PodDisruptionBudgets => 2,
+            Watched::ConfigMap => 3,
+        }
+    }
+}
+
+impl std::fmt::Display for Watched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Called on every watch error with the resource (each binary counts
+/// `resize_guard_watch_errors_total{resource}`).
+pub type WatchErrorHook = Arc<dyn Fn(Watched) + Send + Sync>;
+
+/// One resource's watch, as far as health goes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchState {
+    /// The first full list is done.
+    pub synced: bool,
+    /// First error of the current failure streak.
+    pub failing_since: Option<Instant>,
+    /// The latest error and when it came (kept after the streak ends).
+    pub last_error: Option<(Instant, String)>,
+    /// Errors since the start.
+    pub errors: u64,
+    /// Errors in the current streak.
+    pub streak_errors: u64,
+    last_logged: Option<Instant>,
+    suppressed: u64,
+}
+
+/// An error to log now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorLine {
+    /// Errors since the last line that were not logged.
+    pub suppressed: u64,
+    /// How long the streak has lasted.
+    pub failing_for: Duration,
+}
+
+/// A streak that just ended with a successful event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// How long it lasted.
+    pub failed_for: Duration,
+    /// Errors in it.
+    pub errors: u64,
+}
+
+impl WatchState {
+    /// A successful event (`listed`: the full list is done). Returns the streak it ends, if any.
+    pub fn on_event(&mut self, now: Instant, listed: bool) -> Option<Recovery> {
+        self.synced |= listed;
+        let active = self.streak_active(now);
+        let since = self.failing_since.take()?;
+        let errors = std::mem::take(&mut self.streak_errors);
+        self.suppressed = 0;
+        // A streak that went quiet ended (silently) at its last error.
+        let end = match &self.last_error {
+            Some((at, _)) if !active => *at,
+            _ => now,
+        };
+        Some(Recovery {
+            failed_for: end.saturating_duration_since(since),
+            errors,
+        })
+    }
+
+    /// An error. Returns what to log, unless a line for this resource went out less than
+    /// [`LOG_EVERY`] ago.
+    pub fn on_error(&mut self, now: Instant, cause: String) -> Option<ErrorLine> {
+        if !self.streak_active(now) {
+            self.failing_since = None;
+            self.streak_errors = 0;
+        }
+        let since = *self.failing_since.get_or_insert(now);
+        self.errors += 1;
+        self.streak_errors += 1;
+        self.last_error = Some((now, cause));
+        let due = self
+            .last_logged
+            .is_none_or(|t| now.saturating_duration_since(t) >= LOG_EVERY);
+        if !due {
+            self.suppressed += 1;
+            return None;
+        }
+        self.last_logged = Some(now);
+        Some(ErrorLine {
+            suppressed: std::mem::take(&mut self.suppressed),
+            failing_for: now.saturating_duration_since(since),
+        })
+    }
+
+    /// True while errors keep coming: a streak started and the latest error is recent.
+    pub fn streak_active(&self, now: Instant) -> bool {
+        self.failing_since.is_some()
+            && self
+                .last_error
+                .as_ref()
+                .is_some_and(|(at, _)| now.saturating_duration_since(*at) <= STREAK_QUIET)
+    }
+
+    /// Why this resource makes the view unready, if it does.
+    pub fn problem(&self, now: Instant, unhealthy_after: Duration) -> Option<String> {
+        let ago = |at: Instant| now.saturating_duration_since(at).as_secs();
+        if !self.synced {
+            return Some(match &self.last_error {
+                Some((at, cause)) => {
+                    format!("not listed yet (last error {}s ago: {cause})", ago(*at))
+                }
+                None => "not listed yet".to_owned(),
+            });
+        }
+        let since = self.failing_since?;
+        let failing_for = now.saturating_duration_since(since);
+        if !self.streak_active(now) || self.streak_errors < 2 || failing_for < unhealthy_after {
+            return None;
+        }
+        let cause = self.last_error.as_ref().map_or("", |(_, c)| c.as_str());
+        Some(format!(
+            "watch failing for {}s ({} errors): {cause}",
+            failing_for.as_secs(),
+            self.streak_errors
+        ))
+    }
+}
+
+/// Every watch's health, shared by the view's watch tasks.
+pub struct WatchHealth {
+    states: Mutex<[WatchState; 4]>,
+    unhealthy_after: Duration,
+    on_error: WatchErrorHook,
+}
+
+impl std::fmt::Debug for WatchHealth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchHealth")
+            .field("states", &self.states)
+            .field("unhealthy_after", &self.unhealthy_after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WatchHealth {
+    /// Nothing listed yet; a resource failing for longer than `unhealthy_after` is unhealthy.
+    pub fn new(unhealthy_after: Duration, on_error: WatchErrorHook) -> WatchHealth {
+        WatchHealth {
+            states: Mutex::new(Default::default()),
+            unhealthy_after,
+            on_error,
+        }
+    }
+
+    /// Records one item of a watch stream, after the view applied it: logs and counts errors.
+    pub fn observe<K>(&self, resource: Watched, item: &Result<watcher::Event<K>, watcher::Error>) {
+        self.observe_at(resource, item, Instant::now());
+    }
+
+    /// [`WatchHealth::observe`] at a given time.
+    pub fn observe_at<K>(
+        &self,
+        resource: Watched,
+        item: &Result<watcher::Event<K>, watcher::Error>,
+        now: Instant,
+    ) {
+        match item {
+            Ok(ev) => {
+                let listed = matches!(ev, watcher::Event::InitDone);
+                if let Some(r) = self.with(resource, |s| s.on_event(now, listed)).flatten() {
+                    tracing::info!(
+                        resource = resource.as_str(),
+                        errors = r.errors,
+                        failed_secs = r.failed_for.as_secs(),
+                        "watch recovered"
+                    );
+                }
+            }
+            Err(e) => {
+                (self.on_error)(resource);
+                let cause = describe(e);
+                let line = self
+                    .with(resource, |s| s.on_error(now, cause.clone()))
+                    .flatten();
+                match line {
+                    Some(l) if l.suppressed == 0 => {
+                        tracing::warn!(resource = resource.as_str(), error = %cause,
+                            failing_secs = l.failing_for.as_secs(), "watch error; retrying");
+                    }
+                    Some(l) => {
+                        tracing::warn!(resource = resource.as_str(), error = %cause,
+                            suppressed = l.suppressed, failing_secs = l.failing_for.as_secs(),
+                            "watch error ({} more since the last line not logged); retrying",
+                            l.suppressed);
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+
+    /// `Ok` when every resource has listed and none has failed for longer than the threshold;
+    /// else each problem, `resource: why`, joined with `; `.
+    pub fn readiness(&self) -> Result<(), String> {
+        self.readiness_at(Instant::now())
+    }
+
+    /// [`WatchHealth::readiness`] at a given time.
+    pub fn readiness_at(&self, now: Instant) -> Result<(), String> {
+        let Ok(states) = self.states.lock() else {
+            return Err("watch health unavailable (a watch task panicked)".to_owned());
+        };
+        let problems: Vec<String> = Watched::ALL
+            .iter()
+            .filter_map(|w| {
+                let p = states[w.index()].problem(now, self.unhealthy_after)?;
+                Some(format!("{w}: {p}"))
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+
+    /// The state of one resource's watch.
+    pub fn state(&self, resource: Watched) -> Option<WatchState> {
+        self.with(resource, |s| s.clone())
+    }
+
+    fn with<T>(&self, resource: Watched, f: impl FnOnce(&mut WatchState) -> T) -> Option<T> {
+        let mut states = self.states.lock().ok()?;
+        Some(f(&mut states[resource.index()]))
+    }
+}
+
+/// A watch error in a few words: the failed step and the API server's status (`403 Forbidden:
+/// pods is forbidden: …`), or the transport error with its causes.
+pub fn describe(e: &watcher::Error) -> String {
+    let (step, client) = match e {
+        watcher::Error::InitialListFailed(c) => ("list failed", c),
+        watcher::Error::WatchStartFailed(c) => ("could not start watching", c),
+        watcher::Error::WatchFailed(c) => ("watch stream failed", c),
+        watcher::Error::WatchError(s) => {
+            return format!("API server ended the watch: {}", status(s));
+        }
+        other => return chain(other),
+    };
+    match client {
+        kube::Error::Api(s) => format!("{step}: {}", status(s)),
+        other => format!("{step}: {}", chain(other)),
+    }
+}
+
+fn status(s: &kube::core::Status) -> String {
+    format!("{} {}: {}", s.code, s.reason, s.message)
+}
+
+/// An error and its sources, each once (`a: b: c`, skipping a source its parent already quotes).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = s.source();
+    }
+    out
+}
+
+/// The watches' retry schedule: 1 s doubling to at most 10 s, with up to 25 % jitter, back to
+/// 1 s after a successful event or two minutes without an error. Kept short so that a lasting
+/// fault produces an error well within [`STREAK_QUIET`] (10 s + 25 % + a 30 s connect timeout).
+#[derive(Debug, Clone)]
+pub struct WatchBackoff {
+    next: Duration,
+    last: Option<Instant>,
+    seed: u64,
+}
+
+/// First wait.
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+/// Longest wait (before jitter).
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// A wait this long after the previous one starts over from [`BACKOFF_MIN`].
+const BACKOFF_RESET: Duration = Duration::from_secs(120);
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        // Per-process randomness without a dependency: std's hasher keys are random.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u8(0);
+        WatchBackoff {
+            next: BACKOFF_MIN,
+            last: None,
+            seed: h.finish() | 1,
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.saturating_duration_since(t) >= BACKOFF_RESET)
+        {
+            self.next = BACKOFF_MIN;
+        }
+        self.last = Some(now);
+        let base = self.next;
+        self.next = (base * 2).min(BACKOFF_MAX);
+        // xorshift64: a quarter of the base, scaled by a pseudo-random fraction.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let fraction = (self.seed % 1_000) as u32;
+        Some(base + base / 4 * fraction / 1_000)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = BACKOFF_MIN;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+//! The view against a real kube-apiserver: with RBAC missing, readiness names the forbidden
+//! watches and their 403s and every error is counted; once the rules exist the view becomes ready
+//! without a restart; the controller's API (the pod store and the pod event broadcast) carries
+//! trimmed pods from the same single watch, the store updated before the event is sent.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::events::Reporter;
+use kube::runtime::reflector::ObjectRef;
+use resize_guard_cluster::{ClusterView, ViewConfig, Watched};
+use resize_guard_harness::control_plane::{ControlPlane, Identity, Options, WEBHOOK_USER};
+
+async fn eventually<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn from_json<T: k8s_openapi::serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    serde_json::from_value(v).unwrap()
+}
+
+async fn grant_read_access(admin: &kube::Client) {
+    let role: ClusterRole = from_json(serde_json::json!({
+        "metadata": {"name": "view-reader"},
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods", "nodes", "configmaps"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
+        ],
+    }));
+    let binding: ClusterRoleBinding = from_json(serde_json::json!({
+        "metadata": {"name": "view-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view-reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": WEBHOOK_USER}],
+    }));
+    let pp = PostParams::default();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&pp, &role)
+        .await
+        .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&pp, &binding)
+        .await
+        .unwrap();
+}
+
+#[test]
+fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
+    let cp = ControlPlane::start(&Options::default()).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let admin = cp.client().await.unwrap();
+        let as_webhook = cp.client_as(Identity::Webhook).await.unwrap();
+        let errors = Arc::new(AtomicUsize::new(0));
+        let pod_errors = Arc::new(AtomicUsize::new(0));
+        let view = ClusterView::start(as_webhook, {
+            let (errors, pod_errors) = (errors.clone(), pod_errors.clone());
+            ViewConfig {
+                keep_pods: true,
+                on_watch_error: Arc::new(move |w| {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                    if w == Watched::Pods {
+                        pod_errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }),
+                ..ViewConfig::new(
+                    "resize-guard",
+                    "resize-guard",
+                    Reporter {
+                        controller: "e2e-view".into(),
+                        instance: None,
+                    },
+                )
+            }
+        });
+
+        let why = eventually("a readiness reason naming 403s", Duration::from_secs(20), || {
+            view.readiness()
+                .err()
+                .filter(|w| w.matches("403 Forbidden").count() == 4)
+        })
+        .await;
+        assert!(
+            why.starts_with("pods: not listed yet (last error "),
+            "{why}"
+        );
+        for part in [
+            "pods: not listed yet (last error ",
+            "; nodes: not listed yet (last error ",
+            "; poddisruptionbudgets: not listed yet (last error ",
+            "; configmap: not listed yet (last error ",
+            "list failed: 403 Forbidden: pods is forbidden: User \"system:serviceaccount:resize-guard:resize-guard-webhook\" cannot list resource \"pods\"",
+        ] {
+            assert!(why.contains(part), "{part:?} missing from {why}");
+        }
+        assert!(pod_errors.load(Ordering::Relaxed) >= 1);
+        assert!(errors.load(Ordering::Relaxed) >= 4);
+        assert!(!view.is_ready());
+
+        grant_read_access(&admin).await;
+        let since_grant = Instant::now();
+        eventually("readiness after RBAC allows the watches", Duration::from_secs(40), || {
+            view.readiness().ok()
+        })
+        .await;
+        println!("ready {:?} after the rules were created", since_grant.elapsed());
+        assert!(view.watch_health().state(Watched::Pods).unwrap().synced);
+
+        // The controller's side: store and events from the same watch, trimmed.
+        let mut events = view.pod_events();
+        let store = view.pod_store().expect("keep_pods");
+        let ns: Namespace = from_json(serde_json::json!({"metadata": {"name": "e2e-view"}}));
+        Api::<Namespace>::all(admin.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        let pods: Api<Pod> = Api::namespaced(admin.clone(), "e2e-view");
+        let pod: Pod = from_json(serde_json::json!({
+            "metadata": {"name": "app", "labels": {"app": "web"},
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"big\":true}"}},
+            "spec": {"containers": [{"name": "c", "image": "registry.example/app:1",
+                "env": [{"name": "A", "value": "b"}],
+                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
+                    "limits": {"cpu": "100m", "memory": "64Mi"}}}]},
+        }));
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        let key = ObjectRef::new("app").within("e2e-view");
+        let got = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let p = events.recv().await.unwrap();
+                if p.metadata.name.as_deref() == Some("app") {
+                    break p;
+                }
+            }
+        })
+        .await
+        .expect("the pod's event");
+        let stored = store.get(&key).expect("in the store before the event");
+        for p in [&*got, &*stored] {
+            assert!(p.metadata.managed_fields.is_none());
+            assert!(p.metadata.annotations.is_none(), "last-applied dropped");
+            let c = &p.spec.as_ref().unwrap().containers[0];
+            assert!(c.image.is_none() && c.env.is_none());
+            assert!(c.resources.is_some());
+        }
+        pods.patch(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"app": "api"}}})),
+        )
+        .await
+        .unwrap();
+        let relabelled = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let p = events.recv().await.unwrap();
+                if p.metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str)
+                    == Some("api")
+                {
+                    break p;
+                }
+            }
+        })
+        .await
+        .expect("the relabelled pod's event");
+        let stored = store.get(&key).unwrap();
+        assert_eq!(stored.metadata.resource_version, relabelled.metadata.resource_version);
+    });
+}

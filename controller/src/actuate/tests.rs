@@ -1,0 +1,434 @@
+//! The actuator against a fake API server (tower-test, as kube-rs's controller-rs tests its
+//! reconciler): the requests it makes, in order, for each kind of decision and each answer the
+//! API server can give — and none once leadership is gone.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use kube::runtime::events::{Recorder, Reporter};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::decision::{REPLAN_WAIT, Record, Removal, Via};
+use crate::plan::{PlanRecord, PlannedVictim};
+
+/// One request the fake saw.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: Method,
+    path: String,
+    body: Value,
+}
+
+impl Seen {
+    fn line(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
+
+type Answer = Box<dyn FnMut(&Seen) -> (StatusCode, Value) + Send>;
+
+/// A fake API server answering with `answer`; returns the client and the requests seen.
+fn fake(mut answer: Answer) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Some((request, send)) = handle.next_request().await {
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect_bytes().await.unwrap();
+            let s = Seen {
+                method: parts.method.clone(),
+                path: parts.uri.path().to_owned(),
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            };
+            let (status, reply) = answer(&s);
+            log.lock().unwrap().push(s);
+            let response = Response::builder()
+                .status(status)
+                .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                .unwrap();
+            send.send_response(response);
+        }
+    });
+    (kube::Client::new(service, "default"), seen)
+}
+
+fn status(code: u16, reason: &str) -> (StatusCode, Value) {
+    (
+        StatusCode::from_u16(code).unwrap(),
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+               "reason": reason, "message": format!("fake: {reason}")}),
+    )
+}
+
+/// What a successful write answers: a pod (for pod writes) or a Status.
+fn ok(seen: &Seen) -> (StatusCode, Value) {
+    if seen.path.contains("/events") {
+        return (
+            StatusCode::CREATED,
+            json!({"kind": "Event", "apiVersion": "events.k8s.io/v1",
+            "metadata": {"name": "e", "namespace": "prod"}, "eventTime": "2026-12-01T00:00:00.000000Z"}),
+        );
+    }
+    if seen.path.ends_with("/eviction") || seen.method == Method::DELETE {
+        return (
+            StatusCode::CREATED,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        );
+    }
+    let name = seen
+        .path
+        .trim_end_matches("/status")
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    (
+        StatusCode::OK,
+        json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": "prod"}}),
+    )
+}
+
+fn actuator(client: kube::Client, leadership: Leadership) -> Actuator {
+    Actuator {
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "test".into(),
+                instance: None,
+            },
+        ),
+        client,
+        metrics: Arc::new(Metrics::new()),
+        leadership,
+    }
+}
+
+fn preemptor() -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "app", "namespace": "prod", "uid": "u-app", "generation": 2},
+        "spec": {"nodeName": "n1", "priority": 1000, "containers": [{"name": "app"}]}
+    }))
+    .unwrap()
+}
+
+fn removal(name: &str, via: Via) -> Removal {
+    Removal {
+        victim: PlannedVictim {
+            namespace: "batch".into(),
+            name: name.into(),
+            uid: format!("u-{name}"),
+        },
+        grace_seconds: 7,
+        via,
+    }
+}
+
+fn plan(victims: &[Removal]) -> PlanRecord {
+    PlanRecord {
+        generation: 2,
+        victims: victims.iter().map(|r| r.victim.clone()).collect(),
+        time: k8s_openapi::jiff::Timestamp::from_second(1_000).unwrap(),
+    }
+}
+
+/// The requests other than Event posts (published off the critical path, in any order).
+fn writes(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<String> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|s| !s.path.contains("/events"))
+        .map(Seen::line)
+        .collect()
+}
+
+fn events(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<String> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.path.contains("/events"))
+        .map(|s| s.body["reason"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Lets spawned Event publishes run.
+async fn settle() {
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
+#[tokio::test]
+async fn a_multi_victim_plan_is_recorded_then_each_victim_evicted_and_marked() {
+    let (client, seen) = fake(Box::new(ok));
+    let a = actuator(client, Leadership::forever());
+    let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
+    let action = a
+        .apply(
+            &preemptor(),
+            Decision::Preempt {
+                record: Record::Before(plan(&victims)),
+                victims,
+                note: "n".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(SHORT_WAIT));
+    assert_eq!(
+        writes(&seen),
+        [
+            "PATCH /api/v1/namespaces/prod/pods/app",
+            "POST /api/v1/namespaces/batch/pods/v1/eviction",
+            "PATCH /api/v1/namespaces/batch/pods/v1/status",
+            "POST /api/v1/namespaces/batch/pods/v2/eviction",
+            "PATCH /api/v1/namespaces/batch/pods/v2/status",
+        ]
+    );
+    let log = seen.lock().unwrap().clone();
+    let plan_patch = &log[0].body;
+    assert_eq!(plan_patch["metadata"]["uid"], "u-app");
+    assert!(
+        plan_patch["metadata"]["annotations"][crate::plan::PLAN_ANNOTATION]
+            .as_str()
+            .unwrap()
+            .contains("u-v2")
+    );
+    let eviction = log
+        .iter()
+        .find(|s| s.path.ends_with("v1/eviction"))
+        .unwrap();
+    assert_eq!(eviction.body["deleteOptions"]["gracePeriodSeconds"], 7);
+    assert_eq!(
+        eviction.body["deleteOptions"]["preconditions"]["uid"],
+        "u-v1"
+    );
+    let mark = log.iter().find(|s| s.path.ends_with("v1/status")).unwrap();
+    assert_eq!(mark.body["metadata"]["uid"], "u-v1");
+    assert_eq!(
+        mark.body["status"]["conditions"][0]["reason"],
+        "PreemptionByResizeGuard"
+    );
+    settle().await;
+    let mut evs = events(&seen);
+    evs.sort();
+    assert_eq!(evs, ["Preempted", "Preempted", "PreemptingForResize"]);
+}
+
+#[tokio::test]
+async fn a_one_victim_plan_is_recorded_after_its_eviction() {
+    let (client, seen) = fake(Box::new(ok));
+    let a = actuator(client, Leadership::forever());
+    let victims = vec![removal("v1", Via::Eviction)];
+    a.apply(
+        &preemptor(),
+        Decision::Preempt {
+            record: Record::After(plan(&victims)),
+            victims,
+            note: "n".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        writes(&seen),
+        [
+            "POST /api/v1/namespaces/batch/pods/v1/eviction",
+            "PATCH /api/v1/namespaces/batch/pods/v1/status",
+            "PATCH /api/v1/namespaces/prod/pods/app",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_budget_refusal_clears_the_plan_and_touches_no_further_victim() {
+    let (client, seen) = fake(Box::new(|s: &Seen| {
+        if s.path.ends_with("v1/eviction") {
+            status(429, "TooManyRequests")
+        } else {
+            ok(s)
+        }
+    }));
+    let a = actuator(client, Leadership::forever());
+    let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
+    let action = a
+        .apply(
+            &preemptor(),
+            Decision::Preempt {
+                record: Record::Before(plan(&victims)),
+                victims,
+                note: "n".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(REPLAN_WAIT));
+    assert_eq!(
+        writes(&seen),
+        [
+            "PATCH /api/v1/namespaces/prod/pods/app",
+            "POST /api/v1/namespaces/batch/pods/v1/eviction",
+            "PATCH /api/v1/namespaces/prod/pods/app",
+        ]
+    );
+    let cleared = &seen.lock().unwrap()[2].body;
+    assert_eq!(
+        cleared["metadata"]["annotations"][crate::plan::PLAN_ANNOTATION],
+        Value::Null
+    );
+    assert!(a.metrics.render().contains("outcome=\"pdb_blocked\""));
+}
+
+#[tokio::test]
+async fn best_effort_marks_then_deletes_with_the_uid_precondition_and_grace() {
+    let (client, seen) = fake(Box::new(ok));
+    let a = actuator(client, Leadership::forever());
+    let victims = vec![removal("v1", Via::Delete)];
+    a.apply(
+        &preemptor(),
+        Decision::Preempt {
+            record: Record::Recorded,
+            victims,
+            note: "n".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        writes(&seen),
+        [
+            "PATCH /api/v1/namespaces/batch/pods/v1/status",
+            "DELETE /api/v1/namespaces/batch/pods/v1",
+        ]
+    );
+    let delete = seen.lock().unwrap()[1].clone();
+    assert_eq!(delete.body["gracePeriodSeconds"], 7);
+    assert_eq!(delete.body["preconditions"]["uid"], "u-v1");
+}
+
+#[tokio::test]
+async fn a_victim_already_gone_or_replaced_is_skipped_and_the_plan_goes_on() {
+    let (client, seen) = fake(Box::new(|s: &Seen| {
+        if s.path.ends_with("gone/eviction") {
+            status(404, "NotFound")
+        } else if s.path.ends_with("replaced/eviction") {
+            // The UID precondition failed: a new pod of that name.
+            status(409, "Conflict")
+        } else {
+            ok(s)
+        }
+    }));
+    let a = actuator(client, Leadership::forever());
+    let victims = vec![
+        removal("gone", Via::Eviction),
+        removal("replaced", Via::Eviction),
+        removal("v3", Via::Eviction),
+    ];
+    a.apply(
+        &preemptor(),
+        Decision::Preempt {
+            record: Record::Recorded,
+            victims,
+            note: "n".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        writes(&seen),
+        [
+            "POST /api/v1/namespaces/batch/pods/gone/eviction",
+            "POST /api/v1/namespaces/batch/pods/replaced/eviction",
+            "POST /api/v1/namespaces/batch/pods/v3/eviction",
+            "PATCH /api/v1/namespaces/batch/pods/v3/status",
+        ]
+    );
+    assert!(a.metrics.render().contains("resize_guard_victims_total 1"));
+}
+
+#[tokio::test]
+async fn losing_the_lease_mid_plan_stops_every_later_write_events_included() {
+    let leadership = Leadership::forever();
+    let fence = leadership.clone();
+    let (client, seen) = fake(Box::new(move |s: &Seen| {
+        if s.path.ends_with("v1/eviction") {
+            // The Lease is lost while the first eviction is being answered.
+            fence.revoke();
+        }
+        ok(s)
+    }));
+    let a = actuator(client, leadership);
+    let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
+    let err = a
+        .apply(
+            &preemptor(),
+            Decision::Preempt {
+                record: Record::Recorded,
+                victims,
+                note: "n".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), "NotLeader", "{}", err.chain());
+    settle().await;
+    assert_eq!(
+        writes(&seen),
+        ["POST /api/v1/namespaces/batch/pods/v1/eviction"]
+    );
+    assert!(events(&seen).is_empty(), "{:?}", events(&seen));
+    assert!(
+        a.metrics
+            .render()
+            .contains("resize_guard_fenced_writes_total 1"),
+        "{}",
+        a.metrics.render()
+    );
+}
+
+#[tokio::test]
+async fn a_replica_that_does_not_lead_writes_nothing() {
+    let (client, seen) = fake(Box::new(ok));
+    let a = actuator(client, Leadership::new());
+    for decision in [
+        Decision::ClearPlan,
+        Decision::Revert {
+            patch: json!({"spec": {}}),
+            note: "n".into(),
+        },
+        Decision::Preempt {
+            record: Record::Before(plan(&[])),
+            victims: vec![removal("v1", Via::Delete)],
+            note: "n".into(),
+        },
+    ] {
+        let err = a.apply(&preemptor(), decision).await.unwrap_err();
+        assert_eq!(err.reason(), "NotLeader");
+    }
+    a.apply(
+        &preemptor(),
+        Decision::Failed {
+            reason: "NoVictims",
+            note: "n".into(),
+        },
+    )
+    .await
+    .unwrap();
+    settle().await;
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+#[test]
+fn errors_print_each_cause_once() {
+    let e = ActuateError::Preempt {
+        victim: "batch/v1".into(),
+        source: WriteError::Fenced(Fenced::NotLeader),
+    };
+    let chain = e.chain();
+    assert_eq!(chain.matches("not the leader").count(), 1, "{chain}");
+    assert!(chain.starts_with("preempting batch/v1: "), "{chain}");
+}

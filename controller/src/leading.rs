@@ -1,0 +1,137 @@
+//! The work only the Lease holder does — the preemption controller, the certificate manager
+//! (`--certificates=self`) and the deferred-pods gauge — started on gaining the Lease and
+//! stopped on losing it. Losing it aborts everything at once (every write is also fenced by
+//! [`Leadership`], so an aborted task cannot write afterwards); a shutdown first lets in-flight
+//! reconciles finish while the Lease is still ours, within the fence.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::Controller;
+use kube::runtime::reflector::Store;
+use resize_guard_cluster::ClusterView;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::actuate::Actuator;
+use crate::certificates;
+use crate::leader::Elector;
+use crate::leadership::Leadership;
+use crate::metrics::Metrics;
+use crate::reconcile::{Ctx, error_policy, reconcile};
+
+/// How long a shutting-down leader waits for in-flight reconciles.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// The running work of a leader.
+pub struct Leading {
+    /// `None` once it finished (a JoinHandle must not be polled after it completed).
+    controller: Option<JoinHandle<()>>,
+    stop_controller: Option<oneshot::Sender<()>>,
+    certificates: Option<JoinHandle<()>>,
+    gauge: JoinHandle<()>,
+}
+
+impl Leading {
+    /// Starts the leader's work.
+    pub fn start(
+        pods: Store<Pod>,
+        triggers: impl futures::Stream<Item = Result<Pod, kube::runtime::watcher::Error>>
+        + Send
+        + 'static,
+        client: &kube::Client,
+        view: &Arc<ClusterView>,
+        metrics: &Arc<Metrics>,
+        actuator: &Actuator,
+        certificates: Option<certificates::Settings>,
+    ) -> Leading {
+        let certificates = certificates.map(|settings| {
+            tokio::spawn(certificates::run(
+                client.clone(),
+                settings,
+                metrics.clone(),
+                actuator.leadership.clone(),
+            ))
+        });
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let controller = Controller::for_stream(triggers, pods.clone());
+        let ctx = Arc::new(Ctx {
+            view: view.clone(),
+            pods: pods.clone(),
+            actuator: actuator.clone(),
+        });
+        // A new policy may turn waiting pods into actionable ones (or back): look at all again.
+        let policy_changes = futures::stream::unfold(view.policy_changes(), |mut rx| async move {
+            rx.changed().await.ok()?;
+            Some(((), rx))
+        });
+        let controller = tokio::spawn(
+            controller
+                .reconcile_all_on(policy_changes)
+                .graceful_shutdown_on(async move {
+                    let _ = stop_rx.await;
+                })
+                .run(reconcile, error_policy, ctx)
+                .for_each(|_| async {}),
+        );
+        // resize_guard_deferred_pods, from the shared pod cache.
+        let gauge = {
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                loop {
+                    let n = pods
+                        .state()
+                        .iter()
+                        .filter(|p| resize_guard_policy::pod::is_deferred_now(p))
+                        .count();
+                    metrics.set_deferred(n);
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+            })
+        };
+        Leading {
+            controller: Some(controller),
+            stop_controller: Some(stop_tx),
+            certificates,
+            gauge,
+        }
+    }
+
+    /// Shutdown: lets in-flight reconciles finish, for at most [`DRAIN`] and never past the fence.
+    pub async fn drain(&mut self, leadership: &Leadership, elector: &Elector) {
+        if let Some(stop) = self.stop_controller.take() {
+            let _ = stop.send(());
+        }
+        let Ok(left) = leadership.check() else {
+            return;
+        };
+        tracing::info!(lease = elector.identity(), "draining in-flight reconciles");
+        if let Some(handle) = self.controller.as_mut()
+            && tokio::time::timeout(left.min(DRAIN), handle).await.is_ok()
+        {
+            self.controller = None;
+        }
+    }
+
+    /// Stops everything now.
+    pub async fn abort(self) {
+        self.gauge.abort();
+        if let Some(handle) = self.controller {
+            handle.abort();
+            let _ = handle.await;
+        }
+        // The certificate manager stops itself once leadership is revoked (and drops its
+        // watches); abort it only if it does not.
+        if let Some(c) = self.certificates {
+            let abort = c.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), c)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! A rolling restart of the webhook under a steady stream of resizes fails no review.
+//!
+//! resize-guard is installed from `deploy/` with the webhook configurations as shipped: they name
+//! the Service `resize-guard/resize-guard-webhook`, and kube-apiserver (run with
+//! `--enable-aggregator-routing`) calls a ready endpoint of the Service's EndpointSlices with its
+//! own resolver (`k8s.io/apiserver/pkg/util/proxy.ResolveEndpoint`, a random ready endpoint per
+//! call). Two webhook replicas run as local processes, serving the certificate the controller
+//! issues for the Service's DNS names. No kubelet runs them, so the test does what the kubelet and
+//! the EndpointSlice controller would do for a rolling update of `deploy/base/webhook.yaml`: a
+//! replica being replaced is marked terminating (`ready: false`) in its EndpointSlice, gets the
+//! manifest's `preStop` sleep, then SIGTERM; its replacement is published once its `/readyz`
+//! says so (the manifest's readiness probe). Every resize of the stream must carry both
+//! webhooks' audit annotations — a call that failed open would leave them out — and the API
+//! server's own fail-open counter must not move.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use resize_guard_harness::control_plane::Identity;
+use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::install::{
+    Install, http_get, install, repo_root, spawn_as_service_account, wait_ready,
+};
+use resize_guard_harness::objects::*;
+use resize_guard_harness::process::{Process, free_port};
+use serde_json::json;
+
+const T: Duration = Duration::from_secs(60);
+const NS: &str = "resize-guard";
+
+/// One webhook replica: a process and the EndpointSlice that publishes it.
+struct Replica {
+    name: String,
+    process: Process,
+    port: u16,
+    health: u16,
+}
+
+/// What `deploy/base/webhook.yaml` gives a terminating webhook pod: the `preStop` sleep.
+fn shipped_pre_stop() -> Duration {
+    let text = std::fs::read_to_string(repo_root().join("deploy/base/webhook.yaml")).unwrap();
+    let deployment: serde_yaml_ng::Value = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .find(|d: &serde_yaml_ng::Value| d["kind"] == "Deployment")
+        .expect("the webhook Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let seconds = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_u64()
+        .expect("a preStop sleep in deploy/base/webhook.yaml");
+    Duration::from_secs(seconds)
+}
+
+/// This machine's first non-loopback IPv4 address: EndpointSlices refuse loopback addresses, so
+/// the replicas serve on it (the API server verifies their certificate against the Service's DNS
+/// name, not the address).
+fn host_ip() -> String {
+    let out = std::process::Command::new("hostname")
+        .arg("-I")
+        .output()
+        .expect("`hostname -I` lists this machine's addresses");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|a| a.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| !ip.is_loopback()))
+        .map(str::to_owned)
+        .expect("a non-loopback IPv4 address to publish in an EndpointSlice")
+}
+
+fn start(env: &Env, name: &str) -> Replica {
+    let (port, health) = (free_port().unwrap(), free_port().unwrap());
+    let ip = host_ip();
+    let process = spawn_as_service_account(
+        env,
+        Identity::Webhook,
+        env!("CARGO_BIN_EXE_resize-guard-webhook"),
+        name,
+        &[
+            format!("--tls-addr={ip}:{port}"),
+            format!("--health-addr=127.0.0.1:{health}"),
+            format!("--namespace={NS}"),
+            format!("--instance={name}"),
+        ],
+    );
+    Replica {
+        name: name.to_owned(),
+        process,
+        port,
+        health,
+    }
+}
+
+/// Publishes (or updates) `replica`'s EndpointSlice, as the EndpointSlice controller would for
+/// its pod: `ready` while the pod is ready and not terminating.
+async fn publish(env: &Env, replica: &Replica, ready: bool, terminating: bool) {
+    let api: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        Api::namespaced(env.client().await, NS);
+    let slice = json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("resize-guard-webhook-{}", replica.name), "namespace": NS,
+            "labels": {"kubernetes.io/service-name": "resize-guard-webhook",
+                       "endpointslice.kubernetes.io/managed-by": "resize-guard-harness"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "https", "port": replica.port, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [host_ip()],
+            "conditions": {"ready": ready, "serving": !terminating || ready, "terminating": terminating}}],
+    });
+    api.patch(
+        &format!("resize-guard-webhook-{}", replica.name),
+        &PatchParams::apply("resize-guard-harness").force(),
+        &Patch::Apply(&slice),
+    )
+    .await
+    .unwrap();
+}
+
+async fn unpublish(env: &Env, replica: &Replica) {
+    let api: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        Api::namespaced(env.client().await, NS);
+    api.delete(
+        &format!("resize-guard-webhook-{}", replica.name),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+}
+
+/// Starts a replica and publishes it once ready.
+async fn bring_up(env: &Env, name: &str) -> Replica {
+    let replica = start(env, name);
+    wait_ready(replica.health, &replica.process, T).await;
+    publish(env, &replica, true, false).await;
+    replica
+}
+
+/// Replaces `old` as a rolling update does: terminating (not ready) in its slice, the preStop
+/// sleep, SIGTERM, exit, slice gone; the replacement is started and published first
+/// (`maxSurge`), so one replica is always ready.
+async fn roll(env: &Env, mut old: Replica, new_name: &str, pre_stop: Duration) -> Replica {
+    let new = bring_up(env, new_name).await;
+    publish(env, &old, false, true).await;
+    tokio::time::sleep(pre_stop).await; // the kubelet's preStop sleep, as shipped
+    let pid = old.process.pid().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + T;
+    while old.process.is_running() {
+        assert!(Instant::now() < deadline, "{} did not exit", old.name);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    unpublish(env, &old).await;
+    new
+}
+
+/// `apiserver_admission_webhook_fail_open_count` summed over resize-guard's webhooks.
+fn fail_open(env: &Env) -> f64 {
+    let metrics = env.cp.get_blocking("/metrics").unwrap_or_default();
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_admission_webhook_fail_open_count")
+                && l.contains("resize-guard.io")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_under_a_steady_stream_of_resizes_fails_no_review() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let pre_stop = shipped_pre_stop();
+    install(
+        env,
+        &Install {
+            through_service: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    // The controller keeps the CA, the serving Secret (for the Service's DNS names) and caBundle.
+    let ctl_health = free_port().unwrap();
+    let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from([
+        "resize-guard-controller".to_owned(),
+        format!("--health-addr=127.0.0.1:{ctl_health}"),
+        format!("--namespace={NS}"),
+        "--identity=rolling".into(),
+        "--lease-duration=4s".into(),
+        "--renew-interval=1s".into(),
+    ]);
+    let controller_client = env.cp.client_as(Identity::Controller).await.unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(resize_guard_controller::run::serve(
+        args,
+        controller_client,
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let a = bring_up(env, "replica-a").await;
+    let b = bring_up(env, "replica-b").await;
+
+    let ns = env.namespace("rolling").await;
+    let roomy = env.node("roomy", "8", "16Gi").await;
+    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    create_running(
+        &pods,
+        &guaranteed_pod("steady", &roomy, "high", "250m", "256Mi"),
+    )
+    .await
+    .unwrap();
+    // Through the Service: the first resize that resize-guard judges (its audit annotation).
+    let k = env.kubectl();
+    let deadline = Instant::now() + T;
+    loop {
+        let out = k
+            .resize_dry_run(&ns, "steady", &cpu_resize("260m"))
+            .await
+            .unwrap();
+        if out.stderr.contains("resize-guard") || reviewed_resizes(env, &ns).0 > 0 {
+            break;
+        }
+        let real = k.resize(&ns, "steady", &cpu_resize("260m")).await.unwrap();
+        assert!(real.success, "{}", real.stderr);
+        if reviewed_resizes(env, &ns).0 > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "resize-guard never answered through the Service: {}",
+            http_get(a.health, "/readyz").await.unwrap_or_else(|e| e)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let fail_open_before = fail_open(env);
+    let stored_before = reviewed_resizes(env, &ns);
+
+    // The steady stream.
+    let sent = Arc::new(Mutex::new((0usize, Vec::<String>::new())));
+    let (stop_stream, mut stream_stopped) = tokio::sync::oneshot::channel::<()>();
+    let stream = {
+        let (sent, ns) = (sent.clone(), ns.clone());
+        tokio::spawn(async move {
+            let k = env.kubectl();
+            for i in 0u32.. {
+                if stream_stopped.try_recv().is_ok() {
+                    break;
+                }
+                let cpu = format!("{}m", 300 + 10 * (i % 30));
+                let out = k.resize(&ns, "steady", &cpu_resize(&cpu)).await.unwrap();
+                let mut s = sent.lock().unwrap();
+                s.0 += 1;
+                if !out.success {
+                    s.1.push(out.stderr);
+                }
+            }
+        })
+    };
+    let a2 = roll(env, a, "replica-a2", pre_stop).await;
+    let b2 = roll(env, b, "replica-b2", pre_stop).await;
+    let _ = stop_stream.send(());
+    stream.await.unwrap();
+
+    let (count, failures) = sent.lock().unwrap().clone();
+    assert!(failures.is_empty(), "resizes failed: {failures:?}");
+    // Each stored resize was reviewed by both webhooks (their audit annotations are on it).
+    let (stored, reviewed) = reviewed_resizes(env, &ns);
+    let (stored, reviewed) = (stored - stored_before.0, reviewed - stored_before.1);
+    let opened = fail_open(env) - fail_open_before;
+    eprintln!(
+        "rolling restart of 2 replicas (preStop {pre_stop:?}): {count} resizes sent, {stored} stored, \
+         {reviewed} reviewed by both webhooks, {opened} failed open"
+    );
+    assert!(count >= 10, "a steady stream: {count}");
+    assert_eq!(reviewed, stored, "every stored resize was reviewed twice");
+    assert_eq!(opened, 0.0, "no webhook call failed open");
+
+    drop((a2, b2));
+    let _ = stop_tx.send(());
+    let _ = controller.await;
+}
+
+/// Stored resizes of `steady` in `ns` (audit `ResponseComplete`, 200), and how many of them
+/// carry both webhooks' decision annotations.
+fn reviewed_resizes(env: &Env, ns: &str) -> (usize, usize) {
+    let events = support::resize_audit(env, ns, "steady");
+    let stored: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["responseStatus"]["code"] == 200 && e["verb"] == "patch")
+        .collect();
+    let reviewed = stored
+        .iter()
+        .filter(|e| {
+            let a = &e["annotations"];
+            a["mutate.resize-guard.io/decision"].is_string()
+                && a["validate.resize-guard.io/decision"].is_string()
+        })
+        .count();
+    (stored.len(), reviewed)
+}
