@@ -65,7 +65,10 @@ fn host_ip() -> String {
         .expect("`hostname -I` lists this machine's addresses");
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
-        .find(|a| a.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| !ip.is_loopback()))
+        .find(|a| {
+            a.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| !ip.is_loopback())
+        })
         .map(str::to_owned)
         .expect("a non-loopback IPv4 address to publish in an EndpointSlice")
 }
