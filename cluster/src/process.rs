@@ -24,6 +24,25 @@ pub fn init(log_format: &str) {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// How long blocking work may keep a finished process alive.
+pub const SHUTDOWN_LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Runs a program's `main` on a multi-threaded runtime and, once it returns, gives blocking work
+/// still running at most [`SHUTDOWN_LINGER`] instead of waiting for it: hyper resolves host names
+/// on blocking threads, and with an unreachable resolver each lookup blocks for seconds, which
+/// kept a stopped process alive long after SIGTERM (`#[tokio::main]` waits for every one).
+pub fn block_on<F>(main: F) -> anyhow::Result<()>
+where
+    F: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(main);
+    runtime.shutdown_timeout(SHUTDOWN_LINGER);
+    result
+}
+
 /// Completes on SIGTERM (what the kubelet sends) or Ctrl-C.
 pub async fn shutdown_signal() {
     let term = async {

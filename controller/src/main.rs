@@ -3,9 +3,8 @@
 use clap::Parser;
 use resize_guard_controller::args::Args;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     resize_guard_cluster::process::init(&args.log_format);
-    resize_guard_controller::run::run(args).await
+    resize_guard_cluster::process::block_on(resize_guard_controller::run::run(args))
 }

@@ -11,6 +11,7 @@
 //! says allow, warn, repair or deny.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod admission;
 pub mod aggregate;
 pub mod budget;
 pub mod classify;

@@ -1,45 +1,22 @@
 //! The admission adapter: decode an `AdmissionReview`, judge the resize with
-//! `resize_guard_policy::classify`, and map the verdict to a response — allowed or denied, a JSON
-//! patch for a QoS repair, warnings, audit annotations — plus the Event to record, as a value
-//! (the HTTP layer publishes it). Nothing here does I/O, so every verdict and every bad input is
-//! testable in-process.
-//!
-//! The two stages see different objects (upstream-resize.md §3.4): `/mutate` runs before the
-//! resize strategy and built-in validation, so it is the only place to explain or repair a QoS
-//! change and where an Infeasible resize is refused first; `/validate` sees the final object and
-//! judges feasibility, Deferred and policy again, so the validating configuration alone still
-//! enforces Infeasible and policy denials.
-
-use std::collections::HashMap;
+//! `resize_guard_policy::admission::admit` (which decides everything: the stage's verdict, deny,
+//! repair and re-judge, warnings, audit annotations), and encode the answer — allowed or denied,
+//! a JSON patch for a QoS repair — plus the Event to record, as a value (the HTTP layer publishes
+//! it). Nothing here does I/O, so every bad input is testable in-process; the validating
+//! configuration alone still enforces Infeasible and policy denials.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use resize_guard_policy::Context;
+use resize_guard_policy::admission::{Admission, Effect, admit};
 use resize_guard_policy::pod::node_name;
 use resize_guard_policy::verdict::clip;
-use resize_guard_policy::{Action, Context, Verdict, classify};
 
 pub use resize_guard_cluster::{Cluster, FixedCluster};
 
-/// Which webhook is answering.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
-    /// `/mutate`: before the resize strategy and built-in validation.
-    Mutate,
-    /// `/validate`: the final object.
-    Validate,
-}
-
-impl Stage {
-    /// `mutate` or `validate`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Mutate => "mutate",
-            Stage::Validate => "validate",
-        }
-    }
-}
+pub use resize_guard_policy::admission::Stage;
 
 /// An Event to record on the pod, decided by the review.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,6 +157,8 @@ impl EnvelopeRequest {
     }
 }
 
+/// Encodes [`admit`]'s answer as an AdmissionResponse (a repair as a JSON patch), with the
+/// Event to record (none on dry run).
 fn judge(
     stage: Stage,
     req: &AdmissionRequest<Pod>,
@@ -197,80 +176,41 @@ fn judge(
         policy: &policy,
         install_namespace: cluster.install_namespace(),
     };
-    let verdict = classify(old, new, &ctx);
+    let Admission {
+        effect,
+        decision,
+        mut warnings,
+        mut annotations,
+        acts: _,
+    } = admit(stage, old, new, &ctx);
     let mut resp = AdmissionResponse::from(req);
-    let mut annotations = annotations_for(&verdict);
-
-    // The mutating stage only acts on what the API server would refuse before validation.
-    // The validating stage sees what built-in validation already accepted, so a QoS change or
-    // validation error it computes can only be an artefact of objects changed after
-    // validation (v1.37.2's PodResizeValidator adds RuntimeClass overhead into a pod-level
-    // request spelled as a fraction, sharing the quantity: `applyPodLevelResources` in
-    // component-helpers/resource) and is never a reason to deny.
-    let acts = match stage {
-        Stage::Mutate => matches!(
-            verdict,
-            Verdict::QosChange(_) | Verdict::Infeasible(_) | Verdict::Denied(_)
-        ),
-        Stage::Validate => !matches!(verdict, Verdict::QosChange(_) | Verdict::Invalid(_)),
-    };
-    let outcome = verdict.outcome(&policy);
-    let mut decision = outcome.decision.clone();
-    if !acts {
-        annotations.insert("decision".into(), verdict.label().into());
-        resp.audit_annotations = annotations;
-        return finish(resp, verdict.label().to_owned(), None, uid);
-    }
-    annotations.insert("decision".into(), outcome.decision.clone());
     let mut event = None;
-    let mut warnings = outcome.warnings.clone();
-    match outcome.action {
-        Action::Allow => {}
-        Action::Deny(message) => {
+    match effect {
+        Effect::Allow => {}
+        Effect::Deny { message, label } => {
             resp = resp.deny(&message);
             resp.result.code = 403;
             resp.result.reason = "Forbidden".into();
-            event = Some(intent(
-                new,
-                true,
-                "ResizeRejected",
-                verdict.label(),
-                &message,
-            ));
+            event = Some(intent(new, true, "ResizeRejected", label, &message));
         }
-        Action::Repair(fix) => {
-            let mut repaired = new.clone();
-            if let Some(spec) = repaired.spec.as_mut() {
-                fix.apply(spec);
-            }
-            // The repaired resize must itself be acceptable (it may now be Infeasible).
-            let again = classify(old, &repaired, &ctx);
-            match again.outcome(&policy).action {
-                Action::Deny(message) => {
-                    decision = format!("qos-repaired-then-{}", again.label());
-                    annotations.insert("decision".into(), decision.clone());
-                    resp = resp.deny(&message);
-                    resp.result.code = 403;
-                    resp.result.reason = "Forbidden".into();
-                    event = Some(intent(new, true, "ResizeRejected", again.label(), &message));
-                    warnings.clear();
+        Effect::Repair { pod, .. } => {
+            let encoded = json_patch_between(new, &pod)
+                .map_err(|e| format!("resize-guard could not compute its repair: {e}"))
+                .and_then(|patch| {
+                    resp.clone()
+                        .with_patch(patch)
+                        .map_err(|e| format!("resize-guard could not encode its repair: {e}"))
+                });
+            match encoded {
+                Ok(r) => {
+                    resp = r;
+                    let note = warnings.join("; ");
+                    event = Some(intent(new, false, "ResizeRepaired", "qos-repair", &note));
                 }
-                _ => match json_patch_between(new, &repaired) {
-                    Ok(patch) => match resp.clone().with_patch(patch) {
-                        Ok(r) => {
-                            resp = r;
-                            annotations.insert("repair".into(), clip(&fix.describe(), 1024));
-                            let note = warnings.join("; ");
-                            event = Some(intent(new, false, "ResizeRepaired", "qos-repair", &note));
-                        }
-                        Err(e) => {
-                            warnings.push(format!("resize-guard could not encode its repair: {e}"))
-                        }
-                    },
-                    Err(e) => {
-                        warnings.push(format!("resize-guard could not compute its repair: {e}"))
-                    }
-                },
+                Err(why) => {
+                    annotations.remove("repair");
+                    warnings.push(why);
+                }
             }
         }
     }
@@ -316,53 +256,6 @@ fn intent(pod: &Pod, warning: bool, reason: &'static str, action: &str, note: &s
         // events.k8s.io notes are limited to 1 kB.
         note: clip(note, 1024),
     }
-}
-
-/// Audit annotations describing the verdict (keys are prefixed by the API server with the
-/// webhook's name, e.g. `validate.resize-guard.io/decision`).
-fn annotations_for(verdict: &Verdict) -> HashMap<String, String> {
-    let mut a = HashMap::new();
-    match verdict {
-        Verdict::Deferred(d) => {
-            a.insert("shortfall".into(), d.shortfall.to_string());
-            match &d.plan {
-                Ok(p) if !p.victims.is_empty() => {
-                    a.insert("victims".into(), clip(&p.victim_names(20), 1024));
-                }
-                Ok(p) => {
-                    a.insert(
-                        "awaiting".into(),
-                        clip(
-                            &resize_guard_policy::victims::name_list(p.awaiting.iter(), 20),
-                            1024,
-                        ),
-                    );
-                }
-                Err(why) => {
-                    a.insert("no-plan".into(), why.reason().into());
-                }
-            }
-        }
-        Verdict::Infeasible(i) => {
-            a.insert(
-                "infeasible".into(),
-                format!(
-                    "{} requested {} > allocatable {}",
-                    i.resource,
-                    i.resource.format(i.requested),
-                    i.resource.format(i.allocatable)
-                ),
-            );
-        }
-        Verdict::QosChange(q) => {
-            a.insert("qos".into(), format!("{}->{}", q.from, q.to));
-        }
-        Verdict::Invalid(why) => {
-            a.insert("invalid".into(), clip(why, 1024));
-        }
-        _ => {}
-    }
-    a
 }
 
 /// RFC 6902 operations that turn `from` into `to`, limited to the pod spec.

@@ -285,6 +285,10 @@ pub async fn serve(
         );
         stop.store(true, Ordering::Release);
         h.graceful_shutdown(Some(grace));
+        // A second SIGTERM or Ctrl-C means now.
+        resize_guard_cluster::process::shutdown_signal().await;
+        tracing::warn!("second stop signal: closing every connection now");
+        h.shutdown();
     });
     tracing::info!(addr = %args.tls_addr, "serving /mutate /validate over TLS");
     // TCP_NODELAY: a review is one small request and one small response; without it Nagle's

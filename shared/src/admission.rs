@@ -1,0 +1,190 @@
+//! One admission decision for one stage, as a value: [`admit`] takes the stage, the old and new
+//! pod and the [`Context`], and returns everything the webhook answers with — allow, deny with a
+//! message, or a repaired pod — plus the decision label, the warnings and the audit annotations.
+//! The webhook only encodes it (`webhook/src/review.rs`); every branch here is a plain test.
+//!
+//! The two stages see different objects (upstream-resize.md §3.4): `/mutate` runs before the
+//! resize strategy and built-in validation, so it is the only place to explain or repair a QoS
+//! change and where an Infeasible resize is refused first; `/validate` sees the final object and
+//! judges feasibility, Deferred and policy again. A repair is judged again before it is offered:
+//! a repaired resize may itself be refused (now Infeasible), and then the stage denies instead.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::verdict::clip;
+use crate::{Action, Context, Verdict, classify};
+
+/// Which webhook is answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// `/mutate`: before the resize strategy and built-in validation.
+    Mutate,
+    /// `/validate`: the final object.
+    Validate,
+}
+
+impl Stage {
+    /// `mutate` or `validate`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Mutate => "mutate",
+            Stage::Validate => "validate",
+        }
+    }
+}
+
+/// What the stage answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Let it through as sent.
+    Allow,
+    /// Refuse it; `ResizeRejected` Warning Event with the same message.
+    Deny {
+        /// The message for the user (and the Event).
+        message: String,
+        /// The verdict label it was refused for (the Event's action).
+        label: &'static str,
+    },
+    /// Let it through as `pod` (a QoS repair); `ResizeRepaired` Event.
+    Repair {
+        /// The repaired pod.
+        pod: Box<Pod>,
+        /// What was changed, for the `repair` audit annotation.
+        describe: String,
+    },
+}
+
+/// One stage's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admission {
+    /// What to answer.
+    pub effect: Effect,
+    /// Decision label for audit annotations, metrics and logs.
+    pub decision: String,
+    /// Admission warnings.
+    pub warnings: Vec<String>,
+    /// Audit annotations (the API server prefixes each key with the webhook's name).
+    pub annotations: HashMap<String, String>,
+    /// Whether this stage acts on the verdict (else it only annotates).
+    pub acts: bool,
+}
+
+/// Judges the resize `old` → `new` for `stage`.
+pub fn admit(stage: Stage, old: &Pod, new: &Pod, ctx: &Context<'_>) -> Admission {
+    let verdict = classify(old, new, ctx);
+    let mut annotations = annotations_for(&verdict);
+    // The mutating stage only acts on what the API server would refuse before validation.
+    // The validating stage sees what built-in validation already accepted, so a QoS change or
+    // validation error it computes can only be an artefact of objects changed after
+    // validation (v1.37.2's PodResizeValidator adds RuntimeClass overhead into a pod-level
+    // request spelled as a fraction, sharing the quantity: `applyPodLevelResources` in
+    // component-helpers/resource) and is never a reason to deny.
+    let acts = match stage {
+        Stage::Mutate => matches!(
+            verdict,
+            Verdict::QosChange(_) | Verdict::Infeasible(_) | Verdict::Denied(_)
+        ),
+        Stage::Validate => !matches!(verdict, Verdict::QosChange(_) | Verdict::Invalid(_)),
+    };
+    if !acts {
+        annotations.insert("decision".into(), verdict.label().into());
+        return Admission {
+            effect: Effect::Allow,
+            decision: verdict.label().to_owned(),
+            warnings: vec![],
+            annotations,
+            acts,
+        };
+    }
+    let outcome = verdict.outcome(ctx.policy);
+    let mut decision = outcome.decision.clone();
+    let mut warnings = outcome.warnings;
+    let effect = match outcome.action {
+        Action::Allow => Effect::Allow,
+        Action::Deny(message) => Effect::Deny {
+            message,
+            label: verdict.label(),
+        },
+        Action::Repair(fix) => {
+            let mut repaired = new.clone();
+            if let Some(spec) = repaired.spec.as_mut() {
+                fix.apply(spec);
+            }
+            // The repaired resize must itself be acceptable (it may now be Infeasible).
+            let again = classify(old, &repaired, ctx);
+            match again.outcome(ctx.policy).action {
+                Action::Deny(message) => {
+                    decision = format!("qos-repaired-then-{}", again.label());
+                    warnings.clear();
+                    Effect::Deny {
+                        message,
+                        label: again.label(),
+                    }
+                }
+                _ => Effect::Repair {
+                    pod: Box::new(repaired),
+                    describe: fix.describe(),
+                },
+            }
+        }
+    };
+    annotations.insert("decision".into(), decision.clone());
+    if let Effect::Repair { describe, .. } = &effect {
+        annotations.insert("repair".into(), clip(describe, 1024));
+    }
+    Admission {
+        effect,
+        decision,
+        warnings,
+        annotations,
+        acts,
+    }
+}
+
+/// Audit annotations describing the verdict.
+fn annotations_for(verdict: &Verdict) -> HashMap<String, String> {
+    let mut a = HashMap::new();
+    match verdict {
+        Verdict::Deferred(d) => {
+            a.insert("shortfall".into(), d.shortfall.to_string());
+            match &d.plan {
+                Ok(p) if !p.victims.is_empty() => {
+                    a.insert("victims".into(), clip(&p.victim_names(20), 1024));
+                }
+                Ok(p) => {
+                    a.insert(
+                        "awaiting".into(),
+                        clip(&crate::victims::name_list(p.awaiting.iter(), 20), 1024),
+                    );
+                }
+                Err(why) => {
+                    a.insert("no-plan".into(), why.reason().into());
+                }
+            }
+        }
+        Verdict::Infeasible(i) => {
+            a.insert(
+                "infeasible".into(),
+                format!(
+                    "{} requested {} > allocatable {}",
+                    i.resource,
+                    i.resource.format(i.requested),
+                    i.resource.format(i.allocatable)
+                ),
+            );
+        }
+        Verdict::QosChange(q) => {
+            a.insert("qos".into(), format!("{}->{}", q.from, q.to));
+        }
+        Verdict::Invalid(why) => {
+            a.insert("invalid".into(), clip(why, 1024));
+        }
+        _ => {}
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests;

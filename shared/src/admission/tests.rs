@@ -1,0 +1,137 @@
+//! Each stage's answer: which verdicts each stage acts on, a repair re-judged before it is
+//! offered, and the annotations that go with each.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::*;
+use crate::budget::Budgets;
+use crate::fixture::{PodBuilder, container, node};
+use crate::ledger::NodeLedger;
+use crate::policy::{OnQosChange, Policy};
+
+fn app(cpu: &str) -> Pod {
+    PodBuilder::new("prod", "app")
+        .node("n1")
+        .priority(1000)
+        .container(container("app").guaranteed(cpu, "256Mi"))
+        .running(0)
+        .qos_status("Guaranteed")
+        .build()
+}
+
+/// `pod` with the first container's `requests.cpu` set to `cpu` (a requests-only resize).
+fn requests_only(pod: &Pod, cpu: &str) -> Pod {
+    let mut p = pod.clone();
+    let r = p.spec.as_mut().unwrap().containers[0]
+        .resources
+        .get_or_insert_with(Default::default);
+    r.requests
+        .get_or_insert_with(BTreeMap::new)
+        .insert("cpu".into(), Quantity(cpu.into()));
+    p
+}
+
+fn judge(stage: Stage, old: &Pod, new: &Pod, policy: &Policy, cpu: &str) -> Admission {
+    let ledger = NodeLedger::new(&node("n1", cpu, "3Gi"), std::slice::from_ref(old));
+    let budgets = Budgets::default();
+    admit(
+        stage,
+        old,
+        new,
+        &Context {
+            ledger: Some(&ledger),
+            budgets: &budgets,
+            policy,
+            install_namespace: "resize-guard",
+        },
+    )
+}
+
+#[test]
+fn a_qos_change_is_denied_at_mutate_and_only_annotated_at_validate() {
+    let old = app("250m");
+    let new = requests_only(&old, "400m");
+    let policy = Policy::default();
+    let m = judge(Stage::Mutate, &old, &new, &policy, "1930m");
+    assert!(m.acts);
+    assert!(
+        matches!(
+            &m.effect,
+            Effect::Deny {
+                label: "qos-change",
+                ..
+            }
+        ),
+        "{m:?}"
+    );
+    assert_eq!(m.annotations["qos"], "Guaranteed->Burstable");
+    assert_eq!(m.annotations["decision"], m.decision);
+    let v = judge(Stage::Validate, &old, &new, &policy, "1930m");
+    assert!(!v.acts);
+    assert_eq!(v.effect, Effect::Allow);
+    assert!(v.warnings.is_empty());
+}
+
+#[test]
+fn a_repair_is_offered_with_its_description_when_the_repaired_resize_fits() {
+    let old = app("250m");
+    let new = requests_only(&old, "400m");
+    let mut policy = Policy::default();
+    policy.qos.on_change = OnQosChange::Repair;
+    let m = judge(Stage::Mutate, &old, &new, &policy, "1930m");
+    let Effect::Repair { pod, describe } = &m.effect else {
+        panic!("{m:?}")
+    };
+    let limits = pod.spec.as_ref().unwrap().containers[0]
+        .resources
+        .as_ref()
+        .unwrap()
+        .limits
+        .clone()
+        .unwrap();
+    assert_eq!(limits["cpu"].0, "400m");
+    assert_eq!(m.decision, "qos-repaired");
+    assert_eq!(m.annotations["repair"], *describe);
+    assert!(m.warnings[0].contains("keep QoS class Guaranteed"), "{m:?}");
+}
+
+#[test]
+fn a_repair_that_would_not_fit_the_node_is_denied_instead() {
+    let old = app("250m");
+    let new = requests_only(&old, "3");
+    let mut policy = Policy::default();
+    policy.qos.on_change = OnQosChange::Repair;
+    // Node of 1930m: the repaired 3-CPU resize is larger than allocatable.
+    let m = judge(Stage::Mutate, &old, &new, &policy, "1930m");
+    assert!(matches!(&m.effect, Effect::Deny { .. }), "{m:?}");
+    assert!(
+        m.decision.starts_with("qos-repaired-then-"),
+        "{}",
+        m.decision
+    );
+    assert!(m.warnings.is_empty());
+    assert!(!m.annotations.contains_key("repair"));
+}
+
+#[test]
+fn a_resize_that_fits_is_allowed_by_both_stages_with_its_label() {
+    let old = app("250m");
+    let new = PodBuilder::new("prod", "app")
+        .node("n1")
+        .priority(1000)
+        .container(container("app").guaranteed("300m", "256Mi"))
+        .running(0)
+        .qos_status("Guaranteed")
+        .build();
+    let policy = Policy::default();
+    for stage in [Stage::Mutate, Stage::Validate] {
+        let a = judge(stage, &old, &new, &policy, "1930m");
+        assert_eq!(a.effect, Effect::Allow, "{stage:?}");
+        assert_eq!(a.annotations["decision"], a.decision);
+    }
+    assert_eq!(Stage::Mutate.name(), "mutate");
+    assert_eq!(Stage::Validate.name(), "validate");
+}
