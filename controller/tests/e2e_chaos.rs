@@ -103,20 +103,17 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_wakes() {
         c.wait_policy(|p| p.contains("minDeferredSeconds: 8")).await;
     }
 
-    let ns = env.namespace("frozen").await;
-    let node = env.node("n", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    for (name, cpu) in [("filler", "800m"), ("spare", "700m")] {
-        create_running(&pods, &guaranteed_pod(name, &node, "low", cpu, "256Mi"))
-            .await
-            .unwrap();
-    }
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, _node, pods) = env
+        .scenario(
+            "frozen",
+            ("n", "1930m", "3Gi"),
+            &[
+                ("filler", "low", "800m", "256Mi"),
+                ("spare", "low", "700m", "256Mi"),
+                ("app", "high", "250m", "256Mi"),
+            ],
+        )
+        .await;
     support::resize_pending_on(env, &pods, &ns, "app", "900m").await;
     // The leader has judged the resize and set its timer: freeze it now.
     wait_log(

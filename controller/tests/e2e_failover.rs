@@ -118,21 +118,7 @@ async fn only_the_leader_acts_and_a_follower_takes_over_when_it_dies() {
     }
     let leader = leader.expect("a leader");
 
-    let ns = env.namespace("leader").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "1500m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, _node, pods) = env.field_test("leader").await;
     env.kubectl()
         .resize(&ns, "app", &cpu_resize("550m"))
         .await
@@ -178,21 +164,7 @@ async fn only_the_leader_acts_and_a_follower_takes_over_when_it_dies() {
     // slack for a loaded 2-core machine.
     assert!(took_over < Duration::from_secs(12), "{took_over:?}");
 
-    let ns2 = env.namespace("failover").await;
-    let node2 = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods2: Api<Pod> = Api::namespaced(env.client().await, &ns2);
-    create_running(
-        &pods2,
-        &guaranteed_pod("filler", &node2, "low", "1500m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods2,
-        &guaranteed_pod("app", &node2, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns2, _node2, pods2) = env.field_test("failover").await;
     env.kubectl()
         .resize(&ns2, "app", &cpu_resize("550m"))
         .await

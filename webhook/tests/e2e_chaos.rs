@@ -11,13 +11,9 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
 use resize_guard_harness::admission::Webhooks;
-use resize_guard_harness::control_plane::Identity;
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::objects::*;
-use resize_guard_harness::process::free_port;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -44,37 +40,17 @@ async fn a_paused_etcd_neither_makes_resize_guard_refuse_resizes_nor_stops_its_p
     let env = shared(EnvOptions::default());
     let _g = env.guard();
     let hook = support::start(env, Webhooks::Both).await;
-    let ctl_health = free_port().unwrap();
-    let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from([
-        "resize-guard-controller".to_owned(),
-        format!("--health-addr=127.0.0.1:{ctl_health}"),
-        "--namespace=resize-guard".into(),
-        "--identity=chaos-etcd".into(),
-        "--certificates=external".into(),
-        "--lease-duration=4s".into(),
-        "--renew-interval=1s".into(),
-    ]);
-    let controller_client = env.cp.client_as(Identity::Controller).await.unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(resize_guard_controller::run::serve(
-        args,
-        controller_client,
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    resize_guard_harness::install::wait_ready(ctl_health, &hook.process, T).await;
+    let controller = support::controller(env, "chaos-etcd", &["--certificates=external"]).await;
+    resize_guard_harness::install::wait_ready(controller.health_port, &hook.process, T).await;
 
     // A pod with room to grow, resized back and forth for the whole test.
-    let ns = env.namespace("etcd").await;
-    let roomy = env.node("roomy", "8", "16Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("steady", &roomy, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, _, _) = env
+        .scenario(
+            "etcd",
+            ("roomy", "8", "16Gi"),
+            &[("steady", "high", "250m", "256Mi")],
+        )
+        .await;
     let outcomes: Arc<Mutex<Vec<Outcome>>> = Arc::default();
     let (stream_stop, mut stream_stopped) = tokio::sync::oneshot::channel::<()>();
     let stream = {
@@ -153,7 +129,6 @@ async fn a_paused_etcd_neither_makes_resize_guard_refuse_resizes_nor_stops_its_p
     })
     .await
     .unwrap();
-    let _ = stop_tx.send(());
-    let _ = controller.await;
+    controller.stop().await;
     drop(hook);
 }

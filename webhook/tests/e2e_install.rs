@@ -8,6 +8,8 @@
 //! resizes with no failed and no fail-open review (kube-apiserver's own admission metrics).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -105,11 +107,7 @@ async fn wait_bundle_repaired(env: &Env, kind: &str) -> Duration {
 async fn installs_with_no_certificate_step_repairs_ca_bundle_and_rotates_without_a_failed_review() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
-    let (port, health, ctl_health) = (
-        free_port().unwrap(),
-        free_port().unwrap(),
-        free_port().unwrap(),
-    );
+    let (port, health) = (free_port().unwrap(), free_port().unwrap());
     let how = Install {
         webhook_url: Some(format!("https://127.0.0.1:{port}")),
         validating_only: false,
@@ -142,26 +140,16 @@ async fn installs_with_no_certificate_step_repairs_ca_bundle_and_rotates_without
     }
 
     // The controller, as its own ServiceAccount.
-    let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from([
-        "resize-guard-controller".to_owned(),
-        format!("--health-addr=127.0.0.1:{ctl_health}"),
-        format!("--namespace={NS}"),
-        "--identity=install-e2e".into(),
-        "--lease-duration=4s".into(),
-        "--renew-interval=1s".into(),
-        "--serving-host=127.0.0.1".into(),
-        "--leaf-validity=30s".into(),
-        "--cert-check-interval=1s".into(),
-    ]);
-    let controller_client = env.cp.client_as(Identity::Controller).await.unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(resize_guard_controller::run::serve(
-        args,
-        controller_client,
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    let controller = support::controller(
+        env,
+        "install-e2e",
+        &[
+            "--serving-host=127.0.0.1",
+            "--leaf-validity=30s",
+            "--cert-check-interval=1s",
+        ],
+    )
+    .await;
 
     // (a) Secrets, caBundle, a ready webhook and a judged resize.
     resize_guard_harness::install::wait_ready(health, &webhook, T).await;
@@ -266,6 +254,5 @@ async fn installs_with_no_certificate_step_repairs_ca_bundle_and_rotates_without
     assert_eq!(fail_open, 0.0, "no review failed open");
     assert_eq!(rejected, 0.0, "no review failed to reach the webhook");
 
-    let _ = stop_tx.send(());
-    let _ = tokio::time::timeout(T, controller).await;
+    controller.stop().await;
 }

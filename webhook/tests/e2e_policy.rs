@@ -80,40 +80,13 @@ async fn policy_modes_and_live_reload() {
         "qos:\n  onChange: repair\npreemption:\n  maxVictims: 3\n",
     )
     .await;
-    let mut cm_events = String::new();
-    for _ in 0..100 {
-        cm_events = k
-            .run([
-                "events",
-                "-n",
-                "resize-guard",
-                "--for",
-                "configmap/resize-guard",
-            ])
-            .await
-            .unwrap()
-            .stdout;
-        if cm_events.contains("InvalidPolicy") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        cm_events.contains("InvalidPolicy") && cm_events.contains("maxVictims"),
-        "{cm_events}"
-    );
+    let cm_events = wait_configmap_event(&k, "InvalidPolicy").await;
+    assert!(cm_events.contains("maxVictims"), "{cm_events}");
     assert!(
         cm_events.contains("line 4"),
         "the error names the line: {cm_events}"
     );
-    let patch =
-        r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"450m"}}}]}}"#;
-    let out = k.resize(&ns, "app", patch).await.unwrap();
-    assert!(
-        out.success && out.stderr.contains("repaired"),
-        "last good policy kept: {}",
-        out.stderr
-    );
+    assert_repaired(&k, &ns, "450m", "last good policy kept").await;
 
     // 2b. The ConfigMap deleted: the last good policy (repair) stays in force and a
     // `PolicyDeleted` Event says so; recreated garbled: `InvalidPolicy`, still repair; fixed: the
@@ -126,14 +99,7 @@ async fn policy_modes_and_live_reload() {
         cm_events.contains("keeping the last good policy"),
         "{cm_events}"
     );
-    let patch =
-        r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"500m"}}}]}}"#;
-    let out = k.resize(&ns, "app", patch).await.unwrap();
-    assert!(
-        out.success && out.stderr.contains("repaired"),
-        "last good policy kept after the delete: {}",
-        out.stderr
-    );
+    assert_repaired(&k, &ns, "500m", "last good policy kept after the delete").await;
     let invalid_before = cm_events.matches("InvalidPolicy").count();
     support::set_policy(env, "qos: [garbled\n").await;
     let mut cm_events = String::new();
@@ -148,14 +114,13 @@ async fn policy_modes_and_live_reload() {
         cm_events.matches("InvalidPolicy").count() > invalid_before,
         "the garbled policy is reported: {cm_events}"
     );
-    let patch =
-        r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"550m"}}}]}}"#;
-    let out = k.resize(&ns, "app", patch).await.unwrap();
-    assert!(
-        out.success && out.stderr.contains("repaired"),
-        "last good policy kept after a garbled recreate: {}",
-        out.stderr
-    );
+    assert_repaired(
+        &k,
+        &ns,
+        "550m",
+        "last good policy kept after a garbled recreate",
+    )
+    .await;
     // Fixed: reject (the default) again — a requests-only change is refused with the explanation.
     support::set_policy(env, "qos:\n  onChange: reject\n").await;
     // Until the webhook has the fixed policy, each attempt is still repaired (and grows the pod):
@@ -249,4 +214,22 @@ async fn wait_configmap_event(k: &resize_guard_harness::kubectl::Kubectl, reason
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("no {reason} Event on the policy ConfigMap: {events}");
+}
+
+/// A requests-only resize of `app` to `cpu` is repaired (the repair policy is in force).
+async fn assert_repaired(
+    k: &resize_guard_harness::kubectl::Kubectl,
+    ns: &str,
+    cpu: &str,
+    why: &str,
+) {
+    let patch = format!(
+        r#"{{"spec":{{"containers":[{{"name":"app","resources":{{"requests":{{"cpu":"{cpu}"}}}}}}]}}}}"#
+    );
+    let out = k.resize(ns, "app", &patch).await.unwrap();
+    assert!(
+        out.success && out.stderr.contains("repaired"),
+        "{why}: {}",
+        out.stderr
+    );
 }

@@ -19,7 +19,6 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use resize_guard_harness::control_plane::Identity;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
@@ -190,36 +189,17 @@ async fn a_rolling_restart_under_a_steady_stream_of_resizes_fails_no_review() {
     )
     .await;
     // The controller keeps the CA, the serving Secret (for the Service's DNS names) and caBundle.
-    let ctl_health = free_port().unwrap();
-    let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from([
-        "resize-guard-controller".to_owned(),
-        format!("--health-addr=127.0.0.1:{ctl_health}"),
-        format!("--namespace={NS}"),
-        "--identity=rolling".into(),
-        "--lease-duration=4s".into(),
-        "--renew-interval=1s".into(),
-    ]);
-    let controller_client = env.cp.client_as(Identity::Controller).await.unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(resize_guard_controller::run::serve(
-        args,
-        controller_client,
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    let controller = support::controller(env, "rolling", &[]).await;
     let a = bring_up(env, "replica-a").await;
     let b = bring_up(env, "replica-b").await;
 
-    let ns = env.namespace("rolling").await;
-    let roomy = env.node("roomy", "8", "16Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("steady", &roomy, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, _, _) = env
+        .scenario(
+            "rolling",
+            ("roomy", "8", "16Gi"),
+            &[("steady", "high", "250m", "256Mi")],
+        )
+        .await;
     // Through the Service: the first resize that resize-guard judges (its audit annotation).
     let k = env.kubectl();
     let deadline = Instant::now() + T;
@@ -287,8 +267,7 @@ async fn a_rolling_restart_under_a_steady_stream_of_resizes_fails_no_review() {
     assert_eq!(opened, 0.0, "no webhook call failed open");
 
     drop((a2, b2));
-    let _ = stop_tx.send(());
-    let _ = controller.await;
+    controller.stop().await;
 }
 
 /// Stored resizes of `steady` in `ns` (audit `ResponseComplete`, 200), and how many of them

@@ -135,6 +135,23 @@ fn plan(victims: &[Removal]) -> PlanRecord {
     }
 }
 
+/// Carries out a plan to preempt `victims`.
+async fn preempt(
+    a: &Actuator,
+    record: Record,
+    victims: Vec<Removal>,
+) -> Result<Action, ActuateError> {
+    a.apply(
+        &preemptor(),
+        Decision::Preempt {
+            record,
+            victims,
+            note: "n".into(),
+        },
+    )
+    .await
+}
+
 /// The requests other than Event posts (published off the critical path, in any order).
 fn writes(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<String> {
     seen.lock()
@@ -167,15 +184,7 @@ async fn a_multi_victim_plan_is_recorded_then_each_victim_evicted_and_marked() {
     let (client, seen) = fake(Box::new(ok));
     let a = actuator(client, Leadership::forever());
     let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
-    let action = a
-        .apply(
-            &preemptor(),
-            Decision::Preempt {
-                record: Record::Before(plan(&victims)),
-                victims,
-                note: "n".into(),
-            },
-        )
+    let action = preempt(&a, Record::Before(plan(&victims)), victims)
         .await
         .unwrap();
     assert_eq!(action, Action::requeue(SHORT_WAIT));
@@ -224,16 +233,9 @@ async fn a_one_victim_plan_is_recorded_after_its_eviction() {
     let (client, seen) = fake(Box::new(ok));
     let a = actuator(client, Leadership::forever());
     let victims = vec![removal("v1", Via::Eviction)];
-    a.apply(
-        &preemptor(),
-        Decision::Preempt {
-            record: Record::After(plan(&victims)),
-            victims,
-            note: "n".into(),
-        },
-    )
-    .await
-    .unwrap();
+    preempt(&a, Record::After(plan(&victims)), victims)
+        .await
+        .unwrap();
     assert_eq!(
         writes(&seen),
         [
@@ -255,15 +257,7 @@ async fn a_budget_refusal_clears_the_plan_and_touches_no_further_victim() {
     }));
     let a = actuator(client, Leadership::forever());
     let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
-    let action = a
-        .apply(
-            &preemptor(),
-            Decision::Preempt {
-                record: Record::Before(plan(&victims)),
-                victims,
-                note: "n".into(),
-            },
-        )
+    let action = preempt(&a, Record::Before(plan(&victims)), victims)
         .await
         .unwrap();
     assert_eq!(action, Action::requeue(REPLAN_WAIT));
@@ -288,16 +282,7 @@ async fn best_effort_marks_then_deletes_with_the_uid_precondition_and_grace() {
     let (client, seen) = fake(Box::new(ok));
     let a = actuator(client, Leadership::forever());
     let victims = vec![removal("v1", Via::Delete)];
-    a.apply(
-        &preemptor(),
-        Decision::Preempt {
-            record: Record::Recorded,
-            victims,
-            note: "n".into(),
-        },
-    )
-    .await
-    .unwrap();
+    preempt(&a, Record::Recorded, victims).await.unwrap();
     assert_eq!(
         writes(&seen),
         [
@@ -328,16 +313,7 @@ async fn a_victim_already_gone_or_replaced_is_skipped_and_the_plan_goes_on() {
         removal("replaced", Via::Eviction),
         removal("v3", Via::Eviction),
     ];
-    a.apply(
-        &preemptor(),
-        Decision::Preempt {
-            record: Record::Recorded,
-            victims,
-            note: "n".into(),
-        },
-    )
-    .await
-    .unwrap();
+    preempt(&a, Record::Recorded, victims).await.unwrap();
     assert_eq!(
         writes(&seen),
         [
@@ -363,17 +339,7 @@ async fn losing_the_lease_mid_plan_stops_every_later_write_events_included() {
     }));
     let a = actuator(client, leadership);
     let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
-    let err = a
-        .apply(
-            &preemptor(),
-            Decision::Preempt {
-                record: Record::Recorded,
-                victims,
-                note: "n".into(),
-            },
-        )
-        .await
-        .unwrap_err();
+    let err = preempt(&a, Record::Recorded, victims).await.unwrap_err();
     assert_eq!(err.reason(), "NotLeader", "{}", err.chain());
     settle().await;
     assert_eq!(

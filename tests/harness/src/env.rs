@@ -174,18 +174,38 @@ impl Env {
         &self,
         prefix: &str,
     ) -> (String, String, kube::Api<k8s_openapi::api::core::v1::Pod>) {
+        self.scenario(
+            prefix,
+            ("t3-medium", "1930m", "3Gi"),
+            &[
+                ("filler", "low", "1500m", "256Mi"),
+                ("app", "high", "250m", "256Mi"),
+            ],
+        )
+        .await
+    }
+
+    /// A fresh namespace and hollow node (`name`, allocatable cpu, memory) with running
+    /// Guaranteed pods (`name`, priority class, cpu, memory), created in order; returns the
+    /// namespace, the node's name and the namespace's pods.
+    pub async fn scenario(
+        &self,
+        prefix: &str,
+        (node_name, cpu, memory): (&str, &str, &str),
+        pods: &[(&str, &str, &str, &str)],
+    ) -> (String, String, kube::Api<k8s_openapi::api::core::v1::Pod>) {
         use crate::objects::{create_running, guaranteed_pod};
         let ns = self.namespace(prefix).await;
-        let node = self.node("t3-medium", "1930m", "3Gi").await;
-        let pods = kube::Api::namespaced(self.client().await, &ns);
-        for (name, class, cpu) in [("filler", "low", "1500m"), ("app", "high", "250m")] {
+        let node = self.node(node_name, cpu, memory).await;
+        let api = kube::Api::namespaced(self.client().await, &ns);
+        for (name, class, cpu, memory) in pods {
             if let Err(e) =
-                create_running(&pods, &guaranteed_pod(name, &node, class, cpu, "256Mi")).await
+                create_running(&api, &guaranteed_pod(name, &node, class, cpu, memory)).await
             {
-                panic!("field test pod {name}: {e}");
+                panic!("scenario pod {name}: {e}");
             }
         }
-        (ns, node, pods)
+        (ns, node, api)
     }
 
     /// Creates (if missing) a PriorityClass; `never` sets `preemptionPolicy: Never`.

@@ -136,3 +136,50 @@ pub fn resize_audit(env: &Env, ns: &str, pod: &str) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// The controller running in this test process (`resize_guard_controller::run::serve`) as its own
+/// ServiceAccount.
+pub struct InProcessController {
+    pub health_port: u16,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+/// Starts the controller as `identity` with a short lease, its health port and `extra` flags.
+pub async fn controller(env: &Env, identity: &str, extra: &[&str]) -> InProcessController {
+    let health_port = free_port().unwrap();
+    let mut argv = vec![
+        "resize-guard-controller".to_owned(),
+        format!("--health-addr=127.0.0.1:{health_port}"),
+        "--namespace=resize-guard".to_owned(),
+        format!("--identity={identity}"),
+        "--lease-duration=4s".to_owned(),
+        "--renew-interval=1s".to_owned(),
+    ];
+    argv.extend(extra.iter().map(|a| (*a).to_owned()));
+    let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from(argv);
+    let client = env.cp.client_as(Identity::Controller).await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(resize_guard_controller::run::serve(
+        args,
+        client,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    InProcessController {
+        health_port,
+        stop: Some(stop),
+        task,
+    }
+}
+
+impl InProcessController {
+    /// Stops it (releasing the Lease) and waits, at most 60 s.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(60), &mut self.task).await;
+    }
+}
