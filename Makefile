@@ -6,6 +6,7 @@
 #   make bench    benchmarks, printed as tables and written under target/bench/
 #   make sandbox  a real control plane with hollow nodes (upstream kubelet) to try resizes by hand (Ctrl-C stops)
 #   make demo     the field test's three walls, narrated, with resize-guard installed; exits non-zero on any miss
+#   make rss      resident memory of the release webhook and controller on 3,000 realistic pods (PODS=N)
 #   make fuzz     the four fuzz targets for FUZZ_SECONDS each (default 300; `make test` runs them 10 s each)
 
 CARGO ?= cargo
@@ -14,7 +15,7 @@ WITH_K8S = RESIZE_GUARD_K8S_BIN_DIR="$$(scripts/build-control-plane.sh | tail -n
 # helm v3 from Go modules (first run a few minutes), for the chart's lint/template/dry-run tests.
 WITH_HELM = RESIZE_GUARD_HELM_BIN="$$(scripts/build-helm.sh | tail -n 1)/helm"
 
-.PHONY: test fmt-check clippy deps-check control-plane image unit bench sandbox demo fmt fuzz
+.PHONY: test fmt-check clippy deps-check control-plane image unit bench sandbox demo fmt fuzz rss
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 demo:
@@ -68,6 +69,15 @@ bench:
 
 fmt:
 	$(CARGO) fmt --all
+
+# VmRSS/VmHWM of the release binaries after both are ready on a real control plane holding PODS
+# Deployment-shaped pods (~19 kB each as stored: managedFields, last-applied, env, probes).
+PODS ?= 3000
+rss:
+	$(CARGO) build --locked --release -p resize-guard-webhook -p resize-guard-controller
+	$(CARGO) build --locked -p resize-guard-harness --bin resize-guard-rss
+	$(WITH_K8S) target/debug/resize-guard-rss --webhook target/release/resize-guard-webhook \
+		--controller target/release/resize-guard-controller --pods $(PODS) --settle 10
 
 # Time-boxed proptest fuzzing on stable (fuzz/README.md): corpus replay, then mutation and
 # generation until the budget is spent; a failure is shrunk and saved under target/fuzz-artifacts/.
