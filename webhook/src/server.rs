@@ -177,15 +177,19 @@ async fn publish(recorder: Recorder, intent: EventIntent) {
     }
 }
 
-/// Runs the webhook until SIGTERM/SIGINT, then drains in-flight reviews.
+/// Runs the webhook until SIGTERM/SIGINT, then drains in-flight reviews; a second SIGTERM or
+/// SIGINT during the drain exits at once.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await?;
-    serve(
-        args,
-        client,
-        resize_guard_cluster::process::shutdown_signal(),
-    )
-    .await
+    let shutdown = async {
+        resize_guard_cluster::process::shutdown_signal().await;
+        tokio::spawn(async {
+            resize_guard_cluster::process::shutdown_signal().await;
+            tracing::warn!("second stop signal: exiting without waiting for the drain");
+            std::process::exit(143);
+        });
+    };
+    serve(args, client, shutdown).await
 }
 
 /// Serves with a given client until `shutdown` completes, then drains in-flight reviews (used
@@ -285,10 +289,6 @@ pub async fn serve(
         );
         stop.store(true, Ordering::Release);
         h.graceful_shutdown(Some(grace));
-        // A second SIGTERM or Ctrl-C means now.
-        resize_guard_cluster::process::shutdown_signal().await;
-        tracing::warn!("second stop signal: closing every connection now");
-        h.shutdown();
     });
     tracing::info!(addr = %args.tls_addr, "serving /mutate /validate over TLS");
     // TCP_NODELAY: a review is one small request and one small response; without it Nagle's
