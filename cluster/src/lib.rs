@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod index;
+pub mod jitter;
 pub mod process;
 pub mod trim;
 pub mod view;

@@ -347,7 +347,6 @@ fn chain(e: &dyn std::error::Error) -> String {
 pub struct WatchBackoff {
     next: Duration,
     last: Option<Instant>,
-    seed: u64,
 }
 
 /// First wait.
@@ -359,14 +358,9 @@ const BACKOFF_RESET: Duration = Duration::from_secs(120);
 
 impl Default for WatchBackoff {
     fn default() -> Self {
-        use std::hash::{BuildHasher, Hasher};
-        // Per-process randomness without a dependency: std's hasher keys are random.
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u8(0);
         WatchBackoff {
             next: BACKOFF_MIN,
             last: None,
-            seed: h.finish() | 1,
         }
     }
 }
@@ -385,12 +379,8 @@ impl Iterator for WatchBackoff {
         self.last = Some(now);
         let base = self.next;
         self.next = (base * 2).min(BACKOFF_MAX);
-        // xorshift64: a quarter of the base, scaled by a pseudo-random fraction.
-        self.seed ^= self.seed << 13;
-        self.seed ^= self.seed >> 7;
-        self.seed ^= self.seed << 17;
-        let fraction = (self.seed % 1_000) as u32;
-        Some(base + base / 4 * fraction / 1_000)
+        // Up to a quarter of the base on top.
+        Some(base + (base / 4).mul_f64(crate::jitter::fraction()))
     }
 }
 

@@ -71,18 +71,9 @@ impl Timing {
 
     /// The follower's wait before its next attempt: the retry period × [1, 1 + jitter).
     pub fn jittered_retry(&self) -> Duration {
-        let unit = f64::from(rand_unit()) / f64::from(u32::MAX);
         self.retry_period
-            .mul_f64(1.0 + JITTER_FACTOR * unit.clamp(0.0, 1.0))
+            .mul_f64(1.0 + JITTER_FACTOR * resize_guard_cluster::jitter::fraction())
     }
-}
-
-/// A cheap, dependency-free source of jitter (not for anything security-relevant).
-fn rand_unit() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(Instant::now().elapsed().as_nanos());
-    h.finish() as u32
 }
 
 /// The Lease record as this replica last saw it, and since when (client-go's `observedRecord`,

@@ -6,8 +6,9 @@
 //! `--namespaces` namespaces, each shaped like a Deployment's pod as a real cluster stores it: two
 //! containers with ten env vars, probes, ports and security contexts, three volumes and their
 //! mounts, owner reference, labels, a ~3.5 KB `kubectl.kubernetes.io/last-applied-configuration`
-//! annotation, `spec.nodeName`, managedFields from two server-side-apply managers plus a
-//! Running status written by a third (`kubelet`, on the status subresource): ~19 KB of JSON.
+//! annotation, `spec.nodeName` and managedFields from two server-side-apply managers. No status
+//! is written beyond what kube-apiserver sets: only a kubelet may write a pod's or node's status,
+//! and none runs here (the pods stay Pending; a running pod's status would add ~2 kB each).
 //! Then it starts both binaries as their ServiceAccounts, waits until both answer `/readyz` and
 //! the controller leads (the controller of some versions caches pods only while leading), waits
 //! `--settle` more (printing `VmRSS` every second to stderr), reads `VmRSS`, `VmHWM` and
@@ -402,7 +403,7 @@ async fn create_objects(client: &kube::Client, args: &Args) -> anyhow::Result<()
     Ok(())
 }
 
-/// A node as a kubelet registers it (no kubelet runs: nothing else reads it).
+/// A node object as its labels say (no kubelet runs, so no status: only a kubelet writes it).
 fn node_json(i: usize) -> Value {
     let name = node_name(i);
     json!({
@@ -412,12 +413,6 @@ fn node_json(i: usize) -> Value {
             "node.kubernetes.io/instance-type": "m5.2xlarge",
             "topology.kubernetes.io/zone": format!("zone-{}", i % 3),
         }},
-        "status": {
-            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"},
-            "allocatable": {"cpu": "7910m", "memory": "30Gi", "pods": "110", "ephemeral-storage": "95Gi"},
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                            "message": "kubelet is posting ready status"}],
-        },
     })
 }
 
@@ -480,18 +475,6 @@ async fn create_pod(client: &kube::Client, args: &Args, i: usize) -> anyhow::Res
     )
     .await?;
 
-    // Manager 3 (the kubelet) reports it Running.
-    let status = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "status": pod_status(i, i % args.nodes, &template),
-    });
-    pods.patch_status(
-        &name,
-        &PatchParams::apply("kubelet").force(),
-        &Patch::Apply(&status),
-    )
-    .await?;
     Ok(())
 }
 
@@ -642,48 +625,6 @@ fn last_applied(app: &str, ns: &str, template: &Value) -> String {
             json!("x".repeat(TARGET - len - OVERHEAD));
     }
     format!("{manifest}\n")
-}
-
-/// A Running status as the kubelet writes it.
-fn pod_status(i: usize, node: usize, template: &Value) -> Value {
-    let ip = format!("10.{}.{}.{}", 64 + i / 65_536 % 64, i / 256 % 256, i % 256);
-    let host = format!("192.168.{}.{}", node / 200 % 256, 10 + node % 200);
-    let t = "2026-11-30T08:00:00Z";
-    let mut statuses = Vec::new();
-    if let Some(containers) = template["spec"]["containers"].as_array() {
-        for (k, c) in containers.iter().enumerate() {
-            let requests = &c["resources"]["requests"];
-            let mounts: Vec<Value> = c["volumeMounts"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|m| json!({"name": m["name"], "mountPath": m["mountPath"], "readOnly": m["readOnly"].as_bool().unwrap_or(false)}))
-                .collect();
-            statuses.push(json!({
-                "name": c["name"],
-                "image": c["image"],
-                "imageID": c["image"],
-                "containerID": format!("containerd://{:016x}{:016x}{:016x}{:016x}", i, k, i * 31 + k, i ^ 0x5eed),
-                "ready": true, "started": true, "restartCount": 0,
-                "state": {"running": {"startedAt": t}},
-                "allocatedResources": requests,
-                "resources": c["resources"],
-                "volumeMounts": mounts,
-            }));
-        }
-    }
-    let condition = |ty: &str| json!({"type": ty, "status": "True", "lastTransitionTime": t});
-    json!({
-        "phase": "Running",
-        "conditions": [
-            condition("PodReadyToStartContainers"), condition("Initialized"), condition("Ready"),
-            condition("ContainersReady"), condition("PodScheduled"),
-        ],
-        "hostIP": host, "hostIPs": [{"ip": host}],
-        "podIP": ip, "podIPs": [{"ip": ip}],
-        "startTime": t,
-        "containerStatuses": statuses,
-    })
 }
 
 /// Prints the size of one stored pod (JSON as the API serves it) to stderr.
