@@ -169,6 +169,16 @@ impl ClusterView {
         self.readiness().is_ok()
     }
 
+    /// Why acting on the pod and node caches now could act on stale objects, if it could (see
+    /// [`WatchState::stale`](crate::watch_health::WatchState::stale)): the controller waits then,
+    /// or a victim evicted just before a watch fault would still look present.
+    pub fn stale_for_acting(&self) -> Option<&'static str> {
+        let now = std::time::Instant::now();
+        [Watched::Pods, Watched::Nodes]
+            .into_iter()
+            .find_map(|w| self.health.state(w)?.stale(now))
+    }
+
     /// The health of each watch.
     pub fn watch_health(&self) -> &WatchHealth {
         &self.health

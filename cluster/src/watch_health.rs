@@ -194,6 +194,29 @@ impl WatchState {
     }
 }
 
+/// How long after a watch's last error its cache counts as current again even without an event
+/// (kube-runtime resumes a watch silently; [`WatchBackoff`] waits at most 12.5 s, so a watch that
+/// is still failing errors again within this window).
+pub const CURRENT_AFTER_QUIET: Duration = Duration::from_secs(15);
+
+impl WatchState {
+    /// Why this cache may be stale right now, if it may: not listed yet, or an error with no event
+    /// since and less than [`CURRENT_AFTER_QUIET`] ago.
+    pub fn stale(&self, now: Instant) -> Option<&'static str> {
+        let recent_error = self
+            .last_error
+            .as_ref()
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) < CURRENT_AFTER_QUIET);
+        if !self.synced {
+            Some("a cache has not listed yet")
+        } else if self.failing_since.is_some() && recent_error {
+            Some("a watch failed and has not delivered since")
+        } else {
+            None
+        }
+    }
+}
+
 /// Every watch's health, shared by the view's watch tasks.
 pub struct WatchHealth {
     states: Mutex<[WatchState; 4]>,

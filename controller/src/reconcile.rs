@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use resize_guard_cluster::{Cluster, ClusterView, Watched};
+use resize_guard_cluster::{Cluster, ClusterView};
 use resize_guard_policy::pod::{is_deferred_now, is_resize_infeasible, node_name};
 use resize_guard_policy::{Context, assess};
 
@@ -39,7 +39,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
     // Never act on a pod cache that may be stale: after a watch error (the API server
     // restarting, a network fault) wait for the watch to deliver again. Otherwise a victim
     // evicted just before the fault still looks present and is evicted again and again.
-    if let Some(why) = stale(&ctx.view) {
+    if let Some(why) = ctx.view.stale_for_acting() {
         tracing::debug!(
             pod = pod.metadata.name.as_deref().unwrap_or_default(),
             why,
@@ -95,30 +95,6 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
         .metrics
         .reconciled(started.elapsed().as_secs_f64());
     action
-}
-
-/// How long after a watch's last error its cache counts as current again even without an event
-/// (kube-runtime resumes a watch silently; the view's watch backoff is at most 12.5 s, so a watch
-/// that is still failing errors again within this window).
-const QUIET_AFTER_ERROR: Duration = Duration::from_secs(15);
-
-/// Why the pod and node caches cannot be trusted right now, if they cannot.
-fn stale(view: &ClusterView) -> Option<&'static str> {
-    let now = std::time::Instant::now();
-    [Watched::Pods, Watched::Nodes].into_iter().find_map(|w| {
-        let state = view.watch_health().state(w)?;
-        let recent_error = state
-            .last_error
-            .as_ref()
-            .is_some_and(|(at, _)| now.saturating_duration_since(*at) < QUIET_AFTER_ERROR);
-        if !state.synced {
-            Some("a cache has not listed yet")
-        } else if state.failing_since.is_some() && recent_error {
-            Some("a watch failed and has not delivered since")
-        } else {
-            None
-        }
-    })
 }
 
 /// Backs off after an API error (a fenced write is not an error: this replica stopped leading

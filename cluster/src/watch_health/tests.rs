@@ -269,3 +269,20 @@ fn the_backoff_starts_at_a_second_and_stays_under_the_quiet_window() {
     b.reset();
     assert!(b.next().unwrap() <= Duration::from_millis(1250));
 }
+
+#[test]
+fn a_cache_is_stale_until_listed_and_after_an_error_until_an_event_or_a_quiet_spell() {
+    let t0 = Instant::now();
+    let mut w = WatchState::default();
+    assert_eq!(w.stale(t0), Some("a cache has not listed yet"));
+    w.on_event(t0, true);
+    assert_eq!(w.stale(t0), None);
+    w.on_error(t0, "connection refused".into());
+    assert!(w.stale(t0 + Duration::from_secs(1)).is_some());
+    // Resumed silently: current again once no error came for the quiet spell.
+    assert_eq!(w.stale(t0 + CURRENT_AFTER_QUIET), None);
+    w.on_error(t0 + Duration::from_secs(20), "again".into());
+    assert!(w.stale(t0 + Duration::from_secs(21)).is_some());
+    w.on_event(t0 + Duration::from_secs(22), false);
+    assert_eq!(w.stale(t0 + Duration::from_secs(22)), None);
+}
