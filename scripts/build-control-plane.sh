@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build (or reuse) the upstream binaries used by the E2E tests: kube-apiserver,
-# kube-scheduler, kubectl (k8s.io/kubernetes, see tests/control-plane/go.mod),
+# kube-scheduler, kube-controller-manager, kubectl (k8s.io/kubernetes, see
+# tests/control-plane/go.mod),
 # etcd (tests/control-plane/cmd/etcd) and hollow-node (tests/control-plane/
 # cmd/hollow-node: upstream's kubelet run through kubemark's library with fakes
 # only at the runtime boundary, one process per simulated node).
@@ -9,7 +10,7 @@
 #   dir=$(scripts/build-control-plane.sh)            # build if needed, print bin dir
 #   scripts/build-control-plane.sh --no-build        # exit 3 if not cached yet
 #
-# The LAST line of stdout is the absolute path of the directory holding the five
+# The LAST line of stdout is the absolute path of the directory holding the six
 # binaries; everything else goes to stderr.
 #
 # Caching: binaries live in $HOME/.cache/resize-guard/k8s-<key>/, where <key> is
@@ -23,7 +24,7 @@
 # revisions on one machine do not delete each other's binaries.
 #
 # Environment:
-#   RESIZE_GUARD_K8S_BIN_DIR   use this directory (must hold all five binaries)
+#   RESIZE_GUARD_K8S_BIN_DIR   use this directory (must hold all six binaries)
 #                              and never build.
 #   RESIZE_GUARD_CACHE_DIR     cache root (default $HOME/.cache/resize-guard).
 #   RESIZE_GUARD_MIN_FREE_GB   free space demanded before a cold build (default 8).
@@ -33,7 +34,7 @@
 # fail loudly rather than silently download a toolchain (no internet here).
 set -euo pipefail
 
-BINARIES=(kube-apiserver kube-scheduler kubectl etcd hollow-node)
+BINARIES=(kube-apiserver kube-scheduler kube-controller-manager kubectl etcd hollow-node)
 
 # shellcheck source=scripts/lib/stamp-cache.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
@@ -52,7 +53,7 @@ no_build=0
 for arg in "$@"; do
   case "$arg" in
     --no-build) no_build=1 ;;
-    -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+    -h|--help) sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
     *) die "unknown argument: $arg (try --help)" ;;
   esac
 done
@@ -102,6 +103,7 @@ BUILD_FLAGS=(-trimpath -buildvcs=false -mod=readonly)
 PACKAGES=(
   k8s.io/kubernetes/cmd/kube-apiserver
   k8s.io/kubernetes/cmd/kube-scheduler
+  k8s.io/kubernetes/cmd/kube-controller-manager
   k8s.io/kubernetes/cmd/kubectl
   ./cmd/etcd
   ./cmd/hollow-node
@@ -132,7 +134,7 @@ stamp_cache_check_disk "${RESIZE_GUARD_MIN_FREE_GB:-8}" "Kubernetes" RESIZE_GUAR
 TMP_OUT="$(mktemp -d "$CACHE_ROOT/.tmp-k8s-$KEY.XXXXXX")"
 trap 'rm -rf -- "$TMP_OUT"' EXIT
 
-log "building kube-apiserver, kube-scheduler, kubectl, etcd, hollow-node for Kubernetes $K8S_VERSION (first run only, about 9 min on 2 cores with 8 GB of Go caches) …"
+log "building kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd, hollow-node for Kubernetes $K8S_VERSION (first run only, about 9 min on 2 cores with 8 GB of Go caches) …"
 log "  module: $MOD_DIR   key: $KEY   $GO_VERSION"
 start=$SECONDS
 if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/" "${PACKAGES[@]}") >&2; then
@@ -144,6 +146,8 @@ have "$TMP_OUT" || die "go build succeeded but $TMP_OUT lacks one of: ${BINARIES
 v="$("$TMP_OUT/kube-apiserver" --version 2>&1 || true)"
 [[ "$v" == "Kubernetes $K8S_VERSION" ]] || die "kube-apiserver --version printed '$v', expected 'Kubernetes $K8S_VERSION'"
 "$TMP_OUT/etcd" --version >/dev/null 2>&1 || die "built etcd does not run ('etcd --version' failed)"
+v="$("$TMP_OUT/kube-controller-manager" --version 2>&1 || true)"
+[[ "$v" == "Kubernetes $K8S_VERSION" ]] || die "kube-controller-manager --version printed '$v', expected 'Kubernetes $K8S_VERSION'"
 v="$("$TMP_OUT/hollow-node" --version 2>&1 || true)"
 [[ "$v" == "Kubernetes $K8S_VERSION" ]] || die "hollow-node --version printed '$v', expected 'Kubernetes $K8S_VERSION'"
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::objects::*;
@@ -226,6 +226,7 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
 async fn a_pdb_protected_pod_is_not_evicted_and_another_victim_is_used() {
     let env = setup().await;
     let _g = env.guard();
+    env.cp.start_controller_manager().unwrap();
     let ns = env.namespace("pdb").await;
     let node = env.node("t3-medium", "1930m", "3Gi").await;
     let client = env.client().await;
@@ -254,14 +255,11 @@ async fn a_pdb_protected_pod_is_not_evicted_and_another_victim_is_used() {
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}
     }))
     .unwrap();
-    let created = pdbs.create(&PostParams::default(), &pdb).await.unwrap();
-    // No disruption controller runs here: write the status it would (0 disruptions allowed).
-    let status = json!({"status": {"observedGeneration": created.metadata.generation, "disruptionsAllowed": 0,
-        "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}});
-    pdbs.patch_status("db", &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    // The real disruption controller (kube-controller-manager) counts the one healthy db pod:
+    // minAvailable 1 leaves 0 disruptions allowed.
+    let counted = wait_pdb_counted(&pdbs, "db", 1, T).await.unwrap();
+    assert_eq!(counted.status.unwrap().disruptions_allowed, Some(0));
     deferred(&pods, env, &ns, "app", "550m").await;
     // Terminating or already gone: the real kubelet finishes a graceful deletion quickly.
     support::wait_preempted(&pods, &["older", "db"], &["older"], T).await;

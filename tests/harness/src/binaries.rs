@@ -1,20 +1,23 @@
-//! Where the upstream binaries are: kube-apiserver, kube-scheduler, kubectl, etcd and hollow-node
+//! Where the upstream binaries are: kube-apiserver, kube-scheduler, kube-controller-manager,
+//! kubectl, etcd and hollow-node
 //! (upstream's kubelet through kubemark's library, `tests/control-plane/cmd/hollow-node`), all
 //! v1.37.2, built from Go modules by `scripts/build-control-plane.sh`.
 //!
-//! Lookup order: `RESIZE_GUARD_K8S_BIN_DIR` (a directory holding all five, like
+//! Lookup order: `RESIZE_GUARD_K8S_BIN_DIR` (a directory holding all six, like
 //! `KUBEBUILDER_ASSETS`), then the build script's stamp cache `$HOME/.cache/resize-guard/k8s-current`.
 //! A missing binary is an error that says how to build it — tests never skip silently.
 
 use std::path::{Path, PathBuf};
 
-/// The five binaries.
+/// The six binaries.
 #[derive(Debug, Clone)]
 pub struct Binaries {
     /// kube-apiserver.
     pub apiserver: PathBuf,
     /// kube-scheduler.
     pub scheduler: PathBuf,
+    /// kube-controller-manager.
+    pub controller_manager: PathBuf,
     /// kubectl.
     pub kubectl: PathBuf,
     /// etcd.
@@ -52,8 +55,8 @@ impl Binaries {
                 anyhow::bail!(
                     "control-plane binary {name} not found in {} — build them with \
                      `scripts/build-control-plane.sh` (first run ~20 min) or point {BIN_DIR_ENV} \
-                     at a directory holding kube-apiserver, kube-scheduler, kubectl, etcd and \
-                     hollow-node",
+                     at a directory holding kube-apiserver, kube-scheduler, \
+                     kube-controller-manager, kubectl, etcd and hollow-node",
                     dir.display()
                 )
             }
@@ -61,6 +64,7 @@ impl Binaries {
         Ok(Binaries {
             apiserver: pick("kube-apiserver")?,
             scheduler: pick("kube-scheduler")?,
+            controller_manager: pick("kube-controller-manager")?,
             kubectl: pick("kubectl")?,
             etcd: pick("etcd")?,
             hollow_node: pick("hollow-node")?,

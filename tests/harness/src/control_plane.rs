@@ -1,10 +1,13 @@
 //! A real Kubernetes control plane on loopback: etcd and kube-apiserver v1.37.2 (and, on demand,
-//! kube-scheduler), started from the binaries of [`crate::binaries`].
+//! kube-scheduler and kube-controller-manager), started from the binaries of [`crate::binaries`].
 //!
 //! Flags follow `reference/control-plane.md` §3.2: token authentication (an admin in
 //! `system:masters` and a ServiceAccount-style user for RBAC checks), RBAC authorization, the
-//! `ServiceAccount` and `TaintNodesByCondition` admission plugins off (no controller-manager runs),
+//! `ServiceAccount` and `TaintNodesByCondition` admission plugins off (no ServiceAccount or node
+//! lifecycle controller runs),
 //! `Priority` kept, and an audit log at `Metadata` level so tests can read `auditAnnotations`.
+//! kube-controller-manager, when a test asks for it, runs only the controllers the suites need
+//! ([`CONTROLLERS`]).
 //! Everything lives in one temporary directory; process logs are kept there and their tails are
 //! printed by [`ControlPlane::dump_logs`].
 
@@ -78,8 +81,23 @@ pub struct ControlPlane {
     apiserver: Mutex<Process>,
     apiserver_cmd: Vec<String>,
     scheduler: Mutex<Option<Process>>,
+    controller_manager: Mutex<Option<Process>>,
     port: u16,
 }
+
+/// The kube-controller-manager controllers the suites use: Deployments and ReplicaSets create and
+/// replace pods, the disruption controller writes PodDisruptionBudget status, the garbage collector
+/// and namespace controller clean up. Left out on purpose: the ServiceAccount token and
+/// ServiceAccount controllers (the `ServiceAccount` admission plugin is off, so pods mount no token)
+/// and node lifecycle (tests stop hollow nodes' kubelets on purpose; its taints would evict pods
+/// and change what a test measures).
+pub const CONTROLLERS: [&str; 5] = [
+    "deployment-controller",
+    "replicaset-controller",
+    "disruption-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+];
 
 /// The audit policy: Metadata for everything but the chatty leases and events.
 const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
@@ -198,6 +216,7 @@ impl ControlPlane {
             apiserver: Mutex::new(apiserver),
             apiserver_cmd: args,
             scheduler: Mutex::new(None),
+            controller_manager: Mutex::new(None),
             port,
             dir,
         };
@@ -396,6 +415,54 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// Starts kube-controller-manager v1.37.2 with [`CONTROLLERS`] unless it already runs (several
+    /// tests of one binary may ask), and waits until it serves.
+    pub fn start_controller_manager(&self) -> anyhow::Result<()> {
+        let mut slot = self
+            .controller_manager
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?;
+        if let Some(p) = slot.as_mut()
+            && p.is_running()
+        {
+            return Ok(());
+        }
+        let port = free_port()?;
+        let kubeconfig = self.kubeconfig_path();
+        let mut c = Command::new(&self.binaries.controller_manager);
+        c.arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!(
+                "--authentication-kubeconfig={}",
+                kubeconfig.display()
+            ))
+            .arg(format!(
+                "--authorization-kubeconfig={}",
+                kubeconfig.display()
+            ))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--secure-port={port}"))
+            .arg("--leader-elect=false")
+            .arg("--use-service-account-credentials=false")
+            .arg(format!("--controllers={}", CONTROLLERS.join(",")))
+            .arg("--kube-api-qps=200")
+            .arg("--kube-api-burst=400")
+            .arg("--v=2");
+        let mut p = Process::spawn(
+            "kube-controller-manager",
+            c,
+            &self.dir.path().join("kube-controller-manager.log"),
+        )?;
+        wait_tcp(port, Duration::from_secs(60)).map_err(|e| {
+            let running = p.is_running();
+            anyhow::anyhow!(
+                "kube-controller-manager did not start ({e}, running: {running}):\n{}",
+                p.log_tail(6000)
+            )
+        })?;
+        *slot = Some(p);
+        Ok(())
+    }
+
     /// Stops kube-scheduler if it runs.
     pub fn stop_scheduler(&self) {
         if let Ok(mut slot) = self.scheduler.lock() {
@@ -415,6 +482,11 @@ impl ControlPlane {
             out.push_str(&format!("--- {} ---\n{}\n", api.name(), api.log_tail(6000)));
         }
         if let Ok(s) = self.scheduler.lock()
+            && let Some(s) = s.as_ref()
+        {
+            out.push_str(&format!("--- {} ---\n{}\n", s.name(), s.log_tail(4000)));
+        }
+        if let Ok(s) = self.controller_manager.lock()
             && let Some(s) = s.as_ref()
         {
             out.push_str(&format!("--- {} ---\n{}\n", s.name(), s.log_tail(4000)));

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -86,6 +87,50 @@ pub async fn wait_pod(
         last.and_then(|p| serde_json::to_string_pretty(&p.status).ok())
             .unwrap_or_else(|| "(gone)".into())
     )
+}
+
+/// Polls any namespaced object until `ready` holds; the error carries the last state seen.
+pub async fn wait_object<K>(
+    api: &Api<K>,
+    name: &str,
+    timeout: Duration,
+    ready: impl Fn(&K) -> bool,
+) -> anyhow::Result<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last = None;
+    while Instant::now() < deadline {
+        match api.get_opt(name).await? {
+            Some(o) if ready(&o) => return Ok(o),
+            other => last = other,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!(
+        "{name}: condition not reached after {timeout:?}; last seen: {}",
+        last.and_then(|o| serde_json::to_string_pretty(&o).ok())
+            .unwrap_or_else(|| "(gone)".into())
+    )
+}
+
+/// Waits until the disruption controller (kube-controller-manager) has computed a
+/// PodDisruptionBudget's status for its current generation with `healthy` pods counted.
+pub async fn wait_pdb_counted(
+    api: &Api<PodDisruptionBudget>,
+    name: &str,
+    healthy: i32,
+    timeout: Duration,
+) -> anyhow::Result<PodDisruptionBudget> {
+    wait_object(api, name, timeout, |pdb| {
+        pdb.status.as_ref().is_some_and(|s| {
+            s.observed_generation.is_some()
+                && s.observed_generation == pdb.metadata.generation
+                && s.current_healthy == Some(healthy)
+        })
+    })
+    .await
 }
 
 /// Polls until the pod no longer exists.
@@ -174,4 +219,68 @@ pub fn labelled(mut pod: Pod, key: &str, value: &str) -> Pod {
         .get_or_insert_with(Default::default)
         .insert(key.to_owned(), value.to_owned());
     pod
+}
+
+/// The node label that pins a [`deployment`]'s pods to a test's own hollow nodes.
+pub const POOL_LABEL: &str = "resize-guard.io/test-pool";
+
+/// A Deployment of `replicas` Guaranteed pods (container `app`, labels `app=<name>`) with a
+/// PriorityClass, scheduled by kube-scheduler onto nodes labelled [`POOL_LABEL`]`=<pool>`.
+/// Pods stop within 1 s of an eviction so replacements are not held up.
+pub fn deployment(
+    name: &str,
+    replicas: i32,
+    priority_class: &str,
+    cpu: &str,
+    memory: &str,
+    pool: &str,
+) -> k8s_openapi::api::apps::v1::Deployment {
+    let value = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [{"name": "app", "image": "registry.example/app:1", "resources": {
+                        "requests": {"cpu": cpu, "memory": memory},
+                        "limits": {"cpu": cpu, "memory": memory},
+                    }}],
+                    "priorityClassName": priority_class,
+                    "nodeSelector": {POOL_LABEL: pool},
+                    "terminationGracePeriodSeconds": 1,
+                },
+            },
+        },
+    });
+    serde_json::from_value(value).unwrap_or_default()
+}
+
+/// A container `app`'s cpu request and limit as written in the pod's spec.
+pub fn spec_cpu(p: &Pod) -> (Option<String>, Option<String>) {
+    let Some(c) = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == "app"))
+    else {
+        return (None, None);
+    };
+    let r = c.resources.as_ref();
+    let get = |l: Option<&std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
+        l.and_then(|m| m.get("cpu")).map(|q| q.0.clone())
+    };
+    (
+        get(r.and_then(|r| r.requests.as_ref())),
+        get(r.and_then(|r| r.limits.as_ref())),
+    )
+}
+
+/// The pod's QoS class as the API server recorded it.
+pub fn qos_class(p: &Pod) -> String {
+    p.status
+        .as_ref()
+        .and_then(|s| s.qos_class.clone())
+        .unwrap_or_default()
 }
