@@ -9,6 +9,7 @@
 pub mod admission;
 pub mod binaries;
 pub mod control_plane;
+pub mod demo;
 pub mod env;
 pub mod hollow_node;
 pub mod install;

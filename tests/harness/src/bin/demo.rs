@@ -3,83 +3,16 @@
 //! webhook configurations), and the three walls of the field test played as narrated steps with
 //! the real `kubectl` output. Exits non-zero if any step does not behave as described.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use resize_guard_harness::admission::wait_active;
-use resize_guard_harness::control_plane::{ControlPlane, Identity, Options};
+use resize_guard_harness::control_plane::{ControlPlane, Options};
+use resize_guard_harness::demo::{Demo, T};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
-use resize_guard_harness::install::{Install, wait_ready, write_overlay};
-use resize_guard_harness::kubectl::{Kubectl, KubectlOutput};
 use resize_guard_harness::objects::*;
-use resize_guard_harness::process::{Process, free_port};
+use std::time::Duration;
 
 const NS: &str = "shop";
-const T: Duration = Duration::from_secs(60);
-
-struct Demo {
-    kubectl: Kubectl,
-    failures: Vec<String>,
-}
-
-impl Demo {
-    fn say(&self, text: &str) {
-        println!("\n\x1b[1m{text}\x1b[0m");
-    }
-
-    async fn run(&self, args: &[&str]) -> KubectlOutput {
-        println!("$ kubectl {}", args.join(" "));
-        let out = match self.kubectl.run(args).await {
-            Ok(o) => o,
-            Err(e) => KubectlOutput {
-                success: false,
-                stdout: String::new(),
-                stderr: e.to_string(),
-            },
-        };
-        for line in out.stdout.lines().chain(out.stderr.lines()) {
-            println!("  {line}");
-        }
-        out
-    }
-
-    fn expect(&mut self, ok: bool, what: &str) {
-        if ok {
-            println!("  \x1b[32m✓ {what}\x1b[0m");
-        } else {
-            println!("  \x1b[31m✗ {what}\x1b[0m");
-            self.failures.push(what.to_owned());
-        }
-    }
-}
-
-fn bin(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = std::env::var_os("RESIZE_GUARD_BIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("target/debug"));
-    let p = dir.join(name);
-    anyhow::ensure!(
-        p.is_file(),
-        "{} not found (build it with cargo build -p {name})",
-        p.display()
-    );
-    Ok(p)
-}
-
-fn spawn(
-    cp: &ControlPlane,
-    identity: Identity,
-    path: &PathBuf,
-    name: &str,
-    args: &[String],
-) -> anyhow::Result<Process> {
-    let mut cmd = std::process::Command::new(path);
-    cmd.env("KUBECONFIG", cp.kubeconfig_path_for(identity))
-        .args(args);
-    Process::spawn(name, cmd, &cp.dir().join(format!("{name}.log")))
-}
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -89,10 +22,6 @@ fn main() -> anyhow::Result<()> {
         )
         .init();
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let (webhook_bin, controller_bin) = (
-        bin("resize-guard-webhook")?,
-        bin("resize-guard-controller")?,
-    );
     println!("resize-guard demo: starting etcd and kube-apiserver v1.37.2 …");
     let cp = ControlPlane::start(&Options::default())?;
     let rt = tokio::runtime::Runtime::new()?;
@@ -100,46 +29,13 @@ fn main() -> anyhow::Result<()> {
         let client = cp.client().await?;
         // The field test's node, run by upstream's kubelet (a hollow node): 1930m, 3Gi allocatable.
         let node = HollowNode::start(&cp, &HollowNodeConfig::t3_medium("t3-medium")).await?;
-        let kubectl = Kubectl { bin: cp.binaries().kubectl.clone(), kubeconfig: cp.kubeconfig_path() };
-        let mut demo = Demo { kubectl, failures: Vec::new() };
-        demo.say("Installing resize-guard with kubectl apply -k: deploy/ as shipped, through an overlay that \
-                  scales its Deployments to zero and points the webhook configurations at the local webhook process …");
-        let (port, wh_health, ctl_health) = (free_port()?, free_port()?, free_port()?);
-        let overlay = write_overlay(&Install {
-            webhook_url: Some(format!("https://127.0.0.1:{port}")),
-            validating_only: false,
-            ..Default::default()
-        })?;
-        let out = demo.run(&["apply", "-k", &overlay.display().to_string(), "--server-side"]).await;
-        anyhow::ensure!(out.success, "kubectl apply -k failed");
-        let _ = std::fs::remove_dir_all(&overlay);
+        let mut demo = Demo::new(&cp);
+        let installed = demo.install(&cp).await?;
         for (name, value) in resize_guard_harness::env::PRIORITY_CLASSES {
             demo.kubectl
                 .run(["create", "priorityclass", name, &format!("--value={value}")])
                 .await?;
         }
-        // No certificate step: the controller (its leader) creates the CA and serving Secrets and
-        // injects caBundle; the webhook reads its serving Secret through the API. The only local
-        // change is the extra name on the serving certificate (the webhook is reached at
-        // 127.0.0.1 instead of through its Service).
-        let webhook = spawn(&cp, Identity::Webhook, &webhook_bin, "resize-guard-webhook", &[
-            format!("--tls-addr=127.0.0.1:{port}"),
-            format!("--health-addr=127.0.0.1:{wh_health}"),
-            "--namespace=resize-guard".into(),
-        ])?;
-        let controller = spawn(&cp, Identity::Controller, &controller_bin, "resize-guard-controller", &[
-            format!("--health-addr=127.0.0.1:{ctl_health}"),
-            "--namespace=resize-guard".into(),
-            "--identity=demo".into(),
-            "--serving-host=127.0.0.1".into(),
-        ])?;
-        wait_ready(ctl_health, &controller, T).await;
-        wait_ready(wh_health, &webhook, T).await;
-        let bundle = demo
-            .kubectl
-            .run(["get", "validatingwebhookconfiguration", "resize-guard", "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}"])
-            .await?;
-        demo.expect(bundle.success && !bundle.stdout.trim().is_empty(), "the controller injected caBundle; no certificate was prepared by hand");
 
         demo.say("The field test: a t3.medium node (1930m CPU allocatable), a low-priority batch pod \
                   using 1500m, and a high-priority Guaranteed shop pod at 250m.");
@@ -196,14 +92,8 @@ fn main() -> anyhow::Result<()> {
             && events.stdout.contains("ResizeCompleted"), "kubectl events shows PreemptingForResize, Preempted and ResizeCompleted");
 
         node.stop();
-        drop((webhook, controller));
-        if demo.failures.is_empty() {
-            println!("\n\x1b[32mAll three walls behaved as described.\x1b[0m Logs: {}", cp.dir().display());
-            Ok(0)
-        } else {
-            println!("\n\x1b[31m{} step(s) failed: {:?}\x1b[0m Logs: {}", demo.failures.len(), demo.failures, cp.dir().display());
-            anyhow::Ok(1)
-        }
+        drop(installed);
+        anyhow::Ok(demo.finish("All three walls behaved as described.", cp.dir()))
     })?;
     drop(cp);
     std::process::exit(code);

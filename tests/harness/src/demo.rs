@@ -1,0 +1,193 @@
+//! What the narrated demos (`make demo`, `make demo-vpa`) share: steps printed with the real
+//! `kubectl` output, expectations marked ✓/✗ (a miss makes the demo exit non-zero), and
+//! resize-guard installed as a user installs it — `kubectl apply -k` of `deploy/` through an overlay
+//! that only scales its Deployments to zero and points the webhook configurations at the local
+//! webhook process — with the binaries from `RESIZE_GUARD_BIN_DIR` (default `target/debug`) run as
+//! their ServiceAccounts. The controller creates the certificates and injects `caBundle` itself.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::control_plane::{ControlPlane, Identity};
+use crate::install::{Install, wait_ready, write_overlay};
+use crate::kubectl::{Kubectl, KubectlOutput};
+use crate::process::{Process, free_port};
+
+/// How long a demo step waits for the cluster.
+pub const T: Duration = Duration::from_secs(60);
+
+/// A narrated demo.
+#[derive(Debug)]
+pub struct Demo {
+    /// kubectl as admin.
+    pub kubectl: Kubectl,
+    /// Expectations that were not met.
+    pub failures: Vec<String>,
+}
+
+/// resize-guard's two processes, stopped on drop.
+#[derive(Debug)]
+pub struct Installed {
+    /// The webhook.
+    pub webhook: Process,
+    /// The controller.
+    pub controller: Process,
+}
+
+impl Demo {
+    /// A demo driving `cp` with kubectl.
+    pub fn new(cp: &ControlPlane) -> Demo {
+        Demo {
+            kubectl: Kubectl {
+                bin: cp.binaries().kubectl.clone(),
+                kubeconfig: cp.kubeconfig_path(),
+            },
+            failures: Vec::new(),
+        }
+    }
+
+    /// Prints a step.
+    pub fn say(&self, text: &str) {
+        println!("\n\x1b[1m{text}\x1b[0m");
+    }
+
+    /// Runs and prints `kubectl args`.
+    pub async fn run(&self, args: &[&str]) -> KubectlOutput {
+        println!("$ kubectl {}", args.join(" "));
+        let out = match self.kubectl.run(args).await {
+            Ok(o) => o,
+            Err(e) => KubectlOutput {
+                success: false,
+                stdout: String::new(),
+                stderr: e.to_string(),
+            },
+        };
+        for line in out.stdout.lines().chain(out.stderr.lines()) {
+            println!("  {line}");
+        }
+        out
+    }
+
+    /// Marks an expectation.
+    pub fn expect(&mut self, ok: bool, what: &str) {
+        if ok {
+            println!("  \x1b[32m✓ {what}\x1b[0m");
+        } else {
+            println!("  \x1b[31m✗ {what}\x1b[0m");
+            self.failures.push(what.to_owned());
+        }
+    }
+
+    /// Prints the verdict and returns the exit code.
+    pub fn finish(&self, what: &str, logs: &std::path::Path) -> i32 {
+        if self.failures.is_empty() {
+            println!("\n\x1b[32m{what}\x1b[0m Logs: {}", logs.display());
+            0
+        } else {
+            println!(
+                "\n\x1b[31m{} step(s) failed: {:?}\x1b[0m Logs: {}",
+                self.failures.len(),
+                self.failures,
+                logs.display()
+            );
+            1
+        }
+    }
+
+    /// Installs resize-guard from `deploy/` and starts the webhook and the controller; returns
+    /// once both are ready and the controller has injected `caBundle`.
+    pub async fn install(&mut self, cp: &ControlPlane) -> anyhow::Result<Installed> {
+        let (webhook_bin, controller_bin) = (
+            bin("resize-guard-webhook")?,
+            bin("resize-guard-controller")?,
+        );
+        self.say(
+            "Installing resize-guard with kubectl apply -k: deploy/ as shipped, through an overlay that \
+             scales its Deployments to zero and points the webhook configurations at the local webhook process …",
+        );
+        let (port, wh_health, ctl_health) = (free_port()?, free_port()?, free_port()?);
+        let overlay = write_overlay(&Install {
+            webhook_url: Some(format!("https://127.0.0.1:{port}")),
+            ..Default::default()
+        })?;
+        let out = self
+            .run(&["apply", "-k", &overlay.display().to_string(), "--server-side"])
+            .await;
+        anyhow::ensure!(out.success, "kubectl apply -k failed");
+        let _ = std::fs::remove_dir_all(&overlay);
+        // No certificate step: the controller (its leader) creates the CA and serving Secrets and
+        // injects caBundle; the webhook reads its serving Secret through the API. The only local
+        // change is the extra name on the serving certificate (the webhook is reached at
+        // 127.0.0.1 instead of through its Service).
+        let webhook = spawn(
+            cp,
+            Identity::Webhook,
+            &webhook_bin,
+            "resize-guard-webhook",
+            &[
+                format!("--tls-addr=127.0.0.1:{port}"),
+                format!("--health-addr=127.0.0.1:{wh_health}"),
+                "--namespace=resize-guard".into(),
+            ],
+        )?;
+        let controller = spawn(
+            cp,
+            Identity::Controller,
+            &controller_bin,
+            "resize-guard-controller",
+            &[
+                format!("--health-addr=127.0.0.1:{ctl_health}"),
+                "--namespace=resize-guard".into(),
+                "--identity=demo".into(),
+                "--serving-host=127.0.0.1".into(),
+            ],
+        )?;
+        wait_ready(ctl_health, &controller, T).await;
+        wait_ready(wh_health, &webhook, T).await;
+        let bundle = self
+            .kubectl
+            .run([
+                "get",
+                "validatingwebhookconfiguration",
+                "resize-guard",
+                "-o",
+                "jsonpath={.webhooks[0].clientConfig.caBundle}",
+            ])
+            .await?;
+        self.expect(
+            bundle.success && !bundle.stdout.trim().is_empty(),
+            "the controller injected caBundle; no certificate was prepared by hand",
+        );
+        Ok(Installed {
+            webhook,
+            controller,
+        })
+    }
+}
+
+/// A resize-guard binary from `RESIZE_GUARD_BIN_DIR` (default `target/debug`).
+pub fn bin(name: &str) -> anyhow::Result<PathBuf> {
+    let dir = std::env::var_os("RESIZE_GUARD_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target/debug"));
+    let p = dir.join(name);
+    anyhow::ensure!(
+        p.is_file(),
+        "{} not found (build it with cargo build -p {name})",
+        p.display()
+    );
+    Ok(p)
+}
+
+fn spawn(
+    cp: &ControlPlane,
+    identity: Identity,
+    path: &PathBuf,
+    name: &str,
+    args: &[String],
+) -> anyhow::Result<Process> {
+    let mut cmd = std::process::Command::new(path);
+    cmd.env("KUBECONFIG", cp.kubeconfig_path_for(identity))
+        .args(args);
+    Process::spawn(name, cmd, &cp.dir().join(format!("{name}.log")))
+}
