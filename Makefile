@@ -6,7 +6,9 @@
 #   make bench    benchmarks, printed as tables and written under target/bench/
 #   make sandbox  a real control plane with hollow nodes (upstream kubelet) to try resizes by hand (Ctrl-C stops)
 #   make demo     the field test's three walls, narrated, with resize-guard installed; exits non-zero on any miss
+#   make demo-vpa the same walls met by the real VPA v1.6.0 updater, without and with resize-guard (FULL=1: +5 min)
 #   make rss      resident memory of the release webhook and controller on 3,000 realistic pods (PODS=N)
+#   make vpa      build (or reuse) VPA v1.6.0's updater and admission-controller for the VPA tests
 #   make fuzz     the four fuzz targets for FUZZ_SECONDS each (default 300; `make test` runs them 10 s each)
 
 CARGO ?= cargo
@@ -14,13 +16,23 @@ CARGO ?= cargo
 WITH_K8S = RESIZE_GUARD_K8S_BIN_DIR="$$(scripts/build-control-plane.sh | tail -n 1)"
 # helm v3 from Go modules (first run a few minutes), for the chart's lint/template/dry-run tests.
 WITH_HELM = RESIZE_GUARD_HELM_BIN="$$(scripts/build-helm.sh | tail -n 1)/helm"
+# VPA v1.6.0 updater + admission-controller from Go modules (first run ~4 min), for the VPA tests.
+WITH_VPA = RESIZE_GUARD_VPA_DIR="$$(scripts/build-vpa.sh | tail -n 1)"
 
-.PHONY: test fmt-check clippy deps-check control-plane image unit bench sandbox demo fmt fuzz rss
+.PHONY: test fmt-check clippy deps-check control-plane vpa image unit bench sandbox demo demo-vpa fmt fuzz rss
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 demo:
 	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-harness --bins
 	$(WITH_K8S) RESIZE_GUARD_BIN_DIR=target/debug $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo
+
+# The field report's VPA walls: VPA v1.6.0's updater and admission-controller, kube-scheduler and
+# kube-controller-manager, without resize-guard and then with it; FULL=1 also waits out VPA's
+# 5-minute Deferred fall-back without resize-guard.
+demo-vpa:
+	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-harness --bins
+	$(WITH_K8S) $(WITH_VPA) RESIZE_GUARD_BIN_DIR=target/debug $(CARGO) run --locked -q -p resize-guard-harness \
+		--bin resize-guard-demo-vpa -- $(if $(FULL),--full,)
 
 test: fmt-check clippy deps-check image unit
 
@@ -39,6 +51,10 @@ image:
 control-plane:
 	scripts/build-control-plane.sh >/dev/null
 
+# The Vertical Pod Autoscaler v1.6.0 updater and admission-controller (tests/vpa), built or reused.
+vpa:
+	scripts/build-vpa.sh >/dev/null
+
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
@@ -54,7 +70,7 @@ deps-check:
 	else echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"; fi
 
 unit:
-	$(WITH_K8S) $(WITH_HELM) $(CARGO) test --workspace --locked
+	$(WITH_K8S) $(WITH_HELM) $(WITH_VPA) $(CARGO) test --workspace --locked
 
 sandbox:
 	$(WITH_K8S) $(CARGO) run --locked -p resize-guard-harness --bin resize-guard-sandbox -- tests/harness/sandbox.yaml

@@ -49,39 +49,13 @@ have() {
   done
 }
 
-no_build=0
-for arg in "$@"; do
-  case "$arg" in
-    --no-build) no_build=1 ;;
-    -h|--help) sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
-    *) die "unknown argument: $arg (try --help)" ;;
-  esac
-done
-
-# --- explicit override --------------------------------------------------------
-if [[ -n "${RESIZE_GUARD_K8S_BIN_DIR:-}" ]]; then
-  d="$(cd "$RESIZE_GUARD_K8S_BIN_DIR" 2>/dev/null && pwd -P)" \
-    || die "RESIZE_GUARD_K8S_BIN_DIR=$RESIZE_GUARD_K8S_BIN_DIR is not a directory"
-  have "$d" \
-    || die "RESIZE_GUARD_K8S_BIN_DIR=$d must contain executable ${BINARIES[*]}"
-  log "using RESIZE_GUARD_K8S_BIN_DIR=$d (no build)"
-  printf '%s\n' "$d"
-  exit 0
-fi
+stamp_cache_args 34 "$@"
+stamp_cache_override RESIZE_GUARD_K8S_BIN_DIR "executable ${BINARIES[*]}"
 
 # --- inputs -------------------------------------------------------------------
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
-unset GOOS GOARCH GOFLAGS 2>/dev/null || true
-
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 MOD_DIR="$REPO_ROOT/tests/control-plane"
-for f in go.mod go.sum cmd/etcd/main.go cmd/hollow-node/main.go; do
-  [[ -f "$MOD_DIR/$f" ]] || die "missing $MOD_DIR/$f"
-done
-
-command -v go >/dev/null 2>&1 || die "'go' not found on PATH (need Go >= 1.26, see tests/control-plane/README.md)"
-GO_VERSION="$(go version)" || die "'go version' failed"
+stamp_cache_go "$MOD_DIR" tests/control-plane/README.md go.mod go.sum cmd/etcd/main.go cmd/hollow-node/main.go
 
 K8S_VERSION="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\.[0-9]+\.[0-9]+$/ { print $2; exit }' "$MOD_DIR/go.mod")"
 [[ -n "$K8S_VERSION" ]] || die "cannot find a k8s.io/kubernetes v1.X.Y requirement in $MOD_DIR/go.mod"
@@ -118,21 +92,9 @@ KEY="$(
 
 stamp_cache_init k8s "$KEY"
 
-# --- fast path ----------------------------------------------------------------
-stamp_cache_hit "Kubernetes $K8S_VERSION binaries"
-if (( no_build )); then
-  log "no cached build for key $KEY (run $0 to build)"
-  exit 3
-fi
-
-# --- slow path: serialise concurrent builders ---------------------------------
-stamp_cache_lock
-
-# Disk space: GOMODCACHE + GOCACHE + binaries need several GB on a cold machine.
-stamp_cache_check_disk "${RESIZE_GUARD_MIN_FREE_GB:-8}" "Kubernetes" RESIZE_GUARD_K8S_BIN_DIR
-
-TMP_OUT="$(mktemp -d "$CACHE_ROOT/.tmp-k8s-$KEY.XXXXXX")"
-trap 'rm -rf -- "$TMP_OUT"' EXIT
+# A hit prints the cached directory; otherwise serialise concurrent builders and check the disk
+# (GOMODCACHE + GOCACHE + binaries).
+stamp_cache_begin "Kubernetes $K8S_VERSION binaries" "${RESIZE_GUARD_MIN_FREE_GB:-8}" "Kubernetes" RESIZE_GUARD_K8S_BIN_DIR
 
 log "building kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd, hollow-node for Kubernetes $K8S_VERSION (first run only, about 9 min on 2 cores with 8 GB of Go caches) …"
 log "  module: $MOD_DIR   key: $KEY   $GO_VERSION"

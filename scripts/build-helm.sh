@@ -38,38 +38,13 @@ die() { log "ERROR: $*"; exit 1; }
 
 have() { [[ -f "$1/helm" && -x "$1/helm" ]]; }
 
-no_build=0
-for arg in "$@"; do
-  case "$arg" in
-    --no-build) no_build=1 ;;
-    -h|--help) sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
-    *) die "unknown argument: $arg (try --help)" ;;
-  esac
-done
-
-# --- explicit override --------------------------------------------------------
-if [[ -n "${RESIZE_GUARD_HELM_DIR:-}" ]]; then
-  d="$(cd "$RESIZE_GUARD_HELM_DIR" 2>/dev/null && pwd -P)" \
-    || die "RESIZE_GUARD_HELM_DIR=$RESIZE_GUARD_HELM_DIR is not a directory"
-  have "$d" || die "RESIZE_GUARD_HELM_DIR=$d must contain an executable helm"
-  log "using RESIZE_GUARD_HELM_DIR=$d (no build)"
-  printf '%s\n' "$d"
-  exit 0
-fi
+stamp_cache_args 30 "$@"
+stamp_cache_override RESIZE_GUARD_HELM_DIR "an executable helm"
 
 # --- inputs -------------------------------------------------------------------
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
-unset GOOS GOARCH GOFLAGS 2>/dev/null || true
-
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 MOD_DIR="$REPO_ROOT/tests/helm"
-for f in go.mod go.sum; do
-  [[ -f "$MOD_DIR/$f" ]] || die "missing $MOD_DIR/$f"
-done
-
-command -v go >/dev/null 2>&1 || die "'go' not found on PATH (need Go >= 1.26, see tests/helm/README.md)"
-GO_VERSION="$(go version)" || die "'go version' failed"
+stamp_cache_go "$MOD_DIR" tests/helm/README.md go.mod go.sum
 
 # Versions come from go.mod itself, so a bump there is all it takes.
 mod_version() {
@@ -104,21 +79,9 @@ KEY="$(
 
 stamp_cache_init helm "$KEY"
 
-# --- fast path ----------------------------------------------------------------
-stamp_cache_hit "helm $HELM_VERSION"
-if (( no_build )); then
-  log "no cached build for key $KEY (run $0 to build)"
-  exit 3
-fi
-
-# --- slow path: serialise concurrent builders ---------------------------------
-stamp_cache_lock
-
-# Disk space: GOMODCACHE + GOCACHE + the binary need ~1.2 GB on a cold machine.
-stamp_cache_check_disk "${RESIZE_GUARD_HELM_MIN_FREE_GB:-2}" "helm" RESIZE_GUARD_HELM_DIR
-
-TMP_OUT="$(mktemp -d "$CACHE_ROOT/.tmp-helm-$KEY.XXXXXX")"
-trap 'rm -rf -- "$TMP_OUT"' EXIT
+# A hit prints the cached directory; otherwise serialise concurrent builders and check the disk
+# (GOMODCACHE + GOCACHE + binaries).
+stamp_cache_begin "helm $HELM_VERSION" "${RESIZE_GUARD_HELM_MIN_FREE_GB:-2}" "helm" RESIZE_GUARD_HELM_DIR
 
 log "building helm $HELM_VERSION (first run only; up to ~8 min on 2 busy cores with empty Go caches) …"
 log "  module: $MOD_DIR   key: $KEY   $GO_VERSION"

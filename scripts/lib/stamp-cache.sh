@@ -3,7 +3,14 @@
 # $HOME/.cache/resize-guard). Sourced, not run. The caller defines log, die and a function
 # `have DIR` (true when DIR holds every binary), and sets GO_VERSION.
 #
+#   stamp_cache_args LAST "$@"    parses --no-build (sets no_build) and --help (prints the caller's
+#                                 header, lines 2..LAST)
+#   stamp_cache_override VAR WHAT use the directory $VAR names as is (it must hold WHAT), never build
+#   stamp_cache_go MOD_DIR DOC FILE…  local Go toolchain only, static builds; MOD_DIR must hold
+#                                 FILE…; sets GO_VERSION
 #   stamp_cache_init NAME KEY     sets CACHE_ROOT, STAMP, CURRENT, LOCK
+#   stamp_cache_begin LABEL GB WHAT OVERRIDE  a hit (exit 0) or --no-build (exit 3), else the slow
+#                                 path: lock, disk check, a fresh TMP_OUT removed on failure
 #   stamp_cache_hit LABEL         on a hit: touch, refresh <name>-current, print STAMP, exit 0
 #   stamp_cache_lock              the slow path: serialise builders; exits 0 if one finished it
 #   stamp_cache_check_disk GB WHAT OVERRIDE   refuse a cold build without GB free
@@ -13,8 +20,60 @@
 # pruned once unused for RESIZE_GUARD_CACHE_KEEP_DAYS days (default 2), so checkouts at
 # different revisions on one machine do not delete each other's binaries.
 
+stamp_cache_args() {
+  local last=$1 arg
+  shift
+  no_build=0
+  for arg in "$@"; do
+    case "$arg" in
+      --no-build) no_build=1 ;;
+      -h|--help) sed -n "2,${last}p" "${BASH_SOURCE[1]}" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+      *) die "unknown argument: $arg (try --help)" ;;
+    esac
+  done
+}
+
+stamp_cache_override() {
+  local var=$1 what=$2 d
+  [[ -n "${!var:-}" ]] || return 0
+  d="$(cd "${!var}" 2>/dev/null && pwd -P)" || die "$var=${!var} is not a directory"
+  have "$d" || die "$var=$d must contain $what"
+  log "using $var=$d (no build)"
+  printf '%s\n' "$d"
+  exit 0
+}
+
+stamp_cache_go() {
+  local mod_dir=$1 doc=$2 f
+  shift 2
+  # GOTOOLCHAIN=local: a dependency drifting to a newer `go` line must fail loudly rather than
+  # download a toolchain (no internet here).
+  export GOTOOLCHAIN=local
+  export CGO_ENABLED=0
+  unset GOOS GOARCH GOFLAGS 2>/dev/null || true
+  for f in "$@"; do
+    [[ -f "$mod_dir/$f" ]] || die "missing $mod_dir/$f"
+  done
+  command -v go >/dev/null 2>&1 || die "'go' not found on PATH (need Go >= 1.26, see $doc)"
+  GO_VERSION="$(go version)" || die "'go version' failed"
+}
+
+stamp_cache_begin() {
+  local label=$1 min_gb=$2 what=$3 override=$4
+  stamp_cache_hit "$label"
+  if (( no_build )); then
+    log "no cached build for key $STAMP_KEY (run $0 to build)"
+    exit 3
+  fi
+  stamp_cache_lock
+  stamp_cache_check_disk "$min_gb" "$what" "$override"
+  TMP_OUT="$(mktemp -d "$CACHE_ROOT/.tmp-$STAMP_NAME-$STAMP_KEY.XXXXXX")"
+  trap 'rm -rf -- "$TMP_OUT"' EXIT
+}
+
 stamp_cache_init() {
   STAMP_NAME=$1
+  STAMP_KEY=$2
   CACHE_ROOT="${RESIZE_GUARD_CACHE_DIR:-$HOME/.cache/resize-guard}"
   mkdir -p "$CACHE_ROOT" || die "cannot create cache dir $CACHE_ROOT"
   CACHE_ROOT="$(cd "$CACHE_ROOT" && pwd -P)"

@@ -111,7 +111,12 @@ impl Demo {
             ..Default::default()
         })?;
         let out = self
-            .run(&["apply", "-k", &overlay.display().to_string(), "--server-side"])
+            .run(&[
+                "apply",
+                "-k",
+                &overlay.display().to_string(),
+                "--server-side",
+            ])
             .await;
         anyhow::ensure!(out.success, "kubectl apply -k failed");
         let _ = std::fs::remove_dir_all(&overlay);
@@ -163,6 +168,18 @@ impl Demo {
             controller,
         })
     }
+}
+
+/// Process set-up of a demo binary: errors-only logging (`RUST_LOG` overrides) and the rustls
+/// crypto provider.
+pub fn init() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "error,kube_client=off".into()),
+        )
+        .init();
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// A resize-guard binary from `RESIZE_GUARD_BIN_DIR` (default `target/debug`).

@@ -268,9 +268,12 @@ pub fn spec_cpu(p: &Pod) -> (Option<String>, Option<String>) {
         return (None, None);
     };
     let r = c.resources.as_ref();
-    let get = |l: Option<&std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
-        l.and_then(|m| m.get("cpu")).map(|q| q.0.clone())
-    };
+    let get = |l: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >| { l.and_then(|m| m.get("cpu")).map(|q| q.0.clone()) };
     (
         get(r.and_then(|r| r.requests.as_ref())),
         get(r.and_then(|r| r.limits.as_ref())),

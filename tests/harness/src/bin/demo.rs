@@ -15,13 +15,7 @@ use std::time::Duration;
 const NS: &str = "shop";
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "error,kube_client=off".into()),
-        )
-        .init();
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    resize_guard_harness::demo::init();
     println!("resize-guard demo: starting etcd and kube-apiserver v1.37.2 …");
     let cp = ControlPlane::start(&Options::default())?;
     let rt = tokio::runtime::Runtime::new()?;

@@ -1,0 +1,227 @@
+//! `make demo-vpa`: the field report's walls as the Vertical Pod Autoscaler meets them, replayed
+//! with the real VPA v1.6.0 updater and admission-controller against a real Kubernetes v1.37.2
+//! control plane (kube-apiserver, kube-scheduler, kube-controller-manager, hollow nodes running
+//! upstream's kubelet) — first without resize-guard, then with it installed from `deploy/`.
+//! The recommender does not run: the demo writes each VPA's recommendation in its place.
+//!
+//! `--full` also plays the Deferred wall without resize-guard, which takes VPA's fixed 5 minutes
+//! before it evicts. Exits non-zero if any step does not behave as described.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use resize_guard_harness::admission::wait_active;
+use resize_guard_harness::demo::{Demo, T};
+use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::objects::{cpu_resize, create_running, guaranteed_pod};
+use resize_guard_harness::vpa::{Vpa, VpaOptions};
+use resize_guard_harness::vpa_field::{Outcome, Scenario, run};
+
+const PROBE_NS: &str = "vpa-demo-probe";
+
+fn main() -> anyhow::Result<()> {
+    resize_guard_harness::demo::init();
+    let full = std::env::args().any(|a| a == "--full");
+    println!(
+        "resize-guard VPA demo: starting etcd, kube-apiserver, kube-scheduler and kube-controller-manager v1.37.2 …"
+    );
+    let env = shared(EnvOptions::default());
+    env.cp.start_scheduler(&[])?;
+    env.cp.start_controller_manager()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let code = rt.block_on(play(env, full))?;
+    std::process::exit(code);
+}
+
+async fn play(env: &'static Env, full: bool) -> anyhow::Result<i32> {
+    println!("… and the VPA v1.6.0 admission-controller and updater (updater loop every 5 s) …");
+    let vpa = Vpa::start(&env.cp, VpaOptions::default()).await?;
+    let mut demo = Demo::new(&env.cp);
+
+    demo.say(
+        "Without resize-guard. Three Deployments under VPAs in InPlaceOrRecreate mode; the demo writes \
+         each recommendation (the recommender needs metrics this cluster does not have):\n  \
+         qos        2 Guaranteed replicas at 500m, controlledValues: RequestsOnly, recommendation 250m\n  \
+         infeasible 2 replicas at 300m on a 1-CPU node, recommendation 1500m\n  \
+         deferred   2 replicas at 300m grow to 500m on a node the rest of which low-priority pods hold",
+    );
+    let mut walls = vec![Scenario::qos(), Scenario::infeasible()];
+    if full {
+        walls.push(Scenario::deferred());
+    }
+    let without = play_all(env, &vpa, &walls, "without resize-guard").await?;
+    table(&without);
+    let qos = &without[0];
+    show(qos, &["EvictedByVPA"]);
+    demo.expect(
+        qos.evicted == 2 && qos.pods.iter().all(|p| !p.original && p.qos == "Burstable"),
+        "qos: the API server refused the in-place resize, VPA evicted both pods and they came back Burstable",
+    );
+    let infeasible = &without[1];
+    show(infeasible, &["EvictedByVPA", "FailedScheduling"]);
+    demo.expect(
+        infeasible.evicted == 1 && infeasible.pods.iter().any(|p| p.unschedulable.is_some()),
+        "infeasible: VPA evicted a replica whose replacement can never be scheduled",
+    );
+    if full {
+        let deferred = &without[2];
+        show(deferred, &["EvictedByVPA", "Preempted"]);
+        demo.expect(
+            deferred
+                .first_eviction_after
+                .is_some_and(|d| d >= Duration::from_secs(300)),
+            "deferred: VPA waited 5 minutes, then evicted",
+        );
+    } else {
+        println!(
+            "\n  (deferred without resize-guard: VPA 1.6 waits 5 minutes — DeferredResizeUpdateTimeout in \
+             pkg/updater/restriction/pods_inplace_restriction.go — then evicts; run with --full to watch it)"
+        );
+    }
+
+    let _installed = demo.install(&env.cp).await?;
+    probe(env, &demo).await?;
+    demo.say(
+        "With resize-guard (qos.onChange: reject, as shipped): the same three walls on fresh nodes.",
+    );
+    let walls = vec![
+        Scenario::qos(),
+        Scenario::infeasible(),
+        Scenario::deferred(),
+    ];
+    let with = play_all(env, &vpa, &walls, "with resize-guard").await?;
+    table(&with);
+    show(&with[0], &["ResizeRejected", "EvictedByVPA"]);
+    demo.expect(
+        with[0].events_with("ResizeRejected").len() == 2,
+        "qos: VPA still falls back to eviction, but each pod's events say why and how to keep it Guaranteed",
+    );
+    show(&with[1], &["ResizeRejected", "EvictedByVPA"]);
+    demo.expect(
+        with[1].fallbacks.iter().any(|l| l.contains("resize-guard")),
+        "infeasible: the refusal VPA logs is resize-guard's, with the node's numbers",
+    );
+    show(
+        &with[2],
+        &["InPlaceResizedByVPA", "PreemptingForResize", "Preempted"],
+    );
+    demo.expect(
+        with[2].evicted == 0 && with[2].in_place == 2,
+        "deferred: resize-guard preempted the low-priority pods and both replicas grew in place",
+    );
+
+    demo.say("Now let resize-guard repair QoS-changing resizes (limits follow requests):");
+    let policy =
+        serde_json::json!({"data": {"policy.yaml": "qos:\n  onChange: repair\n"}}).to_string();
+    demo.run(&[
+        "patch",
+        "configmap",
+        "resize-guard",
+        "-n",
+        "resize-guard",
+        "--type=merge",
+        "-p",
+        &policy,
+    ])
+    .await;
+    let k = demo.kubectl.clone();
+    wait_active(T, || {
+        let k = k.clone();
+        async move {
+            let patch = r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"90m"}}}]}}"#;
+            k.resize_dry_run(PROBE_NS, "probe", patch)
+                .await
+                .is_ok_and(|o| o.success)
+        }
+    })
+    .await?;
+    let repaired = play_all(env, &vpa, &[Scenario::qos()], "with resize-guard, repair").await?;
+    table(&repaired);
+    show(&repaired[0], &["ResizeRepaired", "InPlaceResizedByVPA"]);
+    demo.expect(
+        repaired[0].in_place == 2
+            && repaired[0].evicted == 0
+            && repaired[0].pods.iter().all(|p| p.qos == "Guaranteed"),
+        "qos: both pods resized in place by VPA, still Guaranteed",
+    );
+
+    demo.say("All runs:");
+    let all: Vec<Outcome> = without.into_iter().chain(with).chain(repaired).collect();
+    table(&all);
+    Ok(demo.finish("The VPA walls behaved as described.", env.cp.dir()))
+}
+
+async fn play_all(
+    env: &Env,
+    vpa: &Vpa,
+    walls: &[Scenario],
+    label: &str,
+) -> anyhow::Result<Vec<Outcome>> {
+    futures::future::join_all(walls.iter().map(|s| run(env, vpa, s, label)))
+        .await
+        .into_iter()
+        .collect()
+}
+
+fn table(outcomes: &[Outcome]) {
+    println!("\n  {}", Outcome::header());
+    for o in outcomes {
+        println!("  {}", o.row());
+    }
+}
+
+fn show(o: &Outcome, reasons: &[&str]) {
+    println!(
+        "\n  {} / {} — namespace {}:",
+        o.scenario, o.run, o.namespace
+    );
+    for e in o
+        .events
+        .iter()
+        .filter(|e| reasons.contains(&e.reason.as_str()))
+    {
+        println!("    {:<20} pod/{:<28} {}", e.reason, e.object, e.message);
+    }
+    for l in o.fallbacks.iter().take(2) {
+        println!("    vpa-updater: {l}");
+    }
+    for p in &o.pods {
+        println!(
+            "    pod/{:<28} {:<9} cpu {}/{} qos {:<10} restarts {} {}",
+            p.name,
+            if p.original { "original" } else { "new" },
+            p.cpu.0.as_deref().unwrap_or("-"),
+            p.cpu.1.as_deref().unwrap_or("-"),
+            p.qos,
+            p.restarts,
+            p.unschedulable.as_deref().unwrap_or(""),
+        );
+    }
+}
+
+/// Waits until kube-apiserver calls resize-guard (an Infeasible dry-run resize of a probe pod is
+/// refused with resize-guard's message).
+async fn probe(env: &Env, demo: &Demo) -> anyhow::Result<()> {
+    let node = env.node("probe", "1", "1Gi").await;
+    demo.kubectl.run(["create", "namespace", PROBE_NS]).await?;
+    let pods: Api<Pod> = Api::namespaced(env.client().await, PROBE_NS);
+    create_running(
+        &pods,
+        &guaranteed_pod("probe", &node, "high", "100m", "64Mi"),
+    )
+    .await?;
+    let k = demo.kubectl.clone();
+    wait_active(T, || {
+        let k = k.clone();
+        async move {
+            k.resize_dry_run(PROBE_NS, "probe", &cpu_resize("2"))
+                .await
+                .is_ok_and(|o| o.stderr.contains("resize-guard"))
+        }
+    })
+    .await
+}
