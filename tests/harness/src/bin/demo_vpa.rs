@@ -190,6 +190,11 @@ fn show(o: &Outcome, reasons: &[&str]) {
         println!("    vpa-updater: {l}");
     }
     for p in &o.pods {
+        let restarts = if p.restarts < 0 {
+            "-".to_owned()
+        } else {
+            p.restarts.to_string()
+        };
         println!(
             "    pod/{:<28} {:<9} cpu {}/{} qos {:<10} restarts {} {}",
             p.name,
@@ -197,7 +202,7 @@ fn show(o: &Outcome, reasons: &[&str]) {
             p.cpu.0.as_deref().unwrap_or("-"),
             p.cpu.1.as_deref().unwrap_or("-"),
             p.qos,
-            p.restarts,
+            restarts,
             p.unschedulable.as_deref().unwrap_or(""),
         );
     }
