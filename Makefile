@@ -12,6 +12,10 @@
 #   make fuzz     the four fuzz targets for FUZZ_SECONDS each (default 300; `make test` runs them 10 s each)
 
 CARGO ?= cargo
+# Cargo's target directory as cargo resolves it (CARGO_TARGET_DIR, .cargo/config.toml or ./target),
+# for the recipes that run built binaries by path; evaluated only where used.
+TARGET_DIR = $(shell $(CARGO) metadata --format-version 1 --no-deps --locked \
+	| python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 # Builds (first run, ~6 min) or reuses the upstream binaries; its last output line is their directory.
 WITH_K8S = RESIZE_GUARD_K8S_BIN_DIR="$$(scripts/build-control-plane.sh | tail -n 1)"
 # helm v3 from Go modules (first run a few minutes), for the chart's lint/template/dry-run tests.
@@ -22,16 +26,18 @@ WITH_VPA = RESIZE_GUARD_VPA_DIR="$$(scripts/build-vpa.sh | tail -n 1)"
 .PHONY: test fmt-check clippy deps-check control-plane vpa image unit bench sandbox demo demo-vpa fmt fuzz rss
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
+# The demos find the webhook and controller next to themselves in cargo's target directory (wherever
+# CARGO_TARGET_DIR puts it); RESIZE_GUARD_BIN_DIR overrides.
 demo:
 	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-harness --bins
-	$(WITH_K8S) RESIZE_GUARD_BIN_DIR=target/debug $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo
+	$(WITH_K8S) $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo
 
 # The field report's VPA walls: VPA v1.6.0's updater and admission-controller, kube-scheduler and
 # kube-controller-manager, without resize-guard and then with it; FULL=1 also waits out VPA's
 # 5-minute Deferred fall-back without resize-guard.
 demo-vpa:
 	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-harness --bins
-	$(WITH_K8S) $(WITH_VPA) RESIZE_GUARD_BIN_DIR=target/debug $(CARGO) run --locked -q -p resize-guard-harness \
+	$(WITH_K8S) $(WITH_VPA) $(CARGO) run --locked -q -p resize-guard-harness \
 		--bin resize-guard-demo-vpa -- $(if $(FULL),--full,)
 
 test: fmt-check clippy deps-check image unit
@@ -92,8 +98,8 @@ PODS ?= 3000
 rss:
 	$(CARGO) build --locked --release -p resize-guard-webhook -p resize-guard-controller
 	$(CARGO) build --locked -p resize-guard-harness --bin resize-guard-rss
-	$(WITH_K8S) target/debug/resize-guard-rss --webhook target/release/resize-guard-webhook \
-		--controller target/release/resize-guard-controller --pods $(PODS) --settle 10
+	$(WITH_K8S) $(TARGET_DIR)/debug/resize-guard-rss --webhook $(TARGET_DIR)/release/resize-guard-webhook \
+		--controller $(TARGET_DIR)/release/resize-guard-controller --pods $(PODS) --settle 10
 
 # Time-boxed proptest fuzzing on stable (fuzz/README.md): corpus replay, then mutation and
 # generation until the budget is spent; a failure is shrunk and saved under target/fuzz-artifacts/.

@@ -13,6 +13,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
+// The duration syntax of every resize-guard command line (`720h`, `30d`, `1h30m`, `90s`).
+use humantime::parse_duration;
 use resize_guard_certs::{
     CertSpec, expires_within, generate, not_after, read_dir, renew_leaf, write_dir,
 };
@@ -48,7 +50,7 @@ enum Command {
         /// Directory holding the Secret-volume layout.
         #[arg(long, env = "RESIZE_GUARD_CERTS_DIR")]
         out_dir: PathBuf,
-        /// Renewal window, e.g. 720h, 30d, 1h30m.
+        /// Renewal window, e.g. 720h, 30d, 1h30m, 4w.
         #[arg(long, value_parser = parse_duration)]
         within: Duration,
     },
@@ -180,39 +182,6 @@ fn rfc3339(t: SystemTime) -> String {
         .unwrap_or_else(|_| t.to_string())
 }
 
-/// Parses durations like `720h`, `30d`, `1h30m`, `90s` (units d, h, m, s; Go-style concatenation).
-fn parse_duration(input: &str) -> Result<Duration, String> {
-    let err = || format!("invalid duration {input:?}: use e.g. 720h, 30d, 1h30m, 90s");
-    if input.is_empty() {
-        return Err(err());
-    }
-    let mut total: u64 = 0;
-    let mut digits = String::new();
-    for c in input.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let unit: u64 = match c {
-            'd' => 86_400,
-            'h' => 3_600,
-            'm' => 60,
-            's' => 1,
-            _ => return Err(err()),
-        };
-        let n: u64 = digits.parse().map_err(|_| err())?;
-        digits.clear();
-        total = n
-            .checked_mul(unit)
-            .and_then(|s| total.checked_add(s))
-            .ok_or_else(err)?;
-    }
-    if !digits.is_empty() {
-        return Err(err());
-    }
-    Ok(Duration::from_secs(total))
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -220,7 +189,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_go_style_durations() {
+    fn parses_the_shared_duration_syntax() {
         assert_eq!(
             parse_duration("720h").unwrap(),
             Duration::from_secs(720 * 3600)
@@ -231,11 +200,25 @@ mod tests {
         );
         assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(
+            parse_duration("4w").unwrap(),
+            Duration::from_secs(28 * 86_400)
+        );
+        assert_eq!(parse_duration("1.5h").unwrap(), Duration::from_secs(5400));
+        let within =
+            |w: &str| match Cli::try_parse_from(["x", "check", "--out-dir", "d", "--within", w]) {
+                Ok(Cli {
+                    command: Command::Check { within, .. },
+                }) => Some(within),
+                _ => None,
+            };
+        assert_eq!(within("1h 30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(within("soon"), None);
     }
 
     #[test]
     fn rejects_durations_without_units_or_with_unknown_ones() {
-        for bad in ["", "720", "h", "5w", "1.5h", "-1h"] {
+        for bad in ["", "720", "h", "5x", "1hh", "-1h"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
     }

@@ -1,8 +1,8 @@
 //! Pods by node, as ledger entries: what a decision reads of the pods on a node, kept up to date
-//! from the pod watch so a review never re-reads pod specs.
+//! from the pod watch so neither a review nor a reconcile re-reads pod specs.
 //!
 //! The view holds the index behind a `RwLock`: the pod watch writes (apply, delete, relist),
-//! reviews read. Each node's [`NodeLedger`] is built on first use and cached behind the index's
+//! decisions (the webhook's reviews, the controller's reconciles) read. Each node's [`NodeLedger`] is built on first use and cached behind the index's
 //! own small `RwLock`, so the hot path — a fresh ledger — takes only read locks (the index's and
 //! the cache's); building a missing ledger takes the cache's write lock just to insert it. A pod
 //! change on a node drops that node's cached ledger (under the index's write lock); a node change
@@ -81,8 +81,8 @@ impl PodIndex {
         {
             return l.clone();
         }
-        // Built outside the cache lock: concurrent reviews are not held up. Two reviews of the
-        // same stale node may both build it; either result is current.
+        // Built outside the cache lock: concurrent decisions are not held up. Two decisions on
+        // the same stale node may both build it; either result is current.
         let entries = self
             .by_node
             .get(name)

@@ -1,6 +1,7 @@
-//! The live cluster view both programs share: nodes and PodDisruptionBudgets through kube-runtime
-//! reflector stores, pods in a [`PodIndex`] by node holding only their ledger entries (so a
-//! decision never re-reads pod specs), and the policy from the ConfigMap, reloaded live.
+//! The live cluster view both programs share — the webhook reviews against it, the controller
+//! reconciles against it: nodes and PodDisruptionBudgets through kube-runtime reflector stores,
+//! pods in a [`PodIndex`] by node holding only their ledger entries (so a decision never re-reads
+//! pod specs), and the policy from the ConfigMap, reloaded live.
 //!
 //! One watch per resource, each object trimmed ([`crate::trim`]) before anything keeps it. The
 //! pod watch feeds the index and, when [`ViewConfig::keep_pods`] asks for it (the controller), a
@@ -8,10 +9,11 @@
 //! that order — so the controller runs on the same single pod cache instead of a second one.
 //!
 //! Every watch item also goes to [`WatchHealth`]: the view is ready once every watch has listed
-//! and none has been failing for longer than [`ViewConfig::unhealthy_after`]; until then `/readyz`
-//! fails with the reason and the API server's `failurePolicy` decides. A policy edit that does not
-//! parse keeps the last good policy, is logged, counted, and reported as an `InvalidPolicy`
-//! Warning Event on the ConfigMap.
+//! and none has been failing for longer than [`ViewConfig::unhealthy_after`]; until then each
+//! program's `/readyz` fails with the reason (for the webhook the API server's `failurePolicy`
+//! then decides; the controller also holds off acting while its pod or node watch is stale,
+//! [`ClusterView::stale_for_acting`]). A policy edit that does not parse keeps the last good
+//! policy, is logged, counted, and reported as an `InvalidPolicy` Warning Event on the ConfigMap.
 
 use std::fmt::Debug;
 use std::sync::{Arc, RwLock};
@@ -22,13 +24,14 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::api::Api;
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event as KubeEvent, EventType};
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::Policy;
+use resize_guard_runtime::Events;
 use tokio::sync::broadcast;
 
 use crate::Cluster;
@@ -54,8 +57,8 @@ pub struct ViewConfig {
     pub namespace: String,
     /// Name of the policy ConfigMap.
     pub policy_configmap: String,
-    /// Who reports `InvalidPolicy` Events.
-    pub reporter: Reporter,
+    /// Publishes the `InvalidPolicy` and `PolicyDeleted` Events (the program's one publisher).
+    pub events: Events,
     /// Also keep the trimmed pods in a [`Store`] and broadcast pod events (the controller).
     pub keep_pods: bool,
     /// A watch failing for longer than this makes the view unready.
@@ -68,11 +71,11 @@ pub struct ViewConfig {
 
 impl ViewConfig {
     /// Defaults: no pod store, unhealthy after 60 s of failure, no hooks.
-    pub fn new(namespace: &str, policy_configmap: &str, reporter: Reporter) -> ViewConfig {
+    pub fn new(namespace: &str, policy_configmap: &str, events: Events) -> ViewConfig {
         ViewConfig {
             namespace: namespace.to_owned(),
             policy_configmap: policy_configmap.to_owned(),
-            reporter,
+            events,
             keep_pods: false,
             unhealthy_after: DEFAULT_UNHEALTHY_AFTER,
             on_policy_reload: Arc::new(|_| {}),
@@ -318,9 +321,8 @@ fn apply_to_index(view: &ClusterView, ev: &watcher::Event<Pod>, relist: &mut Opt
 
 async fn watch_policy(client: kube::Client, view: Arc<ClusterView>, config: ViewConfig) {
     let name = config.policy_configmap;
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &view.namespace);
+    let api: Api<ConfigMap> = Api::namespaced(client, &view.namespace);
     let watch = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let recorder = Recorder::new(client, config.reporter);
     let mut stream = trimmed(api, watch, |cm: &mut ConfigMap| {
         cm.metadata.managed_fields = None;
     })
@@ -336,7 +338,7 @@ async fn watch_policy(client: kube::Client, view: Arc<ClusterView>, config: View
             Ok(watcher::Event::InitApply(cm) | watcher::Event::Apply(cm)) => {
                 seen_in_list = true;
                 in_force = true;
-                apply_policy(&view, cm, &recorder, &config.on_policy_reload).await;
+                apply_policy(&view, cm, &config.events, &config.on_policy_reload);
             }
             Ok(watcher::Event::InitDone) if !seen_in_list && !in_force => {
                 tracing::info!(configmap = %name, "no policy ConfigMap; using the default policy");
@@ -344,11 +346,11 @@ async fn watch_policy(client: kube::Client, view: Arc<ClusterView>, config: View
                 in_force = true;
             }
             Ok(watcher::Event::InitDone) if !seen_in_list => {
-                policy_gone(&name, &view.namespace, None, &recorder).await;
+                policy_gone(&name, &view.namespace, None, &config.events);
             }
             Ok(watcher::Event::InitDone) => {}
             Ok(watcher::Event::Delete(cm)) => {
-                policy_gone(&name, &view.namespace, Some(cm), &recorder).await;
+                policy_gone(&name, &view.namespace, Some(cm), &config.events);
             }
         }
         view.health.observe(Watched::ConfigMap, &item);
@@ -357,17 +359,20 @@ async fn watch_policy(client: kube::Client, view: Arc<ClusterView>, config: View
 
 /// The policy ConfigMap disappeared: keep the policy in force, say so in the log and in a
 /// `PolicyDeleted` Warning Event on the (deleted) ConfigMap.
-async fn policy_gone(name: &str, namespace: &str, cm: Option<&ConfigMap>, recorder: &Recorder) {
+fn policy_gone(name: &str, namespace: &str, cm: Option<&ConfigMap>, events: &Events) {
     tracing::warn!(configmap = %name, "policy ConfigMap deleted; keeping the last good policy until it is recreated");
     let regarding = match cm {
         Some(cm) => cm.object_ref(&()),
-        None => k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("ConfigMap".into()),
-            name: Some(name.to_owned()),
-            namespace: Some(namespace.to_owned()),
+        // Gone at a relist: only its name is known.
+        None => ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                ..Default::default()
+            },
             ..Default::default()
-        },
+        }
+        .object_ref(&()),
     };
     let event = KubeEvent {
         type_: EventType::Warning,
@@ -378,17 +383,10 @@ async fn policy_gone(name: &str, namespace: &str, cm: Option<&ConfigMap>, record
         action: "LoadPolicy".into(),
         secondary: None,
     };
-    if let Err(err) = recorder.publish(&event, &regarding).await {
-        tracing::warn!(error = %err, "could not record PolicyDeleted event");
-    }
+    events.publish(event, regarding);
 }
 
-async fn apply_policy(
-    view: &ClusterView,
-    cm: &ConfigMap,
-    recorder: &Recorder,
-    on_reload: &PolicyReloadHook,
-) {
+fn apply_policy(view: &ClusterView, cm: &ConfigMap, events: &Events, on_reload: &PolicyReloadHook) {
     let doc = cm
         .data
         .as_ref()
@@ -411,9 +409,7 @@ async fn apply_policy(
                 action: "LoadPolicy".into(),
                 secondary: None,
             };
-            if let Err(err) = recorder.publish(&event, &cm.object_ref(&())).await {
-                tracing::warn!(error = %err, "could not record InvalidPolicy event");
-            }
+            events.publish(event, cm.object_ref(&()));
         }
     }
 }

@@ -15,6 +15,7 @@ use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 use resize_guard_cluster::{ClusterView, ViewConfig, Watched};
 use resize_guard_harness::control_plane::{ControlPlane, Identity, Options, WEBHOOK_USER};
+use resize_guard_runtime::Events;
 
 async fn eventually<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
@@ -64,6 +65,13 @@ fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
         let as_webhook = cp.client_as(Identity::Webhook).await.unwrap();
         let errors = Arc::new(AtomicUsize::new(0));
         let pod_errors = Arc::new(AtomicUsize::new(0));
+        let events = Events::start(
+            as_webhook.clone(),
+            Reporter {
+                controller: "e2e-view".into(),
+                instance: None,
+            },
+        );
         let view = ClusterView::start(as_webhook, {
             let (errors, pod_errors) = (errors.clone(), pod_errors.clone());
             ViewConfig {
@@ -74,14 +82,7 @@ fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
                         pod_errors.fetch_add(1, Ordering::Relaxed);
                     }
                 }),
-                ..ViewConfig::new(
-                    "resize-guard",
-                    "resize-guard",
-                    Reporter {
-                        controller: "e2e-view".into(),
-                        instance: None,
-                    },
-                )
+                ..ViewConfig::new("resize-guard", "resize-guard", events)
             }
         });
 

@@ -20,6 +20,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
+use resize_guard_harness::bench::{ms, percentile, write_summary};
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::install::set_policy;
@@ -30,14 +31,6 @@ const DEFAULT_RUNS: usize = 40;
 const UPSTREAM_NS: &str = "upstream-bench";
 
 type Seen = Arc<Mutex<HashMap<String, (Option<Instant>, Option<Instant>)>>>;
-
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1e6).round() / 1e3
-}
 
 /// Records, per pod, when it was first seen Deferred and first seen terminating.
 fn watch(api: Api<Pod>, seen: Seen) {
@@ -184,19 +177,16 @@ fn main() {
             r(d50, u50),
             r(d99, u99)
         );
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
-        let _ = std::fs::create_dir_all(&dir);
-        let _ = std::fs::write(
-            dir.join("preemption_latency.json"),
-            serde_json::json!({
+        write_summary(
+            "preemption_latency",
+            &serde_json::json!({
                 "runs": runs,
                 "resize_guard": {"p50_ms": ms(o50), "p99_ms": ms(o99)},
                 "resize_guard_best_effort": {"p50_ms": ms(d50), "p99_ms": ms(d99)},
                 "kube_scheduler_alpha": {"p50_ms": ms(u50), "p99_ms": ms(u99)},
                 "ratio_p50": o50.as_secs_f64() / u50.as_secs_f64(),
                 "ratio_p99": o99.as_secs_f64() / u99.as_secs_f64(),
-            })
-            .to_string(),
+            }),
         );
     });
 }

@@ -26,6 +26,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
+use resize_guard_harness::bench::{Lcg, write_summary};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::objects::*;
@@ -35,22 +36,6 @@ const UPSTREAM_NS: &str = "upstream-victims";
 const OURS_SCHEDULER: &str = "resize-guard-bench";
 const PLAN: &str = "resize-guard.io/preemption";
 const ADMIT_TIMEOUT: Duration = Duration::from_secs(90);
-
-/// A deterministic generator, so a seed names the same scenarios on every machine.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next(hi - lo + 1)
-    }
-}
 
 #[derive(Debug, Clone)]
 struct PodSpec {
@@ -360,11 +345,9 @@ fn report(seed: u64, rows: &[(usize, Scenario, Outcome, Outcome)]) {
         "resize-guard scenarios with a second plan: {second_rounds}; not admitted within {}s: resize-guard {ours_stuck}, upstream {theirs_stuck}",
         ADMIT_TIMEOUT.as_secs()
     );
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
-    let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(
-        dir.join("preemption_victims.json"),
-        serde_json::json!({
+    write_summary(
+        "preemption_victims",
+        &serde_json::json!({
             "seed": seed,
             "scenarios": rows.len(),
             "compared": compared,
@@ -373,7 +356,6 @@ fn report(seed: u64, rows: &[(usize, Scenario, Outcome, Outcome)]) {
             "fewer": fewer, "same": same, "more": more,
             "second_rounds": second_rounds,
             "not_admitted": {"resize_guard": ours_stuck, "kube_scheduler_alpha": theirs_stuck},
-        })
-        .to_string(),
+        }),
     );
 }

@@ -17,9 +17,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     DeleteOptions as K8sDeleteOptions, ObjectMeta, Preconditions as K8sPreconditions,
 };
 use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
+use resize_guard_policy::pod::{self, PodKey};
+use resize_guard_runtime::Events;
 use serde_json::json;
 
 use crate::decision::{Decision, FAILED_RETRY, Record, Removal, SHORT_WAIT, Via, budget_refused};
@@ -101,14 +104,7 @@ impl ActuateError {
 
     /// The error and its causes, each once, for logs.
     pub fn chain(&self) -> String {
-        let mut out = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        while let Some(c) = cause {
-            out.push_str(": ");
-            out.push_str(&c.to_string());
-            cause = c.source();
-        }
-        out
+        resize_guard_runtime::error_chain(self)
     }
 }
 
@@ -117,8 +113,8 @@ impl ActuateError {
 pub struct Actuator {
     /// API client.
     pub client: kube::Client,
-    /// Event recorder.
-    pub recorder: Recorder,
+    /// The program's Event publisher.
+    pub events: Events,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Every write is fenced by it.
@@ -126,25 +122,21 @@ pub struct Actuator {
 }
 
 fn reference(pod: &Pod) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        name: pod.metadata.name.clone(),
-        namespace: pod.metadata.namespace.clone(),
-        uid: pod.metadata.uid.clone(),
-        ..Default::default()
-    }
+    pod.object_ref(&())
 }
 
+/// The victim as an Event names it: only its key is at hand, not the pod.
 fn victim_reference(r: &Removal) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        name: Some(r.victim.name.clone()),
-        namespace: Some(r.victim.namespace.clone()),
-        uid: Some(r.victim.uid.clone()),
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(r.victim.name.clone()),
+            namespace: Some(r.victim.namespace.clone()),
+            uid: Some(r.victim.uid.clone()),
+            ..Default::default()
+        },
         ..Default::default()
     }
+    .object_ref(&())
 }
 
 impl Actuator {
@@ -163,8 +155,9 @@ impl Actuator {
         }
     }
 
-    /// Publishes an Event off the critical path (victims are evicted first, reported after);
-    /// Events are writes too, so a replica that no longer leads publishes none.
+    /// Queues an Event on the program's publisher, off the critical path (victims are evicted
+    /// first, reported after); Events are writes too, so the post is fenced when it is made and a
+    /// replica that no longer leads publishes none.
     fn event(
         &self,
         regarding: &ObjectReference,
@@ -184,13 +177,11 @@ impl Actuator {
             action: "Preempt".into(),
             secondary: related.cloned(),
         };
-        let (this, regarding) = (self.clone(), regarding.clone());
-        tokio::spawn(async move {
-            let publish = this.recorder.publish(&ev, &regarding);
-            if let Err(e) = this.write(publish).await {
-                tracing::warn!(error = %e, reason = ev.reason, "could not record event");
-            }
-        });
+        let this = self.clone();
+        self.events
+            .publish_through(ev, regarding.clone(), move |post| async move {
+                this.write(post).await
+            });
     }
 
     async fn set_plan(&self, pod: &Pod, value: Option<String>) -> Result<(), WriteError> {
@@ -209,11 +200,7 @@ impl Actuator {
 
     /// Carries out `decision` for `pod`.
     pub async fn apply(&self, pod: &Pod, decision: Decision) -> Result<Action, ActuateError> {
-        let key = format!(
-            "{}/{}",
-            pod.metadata.namespace.as_deref().unwrap_or_default(),
-            pod.metadata.name.as_deref().unwrap_or_default()
-        );
+        let key = PodKey::of(pod).to_string();
         let record_plan = |source| ActuateError::RecordPlan {
             pod: key.clone(),
             source,
@@ -298,7 +285,7 @@ impl Actuator {
                         Err(source) => {
                             self.metrics.preemption("error");
                             return Err(ActuateError::Preempt {
-                                victim: format!("{}/{}", v.victim.namespace, v.victim.name),
+                                victim: v.victim.to_string(),
                                 source,
                             });
                         }
@@ -319,11 +306,7 @@ impl Actuator {
     /// precondition failed).
     async fn remove(&self, preemptor: &Pod, r: &Removal) -> Result<bool, WriteError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &r.victim.namespace);
-        let preemptor_key = format!(
-            "{}/{}",
-            preemptor.metadata.namespace.as_deref().unwrap_or_default(),
-            preemptor.metadata.name.as_deref().unwrap_or_default()
-        );
+        let preemptor_key = PodKey::of(preemptor);
         let condition = json!({
             "metadata": {"uid": r.victim.uid},
             "status": {"conditions": [{
@@ -401,16 +384,8 @@ impl Actuator {
                 }
             }
         }
-        let priority = preemptor
-            .spec
-            .as_ref()
-            .and_then(|s| s.priority)
-            .unwrap_or(0);
-        let node = preemptor
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .unwrap_or_default();
+        let priority = pod::priority(preemptor);
+        let node = pod::node_name(preemptor).unwrap_or_default();
         self.event(
             &victim_reference(r),
             Some(&reference(preemptor)),

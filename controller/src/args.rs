@@ -1,29 +1,19 @@
-//! Command-line and environment configuration of the controller.
+//! Command-line and environment configuration of the controller: the flags it shares with the
+//! webhook ([`CommonArgs`], health on `:8081` here) plus leader election and certificates.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
+use resize_guard_runtime::{CommonArgs, parse_duration};
 
 /// resize-guard preemption controller.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "resize-guard-controller", version)]
+#[command(mut_arg("health_addr", |a| a.default_value("0.0.0.0:8081")))]
 pub struct Args {
-    /// Plain HTTP address for `/livez`, `/readyz` and `/metrics`.
-    #[arg(long, env = "RESIZE_GUARD_HEALTH_ADDR", default_value = "0.0.0.0:8081")]
-    pub health_addr: SocketAddr,
-
-    /// The namespace resize-guard runs in (policy ConfigMap, Lease; always excluded).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "resize-guard")]
-    pub namespace: String,
-
-    /// Name of the policy ConfigMap (key `policy.yaml`).
-    #[arg(
-        long,
-        env = "RESIZE_GUARD_POLICY_CONFIGMAP",
-        default_value = "resize-guard"
-    )]
-    pub policy_configmap: String,
+    /// Namespace, policy ConfigMap, health address, watch threshold, log format.
+    #[command(flatten)]
+    pub common: CommonArgs,
 
     /// Name of the leader-election Lease.
     #[arg(
@@ -49,15 +39,6 @@ pub struct Args {
     /// This replica's identity in the Lease (defaults to the host name).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
-
-    /// A watch (pods, nodes, PodDisruptionBudgets, the policy ConfigMap) failing for longer than
-    /// this makes `/readyz` fail, naming it.
-    #[arg(long, env = "RESIZE_GUARD_WATCH_UNHEALTHY_AFTER", default_value = "60s", value_parser = parse_duration)]
-    pub watch_unhealthy_after: Duration,
-
-    /// Log format.
-    #[arg(long, env = "RESIZE_GUARD_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    pub log_format: String,
 
     /// The webhook's serving certificate and the configurations' caBundle.
     #[command(flatten)]
@@ -156,11 +137,18 @@ impl Args {
     }
 }
 
-pub use resize_guard_cluster::parse_duration;
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_controller_serves_health_on_8081_unlike_the_webhook() {
+        let a = Args::try_parse_from(["resize-guard-controller"])
+            .unwrap()
+            .common;
+        assert_eq!(a.health_addr.to_string(), "0.0.0.0:8081");
+        assert_eq!(a.namespace, "resize-guard");
+    }
 
     #[test]
     fn certificates_are_self_managed_by_default() {

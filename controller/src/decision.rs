@@ -3,10 +3,11 @@
 //! `resize_guard_policy::assess`, the recorded plan and the state of its victims in, a
 //! [`Decision`] out — so every branch is unit-tested without a cluster.
 //!
-//! The loop of DESIGN §5: only a Deferred resize of the current generation is acted on; a plan
-//! recorded for this generation is resumed (its victims still running are preempted, terminating
-//! ones awaited) rather than re-chosen; once every planned victim is gone a still-Deferred resize
-//! is planned afresh (the kubelet may have given the room to someone else, upstream-resize.md
+//! The loop of DESIGN §5: only a Deferred resize of the current generation is acted on; a fresh
+//! plan is recorded on the preemptor before any victim is touched when it has several victims,
+//! and after the eviction when it has one ([`Record`]); a plan recorded for this generation is
+//! resumed (its victims still running are preempted, terminating ones awaited) rather than
+//! re-chosen; once every planned victim is gone a still-Deferred resize is planned afresh (the kubelet may have given the room to someone else, upstream-resize.md
 //! §1.8); terminating pods on the node count as space being freed, so nothing new is chosen
 //! while they cover the shortfall. A Deferred resize larger than the node's allocatable is never
 //! preempted for (no victim can make it fit; a v1.37 kubelet keeps such a resize Deferred for
@@ -22,7 +23,7 @@ use resize_guard_policy::verdict::{Deferral, Infeasibility};
 use resize_guard_policy::victims::{NoPlan, name_list};
 use resize_guard_policy::{Verdict, verdict::NAMES_IN_MESSAGES};
 
-use crate::plan::{PlanRecord, PlannedVictim};
+use crate::plan::PlanRecord;
 
 /// Where a planned victim is now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +112,7 @@ pub enum Record {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Removal {
     /// Who (the UID is a precondition of every write: a recreated pod is not the victim).
-    pub victim: PlannedVictim,
+    pub victim: PodKey,
     /// Its own `terminationGracePeriodSeconds`, capped by `preemption.maxGracePeriodSeconds`.
     pub grace_seconds: u32,
     /// Through the Eviction API (`pdb: respect`) or a plain delete (`bestEffort`, like
@@ -146,7 +147,7 @@ pub fn decide(
     victims: &[VictimState],
     policy: &Policy,
     now: Timestamp,
-    grace: &dyn Fn(&PlannedVictim) -> Option<i64>,
+    grace: &dyn Fn(&PodKey) -> Option<i64>,
 ) -> Decision {
     let generation = pod.metadata.generation.unwrap_or(0);
     if let Some(revert) = revert_infeasible(pod, policy, generation) {
@@ -180,7 +181,7 @@ pub fn decide(
         }
     };
     if let Some(p) = plan.filter(|p| p.generation == generation) {
-        let pending: Vec<PlannedVictim> = p
+        let pending: Vec<PodKey> = p
             .victims
             .iter()
             .zip(victims)
@@ -216,7 +217,7 @@ pub fn decide(
 }
 
 /// What a PodDisruptionBudget's refusal to evict `victim` means: the plan no longer holds.
-pub fn budget_refused(victim: &PlannedVictim) -> Decision {
+pub fn budget_refused(victim: &PodKey) -> Decision {
     Decision::Replan {
         why: format!(
             "a PodDisruptionBudget refused the eviction of {}/{}; choosing again",
@@ -229,9 +230,9 @@ pub fn budget_refused(victim: &PlannedVictim) -> Decision {
 /// Each victim with its grace period (its own, 30 s when unknown as the API defaults it,
 /// capped by policy) and the API it goes through.
 fn removals(
-    victims: Vec<PlannedVictim>,
+    victims: Vec<PodKey>,
     policy: &Policy,
-    grace: &dyn Fn(&PlannedVictim) -> Option<i64>,
+    grace: &dyn Fn(&PodKey) -> Option<i64>,
 ) -> Vec<Removal> {
     let via = match policy.preemption.pdb {
         PdbMode::Respect => Via::Eviction,
@@ -259,7 +260,7 @@ fn plan_fresh(
     policy: &Policy,
     generation: i64,
     now: Timestamp,
-    grace: &dyn Fn(&PlannedVictim) -> Option<i64>,
+    grace: &dyn Fn(&PodKey) -> Option<i64>,
 ) -> Decision {
     let me = PodKey::of(pod);
     let plan = match &d.plan {
@@ -275,18 +276,8 @@ fn plan_fresh(
             after: SHORT_WAIT,
         };
     }
-    let names = plan
-        .victims
-        .iter()
-        .map(|v| format!("{} (priority {})", v.key, v.priority))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let shortfall = d
-        .shortfall
-        .positive()
-        .map(|(n, v)| format!("{n} {}", n.format(v)))
-        .collect::<Vec<_>>()
-        .join(" and ");
+    let names = name_list(plan.victims.iter(), usize::MAX);
+    let shortfall = d.shortfall_text();
     if policy.is_audit() {
         return Decision::WouldPreempt {
             note: format!(
@@ -296,15 +287,7 @@ fn plan_fresh(
             ),
         };
     }
-    let victims: Vec<PlannedVictim> = plan
-        .victims
-        .iter()
-        .map(|v| PlannedVictim {
-            namespace: v.key.namespace.clone(),
-            name: v.key.name.clone(),
-            uid: v.key.uid.clone(),
-        })
-        .collect();
+    let victims: Vec<PodKey> = plan.victims.iter().map(|v| v.key.clone()).collect();
     let rec = PlanRecord {
         generation,
         victims: victims.clone(),
@@ -417,11 +400,8 @@ fn failed(why: &NoPlan, d: &Deferral) -> Decision {
     }
 }
 
-fn join(v: &[PlannedVictim]) -> String {
-    v.iter()
-        .map(|v| format!("{}/{}", v.namespace, v.name))
-        .collect::<Vec<_>>()
-        .join(", ")
+fn join(v: &[PodKey]) -> String {
+    name_list(v.iter(), usize::MAX)
 }
 
 #[cfg(test)]

@@ -5,6 +5,6 @@ use resize_guard_controller::args::Args;
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    resize_guard_cluster::process::init(&args.log_format);
-    resize_guard_cluster::process::block_on(resize_guard_controller::run::run(args))
+    resize_guard_runtime::process::init(&args.common.log_format);
+    resize_guard_runtime::process::block_on(resize_guard_controller::run::run(args))
 }

@@ -1,33 +1,28 @@
-//! The preemption plan recorded on the preemptor before any victim is touched (annotation
-//! `resize-guard.io/preemption`), so a restarted or newly elected controller resumes the same
-//! plan instead of choosing again — the guard against double preemption across restarts that
-//! upstream's alpha lacks (KEP-5836 "Accept Double Preemption").
+//! The preemption plan recorded on the preemptor (annotation `resize-guard.io/preemption`), so a
+//! restarted or newly elected controller resumes the same plan instead of choosing again — the
+//! guard against double preemption across restarts that upstream's alpha lacks (KEP-5836
+//! "Accept Double Preemption").
+//!
+//! When it is written is decided with the plan ([`crate::decision::Record`]): a plan with several
+//! victims before any of them is touched; a one-victim plan after its eviction, off the critical
+//! path (once that victim terminates its space counts as being freed, so nobody is chosen again,
+//! and only time-to-unblock reads the record).
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
+use resize_guard_policy::pod::PodKey;
 use serde::{Deserialize, Serialize};
 
 /// The annotation holding the plan.
 pub const PLAN_ANNOTATION: &str = "resize-guard.io/preemption";
-
-/// One planned victim.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlannedVictim {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// UID (a recreated pod of the same name is not the victim).
-    pub uid: String,
-}
 
 /// A recorded plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanRecord {
     /// The preemptor's `metadata.generation` the plan was made for.
     pub generation: i64,
-    /// Victims.
-    pub victims: Vec<PlannedVictim>,
+    /// Victims, by namespace, name and UID (a recreated pod of the same name is not the victim).
+    pub victims: Vec<PodKey>,
     /// When the plan was made.
     pub time: Timestamp,
 }
@@ -53,7 +48,7 @@ mod tests {
     fn round_trips_through_the_annotation() {
         let rec = PlanRecord {
             generation: 2,
-            victims: vec![PlannedVictim {
+            victims: vec![PodKey {
                 namespace: "batch".into(),
                 name: "filler".into(),
                 uid: "u1".into(),

@@ -16,7 +16,8 @@ use resize_guard_policy::{Context, assess};
 
 use crate::actuate::{ActuateError, Actuator};
 use crate::decision::{VictimState, decide};
-use crate::plan::{PlanRecord, PlannedVictim};
+use crate::plan::PlanRecord;
+use resize_guard_policy::pod::PodKey;
 
 /// Everything a reconcile reads.
 pub struct Ctx {
@@ -75,7 +76,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
             },
         )
         .collect();
-    let grace = |v: &PlannedVictim| {
+    let grace = |v: &PodKey| {
         ctx.pods
             .get(&ObjectRef::new(&v.name).within(&v.namespace))
             .filter(|p| p.metadata.uid.as_deref() == Some(v.uid.as_str()))

@@ -1,18 +1,18 @@
-//! The process: cluster view, health endpoints, leader election, and the leader's work
-//! ([`Leading`]: the controller and, with `--certificates=self`, the certificate manager),
-//! started on gaining the Lease and stopped the moment it is lost. SIGTERM lets in-flight
-//! reconciles finish within the fence, releases the Lease and exits.
+//! The process: the [`Runtime`] (health endpoints, the one Event publisher, the stop signal),
+//! the cluster view, leader election, and the leader's work ([`Leading`]: the controller and,
+//! with `--certificates=self`, the certificate manager), started on gaining the Lease and stopped
+//! the moment it is lost. SIGTERM lets in-flight reconciles finish within the fence, releases the
+//! Lease and exits.
 
 use std::sync::Arc;
 
-use axum::Router;
-use axum::http::{HeaderValue, StatusCode, header::USER_AGENT};
-use axum::routing::get;
+use axum::http::{HeaderValue, header::USER_AGENT};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use resize_guard_cluster::ClusterView;
 use resize_guard_cluster::view::ViewConfig;
+use resize_guard_runtime::Runtime;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::actuate::Actuator;
@@ -39,7 +39,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     serve(
         args,
         client,
-        resize_guard_cluster::process::shutdown_signal(),
+        resize_guard_runtime::process::shutdown_signal(),
     )
     .await
 }
@@ -62,7 +62,7 @@ pub async fn serve(
     let timing = args.lease_timing().map_err(anyhow::Error::msg)?;
     let certificates = match args.certificates.mode {
         CertificateMode::SelfManaged => Some(
-            certificates::Settings::new(&args.namespace, &args.certificates)
+            certificates::Settings::new(&args.common.namespace, &args.certificates)
                 .map_err(anyhow::Error::msg)?,
         ),
         CertificateMode::External => {
@@ -77,10 +77,16 @@ pub async fn serve(
         controller: "resize-guard-controller".into(),
         instance: Some(identity.clone()),
     };
+    let runtime = Runtime::start(client.clone(), reporter, shutdown);
+    let common = &args.common;
     let view = ClusterView::start(client.clone(), {
-        let mut config = ViewConfig::new(&args.namespace, &args.policy_configmap, reporter.clone());
+        let mut config = ViewConfig::new(
+            &common.namespace,
+            &common.policy_configmap,
+            runtime.events().clone(),
+        );
         config.keep_pods = true;
-        config.unhealthy_after = args.watch_unhealthy_after;
+        config.unhealthy_after = common.watch_unhealthy_after;
         let m = metrics.clone();
         config.on_watch_error = Arc::new(move |w| m.watch_error(w.as_str()));
         config
@@ -88,18 +94,25 @@ pub async fn serve(
     let pods = view
         .pod_store()
         .ok_or_else(|| anyhow::anyhow!("the cluster view keeps no pod store"))?;
-    let listener = tokio::net::TcpListener::bind(args.health_addr).await?;
-    tracing::info!(addr = %args.health_addr, identity, "serving /livez /readyz /metrics");
-    let health = health(view.clone(), metrics.clone());
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, health).await {
-            tracing::error!(error = %e, "health server stopped");
-        }
-    });
+    // `/readyz`: 503 with the view's reason until every watch has listed and while one has been
+    // failing too long.
+    runtime
+        .serve_health(
+            common.health_addr,
+            {
+                let view = view.clone();
+                Arc::new(move || view.readiness())
+            },
+            {
+                let metrics = metrics.clone();
+                Arc::new(move || metrics.render())
+            },
+        )
+        .await?;
 
     let elector = Elector::new(
         client.clone(),
-        &args.namespace,
+        &common.namespace,
         &args.lease_name,
         &identity,
         timing,
@@ -107,15 +120,14 @@ pub async fn serve(
     let leadership = Leadership::new();
     let actuator = Actuator {
         client: client.clone(),
-        recorder: Recorder::new(client.clone(), reporter),
+        events: runtime.events().clone(),
         metrics: metrics.clone(),
         leadership: leadership.clone(),
     };
-    let mut shutdown = Box::pin(shutdown);
     loop {
         // Follower: take the Lease (jittered retries) or stop.
         tokio::select! {
-            _ = &mut shutdown => return Ok(()),
+            _ = runtime.stopped() => return Ok(()),
             _ = elector.acquire(&leadership) => {}
         }
         tracing::info!(identity, ?timing, "became leader");
@@ -132,7 +144,7 @@ pub async fn serve(
         // Leader: renew until shutdown, a renewal that misses the renew deadline, or a fence
         // that passed unrenewed (a process that was stopped wakes up fenced).
         let exit = tokio::select! {
-            _ = &mut shutdown => true,
+            _ = runtime.stopped() => true,
             _ = elector.keep(&leadership) => false,
             _ = leadership.lost() => false,
         };
@@ -188,30 +200,4 @@ fn triggers(
         futures::stream::iter(batch)
     });
     now.chain(later)
-}
-
-/// `/livez`, `/readyz` (503 with the view's reason until every watch has listed and while one
-/// has been failing too long) and `/metrics`.
-fn health(view: Arc<ClusterView>, metrics: Arc<Metrics>) -> Router {
-    Router::new()
-        .route("/livez", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || {
-                let ready = view.readiness();
-                async move {
-                    match ready {
-                        Ok(()) => (StatusCode::OK, "ok".to_owned()),
-                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}")),
-                    }
-                }
-            }),
-        )
-        .route(
-            "/metrics",
-            get(move || {
-                let text = metrics.render();
-                async move { text }
-            }),
-        )
 }

@@ -22,6 +22,10 @@ use tokio::sync::OnceCell;
 
 static CONTROLLER: OnceCell<support::Controller> = OnceCell::const_new();
 const T: Duration = Duration::from_secs(30);
+/// The field test's node and pods (`Env::field_test`), for tests that vary one of them.
+const T3_MEDIUM: (&str, &str, &str) = ("t3-medium", "1930m", "3Gi");
+const FILLER: (&str, &str, &str, &str) = ("filler", "low", "1500m", "256Mi");
+const APP: (&str, &str, &str, &str) = ("app", "high", "250m", "256Mi");
 
 async fn setup() -> &'static Env {
     let env = shared(EnvOptions::default());
@@ -114,21 +118,13 @@ async fn field_test_the_filler_is_preempted_and_the_resize_completes_in_place() 
 async fn never_preempts_equal_or_higher_priority_and_says_why() {
     let env = setup().await;
     let _g = env.guard();
-    let ns = env.namespace("equal").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("peer", &node, "high", "1500m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, _, pods) = env
+        .scenario(
+            "equal",
+            T3_MEDIUM,
+            &[("peer", "high", "1500m", "256Mi"), APP],
+        )
+        .await;
     deferred(&pods, env, &ns, "app", "550m").await;
     let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
     assert!(
@@ -142,23 +138,14 @@ async fn never_preempts_equal_or_higher_priority_and_says_why() {
 async fn a_preemptor_with_preemption_policy_never_gets_no_victims_and_an_event() {
     let env = setup().await;
     let _g = env.guard();
-    let client = env.client().await;
     env.priority_class("high-never", 1_000_000, true).await;
-    let ns = env.namespace("never").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(client, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "1500m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high-never", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, _, pods) = env
+        .scenario(
+            "never",
+            T3_MEDIUM,
+            &[FILLER, ("app", "high-never", "250m", "256Mi")],
+        )
+        .await;
     deferred(&pods, env, &ns, "app", "550m").await;
     let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
     assert!(
@@ -183,12 +170,7 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
         .unwrap()
         .insert("resize-guard.io/protected".into(), "true".into());
     create_running(&pods, &guarded).await.unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    create_all(&pods, &node, &[APP]).await.unwrap();
     deferred(&pods, env, &ns, "app", "550m").await;
     let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
     assert!(failed[0].1.contains("protected by policy"), "{failed:?}");
@@ -200,18 +182,7 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
         .label("resize-guard.io/preemption", "disabled");
     env.add_node(cfg.clone()).await;
     let pods2: Api<Pod> = Api::namespaced(env.client().await, &ns2);
-    create_running(
-        &pods2,
-        &guaranteed_pod("filler", &cfg.name, "low", "1500m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods2,
-        &guaranteed_pod("app", &cfg.name, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    create_all(&pods2, &cfg.name, &[FILLER, APP]).await.unwrap();
     deferred(&pods2, env, &ns2, "app", "550m").await;
     let failed = support::wait_event(env, &ns2, "ResizePreemptionFailed").await;
     assert!(
@@ -268,6 +239,17 @@ async fn a_pdb_protected_pod_is_not_evicted_and_another_victim_is_used() {
     })
     .await
     .unwrap();
+    // The controller's own account of the plan names the victims; its plan annotation is cleared
+    // once it has seen the admission, so by then it has had every chance to take the db pod too.
+    let preempting = support::wait_event(env, &ns, "PreemptingForResize").await;
+    assert!(
+        preempting[0].1.contains(&format!("{ns}/older"))
+            && !preempting[0].1.contains(&format!("{ns}/db")),
+        "{preempting:?}"
+    );
+    wait_pod(&pods, "app", T, |p| !support::has_plan(p))
+        .await
+        .unwrap();
     assert!(
         support::preempted(&pods, &["db"]).await.is_empty(),
         "the PDB-protected pod stays"
@@ -282,36 +264,8 @@ async fn a_pdb_protected_pod_is_not_evicted_and_another_victim_is_used() {
 async fn kep_5836_example_takes_one_victim() {
     let env = setup().await;
     let _g = env.guard();
-    let ns = env.namespace("kep5836").await;
-    let node = env.node("n4", "4", "8Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    for name in ["l0", "l1", "l2"] {
-        create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
-            .await
-            .unwrap();
-    }
-    env.priority_class("mid-never", 10000, true).await;
-    create_running(
-        &pods,
-        &guaranteed_pod("m", &node, "mid-never", "1000m", "64Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(&pods, &guaranteed_pod("h", &node, "high", "1000m", "64Mi"))
-        .await
-        .unwrap();
     // M asks first (Deferred, 500m short); H asks next.
-    env.kubectl()
-        .resize(&ns, "m", &cpu_resize("2000m"))
-        .await
-        .unwrap();
-    wait_pod(&pods, "m", T, |p| resize_pending(p).is_some())
-        .await
-        .unwrap();
-    env.kubectl()
-        .resize(&ns, "h", &cpu_resize("2000m"))
-        .await
-        .unwrap();
+    let (ns, _node, pods) = env.kep_5836("kep5836").await;
     // H admitted: the kubelet retries pending resizes by priority when l2 goes
     // (allocation_manager.go sortPendingResizes).
     if let Err(e) = wait_pod(&pods, "h", T, |p| allocated_cpu(p).as_deref() == Some("2")).await {

@@ -28,7 +28,7 @@ const T: Duration = Duration::from_secs(30);
 /// The controller's logs on the test's output (shown when a test fails).
 fn logs() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| resize_guard_cluster::process::init("text"));
+    ONCE.call_once(|| resize_guard_runtime::process::init("text"));
 }
 
 /// Creates a Mutating- and ValidatingWebhookConfiguration `name` without caBundle.
@@ -390,16 +390,48 @@ async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_withi
         "{metrics}"
     );
 
-    // Stopped (leadership given up): nothing repairs caBundle any more.
+    // Stopped (leadership given up): nothing repairs caBundle any more. The proof that a repair
+    // had its time: a witness — a running controller with its own namespace and configurations —
+    // repairs the same wipe, made at the same moment.
+    let witness_ns = env.namespace("certs-witness").await;
+    let witness_name = "resize-guard-witness";
+    shipped_configurations(&client, witness_name).await;
+    let witness = Controller::start(
+        env,
+        &witness_ns,
+        &[format!("--webhook-configuration={witness_name}")],
+    )
+    .await;
+    let converged = State::converged;
+    wait_for(
+        &client,
+        &witness_ns,
+        witness_name,
+        T,
+        "witness install",
+        converged,
+    )
+    .await;
     controller.shutdown().await;
     overwrite_bundle(&client, name, false, None).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    overwrite_bundle(&client, witness_name, false, None).await;
+    let ten = Duration::from_secs(10);
+    wait_for(
+        &client,
+        &witness_ns,
+        witness_name,
+        ten,
+        "witness repair",
+        converged,
+    )
+    .await;
     let s = State::read(&client, &ns, name).await;
     assert_eq!(
         s.validating,
         vec![None],
         "no repair after the leader stopped"
     );
+    witness.shutdown().await;
 }
 
 /// A CA living 60 s rotates at ~40 s: its successor joins caBundle, signs 5 s later (the leaf is

@@ -9,8 +9,6 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::objects::*;
 
@@ -24,38 +22,9 @@ async fn upstream_alpha_over_preempts_and_coexists_with_resize_guard_without_dou
     });
     let _g = env.guard();
     env.cp.start_scheduler(&[GATE]).unwrap();
-    let client = env.client().await;
-    env.priority_class("mid-never", 10000, true).await;
 
     // 1. KEP-5836 example with upstream alone.
-    let ns = env.namespace("kep5836-upstream").await;
-    let node = env.node("n4", "4", "8Gi").await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    for name in ["l0", "l1", "l2"] {
-        create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
-            .await
-            .unwrap();
-    }
-    create_running(
-        &pods,
-        &guaranteed_pod("m", &node, "mid-never", "1000m", "64Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(&pods, &guaranteed_pod("h", &node, "high", "1000m", "64Mi"))
-        .await
-        .unwrap();
-    env.kubectl()
-        .resize(&ns, "m", &cpu_resize("2000m"))
-        .await
-        .unwrap();
-    wait_pod(&pods, "m", T, |p| resize_pending(p).is_some())
-        .await
-        .unwrap();
-    env.kubectl()
-        .resize(&ns, "h", &cpu_resize("2000m"))
-        .await
-        .unwrap();
+    let (_, _, pods) = env.kep_5836("kep5836-upstream").await;
     wait_pod(&pods, "h", T, |p| allocated_cpu(p).as_deref() == Some("2"))
         .await
         .unwrap();
@@ -72,31 +41,18 @@ async fn upstream_alpha_over_preempts_and_coexists_with_resize_guard_without_dou
 
     // 2. Both at once on the field test, with a bystander that is never needed.
     let _controller = support::start(env, "coexist").await;
-    let ns = env.namespace("coexist").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("bystander", &node, "low", "100m", "64Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "1400m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    env.kubectl()
-        .resize(&ns, "app", &cpu_resize("550m"))
-        .await
-        .unwrap();
+    let (ns, node, pods) = env
+        .scenario(
+            "coexist",
+            ("t3-medium", "1930m", "3Gi"),
+            &[
+                ("bystander", "low", "100m", "64Mi"),
+                ("filler", "low", "1400m", "256Mi"),
+                ("app", "high", "250m", "256Mi"),
+            ],
+        )
+        .await;
+    env.resize_cpu(&ns, "app", "550m").await;
     // Both preemptors act only while the resize is Deferred and no victim is terminating. Once
     // it is admitted and the filler is gone, neither has anything left to act on.
     wait_pod(&pods, "app", T, |p| {
@@ -105,8 +61,12 @@ async fn upstream_alpha_over_preempts_and_coexists_with_resize_guard_without_dou
     .await
     .unwrap();
     wait_gone(&pods, "filler", T).await.unwrap();
+    // Proof that resize-guard had its chance after that: a later pod on the node deferred with
+    // nothing below it to preempt, and resize-guard's answer on it (upstream, too, has no
+    // strictly-lower-priority victim for it). 650m in use, so 1400m more is Deferred.
+    support::controller_caught_up(env, &pods, &ns, &node, "1400m").await;
     assert_eq!(
-        support::preempted(&pods, &["bystander", "filler"]).await,
+        support::preempted(&pods, &["bystander", "filler", "marker"]).await,
         ["filler"],
         "one victim between the two preemptors"
     );

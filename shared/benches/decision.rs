@@ -5,6 +5,11 @@
 //! p50/p99, printed as a table and written to `target/bench/policy.json`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+// Its own unit tests run in the harness, not here.
+#[allow(dead_code, unused_imports)]
+#[path = "../../tests/harness/src/bench.rs"]
+mod bench;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -16,15 +21,12 @@ use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::{Context, Verdict, classify};
 
+use bench::{percentile, us, write_summary};
+
 const PODS_PER_NODE: usize = 110;
 
 fn full_node() -> (Node, Vec<Pod>, Pod, Pod) {
     packed_node(PODS_PER_NODE)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx]
 }
 
 fn main() {
@@ -104,20 +106,14 @@ fn main() {
         "\npolicy decision, node with {PODS_PER_NODE} pods ({victims} victims chosen), 20000 samples"
     );
     println!("{:<40} {:>10} {:>10}", "operation", "p50 µs", "p99 µs");
-    let mut json = Vec::new();
+    let mut results = Vec::new();
     for (name, p50, p99) in &rows {
-        let (a, b) = (p50.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6);
+        let (a, b) = (us(*p50), us(*p99));
         println!("{name:<40} {a:>10.2} {b:>10.2}");
-        json.push(format!(
-            "{{\"operation\":\"{name}\",\"p50_us\":{a:.3},\"p99_us\":{b:.3}}}"
-        ));
+        results.push(serde_json::json!({"operation": name, "p50_us": a, "p99_us": b}));
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
-    if std::fs::create_dir_all(&dir).is_ok() {
-        let body = format!(
-            "{{\"pods_per_node\":{PODS_PER_NODE},\"victims\":{victims},\"results\":[{}]}}\n",
-            json.join(",")
-        );
-        let _ = std::fs::write(dir.join("policy.json"), body);
-    }
+    write_summary(
+        "policy",
+        &serde_json::json!({"pods_per_node": PODS_PER_NODE, "victims": victims, "results": results}),
+    );
 }

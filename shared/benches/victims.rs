@@ -7,6 +7,12 @@
 //! the real kube-scheduler on the KEP-5836 example (3 victims vs 1).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+// Its own unit tests run in the harness, not here.
+#[allow(dead_code, unused_imports)]
+#[path = "../../tests/harness/src/bench.rs"]
+mod bench;
+
+use bench::{Lcg, write_summary};
 use k8s_openapi::api::core::v1::Pod;
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::{PodBuilder, container, node};
@@ -15,19 +21,6 @@ use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::requests::{Accounting, pod_requests};
 use resize_guard_policy::victims::{Preemptor, select_victims};
-
-/// A small deterministic generator (no external randomness: the table is reproducible).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
 
 fn scenario(rng: &mut Lcg) -> (Vec<Pod>, usize) {
     // A 8-core node filled to ~90%: some small low-priority pods, a few mid-priority pods of
@@ -134,13 +127,13 @@ fn main() {
         ours_total as f64 / deferred.max(1) as f64,
         theirs_total as f64 / deferred.max(1) as f64
     );
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
-    if std::fs::create_dir_all(&dir).is_ok() {
-        let _ = std::fs::write(
-            dir.join("victims.json"),
-            format!(
-                "{{\"scenarios\":{deferred},\"resize_guard_victims\":{ours_total},\"upstream_model_victims\":{theirs_total},\"fewer\":{fewer},\"same\":{same},\"more\":{more}}}\n"
-            ),
-        );
-    }
+    write_summary(
+        "victims",
+        &serde_json::json!({
+            "scenarios": deferred,
+            "resize_guard_victims": ours_total,
+            "upstream_model_victims": theirs_total,
+            "fewer": fewer, "same": same, "more": more,
+        }),
+    );
 }

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::verdict::clip;
-use crate::{Action, Context, Verdict, classify};
+use crate::{Context, Ruling, Verdict, classify};
 
 /// Which webhook is answering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,12 +102,12 @@ pub fn admit(stage: Stage, old: &Pod, new: &Pod, ctx: &Context<'_>) -> Admission
     let mut decision = outcome.decision.clone();
     let mut warnings = outcome.warnings;
     let effect = match outcome.action {
-        Action::Allow => Effect::Allow,
-        Action::Deny(message) => Effect::Deny {
+        Ruling::Allow => Effect::Allow,
+        Ruling::Deny(message) => Effect::Deny {
             message,
             label: verdict.label(),
         },
-        Action::Repair(fix) => {
+        Ruling::Repair(fix) => {
             let mut repaired = new.clone();
             if let Some(spec) = repaired.spec.as_mut() {
                 fix.apply(spec);
@@ -115,7 +115,7 @@ pub fn admit(stage: Stage, old: &Pod, new: &Pod, ctx: &Context<'_>) -> Admission
             // The repaired resize must itself be acceptable (it may now be Infeasible).
             let again = classify(old, &repaired, ctx);
             match again.outcome(ctx.policy).action {
-                Action::Deny(message) => {
+                Ruling::Deny(message) => {
                     decision = format!("qos-repaired-then-{}", again.label());
                     warnings.clear();
                     Effect::Deny {

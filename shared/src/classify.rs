@@ -19,9 +19,9 @@ use crate::pod::{self, PodKey};
 use crate::policy::Policy;
 use crate::qos::{current_qos_class, spec_qos_class};
 use crate::quantity::ResourceName;
-use crate::repair::{QosRepair, culprits, repair, targets};
+use crate::repair::{QosRepair, Target, culprits, repair, targets};
 use crate::requests::{Accounting, spec_requests};
-use crate::resources::Resources;
+use crate::resources::{ResourceList, Resources};
 use crate::strategy::prepare_resize;
 use crate::validation::validate_resize;
 use crate::verdict::{Deferral, Denial, Fit, Infeasibility, QosChange, Verdict};
@@ -164,33 +164,47 @@ fn judge_room(pod: &Pod, spec: &PodSpec, status: Option<&PodStatus>, ctx: &Conte
     })
 }
 
+/// Which cpu/memory requests and limits a resources block sets at all: an entry set to zero is a
+/// change from no entry, though both read as zero in [`Resources`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Declared {
+    cpu_request: bool,
+    memory_request: bool,
+    cpu_limit: bool,
+    memory_limit: bool,
+}
+
+impl Declared {
+    fn of(requests: Option<&ResourceList>, limits: Option<&ResourceList>) -> Declared {
+        let has = |l: Option<&ResourceList>, k: &str| l.is_some_and(|l| l.contains_key(k));
+        Declared {
+            cpu_request: has(requests, "cpu"),
+            memory_request: has(requests, "memory"),
+            cpu_limit: has(limits, "cpu"),
+            memory_limit: has(limits, "memory"),
+        }
+    }
+}
+
 /// True when any cpu/memory request or limit differs (by value, not spelling) anywhere a resize
 /// can change it: containers, init containers, pod-level resources.
 pub fn resources_changed(old: &PodSpec, new: &PodSpec) -> bool {
-    let values = |spec: &PodSpec| -> Vec<(crate::repair::Target, Resources, Resources, [bool; 4])> {
+    let values = |spec: &PodSpec| -> Vec<(Target, Resources, Resources, Declared)> {
         let mut all = targets(spec);
         if let Some(r) = spec.resources.as_ref()
-            && !all.iter().any(|(t, _)| *t == crate::repair::Target::Pod)
+            && !all.iter().any(|(t, _)| *t == Target::Pod)
         {
-            all.push((crate::repair::Target::Pod, Some(r)));
+            all.push((Target::Pod, Some(r)));
         }
         all.into_iter()
             .map(|(t, r)| {
                 let req = r.and_then(|r| r.requests.as_ref());
                 let lim = r.and_then(|r| r.limits.as_ref());
-                let has = |l: Option<&crate::resources::ResourceList>, k: &str| {
-                    l.is_some_and(|l| l.contains_key(k))
-                };
                 (
                     t,
                     Resources::from_opt_list(req),
                     Resources::from_opt_list(lim),
-                    [
-                        has(req, "cpu"),
-                        has(req, "memory"),
-                        has(lim, "cpu"),
-                        has(lim, "memory"),
-                    ],
+                    Declared::of(req, lim),
                 )
             })
             .collect()

@@ -1,8 +1,10 @@
 //! Builders for pods and nodes shaped like the ones the API server stores.
 //!
-//! Used by this crate's tests and benchmark, and by the webhook's and controller's tests, so every
-//! suite builds the same realistic objects (running pods carry `allocatedResources` and
-//! `resources` in their container statuses, as the kubelet writes them).
+//! Used by this crate's tests and benchmarks, and by the other crates' tests and benchmarks, so
+//! every suite builds the same realistic objects (running pods carry `allocatedResources` and
+//! `resources` in their container statuses, as the kubelet writes them). Test-only: compiled for
+//! this crate's unit tests and behind the `testing` feature, which other crates enable from their
+//! dev-dependencies only, so no release build carries it.
 
 use std::collections::BTreeMap;
 

@@ -15,6 +15,7 @@ pub mod admission;
 pub mod aggregate;
 pub mod budget;
 pub mod classify;
+#[cfg(any(test, feature = "testing"))]
 pub mod fixture;
 pub mod ledger;
 pub mod node_features;
@@ -33,4 +34,4 @@ pub mod verdict;
 pub mod victims;
 
 pub use classify::{Context, assess, classify};
-pub use verdict::{Action, Outcome, Verdict};
+pub use verdict::{Outcome, Ruling, Verdict};

@@ -9,6 +9,7 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::{Deserialize, Serialize};
 
 use crate::quantity::{QuantityError, parse_nanos};
 
@@ -25,8 +26,9 @@ pub const REASON_DEFERRED: &str = "Deferred";
 /// Reason of a resize that can never fit on this node (`v1.PodReasonInfeasible`).
 pub const REASON_INFEASIBLE: &str = "Infeasible";
 
-/// Namespace, name and UID of a pod.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Namespace, name and UID of a pod. Displays as `namespace/name`; serialized with these three
+/// field names (the controller records its planned victims this way).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct PodKey {
     /// `metadata.namespace`.
     pub namespace: String,

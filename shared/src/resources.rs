@@ -108,6 +108,15 @@ impl Resources {
             .map(|n| (n, self.get(n)))
             .filter(|(_, v)| *v > 0)
     }
+
+    /// The positive amounts in words, cpu first: `cpu 500m and memory 1Gi` (how messages and
+    /// Events name a shortfall); empty when nothing is positive.
+    pub fn positive_text(&self) -> String {
+        self.positive()
+            .map(|(n, v)| format!("{n} {}", n.format(v)))
+            .collect::<Vec<_>>()
+            .join(" and ")
+    }
 }
 
 impl Add for Resources {
@@ -198,6 +207,16 @@ mod tests {
             Resources::new(i64::MAX, 0) + Resources::new(1, 0),
             Resources::new(i64::MAX, 0)
         );
+    }
+
+    #[test]
+    fn names_only_the_positive_amounts_cpu_first() {
+        assert_eq!(
+            Resources::new(500, 1 << 30).positive_text(),
+            "cpu 500m and memory 1Gi"
+        );
+        assert_eq!(Resources::new(0, 64 << 20).positive_text(), "memory 64Mi");
+        assert_eq!(Resources::new(-5, 0).positive_text(), "");
     }
 
     #[test]

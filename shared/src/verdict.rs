@@ -68,12 +68,9 @@ impl Deferral {
         self.plan.is_ok()
     }
 
-    fn shortfall_text(&self) -> String {
-        self.shortfall
-            .positive()
-            .map(|(n, v)| format!("{n} {}", n.format(v)))
-            .collect::<Vec<_>>()
-            .join(" and ")
+    /// What the node lacks, in words: `cpu 500m and memory 1Gi`.
+    pub fn shortfall_text(&self) -> String {
+        self.shortfall.positive_text()
     }
 }
 
@@ -148,9 +145,10 @@ pub enum Verdict {
     Invalid(String),
 }
 
-/// What the admission webhook (or anything else) should do.
+/// What the policy rules for a resize: let it through, refuse it, or repair it first (what the
+/// admission webhook answers with).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum Ruling {
     /// Let it through.
     Allow,
     /// Refuse it with this message.
@@ -159,12 +157,12 @@ pub enum Action {
     Repair(QosRepair),
 }
 
-/// The action, the warnings for the user, and a short decision label for audit annotations and
+/// The ruling, the warnings for the user, and a short decision label for audit annotations and
 /// metrics (`infeasible`, `would-deny:infeasible`, `deferred-preemptible`, …).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
-    /// What to do.
-    pub action: Action,
+    /// What to do: the ruling.
+    pub action: Ruling,
     /// Admission warnings.
     pub warnings: Vec<String>,
     /// Label.
@@ -257,11 +255,11 @@ impl Verdict {
     }
 
     /// What to do under `policy`. In audit mode nothing is denied or repaired: the would-be
-    /// action becomes a warning and the decision label starts with `would-`.
+    /// ruling becomes a warning and the decision label starts with `would-`.
     pub fn outcome(&self, policy: &Policy) -> Outcome {
         let label = self.label().to_owned();
         let allow = |warnings: Vec<String>| Outcome {
-            action: Action::Allow,
+            action: Ruling::Allow,
             warnings,
             decision: label.clone(),
         };
@@ -285,7 +283,7 @@ impl Verdict {
             }
             Verdict::QosChange(q) => match (&q.repair, policy.qos.on_change) {
                 (Some(r), OnQosChange::Repair) => Outcome {
-                    action: Action::Repair(r.clone()),
+                    action: Ruling::Repair(r.clone()),
                     warnings: vec![clip(
                         &format!(
                             "resize-guard repaired this resize to keep QoS class {}: {}",
@@ -304,9 +302,9 @@ impl Verdict {
             return enforced;
         }
         match enforced.action {
-            Action::Allow => enforced,
-            Action::Deny(_) => Outcome {
-                action: Action::Allow,
+            Ruling::Allow => enforced,
+            Ruling::Deny(_) => Outcome {
+                action: Ruling::Allow,
                 warnings: vec![clip(
                     &format!(
                         "resize-guard (audit mode) would deny this resize: {}",
@@ -316,8 +314,8 @@ impl Verdict {
                 )],
                 decision: format!("would-deny:{}", enforced.decision),
             },
-            Action::Repair(r) => Outcome {
-                action: Action::Allow,
+            Ruling::Repair(r) => Outcome {
+                action: Ruling::Allow,
                 warnings: vec![clip(
                     &format!(
                         "resize-guard (audit mode) would repair this resize to keep QoS class {}: {}",
@@ -346,7 +344,7 @@ pub fn clip(text: &str, max: usize) -> String {
 
 fn deny(label: &str, message: String) -> Outcome {
     Outcome {
-        action: Action::Deny(message),
+        action: Ruling::Deny(message),
         warnings: vec![],
         decision: label.to_owned(),
     }
@@ -364,25 +362,11 @@ fn deferred_message(d: &Deferral) -> String {
             "{head}; terminating pods {} will free enough room, after which it completes",
             name_list(p.awaiting.iter(), NAMES_IN_MESSAGES)
         ),
-        Ok(p) => {
-            let names = p
-                .victims
-                .iter()
-                .take(NAMES_IN_MESSAGES)
-                .map(|v| format!("{} (priority {})", v.key, v.priority))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let more = p.victims.len().saturating_sub(NAMES_IN_MESSAGES);
-            let more = if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            };
-            format!(
-                "{head}; resize-guard will preempt: {names}{more}{}",
-                p.race_note(NAMES_IN_MESSAGES)
-            )
-        }
+        Ok(p) => format!(
+            "{head}; resize-guard will preempt: {}{}",
+            name_list(p.victims.iter(), NAMES_IN_MESSAGES),
+            p.race_note(NAMES_IN_MESSAGES)
+        ),
         Err(why) => format!(
             "{head}; no lower-priority pods can make room ({why}); this resize will wait until room appears"
         ),

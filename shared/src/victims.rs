@@ -82,6 +82,13 @@ pub struct Victim {
     pub violates_pdb: bool,
 }
 
+impl fmt::Display for Victim {
+    /// `ns/name (priority N)`, as messages and Events list victims.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (priority {})", self.key, self.priority)
+    }
+}
+
 /// A way to make room.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreemptionPlan {
@@ -127,17 +134,18 @@ impl PreemptionPlan {
     }
 }
 
-/// Formats pod keys as `ns/a, ns/b and 3 more`.
-pub fn name_list<'a>(keys: impl Iterator<Item = &'a PodKey>, limit: usize) -> String {
-    let keys: Vec<&PodKey> = keys.collect();
-    let mut out = keys
+/// Lists pods (their [`PodKey`]s, or [`Victim`]s with their priority) as `ns/a, ns/b and 3 more`:
+/// at most `limit` of them, then how many were left out.
+pub fn name_list<T: fmt::Display>(items: impl Iterator<Item = T>, limit: usize) -> String {
+    let items: Vec<T> = items.collect();
+    let mut out = items
         .iter()
         .take(limit)
-        .map(|k| k.to_string())
+        .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ");
-    if keys.len() > limit {
-        out.push_str(&format!(" and {} more", keys.len() - limit));
+    if items.len() > limit {
+        out.push_str(&format!(" and {} more", items.len() - limit));
     }
     out
 }

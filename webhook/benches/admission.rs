@@ -8,20 +8,19 @@
 //! Server and load generator share this 2-core machine, each on a runtime of its own.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum_server::tls_rustls::RustlsConfig;
-use common::{ms, percentile, write_summary};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use resize_guard_cluster::FixedCluster;
+use resize_guard_harness::bench::{ms, percentile, write_summary};
 use resize_guard_policy::fixture::packed_node;
 use resize_guard_policy::policy::Policy;
 use resize_guard_webhook::metrics::Metrics;
-use resize_guard_webhook::review::{FixedCluster, Stage, review};
+use resize_guard_webhook::review::{Stage, review};
 use resize_guard_webhook::server::{AppState, admission_router};
 use resize_guard_webhook::tls::CertFiles;
 use serde_json::json;
@@ -135,7 +134,7 @@ fn https(cluster: FixedCluster, body: Vec<u8>) -> serde_json::Value {
     let state = AppState {
         cluster: Arc::new(cluster),
         metrics: Arc::new(Metrics::new()),
-        recorder: None,
+        events: None,
         ready: Arc::new(|| true),
     };
     // The server gets a runtime (and so a core) of its own.

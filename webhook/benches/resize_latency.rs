@@ -7,14 +7,12 @@
 //! admission again, which would measure the race rather than the webhooks).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{ms, percentile, write_summary};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use resize_guard_harness::admission::{Webhooks, register, remove};
+use resize_guard_harness::bench::{ms, percentile, write_summary};
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::objects::{create_running, guaranteed_pod};
 use resize_guard_webhook::args::Args;

@@ -1,10 +1,12 @@
-//! Command-line and environment configuration of the webhook (clap derive, env fallbacks).
+//! Command-line and environment configuration of the webhook (clap derive, env fallbacks): the
+//! flags it shares with the controller ([`CommonArgs`]) plus TLS, draining and body limits.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use resize_guard_runtime::{CommonArgs, parse_duration};
 
 /// resize-guard admission webhook for `pods/resize`.
 #[derive(Debug, Clone, Parser)]
@@ -14,9 +16,9 @@ pub struct Args {
     #[arg(long, env = "RESIZE_GUARD_TLS_ADDR", default_value = "0.0.0.0:8443")]
     pub tls_addr: SocketAddr,
 
-    /// Plain HTTP address for `/livez`, `/readyz` and `/metrics`.
-    #[arg(long, env = "RESIZE_GUARD_HEALTH_ADDR", default_value = "0.0.0.0:8080")]
-    pub health_addr: SocketAddr,
+    /// Namespace, policy ConfigMap, health address, watch threshold, log format.
+    #[command(flatten)]
+    pub common: CommonArgs,
 
     /// Secret (in `--namespace`, type `kubernetes.io/tls`) holding the serving certificate,
     /// read through the API with a watch on this one name and swapped in on every change.
@@ -37,23 +39,6 @@ pub struct Args {
     #[arg(long, env = "RESIZE_GUARD_CERT_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_duration)]
     pub cert_reload_interval: Duration,
 
-    /// The namespace resize-guard runs in (always excluded; holds the policy ConfigMap).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "resize-guard")]
-    pub namespace: String,
-
-    /// Name of the policy ConfigMap (key `policy.yaml`).
-    #[arg(
-        long,
-        env = "RESIZE_GUARD_POLICY_CONFIGMAP",
-        default_value = "resize-guard"
-    )]
-    pub policy_configmap: String,
-
-    /// How long a watch of the cluster view (pods, nodes, PDBs, the policy ConfigMap) may keep
-    /// failing before `/readyz` fails with the reason.
-    #[arg(long, env = "RESIZE_GUARD_WATCH_UNHEALTHY_AFTER", default_value = "60s", value_parser = parse_duration)]
-    pub watch_unhealthy_after: Duration,
-
     /// How long in-flight reviews may take to finish on shutdown.
     #[arg(long, env = "RESIZE_GUARD_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -62,59 +47,44 @@ pub struct Args {
     #[arg(long, env = "RESIZE_GUARD_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
-    /// Log format.
-    #[arg(long, env = "RESIZE_GUARD_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    pub log_format: String,
-
     /// Instance name reported on Events (defaults to the host name).
     #[arg(long, env = "POD_NAME")]
     pub instance: Option<String>,
 }
-
-pub use resize_guard_cluster::parse_duration;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
-        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
-        assert_eq!(
-            parse_duration("2160h").unwrap(),
-            Duration::from_secs(2160 * 3600)
-        );
-        assert_eq!(parse_duration("2d").unwrap(), Duration::from_secs(172_800));
-        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
-        assert_eq!(
-            parse_duration("1s500ms").unwrap(),
-            Duration::from_millis(1500)
-        );
-        for bad in ["x", "", "1w", "h", "1.5h", "-1s", "1hh", "ms"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?}");
-        }
+    fn duration_flags_take_the_shared_syntax() {
+        let a = Args::try_parse_from([
+            "resize-guard-webhook",
+            "--cert-reload-interval=200ms",
+            "--shutdown-grace=1m30s",
+        ])
+        .unwrap();
+        assert_eq!(a.cert_reload_interval, Duration::from_millis(200));
+        assert_eq!(a.shutdown_grace, Duration::from_secs(90));
+        assert!(Args::try_parse_from(["resize-guard-webhook", "--shutdown-grace=10"]).is_err());
     }
 
     #[test]
     fn defaults_are_production_values() {
         let a = Args::try_parse_from(["resize-guard-webhook"]).unwrap();
         assert_eq!(a.tls_addr.port(), 8443);
-        assert_eq!(a.health_addr.port(), 8080);
-        assert_eq!(a.namespace, "resize-guard");
+        assert_eq!(a.common.health_addr.port(), 8080);
+        assert_eq!(a.common.namespace, "resize-guard");
         assert_eq!(a.tls_secret, "resize-guard-webhook-tls");
         assert_eq!(a.cert_dir, None, "the Secret is the default source");
-        assert_eq!(a.watch_unhealthy_after, Duration::from_secs(60));
+        assert_eq!(a.common.watch_unhealthy_after, Duration::from_secs(60));
     }
 
     #[test]
     fn the_watch_threshold_takes_a_duration() {
         let a =
             Args::try_parse_from(["resize-guard-webhook", "--watch-unhealthy-after=2m"]).unwrap();
-        assert_eq!(a.watch_unhealthy_after, Duration::from_secs(120));
+        assert_eq!(a.common.watch_unhealthy_after, Duration::from_secs(120));
         assert!(
             Args::try_parse_from(["resize-guard-webhook", "--watch-unhealthy-after=soon"]).is_err()
         );

@@ -90,7 +90,8 @@ pub async fn reload_loop(
             }
             Err(e) => {
                 metrics.cert_reload(false);
-                tracing::warn!(error = %e, "new TLS certificate is invalid; keeping the previous one");
+                tracing::warn!(reason = e.reason(), error = %resize_guard_runtime::error_chain(&e),
+                    "new TLS certificate is invalid; keeping the previous one");
             }
         }
     }

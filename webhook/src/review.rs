@@ -7,14 +7,17 @@
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::admission::{
+    AdmissionRequest, AdmissionResponse, AdmissionReview, ConvertAdmissionReviewError,
+};
 use resize_guard_policy::Context;
 use resize_guard_policy::admission::{Admission, Effect, admit};
 use resize_guard_policy::pod::node_name;
 use resize_guard_policy::verdict::clip;
 
-pub use resize_guard_cluster::{Cluster, FixedCluster};
+pub use resize_guard_cluster::Cluster;
 
 pub use resize_guard_policy::admission::Stage;
 
@@ -49,58 +52,83 @@ pub struct Reviewed {
     pub uid: String,
 }
 
-/// A body that is not an AdmissionReview this webhook can answer.
+/// A body that is not an AdmissionReview this webhook can answer (HTTP 400), one variant per
+/// check that failed. `Display` names the check; a decoding error is the
+/// [`source`](std::error::Error::source), so print the chain
+/// ([`resize_guard_runtime::error_chain`]) to show each cause once.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReviewError {
-    /// Not JSON, or not an AdmissionReview.
-    #[error("malformed AdmissionReview: {0}")]
-    Malformed(String),
+    /// The body is not JSON, or its routing fields (`apiVersion`, `request`) have the wrong
+    /// shape.
+    #[error("malformed AdmissionReview: not a JSON AdmissionReview")]
+    NotJson(#[source] serde_json::Error),
     /// An AdmissionReview version other than `admission.k8s.io/v1`.
     #[error("unsupported AdmissionReview apiVersion {0:?}; only admission.k8s.io/v1 is served")]
     Version(String),
+    /// No `request`.
+    #[error("malformed AdmissionReview: no request")]
+    NoRequest,
+    /// An empty `request.uid` (the response could not be matched to it).
+    #[error("malformed AdmissionReview: request.uid is missing")]
+    NoUid,
+    /// A request this webhook does not judge, which does not decode as an AdmissionReview.
+    #[error("malformed AdmissionReview: the request does not decode")]
+    Undecodable(#[source] serde_json::Error),
+    /// A `pods/resize` UPDATE whose objects do not decode as pods.
+    #[error("malformed AdmissionReview: request is not a pods/resize review")]
+    NotPods(#[source] serde_json::Error),
+    /// A `pods/resize` UPDATE without `object` or `oldObject`.
+    #[error("malformed AdmissionReview: an UPDATE of pods/resize must carry object and oldObject")]
+    NoObjects,
+}
+
+impl ReviewError {
+    /// A short, stable tag for logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NotJson(_) => "NotJson",
+            Self::Version(_) => "UnsupportedVersion",
+            Self::NoRequest => "NoRequest",
+            Self::NoUid => "NoUid",
+            Self::Undecodable(_) => "Undecodable",
+            Self::NotPods(_) => "NotPods",
+            Self::NoObjects => "NoObjects",
+        }
+    }
 }
 
 /// Answers one AdmissionReview body.
 pub fn review(stage: Stage, body: &[u8], cluster: &dyn Cluster) -> Result<Reviewed, ReviewError> {
     // A first light pass reads only the routing fields (serde skips the objects without
     // building them); the typed pass then decodes the pods straight from the bytes.
-    let envelope: Envelope =
-        serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
+    let envelope: Envelope = serde_json::from_slice(body).map_err(ReviewError::NotJson)?;
     if envelope.api_version != "admission.k8s.io/v1" {
         return Err(ReviewError::Version(envelope.api_version));
     }
-    let request = envelope
-        .request
-        .ok_or_else(|| ReviewError::Malformed("no request".into()))?;
+    let request = envelope.request.ok_or(ReviewError::NoRequest)?;
     let uid = request.uid.clone();
     if uid.is_empty() {
-        return Err(ReviewError::Malformed("request.uid is missing".into()));
+        return Err(ReviewError::NoUid);
     }
     if let Some(why) = request.not_ours() {
         // Answer anything else with an allow: never block what we do not judge.
         let generic: AdmissionReview<DynamicObject> =
-            serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
-        let req: AdmissionRequest<DynamicObject> = generic.try_into().map_err(
-            |e: kube::core::admission::ConvertAdmissionReviewError| {
-                ReviewError::Malformed(e.to_string())
-            },
-        )?;
+            serde_json::from_slice(body).map_err(ReviewError::Undecodable)?;
+        // Fails only without a request, which the envelope already ruled out.
+        let req: AdmissionRequest<DynamicObject> = generic
+            .try_into()
+            .map_err(|_: ConvertAdmissionReviewError| ReviewError::NoRequest)?;
         let mut resp = AdmissionResponse::from(&req);
         resp.warnings = Some(vec![format!("resize-guard only judges pods/resize; {why}")]);
         return Ok(finish(resp, "ignored".to_owned(), None, uid));
     }
-    let typed: AdmissionReview<Pod> = serde_json::from_slice(body)
-        .map_err(|e| ReviewError::Malformed(format!("request is not a pods/resize review: {e}")))?;
-    let req: AdmissionRequest<Pod> =
-        typed
-            .try_into()
-            .map_err(|e: kube::core::admission::ConvertAdmissionReviewError| {
-                ReviewError::Malformed(e.to_string())
-            })?;
+    let typed: AdmissionReview<Pod> = serde_json::from_slice(body).map_err(ReviewError::NotPods)?;
+    let req: AdmissionRequest<Pod> = typed
+        .try_into()
+        .map_err(|_: ConvertAdmissionReviewError| ReviewError::NoRequest)?;
     let (Some(old), Some(new)) = (req.old_object.as_ref(), req.object.as_ref()) else {
-        return Err(ReviewError::Malformed(
-            "an UPDATE of pods/resize must carry object and oldObject".into(),
-        ));
+        return Err(ReviewError::NoObjects);
     };
     Ok(judge(stage, &req, old, new, cluster, uid))
 }
@@ -242,14 +270,7 @@ fn finish(
 
 fn intent(pod: &Pod, warning: bool, reason: &'static str, action: &str, note: &str) -> EventIntent {
     EventIntent {
-        regarding: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: pod.metadata.name.clone(),
-            namespace: pod.metadata.namespace.clone(),
-            uid: pod.metadata.uid.clone(),
-            ..Default::default()
-        },
+        regarding: pod.object_ref(&()),
         warning,
         reason,
         action: action.to_owned(),
@@ -263,4 +284,62 @@ fn json_patch_between(from: &Pod, to: &Pod) -> Result<json_patch::Patch, serde_j
     let a = serde_json::to_value(from)?;
     let b = serde_json::to_value(to)?;
     Ok(json_patch::diff(&a, &b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(body: &[u8]) -> ReviewError {
+        let cluster =
+            resize_guard_cluster::FixedCluster::new(Default::default(), vec![], vec![], vec![]);
+        review(Stage::Validate, body, &cluster).unwrap_err()
+    }
+
+    fn resize(request: serde_json::Value) -> Vec<u8> {
+        let mut r = serde_json::json!({
+            "uid": "u", "operation": "UPDATE", "subResource": "resize",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "userInfo": {}
+        });
+        if let (Some(r), Some(extra)) = (r.as_object_mut(), request.as_object()) {
+            r.extend(extra.clone());
+        }
+        serde_json::to_vec(&serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": r
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn each_bad_input_is_refused_with_its_own_variant_and_each_cause_once() {
+        let e = refused(b"{not json");
+        assert!(matches!(e, ReviewError::NotJson(_)), "{e:?}");
+        let chain = resize_guard_runtime::error_chain(&e);
+        assert_eq!(
+            chain.matches("malformed AdmissionReview").count(),
+            1,
+            "{chain}"
+        );
+        assert!(chain.contains("line 1"), "the serde error follows: {chain}");
+
+        let e = refused(br#"{"apiVersion": "admission.k8s.io/v1beta1"}"#);
+        assert!(matches!(e, ReviewError::Version(ref v) if v == "admission.k8s.io/v1beta1"));
+        let e = refused(br#"{"apiVersion": "admission.k8s.io/v1"}"#);
+        assert!(matches!(e, ReviewError::NoRequest), "{e:?}");
+        assert!(matches!(
+            refused(&resize(serde_json::json!({"uid": ""}))),
+            ReviewError::NoUid
+        ));
+        let e = refused(&resize(serde_json::json!({"object": {"spec": 7}})));
+        assert!(matches!(e, ReviewError::NotPods(_)), "{e:?}");
+        assert_eq!(e.reason(), "NotPods");
+        assert!(matches!(
+            refused(&resize(
+                serde_json::json!({"object": {"metadata": {"name": "p"}}})
+            )),
+            ReviewError::NoObjects
+        ));
+    }
 }

@@ -1,12 +1,13 @@
 //! HTTP: the admission endpoints on the TLS port and the health/metrics endpoints on a plain
 //! port, plus the process lifecycle (ready after the caches sync, while no watch has been failing
 //! for longer than `--watch-unhealthy-after` and while a usable serving certificate is loaded —
-//! `/readyz` says which of these is missing; drain in-flight reviews on SIGTERM, Events published
-//! off the request path). The serving certificate comes from the `--tls-secret` Secret through
-//! the API, or from `--cert-dir` when given (see [`crate::tls`]).
+//! `/readyz` says which of these is missing; drain in-flight reviews on SIGTERM, Events queued
+//! on the program's one bounded publisher, off the request path). Health endpoints, the Event
+//! publisher and the stop signal belong to the [`Runtime`]. The serving certificate comes from
+//! the `--tls-secret` Secret through the API, or from `--cert-dir` when given (see
+//! [`crate::tls`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
 use axum::Router;
@@ -14,9 +15,10 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use axum_server::tls_rustls::RustlsConfig;
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event as KubeEvent, EventType, Reporter};
+use resize_guard_runtime::{Events, Runtime, health};
 use serde_json::json;
 
 use crate::args::Args;
@@ -33,8 +35,8 @@ pub struct AppState {
     pub cluster: Arc<dyn Cluster>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Publishes Events; `None` in tests without a cluster.
-    pub recorder: Option<Recorder>,
+    /// The program's Event publisher; `None` in tests without a cluster.
+    pub events: Option<Events>,
     /// Readiness (caches synced, a usable serving certificate, not shutting down).
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
 }
@@ -49,13 +51,13 @@ pub fn admission_router(state: AppState, max_body_bytes: usize) -> Router {
 }
 
 /// Why the process is not ready, or `Ok` (for `/readyz`).
-pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+pub use resize_guard_runtime::Readiness;
 
-/// `GET /livez`, `/readyz`, `/metrics`; `/readyz` follows `state.ready`.
+/// `GET /livez`, `/readyz`, `/metrics` (the runtime's [`health::router`]); `/readyz` follows
+/// `state.ready`.
 pub fn health_router(state: AppState) -> Router {
     let ready = state.ready.clone();
-    health_router_with(
-        state,
+    health::router(
         Arc::new(move || {
             if ready() {
                 Ok(())
@@ -63,38 +65,13 @@ pub fn health_router(state: AppState) -> Router {
                 Err("caches not synced or shutting down".into())
             }
         }),
+        render_metrics(&state),
     )
 }
 
-/// `GET /livez`, `/readyz`, `/metrics`; `/readyz` answers 503 with the reason `readiness` gives.
-pub fn health_router_with(state: AppState, readiness: Readiness) -> Router {
-    Router::new()
-        .route("/livez", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || {
-                let answer = readiness();
-                async move {
-                    match answer {
-                        Ok(()) => (StatusCode::OK, "ok".to_owned()),
-                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}")),
-                    }
-                }
-            }),
-        )
-        .route(
-            "/metrics",
-            get(|State(s): State<AppState>| async move {
-                (
-                    [(
-                        header::CONTENT_TYPE,
-                        "text/plain; version=0.0.4; charset=utf-8",
-                    )],
-                    s.metrics.render(),
-                )
-            }),
-        )
-        .with_state(state)
+fn render_metrics(state: &AppState) -> resize_guard_runtime::RenderMetrics {
+    let metrics = state.metrics.clone();
+    Arc::new(move || metrics.render())
 }
 
 async fn mutate(state: State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
@@ -135,8 +112,9 @@ async fn handle(
         Ok(r) => r,
         Err(e) => {
             state.metrics.bad_request();
-            tracing::warn!(stage = stage.name(), error = %e, "refused a malformed admission request");
-            return error(StatusCode::BAD_REQUEST, e.to_string());
+            let why = resize_guard_runtime::error_chain(&e);
+            tracing::warn!(stage = stage.name(), reason = e.reason(), error = %why, "refused a malformed admission request");
+            return error(StatusCode::BAD_REQUEST, why);
         }
     };
     let elapsed = started.elapsed();
@@ -154,13 +132,13 @@ async fn handle(
         tracing::debug!(uid = %reviewed.uid, stage = stage.name(), decision = %reviewed.decision,
             micros = elapsed.as_micros() as u64, "admission review");
     }
-    if let (Some(intent), Some(recorder)) = (reviewed.event, state.recorder.clone()) {
-        tokio::spawn(publish(recorder, intent));
+    if let (Some(intent), Some(events)) = (reviewed.event, &state.events) {
+        publish(events, intent);
     }
     axum::Json(reviewed.review).into_response()
 }
 
-async fn publish(recorder: Recorder, intent: EventIntent) {
+fn publish(events: &Events, intent: EventIntent) {
     let event = KubeEvent {
         type_: if intent.warning {
             EventType::Warning
@@ -172,9 +150,7 @@ async fn publish(recorder: Recorder, intent: EventIntent) {
         action: intent.action,
         secondary: None,
     };
-    if let Err(e) = recorder.publish(&event, &intent.regarding).await {
-        tracing::warn!(error = %e, reason = intent.reason, "could not record event");
-    }
+    events.publish(event, intent.regarding);
 }
 
 /// Runs the webhook until SIGTERM/SIGINT, then drains in-flight reviews; a second SIGTERM or
@@ -182,9 +158,9 @@ async fn publish(recorder: Recorder, intent: EventIntent) {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await?;
     let shutdown = async {
-        resize_guard_cluster::process::shutdown_signal().await;
+        resize_guard_runtime::process::shutdown_signal().await;
         tokio::spawn(async {
-            resize_guard_cluster::process::shutdown_signal().await;
+            resize_guard_runtime::process::shutdown_signal().await;
             tracing::warn!("second stop signal: exiting without waiting for the drain");
             std::process::exit(143);
         });
@@ -208,10 +184,11 @@ pub async fn serve(
         controller: "resize-guard-webhook".into(),
         instance,
     };
+    let runtime = Runtime::start(client.clone(), reporter, shutdown);
     let view = ClusterView::start(
         client.clone(),
         ViewConfig {
-            unhealthy_after: args.watch_unhealthy_after,
+            unhealthy_after: args.common.watch_unhealthy_after,
             on_policy_reload: {
                 let metrics = metrics.clone();
                 Arc::new(move |ok| metrics.policy_reload(ok))
@@ -220,7 +197,11 @@ pub async fn serve(
                 let metrics = metrics.clone();
                 Arc::new(move |resource| metrics.watch_error(resource.as_str()))
             },
-            ..ViewConfig::new(&args.namespace, &args.policy_configmap, reporter.clone())
+            ..ViewConfig::new(
+                &args.common.namespace,
+                &args.common.policy_configmap,
+                runtime.events().clone(),
+            )
         },
     );
     let cert = Arc::new(ServingCert::new());
@@ -240,7 +221,7 @@ pub async fn serve(
             tokio::spawn(crate::serving_secret::watch(
                 client.clone(),
                 SecretRef {
-                    namespace: args.namespace.clone(),
+                    namespace: args.common.namespace.clone(),
                     name: args.tls_secret.clone(),
                 },
                 cert.clone(),
@@ -249,11 +230,10 @@ pub async fn serve(
         }
     }
     let tls = RustlsConfig::from_config(Arc::new(crate::tls::server_config(cert.clone())?));
-    let stopping = Arc::new(AtomicBool::new(false));
     let readiness: Readiness = {
-        let (view, stopping, cert) = (view.clone(), stopping.clone(), cert.clone());
+        let (view, runtime, cert) = (view.clone(), runtime.clone(), cert.clone());
         Arc::new(move || {
-            if stopping.load(Ordering::Acquire) {
+            if runtime.is_stopping() {
                 return Err("shutting down".into());
             }
             view.readiness()?;
@@ -267,27 +247,22 @@ pub async fn serve(
     let state = AppState {
         cluster: view,
         metrics,
-        recorder: Some(Recorder::new(client, reporter)),
+        events: Some(runtime.events().clone()),
         ready,
     };
-    let health = tokio::net::TcpListener::bind(args.health_addr).await?;
-    tracing::info!(addr = %args.health_addr, "serving /livez /readyz /metrics");
-    let health_app = health_router_with(state.clone(), readiness);
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(health, health_app).await {
-            tracing::error!(error = %e, "health server stopped");
-        }
-    });
+    runtime
+        .serve_health(args.common.health_addr, readiness, render_metrics(&state))
+        .await?;
 
+    // `/readyz` reports "shutting down" from the signal on (the runtime flips it first).
     let handle = axum_server::Handle::new();
-    let (grace, h, stop) = (args.shutdown_grace, handle.clone(), stopping.clone());
+    let (grace, h, stopped) = (args.shutdown_grace, handle.clone(), runtime.stopped());
     tokio::spawn(async move {
-        shutdown.await;
+        stopped.await;
         tracing::info!(
             grace_secs = grace.as_secs(),
             "shutting down: draining in-flight reviews"
         );
-        stop.store(true, Ordering::Release);
         h.graceful_shutdown(Some(grace));
     });
     tracing::info!(addr = %args.tls_addr, "serving /mutate /validate over TLS");

@@ -61,10 +61,7 @@ pub fn serving_key(secret: &Secret, at: &SecretRef) -> Result<ServingKey, String
         &format!("{at} key {CERT_KEY}"),
         &format!("{at} key {KEY_KEY}"),
     )
-    .map_err(|e| match std::error::Error::source(&e) {
-        Some(cause) => format!("{e}: {cause}"),
-        None => e.to_string(),
-    })
+    .map_err(|e| resize_guard_runtime::error_chain(&e))
 }
 
 /// Offers one version of the Secret to `cert`: swaps it in when it is new and usable, reports

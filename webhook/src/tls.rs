@@ -25,6 +25,10 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 pub use crate::cert_dir::CertFiles;
 
 /// Why a certificate could not be used.
+///
+/// `Display` names the failed step and the input; the underlying OS, PEM, X.509 or rustls error
+/// is the [`source`](std::error::Error::source), so print the chain
+/// ([`resize_guard_runtime::error_chain`]) to show each cause once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TlsError {
@@ -37,13 +41,38 @@ pub enum TlsError {
         #[source]
         source: std::io::Error,
     },
-    /// The PEM did not contain what was expected.
-    #[error("{what}: {problem}")]
+    /// The PEM could not be decoded.
+    #[error("{what}: not usable PEM")]
     Pem {
         /// Which input (a file path, or a Secret and key).
         what: String,
-        /// What is wrong.
-        problem: String,
+        /// The PEM decoder's error.
+        #[source]
+        source: rustls_pki_types::pem::Error,
+    },
+    /// The PEM holds no certificate.
+    #[error("{what}: no certificate found")]
+    NoCertificate {
+        /// Which input.
+        what: String,
+    },
+    /// The certificate PEM is not text.
+    #[error("{what}: not UTF-8 text")]
+    NotText {
+        /// Which input.
+        what: String,
+        /// Where the bytes stop being UTF-8.
+        #[source]
+        source: std::str::Utf8Error,
+    },
+    /// The leaf's validity could not be read.
+    #[error("{what}: reading the certificate's expiry")]
+    Expiry {
+        /// Which input.
+        what: String,
+        /// The X.509 decoder's error.
+        #[source]
+        source: resize_guard_certs::CertError,
     },
     /// rustls refused the certificate, the key, or the pair.
     #[error("{what}: certificate and key do not form a valid TLS configuration")]
@@ -61,7 +90,10 @@ impl TlsError {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Read { .. } => "ReadFailed",
-            Self::Pem { .. } => "InvalidPem",
+            Self::Pem { .. }
+            | Self::NoCertificate { .. }
+            | Self::NotText { .. }
+            | Self::Expiry { .. } => "InvalidPem",
             Self::Config { .. } => "InvalidKeyPair",
         }
     }
@@ -93,22 +125,27 @@ impl ServingKey {
         cert_what: &str,
         key_what: &str,
     ) -> Result<ServingKey, TlsError> {
-        let pem_error = |what: &str, problem: String| TlsError::Pem {
-            what: what.to_owned(),
-            problem,
+        let pem_error = |what: &str| {
+            let what = what.to_owned();
+            move |source| TlsError::Pem { what, source }
         };
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
             .collect::<Result<_, _>>()
-            .map_err(|e| pem_error(cert_what, e.to_string()))?;
+            .map_err(pem_error(cert_what))?;
         if chain.is_empty() {
-            return Err(pem_error(cert_what, "no certificate found".into()));
+            return Err(TlsError::NoCertificate {
+                what: cert_what.to_owned(),
+            });
         }
-        let text = std::str::from_utf8(cert_pem)
-            .map_err(|_| pem_error(cert_what, "not UTF-8 text".into()))?;
-        let not_after =
-            resize_guard_certs::not_after(text).map_err(|e| pem_error(cert_what, e.to_string()))?;
-        let key = PrivateKeyDer::from_pem_slice(key_pem)
-            .map_err(|e| pem_error(key_what, e.to_string()))?;
+        let text = std::str::from_utf8(cert_pem).map_err(|source| TlsError::NotText {
+            what: cert_what.to_owned(),
+            source,
+        })?;
+        let not_after = resize_guard_certs::not_after(text).map_err(|source| TlsError::Expiry {
+            what: cert_what.to_owned(),
+            source,
+        })?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(pem_error(key_what))?;
         let provider = rustls::crypto::ring::default_provider();
         let certified =
             CertifiedKey::from_der(chain, key, &provider).map_err(|source| TlsError::Config {
@@ -321,6 +358,16 @@ mod tests {
         let err = ServingKey::from_pem(b"junk", a.key_pem.as_bytes(), "x/tls.crt", "x/tls.key")
             .unwrap_err();
         assert!(err.to_string().contains("x/tls.crt"), "{err}");
+        let key = a
+            .key_pem
+            .replace("PRIVATE KEY-----\n", "PRIVATE KEY-----\n!!");
+        let err =
+            ServingKey::from_pem(a.cert_pem.as_bytes(), key.as_bytes(), "c", "k").unwrap_err();
+        assert!(matches!(err, TlsError::Pem { .. }), "{err:?}");
+        let chain = resize_guard_runtime::error_chain(&err);
+        let cause = std::error::Error::source(&err).unwrap().to_string();
+        assert_eq!(chain.matches(&cause).count(), 1, "{chain}");
+        assert!(chain.starts_with("k: "), "{chain}");
         let err =
             ServingKey::from_pem(a.cert_pem.as_bytes(), b"junk", "c", "x/tls.key").unwrap_err();
         assert!(err.to_string().contains("x/tls.key"), "{err}");

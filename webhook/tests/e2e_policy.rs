@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use resize_guard_harness::admission::Webhooks;
 use resize_guard_harness::env::{EnvOptions, shared};
+use resize_guard_harness::install::{policy_has, wait_policy};
 use resize_guard_harness::objects::*;
 
 const T: Duration = Duration::from_secs(30);
@@ -21,21 +22,16 @@ async fn policy_modes_and_live_reload() {
     let k = env.kubectl();
 
     // 1. qos.onChange: repair — a requests-only resize of a Guaranteed pod is repaired.
+    // The policy reload is asynchronous: each edit is followed by a bounded wait until the
+    // webhook logs the new effective policy, and then by one attempt.
     support::set_policy(env, "qos:\n  onChange: repair\n").await;
+    wait_policy(&hook.process, |p| policy_has(p, "onChange: repair")).await;
     let (ns, _, pods) = support::field_test(env, "repair").await;
     pods.delete("filler", &Default::default()).await.unwrap();
     wait_gone(&pods, "filler", T).await.unwrap();
     let patch =
         r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"400m"}}}]}}"#;
-    let mut out = k.resize(&ns, "app", patch).await.unwrap();
-    for _ in 0..50 {
-        if out.success {
-            break;
-        }
-        // The policy reload is asynchronous: retry until the webhook has the new policy.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        out = k.resize(&ns, "app", patch).await.unwrap();
-    }
+    let out = k.resize(&ns, "app", patch).await.unwrap();
     assert!(out.success, "{}", out.stderr);
     assert!(
         out.stderr.contains("Warning: resize-guard repaired this resize to keep QoS class Guaranteed: container app: limits.cpu 250m → 400m"),
@@ -123,50 +119,22 @@ async fn policy_modes_and_live_reload() {
     .await;
     // Fixed: reject (the default) again — a requests-only change is refused with the explanation.
     support::set_policy(env, "qos:\n  onChange: reject\n").await;
-    // Until the webhook has the fixed policy, each attempt is still repaired (and grows the pod):
-    // ask for a little more each time.
-    let mut out = None;
-    for i in 0..50 {
-        let patch = format!(
-            r#"{{"spec":{{"containers":[{{"name":"app","resources":{{"requests":{{"cpu":"{}m"}}}}}}]}}}}"#,
-            600 + 5 * i
-        );
-        let o = k.resize(&ns, "app", &patch).await.unwrap();
-        if !o.success {
-            out = Some(o);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let Some(out) = out else {
-        panic!(
-            "the fixed policy never took effect; webhook log:\n{}",
-            hook.process
-                .log_tail(2_000_000)
-                .lines()
-                .filter(|l| l.contains("olicy") || l.contains("onfigMap") || l.contains("watch"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-    };
+    wait_policy(&hook.process, |p| policy_has(p, "onChange: reject")).await;
+    let patch =
+        r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"600m"}}}]}}"#;
+    let out = k.resize(&ns, "app", patch).await.unwrap();
     assert!(
-        out.stderr.contains("resize-guard"),
+        !out.success && out.stderr.contains("resize-guard"),
         "the fixed policy (reject) refuses with resize-guard's explanation: {}",
         out.stderr
     );
 
     // 3. mode: audit — nothing denied by resize-guard, would-… recorded.
     support::set_policy(env, "mode: audit\n").await;
+    wait_policy(&hook.process, |p| policy_has(p, "mode: audit")).await;
     let (ns2, _, _) = support::field_test(env, "audit").await;
     let qos = r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"300m"}}}]}}"#;
-    let mut out = k.resize(&ns2, "app", qos).await.unwrap();
-    for _ in 0..50 {
-        if out.stderr.contains("audit mode") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        out = k.resize(&ns2, "app", qos).await.unwrap();
-    }
+    let out = k.resize(&ns2, "app", qos).await.unwrap();
     // resize-guard only warns; the API server's own validation still refuses the QoS change.
     assert!(
         out.stderr
@@ -181,11 +149,21 @@ async fn policy_modes_and_live_reload() {
         out.stderr
     );
     assert!(!out.stderr.contains("denied the request"), "{}", out.stderr);
-    let audit = support::resize_audit(env, &ns2, "app");
-    assert!(
-        audit.iter().any(|e| e["annotations"]["mutate.resize-guard.io/decision"] == "would-deny:qos-change"),
-        "{audit:?}"
-    );
+    // The audit log is flushed asynchronously: wait (bounded) for the resize's entry.
+    let would_deny = |audit: &[serde_json::Value]| {
+        audit
+            .iter()
+            .any(|e| e["annotations"]["mutate.resize-guard.io/decision"] == "would-deny:qos-change")
+    };
+    let mut audit = Vec::new();
+    for _ in 0..100 {
+        audit = support::resize_audit(env, &ns2, "app");
+        if would_deny(&audit) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(would_deny(&audit), "{audit:?}");
     drop(hook);
 }
 

@@ -38,6 +38,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 use proptest::sample::Index;
+use resize_guard_cluster::FixedCluster;
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::{PodBuilder, container, node};
 use resize_guard_policy::node_features::KUBELET_DEFAULTS_V1_37;
@@ -45,10 +46,9 @@ use resize_guard_policy::policy::{
     FeasibilityPolicy, Mode, NamespacePolicy, OnQosChange, PdbMode, Policy, PreemptionPolicy,
     ProtectedSelector, QosPolicy,
 };
-use resize_guard_policy::qos::qos_class;
 use resize_guard_policy::selector::Selector;
 use resize_guard_policy::{Context, Verdict, classify};
-use resize_guard_webhook::review::{FixedCluster, Stage, review};
+use resize_guard_webhook::review::{Stage, review};
 use serde_json::{Value, json};
 
 /// JSON tokens and the field names and values of a review, for the byte-level mutator.
@@ -512,6 +512,13 @@ fn running_pod() -> impl Strategy<Value = Pod> {
                 let mut b = PodBuilder::new(namespace, name)
                     .node("n1")
                     .priority(priority);
+                // The QoS class the API server would record, known by construction (the sidecar
+                // is Guaranteed), not computed by the policy crate under test.
+                let class = if containers.iter().all(|c| c.2) {
+                    "Guaranteed"
+                } else {
+                    "Burstable"
+                };
                 for (i, (cpu, memory, guaranteed)) in containers.into_iter().enumerate() {
                     let c = container(&format!("c{i}"));
                     b = b.container(if guaranteed {
@@ -528,13 +535,7 @@ fn running_pod() -> impl Strategy<Value = Pod> {
                 for (k, v) in &labels {
                     b = b.label(k, v);
                 }
-                let pod = b.running(start).build();
-                let class = qos_class(&pod).to_string();
-                let mut pod = pod;
-                if let Some(s) = pod.status.as_mut() {
-                    s.qos_class = Some(class);
-                }
-                pod
+                b.running(start).qos_status(class).build()
             },
         )
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use k8s_openapi::api::core::v1::Pod;
+use resize_guard_cluster::FixedCluster;
 use resize_guard_policy::fixture::{PodBuilder, container, node};
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::qos::{QosClass, qos_class};
@@ -15,11 +16,9 @@ use resize_guard_webhook::server::{AppState, admission_router, health_router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use resize_guard_webhook::review::FixedCluster as StaticCluster;
-
 /// The field-test world: a t3.medium node with a 1500m low-priority filler and a 250m
 /// Guaranteed high-priority app.
-fn field_test(policy: Policy) -> (StaticCluster, Pod) {
+fn field_test(policy: Policy) -> (FixedCluster, Pod) {
     let app = PodBuilder::new("prod", "app")
         .node("n1")
         .priority(1000)
@@ -33,7 +32,7 @@ fn field_test(policy: Policy) -> (StaticCluster, Pod) {
         .container(container("work").guaranteed("1500m", "256Mi"))
         .running(5)
         .build();
-    let cluster = StaticCluster::new(
+    let cluster = FixedCluster::new(
         policy,
         vec![node("n1", "1930m", "3Gi")],
         vec![app.clone(), filler],
@@ -85,11 +84,11 @@ fn resize_review(old: &Pod, new: &Pod, dry_run: bool) -> Value {
     })
 }
 
-fn state(cluster: StaticCluster) -> AppState {
+fn state(cluster: FixedCluster) -> AppState {
     AppState {
         cluster: Arc::new(cluster),
         metrics: Arc::new(Metrics::new()),
-        recorder: None,
+        events: None,
         ready: Arc::new(|| true),
     }
 }
@@ -172,7 +171,7 @@ async fn mutate_steps_aside_for_a_resize_the_api_server_refuses_itself() {
         .running(0)
         .qos_status("Burstable")
         .build();
-    let cluster = StaticCluster::new(
+    let cluster = FixedCluster::new(
         Policy::default(),
         vec![node("n1", "1930m", "3Gi")],
         vec![old.clone()],

@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use serde_json::{Value, json};
 
 use super::*;
 use crate::decision::{REPLAN_WAIT, Record, Removal, Via};
-use crate::plan::{PlanRecord, PlannedVictim};
+use crate::plan::PlanRecord;
+use resize_guard_policy::pod::PodKey;
 
 /// One request the fake saw.
 #[derive(Debug, Clone)]
@@ -94,7 +95,7 @@ fn ok(seen: &Seen) -> (StatusCode, Value) {
 
 fn actuator(client: kube::Client, leadership: Leadership) -> Actuator {
     Actuator {
-        recorder: Recorder::new(
+        events: Events::start(
             client.clone(),
             Reporter {
                 controller: "test".into(),
@@ -117,7 +118,7 @@ fn preemptor() -> Pod {
 
 fn removal(name: &str, via: Via) -> Removal {
     Removal {
-        victim: PlannedVictim {
+        victim: PodKey {
             namespace: "batch".into(),
             name: name.into(),
             uid: format!("u-{name}"),

@@ -74,7 +74,7 @@ fn decide(
 }
 
 #[test]
-fn a_deferred_resize_gets_a_fresh_plan_recorded_before_acting() {
+fn a_deferred_resize_gets_a_fresh_one_victim_plan_recorded_after_the_eviction() {
     let pod = deferred_app();
     let policy = Policy::default();
     let v = verdict(&pod, vec![filler(false)], &policy);
@@ -85,7 +85,7 @@ fn a_deferred_resize_gets_a_fresh_plan_recorded_before_acting() {
             note,
         } => {
             assert_eq!(rec.generation, 2);
-            let planned: Vec<PlannedVictim> = victims.iter().map(|r| r.victim.clone()).collect();
+            let planned: Vec<PodKey> = victims.iter().map(|r| r.victim.clone()).collect();
             assert_eq!(rec.victims, planned);
             assert_eq!(victims[0].victim.name, "filler");
             assert!(
@@ -105,12 +105,12 @@ fn a_recorded_plan_is_resumed_not_rechosen() {
     let rec = PlanRecord {
         generation: 2,
         victims: vec![
-            PlannedVictim {
+            PodKey {
                 namespace: "batch".into(),
                 name: "first".into(),
                 uid: "u1".into(),
             },
-            PlannedVictim {
+            PodKey {
                 namespace: "batch".into(),
                 name: "second".into(),
                 uid: "u2".into(),
@@ -152,7 +152,7 @@ fn when_every_planned_victim_is_gone_and_still_deferred_it_plans_again() {
     let v = verdict(&pod, vec![filler(false)], &policy);
     let rec = PlanRecord {
         generation: 2,
-        victims: vec![PlannedVictim {
+        victims: vec![PodKey {
             namespace: "batch".into(),
             name: "old".into(),
             uid: "u0".into(),
@@ -179,7 +179,7 @@ fn a_plan_for_an_older_generation_is_not_resumed() {
     let v = verdict(&pod, vec![filler(false)], &policy);
     let rec = PlanRecord {
         generation: 1,
-        victims: vec![PlannedVictim {
+        victims: vec![PodKey {
             namespace: "batch".into(),
             name: "x".into(),
             uid: "ux".into(),
@@ -371,7 +371,7 @@ fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
     never(decide(&pod, &v, None, &[], &policy, now()));
     let rec = PlanRecord {
         generation: 2,
-        victims: vec![PlannedVictim {
+        victims: vec![PodKey {
             namespace: "batch".into(),
             name: "filler".into(),
             uid: "u1".into(),
@@ -455,7 +455,7 @@ fn a_plan_with_several_victims_is_recorded_before_any_is_touched() {
 
 #[test]
 fn a_budget_refusal_drops_the_plan_and_chooses_again_soon() {
-    let victim = PlannedVictim {
+    let victim = PodKey {
         namespace: "batch".into(),
         name: "guarded".into(),
         uid: "u".into(),

@@ -90,22 +90,7 @@ impl Controller {
     /// Waits until this replica's latest `policy loaded` log line satisfies `loaded` (the
     /// effective policy is logged as YAML after it).
     pub async fn wait_policy(&self, loaded: impl Fn(&str) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let log = self.process.log_tail(200_000);
-            if let Some((_, latest)) = log.rsplit_once("policy loaded")
-                && loaded(latest)
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not load the expected policy; log tail:\n{}",
-                self.process.name(),
-                self.process.log_tail(4000)
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        resize_guard_harness::install::wait_policy(&self.process, loaded).await;
     }
 }
 
@@ -137,6 +122,45 @@ pub async fn wait_event(env: &Env, ns: &str, reason: &str) -> Vec<(String, Strin
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("no {reason} event in {ns}");
+}
+
+/// Waits until an Event with `reason` about the object `name` exists in `ns`; returns every Event
+/// with `reason` in `ns`.
+pub async fn wait_event_for(
+    env: &Env,
+    ns: &str,
+    reason: &str,
+    name: &str,
+) -> Vec<(String, String, String)> {
+    for _ in 0..300 {
+        let e = events(env, ns, reason).await;
+        if e.iter().any(|e| e.0 == name) {
+            return e;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no {reason} event for {name} in {ns}");
+}
+
+/// A positive marker that the controller has had its chance to act on node `node` after the
+/// state under test settled: a `low` pod `marker` (10m) is added and resized to `cpu` — more than
+/// the node has free, so the kubelet defers it — and no pod on the node has a lower priority, so
+/// the controller must answer with `ResizePreemptionFailed` on it. Any victim the controller would
+/// have taken for the earlier state is taken by then; assert absences after this.
+pub async fn controller_caught_up(env: &Env, pods: &Api<Pod>, ns: &str, node: &str, cpu: &str) {
+    let marker =
+        resize_guard_harness::objects::guaranteed_pod("marker", node, "low", "10m", "16Mi");
+    resize_guard_harness::objects::create_running(pods, &marker)
+        .await
+        .unwrap();
+    resize_pending_on(env, pods, ns, "marker", cpu).await;
+    let failed = wait_event_for(env, ns, "ResizePreemptionFailed", "marker").await;
+    assert!(
+        failed
+            .iter()
+            .any(|e| e.0 == "marker" && e.1.contains("no pod on node")),
+        "{failed:?}"
+    );
 }
 
 /// Names of pods in `ns` that are terminating or gone, out of `names`.

@@ -4,7 +4,7 @@
 use super::*;
 use crate::fixture::{PodBuilder, container, node};
 use crate::policy::{Mode, OnQosChange};
-use crate::verdict::{Action, Outcome};
+use crate::verdict::{Outcome, Ruling};
 use k8s_openapi::api::core::v1::Node;
 
 const NS: &str = "resize-guard";
@@ -98,7 +98,7 @@ fn field_test_550m_is_deferred_with_the_kubelet_message_and_a_plan() {
     );
     assert_eq!(v.label(), "deferred-preemptible");
     let out = v.outcome(&w.policy);
-    assert_eq!(out.action, Action::Allow);
+    assert_eq!(out.action, Ruling::Allow);
     assert_eq!(out.warnings.len(), 1);
 }
 
@@ -118,7 +118,7 @@ fn field_test_2430m_is_infeasible_and_denied_with_the_nodes_numbers() {
     let Outcome {
         action, decision, ..
     } = v.outcome(&w.policy);
-    let Action::Deny(msg) = action else { panic!() };
+    let Ruling::Deny(msg) = action else { panic!() };
     assert!(
         msg.contains("node n1") && msg.contains("2430m") && msg.contains("1930m"),
         "{msg}"
@@ -145,7 +145,7 @@ fn infeasible_can_be_allowed_with_a_warning_by_policy() {
     let mut w = World::new(std::slice::from_ref(&old));
     w.policy.feasibility.reject_infeasible = false;
     let out = w.classify(&old, &resized("2430m")).outcome(&w.policy);
-    assert_eq!(out.action, Action::Allow);
+    assert_eq!(out.action, Ruling::Allow);
     assert_eq!(out.warnings.len(), 1);
 }
 
@@ -156,7 +156,7 @@ fn a_resize_that_fits_is_allowed_silently() {
     let v = w.classify(&old, &resized("550m"));
     assert!(matches!(v, Verdict::Fits(_)), "{v:?}");
     let out = v.outcome(&w.policy);
-    assert_eq!(out.action, Action::Allow);
+    assert_eq!(out.action, Ruling::Allow);
     assert!(out.warnings.is_empty());
 }
 
@@ -202,7 +202,7 @@ fn qos_change_is_denied_by_default_with_culprits_and_the_fix() {
     };
     assert_eq!((q.from, q.to), (QosClass::Guaranteed, QosClass::Burstable));
     assert!(q.repair.is_some());
-    let Action::Deny(msg) = v.outcome(&w.policy).action else {
+    let Ruling::Deny(msg) = v.outcome(&w.policy).action else {
         panic!()
     };
     assert!(msg.contains("from Guaranteed to Burstable"), "{msg}");
@@ -225,7 +225,7 @@ fn qos_change_is_repaired_when_policy_says_so() {
     let mut w = World::new(std::slice::from_ref(&old));
     w.policy.qos.on_change = OnQosChange::Repair;
     let out = w.classify(&old, &new).outcome(&w.policy);
-    let Action::Repair(fix) = &out.action else {
+    let Ruling::Repair(fix) = &out.action else {
         panic!("{out:?}")
     };
     assert_eq!(out.decision, "qos-repaired");
@@ -251,7 +251,7 @@ fn qos_change_without_a_repair_is_denied_even_in_repair_mode() {
     let mut w = World::new(std::slice::from_ref(&old));
     w.policy.qos.on_change = OnQosChange::Repair;
     let v = w.classify(&old, &new);
-    let Action::Deny(msg) = v.outcome(&w.policy).action else {
+    let Ruling::Deny(msg) = v.outcome(&w.policy).action else {
         panic!()
     };
     assert!(msg.contains("BestEffort pod cannot gain"), "{msg}");
@@ -286,9 +286,9 @@ fn stuck_deferred_is_warned_or_denied_by_policy() {
         "{}",
         v.message()
     );
-    assert_eq!(v.outcome(&w.policy).action, Action::Allow);
+    assert_eq!(v.outcome(&w.policy).action, Ruling::Allow);
     w.policy.feasibility.reject_stuck_deferred = true;
-    assert!(matches!(v.outcome(&w.policy).action, Action::Deny(_)));
+    assert!(matches!(v.outcome(&w.policy).action, Ruling::Deny(_)));
 }
 
 #[test]
@@ -316,7 +316,7 @@ fn audit_mode_never_denies_but_says_what_it_would_do() {
     let mut w = World::new(&[old.clone(), filler()]);
     w.policy.mode = Mode::Audit;
     let out = w.classify(&old, &resized("2430m")).outcome(&w.policy);
-    assert_eq!(out.action, Action::Allow);
+    assert_eq!(out.action, Ruling::Allow);
     assert_eq!(out.decision, "would-deny:infeasible");
     assert!(out.warnings[0].starts_with("resize-guard (audit mode) would deny"));
     assert!(
@@ -488,7 +488,7 @@ fn request_above_limit_is_left_to_the_api_server() {
         why.contains("must be less than or equal to memory limit"),
         "{why}"
     );
-    assert_eq!(v.outcome(&w.policy).action, Action::Allow);
+    assert_eq!(v.outcome(&w.policy).action, Ruling::Allow);
 }
 
 /// Class 3: an invalid resize larger than the node is not called Infeasible.
@@ -508,7 +508,7 @@ fn invalid_resize_is_never_denied_as_infeasible() {
     let w = World::new(std::slice::from_ref(&old));
     let v = w.classify(&old, &new);
     assert!(matches!(v, Verdict::Invalid(_)), "{v:?}");
-    assert_eq!(v.outcome(&w.policy).action, Action::Allow);
+    assert_eq!(v.outcome(&w.policy).action, Ruling::Allow);
 }
 
 /// Class 4: a node that does not declare init-container resize gets upstream's refusal, not a

@@ -474,6 +474,25 @@ fn names_are_truncated_for_messages() {
     assert_eq!(name_list(keys.iter(), 2), "ns/p0, ns/p1 and 5 more");
 }
 
+#[test]
+fn victims_are_listed_with_their_priority() {
+    let victim = |name: &str, priority| Victim {
+        key: PodKey {
+            namespace: "batch".into(),
+            name: name.into(),
+            uid: String::new(),
+        },
+        priority,
+        held: Resources::ZERO,
+        violates_pdb: false,
+    };
+    let victims = [victim("a", 10), victim("b", -5)];
+    assert_eq!(
+        name_list(victims.iter(), 5),
+        "batch/a (priority 10), batch/b (priority -5)"
+    );
+}
+
 /// Issue 17's end-to-end loss: on the kubelet's accounting alone the plan is low3, low4, low5;
 /// while they go, mid0's pending growth fits before high's and takes the room.
 fn racing_node() -> Vec<Pod> {

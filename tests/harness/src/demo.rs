@@ -2,10 +2,16 @@
 //! `kubectl` output, expectations marked ✓/✗ (a miss makes the demo exit non-zero), and
 //! resize-guard installed as a user installs it — `kubectl apply -k` of `deploy/` through an overlay
 //! that only scales its Deployments to zero and points the webhook configurations at the local
-//! webhook process — with the binaries from `RESIZE_GUARD_BIN_DIR` (default `target/debug`) run as
+//! webhook process — with the binaries from `RESIZE_GUARD_BIN_DIR` (default: the directory of the
+//! running demo binary, i.e. cargo's target directory wherever `CARGO_TARGET_DIR` puts it) run as
 //! their ServiceAccounts. The controller creates the certificates and injects `caBundle` itself.
+//!
+//! Colour (ANSI escapes) only when stdout is a terminal and `NO_COLOR` is unset or empty, so logs
+//! and files get plain text.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::control_plane::{ControlPlane, Identity};
@@ -48,7 +54,7 @@ impl Demo {
 
     /// Prints a step.
     pub fn say(&self, text: &str) {
-        println!("\n\x1b[1m{text}\x1b[0m");
+        println!("\n{}", paint(BOLD, text));
     }
 
     /// Runs and prints `kubectl args`.
@@ -71,9 +77,9 @@ impl Demo {
     /// Marks an expectation.
     pub fn expect(&mut self, ok: bool, what: &str) {
         if ok {
-            println!("  \x1b[32m✓ {what}\x1b[0m");
+            println!("  {}", paint(GREEN, &format!("✓ {what}")));
         } else {
-            println!("  \x1b[31m✗ {what}\x1b[0m");
+            println!("  {}", paint(RED, &format!("✗ {what}")));
             self.failures.push(what.to_owned());
         }
     }
@@ -81,15 +87,15 @@ impl Demo {
     /// Prints the verdict and returns the exit code.
     pub fn finish(&self, what: &str, logs: &std::path::Path) -> i32 {
         if self.failures.is_empty() {
-            println!("\n\x1b[32m{what}\x1b[0m Logs: {}", logs.display());
+            println!("\n{} Logs: {}", paint(GREEN, what), logs.display());
             0
         } else {
-            println!(
-                "\n\x1b[31m{} step(s) failed: {:?}\x1b[0m Logs: {}",
+            let failed = format!(
+                "{} step(s) failed: {:?}",
                 self.failures.len(),
-                self.failures,
-                logs.display()
+                self.failures
             );
+            println!("\n{} Logs: {}", paint(RED, &failed), logs.display());
             1
         }
     }
@@ -178,22 +184,58 @@ pub fn init() {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "error,kube_client=off".into()),
         )
+        .with_ansi(colour())
         .init();
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// A resize-guard binary from `RESIZE_GUARD_BIN_DIR` (default `target/debug`).
+/// A resize-guard binary from `RESIZE_GUARD_BIN_DIR`, or else from the directory of the running
+/// demo binary: `cargo run` starts it from the target directory (`target/debug`, or wherever
+/// `CARGO_TARGET_DIR` puts it) where `cargo build` left the webhook and the controller.
 pub fn bin(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = std::env::var_os("RESIZE_GUARD_BIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("target/debug"));
+    let dir = match std::env::var_os("RESIZE_GUARD_BIN_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => std::env::current_exe()?
+            .parent()
+            .map(PathBuf::from)
+            .ok_or_else(|| anyhow::anyhow!("the demo binary has no directory"))?,
+    };
     let p = dir.join(name);
     anyhow::ensure!(
         p.is_file(),
-        "{} not found (build it with cargo build -p {name})",
+        "{} not found (build it with cargo build -p {name}, or set RESIZE_GUARD_BIN_DIR)",
         p.display()
     );
     Ok(p)
+}
+
+const BOLD: &str = "1";
+const GREEN: &str = "32";
+const RED: &str = "31";
+
+/// Whether the demo colours its output: stdout is a terminal and `NO_COLOR` is unset or empty
+/// (<https://no-color.org>). Decided once per process.
+pub fn colour() -> bool {
+    static COLOUR: OnceLock<bool> = OnceLock::new();
+    *COLOUR.get_or_init(|| {
+        colour_for(
+            std::io::stdout().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        )
+    })
+}
+
+fn colour_for(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+/// `text` in the SGR style `code` when the demo colours its output, else as is.
+fn paint(code: &str, text: &str) -> String {
+    if colour() {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_owned()
+    }
 }
 
 fn spawn(
@@ -207,4 +249,22 @@ fn spawn(
     cmd.env("KUBECONFIG", cp.kubeconfig_path_for(identity))
         .args(args);
     Process::spawn(name, cmd, &cp.dir().join(format!("{name}.log")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::colour_for;
+
+    #[test]
+    fn colours_only_a_terminal_without_no_color() {
+        assert!(colour_for(true, None));
+        assert!(
+            colour_for(true, Some(OsStr::new(""))),
+            "an empty NO_COLOR is unset"
+        );
+        assert!(!colour_for(true, Some(OsStr::new("1"))));
+        assert!(!colour_for(false, None), "files and CI logs get plain text");
+    }
 }

@@ -194,18 +194,59 @@ impl Env {
         (node_name, cpu, memory): (&str, &str, &str),
         pods: &[(&str, &str, &str, &str)],
     ) -> (String, String, kube::Api<k8s_openapi::api::core::v1::Pod>) {
-        use crate::objects::{create_running, guaranteed_pod};
         let ns = self.namespace(prefix).await;
         let node = self.node(node_name, cpu, memory).await;
         let api = kube::Api::namespaced(self.client().await, &ns);
-        for (name, class, cpu, memory) in pods {
-            if let Err(e) =
-                create_running(&api, &guaranteed_pod(name, &node, class, cpu, memory)).await
-            {
-                panic!("scenario pod {name}: {e}");
-            }
+        if let Err(e) = crate::objects::create_all(&api, &node, pods).await {
+            panic!("scenario in {ns}: {e:#}");
         }
         (ns, node, api)
+    }
+
+    /// KEP-5836's over-preemption example on a fresh namespace and 4-CPU node: three 500m `low`
+    /// pods l0–l2, M (1000m, `mid-never`: 10000, `preemptionPolicy: Never`) and H (1000m, `high`),
+    /// all running; then M asks for 2000m and is Deferred, and H asks for 2000m. Returns the
+    /// namespace, the node's name and the namespace's pods.
+    pub async fn kep_5836(
+        &self,
+        prefix: &str,
+    ) -> (String, String, kube::Api<k8s_openapi::api::core::v1::Pod>) {
+        use crate::objects::{resize_pending, wait_pod};
+        self.priority_class("mid-never", 10000, true).await;
+        let (ns, node, pods) = self
+            .scenario(
+                prefix,
+                ("n4", "4", "8Gi"),
+                &[
+                    ("l0", "low", "500m", "64Mi"),
+                    ("l1", "low", "500m", "64Mi"),
+                    ("l2", "low", "500m", "64Mi"),
+                    ("m", "mid-never", "1000m", "64Mi"),
+                    ("h", "high", "1000m", "64Mi"),
+                ],
+            )
+            .await;
+        self.resize_cpu(&ns, "m", "2000m").await;
+        let timeout = std::time::Duration::from_secs(60);
+        if let Err(e) = wait_pod(&pods, "m", timeout, |p| resize_pending(p).is_some()).await {
+            panic!("M's resize never pending: {e:#}");
+        }
+        self.resize_cpu(&ns, "h", "2000m").await;
+        (ns, node, pods)
+    }
+
+    /// Resizes container `app` of pod `pod` in `ns` to `cpu` (requests and limits) through
+    /// `kubectl patch --subresource resize`; panics unless the API server stored it.
+    pub async fn resize_cpu(&self, ns: &str, pod: &str, cpu: &str) {
+        match self
+            .kubectl()
+            .resize(ns, pod, &crate::objects::cpu_resize(cpu))
+            .await
+        {
+            Ok(out) if out.success => {}
+            Ok(out) => panic!("resize {ns}/{pod} to cpu {cpu}: {}", out.stderr),
+            Err(e) => panic!("resize {ns}/{pod} to cpu {cpu}: {e:#}"),
+        }
     }
 
     /// Creates (if missing) a PriorityClass; `never` sets `preemptionPolicy: Never`.

@@ -144,6 +144,38 @@ pub async fn set_policy(env: &Env, doc: &str) {
     }
 }
 
+/// Waits until the latest `policy loaded` line in `process`'s log (the cluster view logs the
+/// effective policy as YAML after it, one field per line) satisfies `loaded`: the bounded wait for
+/// a policy edit to reach a webhook or controller process. Panics with the log tail after 30 s.
+pub async fn wait_policy(process: &Process, loaded: impl Fn(&str) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let log = process.log_tail(200_000);
+        if let Some((_, latest)) = log.rsplit_once("policy loaded")
+            && loaded(latest)
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} did not load the expected policy; log tail:\n{}",
+            process.name(),
+            process.log_tail(4000)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// True when the effective policy YAML `policy` (as [`wait_policy`] passes it: its first line
+/// follows the `effective_policy=` field name, maybe among ANSI colour codes) has the line `line`,
+/// indentation ignored.
+pub fn policy_has(policy: &str, line: &str) -> bool {
+    policy.lines().any(|l| {
+        let l = l.trim();
+        l == line || (l.contains("effective_policy") && l.ends_with(line))
+    })
+}
+
 /// Starts `bin` with `args` as the ServiceAccount `identity`; its log is
 /// `<control-plane dir>/<name>.log`.
 pub fn spawn_as_service_account(

@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admission;
+pub mod bench;
 pub mod binaries;
 pub mod control_plane;
 pub mod demo;

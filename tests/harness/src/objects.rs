@@ -56,6 +56,20 @@ fn pod_json(name: &str, node: &str, priority_class: &str, resources: serde_json:
     serde_json::from_value(value).unwrap_or_default()
 }
 
+/// Creates running Guaranteed pods (`name`, priority class, cpu, memory) on `node`, in order.
+pub async fn create_all(
+    api: &Api<Pod>,
+    node: &str,
+    pods: &[(&str, &str, &str, &str)],
+) -> anyhow::Result<()> {
+    for (name, class, cpu, memory) in pods {
+        create_running(api, &guaranteed_pod(name, node, class, cpu, memory))
+            .await
+            .map_err(|e| e.context(format!("pod {name}")))?;
+    }
+    Ok(())
+}
+
 /// Creates a pod and waits until its node's kubelet reports it Running.
 pub async fn create_running(api: &Api<Pod>, pod: &Pod) -> anyhow::Result<Pod> {
     let created = api.create(&PostParams::default(), pod).await?;

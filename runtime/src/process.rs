@@ -1,7 +1,5 @@
-//! What both programs do around their main loop: logging and the crypto provider at start,
-//! SIGTERM/SIGINT as the shutdown signal, and the duration syntax of their flags.
-
-use std::time::Duration;
+//! The process around a program's work: logging and the crypto provider at start, SIGTERM/SIGINT
+//! as the shutdown signal, and a runtime that does not wait for stuck blocking work at exit.
 
 /// The log filter without `RUST_LOG`: info, and kube-runtime's own warnings (a watcher's 403,
 /// for one); kube-client's info lines are noise.
@@ -57,42 +55,4 @@ pub async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {},
         _ = term => {},
     }
-}
-
-/// Parses the durations both programs take on the command line: `500ms`, `2s`, `1m`, `2160h`,
-/// `90d`, Go-style concatenations such as `1h30m`, and a bare number as seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let invalid = || format!("invalid duration {s:?} (use e.g. 500ms, 30s, 5m, 2160h, 90d, 1h30m)");
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        return s.parse().map(Duration::from_secs).map_err(|_| invalid());
-    }
-    let mut rest = s;
-    let mut total = Duration::ZERO;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let n: u64 = rest[..digits].parse().map_err(|_| invalid())?;
-        rest = &rest[digits..];
-        let unit = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let part = match &rest[..unit] {
-            "ms" => Some(Duration::from_millis(n)),
-            "s" => Some(Duration::from_secs(n)),
-            "m" => n.checked_mul(60).map(Duration::from_secs),
-            "h" => n.checked_mul(3_600).map(Duration::from_secs),
-            "d" => n.checked_mul(86_400).map(Duration::from_secs),
-            _ => None,
-        };
-        total = part
-            .and_then(|p| total.checked_add(p))
-            .ok_or_else(invalid)?;
-        rest = &rest[unit..];
-    }
-    if s.is_empty() {
-        return Err(invalid());
-    }
-    Ok(total)
 }

@@ -1,0 +1,70 @@
+//! [`FixedCluster`]: a [`Cluster`] of given objects, for tests and benchmarks. Behind the
+//! `testing` feature (enabled from dev-dependencies only), so no release build carries it.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use resize_guard_policy::budget::Budgets;
+use resize_guard_policy::ledger::NodeLedger;
+use resize_guard_policy::policy::Policy;
+
+use crate::Cluster;
+
+/// A fixed cluster: the given nodes, pods, PDBs and policy. Ledgers are built once per node on
+/// first use, as [`crate::view`] caches them.
+#[derive(Debug, Default)]
+pub struct FixedCluster {
+    /// The policy.
+    pub policy: std::sync::Arc<Policy>,
+    /// Nodes.
+    pub nodes: Vec<k8s_openapi::api::core::v1::Node>,
+    /// Pods (any node).
+    pub pods: Vec<Pod>,
+    /// PodDisruptionBudgets.
+    pub pdbs: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    /// Ledgers built so far.
+    pub ledgers: std::sync::Mutex<HashMap<String, std::sync::Arc<NodeLedger>>>,
+}
+
+impl FixedCluster {
+    /// A cluster of these objects.
+    pub fn new(
+        policy: Policy,
+        nodes: Vec<k8s_openapi::api::core::v1::Node>,
+        pods: Vec<Pod>,
+        pdbs: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    ) -> FixedCluster {
+        FixedCluster {
+            policy: std::sync::Arc::new(policy),
+            nodes,
+            pods,
+            pdbs,
+            ledgers: Default::default(),
+        }
+    }
+}
+
+impl Cluster for FixedCluster {
+    fn policy(&self) -> std::sync::Arc<Policy> {
+        self.policy.clone()
+    }
+    fn ledger(&self, name: &str) -> Option<std::sync::Arc<NodeLedger>> {
+        let mut cache = self.ledgers.lock().ok()?;
+        if let Some(l) = cache.get(name) {
+            return Some(l.clone());
+        }
+        let n = self
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))?;
+        let l = std::sync::Arc::new(NodeLedger::new(n, &self.pods));
+        cache.insert(name.to_owned(), l.clone());
+        Some(l)
+    }
+    fn budgets(&self) -> Budgets {
+        Budgets::new(&self.pdbs)
+    }
+    fn install_namespace(&self) -> &str {
+        "resize-guard"
+    }
+}

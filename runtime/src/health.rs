@@ -1,0 +1,115 @@
+//! The health endpoints both programs serve on a plain port, outside any trace layer: `/livez`
+//! (the process answers), `/readyz` (200 `ok`, or 503 `not ready: <why>` from the program's
+//! readiness) and `/metrics` (the program's Prometheus text).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::routing::get;
+
+/// Why the process is not ready, or `Ok`.
+pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// Renders the program's metrics in the Prometheus text exposition format.
+pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// The `Content-Type` of `/metrics`.
+pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `GET /livez`, `/readyz` (503 with the reason `readiness` gives) and `/metrics`.
+pub fn router(readiness: Readiness, metrics: RenderMetrics) -> Router {
+    Router::new()
+        .route("/livez", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let answer = readiness();
+                async move {
+                    match answer {
+                        Ok(()) => (StatusCode::OK, "ok".to_owned()),
+                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}")),
+                    }
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(move || {
+                let text = metrics();
+                async move { ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text) }
+            }),
+        )
+}
+
+/// Binds `addr` and serves `router` on it in the background, for as long as the process runs
+/// (through a shutdown's drain, so `/readyz` can say it is shutting down).
+pub async fn serve(addr: SocketAddr, router: Router) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(%addr, "serving /livez /readyz /metrics");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::error!(error = %e, "health server stopped");
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    async fn get(app: &Router, path: &str) -> (StatusCode, String, Option<String>) {
+        let resp = app
+            .clone()
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = resp.status();
+        let content_type = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (
+            status,
+            String::from_utf8(body.to_vec()).unwrap(),
+            content_type,
+        )
+    }
+
+    #[tokio::test]
+    async fn readyz_names_the_reason_and_metrics_are_prometheus_text() {
+        let app = router(
+            Arc::new(|| Err("watch pods failing".into())),
+            Arc::new(|| "up 1\n".into()),
+        );
+        assert_eq!(get(&app, "/livez").await.0, StatusCode::OK);
+        let (status, body, _) = get(&app, "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body, "not ready: watch pods failing");
+        let (status, body, content_type) = get(&app, "/metrics").await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "up 1\n"));
+        assert_eq!(content_type.as_deref(), Some(METRICS_CONTENT_TYPE));
+    }
+
+    #[tokio::test]
+    async fn readyz_is_ok_when_ready() {
+        let app = router(Arc::new(|| Ok(())), Arc::new(String::new));
+        assert_eq!(
+            get(&app, "/readyz").await,
+            (
+                StatusCode::OK,
+                "ok".into(),
+                Some("text/plain; charset=utf-8".into())
+            )
+        );
+    }
+}
