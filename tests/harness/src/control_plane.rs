@@ -371,7 +371,6 @@ impl ControlPlane {
             .lock()
             .map_err(|_| anyhow::anyhow!("poisoned"))?;
         *slot = None;
-        let port = free_port()?;
         let kubeconfig = self.kubeconfig_path();
         let config = self.dir.path().join("scheduler-config.yaml");
         fs::write(
@@ -383,35 +382,11 @@ impl ControlPlane {
                 kubeconfig.display()
             ),
         )?;
-        let mut c = Command::new(&self.binaries.scheduler);
-        c.arg(format!("--config={}", config.display()))
-            .arg(format!(
-                "--authentication-kubeconfig={}",
-                kubeconfig.display()
-            ))
-            .arg(format!(
-                "--authorization-kubeconfig={}",
-                kubeconfig.display()
-            ))
-            .arg("--bind-address=127.0.0.1")
-            .arg(format!("--secure-port={port}"))
-            .arg("--v=2");
+        let mut args = vec![format!("--config={}", config.display())];
         if !feature_gates.is_empty() {
-            c.arg(format!("--feature-gates={}", feature_gates.join(",")));
+            args.push(format!("--feature-gates={}", feature_gates.join(",")));
         }
-        let mut p = Process::spawn(
-            "kube-scheduler",
-            c,
-            &self.dir.path().join("kube-scheduler.log"),
-        )?;
-        wait_tcp(port, Duration::from_secs(60)).map_err(|e| {
-            let running = p.is_running();
-            anyhow::anyhow!(
-                "kube-scheduler did not start ({e}, running: {running}):\n{}",
-                p.log_tail(6000)
-            )
-        })?;
-        *slot = Some(p);
+        *slot = Some(self.spawn_component("kube-scheduler", &self.binaries.scheduler, &args)?);
         Ok(())
     }
 
@@ -427,10 +402,34 @@ impl ControlPlane {
         {
             return Ok(());
         }
+        let args = [
+            format!("--kubeconfig={}", self.kubeconfig_path().display()),
+            "--leader-elect=false".to_owned(),
+            "--use-service-account-credentials=false".to_owned(),
+            format!("--controllers={}", CONTROLLERS.join(",")),
+            "--kube-api-qps=200".to_owned(),
+            "--kube-api-burst=400".to_owned(),
+        ];
+        *slot = Some(self.spawn_component(
+            "kube-controller-manager",
+            &self.binaries.controller_manager,
+            &args,
+        )?);
+        Ok(())
+    }
+
+    /// Starts a control-plane component serving on a free loopback port, authenticating and
+    /// authorizing its clients through the admin kubeconfig, with `args`; waits until it listens.
+    fn spawn_component(
+        &self,
+        name: &str,
+        binary: &Path,
+        args: &[String],
+    ) -> anyhow::Result<Process> {
         let port = free_port()?;
         let kubeconfig = self.kubeconfig_path();
-        let mut c = Command::new(&self.binaries.controller_manager);
-        c.arg(format!("--kubeconfig={}", kubeconfig.display()))
+        let mut c = Command::new(binary);
+        c.args(args)
             .arg(format!(
                 "--authentication-kubeconfig={}",
                 kubeconfig.display()
@@ -441,26 +440,16 @@ impl ControlPlane {
             ))
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--secure-port={port}"))
-            .arg("--leader-elect=false")
-            .arg("--use-service-account-credentials=false")
-            .arg(format!("--controllers={}", CONTROLLERS.join(",")))
-            .arg("--kube-api-qps=200")
-            .arg("--kube-api-burst=400")
             .arg("--v=2");
-        let mut p = Process::spawn(
-            "kube-controller-manager",
-            c,
-            &self.dir.path().join("kube-controller-manager.log"),
-        )?;
+        let mut p = Process::spawn(name, c, &self.dir.path().join(format!("{name}.log")))?;
         wait_tcp(port, Duration::from_secs(60)).map_err(|e| {
             let running = p.is_running();
             anyhow::anyhow!(
-                "kube-controller-manager did not start ({e}, running: {running}):\n{}",
+                "{name} did not start ({e}, running: {running}):\n{}",
                 p.log_tail(6000)
             )
         })?;
-        *slot = Some(p);
-        Ok(())
+        Ok(p)
     }
 
     /// Stops kube-scheduler if it runs.
