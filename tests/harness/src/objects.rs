@@ -87,20 +87,11 @@ pub async fn wait_pod(
     timeout: Duration,
     ready: impl Fn(&Pod) -> bool,
 ) -> anyhow::Result<Pod> {
-    let deadline = Instant::now() + timeout;
-    let mut last = None;
-    while Instant::now() < deadline {
-        match api.get_opt(name).await? {
-            Some(p) if ready(&p) => return Ok(p),
-            other => last = other,
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    anyhow::bail!(
-        "pod {name}: condition not reached after {timeout:?}; last status: {}",
-        last.and_then(|p| serde_json::to_string_pretty(&p.status).ok())
-            .unwrap_or_else(|| "(gone)".into())
-    )
+    poll(api, name, timeout, ready, |p| {
+        serde_json::to_string_pretty(&p.status).ok()
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("pod {e}"))
 }
 
 /// Polls any namespaced object until `ready` holds; the error carries the last state seen.
@@ -113,6 +104,24 @@ pub async fn wait_object<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
+    poll(api, name, timeout, ready, |o| {
+        serde_json::to_string_pretty(o).ok()
+    })
+    .await
+}
+
+/// Gets `name` every 50 ms until `ready` holds; the error shows `describe` of the last version
+/// seen.
+async fn poll<K>(
+    api: &Api<K>,
+    name: &str,
+    timeout: Duration,
+    ready: impl Fn(&K) -> bool,
+    describe: impl Fn(&K) -> Option<String>,
+) -> anyhow::Result<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let deadline = Instant::now() + timeout;
     let mut last = None;
     while Instant::now() < deadline {
@@ -120,11 +129,12 @@ where
             Some(o) if ready(&o) => return Ok(o),
             other => last = other,
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     anyhow::bail!(
         "{name}: condition not reached after {timeout:?}; last seen: {}",
-        last.and_then(|o| serde_json::to_string_pretty(&o).ok())
+        last.as_ref()
+            .and_then(describe)
             .unwrap_or_else(|| "(gone)".into())
     )
 }
