@@ -61,8 +61,8 @@ impl Cluster for FixedCluster {
         cache.insert(name.to_owned(), l.clone());
         Some(l)
     }
-    fn budgets(&self) -> Budgets {
-        Budgets::new(&self.pdbs)
+    fn budgets(&self) -> std::sync::Arc<Budgets> {
+        std::sync::Arc::new(Budgets::new(&self.pdbs))
     }
     fn install_namespace(&self) -> &str {
         "resize-guard"

@@ -2,14 +2,21 @@
 //! from the pod watch so neither a review nor a reconcile re-reads pod specs.
 //!
 //! The view holds the index behind a `RwLock`: the pod watch writes (apply, delete, relist),
-//! decisions (the webhook's reviews, the controller's reconciles) read. Each node's [`NodeLedger`] is built on first use and cached behind the index's
-//! own small `RwLock`, so the hot path — a fresh ledger — takes only read locks (the index's and
-//! the cache's); building a missing ledger takes the cache's write lock just to insert it. A pod
-//! change on a node drops that node's cached ledger (under the index's write lock); a node change
-//! is noticed by its resourceVersion. A ledger is built and cached while the index's read lock is
-//! held, so no write can slip between reading the entries and caching the result.
+//! decisions (the webhook's reviews, the controller's reconciles) read. Each node's
+//! [`NodeLedger`] is built on first use and cached behind the index's own small `RwLock`, so the
+//! hot path — a fresh ledger — takes only read locks (the index's and the cache's); building a
+//! missing ledger takes the cache's write lock just to insert it. A pod change on a node drops
+//! that node's cached ledger (under the index's write lock); a node change is noticed by its
+//! resourceVersion. A ledger is built and cached while the index's read lock is held, so no write
+//! can slip between reading the entries and caching the result.
+//!
+//! Memory is what limits a cluster-wide pod cache, so each pod costs one [`LedgerEntry`] and
+//! nothing is stored twice: a node's entries are one vector sorted by UID (a node holds at most a
+//! few hundred pods, so an insert's shift is cheaper than a tree's nodes), node names are shared
+//! between the two maps, and label sets are interned — the pods of one ReplicaSet share one
+//! copy ([`LabelSets`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -20,13 +27,42 @@ use resize_guard_policy::pod::node_name;
 /// A cached ledger and the node resourceVersion it was built from.
 type Cached = (Option<String>, Arc<NodeLedger>);
 
+/// A set of pod labels, shared by every pod that carries exactly these labels.
+type Labels = Arc<BTreeMap<String, String>>;
+
+/// Interned label sets: one allocation per distinct set. Sets no entry uses any more are swept
+/// once the table has doubled since the last sweep (amortised O(1) per insert).
+#[derive(Debug, Default)]
+struct LabelSets {
+    sets: HashSet<Labels>,
+    swept_at: usize,
+}
+
+impl LabelSets {
+    fn intern(&mut self, labels: Labels) -> Labels {
+        if let Some(shared) = self.sets.get(labels.as_ref()) {
+            return shared.clone();
+        }
+        if self.sets.len() >= (2 * self.swept_at).max(1024) {
+            // Only the table holds them: no entry (and no cached ledger) uses them.
+            self.sets.retain(|l| Arc::strong_count(l) > 1);
+            self.swept_at = self.sets.len();
+        }
+        self.sets.insert(labels.clone());
+        labels
+    }
+}
+
 /// Pods grouped by the node they are bound to, kept as ledger entries (what decisions read),
 /// with each node's ledger cached until a pod on it or the node itself changes.
 #[derive(Debug, Default)]
 pub struct PodIndex {
-    by_node: HashMap<String, BTreeMap<String, LedgerEntry>>,
-    node_of: HashMap<String, String>,
-    cache: RwLock<HashMap<String, Cached>>,
+    /// Each node's entries, sorted by UID.
+    by_node: HashMap<Arc<str>, Vec<LedgerEntry>>,
+    /// The node of each indexed pod, by UID.
+    node_of: HashMap<Box<str>, Arc<str>>,
+    labels: LabelSets,
+    cache: RwLock<HashMap<Arc<str>, Cached>>,
 }
 
 impl PodIndex {
@@ -34,16 +70,22 @@ impl PodIndex {
     pub fn apply(&mut self, pod: &Pod) {
         let uid = pod.uid().unwrap_or_default();
         self.delete(&uid);
-        if let Some(node) = node_name(pod)
-            .filter(|n| counts_on(pod, n))
-            .map(str::to_owned)
-        {
-            self.invalidate(&node);
-            self.node_of.insert(uid.clone(), node.clone());
-            self.by_node
-                .entry(node)
-                .or_default()
-                .insert(uid, LedgerEntry::new(pod));
+        let Some(node) = node_name(pod).filter(|n| counts_on(pod, n)) else {
+            return;
+        };
+        let node: Arc<str> = match self.by_node.get_key_value(node) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::from(node),
+        };
+        self.invalidate(&node);
+        let mut entry = LedgerEntry::new(pod);
+        entry.labels = entry.labels.map(|l| self.labels.intern(l));
+        self.node_of
+            .insert(uid.clone().into_boxed_str(), node.clone());
+        let entries = self.by_node.entry(node).or_default();
+        match entries.binary_search_by(|e| e.key.uid.as_str().cmp(&uid)) {
+            Ok(i) => entries[i] = entry,
+            Err(i) => entries.insert(i, entry),
         }
     }
 
@@ -51,9 +93,11 @@ impl PodIndex {
     pub fn delete(&mut self, uid: &str) {
         if let Some(node) = self.node_of.remove(uid) {
             self.invalidate(&node);
-            if let Some(pods) = self.by_node.get_mut(&node) {
-                pods.remove(uid);
-                if pods.is_empty() {
+            if let Some(entries) = self.by_node.get_mut(&node) {
+                if let Ok(i) = entries.binary_search_by(|e| e.key.uid.as_str().cmp(uid)) {
+                    entries.remove(i);
+                }
+                if entries.is_empty() {
                     self.by_node.remove(&node);
                 }
             }
@@ -70,6 +114,15 @@ impl PodIndex {
         }
     }
 
+    /// The entry of the indexed pod with this UID (bound, not terminal), on any node.
+    pub fn entry(&self, uid: &str) -> Option<&LedgerEntry> {
+        let entries = self.by_node.get(self.node_of.get(uid)?)?;
+        let i = entries
+            .binary_search_by(|e| e.key.uid.as_str().cmp(uid))
+            .ok()?;
+        entries.get(i)
+    }
+
     /// The ledger of `node`, from the cache when neither its pods nor the node (by
     /// resourceVersion) changed since it was built. Takes `&self`: callers share the index.
     pub fn ledger(&self, node: &Node) -> Arc<NodeLedger> {
@@ -83,14 +136,10 @@ impl PodIndex {
         }
         // Built outside the cache lock: concurrent decisions are not held up. Two decisions on
         // the same stale node may both build it; either result is current.
-        let entries = self
-            .by_node
-            .get(name)
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default();
+        let entries = self.by_node.get(name).cloned().unwrap_or_default();
         let ledger = Arc::new(NodeLedger::from_entries(node, entries));
         if let Ok(mut cache) = self.cache.write() {
-            cache.insert(name.to_owned(), (version.clone(), ledger.clone()));
+            cache.insert(Arc::from(name), (version.clone(), ledger.clone()));
         }
         ledger
     }
@@ -103,6 +152,11 @@ impl PodIndex {
     /// True when empty.
     pub fn is_empty(&self) -> bool {
         self.node_of.is_empty()
+    }
+
+    /// Number of distinct label sets held (interned).
+    pub fn label_sets(&self) -> usize {
+        self.labels.sets.len()
     }
 }
 
@@ -164,6 +218,61 @@ mod tests {
             .build();
         idx.apply(&done);
         idx.apply(&PodBuilder::new("ns", "pending").build());
+        assert!(idx.is_empty());
+    }
+
+    #[test]
+    fn pods_with_the_same_labels_share_one_copy_and_entries_are_found_by_uid() {
+        let mut idx = PodIndex::default();
+        let labelled = |name: &str, node_name: &str| {
+            PodBuilder::new("ns", name)
+                .node(node_name)
+                .label("app", "web")
+                .label("pod-template-hash", "abc")
+                .container(container("c").guaranteed("100m", "64Mi"))
+                .running(0)
+                .build()
+        };
+        for (name, n) in [("a", "n1"), ("b", "n1"), ("c", "n2")] {
+            idx.apply(&labelled(name, n));
+        }
+        idx.apply(&pod("other", "n2", "100m"));
+        let (a, c) = (idx.entry("ns-a").unwrap(), idx.entry("ns-c").unwrap());
+        assert!(Arc::ptr_eq(
+            a.labels.as_ref().unwrap(),
+            c.labels.as_ref().unwrap()
+        ));
+        assert_eq!(c.key.name, "c");
+        assert_eq!(idx.label_sets(), 1, "the unlabelled pod adds none");
+        // Replacing a pod keeps one entry, in UID order.
+        idx.apply(&labelled("b", "n1"));
+        let n1 = node("n1", "2", "4Gi");
+        let uids: Vec<_> = idx
+            .ledger(&n1)
+            .pods
+            .iter()
+            .map(|e| e.key.uid.clone())
+            .collect();
+        assert_eq!(uids, ["ns-a", "ns-b"]);
+        idx.delete("ns-b");
+        assert!(idx.entry("ns-b").is_none());
+        assert_eq!(idx.len(), 3);
+    }
+
+    #[test]
+    fn label_sets_no_pod_uses_are_swept() {
+        let mut idx = PodIndex::default();
+        for i in 0..3000 {
+            let p = PodBuilder::new("ns", &format!("p{i}"))
+                .node("n1")
+                .label("hash", &i.to_string())
+                .container(container("c").guaranteed("1m", "1Mi"))
+                .running(0)
+                .build();
+            idx.apply(&p);
+            idx.delete(&format!("ns-p{i}"));
+        }
+        assert!(idx.label_sets() <= 2048, "{}", idx.label_sets());
         assert!(idx.is_empty());
     }
 }

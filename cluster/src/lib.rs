@@ -30,8 +30,8 @@ pub trait Cluster: Send + Sync {
     fn policy(&self) -> std::sync::Arc<Policy>;
     /// The ledger of a node, if the node is known.
     fn ledger(&self, node: &str) -> Option<std::sync::Arc<NodeLedger>>;
-    /// All PodDisruptionBudgets.
-    fn budgets(&self) -> Budgets;
+    /// All PodDisruptionBudgets, compiled (shared: a decision never recompiles them).
+    fn budgets(&self) -> std::sync::Arc<Budgets>;
     /// resize-guard's namespace.
     fn install_namespace(&self) -> &str;
 }

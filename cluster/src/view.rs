@@ -5,8 +5,10 @@
 //!
 //! One watch per resource, each object trimmed ([`crate::trim`]) before anything keeps it. The
 //! pod watch feeds the index and, when [`ViewConfig::keep_pods`] asks for it (the controller), a
-//! reflector [`Store`] of the trimmed pods and a broadcast of every pod it applies or deletes, in
-//! that order — so the controller runs on the same single pod cache instead of a second one.
+//! reflector [`Store`] of the trimmed pods [`ViewConfig::keep_pod_if`] selects and a broadcast of
+//! each of them it applies or deletes, in that order — so the controller runs on the same single
+//! pod watch instead of a second one, and keeps whole pods only for the few it acts on (at
+//! 150,000 pods a store of every trimmed pod alone would outgrow the process's memory limit).
 //!
 //! Every watch item also goes to [`WatchHealth`]: the view is ready once every watch has listed
 //! and none has been failing for longer than [`ViewConfig::unhealthy_after`]; until then each
@@ -16,6 +18,7 @@
 //! policy, is logged, counted, and reported as an `InvalidPolicy` Warning Event on the ConfigMap.
 
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -29,7 +32,7 @@ use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use resize_guard_policy::budget::Budgets;
-use resize_guard_policy::ledger::NodeLedger;
+use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
 use resize_guard_policy::policy::Policy;
 use resize_guard_runtime::Events;
 use tokio::sync::broadcast;
@@ -47,6 +50,9 @@ pub const POLICY_KEY: &str = "policy.yaml";
 /// How many pod events [`ClusterView::pod_events`] buffers per receiver before it lags.
 pub const POD_EVENTS_CAPACITY: usize = 4096;
 
+/// Selects the pods the controller's pod store keeps ([`ViewConfig::keep_pod_if`]).
+pub type KeepPod = fn(&Pod) -> bool;
+
 /// Called after every policy reload with whether it succeeded (for metrics).
 pub type PolicyReloadHook = Arc<dyn Fn(bool) + Send + Sync>;
 
@@ -61,6 +67,9 @@ pub struct ViewConfig {
     pub events: Events,
     /// Also keep the trimmed pods in a [`Store`] and broadcast pod events (the controller).
     pub keep_pods: bool,
+    /// Which pods the [`Store`] keeps and the broadcast sends (default: all). A pod that stops
+    /// matching leaves the store; every pod stays in the index either way.
+    pub keep_pod_if: KeepPod,
     /// A watch failing for longer than this makes the view unready.
     pub unhealthy_after: Duration,
     /// Called after every policy reload.
@@ -77,6 +86,7 @@ impl ViewConfig {
             policy_configmap: policy_configmap.to_owned(),
             events,
             keep_pods: false,
+            keep_pod_if: |_| true,
             unhealthy_after: DEFAULT_UNHEALTHY_AFTER,
             on_policy_reload: Arc::new(|_| {}),
             on_watch_error: Arc::new(|_| {}),
@@ -99,6 +109,10 @@ impl Debug for ViewConfig {
 pub struct ClusterView {
     nodes: Store<Node>,
     pdbs: Store<PodDisruptionBudget>,
+    /// The compiled PDBs and the [`ClusterView::pdb_generation`] they were compiled at.
+    budgets: RwLock<(u64, Arc<Budgets>)>,
+    /// Bumped by every PDB watch event (after the store applied it).
+    pdb_generation: AtomicU64,
     pods: RwLock<PodIndex>,
     pod_store: Option<Store<Pod>>,
     pod_events: broadcast::Sender<Arc<Pod>>,
@@ -130,6 +144,8 @@ impl ClusterView {
         let view = Arc::new(ClusterView {
             nodes,
             pdbs,
+            budgets: RwLock::new((0, Arc::new(Budgets::default()))),
+            pdb_generation: AtomicU64::new(1),
             pods: RwLock::new(PodIndex::default()),
             pod_store,
             pod_events: broadcast::Sender::new(POD_EVENTS_CAPACITY),
@@ -155,7 +171,7 @@ impl ClusterView {
         tokio::spawn(watch_pods(
             view.clone(),
             Api::all(client.clone()),
-            pod_writer,
+            pod_writer.map(|w| (w, config.keep_pod_if)),
         ));
         tokio::spawn(watch_policy(client, view.clone(), config));
         view
@@ -187,13 +203,28 @@ impl ClusterView {
         &self.health
     }
 
-    /// The trimmed pods of the view's pod watch, when [`ViewConfig::keep_pods`] was set.
+    /// The trimmed pods of the view's pod watch that [`ViewConfig::keep_pod_if`] selects, when
+    /// [`ViewConfig::keep_pods`] was set.
     pub fn pod_store(&self) -> Option<Store<Pod>> {
         self.pod_store.clone()
     }
 
-    /// Every pod the pod watch applies or deletes (`InitApply`, `Apply`, `Delete`), trimmed,
-    /// sent after the index and the store took it (a relist's `InitApply` pods, as in kube's own
+    /// The ledger entry of the pod with this UID, if it is bound to a node and not terminal
+    /// (whether or not the pod store keeps it).
+    pub fn pod_entry(&self, uid: &str) -> Option<LedgerEntry> {
+        self.pods.read().ok()?.entry(uid).cloned()
+    }
+
+    /// Pods in the index, and the distinct label sets they share.
+    pub fn indexed(&self) -> (usize, usize) {
+        self.pods
+            .read()
+            .map(|i| (i.len(), i.label_sets()))
+            .unwrap_or_default()
+    }
+
+    /// Every pod the pod watch applies or deletes (`InitApply`, `Apply`, `Delete`) that
+    /// [`ViewConfig::keep_pod_if`] selects, trimmed, sent after the index and the store took it (a relist's `InitApply` pods, as in kube's own
     /// reflector, are buffered and become visible together at its `InitDone`). A receiver that
     /// falls more than [`POD_EVENTS_CAPACITY`] behind gets `Lagged` and must catch up from the
     /// store. Nothing is sent (or allocated) while there is no receiver.
@@ -227,9 +258,23 @@ impl Cluster for ClusterView {
         Some(self.pods.read().ok()?.ledger(&n))
     }
 
-    fn budgets(&self) -> Budgets {
+    /// Compiled once per PDB change, not per decision: a generation read *before* the store
+    /// is read tags the result, so a compilation that raced a change is never served as current.
+    fn budgets(&self) -> Arc<Budgets> {
+        let generation = self.pdb_generation.load(Ordering::Acquire);
+        if let Ok(cached) = self.budgets.read()
+            && cached.0 == generation
+        {
+            return cached.1.clone();
+        }
         let all = self.pdbs.state();
-        Budgets::new(all.iter().map(|p| p.as_ref()))
+        let compiled = Arc::new(Budgets::new(all.iter().map(|p| p.as_ref())));
+        if let Ok(mut cached) = self.budgets.write()
+            && cached.0 < generation
+        {
+            *cached = (generation, compiled.clone());
+        }
+        compiled
     }
 
     fn install_namespace(&self) -> &str {
@@ -265,29 +310,73 @@ async fn reflect<K>(
     while let Some(item) = stream.next().await {
         if let Ok(ev) = &item {
             writer.apply_watcher_event(ev);
+            if resource == Watched::PodDisruptionBudgets {
+                view.pdb_generation.fetch_add(1, Ordering::AcqRel);
+            }
         }
         view.health.observe(resource, &item);
     }
 }
 
-async fn watch_pods(view: Arc<ClusterView>, api: Api<Pod>, mut store: Option<Writer<Pod>>) {
+async fn watch_pods(
+    view: Arc<ClusterView>,
+    api: Api<Pod>,
+    mut store: Option<(Writer<Pod>, KeepPod)>,
+) {
     let mut stream = trimmed(api, watcher::Config::default(), trim_pod).boxed();
     let mut relist: Option<PodIndex> = None;
     while let Some(item) = stream.next().await {
+        let mut kept = None;
         if let Ok(ev) = &item {
             apply_to_index(&view, ev, &mut relist);
-            if let Some(w) = store.as_mut() {
-                w.apply_watcher_event(ev);
+            if let Some((w, keep)) = store.as_mut() {
+                kept = keep_in_store(w, *keep, ev);
             }
         }
         view.health.observe(Watched::Pods, &item);
-        if let Ok(
-            watcher::Event::InitApply(p) | watcher::Event::Apply(p) | watcher::Event::Delete(p),
-        ) = item
+        if kept == Some(true)
+            && let Ok(
+                watcher::Event::InitApply(p) | watcher::Event::Apply(p) | watcher::Event::Delete(p),
+            ) = item
             && view.pod_events.receiver_count() > 0
         {
             // Only fails without receivers (a race with the last one leaving): nothing to do.
             let _ = view.pod_events.send(Arc::new(p));
+        }
+    }
+}
+
+/// Applies `ev` to the store as far as `keep` selects its pod: a pod that stops matching is
+/// deleted from it. Returns whether the event's pod is selected (`None` for list boundaries).
+fn keep_in_store(store: &mut Writer<Pod>, keep: KeepPod, ev: &watcher::Event<Pod>) -> Option<bool> {
+    match ev {
+        watcher::Event::Init | watcher::Event::InitDone => {
+            store.apply_watcher_event(ev);
+            None
+        }
+        watcher::Event::InitApply(p) => {
+            let kept = keep(p);
+            if kept {
+                store.apply_watcher_event(ev);
+            }
+            Some(kept)
+        }
+        watcher::Event::Apply(p) => {
+            let kept = keep(p);
+            if kept {
+                store.apply_watcher_event(ev);
+            } else if store
+                .as_reader()
+                .get(&reflector::ObjectRef::from_obj(p))
+                .is_some()
+            {
+                store.apply_watcher_event(&watcher::Event::Delete(p.clone()));
+            }
+            Some(kept)
+        }
+        watcher::Event::Delete(p) => {
+            store.apply_watcher_event(ev);
+            Some(keep(p))
         }
     }
 }

@@ -59,7 +59,6 @@ impl Leading {
         let controller = Controller::for_stream(triggers, pods.clone());
         let ctx = Arc::new(Ctx {
             view: view.clone(),
-            pods: pods.clone(),
             actuator: actuator.clone(),
         });
         // A new policy may turn waiting pods into actionable ones (or back): look at all again.

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
 use resize_guard_cluster::{Cluster, ClusterView};
-use resize_guard_policy::pod::{is_deferred_now, is_resize_infeasible, node_name};
+use resize_guard_policy::ledger::LedgerEntry;
+use resize_guard_policy::pod::{is_deferred_now, is_resize_infeasible, node_name, resize_pending};
 use resize_guard_policy::{Context, assess};
 
 use crate::actuate::{ActuateError, Actuator};
@@ -23,10 +23,19 @@ use resize_guard_policy::pod::PodKey;
 pub struct Ctx {
     /// The cluster view (ledgers, PDBs, policy).
     pub view: Arc<ClusterView>,
-    /// The controller's own pod store (victim states).
-    pub pods: Store<Pod>,
     /// Performs decisions.
     pub actuator: Actuator,
+}
+
+/// The pods the controller keeps whole and reconciles: a pending resize (Deferred or
+/// Infeasible) or a recorded plan. Every other pod is only a ledger entry in the view's index.
+pub fn concerns_controller(pod: &Pod) -> bool {
+    resize_pending(pod).is_some()
+        || pod
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(crate::plan::PLAN_ANNOTATION))
 }
 
 /// Reconciles one pod.
@@ -60,28 +69,27 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
             install_namespace: ctx.view.install_namespace(),
         },
     );
-    let states: Vec<VictimState> = plan
+    // Victims are looked up in the view's index (every bound, non-terminal pod), not in the
+    // pod store, which keeps only pods with a pending resize or a plan. A victim no longer
+    // there has gone or reached a terminal phase: either way it holds nothing any more.
+    let entries: Vec<Option<LedgerEntry>> = plan
         .iter()
         .flat_map(|p| p.victims.iter())
-        .map(
-            |v| match ctx.pods.get(&ObjectRef::new(&v.name).within(&v.namespace)) {
-                Some(p) if p.metadata.uid.as_deref() == Some(v.uid.as_str()) => {
-                    if p.metadata.deletion_timestamp.is_some() {
-                        VictimState::Terminating
-                    } else {
-                        VictimState::Present
-                    }
-                }
-                _ => VictimState::Gone,
-            },
-        )
+        .map(|v| {
+            ctx.view
+                .pod_entry(&v.uid)
+                .filter(|e| e.key.name == v.name && e.key.namespace == v.namespace)
+        })
         .collect();
-    let grace = |v: &PodKey| {
-        ctx.pods
-            .get(&ObjectRef::new(&v.name).within(&v.namespace))
-            .filter(|p| p.metadata.uid.as_deref() == Some(v.uid.as_str()))
-            .and_then(|p| p.spec.as_ref()?.termination_grace_period_seconds)
-    };
+    let states: Vec<VictimState> = entries
+        .iter()
+        .map(|e| match e {
+            Some(e) if e.terminating => VictimState::Terminating,
+            Some(_) => VictimState::Present,
+            None => VictimState::Gone,
+        })
+        .collect();
+    let grace = |v: &PodKey| ctx.view.pod_entry(&v.uid)?.grace_seconds;
     let decision = decide(
         &pod,
         &verdict,

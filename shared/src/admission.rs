@@ -5,9 +5,19 @@
 //!
 //! The two stages see different objects (upstream-resize.md §3.4): `/mutate` runs before the
 //! resize strategy and built-in validation, so it is the only place to explain or repair a QoS
-//! change and where an Infeasible resize is refused first; `/validate` sees the final object and
-//! judges feasibility, Deferred and policy again. A repair is judged again before it is offered:
-//! a repaired resize may itself be refused (now Infeasible), and then the stage denies instead.
+//! change and where an Infeasible resize is refused first; `/validate` sees the final object.
+//!
+//! **One call per resize.** The default install registers only the mutating webhook, and it
+//! judges everything: the resize strategy keeps nothing of a resize but its resources
+//! (`dropNonResizeUpdates`, pkg/registry/core/pod/strategy.go), which [`classify`] mirrors, so the
+//! mutating stage already judges the resources the pod will have; a later mutating webhook that
+//! changes them re-invokes it (`reinvocationPolicy: IfNeeded`). Only what built-in validation
+//! will refuse anyway ([`Verdict::Invalid`]) is left to the API server. The validating stage
+//! (`deploy/overlays/validating-only`, for clusters that forbid mutating webhooks) acts on the
+//! same verdicts except a QoS change, which the API server refuses before it runs.
+//!
+//! A repair is judged again before it is offered: a repaired resize may itself be refused (now
+//! Infeasible), and then the stage denies instead.
 
 use std::collections::HashMap;
 
@@ -75,17 +85,15 @@ pub struct Admission {
 pub fn admit(stage: Stage, old: &Pod, new: &Pod, ctx: &Context<'_>) -> Admission {
     let verdict = classify(old, new, ctx);
     let mut annotations = annotations_for(&verdict);
-    // The mutating stage only acts on what the API server would refuse before validation.
-    // The validating stage sees what built-in validation already accepted, so a QoS change or
-    // validation error it computes can only be an artefact of objects changed after
-    // validation (v1.37.2's PodResizeValidator adds RuntimeClass overhead into a pod-level
-    // request spelled as a fraction, sharing the quantity: `applyPodLevelResources` in
-    // component-helpers/resource) and is never a reason to deny.
+    // The mutating stage acts on everything but a validation error: built-in validation runs
+    // after it and refuses that resize with its own message. The validating stage sees what
+    // built-in validation already accepted, so a QoS change or validation error it computes can
+    // only be an artefact of objects changed after validation (v1.37.2's PodResizeValidator
+    // adds RuntimeClass overhead into a pod-level request spelled as a fraction, sharing the
+    // quantity: `applyPodLevelResources` in component-helpers/resource) and is never a reason to
+    // deny.
     let acts = match stage {
-        Stage::Mutate => matches!(
-            verdict,
-            Verdict::QosChange(_) | Verdict::Infeasible(_) | Verdict::Denied(_)
-        ),
+        Stage::Mutate => !matches!(verdict, Verdict::Invalid(_)),
         Stage::Validate => !matches!(verdict, Verdict::QosChange(_) | Verdict::Invalid(_)),
     };
     if !acts {

@@ -6,8 +6,11 @@
 //! decrement every matching budget's `disruptionsAllowed` (unless the pod is already listed in
 //! `status.disruptedPods`), and flag a pod as violating when any of its budgets goes below zero.
 //! A budget with an empty or invalid selector matches nothing; a pod without labels matches none.
+//!
+//! A budget only ever covers pods of its own namespace, so [`Budgets`] indexes them by namespace:
+//! judging a pod costs the budgets of its namespace, not every budget of the cluster.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
@@ -68,17 +71,26 @@ pub struct BudgetSubject<'a> {
     pub labels: Option<&'a BTreeMap<String, String>>,
 }
 
-/// All PDBs of the cluster (or of the namespaces of interest).
+/// All PDBs of the cluster (or of the namespaces of interest), compiled once and indexed by
+/// namespace.
 #[derive(Debug, Clone, Default)]
 pub struct Budgets {
     budgets: Vec<Budget>,
+    /// Indices into `budgets`, per namespace.
+    by_namespace: HashMap<String, Vec<usize>>,
 }
 
 impl Budgets {
     /// Compiles a set of PDBs.
     pub fn new<'a>(pdbs: impl IntoIterator<Item = &'a PodDisruptionBudget>) -> Budgets {
+        let budgets: Vec<Budget> = pdbs.into_iter().map(Budget::new).collect();
+        let mut by_namespace: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, b) in budgets.iter().enumerate() {
+            by_namespace.entry(b.namespace.clone()).or_default().push(i);
+        }
         Budgets {
-            budgets: pdbs.into_iter().map(Budget::new).collect(),
+            budgets,
+            by_namespace,
         }
     }
 
@@ -87,12 +99,25 @@ impl Budgets {
         self.budgets.is_empty()
     }
 
+    /// Number of budgets.
+    pub fn len(&self) -> usize {
+        self.budgets.len()
+    }
+
+    /// The budgets of `namespace`, with their indices.
+    fn in_namespace<'a>(&'a self, namespace: &str) -> impl Iterator<Item = (usize, &'a Budget)> {
+        self.by_namespace
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .map(|&i| (i, &self.budgets[i]))
+    }
+
     /// Names of the budgets covering a pod.
     pub fn covering(&self, subject: BudgetSubject<'_>) -> Vec<&str> {
-        self.budgets
-            .iter()
-            .filter(|b| b.covers(subject.namespace, subject.labels))
-            .map(|b| b.name.as_str())
+        self.in_namespace(subject.namespace)
+            .filter(|(_, b)| b.covers(subject.namespace, subject.labels))
+            .map(|(_, b)| b.name.as_str())
             .collect()
     }
 
@@ -104,7 +129,7 @@ impl Budgets {
             .iter()
             .map(|s| {
                 let mut violated = false;
-                for (i, b) in self.budgets.iter().enumerate() {
+                for (i, b) in self.in_namespace(s.namespace) {
                     if !b.covers(s.namespace, s.labels) || b.disrupted.contains(s.name) {
                         continue;
                     }

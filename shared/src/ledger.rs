@@ -8,6 +8,7 @@
 //! itself is looked up by UID and left out of "used", since it is assessed at its desired size.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
@@ -33,14 +34,17 @@ pub struct LedgerEntry {
     pub terminating: bool,
     /// `status.startTime` (older pods are more important among equals).
     pub start_time: Option<Timestamp>,
-    /// Labels (policy selectors and PDBs match on them).
-    pub labels: Option<BTreeMap<String, String>>,
+    /// Labels (policy selectors and PDBs match on them). Shared: the pods of one ReplicaSet
+    /// carry the same set, and a pod cache can keep one copy of it (`cluster::index`).
+    pub labels: Option<Arc<BTreeMap<String, String>>>,
     /// System-critical or mirror pod: never a victim.
     pub critical: bool,
     /// Mirror pod of a static pod: cannot be evicted through the API.
     pub mirror: bool,
     /// Its own Deferred resize, waiting in the kubelet's queue ([`crate::pending`]).
     pub pending: Option<PendingResize>,
+    /// `spec.terminationGracePeriodSeconds` (a victim's eviction grace is capped by policy).
+    pub grace_seconds: Option<i64>,
 }
 
 impl LedgerEntry {
@@ -52,10 +56,14 @@ impl LedgerEntry {
             held: pod_requests(p, Accounting::Admitted),
             terminating: pod::is_terminating(p),
             start_time: pod::start_time(p).map(|t| t.0),
-            labels: p.metadata.labels.clone(),
+            labels: p.metadata.labels.clone().map(Arc::new),
             critical: pod::is_critical(p),
             mirror: pod::is_mirror(p),
             pending: PendingResize::of(p),
+            grace_seconds: p
+                .spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds),
         }
     }
 }

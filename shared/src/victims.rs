@@ -426,7 +426,7 @@ fn eligible(e: &LedgerEntry, priority: i32, policy: &Policy, excluded: &mut Excl
     } else if rules.protected_namespaces.contains(&e.key.namespace) {
         &mut excluded.protected_namespace
     } else if !rules.protected_selector.0.is_empty()
-        && rules.protected_selector.0.matches(e.labels.as_ref())
+        && rules.protected_selector.0.matches(e.labels.as_deref())
     {
         &mut excluded.protected_selector
     } else {
@@ -441,7 +441,7 @@ fn subjects<'a>(entries: impl Iterator<Item = &'a LedgerEntry>) -> Vec<BudgetSub
         .map(|e| BudgetSubject {
             namespace: &e.key.namespace,
             name: &e.key.name,
-            labels: e.labels.as_ref(),
+            labels: e.labels.as_deref(),
         })
         .collect()
 }

@@ -167,6 +167,7 @@ impl Node {
                     critical: false,
                     mirror: false,
                     pending: pending.filter(|_| view == View::Kubelet),
+                    grace_seconds: None,
                 }
             })
             .collect();

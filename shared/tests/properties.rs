@@ -239,7 +239,7 @@ fn victims_are_strictly_lower_priority_and_never_protected() {
             let e = ledger.entry(&v.key.uid).unwrap();
             prop_assert!(!e.terminating);
             prop_assert!(v.key.namespace != "kube-system");
-            prop_assert!(!protected.matches(e.labels.as_ref()));
+            prop_assert!(!protected.matches(e.labels.as_deref()));
             prop_assert!(v.key.uid != p.key.uid);
         }
         Ok(!plan.victims.is_empty())
@@ -406,7 +406,7 @@ proptest! {
         let candidates_free: Resources = ledger
             .others(&p.key.uid)
             .filter(|e| e.terminating || (e.priority < p.priority && e.key.namespace != "kube-system"
-                && !policy.preemption.protected_selector.0.matches(e.labels.as_ref())))
+                && !policy.preemption.protected_selector.0.matches(e.labels.as_deref())))
             .map(|e| e.held)
             .sum();
         let all_gone = (p.request + ledger.used_by_others(&p.key.uid) - candidates_free)

@@ -39,7 +39,7 @@ fn signal(sig: &str, pid: u32) {
 async fn a_paused_etcd_neither_makes_resize_guard_refuse_resizes_nor_stops_its_preemption() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
-    let hook = support::start(env, Webhooks::Both).await;
+    let hook = support::start(env, Webhooks::Mutating).await;
     let controller = support::controller(env, "chaos-etcd", &["--certificates=external"]).await;
     resize_guard_harness::install::wait_ready(controller.health_port, &hook.process, T).await;
 

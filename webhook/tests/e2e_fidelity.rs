@@ -41,7 +41,7 @@ static HOOK: OnceCell<support::Webhook> = OnceCell::const_new();
 async fn setup() -> (&'static Env, &'static Baseline) {
     let env = shared(EnvOptions::default());
     let base = BASELINE.get_or_init(|| baseline::record(env)).await;
-    HOOK.get_or_init(|| support::start(env, Webhooks::Both))
+    HOOK.get_or_init(|| support::start(env, Webhooks::Mutating))
         .await;
     (env, base)
 }

@@ -12,9 +12,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use resize_guard_harness::control_plane::Identity;
@@ -42,28 +40,15 @@ async fn apiserver_counter(env: &Env, metric: &str) -> f64 {
         .sum()
 }
 
-/// The caBundle of the first webhook of configuration `kind` (`mutating` or `validating`).
-async fn ca_bundle(env: &Env, kind: &str) -> Vec<u8> {
-    let client = env.client().await;
-    let config = if kind == "mutating" {
-        Api::<MutatingWebhookConfiguration>::all(client)
-            .get("resize-guard")
-            .await
-            .unwrap()
-            .webhooks
-            .and_then(|w| w.into_iter().next())
-            .map(|w| w.client_config)
-    } else {
-        Api::<ValidatingWebhookConfiguration>::all(client)
-            .get("resize-guard")
-            .await
-            .unwrap()
-            .webhooks
-            .and_then(|w| w.into_iter().next())
-            .map(|w| w.client_config)
-    };
-    config
-        .and_then(|c| c.ca_bundle)
+/// The caBundle of the webhook of the MutatingWebhookConfiguration `deploy/` installs.
+async fn ca_bundle(env: &Env) -> Vec<u8> {
+    Api::<MutatingWebhookConfiguration>::all(env.client().await)
+        .get("resize-guard")
+        .await
+        .unwrap()
+        .webhooks
+        .and_then(|w| w.into_iter().next())
+        .and_then(|w| w.client_config.ca_bundle)
         .map(|b| b.0)
         .unwrap_or_default()
 }
@@ -87,17 +72,17 @@ async fn serving_cert(env: &Env) -> Vec<u8> {
         .unwrap_or_default()
 }
 
-/// Waits until `kind`'s caBundle equals the CA Secret's; returns how long it took.
-async fn wait_bundle_repaired(env: &Env, kind: &str) -> Duration {
+/// Waits until the caBundle equals the CA Secret's; returns how long it took.
+async fn wait_bundle_repaired(env: &Env) -> Duration {
     let start = Instant::now();
     let want = ca_secret(env).await;
     loop {
-        if ca_bundle(env, kind).await == want {
+        if ca_bundle(env).await == want {
             return start.elapsed();
         }
         assert!(
             start.elapsed() < Duration::from_secs(10),
-            "{kind} caBundle not repaired within 10 s"
+            "caBundle not repaired within 10 s"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -153,9 +138,7 @@ async fn installs_with_no_certificate_step_repairs_ca_bundle_and_rotates_without
 
     // (a) Secrets, caBundle, a ready webhook and a judged resize.
     resize_guard_harness::install::wait_ready(health, &webhook, T).await;
-    for kind in ["mutating", "validating"] {
-        assert_eq!(ca_bundle(env, kind).await, ca_secret(env).await, "{kind}");
-    }
+    assert_eq!(ca_bundle(env).await, ca_secret(env).await);
     let (ns, _node, pods) = env.field_test("install").await;
     let deadline = Instant::now() + T;
     loop {
@@ -174,8 +157,8 @@ async fn installs_with_no_certificate_step_repairs_ca_bundle_and_rotates_without
     // (b) A re-apply of deploy/ leaves caBundle alone (the manifests do not own it); a garbled
     // one is taken back.
     install(env, &how).await;
-    let after_reapply = wait_bundle_repaired(env, "validating").await;
-    let hooks: Api<ValidatingWebhookConfiguration> = Api::all(env.client().await);
+    let after_reapply = wait_bundle_repaired(env).await;
+    let hooks: Api<MutatingWebhookConfiguration> = Api::all(env.client().await);
     hooks
         .patch(
             "resize-guard",
@@ -191,7 +174,7 @@ async fn installs_with_no_certificate_step_repairs_ca_bundle_and_rotates_without
         )
         .await
         .unwrap();
-    let repaired = wait_bundle_repaired(env, "validating").await;
+    let repaired = wait_bundle_repaired(env).await;
     eprintln!(
         "caBundle after a re-apply: {after_reapply:?}; garbled caBundle repaired in {repaired:?}"
     );

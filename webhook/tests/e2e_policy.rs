@@ -18,7 +18,7 @@ const T: Duration = Duration::from_secs(30);
 async fn policy_modes_and_live_reload() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
-    let hook = support::start(env, Webhooks::Both).await;
+    let hook = support::start(env, Webhooks::Mutating).await;
     let k = env.kubectl();
 
     // 1. qos.onChange: repair — a requests-only resize of a Guaranteed pod is repaired.

@@ -14,7 +14,7 @@ use resize_guard_harness::objects::*;
 async fn the_webhook_answers_after_the_api_server_restarts_its_watches() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
-    let mut hook = support::start(env, Webhooks::Both).await;
+    let mut hook = support::start(env, Webhooks::Mutating).await;
     env.cp.restart_apiserver().unwrap();
     assert!(
         hook.health("/livez").await.is_ok(),

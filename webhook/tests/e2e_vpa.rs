@@ -97,7 +97,7 @@ async fn the_vpa_updater_resizes_in_place_with_resize_guard_where_it_evicted_wit
     let without = play(env, &vpa, &Scenario::all(), "without resize-guard").await;
 
     // 2. With resize-guard installed from deploy/ (qos.onChange: reject, as shipped).
-    let _hook = support::start(env, Webhooks::Both).await;
+    let _hook = support::start(env, Webhooks::Mutating).await;
     // The test webhook serves a test certificate (support::start): the controller leaves the
     // certificates alone.
     let controller = support::controller(env, "vpa-e2e", &["--certificates=external"]).await;

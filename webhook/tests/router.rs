@@ -298,23 +298,25 @@ async fn validate_warns_about_a_deferred_resize_and_names_the_victim() {
     assert_eq!(r["auditAnnotations"]["shortfall"], "cpu 120m, memory 0");
 }
 
+/// The default install calls only `/mutate`: it answers a Deferred resize as `/validate` does.
 #[tokio::test]
-async fn mutate_leaves_deferred_and_fitting_resizes_to_validate() {
+async fn mutate_judges_a_deferred_resize_as_validate_does() {
     let (cluster, app) = field_test(Policy::default());
     let st = state(cluster);
-    let r = post(
-        &st,
-        "/mutate",
-        &resize_review(&app, &with_cpu(&app, "550m", "550m"), false),
-    )
-    .await;
-    assert_eq!(r["allowed"], true);
+    let review = resize_review(&app, &with_cpu(&app, "550m", "550m"), false);
+    let m = post(&st, "/mutate", &review).await;
+    let v = post(&st, "/validate", &review).await;
+    assert_eq!(m, v, "one call is enough");
+    assert_eq!(m["allowed"], true);
     assert!(
-        r.get("warnings").is_none() || r["warnings"].is_null(),
-        "{r}"
+        m["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("resize-guard will preempt batch/filler"),
+        "{m}"
     );
-    assert!(r.get("patch").is_none() || r["patch"].is_null());
-    assert_eq!(r["auditAnnotations"]["decision"], "deferred-preemptible");
+    assert!(m.get("patch").is_none() || m["patch"].is_null());
+    assert_eq!(m["auditAnnotations"]["decision"], "deferred-preemptible");
 }
 
 #[tokio::test]

@@ -135,3 +135,71 @@ fn a_resize_that_fits_is_allowed_by_both_stages_with_its_label() {
     assert_eq!(Stage::Mutate.name(), "mutate");
     assert_eq!(Stage::Validate.name(), "validate");
 }
+
+/// The default install calls only `/mutate`: it must say everything `/validate` would.
+#[test]
+fn the_mutating_stage_alone_warns_of_a_deferred_resize_and_refuses_a_stuck_one_on_request() {
+    let old = app("1");
+    let new = PodBuilder::new("prod", "app")
+        .node("n1")
+        .priority(1000)
+        .container(container("app").guaranteed("1500m", "256Mi"))
+        .running(0)
+        .qos_status("Guaranteed")
+        .build();
+    let low = PodBuilder::new("batch", "low")
+        .node("n1")
+        .priority(10)
+        .container(container("c").guaranteed("800m", "256Mi"))
+        .running(0)
+        .build();
+    let ledger = NodeLedger::new(&node("n1", "2", "3Gi"), [&old, &low]);
+    let budgets = Budgets::default();
+    let judge = |stage, policy: &Policy| {
+        admit(
+            stage,
+            &old,
+            &new,
+            &Context {
+                ledger: Some(&ledger),
+                budgets: &budgets,
+                policy,
+                install_namespace: "resize-guard",
+            },
+        )
+    };
+    let policy = Policy::default();
+    let (m, v) = (
+        judge(Stage::Mutate, &policy),
+        judge(Stage::Validate, &policy),
+    );
+    assert!(m.acts && v.acts);
+    assert_eq!(m, v, "both stages answer a Deferred resize alike");
+    assert_eq!(m.effect, Effect::Allow);
+    assert_eq!(m.decision, "deferred-preemptible");
+    assert_eq!(m.annotations["victims"], "batch/low");
+    assert!(m.warnings.iter().any(|w| w.contains("batch/low")), "{m:?}");
+
+    // No strictly-lower-priority pod: stuck, and refused when the policy asks for that.
+    let mut stuck = Policy::default();
+    stuck.feasibility.reject_stuck_deferred = true;
+    stuck.preemption.protected_namespaces.push("batch".into());
+    let m = judge(Stage::Mutate, &stuck);
+    assert!(
+        matches!(&m.effect, Effect::Deny { label, .. } if label.starts_with("deferred")),
+        "{m:?}"
+    );
+}
+
+#[test]
+fn a_validation_error_is_left_to_the_api_server_by_both_stages() {
+    let old = app("250m");
+    let mut new = old.clone();
+    new.spec.as_mut().unwrap().containers[0].name = "renamed".into();
+    let policy = Policy::default();
+    for stage in [Stage::Mutate, Stage::Validate] {
+        let a = judge(stage, &old, &new, &policy, "1930m");
+        assert!(!a.acts, "{stage:?}: {a:?}");
+        assert_eq!(a.effect, Effect::Allow);
+    }
+}

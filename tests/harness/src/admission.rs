@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::env::Env;
 use crate::install::{Install, install};
 
-/// Name of both configuration objects.
+/// Name of the configuration object (either kind).
 pub const CONFIG_NAME: &str = "resize-guard";
 /// The mutating webhook's name (audit annotations are prefixed with it).
 pub const MUTATING_NAME: &str = "mutate.resize-guard.io";
@@ -28,8 +28,8 @@ pub const FIELD_MANAGER: &str = "resize-guard-harness";
 /// Which configurations to install.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Webhooks {
-    /// Mutating and validating (`deploy/`).
-    Both,
+    /// The MutatingWebhookConfiguration alone (`deploy/`): one call per resize.
+    Mutating,
     /// Only the ValidatingWebhookConfiguration (`deploy/overlays/validating-only`).
     ValidatingOnly,
 }
@@ -54,7 +54,7 @@ pub async fn register(
     set_ca_bundle(&env.client().await, ca_base64, which).await
 }
 
-/// Writes `caBundle` on every webhook of the configurations (server-side apply).
+/// Writes `caBundle` on the webhook of the configuration `which` installs (server-side apply).
 pub async fn set_ca_bundle(
     client: &kube::Client,
     ca_base64: &str,
@@ -69,26 +69,30 @@ pub async fn set_ca_bundle(
             "webhooks": [{"name": name, "clientConfig": {"caBundle": ca_base64}}],
         })
     };
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .patch(
-            CONFIG_NAME,
-            &params,
-            &Patch::Apply(body("ValidatingWebhookConfiguration", VALIDATING_NAME)),
-        )
-        .await?;
-    if which == Webhooks::Both {
-        Api::<MutatingWebhookConfiguration>::all(client.clone())
-            .patch(
-                CONFIG_NAME,
-                &params,
-                &Patch::Apply(body("MutatingWebhookConfiguration", MUTATING_NAME)),
-            )
-            .await?;
+    match which {
+        Webhooks::ValidatingOnly => {
+            Api::<ValidatingWebhookConfiguration>::all(client.clone())
+                .patch(
+                    CONFIG_NAME,
+                    &params,
+                    &Patch::Apply(body("ValidatingWebhookConfiguration", VALIDATING_NAME)),
+                )
+                .await?;
+        }
+        Webhooks::Mutating => {
+            Api::<MutatingWebhookConfiguration>::all(client.clone())
+                .patch(
+                    CONFIG_NAME,
+                    &params,
+                    &Patch::Apply(body("MutatingWebhookConfiguration", MUTATING_NAME)),
+                )
+                .await?;
+        }
     }
     Ok(())
 }
 
-/// Deletes both configurations if present.
+/// Deletes the configurations (either kind) if present.
 pub async fn remove(client: &kube::Client) -> anyhow::Result<()> {
     for r in [
         Api::<ValidatingWebhookConfiguration>::all(client.clone())

@@ -159,7 +159,7 @@ impl Demo {
             .kubectl
             .run([
                 "get",
-                "validatingwebhookconfiguration",
+                "mutatingwebhookconfiguration",
                 "resize-guard",
                 "-o",
                 "jsonpath={.webhooks[0].clientConfig.caBundle}",

@@ -55,7 +55,8 @@ pub fn overlay(how: &Install) -> String {
         ("MutatingWebhookConfiguration", "/mutate"),
         ("ValidatingWebhookConfiguration", "/validate"),
     ] {
-        if how.validating_only && kind.starts_with("Mutating") {
+        // deploy/ installs the mutating configuration, the overlay the validating one.
+        if how.validating_only == kind.starts_with("Mutating") {
             continue;
         }
         if how.through_service {

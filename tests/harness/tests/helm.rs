@@ -483,15 +483,22 @@ async fn every_render_applies_on_server_dry_run() {
         "deployment.apps/resize-guard-webhook",
         "deployment.apps/resize-guard-controller",
         "mutatingwebhookconfiguration.admissionregistration.k8s.io/resize-guard",
-        "validatingwebhookconfiguration.admissionregistration.k8s.io/resize-guard",
     ] {
         assert!(out.contains(object), "{object} in:\n{out}");
     }
+    assert!(
+        !out.contains("validatingwebhookconfiguration"),
+        "one webhook call per resize: {out}"
+    );
 
     // Validating only.
     let rendered = helm.template(&["--set", "webhooks.mutating=false"]).await;
     let mut expected = base.clone();
     expected.remove(&("MutatingWebhookConfiguration".into(), "resize-guard".into()));
+    expected.insert((
+        "ValidatingWebhookConfiguration".into(),
+        "resize-guard".into(),
+    ));
     assert_eq!(kinds(&rendered), expected);
     dry_run(env, "webhooks.mutating=false", &rendered, &[]).await;
 
@@ -549,10 +556,7 @@ async fn every_render_applies_on_server_dry_run() {
     }
     assert_eq!(kinds(&rendered), expected);
     let objs = objects(&rendered);
-    for kind in [
-        "MutatingWebhookConfiguration",
-        "ValidatingWebhookConfiguration",
-    ] {
+    for kind in ["MutatingWebhookConfiguration"] {
         assert_eq!(
             find(&objs, kind, "resize-guard")["metadata"]["annotations"],
             serde_json::json!({"cert-manager.io/inject-ca-from": "resize-guard/resize-guard-webhook"}),
@@ -684,10 +688,7 @@ async fn everything_namespaced_follows_the_install_namespace() {
         }
     }
     assert!(objs.contains_key(&("Namespace".into(), String::new(), ns.into())));
-    for (kind, path) in [
-        ("MutatingWebhookConfiguration", "/mutate"),
-        ("ValidatingWebhookConfiguration", "/validate"),
-    ] {
+    for (kind, path) in [("MutatingWebhookConfiguration", "/mutate")] {
         let config = &objs[&(kind.to_owned(), String::new(), "resize-guard".to_owned())];
         let webhook = &config["webhooks"][0];
         assert_eq!(
@@ -800,10 +801,7 @@ async fn values_reach_the_objects() {
     );
     find(&objs, "PodDisruptionBudget", "resize-guard-webhook");
     assert!(!objs.keys().any(|(k, _, _)| k == "NetworkPolicy"));
-    for kind in [
-        "MutatingWebhookConfiguration",
-        "ValidatingWebhookConfiguration",
-    ] {
+    for kind in ["MutatingWebhookConfiguration"] {
         let w = &find(&objs, kind, "resize-guard")["webhooks"][0];
         assert_eq!(w["timeoutSeconds"], 5);
         assert_eq!(w["failurePolicy"], "Fail");
@@ -882,7 +880,7 @@ async fn helm_install_upgrade_uninstall_on_the_real_api_server() {
         env,
         &[
             "get",
-            "validatingwebhookconfiguration",
+            "mutatingwebhookconfiguration",
             "resize-guard",
             "-o",
             "jsonpath={.webhooks[0].clientConfig.service.namespace}",
@@ -891,7 +889,7 @@ async fn helm_install_upgrade_uninstall_on_the_real_api_server() {
     .await;
     assert_eq!(service, ns);
 
-    // Upgrading to validating-only removes the mutating configuration.
+    // Upgrading to validating-only replaces the mutating configuration by the validating one.
     helm.ok(&[
         "upgrade",
         "resize-guard",

@@ -52,10 +52,15 @@ async fn the_shipped_install_applies_passes_restricted_and_has_no_ca_bundle() {
         "networkpolicy.networking.k8s.io/resize-guard",
         "configmap/resize-guard",
         "mutatingwebhookconfiguration.admissionregistration.k8s.io/resize-guard",
-        "validatingwebhookconfiguration.admissionregistration.k8s.io/resize-guard",
     ] {
         assert!(out.stdout.contains(object), "{object} in:\n{}", out.stdout);
     }
+    // One webhook call per resize: the mutating webhook judges everything.
+    assert!(
+        !out.stdout.contains("validatingwebhookconfiguration"),
+        "the default install registers no validating webhook:\n{}",
+        out.stdout
+    );
     // Pod Security restricted, as the API server judges a pod from each template.
     for deployment in ["resize-guard-webhook", "resize-guard-controller"] {
         let template = kubectl(
@@ -95,10 +100,7 @@ async fn the_shipped_install_applies_passes_restricted_and_has_no_ca_bundle() {
             out.stderr
         );
     }
-    for kind in [
-        "mutatingwebhookconfiguration",
-        "validatingwebhookconfiguration",
-    ] {
+    for kind in ["mutatingwebhookconfiguration"] {
         let bundle = kubectl(
             env,
             &[
@@ -119,7 +121,7 @@ async fn the_shipped_install_applies_passes_restricted_and_has_no_ca_bundle() {
             env,
             &[
                 "get",
-                "validatingwebhookconfiguration/resize-guard",
+                "mutatingwebhookconfiguration/resize-guard",
                 "deployment/resize-guard-webhook",
                 "-n",
                 "resize-guard",
@@ -156,12 +158,19 @@ async fn the_shipped_install_applies_passes_restricted_and_has_no_ca_bundle() {
     )
     .await;
     assert!(!validating.stdout.contains("MutatingWebhookConfiguration"));
+    assert!(
+        validating
+            .stdout
+            .contains("kind: ValidatingWebhookConfiguration"),
+        "{}",
+        validating.stdout
+    );
     let cm = kubectl(env, &["kustomize", &path("deploy/overlays/cert-manager")]).await;
     assert_eq!(
         cm.stdout
             .matches("cert-manager.io/inject-ca-from: resize-guard/resize-guard-webhook")
             .count(),
-        2,
+        1,
         "{}",
         cm.stdout
     );
