@@ -8,6 +8,8 @@
 #   make demo     the field test's three walls, narrated, with resize-guard installed; exits non-zero on any miss
 #   make demo-vpa the same walls met by the real VPA v1.6.0 updater, without and with resize-guard (FULL=1: +5 min)
 #   make rss      resident memory of the release webhook and controller on 3,000 realistic pods (PODS=N)
+#   make bench-scale  both release programs on a real kube-apiserver holding 1,000 nodes and
+#                 3,000 -> 10,000 -> 30,000 running pods (STEPS=..., NODES=...; ~30 min)
 #   make vpa      build (or reuse) VPA v1.6.0's updater and admission-controller for the VPA tests
 #   make fuzz     the four fuzz targets for FUZZ_SECONDS each (default 300; `make test` runs them 10 s each)
 
@@ -23,7 +25,7 @@ WITH_HELM = RESIZE_GUARD_HELM_BIN="$$(scripts/build-helm.sh | tail -n 1)/helm"
 # VPA v1.6.0 updater + admission-controller from Go modules (first run ~4 min), for the VPA tests.
 WITH_VPA = RESIZE_GUARD_VPA_DIR="$$(scripts/build-vpa.sh | tail -n 1)"
 
-.PHONY: test fmt-check clippy deps-check control-plane vpa image unit bench sandbox demo demo-vpa fmt fuzz rss
+.PHONY: test fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
@@ -85,6 +87,7 @@ bench:
 	$(CARGO) bench --locked -p resize-guard-policy --bench decision
 	$(CARGO) bench --locked -p resize-guard-policy --bench victims
 	$(CARGO) bench --locked -p resize-guard-webhook --bench admission
+	$(CARGO) bench --locked -p resize-guard-webhook --bench scale
 	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-webhook --bench resize_latency
 	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-controller --bench preemption_latency
 	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-controller --bench preemption_victims
@@ -100,6 +103,16 @@ rss:
 	$(CARGO) build --locked -p resize-guard-harness --bin resize-guard-rss
 	$(WITH_K8S) $(TARGET_DIR)/debug/resize-guard-rss --webhook $(TARGET_DIR)/release/resize-guard-webhook \
 		--controller $(TARGET_DIR)/release/resize-guard-controller --pods $(PODS) --settle 10
+
+# Memory, start-up, review latency and Deferred planning of the release binaries as the cluster
+# grows, on a real control plane (pods carry bench-written Running statuses on kubelet-less Node
+# objects; the Deferred resize runs on a hollow node's real kubelet). target/bench/scale_apiserver.json
+NODES ?= 1000
+STEPS ?= 3000,10000,30000
+bench-scale:
+	$(CARGO) build --locked --release -p resize-guard-webhook -p resize-guard-controller -p resize-guard-harness --bin resize-guard-webhook --bin resize-guard-controller --bin resize-guard-scale
+	$(WITH_K8S) $(TARGET_DIR)/release/resize-guard-scale --webhook $(TARGET_DIR)/release/resize-guard-webhook \
+		--controller $(TARGET_DIR)/release/resize-guard-controller --nodes $(NODES) --steps $(STEPS)
 
 # Time-boxed proptest fuzzing on stable (fuzz/README.md): corpus replay, then mutation and
 # generation until the budget is spent; a failure is shrunk and saved under target/fuzz-artifacts/.

@@ -11,10 +11,13 @@
 //! | Event publishing | [`events`] | every Event of the program (the cluster view's, the webhook's, the controller's) → one bounded queue → one publisher task |
 //! | shutdown | [`Runtime::stopped`] | the stop signal, seen by every part that drains or stops |
 //!
+//! Both programs allocate with mimalloc (the reasons are in `src/allocator.rs`).
+//!
 //! Durations on every command line (these programs' and `resize-guard-certs`') use one syntax,
 //! humantime's ([`parse_duration`]): `200ms`, `30s`, `5m`, `1h30m`, `2160h`, `30d`, `1w`.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod allocator;
 pub mod args;
 pub mod events;
 pub mod health;

@@ -556,12 +556,10 @@ async fn every_render_applies_on_server_dry_run() {
     }
     assert_eq!(kinds(&rendered), expected);
     let objs = objects(&rendered);
-    for kind in ["MutatingWebhookConfiguration"] {
-        assert_eq!(
-            find(&objs, kind, "resize-guard")["metadata"]["annotations"],
-            serde_json::json!({"cert-manager.io/inject-ca-from": "resize-guard/resize-guard-webhook"}),
-        );
-    }
+    assert_eq!(
+        find(&objs, "MutatingWebhookConfiguration", "resize-guard")["metadata"]["annotations"],
+        serde_json::json!({"cert-manager.io/inject-ca-from": "resize-guard/resize-guard-webhook"}),
+    );
     assert_eq!(
         args(find(&objs, "Deployment", "resize-guard-controller")),
         ["--log-format=json", "--certificates=external"]
@@ -688,7 +686,8 @@ async fn everything_namespaced_follows_the_install_namespace() {
         }
     }
     assert!(objs.contains_key(&("Namespace".into(), String::new(), ns.into())));
-    for (kind, path) in [("MutatingWebhookConfiguration", "/mutate")] {
+    {
+        let (kind, path) = ("MutatingWebhookConfiguration", "/mutate");
         let config = &objs[&(kind.to_owned(), String::new(), "resize-guard".to_owned())];
         let webhook = &config["webhooks"][0];
         assert_eq!(
@@ -801,8 +800,8 @@ async fn values_reach_the_objects() {
     );
     find(&objs, "PodDisruptionBudget", "resize-guard-webhook");
     assert!(!objs.keys().any(|(k, _, _)| k == "NetworkPolicy"));
-    for kind in ["MutatingWebhookConfiguration"] {
-        let w = &find(&objs, kind, "resize-guard")["webhooks"][0];
+    {
+        let w = &find(&objs, "MutatingWebhookConfiguration", "resize-guard")["webhooks"][0];
         assert_eq!(w["timeoutSeconds"], 5);
         assert_eq!(w["failurePolicy"], "Fail");
         assert_eq!(

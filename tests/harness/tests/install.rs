@@ -100,7 +100,8 @@ async fn the_shipped_install_applies_passes_restricted_and_has_no_ca_bundle() {
             out.stderr
         );
     }
-    for kind in ["mutatingwebhookconfiguration"] {
+    {
+        let kind = "mutatingwebhookconfiguration";
         let bundle = kubectl(
             env,
             &[
