@@ -51,7 +51,12 @@ enum Layout {
 }
 
 impl Layout {
-    const ALL: [Layout; 4] = [Layout::None, Layout::NoOp, Layout::ResizeGuard, Layout::TwoCalls];
+    const ALL: [Layout; 4] = [
+        Layout::None,
+        Layout::NoOp,
+        Layout::ResizeGuard,
+        Layout::TwoCalls,
+    ];
 
     fn label(self) -> &'static str {
         match self {
@@ -104,7 +109,9 @@ async fn serve_noop(
     let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls)
         .acceptor(axum_server::accept::NoDelayAcceptor::new());
     let handle = axum_server::Handle::new();
-    let app = Router::new().route("/mutate", post(allow)).route("/validate", post(allow));
+    let app = Router::new()
+        .route("/mutate", post(allow))
+        .route("/validate", post(allow));
     let h = handle.clone();
     tokio::spawn(async move {
         axum_server::bind(addr)
@@ -136,13 +143,21 @@ async fn install(env: &Env, layout: Layout, webhook: &str, noop: &str, ca: &str,
     remove(&env.client().await).await.unwrap();
     match layout {
         Layout::None => {}
-        Layout::NoOp => register(env, noop, noop_ca, Webhooks::Mutating).await.unwrap(),
-        Layout::ResizeGuard => register(env, webhook, ca, Webhooks::Mutating).await.unwrap(),
+        Layout::NoOp => register(env, noop, noop_ca, Webhooks::Mutating)
+            .await
+            .unwrap(),
+        Layout::ResizeGuard => register(env, webhook, ca, Webhooks::Mutating)
+            .await
+            .unwrap(),
         Layout::TwoCalls => {
-            register(env, webhook, ca, Webhooks::Mutating).await.unwrap();
+            register(env, webhook, ca, Webhooks::Mutating)
+                .await
+                .unwrap();
             // The overlay's output lacks the mutating configuration; applying it adds the
             // validating one and leaves the mutating one in place (no pruning).
-            register(env, webhook, ca, Webhooks::ValidatingOnly).await.unwrap();
+            register(env, webhook, ca, Webhooks::ValidatingOnly)
+                .await
+                .unwrap();
         }
     }
 }
