@@ -20,7 +20,6 @@ use anyhow::Context;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::WatchParams;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent};
 use serde_json::json;
@@ -158,8 +157,8 @@ impl BusyNode {
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return Err(e).context("namespace"),
         }
-        priority_class(&client, LOW_CLASS, 1000).await?;
-        priority_class(&client, HIGH_CLASS, 100_000).await?;
+        crate::objects::priority_class(&client, LOW_CLASS, 1000, false).await?;
+        crate::objects::priority_class(&client, HIGH_CLASS, 100_000, false).await?;
         let config = HollowNodeConfig::new(NODE, scene.cores, "32Gi").pods(110);
         let node = HollowNode::start(cp, &config).await?;
         let busy = BusyNode { node, scene };
@@ -378,36 +377,6 @@ async fn wait_pods(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// Creates a PriorityClass (if missing) and waits until kube-apiserver's Priority admission
-/// knows it (a dry-run pod naming it is admitted), as `Env::priority_class` does.
-async fn priority_class(client: &kube::Client, name: &str, value: i32) -> anyhow::Result<()> {
-    let api: Api<PriorityClass> = Api::all(client.clone());
-    let pc: PriorityClass = serde_json::from_value(json!({
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-        "metadata": {"name": name}, "value": value,
-    }))?;
-    match api.create(&PostParams::default(), &pc).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => return Err(e).with_context(|| format!("PriorityClass {name}")),
-    }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let probe = guaranteed_pod("priority-probe", "", name, "1m", "1Mi");
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    for _ in 0..100 {
-        match pods.create(&dry_run, &probe).await {
-            Err(kube::Error::Api(e)) if e.message.contains("no PriorityClass") => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            _ => return Ok(()),
-        }
-    }
-    anyhow::bail!("PriorityClass {name} never reached kube-apiserver's admission")
 }
 
 #[cfg(test)]

@@ -249,42 +249,14 @@ impl Env {
         }
     }
 
-    /// Creates (if missing) a PriorityClass; `never` sets `preemptionPolicy: Never`.
+    /// Creates (if missing) a PriorityClass; `never` sets `preemptionPolicy: Never`
+    /// ([`crate::objects::priority_class`]).
     pub async fn priority_class(&self, name: &str, value: i32, never: bool) {
-        let api: Api<PriorityClass> = Api::all(self.client().await);
-        let mut pc = serde_json::json!({
-            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": name}, "value": value,
-        });
-        if never {
-            pc["preemptionPolicy"] = serde_json::json!("Never");
+        if let Err(e) =
+            crate::objects::priority_class(&self.client().await, name, value, never).await
+        {
+            panic!("{e:#}");
         }
-        let Ok(pc) = serde_json::from_value::<PriorityClass>(pc) else {
-            panic!("PriorityClass {name}");
-        };
-        match api.create(&PostParams::default(), &pc).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => panic!("PriorityClass {name}: {e}"),
-        }
-        // kube-apiserver's Priority admission reads PriorityClasses from an informer: wait
-        // until a pod naming the class is admitted (on dry run), so the caller's pods are.
-        let pods: Api<k8s_openapi::api::core::v1::Pod> =
-            Api::namespaced(self.client().await, "default");
-        let probe = crate::objects::guaranteed_pod("priority-probe", "", name, "1m", "1Mi");
-        let dry_run = PostParams {
-            dry_run: true,
-            ..Default::default()
-        };
-        for _ in 0..100 {
-            match pods.create(&dry_run, &probe).await {
-                Err(kube::Error::Api(e)) if e.message.contains("no PriorityClass") => {
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-                _ => return,
-            }
-        }
-        panic!("PriorityClass {name} never reached kube-apiserver's admission");
     }
 
     /// A guard that prints the control-plane logs if the test panics.

@@ -311,3 +311,44 @@ pub fn qos_class(p: &Pod) -> String {
         .and_then(|s| s.qos_class.clone())
         .unwrap_or_default()
 }
+
+/// Creates a PriorityClass (if missing; `never` sets `preemptionPolicy: Never`) and waits until
+/// kube-apiserver's Priority admission, which reads PriorityClasses from an informer, knows it:
+/// a dry-run pod naming it is admitted, so the caller's pods are.
+pub async fn priority_class(
+    client: &kube::Client,
+    name: &str,
+    value: i32,
+    never: bool,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let api: Api<k8s_openapi::api::scheduling::v1::PriorityClass> = Api::all(client.clone());
+    let mut pc = json!({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": name}, "value": value,
+    });
+    if never {
+        pc["preemptionPolicy"] = json!("Never");
+    }
+    let pc = serde_json::from_value(pc).with_context(|| format!("PriorityClass {name}"))?;
+    match api.create(&PostParams::default(), &pc).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e).with_context(|| format!("PriorityClass {name}")),
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let probe = guaranteed_pod("priority-probe", "", name, "1m", "1Mi");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    for _ in 0..100 {
+        match pods.create(&dry_run, &probe).await {
+            Err(kube::Error::Api(e)) if e.message.contains("no PriorityClass") => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            _ => return Ok(()),
+        }
+    }
+    anyhow::bail!("PriorityClass {name} never reached kube-apiserver's admission")
+}
