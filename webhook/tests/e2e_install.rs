@@ -25,7 +25,7 @@ use serde_json::json;
 const T: Duration = Duration::from_secs(30);
 const NS: &str = "resize-guard";
 
-/// The sum of a kube-apiserver counter over resize-guard's two webhooks.
+/// The sum of a kube-apiserver counter over resize-guard's webhooks (`*.resize-guard.io`).
 async fn apiserver_counter(env: &Env, metric: &str) -> f64 {
     let out = env
         .kubectl()

@@ -66,7 +66,7 @@ tolerations:
 {{- end }}
 
 {{/*
-The webhook configurations: what both webhooks share, their selectors, their annotations.
+The webhook configuration (mutating or validating): its common fields, selectors, annotations.
 */}}
 {{- define "resize-guard.webhookCommon" -}}
 rules:
