@@ -215,14 +215,6 @@ impl ClusterView {
         self.pods.read().ok()?.entry(uid).cloned()
     }
 
-    /// Pods in the index, and the distinct label sets they share.
-    pub fn indexed(&self) -> (usize, usize) {
-        self.pods
-            .read()
-            .map(|i| (i.len(), i.label_sets()))
-            .unwrap_or_default()
-    }
-
     /// Every pod the pod watch applies or deletes (`InitApply`, `Apply`, `Delete`) that
     /// [`ViewConfig::keep_pod_if`] selects, trimmed, sent after the index and the store took it (a relist's `InitApply` pods, as in kube's own
     /// reflector, are buffered and become visible together at its `InitDone`). A receiver that

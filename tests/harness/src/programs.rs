@@ -21,6 +21,20 @@ use crate::install::{Install, http_get, write_overlay};
 use crate::kubectl::Kubectl;
 use crate::process::{Process, free_port};
 
+/// Process set-up of a measuring tool (`resize-guard-rss`, `resize-guard-scale`): warnings to
+/// stderr (`RUST_LOG` overrides; kube-client's off), stdout kept for the tables; the rustls
+/// crypto provider.
+pub fn init_tool() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client=off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// The binaries to measure, checked.
 #[derive(Debug, Clone)]
 pub struct ProgramBinaries {

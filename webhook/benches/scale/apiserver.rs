@@ -257,57 +257,48 @@ impl FakeApi {
         ok(Full::new(Bytes::from(out)).boxed_unsync())
     }
 
-    /// The whole list in one body, rendered chunk by chunk as the client reads it.
-    fn whole_list(self: &Arc<Self>, kind: Kind) -> Response<Body> {
+    /// Every object of `kind` rendered [`CHUNK`] at a time as the client reads them (list items,
+    /// or ADDED events when `events`), then `last`; the pods count as listed once all are out.
+    fn rendered(
+        self: &Arc<Self>,
+        kind: Kind,
+        events: bool,
+        last: Vec<u8>,
+    ) -> impl futures::Stream<Item = Bytes> + use<> {
         let count = kind.count(&self.world);
-        let head = Bytes::from(self.list_head(kind, None));
         let this = self.clone();
-        let chunks = futures::stream::unfold(0usize, move |next| {
+        futures::stream::unfold(Some((0usize, last)), move |state| {
             let this = this.clone();
             async move {
-                if next > count {
-                    return None;
-                }
+                let (next, last) = state?;
                 if next == count {
                     this.pods_listed(kind);
-                    return Some((Bytes::from_static(b"]}"), count + 1));
+                    return Some((Bytes::from(last), None));
                 }
                 let end = (next + CHUNK).min(count);
                 let mut out = Vec::with_capacity(CHUNK * 16 * 1024);
-                this.render(kind, next..end, &mut out, false);
-                Some((Bytes::from(out), end))
+                this.render(kind, next..end, &mut out, events);
+                Some((Bytes::from(out), Some((end, last))))
             }
-        });
+        })
+    }
+
+    /// The whole list in one body, rendered chunk by chunk as the client reads it.
+    fn whole_list(self: &Arc<Self>, kind: Kind) -> Response<Body> {
+        let head = Bytes::from(self.list_head(kind, None));
         let body = futures::stream::once(async move { head })
-            .chain(chunks)
+            .chain(self.rendered(kind, false, b"]}".to_vec()))
             .map(|b| Ok::<_, Infallible>(Frame::data(b)));
         ok(StreamBody::new(body).boxed_unsync())
     }
 
     /// A streaming list: every object as ADDED, the end bookmark, then an open watch.
     fn initial_events(self: &Arc<Self>, kind: Kind) -> Response<Body> {
-        let count = kind.count(&self.world);
-        let this = self.clone();
         let (api, k) = kind.type_meta();
         let rv = self.world.list_rv;
-        let events = futures::stream::unfold(0usize, move |next| {
-            let this = this.clone();
-            async move {
-                if next > count {
-                    return None;
-                }
-                if next == count {
-                    this.pods_listed(kind);
-                    return Some((bookmark(api, k, &rv.to_string(), true), count + 1));
-                }
-                let end = (next + CHUNK).min(count);
-                let mut out = Vec::with_capacity(CHUNK * 16 * 1024);
-                this.render(kind, next..end, &mut out, true);
-                Some((out, end))
-            }
-        })
-        .map(Bytes::from)
-        .chain(bookmarks(api, k, rv));
+        let events = self
+            .rendered(kind, true, bookmark(api, k, &rv.to_string(), true))
+            .chain(bookmarks(api, k, rv));
         ok(StreamBody::new(events.map(|b| Ok::<_, Infallible>(Frame::data(b)))).boxed_unsync())
     }
 }

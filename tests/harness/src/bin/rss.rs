@@ -91,14 +91,7 @@ impl Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,kube_client=off".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    resize_guard_harness::programs::init_tool();
     let args = Args::parse();
     args.layout().validate()?;
     anyhow::ensure!(args.concurrency > 0, "--concurrency must be positive");
