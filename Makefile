@@ -1,6 +1,9 @@
 # resize-guard — every command a person or CI needs.
 #   make test     fmt check, clippy (-D warnings), dependency guard, unit + end-to-end tests
-#                 against a real kube-apiserver v1.37.2 + etcd (built from Go modules on first use)
+#                 against a real kube-apiserver v1.37.2 + etcd (built from Go modules on first use),
+#                 and the version-sensitive suite on v1.35.4 too
+#   make test-matrix  the version-sensitive suite on v1.33, v1.34, v1.35, v1.36 and v1.37 (each minor's
+#                 binaries built on first use, ~10 min each); prints the table and writes it into the README
 #   make image    static release binaries and their images from deploy/image/Containerfile, without a
 #                 container engine: target/image/resize-guard-{webhook,controller}-<version>.oci.tar
 #   make bench    benchmarks, printed as tables and written under target/bench/
@@ -18,14 +21,20 @@ CARGO ?= cargo
 # for the recipes that run built binaries by path; evaluated only where used.
 TARGET_DIR = $(shell $(CARGO) metadata --format-version 1 --no-deps --locked \
 	| python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
-# Builds (first run, ~6 min) or reuses the upstream binaries; its last output line is their directory.
+# Builds (first run, ~10 min) or reuses the upstream binaries of the minor RESIZE_GUARD_K8S_VERSION
+# names (default 1.37); its last output line is their directory.
 WITH_K8S = RESIZE_GUARD_K8S_BIN_DIR="$$(scripts/build-control-plane.sh | tail -n 1)"
+# The same for one given minor: $(call with_k8s,1.35).
+with_k8s = RESIZE_GUARD_K8S_VERSION=$(1) RESIZE_GUARD_K8S_BIN_DIR="$$(RESIZE_GUARD_K8S_VERSION=$(1) scripts/build-control-plane.sh | tail -n 1)"
+# The minors of the version matrix (tests/control-plane/v1.N/), and where its results go.
+MINORS = 1.33 1.34 1.35 1.36 1.37
+MATRIX_DIR = $(CURDIR)/target/test-matrix
 # helm v3 from Go modules (first run a few minutes), for the chart's lint/template/dry-run tests.
 WITH_HELM = RESIZE_GUARD_HELM_BIN="$$(scripts/build-helm.sh | tail -n 1)/helm"
 # VPA v1.6.0 updater + admission-controller from Go modules (first run ~4 min), for the VPA tests.
 WITH_VPA = RESIZE_GUARD_VPA_DIR="$$(scripts/build-vpa.sh | tail -n 1)"
 
-.PHONY: test fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss
+.PHONY: test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
@@ -42,7 +51,7 @@ demo-vpa:
 	$(WITH_K8S) $(WITH_VPA) $(CARGO) run --locked -q -p resize-guard-harness \
 		--bin resize-guard-demo-vpa -- $(if $(FULL),--full,)
 
-test: fmt-check clippy deps-check image unit
+test: fmt-check clippy deps-check image unit test-versions
 
 # Static binaries (glibc, +crt-static) in their own target dir so the debug cache stays warm, then
 # one OCI archive per binary stamped with the commit and its time (same binary, same digest); the
@@ -78,7 +87,31 @@ deps-check:
 	else echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"; fi
 
 unit:
-	$(WITH_K8S) $(WITH_HELM) $(WITH_VPA) $(CARGO) test --workspace --locked
+	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(CARGO) test --workspace --locked
+
+# The version-sensitive suite on v1.35, the first minor where in-place resize is GA (`unit` ran it
+# on v1.37 with everything else).
+test-versions:
+	$(call with_k8s,1.35) $(CARGO) test --locked -p resize-guard-webhook --test e2e_versions
+
+# Every minor in turn (a failing one does not stop the others; logs in target/test-matrix/), then
+# the table, printed and written into the README's "Supported versions".
+test-matrix:
+	rm -rf $(MATRIX_DIR) && mkdir -p $(MATRIX_DIR)
+	$(CARGO) build --locked -p resize-guard-harness --bin resize-guard-matrix
+	$(CARGO) test --locked -p resize-guard-webhook --test e2e_versions --no-run
+	@status=0; for m in $(MINORS); do \
+		start=$$(date +%s); \
+		echo "test-matrix: Kubernetes $$m …"; \
+		if $(call with_k8s,$$m) RESIZE_GUARD_MATRIX_DIR=$(MATRIX_DIR) \
+			$(CARGO) test --locked -p resize-guard-webhook --test e2e_versions -- --nocapture \
+			>$(MATRIX_DIR)/v$$m.log 2>&1; then \
+			echo "test-matrix: Kubernetes $$m passed in $$(( $$(date +%s) - start ))s"; \
+		else status=1; echo "test-matrix: Kubernetes $$m FAILED after $$(( $$(date +%s) - start ))s:"; \
+			tail -n 40 $(MATRIX_DIR)/v$$m.log; fi; \
+	done; \
+	$(TARGET_DIR)/debug/resize-guard-matrix --dir $(MATRIX_DIR) --minors "$(MINORS)" --readme README.md || status=1; \
+	exit $$status
 
 sandbox:
 	$(WITH_K8S) $(CARGO) run --locked -p resize-guard-harness --bin resize-guard-sandbox -- tests/harness/sandbox.yaml

@@ -10,6 +10,7 @@
 //! | health endpoints | [`health`] | `/livez`, `/readyz` (the program's readiness with its reason), `/metrics` (the program's text) on `--health-addr` |
 //! | Event publishing | [`events`] | every Event of the program (the cluster view's, the webhook's, the controller's) → one bounded queue → one publisher task |
 //! | shutdown | [`Runtime::stopped`] | the stop signal, seen by every part that drains or stops |
+//! | Kubernetes version | [`cluster_version`] | `/version` at start-up → log lines, `resize_guard_kubernetes_*` metrics, `/readyz` |
 //!
 //! Both programs allocate with mimalloc (the reasons are in `src/allocator.rs`).
 //!
@@ -19,6 +20,7 @@
 
 mod allocator;
 pub mod args;
+pub mod cluster_version;
 pub mod events;
 pub mod health;
 pub mod process;
@@ -31,6 +33,7 @@ use kube::runtime::events::Reporter;
 use tokio::sync::watch;
 
 pub use args::CommonArgs;
+pub use cluster_version::ClusterVersion;
 pub use events::Events;
 pub use health::{Readiness, RenderMetrics};
 /// Parses a duration flag: humantime's syntax (`200ms`, `30s`, `1h30m`, `30d`; a number needs a
@@ -55,11 +58,13 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 pub struct Runtime {
     events: Events,
     stop: Arc<watch::Sender<bool>>,
+    version: ClusterVersion,
 }
 
 impl Runtime {
-    /// Starts the Event publisher (reporting as `reporter`) and watches `shutdown`: once it
-    /// completes, [`Runtime::stopped`] completes and [`Runtime::is_stopping`] is true.
+    /// Starts the Event publisher (reporting as `reporter`) and the Kubernetes version's
+    /// detection, and watches `shutdown`: once it completes, [`Runtime::stopped`] completes and
+    /// [`Runtime::is_stopping`] is true.
     pub fn start(
         client: kube::Client,
         reporter: Reporter,
@@ -72,6 +77,7 @@ impl Runtime {
             signal.send_replace(true);
         });
         Runtime {
+            version: ClusterVersion::detect(client.clone()),
             events: Events::start(client, reporter),
             stop,
         }
@@ -82,13 +88,26 @@ impl Runtime {
         &self.events
     }
 
+    /// The API server's Kubernetes version, once read.
+    pub fn version(&self) -> &ClusterVersion {
+        &self.version
+    }
+
     /// Serves `/livez`, `/readyz` and `/metrics` on `addr` (see [`health`]) in the background.
+    /// `/readyz` also requires a known, supported Kubernetes version; `/metrics` adds its gauges.
     pub async fn serve_health(
         &self,
         addr: SocketAddr,
         readiness: Readiness,
         metrics: RenderMetrics,
     ) -> std::io::Result<()> {
+        let (v, w) = (self.version.clone(), self.version.clone());
+        let readiness: Readiness = Arc::new(move || {
+            v.readiness()?;
+            readiness()
+        });
+        let metrics: RenderMetrics =
+            Arc::new(move || cluster_version::append_metrics(metrics(), &w.render()));
         health::serve(addr, health::router(readiness, metrics)).await
     }
 

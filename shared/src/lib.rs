@@ -31,6 +31,7 @@ pub mod selector;
 pub mod strategy;
 pub mod validation;
 pub mod verdict;
+pub mod version;
 pub mod victims;
 
 pub use classify::{Context, assess, classify};

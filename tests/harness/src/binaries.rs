@@ -1,11 +1,14 @@
 //! Where the upstream binaries are: kube-apiserver, kube-scheduler, kube-controller-manager,
 //! kubectl, etcd and hollow-node
-//! (upstream's kubelet through kubemark's library, `tests/control-plane/cmd/hollow-node`), all
-//! v1.37.2, built from Go modules by `scripts/build-control-plane.sh`.
+//! (upstream's kubelet through kubemark's library, `tests/control-plane/cmd/hollow-node`), all of
+//! one Kubernetes minor (`RESIZE_GUARD_K8S_VERSION`: 1.33 … 1.37, default 1.37), built from Go
+//! modules by `scripts/build-control-plane.sh`.
 //!
 //! Lookup order: `RESIZE_GUARD_K8S_BIN_DIR` (a directory holding all six, like
-//! `KUBEBUILDER_ASSETS`), then the build script's stamp cache `$HOME/.cache/resize-guard/k8s-current`.
-//! A missing binary is an error that says how to build it — tests never skip silently.
+//! `KUBEBUILDER_ASSETS`), then the build script's stamp cache
+//! `$HOME/.cache/resize-guard/k8s-v<minor>-current`. A missing binary is an error that says how
+//! to build it — tests never skip silently. [`crate::control_plane::ControlPlane::start`] checks
+//! that the API server it started is the minor asked for.
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +33,47 @@ pub struct Binaries {
 /// Environment variable naming a directory of prebuilt binaries.
 pub const BIN_DIR_ENV: &str = "RESIZE_GUARD_K8S_BIN_DIR";
 
+/// Environment variable selecting the Kubernetes minor, as `scripts/build-control-plane.sh` reads
+/// it: `1.35`, `v1.35` or `1.35.4`.
+pub const VERSION_ENV: &str = "RESIZE_GUARD_K8S_VERSION";
+
+/// The minors the build script can build, oldest first (`scripts/lib/control-plane-module.sh`).
+pub const MINORS: [u32; 5] = [33, 34, 35, 36, 37];
+
+/// The minor used when [`VERSION_ENV`] is unset.
+pub const DEFAULT_MINOR: u32 = 37;
+
+/// The Kubernetes minor asked for through [`VERSION_ENV`] (the `N` of `1.N`), or
+/// [`DEFAULT_MINOR`].
+pub fn requested_minor() -> anyhow::Result<u32> {
+    match std::env::var(VERSION_ENV) {
+        Ok(v) if !v.trim().is_empty() => parse_minor(&v)
+            .filter(|m| MINORS.contains(m))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{VERSION_ENV}={v}: expected one of 1.33, 1.34, 1.35, 1.36, 1.37 (a leading v and a patch are accepted)"
+                )
+            }),
+        _ => Ok(DEFAULT_MINOR),
+    }
+}
+
+/// The minor of `1.N`, `v1.N`, `1.N.P` or `v1.N.P`.
+pub fn parse_minor(version: &str) -> Option<u32> {
+    let v = version.trim();
+    let v = v.strip_prefix('v').unwrap_or(v);
+    let mut parts = v.split('.');
+    if parts.next()? != "1" {
+        return None;
+    }
+    let minor = parts.next()?.parse().ok()?;
+    match (parts.next(), parts.next()) {
+        (None, _) => Some(minor),
+        (Some(p), None) if p.parse::<u32>().is_ok() => Some(minor),
+        _ => None,
+    }
+}
+
 impl Binaries {
     /// Finds the binaries, or explains how to get them.
     pub fn locate() -> anyhow::Result<Binaries> {
@@ -39,7 +83,10 @@ impl Binaries {
                 let home = std::env::var_os("HOME")
                     .map(PathBuf::from)
                     .unwrap_or_default();
-                home.join(".cache/resize-guard/k8s-current")
+                home.join(format!(
+                    ".cache/resize-guard/k8s-v1.{}-current",
+                    requested_minor()?
+                ))
             }
         };
         Binaries::in_dir(&dir)
@@ -54,7 +101,7 @@ impl Binaries {
             } else {
                 anyhow::bail!(
                     "control-plane binary {name} not found in {} — build them with \
-                     `scripts/build-control-plane.sh` (first run ~20 min) or point {BIN_DIR_ENV} \
+                     `scripts/build-control-plane.sh` (first run ~10 min; {VERSION_ENV} picks the minor) or point {BIN_DIR_ENV} \
                      at a directory holding kube-apiserver, kube-scheduler, \
                      kube-controller-manager, kubectl, etcd and hollow-node",
                     dir.display()
@@ -69,5 +116,28 @@ impl Binaries {
             etcd: pick("etcd")?,
             hollow_node: pick("hollow-node")?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_minor;
+
+    #[test]
+    fn minors_parse_like_the_build_script() {
+        for (v, want) in [
+            ("1.35", Some(35)),
+            ("v1.35", Some(35)),
+            ("1.35.4", Some(35)),
+            ("v1.33.13", Some(33)),
+            (" 1.37 ", Some(37)),
+            ("2.1", None),
+            ("1", None),
+            ("1.x", None),
+            ("1.35.4.1", None),
+            ("1.35.x", None),
+        ] {
+            assert_eq!(parse_minor(v), want, "{v}");
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! A real Kubernetes control plane on loopback: etcd and kube-apiserver v1.37.2 (and, on demand,
+//! A real Kubernetes control plane on loopback: etcd and kube-apiserver of one minor (`RESIZE_GUARD_K8S_VERSION`, default v1.37; and, on demand,
 //! kube-scheduler and kube-controller-manager), started from the binaries of [`crate::binaries`].
 //!
 //! Flags follow `reference/control-plane.md` §3.2: token authentication (an admin in
@@ -83,6 +83,7 @@ pub struct ControlPlane {
     scheduler: Mutex<Option<Process>>,
     controller_manager: Mutex<Option<Process>>,
     port: u16,
+    version: String,
 }
 
 /// The kube-controller-manager controllers the suites use: Deployments and ReplicaSets create and
@@ -219,12 +220,42 @@ impl ControlPlane {
             controller_manager: Mutex::new(None),
             port,
             dir,
+            version: String::new(),
         };
         for id in Identity::ALL {
             fs::write(cp.dir.path().join(id.file_name()), cp.kubeconfig_yaml(id))?;
         }
         cp.wait_ready(Duration::from_secs(120))?;
+        let mut cp = cp;
+        cp.version = cp.check_version()?;
         Ok(cp)
+    }
+
+    /// The API server's `gitVersion` from `/version`, which must be of the minor asked for
+    /// (`RESIZE_GUARD_K8S_VERSION`): a `RESIZE_GUARD_K8S_BIN_DIR` of another minor fails here
+    /// instead of testing the wrong Kubernetes.
+    fn check_version(&self) -> anyhow::Result<String> {
+        let body: serde_json::Value = serde_json::from_str(&self.get_blocking("/version")?)?;
+        let git = body["gitVersion"].as_str().unwrap_or_default().to_owned();
+        let want = crate::binaries::requested_minor()?;
+        anyhow::ensure!(
+            crate::binaries::parse_minor(&git) == Some(want),
+            "kube-apiserver is {git}, but {}=1.{want} asks for v1.{want}: point {} at that minor's \
+             binaries (scripts/build-control-plane.sh builds them)",
+            crate::binaries::VERSION_ENV,
+            crate::binaries::BIN_DIR_ENV,
+        );
+        Ok(git)
+    }
+
+    /// The API server's version, e.g. `v1.35.4`.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The API server's minor: 35 for `v1.35.4`.
+    pub fn minor(&self) -> u32 {
+        crate::binaries::parse_minor(&self.version).unwrap_or_default()
     }
 
     /// `https://127.0.0.1:<port>`.
@@ -364,7 +395,7 @@ impl ControlPlane {
         self.wait_ready(Duration::from_secs(120))
     }
 
-    /// Starts kube-scheduler v1.37.2 with the given feature gates (replacing a running one).
+    /// Starts kube-scheduler with the given feature gates (replacing a running one).
     pub fn start_scheduler(&self, feature_gates: &[&str]) -> anyhow::Result<()> {
         let mut slot = self
             .scheduler
@@ -390,7 +421,7 @@ impl ControlPlane {
         Ok(())
     }
 
-    /// Starts kube-controller-manager v1.37.2 with [`CONTROLLERS`] unless it already runs (several
+    /// Starts kube-controller-manager with [`CONTROLLERS`] unless it already runs (several
     /// tests of one binary may ask), and waits until it serves.
     pub fn start_controller_manager(&self) -> anyhow::Result<()> {
         let mut slot = self

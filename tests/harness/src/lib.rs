@@ -22,6 +22,7 @@ pub mod growth;
 pub mod hollow_node;
 pub mod install;
 pub mod kubectl;
+pub mod matrix;
 pub mod objects;
 pub mod process;
 pub mod programs;

@@ -1,5 +1,5 @@
 // Command hollow-node runs upstream's kubelet (k8s.io/kubernetes/pkg/kubelet, the version pinned
-// in ../../go.mod) for one simulated node, through kubemark's own library
+// in this minor's go.mod, tests/control-plane/v1.N/) for one simulated node, through kubemark's own library
 // (k8s.io/kubernetes/pkg/kubemark), against a real API server. All kubelet logic — pod admission,
 // resize admission (Deferred/Infeasible), the status manager's conditions and messages, retries,
 // the pod workers, graceful deletion, the node status setters, Events — is upstream's, unchanged.
@@ -42,15 +42,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	cadvisorapi "github.com/google/cadvisor/lib/model"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	clientset "k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
@@ -58,13 +55,10 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/version"
 	"k8s.io/component-base/version/verflag"
-	remote "k8s.io/cri-client/pkg"
 	fakeremote "k8s.io/cri-client/pkg/fake"
 	"k8s.io/klog/v2"
 	kubeletapp "k8s.io/kubernetes/cmd/kubelet/app"
 	"k8s.io/kubernetes/cmd/kubelet/app/options"
-	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
-	cadvisortest "k8s.io/kubernetes/pkg/kubelet/cadvisor/testing"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
 	"k8s.io/kubernetes/pkg/kubemark"
 	utilflag "k8s.io/kubernetes/pkg/util/flag"
@@ -243,21 +237,13 @@ func run() error {
 		return fmt.Errorf("fake CRI runtime: %w", err)
 	}
 	defer runtime.Stop()
-	runtimeService, err := remote.NewRemoteRuntimeServiceBuilder().
-		WithEndpoint(endpoint).
-		WithConnectionTimeout(15 * time.Second).
-		Build(ctx)
+	runtimeService, err := newRuntimeService(ctx, endpoint)
 	if err != nil {
 		return fmt.Errorf("CRI runtime service: %w", err)
 	}
 
 	cgroups := &podCgroups{byName: map[string]*podCgroup{}, usage: uint64(usage.Value())}
-	machine := &machine{
-		Fake:    cadvisortest.Fake{NodeName: c.nodeName},
-		cores:   c.cores,
-		memory:  uint64(memory.Value()),
-		cgroups: cgroups,
-	}
+	machine := newMachine(c.nodeName, c.cores, uint64(memory.Value()), cgroups)
 	containerManager := &containerManager{
 		ContainerManager: cm.NewStubContainerManager(),
 		reservation:      reservation,
@@ -277,269 +263,5 @@ func run() error {
 	}
 	<-ctx.Done()
 	klog.InfoS("Stopping hollow node", "node", c.nodeName)
-	return nil
-}
-
-// machine is the fake cAdvisor: kubemark's cadvisortest.Fake with the machine size and pod memory
-// usage configurable.
-type machine struct {
-	cadvisortest.Fake
-	cores   int
-	memory  uint64
-	cgroups *podCgroups
-}
-
-// MachineInfo replaces cadvisorClient.MachineInfo (pkg/kubelet/cadvisor/cadvisor_linux.go); the
-// kubelet's node status setter derives capacity from it (cadvisor.CapacityFromMachineInfo).
-func (m *machine) MachineInfo(logger klog.Logger) (*cadvisorapi.MachineInfo, error) {
-	info, err := m.Fake.MachineInfo(logger)
-	if err != nil {
-		return nil, err
-	}
-	info.NumCores = m.cores
-	info.MemoryCapacity = m.memory
-	return info, nil
-}
-
-// ContainerInfoV2 replaces cadvisorClient.ContainerInfoV2 (pkg/kubelet/cadvisor/cadvisor_linux.go)
-// for pod cgroups: the kubelet reads a pod's memory usage from it before lowering a memory limit
-// (kuberuntime validateMemoryResizeAction via cadvisorStatsProvider.PodCPUAndMemoryStats).
-func (m *machine) ContainerInfoV2(name string, options cadvisorapi.RequestOptions) (map[string]cadvisorapi.ContainerInfo, error) {
-	limit, created, ok := m.cgroups.memoryOf(name)
-	if !ok {
-		return m.Fake.ContainerInfoV2(name, options)
-	}
-	usage := m.cgroups.usage
-	return map[string]cadvisorapi.ContainerInfo{name: {
-		Spec: cadvisorapi.ContainerSpec{
-			CreationTime: created,
-			HasCpu:       true,
-			HasMemory:    true,
-			Memory:       cadvisorapi.MemorySpec{Limit: limit},
-		},
-		Stats: []*cadvisorapi.ContainerStats{{
-			Timestamp: time.Now(),
-			Memory:    &cadvisorapi.MemoryStats{Usage: usage, WorkingSet: usage, RSS: usage},
-		}},
-	}}, nil
-}
-
-// containerManager is kubemark's stub container manager with the node allocatable reservation and
-// working pod cgroups.
-type containerManager struct {
-	cm.ContainerManager
-	reservation v1.ResourceList
-	pods        *podContainerManager
-}
-
-// GetNodeAllocatableReservation replaces containerManagerImpl.GetNodeAllocatableReservation
-// (pkg/kubelet/cm/node_container_manager_linux.go): system-reserved + kube-reserved + hard
-// eviction thresholds, here --reserved-cpu/--reserved-memory (no eviction thresholds are set).
-func (m *containerManager) GetNodeAllocatableReservation() v1.ResourceList {
-	return m.reservation.DeepCopy()
-}
-
-// NewPodContainerManager replaces containerManagerImpl.NewPodContainerManager
-// (pkg/kubelet/cm/container_manager_linux.go), which the stub answers with pod cgroups that
-// cannot be read or written.
-func (m *containerManager) NewPodContainerManager() cm.PodContainerManager {
-	return m.pods
-}
-
-// podCgroup is one pod cgroup's cgroup v1 files: cpu.shares, cpu.cfs_quota_us,
-// cpu.cfs_period_us, memory.limit_in_bytes.
-type podCgroup struct {
-	uid         types.UID
-	name        cm.CgroupName
-	created     time.Time
-	cpuShares   uint64
-	cpuQuota    int64
-	cpuPeriod   uint64
-	memoryLimit int64
-}
-
-// memoryUnlimited is what cgroup v1 memory.limit_in_bytes reads when unlimited (4 KiB pages).
-const memoryUnlimited = int64(9223372036854771712)
-
-// podCgroups is the in-memory cgroupfs of the pod cgroups, by literal cgroupfs name.
-type podCgroups struct {
-	mu     sync.Mutex
-	byName map[string]*podCgroup
-	usage  uint64
-}
-
-func (s *podCgroups) memoryOf(name string) (uint64, time.Time, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g, ok := s.byName[name]
-	if !ok {
-		return 0, time.Time{}, false
-	}
-	return uint64(g.memoryLimit), g.created, true
-}
-
-// podContainerManager replaces podContainerManagerImpl (pkg/kubelet/cm/pod_container_manager_linux.go)
-// on top of the in-memory pod cgroups; names follow its cgroupfs layout (kubepods/[burstable|besteffort]/pod<uid>).
-type podContainerManager struct {
-	cgroups          *podCgroups
-	cpuPeriod        uint64
-	enforceCPULimits bool
-}
-
-var _ cm.PodContainerManager = &podContainerManager{}
-
-// GetPodContainerName mirrors podContainerManagerImpl.GetPodContainerName with the cgroupfs driver.
-func (m *podContainerManager) GetPodContainerName(pod *v1.Pod) (cm.CgroupName, string) {
-	parent := cm.NewCgroupName(cm.RootCgroupName, "kubepods")
-	switch v1qos.GetPodQOS(pod) {
-	case v1.PodQOSBurstable:
-		parent = cm.NewCgroupName(parent, "burstable")
-	case v1.PodQOSBestEffort:
-		parent = cm.NewCgroupName(parent, "besteffort")
-	}
-	name := cm.NewCgroupName(parent, cm.GetPodCgroupNameSuffix(pod.UID))
-	return name, name.ToCgroupfs()
-}
-
-// Exists mirrors podContainerManagerImpl.Exists.
-func (m *podContainerManager) Exists(pod *v1.Pod) bool {
-	_, literal := m.GetPodContainerName(pod)
-	m.cgroups.mu.Lock()
-	defer m.cgroups.mu.Unlock()
-	_, ok := m.cgroups.byName[literal]
-	return ok
-}
-
-// EnsureExists mirrors podContainerManagerImpl.EnsureExists: a new cgroup (cgroup v1 defaults)
-// with cm.ResourceConfigForPod applied. MemoryQoS needs cgroup v2, which this store does not model.
-func (m *podContainerManager) EnsureExists(logger klog.Logger, pod *v1.Pod) error {
-	name, literal := m.GetPodContainerName(pod)
-	m.cgroups.mu.Lock()
-	defer m.cgroups.mu.Unlock()
-	if _, ok := m.cgroups.byName[literal]; ok {
-		return nil
-	}
-	g := &podCgroup{uid: pod.UID, name: name, created: time.Now(), cpuShares: 1024, cpuQuota: -1, cpuPeriod: 100000, memoryLimit: memoryUnlimited}
-	g.set(cm.ResourceConfigForPod(pod, m.enforceCPULimits, m.cpuPeriod, false, ""))
-	m.cgroups.byName[literal] = g
-	logger.V(4).Info("Created in-memory pod cgroup", "pod", klog.KObj(pod), "cgroup", literal)
-	return nil
-}
-
-// set writes a ResourceConfig the way libcontainer's cgroup v1 Set does (cgroupCommon.Update):
-// zero or absent values leave a file unchanged, a memory limit of -1 means unlimited.
-func (g *podCgroup) set(rc *cm.ResourceConfig) {
-	if rc == nil {
-		return
-	}
-	if rc.Memory != nil && *rc.Memory != 0 {
-		g.memoryLimit = *rc.Memory
-		if *rc.Memory < 0 {
-			g.memoryLimit = memoryUnlimited
-		}
-	}
-	if rc.CPUShares != nil && *rc.CPUShares != 0 {
-		g.cpuShares = *rc.CPUShares
-	}
-	if rc.CPUQuota != nil && *rc.CPUQuota != 0 {
-		g.cpuQuota = *rc.CPUQuota
-	}
-	if rc.CPUPeriod != nil && *rc.CPUPeriod != 0 {
-		g.cpuPeriod = *rc.CPUPeriod
-	}
-}
-
-func (m *podContainerManager) get(literal string) (*podCgroup, error) {
-	g, ok := m.cgroups.byName[literal]
-	if !ok {
-		return nil, fmt.Errorf("cgroup %s does not exist", literal)
-	}
-	return g, nil
-}
-
-// Destroy mirrors podContainerManagerImpl.Destroy.
-func (m *podContainerManager) Destroy(_ klog.Logger, name cm.CgroupName) error {
-	m.cgroups.mu.Lock()
-	defer m.cgroups.mu.Unlock()
-	delete(m.cgroups.byName, name.ToCgroupfs())
-	return nil
-}
-
-// ReduceCPULimits mirrors cgroupCommon.ReduceCPULimits: cpu.shares to the minimum.
-func (m *podContainerManager) ReduceCPULimits(_ klog.Logger, name cm.CgroupName) error {
-	m.cgroups.mu.Lock()
-	defer m.cgroups.mu.Unlock()
-	g, err := m.get(name.ToCgroupfs())
-	if err != nil {
-		return err
-	}
-	g.cpuShares = cm.MinShares
-	return nil
-}
-
-// GetAllPodsFromCgroups mirrors podContainerManagerImpl.GetAllPodsFromCgroups.
-func (m *podContainerManager) GetAllPodsFromCgroups(_ klog.Logger) (map[types.UID]cm.CgroupName, error) {
-	m.cgroups.mu.Lock()
-	defer m.cgroups.mu.Unlock()
-	found := make(map[types.UID]cm.CgroupName, len(m.cgroups.byName))
-	for _, g := range m.cgroups.byName {
-		found[g.uid] = g.name
-	}
-	return found, nil
-}
-
-// IsPodCgroup mirrors podContainerManagerImpl.IsPodCgroup.
-func (m *podContainerManager) IsPodCgroup(cgroupfs string) (bool, types.UID) {
-	m.cgroups.mu.Lock()
-	defer m.cgroups.mu.Unlock()
-	if g, ok := m.cgroups.byName["/"+strings.Trim(cgroupfs, "/")]; ok {
-		return true, g.uid
-	}
-	return false, ""
-}
-
-// GetPodCgroupMemoryUsage mirrors podContainerManagerImpl.GetPodCgroupMemoryUsage (memory.usage_in_bytes).
-func (m *podContainerManager) GetPodCgroupMemoryUsage(pod *v1.Pod) (uint64, error) {
-	_, literal := m.GetPodContainerName(pod)
-	m.cgroups.mu.Lock()
-	defer m.cgroups.mu.Unlock()
-	if _, err := m.get(literal); err != nil {
-		return 0, err
-	}
-	return m.cgroups.usage, nil
-}
-
-// GetPodCgroupConfig mirrors podContainerManagerImpl.GetPodCgroupConfig over cgroupV1impl.GetCgroupConfig.
-func (m *podContainerManager) GetPodCgroupConfig(pod *v1.Pod, resourceName v1.ResourceName) (*cm.ResourceConfig, error) {
-	_, literal := m.GetPodContainerName(pod)
-	m.cgroups.mu.Lock()
-	defer m.cgroups.mu.Unlock()
-	g, err := m.get(literal)
-	if err != nil {
-		return nil, err
-	}
-	switch resourceName {
-	case v1.ResourceCPU:
-		shares, quota, period := g.cpuShares, g.cpuQuota, g.cpuPeriod
-		return &cm.ResourceConfig{CPUShares: &shares, CPUQuota: &quota, CPUPeriod: &period}, nil
-	case v1.ResourceMemory:
-		limit := g.memoryLimit
-		return &cm.ResourceConfig{Memory: &limit}, nil
-	}
-	return nil, fmt.Errorf("unsupported resource %v for cgroup %v", resourceName, literal)
-}
-
-// SetPodCgroupConfig mirrors podContainerManagerImpl.SetPodCgroupConfig over cgroupCommon.SetCgroupConfig.
-func (m *podContainerManager) SetPodCgroupConfig(logger klog.Logger, pod *v1.Pod, rc *cm.ResourceConfig) error {
-	_, literal := m.GetPodContainerName(pod)
-	m.cgroups.mu.Lock()
-	defer m.cgroups.mu.Unlock()
-	g, err := m.get(literal)
-	if err != nil {
-		return err
-	}
-	g.set(rc)
-	logger.V(4).Info("Set in-memory pod cgroup", "pod", klog.KObj(pod), "cgroup", literal,
-		"cpuShares", g.cpuShares, "cpuQuota", g.cpuQuota, "memoryLimit", g.memoryLimit)
 	return nil
 }

@@ -16,7 +16,7 @@ const NS: &str = "shop";
 
 fn main() -> anyhow::Result<()> {
     resize_guard_harness::demo::init();
-    println!("resize-guard demo: starting etcd and kube-apiserver v1.37.2 …");
+    println!("resize-guard demo: starting etcd and kube-apiserver …");
     let cp = ControlPlane::start(&Options::default())?;
     let rt = tokio::runtime::Runtime::new()?;
     let code = rt.block_on(async {

@@ -24,7 +24,7 @@ fn main() -> anyhow::Result<()> {
     resize_guard_harness::demo::init();
     let full = std::env::args().any(|a| a == "--full");
     println!(
-        "resize-guard VPA demo: starting etcd, kube-apiserver, kube-scheduler and kube-controller-manager v1.37.2 …"
+        "resize-guard VPA demo: starting etcd, kube-apiserver, kube-scheduler and kube-controller-manager …"
     );
     let env = shared(EnvOptions::default());
     env.cp.start_scheduler(&[])?;

@@ -24,7 +24,7 @@ fn main() -> anyhow::Result<()> {
         .init();
     let args = Args::parse();
     let cfg = SandboxConfig::load(&args.config)?;
-    eprintln!("starting etcd and kube-apiserver v1.37.2 …");
+    eprintln!("starting etcd and kube-apiserver …");
     let cp = ControlPlane::start(&Options {
         feature_gates: cfg.feature_gates.clone(),
     })?;

@@ -1,0 +1,47 @@
+# The Go build module of one Kubernetes minor's upstream binaries, assembled from its module
+# directory tests/control-plane/v1.N/ (go.mod, go.sum) and the sources shared by every minor
+# (tests/control-plane/cmd/). Sourced, not run, by scripts/build-control-plane.sh and
+# tests/control-plane/gen-module.sh.
+#
+# A source file named NAME.v1.A.go belongs to minor A only, NAME.v1.A-v1.B.go to minors A..B:
+# they adapt to upstream signatures that changed between minors (see tests/control-plane/README.md).
+# Every other .go file belongs to every minor. Only the files of one minor are copied, so each
+# assembled module compiles and tidies against its own Kubernetes alone.
+
+# control_plane_minors: the supported minors, oldest first.
+control_plane_minors() { printf '%s\n' 1.33 1.34 1.35 1.36 1.37; }
+
+# control_plane_file_applies FILE MINOR: true when source FILE belongs to MINOR (e.g. 1.35).
+control_plane_file_applies() {
+  local base minor=${2#1.} lo hi
+  base="$(basename "$1" .go)"
+  if [[ "$base" =~ \.v1\.([0-9]+)-v1\.([0-9]+)$ ]]; then
+    lo=${BASH_REMATCH[1]} hi=${BASH_REMATCH[2]}
+  elif [[ "$base" =~ \.v1\.([0-9]+)$ ]]; then
+    lo=${BASH_REMATCH[1]} hi=$lo
+  else
+    return 0
+  fi
+  (( minor >= lo && minor <= hi ))
+}
+
+# control_plane_sources ROOT MINOR: the shared source files (relative to ROOT) MINOR builds from.
+control_plane_sources() {
+  local root=$1 minor=$2 f
+  while IFS= read -r f; do
+    control_plane_file_applies "$f" "$minor" && printf '%s\n' "$f"
+  done < <(cd "$root" && find cmd -type f -name '*.go' | LC_ALL=C sort)
+}
+
+# control_plane_assemble ROOT MINOR DEST: DEST becomes MINOR's module (go.mod and go.sum from
+# ROOT/v$MINOR, sources from ROOT/cmd).
+control_plane_assemble() {
+  local root=$1 minor=$2 dest=$3 f
+  mkdir -p "$dest"
+  cp "$root/v$minor/go.mod" "$dest/go.mod"
+  [[ -f "$root/v$minor/go.sum" ]] && cp "$root/v$minor/go.sum" "$dest/go.sum"
+  while IFS= read -r f; do
+    mkdir -p "$dest/$(dirname "$f")"
+    cp "$root/$f" "$dest/$f"
+  done < <(control_plane_sources "$root" "$minor")
+}

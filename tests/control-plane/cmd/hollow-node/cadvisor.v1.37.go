@@ -1,0 +1,58 @@
+package main
+
+import (
+	"time"
+
+	cadvisorapi "github.com/google/cadvisor/lib/model"
+	"k8s.io/klog/v2"
+	cadvisortest "k8s.io/kubernetes/pkg/kubelet/cadvisor/testing"
+)
+
+// machine is the fake cAdvisor: kubemark's cadvisortest.Fake with the machine size and pod memory
+// usage configurable. v1.37 takes cAdvisor's types from github.com/google/cadvisor/lib/model and
+// passes MachineInfo a logger (pkg/kubelet/cadvisor/types.go Interface).
+type machine struct {
+	cadvisortest.Fake
+	cores   int
+	memory  uint64
+	cgroups *podCgroups
+}
+
+func newMachine(nodeName string, cores int, memory uint64, cgroups *podCgroups) *machine {
+	return &machine{Fake: cadvisortest.Fake{NodeName: nodeName}, cores: cores, memory: memory, cgroups: cgroups}
+}
+
+// MachineInfo replaces cadvisorClient.MachineInfo (pkg/kubelet/cadvisor/cadvisor_linux.go); the
+// kubelet's node status setter derives capacity from it (cadvisor.CapacityFromMachineInfo).
+func (m *machine) MachineInfo(logger klog.Logger) (*cadvisorapi.MachineInfo, error) {
+	info, err := m.Fake.MachineInfo(logger)
+	if err != nil {
+		return nil, err
+	}
+	info.NumCores = m.cores
+	info.MemoryCapacity = m.memory
+	return info, nil
+}
+
+// ContainerInfoV2 replaces cadvisorClient.ContainerInfoV2 (pkg/kubelet/cadvisor/cadvisor_linux.go)
+// for pod cgroups: the kubelet reads a pod's memory usage from it before lowering a memory limit
+// (kuberuntime validateMemoryResizeAction via cadvisorStatsProvider.PodCPUAndMemoryStats).
+func (m *machine) ContainerInfoV2(name string, options cadvisorapi.RequestOptions) (map[string]cadvisorapi.ContainerInfo, error) {
+	limit, created, ok := m.cgroups.memoryOf(name)
+	if !ok {
+		return m.Fake.ContainerInfoV2(name, options)
+	}
+	usage := m.cgroups.usage
+	return map[string]cadvisorapi.ContainerInfo{name: {
+		Spec: cadvisorapi.ContainerSpec{
+			CreationTime: created,
+			HasCpu:       true,
+			HasMemory:    true,
+			Memory:       cadvisorapi.MemorySpec{Limit: limit},
+		},
+		Stats: []*cadvisorapi.ContainerStats{{
+			Timestamp: time.Now(),
+			Memory:    &cadvisorapi.MemoryStats{Usage: usage, WorkingSet: usage, RSS: usage},
+		}},
+	}}, nil
+}
