@@ -34,4 +34,9 @@ pub trait Cluster: Send + Sync {
     fn budgets(&self) -> std::sync::Arc<Budgets>;
     /// resize-guard's namespace.
     fn install_namespace(&self) -> &str;
+    /// The API server's Kubernetes minor (35 for v1.35), once known; `None` judges by the
+    /// newest rules.
+    fn kubernetes_minor(&self) -> Option<u32> {
+        None
+    }
 }

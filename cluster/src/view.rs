@@ -34,6 +34,7 @@ use kube::{Resource, ResourceExt};
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
 use resize_guard_policy::policy::Policy;
+use resize_guard_runtime::ClusterVersion;
 use resize_guard_runtime::Events;
 use tokio::sync::broadcast;
 
@@ -76,6 +77,9 @@ pub struct ViewConfig {
     pub on_policy_reload: PolicyReloadHook,
     /// Called on every watch error.
     pub on_watch_error: WatchErrorHook,
+    /// The API server's Kubernetes version (the program's [`resize_guard_runtime::Runtime::version`]):
+    /// decisions mirror that minor's validation.
+    pub version: ClusterVersion,
 }
 
 impl ViewConfig {
@@ -90,6 +94,7 @@ impl ViewConfig {
             unhealthy_after: DEFAULT_UNHEALTHY_AFTER,
             on_policy_reload: Arc::new(|_| {}),
             on_watch_error: Arc::new(|_| {}),
+            version: ClusterVersion::default(),
         }
     }
 }
@@ -120,6 +125,7 @@ pub struct ClusterView {
     namespace: String,
     health: WatchHealth,
     policy_version: tokio::sync::watch::Sender<u64>,
+    version: ClusterVersion,
 }
 
 impl Debug for ClusterView {
@@ -153,6 +159,7 @@ impl ClusterView {
             namespace: config.namespace.clone(),
             health: WatchHealth::new(config.unhealthy_after, config.on_watch_error.clone()),
             policy_version: tokio::sync::watch::Sender::new(0),
+            version: config.version.clone(),
         });
         tokio::spawn(reflect(
             view.clone(),
@@ -238,6 +245,10 @@ impl ClusterView {
 }
 
 impl Cluster for ClusterView {
+    fn kubernetes_minor(&self) -> Option<u32> {
+        self.version.get().map(|v| v.minor)
+    }
+
     fn policy(&self) -> Arc<Policy> {
         self.policy
             .read()

@@ -264,6 +264,7 @@ fn decisions(p: &Pod, trim: bool) -> Vec<String> {
                 budgets: &budgets,
                 policy: &policy,
                 install_namespace: "resize-guard",
+                minor: None,
             };
             out.push(format!("{:?}", assess(&me, &ctx)));
             out.push(format!("{:?}", classify(&me, &new, &ctx)));

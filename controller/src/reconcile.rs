@@ -67,6 +67,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
             budgets: &budgets,
             policy: &policy,
             install_namespace: ctx.view.install_namespace(),
+            minor: ctx.view.kubernetes_minor(),
         },
     );
     // Victims are looked up in the view's index (every bound, non-terminal pod), not in the

@@ -86,6 +86,7 @@ pub async fn serve(
             runtime.events().clone(),
         );
         config.keep_pods = true;
+        config.version = runtime.version().clone();
         config.keep_pod_if = crate::reconcile::concerns_controller;
         config.unhealthy_after = common.watch_unhealthy_after;
         let m = metrics.clone();

@@ -39,6 +39,7 @@ fn main() {
         budgets: &budgets,
         policy: &policy,
         install_namespace: "resize-guard",
+        minor: None,
     };
     let verdict = classify(&old, &new, &ctx);
     let victims = match &verdict {

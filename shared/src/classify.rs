@@ -23,7 +23,7 @@ use crate::repair::{QosRepair, Target, culprits, repair, targets};
 use crate::requests::{Accounting, spec_requests};
 use crate::resources::{ResourceList, Resources};
 use crate::strategy::prepare_resize;
-use crate::validation::validate_resize;
+use crate::validation::validate_resize_on;
 use crate::verdict::{Deferral, Denial, Fit, Infeasibility, QosChange, Verdict};
 use crate::victims::{Preemptor, select_victims};
 
@@ -38,6 +38,9 @@ pub struct Context<'a> {
     pub policy: &'a Policy,
     /// resize-guard's own namespace (always excluded).
     pub install_namespace: &'a str,
+    /// The cluster's Kubernetes minor (35 for v1.35): built-in validation is mirrored as that
+    /// minor has it ([`crate::validation::validate_resize_on`]); `None` means the newest.
+    pub minor: Option<u32>,
 }
 
 /// Classifies a resize from `old` (stored) to `new` (requested).
@@ -57,14 +60,15 @@ pub fn classify(old: &Pod, new: &Pod, ctx: &Context<'_>) -> Verdict {
     }
     // `ValidatePodResize` reports the QoS error together with every other error, except for
     // static and Windows pods, where it stops first.
-    let invalid = validate_resize(old, &prepared).err();
+    let invalid = validate_resize_on(old, &prepared, ctx.minor).err();
     if let Some(e) = invalid.as_ref().filter(|e| e.alone) {
         return Verdict::Invalid(e.to_string());
     }
     let from = current_qos_class(old);
     let to = spec_qos_class(new_spec);
     if from != to {
-        let repair = repair(old_spec, from, new_spec).filter(|r| repair_is_valid(old, new, r));
+        let repair =
+            repair(old_spec, from, new_spec).filter(|r| repair_is_valid(old, new, r, ctx.minor));
         return Verdict::QosChange(QosChange {
             from,
             to,
@@ -76,7 +80,9 @@ pub fn classify(old: &Pod, new: &Pod, ctx: &Context<'_>) -> Verdict {
     if let Some(e) = invalid {
         return Verdict::Invalid(e.to_string());
     }
+    // `NodeDeclaredFeatureValidator` is on from v1.36 (beta; alpha and off in v1.35).
     if let Some(ledger) = ctx.ledger
+        && ctx.minor.is_none_or(|m| m >= 36)
         && let Some(refusal) =
             node_features::refusal(old, &prepared, &ledger.node, &ledger.declared_features)
     {
@@ -88,13 +94,13 @@ pub fn classify(old: &Pod, new: &Pod, ctx: &Context<'_>) -> Verdict {
 
 /// A repair is only offered when the repaired resize passes built-in validation too. It is
 /// checked as the webhook applies it: to the request, before the resize strategy.
-fn repair_is_valid(old: &Pod, new: &Pod, repair: &QosRepair) -> bool {
+fn repair_is_valid(old: &Pod, new: &Pod, repair: &QosRepair, minor: Option<u32>) -> bool {
     let mut repaired = new.clone();
     if let Some(spec) = repaired.spec.as_mut() {
         repair.apply(spec);
     }
     let repaired = prepare_resize(old, &repaired);
-    validate_resize(old, &repaired).is_ok()
+    validate_resize_on(old, &repaired, minor).is_ok()
 }
 
 /// Judges a pod whose desired resources are already in its spec: Infeasible, Fits or Deferred.

@@ -14,6 +14,18 @@
 //!   `resizePolicy` counts as another change), RestartContainer on a resized non-sidecar init
 //!   container.
 //!
+//! Older minors differ ([`validate_resize_on`], each rule cited to that minor's
+//! `ValidatePodResize` / `validateContainerResize`):
+//! - v1.33–v1.34: a pod with pod-level resources cannot be resized at all, an error returned
+//!   alone, before everything else (`isPodLevelResourcesSet`); v1.35: refused with the
+//!   `InPlacePodLevelResourcesVerticalScaling` gate (alpha, off) named, after the QoS check;
+//! - v1.33: a memory limit cannot be lowered, or added, unless the container's memory
+//!   `resizePolicy` is `RestartContainer`;
+//! - v1.33–v1.35: only sidecars' resources are mutable among init containers ("resources for
+//!   non-sidecar init containers are immutable"; a sidecar's other resources: "only cpu and memory
+//!   resources for sidecar containers are mutable", both at `spec`), and there is no
+//!   RestartContainer rule for them.
+//!
 //! The QoS rule is not here: a QoS change on an otherwise valid resize is resize-guard's to
 //! explain ([`crate::qos`]). The first violation found is returned, worded as upstream's
 //! `field.Error` (`<path>: <type>: <detail>`).
@@ -108,9 +120,22 @@ impl Errors {
 /// as the objects spell them: the API server sends webhooks the canonical spelling, which is
 /// what its own messages print.
 pub fn validate_resize(old: &Pod, new: &Pod) -> Result<(), Invalidities> {
+    validate_resize_on(old, new, None)
+}
+
+/// [`validate_resize`] as Kubernetes minor `minor` (33 for v1.33) validates; `None` is the
+/// newest (v1.37).
+pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<(), Invalidities> {
     let (Some(old_spec), Some(new_spec)) = (old.spec.as_ref(), new.spec.as_ref()) else {
         return Ok(());
     };
+    let minor = minor.unwrap_or(u32::MAX);
+    // v1.33–v1.34 `ValidatePodResize`: "pods with pod-level resources cannot be resized", alone.
+    if minor <= 34 && (pod_level_set(old_spec) || pod_level_set(new_spec)) {
+        let mut only = Errors::default();
+        only.forbidden("", "pods with pod-level resources cannot be resized");
+        return only.result(true);
+    }
     let mut e = Errors::default();
     validate_spec_resources(new_spec, &mut e);
     if crate::pod::is_mirror(old) || old_spec.os.as_ref().is_some_and(|os| os.name == "windows") {
@@ -126,6 +151,14 @@ pub fn validate_resize(old: &Pod, new: &Pod) -> Result<(), Invalidities> {
     if !resize_supported_by_node(old) {
         e.forbidden("spec", "Pod running on node without support for resize");
     }
+    if minor == 35 && (pod_level_set(old_spec) || pod_level_set(new_spec)) {
+        // v1.35: the gate is alpha and off by default (`opts.InPlacePodLevelResourcesVerticalScalingEnabled`).
+        e.forbidden(
+            "",
+            "resize of pods with pod-level resources is forbidden when InPlacePodLevelResourcesVerticalScalingEnabled feature gate is disabled",
+        );
+        return e.result(false);
+    }
     validate_pod_level_resize(old_spec, new_spec, &mut e);
     let before = e.0.len();
     validate_container_order(old_spec, new_spec, &mut e);
@@ -134,8 +167,13 @@ pub fn validate_resize(old: &Pod, new: &Pod) -> Result<(), Invalidities> {
     }
     let olds = old_spec.init_containers.as_deref().unwrap_or(&[]);
     let news = new_spec.init_containers.as_deref().unwrap_or(&[]);
+    // v1.33–v1.35 validate sidecars only (`isRestartableInitContainer` on the old pod).
+    let init_resizable = |o: &Container| minor >= 36 || is_sidecar(o);
     for (i, (o, n)) in olds.iter().zip(news).enumerate() {
-        validate_container_resize(o, n, &format!("spec.initContainers[{i}].resources"), &mut e);
+        if init_resizable(o) {
+            let path = format!("spec.initContainers[{i}].resources");
+            validate_container_resize(o, n, &path, minor, &mut e);
+        }
     }
     for (i, (o, n)) in old_spec
         .containers
@@ -143,14 +181,32 @@ pub fn validate_resize(old: &Pod, new: &Pod) -> Result<(), Invalidities> {
         .zip(&new_spec.containers)
         .enumerate()
     {
-        validate_container_resize(o, n, &format!("spec.containers[{i}].resources"), &mut e);
+        let path = format!("spec.containers[{i}].resources");
+        validate_container_resize(o, n, &path, minor, &mut e);
     }
     for (o, n) in old_spec.containers.iter().zip(&new_spec.containers) {
         if !only_cpu_memory_changed(o, n) {
             e.forbidden("spec", "only cpu and memory resources are mutable");
         }
     }
-    for (i, (o, n)) in olds.iter().zip(news).enumerate() {
+    for (o, n) in olds.iter().zip(news).filter(|_| minor <= 35) {
+        if is_sidecar(n) {
+            if !only_cpu_memory_changed(o, n) {
+                e.forbidden(
+                    "spec",
+                    "only cpu and memory resources for sidecar containers are mutable",
+                );
+            }
+        } else if !same_requirements(o.resources.as_ref(), n.resources.as_ref())
+            || o.resize_policy != n.resize_policy
+        {
+            e.forbidden(
+                "spec",
+                "resources for non-sidecar init containers are immutable",
+            );
+        }
+    }
+    for (i, (o, n)) in olds.iter().zip(news).enumerate().filter(|_| minor >= 36) {
         let path = format!("spec.initContainers[{i}]");
         if !only_cpu_memory_changed(o, n) {
             e.forbidden(
@@ -443,7 +499,13 @@ fn validate_container_order(old: &PodSpec, new: &PodSpec, e: &mut Errors) {
 }
 
 /// `validateContainerResize`: requests and limits cannot be removed.
-fn validate_container_resize(old: &Container, new: &Container, path: &str, e: &mut Errors) {
+fn validate_container_resize(
+    old: &Container,
+    new: &Container,
+    path: &str,
+    minor: u32,
+    e: &mut Errors,
+) {
     fn list(c: &Container, limits: bool) -> Option<&ResourceList> {
         c.resources.as_ref().and_then(|r| {
             if limits {
@@ -464,6 +526,42 @@ fn validate_container_resize(old: &Container, new: &Container, path: &str, e: &m
             format!("{path}.limits"),
             "resource limits cannot be removed",
         );
+    }
+    if minor <= 33 {
+        memory_limit_decrease_v1_33(old, new, path, e);
+    }
+}
+
+/// v1.33 `validateContainerResize`: "memory limits may not be decreased if resize policy is
+/// NotRequired" (the first memory entry of the new container's `resizePolicy`; none means
+/// NotRequired), and adding a limit counts as lowering it from unlimited.
+fn memory_limit_decrease_v1_33(old: &Container, new: &Container, path: &str, e: &mut Errors) {
+    let policy = new
+        .resize_policy
+        .iter()
+        .flatten()
+        .find(|p| p.resource_name == "memory")
+        .map(|p| p.restart_policy.as_str());
+    if !matches!(policy, None | Some("") | Some("NotRequired")) {
+        return;
+    }
+    let limit = |c: &Container| {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .and_then(|l| l.get("memory"))
+            .map(nanos)
+    };
+    match (limit(new), limit(old)) {
+        (Some(n), Some(o)) if n < o => e.forbidden(
+            format!("{path}.limits[memory]"),
+            "memory limits cannot be decreased unless resizePolicy is RestartContainer",
+        ),
+        (Some(_), None) => e.forbidden(
+            format!("{path}.limits[memory]"),
+            "memory limits cannot be added unless resizePolicy is RestartContainer",
+        ),
+        _ => {}
     }
 }
 

@@ -381,6 +381,7 @@ fn classification_never_panics_on_arbitrary_pods() {
             budgets: &budgets,
             policy: &policy,
             install_namespace: "resize-guard",
+            minor: None,
         };
         let v = classify(&resizer, &new, &ctx);
         let _ = v.message();

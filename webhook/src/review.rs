@@ -203,6 +203,7 @@ fn judge(
         budgets: &budgets,
         policy: &policy,
         install_namespace: cluster.install_namespace(),
+        minor: cluster.kubernetes_minor(),
     };
     let Admission {
         effect,

@@ -197,6 +197,7 @@ pub async fn serve(
                 let metrics = metrics.clone();
                 Arc::new(move |resource| metrics.watch_error(resource.as_str()))
             },
+            version: runtime.version().clone(),
             ..ViewConfig::new(
                 &args.common.namespace,
                 &args.common.policy_configmap,

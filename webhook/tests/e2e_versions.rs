@@ -356,6 +356,49 @@ async fn sidecar_resize(env: &'static Env) -> String {
     "sidecar proxy 250m → 800m: warned 120m short, filler preempted, allocated in place".into()
 }
 
+/// A memory-limit decrease without `RestartContainer`: v1.33's API server refuses it in its own
+/// words (resize-guard mirrors that minor's validation and steps aside: no warning of its own);
+/// from v1.34 it is applied in place.
+async fn memory_limit_decrease(env: &'static Env, minor: u32) -> String {
+    let (ns, _, pods) = env.field_test("v-mem").await;
+    let patch = r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"memory":"128Mi"},"limits":{"memory":"128Mi"}}}]}}"#;
+    let out = env.kubectl().resize(&ns, "app", patch).await.unwrap();
+    if minor <= 33 {
+        assert!(!out.success, "stored: {}", out.stdout);
+        let want = "spec.containers[0].resources.limits[memory]: Forbidden: memory limits cannot be decreased unless resizePolicy is RestartContainer";
+        assert!(out.stderr.contains(want), "{}", out.stderr);
+        assert!(!out.stderr.contains("resize-guard"), "{}", out.stderr);
+        // Judged by v1.33's rules: invalid, left to the API server (not "fits").
+        let mut annotations = serde_json::Value::Null;
+        for _ in 0..100 {
+            if let Some(e) = support::resize_audit(env, &ns, "app").last() {
+                annotations = e["annotations"].clone();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            annotations["mutate.resize-guard.io/decision"], "invalid",
+            "{annotations}"
+        );
+        assert!(
+            annotations["mutate.resize-guard.io/invalid"]
+                .as_str()
+                .is_some_and(|m| m.contains("memory limits cannot be decreased")),
+            "{annotations}"
+        );
+        return format!("refused by the API server (\"{want}\"); resize-guard steps aside");
+    }
+    assert!(out.success, "{}", out.stderr);
+    let p = wait_pod(&pods, "app", T, |p| {
+        allocated(p, "memory").as_deref() == Some("128Mi") && resize_pending(p).is_none()
+    })
+    .await
+    .unwrap();
+    assert_eq!(restart_count(&p), 0);
+    "256Mi → 128Mi applied in place".into()
+}
+
 /// Both programs read the version at start-up and export what it means.
 async fn version_reported(env: &'static Env, hook: &support::Webhook, minor: u32) -> String {
     let metrics = hook.health("/metrics").await.unwrap();
@@ -487,6 +530,11 @@ async fn every_version_sensitive_behaviour_on_this_minor() {
             optout_label(env)
         ),
         field,
+        check(
+            "memory-limit",
+            "memory-limit decrease without RestartContainer",
+            memory_limit_decrease(env, minor)
+        ),
         check(
             "sidecar",
             "sidecar resize, Deferred → preemption → completion",

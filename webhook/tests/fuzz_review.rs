@@ -1163,6 +1163,7 @@ fn check(case: Case<Expect>) -> Result<(), TestCaseError> {
                 budgets: &budgets,
                 policy: &policy,
                 install_namespace: "resize-guard",
+                minor: None,
             };
             seen("mutate:patch-applied");
             let verdict = classify(&old, &repaired, &ctx);

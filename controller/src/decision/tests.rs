@@ -57,6 +57,7 @@ fn verdict(pod: &Pod, others: Vec<Pod>, policy: &Policy) -> Verdict {
             budgets: &budgets,
             policy,
             install_namespace: "resize-guard",
+            minor: None,
         },
     )
 }

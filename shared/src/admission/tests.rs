@@ -46,6 +46,7 @@ fn judge(stage: Stage, old: &Pod, new: &Pod, policy: &Policy, cpu: &str) -> Admi
             budgets: &budgets,
             policy,
             install_namespace: "resize-guard",
+            minor: None,
         },
     )
 }
@@ -165,6 +166,7 @@ fn the_mutating_stage_alone_warns_of_a_deferred_resize_and_refuses_a_stuck_one_o
                 budgets: &budgets,
                 policy,
                 install_namespace: "resize-guard",
+                minor: None,
             },
         )
     };

@@ -51,6 +51,7 @@ impl World {
             budgets: &self.budgets,
             policy: &self.policy,
             install_namespace: NS,
+            minor: None,
         }
     }
     fn classify(&self, old: &Pod, new: &Pod) -> Verdict {
@@ -354,6 +355,7 @@ fn unbound_pods_and_unknown_nodes_are_skipped() {
         budgets: &budgets,
         policy: &policy,
         install_namespace: NS,
+        minor: None,
     };
     let old = app("250m").build();
     let v = classify(&old, &resized("550m"), &ctx);

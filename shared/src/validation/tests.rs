@@ -281,3 +281,152 @@ fn non_sidecar_init_containers_with_restart_policy_cannot_be_resized() {
         "spec.initContainers[0]: Forbidden: non-sidecar init containers with a resize policy of RestartContainer cannot be resized"
     );
 }
+
+fn check_on(old: &Pod, new: &Pod, minor: u32) -> Result<(), String> {
+    validate_resize_on(old, &prepare_resize(old, new), Some(minor)).map_err(|e| e.to_string())
+}
+
+fn memory_limit(pod: &Pod, limit: &str) -> Pod {
+    with(pod, |s| {
+        let r = s.containers[1].resources.as_mut().unwrap();
+        set(&mut r.limits, "memory", limit);
+    })
+}
+
+#[test]
+fn v1_33_refuses_lowering_or_adding_a_memory_limit_without_restart() {
+    // v1.33.13 validateContainerResize; the rule is gone from v1.34.
+    let old = base().build();
+    let lower = memory_limit(&old, "64Mi");
+    let lowered_requests = with(&lower, |s| {
+        let r = s.containers[1].resources.as_mut().unwrap();
+        set(&mut r.requests, "memory", "64Mi");
+    });
+    assert_eq!(
+        check_on(&old, &lowered_requests, 33).unwrap_err(),
+        "spec.containers[1].resources.limits[memory]: Forbidden: memory limits cannot be decreased unless resizePolicy is RestartContainer"
+    );
+    for minor in [34, 35, 36, 37] {
+        assert_eq!(
+            check_on(&old, &lowered_requests, minor),
+            Ok(()),
+            "v1.{minor}"
+        );
+    }
+    // Raising is fine; so is lowering with RestartContainer.
+    assert_eq!(check_on(&old, &memory_limit(&old, "256Mi"), 33), Ok(()));
+    let mut restart = old.clone();
+    restart.spec.as_mut().unwrap().containers[1].resize_policy =
+        Some(vec![ContainerResizePolicy {
+            resource_name: "memory".into(),
+            restart_policy: "RestartContainer".into(),
+        }]);
+    let lowered = with(&lowered_requests, |s| {
+        s.containers[1].resize_policy = restart.spec.as_ref().unwrap().containers[1]
+            .resize_policy
+            .clone();
+    });
+    assert_eq!(check_on(&restart, &lowered, 33), Ok(()));
+
+    // Adding a limit lowers it from unlimited.
+    let unlimited = PodBuilder::new("ns", "p")
+        .node("n1")
+        .container(
+            container("app")
+                .request("cpu", "100m")
+                .request("memory", "64Mi"),
+        )
+        .running(0)
+        .build();
+    let added = with(&unlimited, |s| {
+        let r = s.containers[0].resources.as_mut().unwrap();
+        set(&mut r.limits, "memory", "128Mi");
+    });
+    assert_eq!(
+        check_on(&unlimited, &added, 33).unwrap_err(),
+        "spec.containers[0].resources.limits[memory]: Forbidden: memory limits cannot be added unless resizePolicy is RestartContainer"
+    );
+    assert_eq!(check_on(&unlimited, &added, 34), Ok(()));
+}
+
+#[test]
+fn pod_level_resources_per_minor() {
+    let old = PodBuilder::new("ns", "p")
+        .node("n1")
+        .container(container("app").guaranteed("100m", "64Mi"))
+        .running(0)
+        .build();
+    let old = with(&old, |s| {
+        let mut r = ResourceRequirements::default();
+        set(&mut r.requests, "cpu", "200m");
+        set(&mut r.limits, "cpu", "200m");
+        s.resources = Some(r);
+    });
+    let new = with(&old, |s| {
+        let r = s.resources.as_mut().unwrap();
+        set(&mut r.requests, "cpu", "300m");
+        set(&mut r.limits, "cpu", "300m");
+    });
+    for minor in [33, 34] {
+        let e = validate_resize_on(&old, &prepare_resize(&old, &new), Some(minor)).unwrap_err();
+        assert!(e.alone, "v1.{minor} returns it alone");
+        assert_eq!(
+            e.to_string(),
+            "Forbidden: pods with pod-level resources cannot be resized"
+        );
+    }
+    assert_eq!(
+        check_on(&old, &new, 35).unwrap_err(),
+        "Forbidden: resize of pods with pod-level resources is forbidden when InPlacePodLevelResourcesVerticalScalingEnabled feature gate is disabled"
+    );
+    assert_eq!(check_on(&old, &new, 36), Ok(()));
+    assert_eq!(check_on(&old, &new, 37), Ok(()));
+}
+
+#[test]
+fn init_containers_before_v1_36_only_resize_sidecars() {
+    let old = PodBuilder::new("ns", "p")
+        .node("n1")
+        .container(container("app").guaranteed("100m", "64Mi"))
+        .init_container(container("setup").guaranteed("100m", "64Mi"))
+        .init_container(container("proxy").guaranteed("100m", "64Mi").sidecar())
+        .running(0)
+        .build();
+    let cpu = |i: usize, v: &str| {
+        with(&old, |s| {
+            let r = s.init_containers.as_mut().unwrap()[i]
+                .resources
+                .as_mut()
+                .unwrap();
+            set(&mut r.requests, "cpu", v);
+            set(&mut r.limits, "cpu", v);
+        })
+    };
+    // A non-sidecar init container: immutable through v1.35 (SidecarContainers branch of
+    // ValidatePodResize), resizable from v1.36 (InPlacePodVerticalScalingInitContainers, beta).
+    for minor in [33, 34, 35] {
+        assert_eq!(
+            check_on(&old, &cpu(0, "200m"), minor).unwrap_err(),
+            "spec: Forbidden: resources for non-sidecar init containers are immutable",
+            "v1.{minor}"
+        );
+        assert_eq!(check_on(&old, &cpu(1, "200m"), minor), Ok(()), "v1.{minor}");
+    }
+    assert_eq!(check_on(&old, &cpu(0, "200m"), 36), Ok(()));
+    // A sidecar's other resources, worded per minor.
+    let storage = with(&old, |s| {
+        let r = s.init_containers.as_mut().unwrap()[1]
+            .resources
+            .as_mut()
+            .unwrap();
+        set(&mut r.requests, "ephemeral-storage", "1Gi");
+    });
+    assert_eq!(
+        check_on(&old, &storage, 35).unwrap_err(),
+        "spec: Forbidden: only cpu and memory resources for sidecar containers are mutable"
+    );
+    assert_eq!(
+        check_on(&old, &storage, 37).unwrap_err(),
+        "spec.initContainers[1]: Forbidden: only cpu and memory resources for init or sidecar containers are mutable"
+    );
+}

@@ -40,7 +40,7 @@ pub struct Row {
 }
 
 /// The suite's order of behaviours: the order of the newest minor's rows, then any others.
-const ORDER: [&str; 10] = [
+const ORDER: [&str; 11] = [
     "version",
     "qos-upstream",
     "qos",
@@ -49,6 +49,7 @@ const ORDER: [&str; 10] = [
     "infeasible-revert",
     "deferred",
     "sidecar",
+    "memory-limit",
     "optout-label",
     "optout-field",
 ];

@@ -362,6 +362,7 @@ fn controller_work(world: &World, view: &ClusterView) -> Value {
                         budgets: &budgets,
                         policy: &policy,
                         install_namespace: view.install_namespace(),
+                        minor: None,
                     },
                 )
             });
@@ -390,6 +391,7 @@ fn controller_work(world: &World, view: &ClusterView) -> Value {
                         budgets: &no_budgets,
                         policy: &policy,
                         install_namespace: view.install_namespace(),
+                        minor: None,
                     },
                 )
             })
