@@ -99,16 +99,23 @@ test-versions:
 test-matrix:
 	rm -rf $(MATRIX_DIR) && mkdir -p $(MATRIX_DIR)
 	$(CARGO) build --locked -p resize-guard-harness --bin resize-guard-matrix
-	$(CARGO) test --locked -p resize-guard-webhook --test e2e_versions --no-run
+	$(CARGO) test --locked -p resize-guard-webhook --test e2e_versions --test e2e_fidelity --no-run
 	@status=0; for m in $(MINORS); do \
 		start=$$(date +%s); \
 		echo "test-matrix: Kubernetes $$m …"; \
 		if $(call with_k8s,$$m) RESIZE_GUARD_MATRIX_DIR=$(MATRIX_DIR) \
 			$(CARGO) test --locked -p resize-guard-webhook --test e2e_versions -- --nocapture \
 			>$(MATRIX_DIR)/v$$m.log 2>&1; then \
-			echo "test-matrix: Kubernetes $$m passed in $$(( $$(date +%s) - start ))s"; \
-		else status=1; echo "test-matrix: Kubernetes $$m FAILED after $$(( $$(date +%s) - start ))s:"; \
+			echo "test-matrix: Kubernetes $$m: version-sensitive suite passed in $$(( $$(date +%s) - start ))s"; \
+		else status=1; echo "test-matrix: Kubernetes $$m: version-sensitive suite FAILED after $$(( $$(date +%s) - start ))s:"; \
 			tail -n 40 $(MATRIX_DIR)/v$$m.log; fi; \
+		start=$$(date +%s); \
+		if $(call with_k8s,$$m) RESIZE_GUARD_MATRIX_DIR=$(MATRIX_DIR) \
+			$(CARGO) test --locked -p resize-guard-webhook --test e2e_fidelity -- --nocapture \
+			resize_guard_never_contradicts_the_api_server_on_generated_resizes >$(MATRIX_DIR)/v$$m.fidelity.log 2>&1; then \
+			echo "test-matrix: Kubernetes $$m: fidelity passed in $$(( $$(date +%s) - start ))s"; \
+		else status=1; echo "test-matrix: Kubernetes $$m: fidelity FAILED after $$(( $$(date +%s) - start ))s:"; \
+			tail -n 40 $(MATRIX_DIR)/v$$m.fidelity.log; fi; \
 	done; \
 	$(TARGET_DIR)/debug/resize-guard-matrix --dir $(MATRIX_DIR) --minors "$(MINORS)" --readme README.md || status=1; \
 	exit $$status

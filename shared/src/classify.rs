@@ -22,7 +22,7 @@ use crate::quantity::ResourceName;
 use crate::repair::{QosRepair, Target, culprits, repair, targets};
 use crate::requests::{Accounting, spec_requests};
 use crate::resources::{ResourceList, Resources};
-use crate::strategy::prepare_resize;
+use crate::strategy::prepare_resize_on;
 use crate::validation::validate_resize_on;
 use crate::verdict::{Deferral, Denial, Fit, Infeasibility, QosChange, Verdict};
 use crate::victims::{Preemptor, select_victims};
@@ -51,7 +51,7 @@ pub fn classify(old: &Pod, new: &Pod, ctx: &Context<'_>) -> Verdict {
     if let Some(v) = precheck(new, ctx) {
         return v;
     }
-    let prepared = prepare_resize(old, new);
+    let prepared = prepare_resize_on(old, new, ctx.minor);
     let (Some(old_spec), Some(new_spec)) = (old.spec.as_ref(), prepared.spec.as_ref()) else {
         return Verdict::Skipped("pod has no spec".to_owned());
     };
@@ -99,7 +99,7 @@ fn repair_is_valid(old: &Pod, new: &Pod, repair: &QosRepair, minor: Option<u32>)
     if let Some(spec) = repaired.spec.as_mut() {
         repair.apply(spec);
     }
-    let repaired = prepare_resize(old, &repaired);
+    let repaired = prepare_resize_on(old, &repaired, minor);
     validate_resize_on(old, &repaired, minor).is_ok()
 }
 

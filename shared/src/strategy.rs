@@ -42,7 +42,29 @@ pub fn is_overcommit_allowed(name: &str) -> bool {
 /// request defaulting applied, and pod-level resources defaulted. Its `status` is left empty:
 /// upstream keeps the old one, which callers read from `old`.
 pub fn prepare_resize(old: &Pod, new: &Pod) -> Pod {
+    prepare_resize_on(old, new, None)
+}
+
+/// [`prepare_resize`] as Kubernetes minor `minor` prepares it (`None`: the newest). Through
+/// v1.35 `dropNonResizeUpdates` keeps the old pod-level resources: v1.33–v1.34 have no
+/// pod-level resize, and v1.35 keeps the request's only with `InPlacePodLevelResourcesVerticalScaling`,
+/// alpha and off there (`pkg/registry/core/pod/strategy.go` of each minor).
+pub fn prepare_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Pod {
     let mut out = drop_non_resize_updates(old, new);
+    if minor.is_some_and(|m| m <= 35)
+        && let (Some(spec), Some(old_spec)) = (out.spec.as_mut(), old.spec.as_ref())
+        && new.spec.as_ref().map(|s| {
+            (
+                s.containers.len(),
+                s.init_containers.as_ref().map_or(0, Vec::len),
+            )
+        }) == Some((
+            old_spec.containers.len(),
+            old_spec.init_containers.as_ref().map_or(0, Vec::len),
+        ))
+    {
+        spec.resources = old_spec.resources.clone();
+    }
     if let Some(spec) = out.spec.as_mut() {
         default_container_requests(spec);
         // `PrepareForUpdate`: "preserve existing PLR for requests from potentially PLR-unaware

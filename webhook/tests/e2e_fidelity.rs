@@ -376,7 +376,7 @@ async fn resize_guard_never_contradicts_the_api_server_on_generated_resizes() {
         let p = &base.cases[*i];
         let class = answer::upstream(&p.upstream).class();
         let qos_to = p.qos_to.as_ref().and_then(|r| r.as_deref().ok());
-        let (outcome, why) = answer::judge(&p.upstream, with, qos_to);
+        let (outcome, why) = answer::judge(&p.upstream, with, qos_to, env.cp.minor());
         let row = rows.entry(class).or_default();
         *row.outcomes.entry(outcome_name(outcome)).or_default() += 1;
         if let Some(why) = why {
@@ -428,6 +428,30 @@ async fn resize_guard_never_contradicts_the_api_server_on_generated_resizes() {
         println!("not created: {n}");
     }
 
+    // `make test-matrix` shows this as one row of the version table.
+    if let Some(dir) = std::env::var_os("RESIZE_GUARD_MATRIX_DIR") {
+        let passed = disagreements.is_empty() && base.not_created.len() * 10 <= base.cases.len();
+        let detail = format!(
+            "{} generated resizes (seed {}): {} answered as upstream allows, {} not",
+            base.cases.len(),
+            base.seed,
+            base.cases.len() - disagreements.len(),
+            disagreements.len()
+        );
+        let doc = serde_json::json!({"rows": [{
+            "id": "fidelity",
+            "behaviour": "never contradicts the API server (generated resizes, dry run)",
+            "result": if passed { "pass" } else { "fail" },
+            "detail": detail,
+        }]});
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(format!("v1.{}.fidelity.json", env.cp.minor())),
+            doc.to_string(),
+        )
+        .unwrap();
+    }
     assert!(
         base.not_created.len() * 10 <= base.cases.len().max(1),
         "too many generated pods were not created: {:?}",

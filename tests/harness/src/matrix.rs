@@ -40,8 +40,9 @@ pub struct Row {
 }
 
 /// The suite's order of behaviours: the order of the newest minor's rows, then any others.
-const ORDER: [&str; 11] = [
+const ORDER: [&str; 12] = [
     "version",
+    "fidelity",
     "qos-upstream",
     "qos",
     "infeasible-upstream",
@@ -54,15 +55,34 @@ const ORDER: [&str; 11] = [
     "optout-field",
 ];
 
-/// Reads `dir/v1.N.json` for each minor; a missing or unreadable file is `None`.
+/// Reads `dir/v1.N.json` for each minor, plus the rows of `dir/v1.N.fidelity.json` (the
+/// fidelity property test's); a missing or unreadable `v1.N.json` is `None`, a missing fidelity
+/// file a failed `fidelity` row.
 pub fn load(dir: &Path, minors: &[u32]) -> Vec<(u32, Option<MinorResults>)> {
+    #[derive(Deserialize)]
+    struct Extra {
+        rows: Vec<Row>,
+    }
     minors
         .iter()
         .map(|&m| {
-            let file = dir.join(format!("v1.{m}.json"));
-            let results = std::fs::read_to_string(&file)
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok());
+            let read = |name: String| std::fs::read_to_string(dir.join(name)).ok();
+            let mut results: Option<MinorResults> =
+                read(format!("v1.{m}.json")).and_then(|t| serde_json::from_str(&t).ok());
+            if let Some(r) = results.as_mut() {
+                match read(format!("v1.{m}.fidelity.json"))
+                    .and_then(|t| serde_json::from_str::<Extra>(&t).ok())
+                {
+                    Some(extra) => r.rows.extend(extra.rows),
+                    None => r.rows.push(Row {
+                        id: "fidelity".into(),
+                        behaviour: "never contradicts the API server (generated resizes, dry run)"
+                            .into(),
+                        result: "fail".into(),
+                        detail: format!("no results (see v1.{m}.fidelity.log)"),
+                    }),
+                }
+            }
             (m, results)
         })
         .collect()

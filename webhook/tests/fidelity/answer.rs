@@ -341,9 +341,18 @@ pub enum Outcome {
 }
 
 /// The fidelity rule: `None` if the answer with resize-guard (`with`) is allowed given
-/// upstream's (`without`), else why not. `qos_to` is the class upstream computes for the
-/// resized pod, when known.
-pub fn judge(without: &Answer, with: &Answer, qos_to: Option<&str>) -> (Outcome, Option<String>) {
+/// upstream's (`without`) on Kubernetes minor `minor`, else why not. `qos_to` is the class
+/// upstream computes for the resized pod, when known.
+///
+/// v1.33–v1.35 store a resize larger than the node's allocatable (their kubelets mark it
+/// Infeasible; no `PodResizeValidator` yet): there resize-guard's Infeasible denial of a resize
+/// upstream accepts is the product working (`feasibility.rejectInfeasible`), not a false deny.
+pub fn judge(
+    without: &Answer,
+    with: &Answer,
+    qos_to: Option<&str>,
+    minor: u32,
+) -> (Outcome, Option<String>) {
     let guard = guard(with);
     let outcome = match (&guard, with) {
         (_, Answer::Accepted) if *without == Answer::Accepted => Outcome::Accepted,
@@ -354,6 +363,7 @@ pub fn judge(without: &Answer, with: &Answer, qos_to: Option<&str>) -> (Outcome,
     };
     let why = match (upstream(without), outcome) {
         (Upstream::Accepted, Outcome::Accepted) => None,
+        (Upstream::Accepted, Outcome::GuardInfeasible) if minor <= 35 => None,
         (Upstream::Accepted, _) => Some("false deny: upstream accepts this resize".to_owned()),
         (Upstream::QosOnly { from }, Outcome::GuardQos) => match guard {
             Some(Guard::Qos { from: f, to: t }) => {
@@ -483,7 +493,7 @@ mod tests {
             "admission webhook \"mutate.resize-guard.io\" denied the request: resize-guard: this resize can never fit on node n: the pod would request cpu 2430m but the node's allocatable cpu is 1930m, so no kubelet would ever apply it (v1.33–v1.35 kubelets mark it Infeasible: \"Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930\"; later ones keep it Deferred) and …",
             &[],
         );
-        assert_eq!(judge(&cap, &rg, None), (Outcome::GuardInfeasible, None));
+        assert_eq!(judge(&cap, &rg, None, 37), (Outcome::GuardInfeasible, None));
         let rg_qos = refused(
             403,
             "Forbidden",
@@ -491,19 +501,24 @@ mod tests {
             &[],
         );
         assert_eq!(
-            judge(&qos, &rg_qos, Some("Burstable")),
+            judge(&qos, &rg_qos, Some("Burstable"), 37),
             (Outcome::GuardQos, None)
         );
-        assert!(judge(&qos, &rg_qos, Some("BestEffort")).1.is_some());
+        assert!(judge(&qos, &rg_qos, Some("BestEffort"), 37).1.is_some());
         assert!(
-            judge(&cap, &rg_qos, None).1.is_some(),
+            judge(&cap, &rg_qos, None, 37).1.is_some(),
             "QoS where upstream says capacity"
         );
         assert!(
-            judge(&Answer::Accepted, &rg, None).1.is_some(),
+            judge(&Answer::Accepted, &rg, None, 37).1.is_some(),
             "false deny"
         );
-        assert_eq!(judge(&cap, &cap.clone(), None), (Outcome::Same, None));
+        assert_eq!(
+            judge(&Answer::Accepted, &rg, None, 35),
+            (Outcome::GuardInfeasible, None),
+            "v1.35 stores it: refusing it at admission is the point"
+        );
+        assert_eq!(judge(&cap, &cap.clone(), None, 37), (Outcome::Same, None));
     }
 
     #[test]

@@ -201,7 +201,9 @@ fn node_config(
         Ok(c) => c,
         Err(e) => panic!("node {prefix}: {e:#}"),
     };
-    if pod_level_resize_off {
+    // The kubelet gate exists from v1.35 (alpha, off); older kubelets cannot resize pod-level
+    // resources at all.
+    if pod_level_resize_off && env.cp.minor() >= 35 {
         cfg.feature_gate(POD_LEVEL_RESIZE_OFF)
     } else {
         cfg

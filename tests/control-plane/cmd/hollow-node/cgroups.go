@@ -23,8 +23,29 @@ import (
 // working pod cgroups.
 type containerManager struct {
 	cm.ContainerManager
+	capacity    v1.ResourceList
 	reservation v1.ResourceList
 	pods        *podContainerManager
+}
+
+// GetNodeAllocatableAbsolute replaces containerManagerImpl.GetNodeAllocatableAbsolute
+// (getNodeAllocatableAbsoluteImpl in pkg/kubelet/cm/node_container_manager_linux.go): the
+// machine's capacity (cAdvisor: cpu, memory) minus the reservation, never negative. The v1.34–v1.35
+// allocation manager judges Infeasible resizes against it ("Node didn't have enough capacity");
+// the stub's nil would make every resize Infeasible.
+func (m *containerManager) GetNodeAllocatableAbsolute() v1.ResourceList {
+	out := v1.ResourceList{}
+	for name, q := range m.capacity {
+		value := q.DeepCopy()
+		if r, ok := m.reservation[name]; ok {
+			value.Sub(r)
+		}
+		if value.Sign() < 0 {
+			value.Set(0)
+		}
+		out[name] = value
+	}
+	return out
 }
 
 // GetNodeAllocatableReservation replaces containerManagerImpl.GetNodeAllocatableReservation

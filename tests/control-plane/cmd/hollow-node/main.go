@@ -246,8 +246,12 @@ func run() error {
 	machine := newMachine(c.nodeName, c.cores, uint64(memory.Value()), cgroups)
 	containerManager := &containerManager{
 		ContainerManager: cm.NewStubContainerManager(),
-		reservation:      reservation,
-		pods:             &podContainerManager{cgroups: cgroups, cpuPeriod: uint64(kc.CPUCFSQuotaPeriod.Duration / time.Microsecond), enforceCPULimits: kc.CPUCFSQuota},
+		capacity: v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewMilliQuantity(int64(c.cores)*1000, resource.DecimalSI),
+			v1.ResourceMemory: memory,
+		},
+		reservation: reservation,
+		pods:        &podContainerManager{cgroups: cgroups, cpuPeriod: uint64(kc.CPUCFSQuotaPeriod.Duration / time.Microsecond), enforceCPULimits: kc.CPUCFSQuota},
 	}
 
 	hollow := kubemark.NewHollowKubelet(flags, kc, client, heartbeatClient, machine, runtime.ImageService, slowStop{runtimeService}, containerManager)
