@@ -17,7 +17,7 @@ use crate::ledger::NodeLedger;
 use crate::node_features;
 use crate::pod::{self, PodKey};
 use crate::policy::Policy;
-use crate::qos::{current_qos_class, spec_qos_class};
+use crate::qos::{current_qos_class, spec_qos_class_on};
 use crate::quantity::ResourceName;
 use crate::repair::{QosRepair, Target, culprits, repair, targets};
 use crate::requests::{Accounting, spec_requests};
@@ -65,7 +65,7 @@ pub fn classify(old: &Pod, new: &Pod, ctx: &Context<'_>) -> Verdict {
         return Verdict::Invalid(e.to_string());
     }
     let from = current_qos_class(old);
-    let to = spec_qos_class(new_spec);
+    let to = spec_qos_class_on(new_spec, ctx.minor);
     if from != to {
         let repair =
             repair(old_spec, from, new_spec).filter(|r| repair_is_valid(old, new, r, ctx.minor));

@@ -109,6 +109,74 @@ pub fn spec_qos_class(spec: &PodSpec) -> QosClass {
     pod.unwrap_or(QosClass::BestEffort)
 }
 
+/// [`spec_qos_class`] as Kubernetes minor `minor` computes it (`None`: the newest).
+///
+/// v1.33–v1.36 `ComputePodQOS` (`pkg/apis/core/helper/qos/qos.go`) sums instead: the positive
+/// cpu and memory requests and limits of every container (init containers included) — or, with
+/// `PodLevelResources` on (beta from v1.34), of a pod-level `resources` object that is merely
+/// present, however empty, and not defaulted — and calls the pod BestEffort when both sums are
+/// empty, Guaranteed when every container's (or the pod-level) limits name both cpu and memory
+/// and the summed requests equal the summed limits resource by resource, Burstable otherwise.
+pub fn spec_qos_class_on(spec: &PodSpec, minor: Option<u32>) -> QosClass {
+    match minor {
+        Some(m) if m <= 36 => legacy_qos_class(spec, m >= 34),
+        _ => spec_qos_class(spec),
+    }
+}
+
+fn legacy_qos_class(spec: &PodSpec, pod_level_gate: bool) -> QosClass {
+    let mut requests: BTreeMap<&'static str, i128> = BTreeMap::new();
+    let mut limits: BTreeMap<&'static str, i128> = BTreeMap::new();
+    let mut guaranteed = true;
+    let positive = |l: Option<&ResourceList>| -> Vec<(&'static str, i128)> {
+        ResourceName::ALL
+            .iter()
+            .filter_map(|n| {
+                let q = parse_nanos(&l?.get(n.key())?.0).unwrap_or(0);
+                (q > 0).then_some((n.key(), q))
+            })
+            .collect()
+    };
+    let mut add = |requests_of: Vec<(&'static str, i128)>, limits_of: Vec<(&'static str, i128)>| {
+        for (k, q) in requests_of {
+            *requests.entry(k).or_default() += q;
+        }
+        if limits_of.len() < ResourceName::ALL.len() {
+            guaranteed = false;
+        }
+        for (k, q) in limits_of {
+            *limits.entry(k).or_default() += q;
+        }
+    };
+    match spec.resources.as_ref().filter(|_| pod_level_gate) {
+        Some(r) => add(positive(r.requests.as_ref()), positive(r.limits.as_ref())),
+        None => {
+            for c in spec
+                .containers
+                .iter()
+                .chain(spec.init_containers.iter().flatten())
+            {
+                let reqs = effective_requests(c.resources.as_ref());
+                add(
+                    positive(Some(&reqs)),
+                    positive(c.resources.as_ref().and_then(|r| r.limits.as_ref())),
+                );
+            }
+        }
+    }
+    if requests.is_empty() && limits.is_empty() {
+        return QosClass::BestEffort;
+    }
+    if guaranteed
+        && requests.len() == limits.len()
+        && requests.iter().all(|(k, q)| limits.get(k) == Some(q))
+    {
+        QosClass::Guaranteed
+    } else {
+        QosClass::Burstable
+    }
+}
+
 /// Upstream `requirementsQOS`: the class of one set of requests and limits.
 fn requirements_qos(requests: Option<&ResourceList>, limits: Option<&ResourceList>) -> QosClass {
     let empty = |l: Option<&ResourceList>| l.is_none_or(BTreeMap::is_empty);

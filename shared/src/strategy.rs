@@ -67,12 +67,15 @@ pub fn prepare_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Pod {
     }
     if let Some(spec) = out.spec.as_mut() {
         default_container_requests(spec);
-        // `PrepareForUpdate`: "preserve existing PLR for requests from potentially PLR-unaware
-        // clients that completely dropped the field".
-        if spec.resources.is_none() {
-            spec.resources = old.spec.as_ref().and_then(|s| s.resources.clone());
+        // v1.37 `PrepareForUpdate` (`PodLevelResourcesFixDefaulting`): "preserve existing PLR for
+        // requests from potentially PLR-unaware clients that completely dropped the field", then
+        // `DefaultPodLevelResources`; earlier minors do neither on resize.
+        if minor.is_none_or(|m| m >= 37) {
+            if spec.resources.is_none() {
+                spec.resources = old.spec.as_ref().and_then(|s| s.resources.clone());
+            }
+            default_pod_level_resources(spec);
         }
-        default_pod_level_resources(spec);
     }
     out
 }

@@ -133,7 +133,8 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
     // v1.33–v1.34 `ValidatePodResize`: "pods with pod-level resources cannot be resized", alone.
     if minor <= 34 && (pod_level_set(old_spec) || pod_level_set(new_spec)) {
         let mut only = Errors::default();
-        only.forbidden("", "pods with pod-level resources cannot be resized");
+        // `field.NewPath("")` prints as `[]`.
+        only.forbidden("[]", "pods with pod-level resources cannot be resized");
         return only.result(true);
     }
     let mut e = Errors::default();
@@ -154,7 +155,7 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
     if minor == 35 && (pod_level_set(old_spec) || pod_level_set(new_spec)) {
         // v1.35: the gate is alpha and off by default (`opts.InPlacePodLevelResourcesVerticalScalingEnabled`).
         e.forbidden(
-            "",
+            "[]",
             "resize of pods with pod-level resources is forbidden when InPlacePodLevelResourcesVerticalScalingEnabled feature gate is disabled",
         );
         return e.result(false);

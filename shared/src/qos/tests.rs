@@ -352,3 +352,56 @@ fn upstream_compute_pod_qos_table() {
         assert_eq!(spec_qos_class(&s), want, "{name}");
     }
 }
+
+fn class_on(b: PodBuilder, minor: u32) -> QosClass {
+    spec_qos_class_on(b.build().spec.as_ref().unwrap(), Some(minor))
+}
+
+#[test]
+fn v1_33_to_v1_36_sum_across_containers() {
+    // Each container is Burstable, but the sums match: the pre-v1.37 ComputePodQOS calls it
+    // Guaranteed (every container's limits name cpu and memory, summed requests = summed limits).
+    let crossed = || {
+        pod()
+            .container(
+                container("a")
+                    .request("cpu", "1")
+                    .limit("cpu", "2")
+                    .both("memory", "64Mi"),
+            )
+            .container(
+                container("b")
+                    .request("cpu", "2")
+                    .limit("cpu", "1")
+                    .both("memory", "64Mi"),
+            )
+    };
+    for minor in [33, 34, 35, 36] {
+        assert_eq!(
+            class_on(crossed(), minor),
+            QosClass::Guaranteed,
+            "v1.{minor}"
+        );
+    }
+    assert_eq!(class_on(crossed(), 37), QosClass::Burstable);
+    assert_eq!(class(crossed()), QosClass::Burstable);
+    // A limit missing cpu anywhere is never Guaranteed.
+    let partial = pod().container(container("a").both("memory", "64Mi"));
+    assert_eq!(class_on(partial, 35), QosClass::Burstable);
+}
+
+#[test]
+fn before_v1_37_a_present_pod_level_object_decides_even_empty() {
+    let with_empty = || {
+        let mut p = pod().container(container("a").both("cpu", "100m")).build();
+        p.spec.as_mut().unwrap().resources = Some(Default::default());
+        p
+    };
+    let on = |minor| spec_qos_class_on(with_empty().spec.as_ref().unwrap(), Some(minor));
+    // v1.34–v1.36: PodLevelResources on and `Resources != nil` → BestEffort from the empty object.
+    assert_eq!(on(34), QosClass::BestEffort);
+    assert_eq!(on(36), QosClass::BestEffort);
+    // v1.33: the gate is off, containers decide; v1.37 needs a set pod-level resource.
+    assert_eq!(on(33), QosClass::Burstable);
+    assert_eq!(on(37), QosClass::Burstable);
+}

@@ -372,12 +372,12 @@ fn pod_level_resources_per_minor() {
         assert!(e.alone, "v1.{minor} returns it alone");
         assert_eq!(
             e.to_string(),
-            "Forbidden: pods with pod-level resources cannot be resized"
+            "[]: Forbidden: pods with pod-level resources cannot be resized"
         );
     }
     assert_eq!(
         check_on(&old, &new, 35).unwrap_err(),
-        "Forbidden: resize of pods with pod-level resources is forbidden when InPlacePodLevelResourcesVerticalScalingEnabled feature gate is disabled"
+        "[]: Forbidden: resize of pods with pod-level resources is forbidden when InPlacePodLevelResourcesVerticalScalingEnabled feature gate is disabled"
     );
     assert_eq!(check_on(&old, &new, 36), Ok(()));
     assert_eq!(check_on(&old, &new, 37), Ok(()));

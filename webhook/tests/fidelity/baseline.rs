@@ -435,6 +435,23 @@ async fn qos_after(
             m.remove(key);
         }
     }
+    // Through v1.35 the resize keeps the stored pod-level resources (`dropNonResizeUpdates`:
+    // no pod-level resize before v1.36), so the resized pod has those, not the patch's.
+    if env.cp.minor() <= 35
+        && let Some(m) = spec.as_object_mut()
+    {
+        match stored.spec.as_ref().and_then(|s| s.resources.as_ref()) {
+            Some(r) => {
+                m.insert(
+                    "resources".into(),
+                    serde_json::to_value(r).map_err(|e| e.to_string())?,
+                );
+            }
+            None => {
+                m.remove("resources");
+            }
+        }
+    }
     let name = format!("{}-after", stored.metadata.name.as_deref().unwrap_or("pod"));
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec,
