@@ -1,26 +1,14 @@
 package main
 
+// cAdvisor as v1.33–v1.36 declare it: types from github.com/google/cadvisor/info/v1 and /v2,
+// MachineInfo without a logger.
+
 import (
 	"time"
 
 	cadvisorapi "github.com/google/cadvisor/info/v1"
 	cadvisorapiv2 "github.com/google/cadvisor/info/v2"
-	cadvisortest "k8s.io/kubernetes/pkg/kubelet/cadvisor/testing"
 )
-
-// machine is the fake cAdvisor: kubemark's cadvisortest.Fake with the machine size and pod memory
-// usage configurable. v1.33–v1.36 take cAdvisor's types from github.com/google/cadvisor/info/v1
-// and /v2, and MachineInfo has no logger (pkg/kubelet/cadvisor/types.go Interface).
-type machine struct {
-	cadvisortest.Fake
-	cores   int
-	memory  uint64
-	cgroups *podCgroups
-}
-
-func newMachine(nodeName string, cores int, memory uint64, cgroups *podCgroups) *machine {
-	return &machine{Fake: cadvisortest.Fake{NodeName: nodeName}, cores: cores, memory: memory, cgroups: cgroups}
-}
 
 // MachineInfo replaces cadvisorClient.MachineInfo (pkg/kubelet/cadvisor/cadvisor_linux.go); the
 // kubelet's node status setter derives capacity from it (cadvisor.CapacityFromMachineInfo).

@@ -1,26 +1,14 @@
 package main
 
+// cAdvisor as v1.37 declares it: types from github.com/google/cadvisor/lib/model, MachineInfo with
+// a logger.
+
 import (
 	"time"
 
 	cadvisorapi "github.com/google/cadvisor/lib/model"
 	"k8s.io/klog/v2"
-	cadvisortest "k8s.io/kubernetes/pkg/kubelet/cadvisor/testing"
 )
-
-// machine is the fake cAdvisor: kubemark's cadvisortest.Fake with the machine size and pod memory
-// usage configurable. v1.37 takes cAdvisor's types from github.com/google/cadvisor/lib/model and
-// passes MachineInfo a logger (pkg/kubelet/cadvisor/types.go Interface).
-type machine struct {
-	cadvisortest.Fake
-	cores   int
-	memory  uint64
-	cgroups *podCgroups
-}
-
-func newMachine(nodeName string, cores int, memory uint64, cgroups *podCgroups) *machine {
-	return &machine{Fake: cadvisortest.Fake{NodeName: nodeName}, cores: cores, memory: memory, cgroups: cgroups}
-}
 
 // MachineInfo replaces cadvisorClient.MachineInfo (pkg/kubelet/cadvisor/cadvisor_linux.go); the
 // kubelet's node status setter derives capacity from it (cadvisor.CapacityFromMachineInfo).

@@ -16,7 +16,7 @@ import (
 // The runtime boundary's pod cgroups, common to every Kubernetes minor. The methods whose
 // signatures differ between minors (cm.PodContainerManager gained klog.Logger parameters in
 // v1.35 and v1.37; cm.ResourceConfigForPod a memory reservation policy in v1.36) are the
-// exported adapters in podcgroups.v1.*.go and resources.v1.*.go, which call the unexported
+// exported adapters in podcgroups.v1.*.go, podlist.v1.*.go and resources.v1.*.go, which call the unexported
 // implementations here.
 
 // containerManager is kubemark's stub container manager with the node allocatable reservation and

@@ -2,12 +2,12 @@ package main
 
 import (
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
 )
 
 // cm.PodContainerManager as v1.33 and v1.34 declare it (pkg/kubelet/cm/types.go): no loggers.
+// GetAllPodsFromCgroups is in podlist.v1.*.go.
 
 func (m *podContainerManager) EnsureExists(pod *v1.Pod) error {
 	return m.ensureExists(klog.TODO(), pod)
@@ -17,10 +17,6 @@ func (m *podContainerManager) Destroy(name cm.CgroupName) error { return m.destr
 
 func (m *podContainerManager) ReduceCPULimits(name cm.CgroupName) error {
 	return m.reduceCPULimits(name)
-}
-
-func (m *podContainerManager) GetAllPodsFromCgroups() (map[types.UID]cm.CgroupName, error) {
-	return m.allPodsFromCgroups()
 }
 
 func (m *podContainerManager) SetPodCgroupConfig(pod *v1.Pod, rc *cm.ResourceConfig) error {

@@ -2,13 +2,12 @@ package main
 
 import (
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
 )
 
-// cm.PodContainerManager as v1.35 and v1.36 declare it (pkg/kubelet/cm/types.go): loggers on
-// every method but GetAllPodsFromCgroups.
+// cm.PodContainerManager as v1.35–v1.37 declare it (pkg/kubelet/cm/types.go): a logger on every
+// method that writes. GetAllPodsFromCgroups is in podlist.v1.*.go.
 
 func (m *podContainerManager) EnsureExists(logger klog.Logger, pod *v1.Pod) error {
 	return m.ensureExists(logger, pod)
@@ -20,10 +19,6 @@ func (m *podContainerManager) Destroy(_ klog.Logger, name cm.CgroupName) error {
 
 func (m *podContainerManager) ReduceCPULimits(_ klog.Logger, name cm.CgroupName) error {
 	return m.reduceCPULimits(name)
-}
-
-func (m *podContainerManager) GetAllPodsFromCgroups() (map[types.UID]cm.CgroupName, error) {
-	return m.allPodsFromCgroups()
 }
 
 func (m *podContainerManager) SetPodCgroupConfig(logger klog.Logger, pod *v1.Pod, rc *cm.ResourceConfig) error {
