@@ -146,7 +146,8 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
         } else {
             "windows"
         };
-        only.forbidden("", &format!("{what} pods cannot be resized"));
+        // `field.NewPath("")` prints as `[]` (`Path.String`: an unnamed element is `[index]`).
+        only.forbidden("[]", &format!("{what} pods cannot be resized"));
         return only.result(true);
     }
     if !resize_supported_by_node(old) {
@@ -186,13 +187,13 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
         validate_container_resize(o, n, &path, minor, &mut e);
     }
     for (o, n) in old_spec.containers.iter().zip(&new_spec.containers) {
-        if !only_cpu_memory_changed(o, n) {
+        if !only_cpu_memory_changed(o, n, minor) {
             e.forbidden("spec", "only cpu and memory resources are mutable");
         }
     }
     for (o, n) in olds.iter().zip(news).filter(|_| minor <= 35) {
         if is_sidecar(n) {
-            if !only_cpu_memory_changed(o, n) {
+            if !only_cpu_memory_changed(o, n, minor) {
                 e.forbidden(
                     "spec",
                     "only cpu and memory resources for sidecar containers are mutable",
@@ -209,7 +210,7 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
     }
     for (i, (o, n)) in olds.iter().zip(news).enumerate().filter(|_| minor >= 36) {
         let path = format!("spec.initContainers[{i}]");
-        if !only_cpu_memory_changed(o, n) {
+        if !only_cpu_memory_changed(o, n, minor) {
             e.forbidden(
                 path.clone(),
                 "only cpu and memory resources for init or sidecar containers are mutable",
@@ -585,19 +586,42 @@ fn removed(new: Option<&ResourceList>, old: Option<&ResourceList>) -> bool {
 
 /// `dropCPUMemoryResourcesFromContainer` + `Semantic.DeepEqual`: nothing but cpu and memory
 /// values changed (the strategy already reset every other field except `resizePolicy`).
-fn only_cpu_memory_changed(old: &Container, new: &Container) -> bool {
+fn only_cpu_memory_changed(old: &Container, new: &Container, minor: u32) -> bool {
     let (o, n) = (old.resources.as_ref(), new.resources.as_ref());
     let no_claims: &[k8s_openapi::api::core::v1::ResourceClaim] = &[];
-    same_others(
+    let old_claims = o.and_then(|r| r.claims.as_deref()).unwrap_or(no_claims);
+    let new_claims = n.and_then(|r| r.claims.as_deref()).unwrap_or(no_claims);
+    // v1.33–v1.34 `dropCPUMemoryResourcesFromContainer` drops a whole list the old container
+    // lacks (`if oldResourceList == nil { return nil }`), so anything added there passes, and
+    // keeps no claims, so an old container with claims never compares equal.
+    let legacy = minor <= 34;
+    let same_list = |old: Option<&ResourceList>, new: Option<&ResourceList>| {
+        if legacy {
+            same_others_v1_33(old, new)
+        } else {
+            same_others(old, new)
+        }
+    };
+    let claims_ok = if legacy {
+        old_claims.is_empty()
+    } else {
+        old_claims == new_claims
+    };
+    same_list(
         o.and_then(|r| r.requests.as_ref()),
         n.and_then(|r| r.requests.as_ref()),
-    ) && same_others(
+    ) && same_list(
         o.and_then(|r| r.limits.as_ref()),
         n.and_then(|r| r.limits.as_ref()),
-    ) && o.and_then(|r| r.claims.as_deref()).unwrap_or(no_claims)
-        == n.and_then(|r| r.claims.as_deref()).unwrap_or(no_claims)
+    ) && claims_ok
         && old.resize_policy.as_deref().unwrap_or(&[])
             == new.resize_policy.as_deref().unwrap_or(&[])
+}
+
+/// [`same_others`] as v1.33–v1.34 compare: a list the old container lacks (unset or empty, as
+/// stored) is never compared.
+fn same_others_v1_33(old: Option<&ResourceList>, new: Option<&ResourceList>) -> bool {
+    old.is_none_or(|l| l.is_empty()) || same_others(old, new)
 }
 
 /// The entries other than cpu and memory are the same, by value.

@@ -6,7 +6,8 @@
 //!
 //! One test plays every behaviour; each is a named check run in its own task, so one failure
 //! does not hide the others. The results go to `$RESIZE_GUARD_MATRIX_DIR/v1.N.json` (when set)
-//! for the table, and the test fails if any check failed. A check that cannot exist on a minor
+//! for the table (a detail `short — long` shows `short` in the table: how the minors differ), and
+//! the test fails if any check failed. A check that cannot exist on a minor
 //! (the node opt-out field before v1.37, drift repair where the API server refuses the drift) is
 //! recorded as not applicable, with the reason.
 //!
@@ -160,7 +161,10 @@ async fn infeasible_upstream(env: &'static Env, minor: u32) -> (String, Option<S
         assert!(!out.success, "v1.{minor} stored it: {}", out.stdout);
         let want = "node didn't have enough allocatable resources: cpu, requested: 2430, allocatable: 1930";
         assert!(out.stderr.contains(want), "{}", out.stderr);
-        return (format!("refused by the API server: \"{want}\""), None);
+        return (
+            format!("refused by the API server (PodResizeValidator) — \"{want}\""),
+            None,
+        );
     }
     assert!(out.success, "v1.{minor} refused it: {}", out.stderr);
     let p = wait_pod(&pods, "app", T, |p| {
@@ -175,7 +179,7 @@ async fn infeasible_upstream(env: &'static Env, minor: u32) -> (String, Option<S
         "Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930"
     );
     (
-        format!("stored; the kubelet marks it Infeasible: \"{message}\""),
+        format!("stored, the kubelet marks it Infeasible — \"{message}\""),
         Some(ns),
     )
 }
@@ -387,7 +391,7 @@ async fn memory_limit_decrease(env: &'static Env, minor: u32) -> String {
                 .is_some_and(|m| m.contains("memory limits cannot be decreased")),
             "{annotations}"
         );
-        return format!("refused by the API server (\"{want}\"); resize-guard steps aside");
+        return format!("refused by the API server — \"{want}\"; resize-guard steps aside");
     }
     assert!(out.success, "{}", out.stderr);
     let p = wait_pod(&pods, "app", T, |p| {
@@ -396,7 +400,7 @@ async fn memory_limit_decrease(env: &'static Env, minor: u32) -> String {
     .await
     .unwrap();
     assert_eq!(restart_count(&p), 0);
-    "256Mi → 128Mi applied in place".into()
+    "applied in place — 256Mi → 128Mi, 0 restarts".into()
 }
 
 /// Both programs read the version at start-up and export what it means.

@@ -576,7 +576,7 @@ fn static_pods_are_left_to_the_api_server_even_when_qos_changes() {
     let w = World::new(std::slice::from_ref(&old));
     assert_eq!(
         w.classify(&old, &new),
-        Verdict::Invalid("Forbidden: static pods cannot be resized".into())
+        Verdict::Invalid("[]: Forbidden: static pods cannot be resized".into())
     );
 }
 

@@ -220,7 +220,7 @@ fn static_windows_and_status_less_pods_cannot_be_resized() {
         .build();
     assert_eq!(
         check(&mirror, &mirror).unwrap_err(),
-        "Forbidden: static pods cannot be resized"
+        "[]: Forbidden: static pods cannot be resized"
     );
     let mut old = base().build();
     let status = old.status.as_mut().unwrap();
@@ -428,5 +428,26 @@ fn init_containers_before_v1_36_only_resize_sidecars() {
     assert_eq!(
         check_on(&old, &storage, 37).unwrap_err(),
         "spec.initContainers[1]: Forbidden: only cpu and memory resources for init or sidecar containers are mutable"
+    );
+}
+
+#[test]
+fn before_v1_35_a_list_the_old_container_lacks_is_not_compared() {
+    // v1.33–v1.34 dropCPUMemoryResourcesFromContainer: `if oldResourceList == nil { return nil }`.
+    let old = PodBuilder::new("ns", "p")
+        .node("n1")
+        .container(container("app"))
+        .running(0)
+        .build();
+    let new = with(&old, |s| {
+        let r = s.containers[0]
+            .resources
+            .get_or_insert_with(Default::default);
+        set(&mut r.requests, "ephemeral-storage", "1Gi");
+    });
+    assert_eq!(check_on(&old, &new, 34), Ok(()));
+    assert_eq!(
+        check_on(&old, &new, 35).unwrap_err(),
+        "spec: Forbidden: only cpu and memory resources are mutable"
     );
 }

@@ -1,7 +1,8 @@
 //! `make test-matrix`'s table: the version-sensitive suite (`webhook/tests/e2e_versions.rs`)
 //! writes one `v1.N.json` per minor (`{"kubernetes", "minor", "rows": [{"id", "behaviour",
 //! "result", "detail"}]}`); this module turns them into one Markdown table — behaviour × minor,
-//! ✓ / ✗ / n/a — and splices it into the README's "Supported versions" section between
+//! ✓ / ✗ / n/a, with the short outcome where a pass differs between minors (a detail written
+//! `short — long`) — and splices it into the README's "Supported versions" section between
 //! [`BEGIN`] and [`END`]. A minor with no results (its build or control plane failed before the
 //! suite wrote any) is a column of ✗ "no results".
 
@@ -139,7 +140,10 @@ pub fn table(results: &[(u32, Option<MinorResults>)]) -> String {
 
 fn cell(row: &Row) -> String {
     match row.result.as_str() {
-        "pass" => "✓".to_owned(),
+        "pass" => match row.detail.split_once(" — ") {
+            Some((short, _)) => format!("✓ {}", short.replace('|', "\\|")),
+            None => "✓".to_owned(),
+        },
         "n/a" => format!("n/a: {}", row.detail.replace('|', "\\|")),
         _ => format!("✗ {}", first_line(&row.detail).replace('|', "\\|")),
     }
@@ -202,6 +206,7 @@ mod tests {
                 &[
                     ("qos", "pass", "x"),
                     ("optout-field", "n/a", "arrives in v1.37"),
+                    ("memory", "pass", "refused — long"),
                 ],
             ),
             minor(
@@ -217,7 +222,8 @@ mod tests {
             table(&results),
             "| behaviour | v1.35.1 | v1.37.1 | v1.38 |\n|---|---|---|---|\n\
              | behaviour qos | ✓ | ✗ boom\\|bang | ✗ no results |\n\
-             | behaviour optout-field | n/a: arrives in v1.37 | ✓ | ✗ no results |\n"
+             | behaviour optout-field | n/a: arrives in v1.37 | ✓ | ✗ no results |\n\
+             | behaviour memory | ✓ refused | – | ✗ no results |\n"
         );
         assert!(!all_passed(&results));
         assert!(all_passed(&results[..1]));
