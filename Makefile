@@ -90,28 +90,28 @@ unit:
 	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(CARGO) test --workspace --locked
 
 # The version-sensitive suite on v1.35, the first minor where in-place resize is GA (`unit` ran it
-# on v1.37 with everything else).
+# on v1.37 with everything else). `--workspace` keeps `unit`'s feature set, so nothing recompiles.
 test-versions:
-	$(call with_k8s,1.35) $(CARGO) test --locked -p resize-guard-webhook --test e2e_versions
+	$(call with_k8s,1.35) $(CARGO) test --workspace --locked --test e2e_versions
 
 # Every minor in turn (a failing one does not stop the others; logs in target/test-matrix/), then
 # the table, printed and written into the README's "Supported versions".
 test-matrix:
 	rm -rf $(MATRIX_DIR) && mkdir -p $(MATRIX_DIR)
 	$(CARGO) build --locked -p resize-guard-harness --bin resize-guard-matrix
-	$(CARGO) test --locked -p resize-guard-webhook --test e2e_versions --test e2e_fidelity --no-run
+	$(CARGO) test --workspace --locked --test e2e_versions --test e2e_fidelity --no-run
 	@status=0; for m in $(MINORS); do \
 		start=$$(date +%s); \
 		echo "test-matrix: Kubernetes $$m …"; \
 		if $(call with_k8s,$$m) RESIZE_GUARD_MATRIX_DIR=$(MATRIX_DIR) \
-			$(CARGO) test --locked -p resize-guard-webhook --test e2e_versions -- --nocapture \
+			$(CARGO) test --workspace --locked --test e2e_versions -- --nocapture \
 			>$(MATRIX_DIR)/v$$m.log 2>&1; then \
 			echo "test-matrix: Kubernetes $$m: version-sensitive suite passed in $$(( $$(date +%s) - start ))s"; \
 		else status=1; echo "test-matrix: Kubernetes $$m: version-sensitive suite FAILED after $$(( $$(date +%s) - start ))s:"; \
 			tail -n 40 $(MATRIX_DIR)/v$$m.log; fi; \
 		start=$$(date +%s); \
 		if $(call with_k8s,$$m) RESIZE_GUARD_MATRIX_DIR=$(MATRIX_DIR) \
-			$(CARGO) test --locked -p resize-guard-webhook --test e2e_fidelity -- --nocapture \
+			$(CARGO) test --workspace --locked --test e2e_fidelity -- --nocapture \
 			resize_guard_never_contradicts_the_api_server_on_generated_resizes >$(MATRIX_DIR)/v$$m.fidelity.log 2>&1; then \
 			echo "test-matrix: Kubernetes $$m: fidelity passed in $$(( $$(date +%s) - start ))s"; \
 		else status=1; echo "test-matrix: Kubernetes $$m: fidelity FAILED after $$(( $$(date +%s) - start ))s:"; \

@@ -404,8 +404,27 @@ async fn memory_limit_decrease(env: &'static Env, minor: u32) -> String {
 }
 
 /// Both programs read the version at start-up and export what it means.
-async fn version_reported(env: &'static Env, hook: &support::Webhook, minor: u32) -> String {
-    let metrics = hook.health("/metrics").await.unwrap();
+async fn version_reported(env: &'static Env, health_ports: [u16; 2], minor: u32) -> String {
+    for port in health_ports {
+        version_metrics(env, port, minor).await;
+    }
+    format!(
+        "{} detected at start-up by the webhook and the controller (metrics, log)",
+        env.cp.version()
+    )
+}
+
+async fn version_metrics(env: &'static Env, port: u16, minor: u32) {
+    let get = |path| resize_guard_harness::install::http_get(port, path);
+    // Read in the background at start-up: wait for it (the controller may have just started).
+    let mut metrics = String::new();
+    for _ in 0..300 {
+        metrics = get("/metrics").await.unwrap();
+        if metrics.contains("resize_guard_kubernetes_info") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let info = format!(
         "resize_guard_kubernetes_info{{git_version=\"{}\",minor=\"1.{minor}\",support=\"supported\"}} 1",
         env.cp.version()
@@ -425,8 +444,7 @@ async fn version_reported(env: &'static Env, hook: &support::Webhook, minor: u32
         );
         assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
     }
-    assert!(hook.health("/readyz").await.is_ok());
-    format!("{} detected at start-up (metrics, log)", env.cp.version())
+    assert!(get("/readyz").await.is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -447,7 +465,7 @@ async fn every_version_sensitive_behaviour_on_this_minor() {
     // 1. Without resize-guard: upstream's own answers.
     let stored = std::sync::Arc::new(Mutex::new(None));
     let kept = stored.clone();
-    let before = tokio::join!(
+    tokio::join!(
         check(
             "qos-upstream",
             "QoS change, without resize-guard",
@@ -463,7 +481,6 @@ async fn every_version_sensitive_behaviour_on_this_minor() {
             }
         ),
     );
-    let _ = before;
 
     // 2. Installed from deploy/, with drift repair on.
     let hook = support::start(env, Webhooks::Mutating).await;
@@ -509,13 +526,13 @@ async fn every_version_sensitive_behaviour_on_this_minor() {
             )
         }
     };
-    let version = version_reported(env, &hook, minor);
-    let version = async {
-        let detail = version.await;
-        record("version", "version detected at start-up", "pass", detail);
-    };
+    let ports = [hook.health_port, controller.health_port];
     tokio::join!(
-        version,
+        check(
+            "version",
+            "version detected at start-up",
+            version_reported(env, ports, minor)
+        ),
         check("qos", "QoS change, with resize-guard", qos_explained(env)),
         check(
             "infeasible",
