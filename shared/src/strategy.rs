@@ -50,21 +50,7 @@ pub fn prepare_resize(old: &Pod, new: &Pod) -> Pod {
 /// pod-level resize, and v1.35 keeps the request's only with `InPlacePodLevelResourcesVerticalScaling`,
 /// alpha and off there (`pkg/registry/core/pod/strategy.go` of each minor).
 pub fn prepare_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Pod {
-    let mut out = drop_non_resize_updates(old, new);
-    if minor.is_some_and(|m| m <= 35)
-        && let (Some(spec), Some(old_spec)) = (out.spec.as_mut(), old.spec.as_ref())
-        && new.spec.as_ref().map(|s| {
-            (
-                s.containers.len(),
-                s.init_containers.as_ref().map_or(0, Vec::len),
-            )
-        }) == Some((
-            old_spec.containers.len(),
-            old_spec.init_containers.as_ref().map_or(0, Vec::len),
-        ))
-    {
-        spec.resources = old_spec.resources.clone();
-    }
+    let mut out = drop_non_resize_updates(old, new, minor);
     if let Some(spec) = out.spec.as_mut() {
         default_container_requests(spec);
         // v1.37 `PrepareForUpdate` (`PodLevelResourcesFixDefaulting`): "preserve existing PLR for
@@ -82,8 +68,9 @@ pub fn prepare_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Pod {
 
 /// `dropNonResizeUpdates`: with a different number of containers the new pod passes as it is
 /// (validation refuses it); otherwise everything but resources and resize policies comes from
-/// the old pod, and per list a renamed container leaves that list as sent.
-fn drop_non_resize_updates(old: &Pod, new: &Pod) -> Pod {
+/// the old pod, and per list a renamed container leaves that list as sent. Pod-level resources
+/// come from `new` only from v1.36 (`minor`; `None` is the newest).
+fn drop_non_resize_updates(old: &Pod, new: &Pod, minor: Option<u32>) -> Pod {
     let (Some(old_spec), Some(new_spec)) = (old.spec.as_ref(), new.spec.as_ref()) else {
         return new.clone();
     };
@@ -97,7 +84,9 @@ fn drop_non_resize_updates(old: &Pod, new: &Pod) -> Pod {
         return new.clone();
     }
     let mut spec = old_spec.clone();
-    spec.resources = new_spec.resources.clone();
+    if minor.is_none_or(|m| m >= 36) {
+        spec.resources = new_spec.resources.clone();
+    }
     spec.containers = merge_containers(&new_spec.containers, &old_spec.containers);
     spec.init_containers = new_spec.init_containers.as_ref().map(|new_inits| {
         merge_containers(

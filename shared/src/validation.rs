@@ -191,24 +191,26 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
             e.forbidden("spec", "only cpu and memory resources are mutable");
         }
     }
-    for (o, n) in olds.iter().zip(news).filter(|_| minor <= 35) {
-        if is_sidecar(n) {
-            if !only_cpu_memory_changed(o, n, minor) {
+    for (i, (o, n)) in olds.iter().zip(news).enumerate() {
+        if minor <= 35 {
+            // v1.33–v1.35: sidecars may change cpu and memory; other init containers nothing.
+            if is_sidecar(n) {
+                if !only_cpu_memory_changed(o, n, minor) {
+                    e.forbidden(
+                        "spec",
+                        "only cpu and memory resources for sidecar containers are mutable",
+                    );
+                }
+            } else if !same_requirements(o.resources.as_ref(), n.resources.as_ref())
+                || o.resize_policy != n.resize_policy
+            {
                 e.forbidden(
                     "spec",
-                    "only cpu and memory resources for sidecar containers are mutable",
+                    "resources for non-sidecar init containers are immutable",
                 );
             }
-        } else if !same_requirements(o.resources.as_ref(), n.resources.as_ref())
-            || o.resize_policy != n.resize_policy
-        {
-            e.forbidden(
-                "spec",
-                "resources for non-sidecar init containers are immutable",
-            );
+            continue;
         }
-    }
-    for (i, (o, n)) in olds.iter().zip(news).enumerate().filter(|_| minor >= 36) {
         let path = format!("spec.initContainers[{i}]");
         if !only_cpu_memory_changed(o, n, minor) {
             e.forbidden(

@@ -85,23 +85,6 @@ fn not_applicable(id: &'static str, behaviour: &'static str, why: &str) {
     record(id, behaviour, "n/a", why.to_owned());
 }
 
-/// The cpu of container `name` in the pod's spec (requests, limits).
-fn container_cpu(p: &Pod, init: bool, name: &str) -> Option<String> {
-    let spec = p.spec.as_ref()?;
-    let list = if init {
-        spec.init_containers.as_ref()?
-    } else {
-        &spec.containers
-    };
-    let c = list.iter().find(|c| c.name == name)?;
-    c.resources
-        .as_ref()?
-        .requests
-        .as_ref()?
-        .get("cpu")
-        .map(|q| q.0.clone())
-}
-
 /// The cpu the kubelet allocated to sidecar `name`.
 fn sidecar_allocated_cpu(p: &Pod, name: &str) -> Option<String> {
     p.status
@@ -188,12 +171,12 @@ async fn infeasible_upstream(env: &'static Env, minor: u32) -> (String, Option<S
 async fn infeasible_reverted(env: &'static Env, ns: String) -> String {
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
     let p = wait_pod(&pods, "app", T, |p| {
-        container_cpu(p, false, "app").as_deref() == Some("250m") && resize_pending(p).is_none()
+        spec_cpu(p).0.as_deref() == Some("250m") && resize_pending(p).is_none()
     })
     .await
     .unwrap();
     assert_eq!(allocated_cpu(&p).as_deref(), Some("250m"));
-    let reverted = support_events(env, &ns, "ResizeReverted").await;
+    let reverted = wait_events(env, &ns, "ResizeReverted").await;
     assert!(
         reverted.contains("feasibility.revertInfeasible")
             && reverted.contains("Node didn't have enough capacity"),
@@ -203,7 +186,7 @@ async fn infeasible_reverted(env: &'static Env, ns: String) -> String {
         .into()
 }
 
-async fn support_events(env: &Env, ns: &str, reason: &str) -> String {
+async fn wait_events(env: &Env, ns: &str, reason: &str) -> String {
     let mut text = String::new();
     for _ in 0..300 {
         text = env
@@ -263,7 +246,7 @@ async fn deferred_preempted(env: &'static Env) -> String {
     .await
     .unwrap();
     assert_eq!(restart_count(&app), 0, "in place");
-    let preempted = support_events(env, &ns, "Preempted").await;
+    let preempted = wait_events(env, &ns, "Preempted").await;
     // kubectl prints the object as `pod/filler` or (v1.33) `Pod/filler`.
     assert!(
         preempted
@@ -318,7 +301,7 @@ async fn optout(env: &'static Env, ns: &str, node: &str, why: &str) -> String {
     })
     .await
     .unwrap();
-    let failed = support_events(env, ns, "ResizePreemptionFailed").await;
+    let failed = wait_events(env, ns, "ResizePreemptionFailed").await;
     assert!(failed.contains(why), "{failed}");
     let filler = pods.get("filler").await.unwrap();
     assert!(

@@ -259,3 +259,35 @@ fn overcommit_and_pod_level_names_follow_upstream_helpers() {
     assert!(!is_overcommit_allowed("example.com/gpu"));
     assert!(is_pod_level_resource("hugepages-1Gi") && !is_pod_level_resource("ephemeral-storage"));
 }
+
+#[test]
+fn the_requests_pod_level_resources_count_only_from_v1_36() {
+    use k8s_openapi::api::core::v1::ResourceRequirements;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let with_pod_cpu = |cpu: &str| {
+        let mut p = PodBuilder::new("ns", "p")
+            .container(container("app").guaranteed("100m", "64Mi"))
+            .build();
+        p.spec.as_mut().unwrap().resources = Some(ResourceRequirements {
+            requests: Some([("cpu".to_owned(), Quantity(cpu.to_owned()))].into()),
+            ..Default::default()
+        });
+        p
+    };
+    let (old, new) = (with_pod_cpu("200m"), with_pod_cpu("300m"));
+    let pod_cpu = |minor| {
+        prepare_resize_on(&old, &new, minor)
+            .spec
+            .unwrap()
+            .resources
+            .unwrap()
+            .requests
+            .unwrap()["cpu"]
+            .0
+            .clone()
+    };
+    // v1.33–v1.35 dropNonResizeUpdates keep the stored pod-level resources.
+    assert_eq!(pod_cpu(Some(35)), "200m");
+    assert_eq!(pod_cpu(Some(36)), "300m");
+    assert_eq!(pod_cpu(None), "300m");
+}
