@@ -45,6 +45,23 @@ impl Stage {
     }
 }
 
+/// The warning a stage adds to a dry-run answer: its decision label, the same value as its
+/// `decision` audit annotation (audit annotations reach only the audit log). This is how
+/// `kubectl resize-guard what-if` and `check` learn what resize-guard decided, and how anyone
+/// running `kubectl patch --subresource resize --dry-run=server` sees it.
+pub fn dry_run_note(stage: Stage, decision: &str) -> String {
+    format!("{DRY_RUN_PREFIX}{} decision {decision}", stage.name())
+}
+
+/// Reads a [`dry_run_note`] back from a warning: the stage name and the decision.
+pub fn parse_dry_run_note(warning: &str) -> Option<(&str, &str)> {
+    warning
+        .strip_prefix(DRY_RUN_PREFIX)?
+        .split_once(" decision ")
+}
+
+const DRY_RUN_PREFIX: &str = "resize-guard (dry run): ";
+
 /// What the stage answers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {

@@ -20,6 +20,7 @@ pub mod fixture;
 pub mod ledger;
 pub mod node_features;
 pub mod pending;
+pub mod plan;
 pub mod pod;
 pub mod policy;
 pub mod qos;

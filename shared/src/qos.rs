@@ -226,5 +226,8 @@ pub fn effective_requests(r: Option<&ResourceRequirements>) -> ResourceList {
     out
 }
 
+mod why;
+pub use why::qos_reason;
+
 #[cfg(test)]
 mod tests;

@@ -168,17 +168,26 @@ pub struct Exclusions {
 }
 
 impl fmt::Display for Exclusions {
-    /// `2 protected by policy, 1 covered by a PodDisruptionBudget`; empty when nothing notable.
+    /// Who among the lower-priority pods was left out and by which rule, e.g. `1 protected by
+    /// policy (preemption.protectedSelector), 1 held by a PodDisruptionBudget`; empty when
+    /// nothing notable.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let protected = self.protected_namespace + self.protected_selector + self.critical;
         let mut parts = Vec::new();
-        if protected > 0 {
-            parts.push(format!(
-                "{protected} lower-priority protected by policy or critical"
-            ));
-        }
-        if self.pdb > 0 {
-            parts.push(format!("{} held by a PodDisruptionBudget", self.pdb));
+        for (n, why) in [
+            (
+                self.protected_namespace,
+                "protected by policy (preemption.protectedNamespaces)",
+            ),
+            (
+                self.protected_selector,
+                "protected by policy (preemption.protectedSelector)",
+            ),
+            (self.critical, "system-critical or mirror"),
+            (self.pdb, "held by a PodDisruptionBudget"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {why}"));
+            }
         }
         f.write_str(&parts.join(", "))
     }

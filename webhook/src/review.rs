@@ -13,7 +13,7 @@ use kube::core::admission::{
     AdmissionRequest, AdmissionResponse, AdmissionReview, ConvertAdmissionReviewError,
 };
 use resize_guard_policy::Context;
-use resize_guard_policy::admission::{Admission, Effect, admit};
+use resize_guard_policy::admission::{Admission, Effect, admit, dry_run_note};
 use resize_guard_policy::pod::node_name;
 use resize_guard_policy::verdict::clip;
 
@@ -243,13 +243,15 @@ fn judge(
             }
         }
     }
+    if req.dry_run {
+        // Audit annotations never reach the client: say the decision (what-if, check).
+        warnings.push(dry_run_note(stage, &decision));
+        event = None;
+    }
     if !warnings.is_empty() {
         resp.warnings = Some(warnings);
     }
     resp.audit_annotations = annotations;
-    if req.dry_run {
-        event = None;
-    }
     finish(resp, decision, event, uid)
 }
 

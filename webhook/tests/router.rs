@@ -519,6 +519,27 @@ async fn denials_carry_an_event_intent_except_on_dry_run() {
     let r = review(Stage::Validate, &dry, &cluster).unwrap();
     assert!(!r.allowed);
     assert!(r.event.is_none(), "no side effects on dry-run");
+    // The decision comes back as a warning (audit annotations reach only the audit log), on
+    // dry run only.
+    let warnings = |r: &resize_guard_webhook::review::Reviewed| {
+        r.review
+            .response
+            .as_ref()
+            .unwrap()
+            .warnings
+            .clone()
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        warnings(&r).last().map(String::as_str),
+        Some("resize-guard (dry run): validate decision infeasible")
+    );
+    let real = review(Stage::Validate, &body, &cluster).unwrap();
+    assert!(
+        warnings(&real).iter().all(|w| !w.contains("dry run")),
+        "{:?}",
+        warnings(&real)
+    );
 }
 
 #[tokio::test]

@@ -205,3 +205,20 @@ fn a_validation_error_is_left_to_the_api_server_by_both_stages() {
         assert_eq!(a.effect, Effect::Allow);
     }
 }
+
+#[test]
+fn the_dry_run_note_reads_back_as_stage_and_decision() {
+    let note = dry_run_note(Stage::Mutate, "deferred-preemptible");
+    assert_eq!(
+        note,
+        "resize-guard (dry run): mutate decision deferred-preemptible"
+    );
+    assert_eq!(
+        parse_dry_run_note(&note),
+        Some(("mutate", "deferred-preemptible"))
+    );
+    assert_eq!(
+        parse_dry_run_note("resize-guard: node n lacks cpu 1m"),
+        None
+    );
+}

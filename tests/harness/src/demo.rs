@@ -36,8 +36,12 @@ pub struct Demo {
 pub struct Installed {
     /// The webhook.
     pub webhook: Process,
-    /// The controller.
-    pub controller: Process,
+    /// The controller, unless stopped.
+    pub controller: Option<Process>,
+    /// The webhook's health port (`/readyz`, `/metrics`).
+    pub webhook_health: u16,
+    /// The controller's health port.
+    pub controller_health: u16,
 }
 
 impl Demo {
@@ -103,58 +107,15 @@ impl Demo {
     /// Installs resize-guard from `deploy/` and starts the webhook and the controller; returns
     /// once both are ready and the controller has injected `caBundle`.
     pub async fn install(&mut self, cp: &ControlPlane) -> anyhow::Result<Installed> {
-        let (webhook_bin, controller_bin) = (
-            bin("resize-guard-webhook")?,
-            bin("resize-guard-controller")?,
-        );
         self.say(
             "Installing resize-guard with kubectl apply -k: deploy/ as shipped, through an overlay that \
              scales its Deployments to zero and points the webhook configurations at the local webhook process …",
         );
-        let (port, wh_health, ctl_health) = (free_port()?, free_port()?, free_port()?);
-        let overlay = write_overlay(&Install {
-            webhook_url: Some(format!("https://127.0.0.1:{port}")),
-            ..Default::default()
-        })?;
-        let out = self
-            .run(&[
-                "apply",
-                "-k",
-                &overlay.display().to_string(),
-                "--server-side",
-            ])
-            .await;
-        anyhow::ensure!(out.success, "kubectl apply -k failed");
-        let _ = std::fs::remove_dir_all(&overlay);
-        // No certificate step: the controller (its leader) creates the CA and serving Secrets and
-        // injects caBundle; the webhook reads its serving Secret through the API. The only local
-        // change is the extra name on the serving certificate (the webhook is reached at
-        // 127.0.0.1 instead of through its Service).
-        let webhook = spawn(
-            cp,
-            Identity::Webhook,
-            &webhook_bin,
-            "resize-guard-webhook",
-            &[
-                format!("--tls-addr=127.0.0.1:{port}"),
-                format!("--health-addr=127.0.0.1:{wh_health}"),
-                "--namespace=resize-guard".into(),
-            ],
-        )?;
-        let controller = spawn(
-            cp,
-            Identity::Controller,
-            &controller_bin,
-            "resize-guard-controller",
-            &[
-                format!("--health-addr=127.0.0.1:{ctl_health}"),
-                "--namespace=resize-guard".into(),
-                "--identity=demo".into(),
-                "--serving-host=127.0.0.1".into(),
-            ],
-        )?;
-        wait_ready(ctl_health, &controller, T).await;
-        wait_ready(wh_health, &webhook, T).await;
+        println!("$ kubectl apply -k <overlay of deploy/> --server-side");
+        let (installed, out) = Installed::start(cp, &self.kubectl).await?;
+        for line in out.stdout.lines().chain(out.stderr.lines()) {
+            println!("  {line}");
+        }
         let bundle = self
             .kubectl
             .run([
@@ -169,10 +130,87 @@ impl Demo {
             bundle.success && !bundle.stdout.trim().is_empty(),
             "the controller injected caBundle; no certificate was prepared by hand",
         );
-        Ok(Installed {
+        Ok(installed)
+    }
+}
+
+impl Installed {
+    /// Installs resize-guard from `deploy/` (`kubectl apply -k --server-side` of an overlay that
+    /// only scales its Deployments to zero and points the webhook configuration at the local
+    /// webhook process) and starts both programs as their ServiceAccounts, the certificates
+    /// managed by the controller as shipped; returns once both are ready, with the apply's output.
+    pub async fn start(
+        cp: &ControlPlane,
+        kubectl: &Kubectl,
+    ) -> anyhow::Result<(Installed, KubectlOutput)> {
+        let (port, wh_health) = (free_port()?, free_port()?);
+        let overlay = write_overlay(&Install {
+            webhook_url: Some(format!("https://127.0.0.1:{port}")),
+            ..Default::default()
+        })?;
+        let out = kubectl
+            .run([
+                "apply",
+                "-k",
+                &overlay.display().to_string(),
+                "--server-side",
+            ])
+            .await?;
+        let _ = std::fs::remove_dir_all(&overlay);
+        anyhow::ensure!(out.success, "kubectl apply -k failed: {}", out.stderr);
+        // No certificate step: the controller (its leader) creates the CA and serving Secrets and
+        // injects caBundle; the webhook reads its serving Secret through the API. The only local
+        // change is the extra name on the serving certificate (the webhook is reached at
+        // 127.0.0.1 instead of through its Service).
+        let webhook = spawn(
+            cp,
+            Identity::Webhook,
+            &bin("resize-guard-webhook")?,
+            "resize-guard-webhook",
+            &[
+                format!("--tls-addr=127.0.0.1:{port}"),
+                format!("--health-addr=127.0.0.1:{wh_health}"),
+                "--namespace=resize-guard".into(),
+            ],
+        )?;
+        let mut installed = Installed {
             webhook,
-            controller,
-        })
+            controller: None,
+            webhook_health: wh_health,
+            controller_health: 0,
+        };
+        installed.start_controller(cp).await?;
+        wait_ready(wh_health, &installed.webhook, T).await;
+        Ok((installed, out))
+    }
+
+    /// (Re)starts the controller as its ServiceAccount and waits until it is ready.
+    pub async fn start_controller(&mut self, cp: &ControlPlane) -> anyhow::Result<()> {
+        self.stop_controller();
+        let health = free_port()?;
+        let controller = spawn(
+            cp,
+            Identity::Controller,
+            &bin("resize-guard-controller")?,
+            "resize-guard-controller",
+            &[
+                format!("--health-addr=127.0.0.1:{health}"),
+                "--namespace=resize-guard".into(),
+                "--identity=demo".into(),
+                "--serving-host=127.0.0.1".into(),
+            ],
+        )?;
+        wait_ready(health, &controller, T).await;
+        self.controller = Some(controller);
+        self.controller_health = health;
+        Ok(())
+    }
+
+    /// Stops the controller (SIGTERM: it releases its Lease on the way out).
+    pub fn stop_controller(&mut self) {
+        if let Some(mut c) = self.controller.take() {
+            c.stop(Duration::from_secs(30));
+        }
     }
 }
 
@@ -195,10 +233,17 @@ pub fn init() {
 pub fn bin(name: &str) -> anyhow::Result<PathBuf> {
     let dir = match std::env::var_os("RESIZE_GUARD_BIN_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => std::env::current_exe()?
-            .parent()
-            .map(PathBuf::from)
-            .ok_or_else(|| anyhow::anyhow!("the demo binary has no directory"))?,
+        None => {
+            let exe = std::env::current_exe()?;
+            let dir = exe
+                .parent()
+                .ok_or_else(|| anyhow::anyhow!("the running binary has no directory"))?;
+            // Test executables live in `<target>/debug/deps`, the programs one level up.
+            match dir.file_name() {
+                Some(d) if d == "deps" => dir.parent().unwrap_or(dir).to_path_buf(),
+                _ => dir.to_path_buf(),
+            }
+        }
     };
     let p = dir.join(name);
     anyhow::ensure!(

@@ -47,6 +47,39 @@ impl Kubectl {
         })
     }
 
+    /// Runs `kubectl <args>` with `plugins` first on `PATH`, so kubectl finds plugins there
+    /// (`kubectl resize-guard …` runs `kubectl-resize_guard`). The kubeconfig goes through
+    /// `KUBECONFIG`: kubectl hands a plugin everything after its name, and does not look a plugin
+    /// up behind a leading flag.
+    pub async fn plugin<I, S>(
+        &self,
+        plugins: &std::path::Path,
+        args: I,
+    ) -> anyhow::Result<KubectlOutput>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut dirs = vec![plugins.to_path_buf()];
+        dirs.extend(std::env::split_paths(&path));
+        let out = tokio::process::Command::new(&self.bin)
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("PATH", std::env::join_paths(dirs)?)
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null())
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .output()
+            .await?;
+        Ok(KubectlOutput {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
     /// `kubectl patch pod NAME -n NS --subresource resize -p PATCH`.
     pub async fn resize(&self, ns: &str, pod: &str, patch: &str) -> anyhow::Result<KubectlOutput> {
         self.run([

@@ -1,0 +1,152 @@
+//! A `pods/resize` PATCH sent as a server-side dry run (`dryRun=All`), answered by the real API
+//! server: its built-in validation, admission plugins and webhooks all run, nothing is stored
+//! and no Event is recorded (resize-guard's webhooks are `sideEffects: NoneOnDryRun`). The
+//! answer keeps what the typed client drops: the `Warning` headers, where resize-guard's
+//! warnings and its dry-run decision come back.
+
+use anyhow::Context as _;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use kube::Client;
+use resize_guard_policy::admission::parse_dry_run_note;
+use serde::Serialize;
+
+/// The API server's answer to a dry-run resize.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    /// Accepted (HTTP 2xx).
+    pub accepted: bool,
+    /// The HTTP status code.
+    pub code: u16,
+    /// The refusal message, when refused.
+    pub message: Option<String>,
+    /// Warnings, in order, without resize-guard's dry-run decision notes.
+    pub warnings: Vec<String>,
+    /// resize-guard's decisions, per webhook stage that answered.
+    pub decisions: Vec<StageDecision>,
+}
+
+/// One webhook stage's decision, from its dry-run note.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StageDecision {
+    /// `mutate` or `validate`.
+    pub stage: String,
+    /// The decision label (its `decision` audit annotation).
+    pub decision: String,
+}
+
+impl Answer {
+    /// Whether any resize-guard webhook answered (a decision came back, or a denial by it).
+    pub fn reached_resize_guard(&self) -> bool {
+        !self.decisions.is_empty()
+            || self
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains(".resize-guard.io\" denied the request"))
+    }
+}
+
+/// PATCHes `patch` (strategic merge) onto pod `namespace/name`'s resize subresource, dry run.
+pub async fn resize(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    patch: &serde_json::Value,
+) -> anyhow::Result<Answer> {
+    let uri = format!(
+        "/api/v1/namespaces/{namespace}/pods/{name}/resize?dryRun=All&fieldManager=kubectl-resize-guard"
+    );
+    let body = serde_json::to_vec(patch).context("encoding the resize patch")?;
+    let request = http::Request::patch(uri)
+        .header(
+            http::header::CONTENT_TYPE,
+            "application/strategic-merge-patch+json",
+        )
+        .header(http::header::ACCEPT, "application/json")
+        .body(kube::client::Body::from(body))
+        .context("building the dry-run request")?;
+    let response = client
+        .send(request)
+        .await
+        .with_context(|| format!("sending a dry-run resize of pod {namespace}/{name}"))?;
+    let code = response.status().as_u16();
+    let all: Vec<String> = response
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(warning_text)
+        .collect();
+    let bytes = response
+        .into_body()
+        .collect_bytes()
+        .await
+        .context("reading the API server's answer")?;
+    let accepted = (200..300).contains(&code);
+    let message = (!accepted).then(|| {
+        serde_json::from_slice::<Status>(&bytes)
+            .ok()
+            .and_then(|s| s.message)
+            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned())
+    });
+    let mut warnings = Vec::new();
+    let mut decisions = Vec::new();
+    for w in all {
+        match parse_dry_run_note(&w) {
+            Some((stage, decision)) => decisions.push(StageDecision {
+                stage: stage.to_owned(),
+                decision: decision.to_owned(),
+            }),
+            None => warnings.push(w),
+        }
+    }
+    Ok(Answer {
+        accepted,
+        code,
+        message,
+        warnings,
+        decisions,
+    })
+}
+
+/// The text of one `Warning` header value (RFC 9111 §5.5: `299 - "text"`, the text a quoted
+/// string), as the API server writes them (`k8s.io/apiserver/pkg/endpoints/handlers/warning`).
+pub fn warning_text(header: &str) -> Option<String> {
+    let rest = header.trim();
+    let start = rest.find('"')?;
+    let quoted = rest[start + 1..].strip_suffix('"').or_else(|| {
+        // A warn-date may follow the text: cut at the last quote.
+        let end = rest.rfind('"')?;
+        (end > start).then(|| &rest[start + 1..end])
+    })?;
+    let mut out = String::with_capacity(quoted.len());
+    let mut chars = quoted.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(next) = chars.next() {
+                out.push(next);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warning_headers_unquote_like_kubectl_prints_them() {
+        assert_eq!(
+            warning_text(r#"299 - "resize-guard: node n lacks cpu 120m""#).as_deref(),
+            Some("resize-guard: node n lacks cpu 120m")
+        );
+        assert_eq!(
+            warning_text(r#"299 - "say \"hi\" \\ bye""#).as_deref(),
+            Some(r#"say "hi" \ bye"#)
+        );
+        assert_eq!(warning_text("299 - no quotes"), None);
+    }
+}

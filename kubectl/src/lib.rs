@@ -1,0 +1,143 @@
+//! # kubectl resize-guard
+//!
+//! A kubectl plugin (krew naming: the binary `kubectl-resize_guard` on `PATH` is run as
+//! `kubectl resize-guard`) that answers "why is this resize stuck, and what would make it go?"
+//! where operators already work. Every judgement is resize-guard's own: the plugin reads the
+//! cluster once ([`facts`]) and hands the same inputs to `resize_guard_policy` that the webhook
+//! and the controller use, so it cannot disagree with them.
+//!
+//! - [`explain`]: one pod — QoS and why, the node's ledger, the pending resize, the decision,
+//!   the recorded plan, the Events.
+//! - [`what_if`]: a resize tried as a server-side dry run ([`dry_run`]), plus the local plan.
+//! - [`status`]: every pending resize, highest priority first.
+//! - [`check`]: install health, `linkerd check` style.
+//!
+//! Read-only except `what-if`'s dry run; `explain` and `status` need only `get`/`list`.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod args;
+pub mod check;
+pub mod connection;
+pub mod dry_run;
+pub mod explain;
+pub mod facts;
+pub mod judgement;
+pub mod status;
+pub mod table;
+pub mod what_if;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use crate::args::{Cli, Command, Output};
+use crate::connection::Connection;
+use crate::facts::{Judge, LeaseState};
+
+/// Runs the command; returns the exit status (0 done, 1 a failed check or a refused what-if).
+pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+    let out = cli.global.output;
+    let conn = Connection::open(&cli.global).await?;
+    match cli.command {
+        Command::Explain { pod } => {
+            let name = facts::pod_name(&pod)?;
+            let p = facts::pod(&conn, &conn.namespace, name).await?;
+            let judge = Judge::load(&conn).await;
+            let mut notes = judge.notes.clone();
+            let ledger = match resize_guard_policy::pod::node_name(&p) {
+                Some(n) => facts::ledger(&conn, n).await?,
+                None => None,
+            };
+            let lease = controller_lease(&conn, &mut notes).await;
+            let events = facts::events(&conn, &p).await.unwrap_or_else(|e| {
+                notes.push(format!("{e:#}"));
+                Vec::new()
+            });
+            let ctx = judge.context(ledger.as_ref());
+            let mut x = explain::explain(
+                &p,
+                ledger.as_ref(),
+                &ctx,
+                lease.as_ref(),
+                &events,
+                Timestamp::now(),
+            );
+            x.notes = notes;
+            print(out, &x, |x| explain::render_text(x, out == Output::Wide))?;
+            Ok(0)
+        }
+        Command::WhatIf(args) => {
+            let name = facts::pod_name(&args.pod)?;
+            let p = facts::pod(&conn, &conn.namespace, name).await?;
+            let proposal = what_if::propose(&p, &args)?;
+            let judge = Judge::load(&conn).await;
+            let ledger = match resize_guard_policy::pod::node_name(&p) {
+                Some(n) => facts::ledger(&conn, n).await?,
+                None => None,
+            };
+            let answer =
+                dry_run::resize(&conn.client, &conn.namespace, name, &proposal.patch).await?;
+            let ctx = judge.context(ledger.as_ref());
+            let report = what_if::Report {
+                pod: format!("{}/{name}", conn.namespace),
+                container: proposal.container.clone(),
+                changes: proposal.changes.clone(),
+                plan: what_if::local_plan(&p, &proposal, &ctx),
+                command: what_if::command(&conn.namespace, name, &proposal),
+                api_server: answer,
+            };
+            print(out, &report, what_if::render_text)?;
+            Ok(if report.api_server.accepted { 0 } else { 1 })
+        }
+        Command::Status { all_namespaces } => {
+            let namespace = cli.global.namespace.as_deref().filter(|_| !all_namespaces);
+            let judge = Judge::load(&conn).await;
+            let mut notes = judge.notes.clone();
+            let lease = controller_lease(&conn, &mut notes).await;
+            let rows =
+                status::collect(&conn, namespace, &judge, lease.as_ref(), Timestamp::now()).await?;
+            print(out, &rows, |rows| {
+                let mut text = status::render_text(rows, namespace.is_none(), out == Output::Wide);
+                for n in &notes {
+                    text.push_str(&format!("note: {n}\n"));
+                }
+                text
+            })?;
+            Ok(0)
+        }
+        Command::Check(args) => {
+            let lines = check::run(&conn, &args).await;
+            let failed = lines.iter().any(|l| l.mark == table::Mark::Fail);
+            print(out, &lines, |l| check::render_text(l))?;
+            Ok(i32::from(failed))
+        }
+    }
+}
+
+/// The controller's Lease, or a note saying why it could not be read.
+async fn controller_lease(conn: &Connection, notes: &mut Vec<String>) -> Option<LeaseState> {
+    match facts::lease(conn).await {
+        Ok(Some(l)) => Some(LeaseState::of(&l, Timestamp::now())),
+        Ok(None) => Some(LeaseState {
+            holder: None,
+            renewed_ago: None,
+            duration: None,
+        }),
+        Err(e) => {
+            notes.push(format!("{e:#}"));
+            None
+        }
+    }
+}
+
+fn print<T: Serialize + ?Sized>(
+    out: Output,
+    value: &T,
+    text: impl FnOnce(&T) -> String,
+) -> anyhow::Result<()> {
+    match out {
+        Output::Json => println!("{}", serde_json::to_string_pretty(value)?),
+        Output::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
+        Output::Text | Output::Wide => print!("{}", text(value)),
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! `kubectl resize-guard status`: every pod whose resize the kubelet has not finished —
+//! `PodResizePending` (Deferred, Infeasible) or `PodResizeInProgress` — with its node, how long
+//! it has waited and what resize-guard will do about it, highest priority first (the order the
+//! kubelet retries Deferred resizes in and the order an operator should look).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
+use resize_guard_policy::assess;
+use resize_guard_policy::ledger::NodeLedger;
+use resize_guard_policy::pod::{self, PodKey};
+use serde::Serialize;
+
+use crate::connection::Connection;
+use crate::facts::{Judge, LeaseState, ago, ledger};
+use crate::judgement::{DecisionView, decision_view};
+use crate::table::{age, render};
+
+/// One pending resize.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Node.
+    pub node: String,
+    /// Priority.
+    pub priority: i32,
+    /// `Deferred`, `Infeasible` or `InProgress`.
+    pub state: String,
+    /// Since the condition last changed.
+    pub age: String,
+    /// The kubelet's message.
+    pub message: String,
+    /// What resize-guard decides.
+    pub decision: DecisionView,
+    #[serde(skip)]
+    since_seconds: u64,
+}
+
+/// The pods with a pending resize in `namespace` (all when `None`), judged.
+pub async fn collect(
+    conn: &Connection,
+    namespace: Option<&str>,
+    judge: &Judge,
+    lease: Option<&LeaseState>,
+    now: Timestamp,
+) -> anyhow::Result<Vec<Row>> {
+    let api: Api<Pod> = match namespace {
+        Some(ns) => Api::namespaced(conn.client.clone(), ns),
+        None => Api::all(conn.client.clone()),
+    };
+    let pods = api.list(&ListParams::default()).await?.items;
+    let mut ledgers: BTreeMap<String, Option<NodeLedger>> = BTreeMap::new();
+    let mut rows = Vec::new();
+    for p in pods.iter() {
+        let Some((state, message, since)) = pending(p) else {
+            continue;
+        };
+        let node = pod::node_name(p).unwrap_or_default().to_owned();
+        if !ledgers.contains_key(&node) {
+            let l = if node.is_empty() {
+                None
+            } else {
+                ledger(conn, &node).await?
+            };
+            ledgers.insert(node.clone(), l);
+        }
+        let l = ledgers.get(&node).and_then(Option::as_ref);
+        let ctx = judge.context(l);
+        let decision = decision_view(&assess(p, &ctx), &ctx, lease);
+        let key = PodKey::of(p);
+        let waited = since.map(|t| ago(t, now)).unwrap_or_default();
+        rows.push(Row {
+            namespace: key.namespace,
+            name: key.name,
+            node,
+            priority: pod::priority(p),
+            state,
+            age: since.map(|_| age(waited)).unwrap_or_default(),
+            message,
+            decision,
+            since_seconds: waited.as_secs(),
+        });
+    }
+    rows.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(b.since_seconds.cmp(&a.since_seconds))
+            .then_with(|| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)))
+    });
+    Ok(rows)
+}
+
+/// The pod's unfinished resize: state, kubelet message and since when.
+fn pending(p: &Pod) -> Option<(String, String, Option<Timestamp>)> {
+    let conditions = p.status.as_ref()?.conditions.as_ref()?;
+    let c = conditions
+        .iter()
+        .find(|c| c.type_ == "PodResizePending" && c.status == "True")
+        .or_else(|| {
+            conditions
+                .iter()
+                .find(|c| c.type_ == "PodResizeInProgress" && c.status == "True")
+        })?;
+    let state = match c.type_.as_str() {
+        "PodResizeInProgress" => "InProgress".to_owned(),
+        _ => c.reason.clone().unwrap_or_else(|| "Pending".into()),
+    };
+    Some((
+        state,
+        c.message.clone().unwrap_or_default(),
+        c.last_transition_time.as_ref().map(|t| t.0),
+    ))
+}
+
+/// The text form; `wide` adds the kubelet's message.
+pub fn render_text(rows: &[Row], all_namespaces: bool, wide: bool) -> String {
+    if rows.is_empty() {
+        return "No pending resizes.\n".to_owned();
+    }
+    let mut headers = vec![];
+    if all_namespaces {
+        headers.push("NAMESPACE");
+    }
+    headers.extend(["NAME", "NODE", "PRIORITY", "RESIZE", "AGE", "RESIZE-GUARD"]);
+    if wide {
+        headers.push("KUBELET");
+    }
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let mut row = vec![];
+            if all_namespaces {
+                row.push(r.namespace.clone());
+            }
+            row.extend([
+                r.name.clone(),
+                r.node.clone(),
+                r.priority.to_string(),
+                r.state.clone(),
+                r.age.clone(),
+                r.decision.short.clone(),
+            ]);
+            if wide {
+                row.push(r.message.clone());
+            }
+            row
+        })
+        .collect();
+    render(&headers, &table)
+}

@@ -1,0 +1,643 @@
+//! `kubectl resize-guard` end to end, run through the real `kubectl` v1.37.2 (which finds the
+//! plugin on `PATH`, as krew installs it) against a real kube-apiserver with hollow nodes
+//! (upstream's kubelet), resize-guard installed from `deploy/` with both programs as their
+//! ServiceAccounts and the certificates managed by the controller, as shipped.
+//!
+//! One test, in phases, because the later phases break the install on purpose:
+//! 1. `check` on the healthy install: every line ✓, exit 0.
+//! 2. The field test: `what-if` for a QoS-changing, an Infeasible and a Deferred resize.
+//! 3. Deferred with no possible victim, once per reason (no strictly-lower-priority pod,
+//!    `preemptionPolicy: Never`, a PodDisruptionBudget, a protected namespace, the protected
+//!    label, a node opted out, `maxVictimsPerResize`): `explain` names the reason and the
+//!    controller's `ResizePreemptionFailed` Event; `status` lists them all, by priority.
+//! 4. No leader: `check` says so (✗, exit 1); a Deferred resize with a victim waits, and
+//!    `explain` and `status` show whom resize-guard will preempt once a controller leads.
+//! 5. `check` on broken installs — a wrong `caBundle`, an expired serving certificate — each ✗
+//!    with its fix and exit 1; then the controller comes back, repairs both and preempts for the
+//!    waiting resize: `check` is green again and `explain` shows `PreemptingForResize`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use resize_guard_harness::demo::Installed;
+use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::install::{policy_has, set_policy, wait_policy};
+use resize_guard_harness::kubectl::KubectlOutput;
+use resize_guard_harness::objects::*;
+use serde_json::json;
+
+const T: Duration = Duration::from_secs(60);
+
+/// The directory holding the plugin binary cargo built for this test.
+fn plugin_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_kubectl-resize_guard"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `kubectl resize-guard <args>`.
+async fn rg(env: &Env, args: &[&str]) -> KubectlOutput {
+    let mut all = vec!["resize-guard"];
+    all.extend_from_slice(args);
+    env.kubectl().plugin(&plugin_dir(), all).await.unwrap()
+}
+
+/// Runs `kubectl resize-guard <args>` until its stdout contains `want` (the system has had its
+/// chance once it does); panics with the last output after `T`.
+async fn rg_until(env: &Env, args: &[&str], want: &str) -> KubectlOutput {
+    let deadline = Instant::now() + T;
+    loop {
+        let out = rg(env, args).await;
+        if out.stdout.contains(want) {
+            return out;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl resize-guard {args:?} never said {want:?}:\n{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// The line of `text` that starts with `prefix` (after indentation).
+fn line<'a>(text: &'a str, prefix: &str) -> &'a str {
+    text.lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{text}"))
+}
+
+/// The cells of a table row (kubectl pads columns with at least three spaces).
+fn cells(row: &str) -> Vec<&str> {
+    row.split("   ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// A namespace, a hollow node with `cpu` allocatable and running Guaranteed pods.
+async fn scenario(
+    env: &Env,
+    ns: &str,
+    node_cpu: &str,
+    pods: &[(&str, &str, &str, &str)],
+) -> (String, Api<Pod>) {
+    let node = env.node("n", node_cpu, "3Gi").await;
+    let api: Api<Pod> = Api::namespaced(env.client().await, ns);
+    create_all(&api, &node, pods).await.unwrap();
+    (node, api)
+}
+
+/// Resizes `app` to `cpu` and waits until the kubelet defers it.
+async fn defer(env: &Env, ns: &str, pods: &Api<Pod>, cpu: &str) {
+    env.resize_cpu(ns, "app", cpu).await;
+    let p = wait_pod(pods, "app", T, |p| resize_pending(p).is_some())
+        .await
+        .unwrap();
+    assert_eq!(resize_pending(&p).unwrap().0, "Deferred", "{ns}");
+}
+
+async fn label(pods: &Api<Pod>, name: &str, key: &str, value: &str) {
+    pods.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {key: value}}})),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_subcommand_on_the_field_test_and_check_on_healthy_and_broken_installs() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let (mut installed, _) = Installed::start(&env.cp, &env.kubectl()).await.unwrap();
+    env.priority_class("mid-never", 10_000, true).await;
+
+    // The namespaces first: the policy protects one of them by name.
+    let names = [
+        "field", "equal", "never", "pdb", "protns", "label", "optout", "toomany",
+    ];
+    let mut ns = std::collections::BTreeMap::new();
+    for n in names {
+        ns.insert(n, env.namespace(n).await);
+    }
+    set_policy(
+        env,
+        &format!(
+            "preemption:\n  maxVictimsPerResize: 2\n  protectedNamespaces: [kube-system, {}]\n",
+            ns["protns"]
+        ),
+    )
+    .await;
+    for p in [&installed.webhook, installed.controller.as_ref().unwrap()] {
+        wait_policy(p, |l| policy_has(l, "maxVictimsPerResize: 2")).await;
+    }
+
+    // The field test and one scenario per reason, each on its own node (1930m allocatable).
+    let field = [
+        ("filler", "low", "1500m", "256Mi"),
+        ("app", "high", "250m", "256Mi"),
+    ];
+    let (field_node, field_pods) = scenario(env, &ns["field"], "1930m", &field).await;
+    let stuck = futures::future::join_all(
+        [
+            (
+                "equal",
+                vec![
+                    ("filler", "high", "1500m", "256Mi"),
+                    ("app", "high", "250m", "256Mi"),
+                ],
+            ),
+            (
+                "never",
+                vec![
+                    ("filler", "low", "1500m", "256Mi"),
+                    ("app", "mid-never", "250m", "256Mi"),
+                ],
+            ),
+            ("pdb", field.to_vec()),
+            ("protns", field.to_vec()),
+            ("label", field.to_vec()),
+            ("optout", field.to_vec()),
+            (
+                "toomany",
+                vec![
+                    ("f0", "low", "500m", "64Mi"),
+                    ("f1", "low", "500m", "64Mi"),
+                    ("f2", "low", "500m", "64Mi"),
+                    ("app", "high", "250m", "64Mi"),
+                ],
+            ),
+        ]
+        .map(|(name, pods)| {
+            let ns = ns[name].clone();
+            async move {
+                let (node, api) = scenario(env, &ns, "1930m", &pods).await;
+                (name, ns, node, api)
+            }
+        }),
+    )
+    .await;
+
+    // kube-apiserver picks up webhook configurations asynchronously: wait until `check`'s own
+    // dry-run probe reaches resize-guard.
+    let probe = format!("--probe-pod={}/app", ns["field"]);
+    rg_until(env, &["check", &probe], "reached resize-guard").await;
+
+    // 1. check, healthy.
+    let out = rg(env, &["check", &probe]).await;
+    println!("{}", out.stdout);
+    assert!(out.success, "{}\n{}", out.stdout, out.stderr);
+    let hooks: Api<MutatingWebhookConfiguration> = Api::all(env.client().await);
+    let config = hooks.get("resize-guard").await.unwrap();
+    let url = config.webhooks.as_ref().unwrap()[0]
+        .client_config
+        .url
+        .clone()
+        .unwrap();
+    let served = url
+        .trim_start_matches("https://")
+        .trim_end_matches("/mutate")
+        .to_owned();
+    let healthy = [
+        "kubernetes\n----------\n✓ Kubernetes v1.37.2 is supported (v1.33–v1.37 are tested)\n".to_owned(),
+        "✓ MutatingWebhookConfiguration resize-guard present: mutate.resize-guard.io\n".to_owned(),
+        format!("✓ mutate.resize-guard.io calls {url} (a URL, not a Service)\n"),
+        format!("✓ mutate.resize-guard.io's caBundle verifies the certificate served at {served}\n"),
+        format!("✓ the certificate served at {served} is valid for 89d more\n"),
+        format!(
+            "✓ a dry-run resize of pod {}/app reached resize-guard (mutate decision no-change)\n",
+            ns["field"]
+        ),
+        "✓ ConfigMap resize-guard/resize-guard parses: mode enforce, qos.onChange reject, preemption on (max 2 victims)\n".to_owned(),
+        "✓ ServiceAccount resize-guard/resize-guard-webhook has the 12 permissions it needs and none of 8 it must not have\n".to_owned(),
+        "✓ ServiceAccount resize-guard/resize-guard-controller has the 24 permissions it needs and none of 9 it must not have\n".to_owned(),
+        "\nStatus check results are ✓\n".to_owned(),
+    ];
+    for want in &healthy {
+        assert!(
+            out.stdout.contains(want.as_str()),
+            "missing {want:?} in:\n{}",
+            out.stdout
+        );
+    }
+    assert!(
+        line(
+            &out.stdout,
+            "✓ demo leads (Lease resize-guard/resize-guard-controller renewed "
+        )
+        .ends_with(" ago)"),
+        "{}",
+        out.stdout
+    );
+    let json_out = rg(env, &["check", &probe, "-o", "json"]).await;
+    let lines: serde_json::Value = serde_json::from_str(&json_out.stdout).unwrap();
+    assert!(
+        lines.as_array().unwrap().iter().all(|l| l["mark"] == "ok"),
+        "{lines}"
+    );
+
+    // 2. The field test's walls, tried first with what-if.
+    let f = &ns["field"];
+    let out = rg(
+        env,
+        &[
+            "what-if",
+            "app",
+            "-n",
+            f,
+            "--cpu",
+            "500m",
+            "--requests-only",
+        ],
+    )
+    .await;
+    println!("{}", out.stdout);
+    assert!(!out.success, "a refused resize exits 1");
+    assert!(
+        line(&out.stdout, "API server: refused (HTTP 403): admission webhook \"mutate.resize-guard.io\" denied the request: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable")
+            .contains("container app: cpu request 500m ≠ limit 250m"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(line(&out.stdout, "Plan:"), "Plan: qos-change");
+    assert_eq!(
+        line(&out.stdout, "kubectl patch"),
+        format!(
+            r#"kubectl patch pod app -n {f} --subresource resize --type strategic -p '{{"spec":{{"containers":[{{"name":"app","resources":{{"requests":{{"cpu":"500m"}}}}}}]}}}}'"#
+        )
+    );
+
+    let out = rg(env, &["what-if", "app", "-n", f, "--cpu", "2430m"]).await;
+    println!("{}", out.stdout);
+    assert!(!out.success);
+    assert!(
+        line(&out.stdout, "API server: refused (HTTP 403)").contains(&format!(
+            "resize-guard: this resize can never fit on node {field_node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m"
+        )),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(line(&out.stdout, "Plan:"), "Plan: infeasible");
+    assert_eq!(
+        line(&out.stdout, "the resize can never fit"),
+        format!(
+            "the resize can never fit on node {field_node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m. No preemption can help."
+        )
+    );
+
+    let out = rg(env, &["what-if", "app", "-n", f, "--cpu", "550m"]).await;
+    println!("{}", out.stdout);
+    assert!(out.success, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        line(&out.stdout, "Resize pod"),
+        format!(
+            "Resize pod {f}/app, container app: cpu request 250m → 550m, cpu limit 250m → 550m"
+        )
+    );
+    assert_eq!(
+        line(&out.stdout, "API server:"),
+        "API server: accepted (dry run: nothing was changed)"
+    );
+    assert_eq!(
+        line(&out.stdout, "Warning:"),
+        format!(
+            "Warning: resize-guard: node {field_node} lacks cpu 120m; the resize will be Deferred; resize-guard will preempt {f}/filler"
+        )
+    );
+    assert_eq!(
+        line(&out.stdout, "resize-guard's mutate webhook decided:"),
+        "resize-guard's mutate webhook decided: deferred-preemptible"
+    );
+    assert_eq!(line(&out.stdout, "Plan:"), "Plan: deferred-preemptible");
+    assert_eq!(
+        cells(line(&out.stdout, &format!("{f}/filler"))),
+        [format!("{f}/filler").as_str(), "100", "1500m", "256Mi"]
+    );
+    assert_eq!(
+        field_pods.get("app").await.unwrap().metadata.generation,
+        Some(1),
+        "what-if changed nothing"
+    );
+
+    // 3. Deferred, and no pod can be preempted: one scenario per reason.
+    for (name, ns, node, api) in &stuck {
+        match *name {
+            "pdb" => {
+                let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+                    "metadata": {"name": "keep-filler"},
+                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"role": "filler"}}},
+                }))
+                .unwrap();
+                label(api, "filler", "role", "filler").await;
+                Api::<PodDisruptionBudget>::namespaced(env.client().await, ns)
+                    .create(&PostParams::default(), &pdb)
+                    .await
+                    .unwrap();
+            }
+            "label" => label(api, "filler", "resize-guard.io/protected", "true").await,
+            "optout" => {
+                Api::<k8s_openapi::api::core::v1::Node>::all(env.client().await)
+                    .patch(
+                        node,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"metadata": {"labels": {"resize-guard.io/preemption": "disabled"}}})),
+                    )
+                    .await
+                    .unwrap();
+            }
+            _ => {}
+        }
+    }
+    futures::future::join_all(stuck.iter().map(|(name, ns, _, api)| async move {
+        let cpu = if *name == "toomany" { "1431m" } else { "550m" };
+        defer(env, ns, api, cpu).await;
+    }))
+    .await;
+    let reasons = [
+        (
+            "equal",
+            "NoLowerPriorityPods",
+            "no pod on node {node} with priority below 1000000 can be preempted",
+        ),
+        (
+            "never",
+            "PreemptionPolicyNever",
+            "the pod has preemptionPolicy: Never, so it may not preempt others",
+        ),
+        (
+            "pdb",
+            "NoLowerPriorityPods",
+            "no pod on node {node} with priority below 1000000 can be preempted (1 held by a PodDisruptionBudget)",
+        ),
+        (
+            "protns",
+            "NoLowerPriorityPods",
+            "no pod on node {node} with priority below 1000000 can be preempted (1 protected by policy (preemption.protectedNamespaces))",
+        ),
+        (
+            "label",
+            "NoLowerPriorityPods",
+            "no pod on node {node} with priority below 1000000 can be preempted (1 protected by policy (preemption.protectedSelector))",
+        ),
+        (
+            "optout",
+            "NodeOptedOut",
+            "node {node} is labelled resize-guard.io/preemption=disabled",
+        ),
+        (
+            "toomany",
+            "TooManyVictims",
+            "making room takes 3 victims, more than preemption.maxVictimsPerResize (2)",
+        ),
+    ];
+    for (name, reason, why) in reasons {
+        let (_, ns, node, _) = stuck.iter().find(|s| s.0 == name).unwrap();
+        let out = rg_until(env, &["explain", "app", "-n", ns], "ResizePreemptionFailed").await;
+        println!("{}", out.stdout);
+        assert!(out.success, "{}", out.stderr);
+        assert_eq!(
+            line(&out.stdout, "resize-guard:"),
+            "resize-guard: deferred-stuck",
+            "{name}"
+        );
+        let why = why.replace("{node}", node);
+        assert!(
+            line(&out.stdout, &format!("node {node} lacks cpu"))
+                .ends_with(&format!(", and resize-guard cannot make room: {why}.")),
+            "{name}: {why}\n{}",
+            out.stdout
+        );
+        assert!(line(&out.stdout, "fix:").len() > 10, "{}", out.stdout);
+        assert!(
+            line(&out.stdout, "Resize: Deferred (PodResizePending), for ").len() > 10,
+            "{}",
+            out.stdout
+        );
+        assert!(
+            line(
+                &out.stdout,
+                "kubelet: Node didn't have enough resource: cpu, requested: "
+            )
+            .len()
+                > 10
+        );
+        let json_out = rg(env, &["explain", "app", "-n", ns, "-o", "json"]).await;
+        let x: serde_json::Value = serde_json::from_str(&json_out.stdout).unwrap();
+        assert_eq!(x["decision"]["reason"], reason, "{name}: {x}");
+    }
+    let out = rg(env, &["status", "-A"]).await;
+    println!("{}", out.stdout);
+    assert_eq!(
+        cells(out.stdout.lines().next().unwrap()),
+        [
+            "NAMESPACE",
+            "NAME",
+            "NODE",
+            "PRIORITY",
+            "RESIZE",
+            "AGE",
+            "RESIZE-GUARD"
+        ]
+    );
+    for (name, _, _) in reasons {
+        let (_, ns, node, _) = stuck.iter().find(|s| s.0 == name).unwrap();
+        let row = cells(line(&out.stdout, &format!("{ns} ")));
+        let priority = if name == "never" { "10000" } else { "1000000" };
+        assert_eq!(
+            &row[..5],
+            [ns.as_str(), "app", node, priority, "Deferred"],
+            "{row:?}"
+        );
+        assert!(row[6].starts_with("stuck: "), "{row:?}");
+    }
+    let never_row = out
+        .stdout
+        .lines()
+        .position(|l| l.starts_with(&ns["never"]))
+        .unwrap();
+    let equal_row = out
+        .stdout
+        .lines()
+        .position(|l| l.starts_with(&ns["equal"]))
+        .unwrap();
+    assert!(
+        equal_row < never_row,
+        "highest priority first:\n{}",
+        out.stdout
+    );
+    let only = rg(env, &["status", "-n", &ns["never"]]).await;
+    assert_eq!(only.stdout.lines().count(), 2, "{}", only.stdout);
+    assert!(only.stdout.starts_with("NAME "), "{}", only.stdout);
+
+    // 4. check with no leader; meanwhile a Deferred resize that has a victim waits for one.
+    installed.stop_controller();
+    let out = rg(env, &["check", &probe]).await;
+    println!("{}", out.stdout);
+    assert!(!out.success, "a failed check exits 1");
+    assert!(out.stdout.contains(
+        "✗ no controller leads: Lease resize-guard/resize-guard-controller is released (no holder)\n    fix: kubectl -n resize-guard get pods -l app.kubernetes.io/component=controller; kubectl -n resize-guard logs deploy/resize-guard-controller\n"
+    ), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("\nStatus check results are ✗: 1 check(s) failed\n"),
+        "{}",
+        out.stdout
+    );
+
+    env.resize_cpu(f, "app", "550m").await;
+    wait_pod(&field_pods, "app", T, |p| resize_pending(p).is_some())
+        .await
+        .unwrap();
+    let out = rg(env, &["explain", "app", "-n", f]).await;
+    println!("{}", out.stdout);
+    assert_eq!(
+        line(&out.stdout, "resize-guard:"),
+        "resize-guard: deferred-preemptible"
+    );
+    assert_eq!(
+        line(&out.stdout, &format!("node {field_node} lacks")),
+        format!("node {field_node} lacks cpu 120m; resize-guard will preempt {f}/filler:")
+    );
+    assert_eq!(
+        line(&out.stdout, "but no controller"),
+        "but no controller holds the Lease, so nobody acts on this plan now"
+    );
+    assert_eq!(
+        cells(line(&out.stdout, &format!("{f}/filler"))),
+        [
+            format!("{f}/filler").as_str(),
+            "100",
+            "1500m",
+            "256Mi",
+            "no"
+        ]
+    );
+    assert_eq!(
+        line(&out.stdout, "controller:"),
+        "controller: no controller holds the Lease: nothing will be preempted until one does"
+    );
+    assert_eq!(
+        line(&out.stdout, "QoS class:"),
+        "QoS class:  Guaranteed — every container sets cpu and memory limits equal to its requests"
+    );
+    assert_eq!(
+        cells(line(&out.stdout, "cpu ")),
+        ["cpu", "1930m", "1500m", "0", "250m", "550m", "180m"]
+    );
+    let status = rg(env, &["status", "-n", f, "-o", "wide"]).await;
+    println!("{}", status.stdout);
+    let row = cells(line(&status.stdout, "app "));
+    assert_eq!(
+        row[5],
+        format!("will preempt {f}/filler"),
+        "{}",
+        status.stdout
+    );
+    assert_eq!(
+        row[6],
+        "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930"
+    );
+
+    // 5. check on broken installs, the controller still away: a wrong caBundle (another CA's):
+    let original = config.webhooks.as_ref().unwrap()[0]
+        .client_config
+        .ca_bundle
+        .clone()
+        .unwrap();
+    let other =
+        resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback()).unwrap();
+    let set_bundle = |bundle: Vec<u8>| {
+        let hooks = hooks.clone();
+        async move {
+            let mut c = hooks.get("resize-guard").await.unwrap();
+            c.webhooks.as_mut().unwrap()[0].client_config.ca_bundle = Some(ByteString(bundle));
+            hooks
+                .replace("resize-guard", &PostParams::default(), &c)
+                .await
+                .unwrap();
+        }
+    };
+    set_bundle(other.ca_cert_pem.clone().into_bytes()).await;
+    let out = rg_until(env, &["check", &probe], "got no answer from resize-guard").await;
+    println!("{}", out.stdout);
+    assert!(!out.success);
+    assert!(out.stdout.contains(&format!(
+        "✗ mutate.resize-guard.io's caBundle does not verify the certificate served at {served}: invalid peer certificate: UnknownIssuer\n    fix: the API server cannot call the webhook"
+    )), "{}", out.stdout);
+    assert!(out.stdout.contains(&format!(
+        "✗ a dry-run resize of pod {f}/app got no answer from resize-guard (API server: accepted)\n"
+    )), "{}", out.stdout);
+    set_bundle(original.0).await;
+    rg_until(env, &["check", &probe], "reached resize-guard").await;
+
+    // An expired serving certificate, signed by the right CA:
+    let secrets: Api<Secret> = Api::namespaced(env.client().await, "resize-guard");
+    let ca = secrets.get("resize-guard-ca").await.unwrap();
+    let text =
+        |s: &Secret, k: &str| String::from_utf8(s.data.as_ref().unwrap()[k].0.clone()).unwrap();
+    let authority =
+        resize_guard_certs::Authority::from_pem(&text(&ca, "ca.crt"), &text(&ca, "ca.key"))
+            .unwrap();
+    let mut spec = resize_guard_certs::CertSpec::for_loopback();
+    spec.leaf_validity = Duration::from_secs(86400);
+    let leaf = authority
+        .sign(&spec, SystemTime::now() - Duration::from_secs(3 * 86400))
+        .unwrap();
+    secrets
+        .patch(
+            "resize-guard-webhook-tls",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"stringData": {"tls.crt": leaf.cert_pem, "tls.key": leaf.key_pem}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let out = rg_until(env, &["check", &probe], "expired").await;
+    println!("{}", out.stdout);
+    assert!(!out.success);
+    assert!(out.stdout.contains(&format!(
+        "✗ the certificate served at {served} expired 2d ago\n    fix: the controller renews the certificate"
+    )), "{}", out.stdout);
+    assert!(
+        line(&out.stdout, &format!("✗ mutate.resize-guard.io's caBundle does not verify the certificate served at {served}: invalid peer certificate: certificate expired: verification time ")).len() > 10
+    );
+
+    // The controller comes back: it repairs the certificate (check is green again) and
+    // preempts for the waiting resize, which completes.
+    installed.start_controller(&env.cp).await.unwrap();
+    let out = rg_until(env, &["check", &probe], "Status check results are ✓").await;
+    assert!(out.success, "{}", out.stdout);
+    wait_pod(&field_pods, "app", T, |p| {
+        allocated_cpu(p).as_deref() == Some("550m") && resize_pending(p).is_none()
+    })
+    .await
+    .unwrap();
+    let out = rg_until(env, &["explain", "app", "-n", f], "PreemptingForResize").await;
+    println!("{}", out.stdout);
+    assert_eq!(
+        line(&out.stdout, "Resize:"),
+        "Resize: none pending (spec and status agree)"
+    );
+    assert_eq!(line(&out.stdout, "resize-guard:"), "resize-guard: none");
+    assert!(
+        out.stdout.lines().any(|l| l.contains("Normal    PreemptingForResize") && l.contains(&format!(
+            "preempting {f}/filler (priority 100) on node {field_node} to free cpu 120m for this resize"
+        ))),
+        "{}",
+        out.stdout
+    );
+    let empty = rg(env, &["status", "-n", f]).await;
+    assert_eq!(empty.stdout, "No pending resizes.\n");
+}
