@@ -5,7 +5,8 @@
 #   make test-matrix  the version-sensitive suite on v1.33, v1.34, v1.35, v1.36 and v1.37 (each minor's
 #                 binaries built on first use, ~10 min each); prints the table and writes it into the README
 #   make image    static release binaries and their images from deploy/image/Containerfile, without a
-#                 container engine: target/image/resize-guard-{webhook,controller}-<version>.oci.tar
+#                 container engine: target/image/resize-guard-{webhook,controller}-<version>.oci.tar,
+#                 and the kubectl plugin as target/image/kubectl-resize_guard-<version>-linux-amd64.tar.gz
 #   make bench    benchmarks, printed as tables and written under target/bench/
 #   make sandbox  a real control plane with hollow nodes (upstream kubelet) to try resizes by hand (Ctrl-C stops)
 #   make demo     the field test's three walls, narrated, with resize-guard installed; exits non-zero on any miss
@@ -40,7 +41,7 @@ WITH_VPA = RESIZE_GUARD_VPA_DIR="$$(scripts/build-vpa.sh | tail -n 1)"
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
 # CARGO_TARGET_DIR puts it); RESIZE_GUARD_BIN_DIR overrides.
 demo:
-	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-harness --bins
+	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-kubectl -p resize-guard-harness --bins
 	$(WITH_K8S) $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo
 
 # The field report's VPA walls: VPA v1.6.0's updater and admission-controller, kube-scheduler and
@@ -57,13 +58,23 @@ test: fmt-check clippy deps-check image unit test-versions
 # one OCI archive per binary stamped with the commit and its time (same binary, same digest); the
 # image writer is built there too, optimised (its gzip is ~5x slower in a debug build).
 IMAGE_BIN = target/image-build/x86_64-unknown-linux-gnu/release
+# The kubectl plugin ships as a krew-style archive next to the images (same static build, the
+# commit's time on every entry, so the same source gives the same bytes), with its sha256.
+PLUGIN_ARCHIVE = target/image/kubectl-resize_guard-$(shell $(CARGO) metadata --format-version 1 --no-deps --locked \
+	| python3 -c 'import json, sys; print([p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "resize-guard-kubectl"][0])')-linux-amd64.tar.gz
 image:
 	RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR=target/image-build \
 		$(CARGO) build --locked --release --target x86_64-unknown-linux-gnu \
-		-p resize-guard-webhook -p resize-guard-controller -p resize-guard-image
+		-p resize-guard-webhook -p resize-guard-controller -p resize-guard-kubectl -p resize-guard-image
 	SOURCE_DATE_EPOCH="$$(git log -1 --format=%ct 2>/dev/null || echo 0)" $(IMAGE_BIN)/resize-guard-image \
 		--revision "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" --out-dir target/image \
 		$(IMAGE_BIN)/resize-guard-webhook $(IMAGE_BIN)/resize-guard-controller
+	tar --sort=name --owner=0 --group=0 --numeric-owner \
+		--mtime="@$$(git log -1 --format=%ct 2>/dev/null || echo 0)" \
+		-C $(IMAGE_BIN) -cf - kubectl-resize_guard | gzip -n > $(PLUGIN_ARCHIVE)
+	cd $(dir $(PLUGIN_ARCHIVE)) && sha256sum $(notdir $(PLUGIN_ARCHIVE)) > $(notdir $(PLUGIN_ARCHIVE)).sha256
+	$(IMAGE_BIN)/kubectl-resize_guard --version
+	@echo "image: $(PLUGIN_ARCHIVE)"
 
 control-plane:
 	scripts/build-control-plane.sh >/dev/null

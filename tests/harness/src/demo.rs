@@ -78,6 +78,29 @@ impl Demo {
         out
     }
 
+    /// Runs and prints `kubectl resize-guard args`: the plugin next to the demo's programs
+    /// (`RESIZE_GUARD_BIN_DIR`, else cargo's target directory), found by kubectl on `PATH`.
+    pub async fn plugin(&self, args: &[&str]) -> KubectlOutput {
+        println!("$ kubectl resize-guard {}", args.join(" "));
+        let mut all = vec!["resize-guard"];
+        all.extend_from_slice(args);
+        let dir = bin("kubectl-resize_guard")
+            .map(|p| p.parent().map(PathBuf::from).unwrap_or_default());
+        let out = match dir {
+            Ok(dir) => self.kubectl.plugin(&dir, all).await,
+            Err(e) => Err(e),
+        };
+        let out = out.unwrap_or_else(|e| KubectlOutput {
+            success: false,
+            stdout: String::new(),
+            stderr: e.to_string(),
+        });
+        for line in out.stdout.lines().chain(out.stderr.lines()) {
+            println!("  {line}");
+        }
+        out
+    }
+
     /// Marks an expectation.
     pub fn expect(&mut self, ok: bool, what: &str) {
         if ok {

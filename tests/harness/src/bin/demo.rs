@@ -66,6 +66,11 @@ fn main() -> anyhow::Result<()> {
 
         demo.say("Wall 3 — 250m → 550m does not fit next to the batch pod now: the kubelet would defer it for ever. \
                   resize-guard warns, then preempts the lower-priority pod so the resize completes in place:");
+        demo.say("First, what would happen? `kubectl resize-guard what-if` asks the API server (a dry run: the webhook \
+                  answers, nothing changes) and shows resize-guard's plan:");
+        let out = demo.plugin(&["what-if", "shop", "-n", NS, "--cpu", "550m"]).await;
+        demo.expect(out.success && out.stdout.contains("Plan: deferred-preemptible")
+            && out.stdout.contains("resize-guard will preempt shop/batch"), "what-if names the victim before anything changes");
         let out = demo.run(&["patch", "pod", "shop", "-n", NS, "--subresource", "resize", "-p", &cpu_resize("550m")]).await;
         demo.expect(out.success && out.stderr.contains("resize-guard will preempt shop/batch"), "Deferred resize accepted with a warning naming the victim");
         let done = wait_pod(&pods, "shop", T, |p| allocated_cpu(p).as_deref() == Some("550m") && resize_pending(p).is_none()).await;
@@ -84,6 +89,11 @@ fn main() -> anyhow::Result<()> {
         let events = demo.run(&["events", "-n", NS]).await;
         demo.expect(events.stdout.contains("PreemptingForResize") && events.stdout.contains("Preempted")
             && events.stdout.contains("ResizeCompleted"), "kubectl events shows PreemptingForResize, Preempted and ResizeCompleted");
+        demo.say("The whole story of this resize on one screen — QoS, the node's books, what resize-guard decided and its Events:");
+        let out = demo.plugin(&["explain", "shop", "-n", NS]).await;
+        demo.expect(out.success && out.stdout.contains("Resize: none pending")
+            && out.stdout.lines().any(|l| l.contains("PreemptingForResize") && l.contains("preempting shop/batch")),
+            "kubectl resize-guard explain tells the story: Deferred, preempted shop/batch, completed");
 
         node.stop();
         drop(installed);
