@@ -10,7 +10,7 @@
 //!    `preemptionPolicy: Never`, a PodDisruptionBudget, a protected namespace, the protected
 //!    label, a node opted out, `maxVictimsPerResize`): `explain` names the reason and the
 //!    controller's `ResizePreemptionFailed` Event; `status` lists them all, by priority.
-//! 4. No leader: `check` says so (✗, exit 1); a Deferred resize with a victim waits, and
+//! 4. No leader (the controller killed): `check` says so once its Lease expires (✗, exit 1); a Deferred resize with a victim waits, and
 //!    `explain` and `status` show whom resize-guard will preempt once a controller leads.
 //! 5. `check` on broken installs — a wrong `caBundle`, an expired serving certificate — each ✗
 //!    with its fix and exit 1; then the controller comes back, repairs both and preempts for the
@@ -131,14 +131,11 @@ async fn every_subcommand_on_the_field_test_and_check_on_healthy_and_broken_inst
     for n in names {
         ns.insert(n, env.namespace(n).await);
     }
-    set_policy(
-        env,
-        &format!(
-            "preemption:\n  maxVictimsPerResize: 2\n  protectedNamespaces: [kube-system, {}]\n",
-            ns["protns"]
-        ),
-    )
-    .await;
+    let policy = format!(
+        "preemption:\n  maxVictimsPerResize: 2\n  protectedNamespaces: [kube-system, {}]\n",
+        ns["protns"]
+    );
+    set_policy(env, &policy).await;
     for p in [&installed.webhook, installed.controller.as_ref().unwrap()] {
         wait_policy(p, |l| policy_has(l, "maxVictimsPerResize: 2")).await;
     }
@@ -247,8 +244,79 @@ async fn every_subcommand_on_the_field_test_and_check_on_healthy_and_broken_inst
         "{lines}"
     );
 
-    // 2. The field test's walls, tried first with what-if.
+    // Bad input and kubectl's flags.
     let f = &ns["field"];
+    let out = rg(env, &["explain", "nosuch", "-n", f]).await;
+    assert!(!out.success);
+    assert_eq!(
+        out.stderr,
+        format!("error: pods \"nosuch\" not found in namespace {f}\n")
+    );
+    let out = rg(env, &["explain", "shop/app"]).await;
+    assert_eq!(
+        out.stderr,
+        "error: \"shop/app\" is not a pod name: pass NAME or pod/NAME, and the namespace with -n\n"
+    );
+    let out = rg(env, &["status", "--context", "nope"]).await;
+    assert!(!out.success);
+    assert!(
+        out.stderr.starts_with("error: loading kubeconfig: "),
+        "{}",
+        out.stderr
+    );
+    let kubeconfig = env.cp.kubeconfig_path().display().to_string();
+    let out = rg(
+        env,
+        &[
+            "status",
+            "-A",
+            "-o",
+            "yaml",
+            "--context",
+            "resize-guard",
+            "--kubeconfig",
+            &kubeconfig,
+        ],
+    )
+    .await;
+    assert!(out.success, "{}", out.stderr);
+    let rows: serde_yaml_ng::Value = serde_yaml_ng::from_str(&out.stdout).unwrap();
+    assert!(rows.as_sequence().is_some(), "{}", out.stdout);
+    let out = rg(env, &["check", &probe, "--install-namespace", "elsewhere"]).await;
+    assert!(!out.success);
+    assert!(
+        out.stdout.contains(
+            "✗ no Lease elsewhere/resize-guard-controller: the controller has never led\n"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains(
+        "‼ ConfigMap elsewhere/resize-guard does not exist: both programs run with the default policy\n"
+    ), "{}", out.stdout);
+    // A bad policy edit: check says where; explain judges with the defaults and says so.
+    set_policy(env, "preemption:\n  maxVictimsPerResize: many\n").await;
+    let out = rg(env, &["check", &probe]).await;
+    assert!(!out.success);
+    assert!(
+        line(&out.stdout, "✗ ConfigMap resize-guard/resize-guard key policy.yaml does not parse: policy.yaml line 2")
+            .contains("maxVictimsPerResize"),
+        "{}",
+        out.stdout
+    );
+    let out = rg(env, &["explain", "app", "-n", f]).await;
+    assert!(
+        line(
+            &out.stdout,
+            "note: ConfigMap resize-guard/resize-guard key policy.yaml does not parse"
+        )
+        .ends_with(": judged with the default policy"),
+        "{}",
+        out.stdout
+    );
+    set_policy(env, &policy).await;
+
+    // 2. The field test's walls, tried first with what-if.
     let out = rg(
         env,
         &[
@@ -480,14 +548,20 @@ async fn every_subcommand_on_the_field_test_and_check_on_healthy_and_broken_inst
     assert_eq!(only.stdout.lines().count(), 2, "{}", only.stdout);
     assert!(only.stdout.starts_with("NAME "), "{}", only.stdout);
 
-    // 4. check with no leader; meanwhile a Deferred resize that has a victim waits for one.
-    installed.stop_controller();
-    let out = rg(env, &["check", &probe]).await;
+    // 4. check with no leader (killed: its Lease stays until it expires); meanwhile a Deferred
+    // resize that has a victim waits for one.
+    installed.kill_controller();
+    let out = rg_until(env, &["check", &probe], "✗ no controller leads").await;
     println!("{}", out.stdout);
     assert!(!out.success, "a failed check exits 1");
-    assert!(out.stdout.contains(
-        "✗ no controller leads: Lease resize-guard/resize-guard-controller is released (no holder)\n    fix: kubectl -n resize-guard get pods -l app.kubernetes.io/component=controller; kubectl -n resize-guard logs deploy/resize-guard-controller\n"
-    ), "{}", out.stdout);
+    let stale = line(
+        &out.stdout,
+        "✗ no controller leads: Lease resize-guard/resize-guard-controller was last renewed by demo ",
+    );
+    assert!(stale.ends_with(" ago (lease duration 15s)"), "{stale}");
+    assert!(out.stdout.contains(&format!(
+        "{stale}\n    fix: kubectl -n resize-guard get pods -l app.kubernetes.io/component=controller; kubectl -n resize-guard logs deploy/resize-guard-controller\n"
+    )), "{}", out.stdout);
     assert!(
         out.stdout
             .contains("\nStatus check results are ✗: 1 check(s) failed\n"),

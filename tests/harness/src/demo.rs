@@ -84,8 +84,8 @@ impl Demo {
         println!("$ kubectl resize-guard {}", args.join(" "));
         let mut all = vec!["resize-guard"];
         all.extend_from_slice(args);
-        let dir = bin("kubectl-resize_guard")
-            .map(|p| p.parent().map(PathBuf::from).unwrap_or_default());
+        let dir =
+            bin("kubectl-resize_guard").map(|p| p.parent().map(PathBuf::from).unwrap_or_default());
         let out = match dir {
             Ok(dir) => self.kubectl.plugin(&dir, all).await,
             Err(e) => Err(e),
@@ -227,6 +227,13 @@ impl Installed {
         self.controller = Some(controller);
         self.controller_health = health;
         Ok(())
+    }
+
+    /// Kills the controller (SIGKILL): its Lease stays, unrenewed, until it expires.
+    pub fn kill_controller(&mut self) {
+        if let Some(mut c) = self.controller.take() {
+            c.kill();
+        }
     }
 
     /// Stops the controller (SIGTERM: it releases its Lease on the way out).

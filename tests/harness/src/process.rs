@@ -122,6 +122,12 @@ impl Process {
         let _ = self.child.wait();
     }
 
+    /// Kills the process at once (SIGKILL): nothing it would do on the way out happens.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// OS process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
