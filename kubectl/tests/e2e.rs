@@ -15,6 +15,9 @@
 //! 5. `check` on broken installs — a wrong `caBundle`, an expired serving certificate — each ✗
 //!    with its fix and exit 1; then the controller comes back, repairs both and preempts for the
 //!    waiting resize: `check` is green again and `explain` shows `PreemptingForResize`.
+//! 6. `deploy/` re-applied as shipped, its webhook configuration naming the Service, a webhook
+//!    replica published in the Service's EndpointSlice: `check` green through the Service, then
+//!    ✗ once the replica is no longer ready.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::PathBuf;
@@ -25,11 +28,12 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use resize_guard_harness::demo::Installed;
+use resize_guard_harness::demo::{Installed, bin};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
-use resize_guard_harness::install::{policy_has, set_policy, wait_policy};
+use resize_guard_harness::install::{Install, install, policy_has, set_policy, wait_policy};
 use resize_guard_harness::kubectl::KubectlOutput;
 use resize_guard_harness::objects::*;
+use resize_guard_harness::replica::Replica;
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(60);
@@ -714,4 +718,42 @@ async fn every_subcommand_on_the_field_test_and_check_on_healthy_and_broken_inst
     );
     let empty = rg(env, &["status", "-n", f]).await;
     assert_eq!(empty.stdout, "No pending resizes.\n");
+
+    // 6. The shipped Service: deploy/ re-applied as is (its clientConfig names the Service
+    // resize-guard/resize-guard-webhook), a replica published in its EndpointSlice. check
+    // verifies caBundle against the serving Secret (a Service is not reachable from outside).
+    install(
+        env,
+        &Install {
+            through_service: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let webhook = bin("resize-guard-webhook").unwrap();
+    let replica = Replica::bring_up(env, &webhook.display().to_string(), "replica-a", T)
+        .await
+        .unwrap();
+    let out = rg_until(env, &["check", &probe], "Status check results are ✓").await;
+    println!("{}", out.stdout);
+    for want in [
+        "✓ mutate.resize-guard.io calls Service resize-guard/resize-guard-webhook:443 (1 ready endpoint(s))\n",
+        "✓ mutate.resize-guard.io's caBundle verifies the certificate in Secret resize-guard/resize-guard-webhook-tls\n",
+        "✓ the certificate in Secret resize-guard/resize-guard-webhook-tls is valid for 89d more\n",
+        "(mutate decision no-change)\n",
+    ] {
+        assert!(
+            out.stdout.contains(want),
+            "missing {want:?} in:\n{}",
+            out.stdout
+        );
+    }
+    // The replica stops being ready (a failing readiness probe): no endpoint is left.
+    replica.publish(env, false, false).await.unwrap();
+    let out = rg_until(env, &["check", &probe], "has no ready endpoints").await;
+    println!("{}", out.stdout);
+    assert!(!out.success);
+    assert!(out.stdout.contains(
+        "✗ mutate.resize-guard.io calls Service resize-guard/resize-guard-webhook:443, which has no ready endpoints\n    fix: kubectl -n resize-guard get pods -l app.kubernetes.io/component=webhook; kubectl -n resize-guard describe deploy/resize-guard-webhook\n"
+    ), "{}", out.stdout);
 }

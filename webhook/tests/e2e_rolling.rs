@@ -19,26 +19,12 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, Patch, PatchParams};
-use resize_guard_harness::control_plane::Identity;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
-use resize_guard_harness::install::{
-    Install, http_get, install, repo_root, spawn_as_service_account, wait_ready,
-};
+use resize_guard_harness::install::{Install, http_get, install, repo_root};
 use resize_guard_harness::objects::*;
-use resize_guard_harness::process::{Process, free_port};
-use serde_json::json;
+use resize_guard_harness::replica::Replica;
 
 const T: Duration = Duration::from_secs(60);
-const NS: &str = "resize-guard";
-
-/// One webhook replica: a process and the EndpointSlice that publishes it.
-struct Replica {
-    name: String,
-    process: Process,
-    port: u16,
-    health: u16,
-}
 
 /// What `deploy/base/webhook.yaml` gives a terminating webhook pod: the `preStop` sleep.
 fn shipped_pre_stop() -> Duration {
@@ -54,88 +40,11 @@ fn shipped_pre_stop() -> Duration {
     Duration::from_secs(seconds)
 }
 
-/// This machine's first non-loopback IPv4 address: EndpointSlices refuse loopback addresses, so
-/// the replicas serve on it (the API server verifies their certificate against the Service's DNS
-/// name, not the address).
-fn host_ip() -> String {
-    let out = std::process::Command::new("hostname")
-        .arg("-I")
-        .output()
-        .expect("`hostname -I` lists this machine's addresses");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .find(|a| {
-            a.parse::<std::net::Ipv4Addr>()
-                .is_ok_and(|ip| !ip.is_loopback())
-        })
-        .map(str::to_owned)
-        .expect("a non-loopback IPv4 address to publish in an EndpointSlice")
-}
-
-fn start(env: &Env, name: &str) -> Replica {
-    let (port, health) = (free_port().unwrap(), free_port().unwrap());
-    let ip = host_ip();
-    let process = spawn_as_service_account(
-        env,
-        Identity::Webhook,
-        env!("CARGO_BIN_EXE_resize-guard-webhook"),
-        name,
-        &[
-            format!("--tls-addr={ip}:{port}"),
-            format!("--health-addr=127.0.0.1:{health}"),
-            format!("--namespace={NS}"),
-            format!("--instance={name}"),
-        ],
-    );
-    Replica {
-        name: name.to_owned(),
-        process,
-        port,
-        health,
-    }
-}
-
-/// Publishes (or updates) `replica`'s EndpointSlice, as the EndpointSlice controller would for
-/// its pod: `ready` while the pod is ready and not terminating.
-async fn publish(env: &Env, replica: &Replica, ready: bool, terminating: bool) {
-    let api: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
-        Api::namespaced(env.client().await, NS);
-    let slice = json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": format!("resize-guard-webhook-{}", replica.name), "namespace": NS,
-            "labels": {"kubernetes.io/service-name": "resize-guard-webhook",
-                       "endpointslice.kubernetes.io/managed-by": "resize-guard-harness"}},
-        "addressType": "IPv4",
-        "ports": [{"name": "https", "port": replica.port, "protocol": "TCP"}],
-        "endpoints": [{"addresses": [host_ip()],
-            "conditions": {"ready": ready, "serving": !terminating || ready, "terminating": terminating}}],
-    });
-    api.patch(
-        &format!("resize-guard-webhook-{}", replica.name),
-        &PatchParams::apply("resize-guard-harness").force(),
-        &Patch::Apply(&slice),
-    )
-    .await
-    .unwrap();
-}
-
-async fn unpublish(env: &Env, replica: &Replica) {
-    let api: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
-        Api::namespaced(env.client().await, NS);
-    api.delete(
-        &format!("resize-guard-webhook-{}", replica.name),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
-}
-
 /// Starts a replica and publishes it once ready.
 async fn bring_up(env: &Env, name: &str) -> Replica {
-    let replica = start(env, name);
-    wait_ready(replica.health, &replica.process, T).await;
-    publish(env, &replica, true, false).await;
-    replica
+    Replica::bring_up(env, env!("CARGO_BIN_EXE_resize-guard-webhook"), name, T)
+        .await
+        .unwrap()
 }
 
 /// Replaces `old` as a rolling update does: terminating (not ready) in its slice, the preStop
@@ -143,7 +52,7 @@ async fn bring_up(env: &Env, name: &str) -> Replica {
 /// (`maxSurge`), so one replica is always ready.
 async fn roll(env: &Env, mut old: Replica, new_name: &str, pre_stop: Duration) -> Replica {
     let new = bring_up(env, new_name).await;
-    publish(env, &old, false, true).await;
+    old.publish(env, false, true).await.unwrap();
     tokio::time::sleep(pre_stop).await; // the kubelet's preStop sleep, as shipped
     let pid = old.process.pid().to_string();
     assert!(
@@ -158,7 +67,7 @@ async fn roll(env: &Env, mut old: Replica, new_name: &str, pre_stop: Duration) -
         assert!(Instant::now() < deadline, "{} did not exit", old.name);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    unpublish(env, &old).await;
+    old.unpublish(env).await.unwrap();
     new
 }
 
