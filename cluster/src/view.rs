@@ -46,7 +46,7 @@ use crate::watch_health::{
 };
 
 /// Key of the policy document in the ConfigMap.
-pub const POLICY_KEY: &str = "policy.yaml";
+pub use resize_guard_policy::policy::POLICY_KEY;
 
 /// How many pod events [`ClusterView::pod_events`] buffers per receiver before it lags.
 pub const POD_EVENTS_CAPACITY: usize = 4096;
@@ -489,13 +489,7 @@ fn policy_gone(name: &str, namespace: &str, cm: Option<&ConfigMap>, events: &Eve
 }
 
 fn apply_policy(view: &ClusterView, cm: &ConfigMap, events: &Events, on_reload: &PolicyReloadHook) {
-    let doc = cm
-        .data
-        .as_ref()
-        .and_then(|d| d.get(POLICY_KEY))
-        .map(String::as_str)
-        .unwrap_or_default();
-    match Policy::from_yaml(doc) {
+    match Policy::from_config_map(cm.data.as_ref()) {
         Ok(policy) => {
             on_reload(true);
             tracing::info!(effective_policy = %policy.to_yaml(), "policy loaded");

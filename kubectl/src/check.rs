@@ -77,16 +77,16 @@ pub async fn run(conn: &Connection, args: &CheckArgs) -> Vec<Line> {
     for (sa, needs, must_not) in [
         (
             "resize-guard-webhook",
-            rbac::WEBHOOK_NEEDS,
+            rbac::webhook_needs(),
             rbac::WEBHOOK_MUST_NOT,
         ),
         (
             "resize-guard-controller",
-            rbac::CONTROLLER_NEEDS,
+            rbac::controller_needs(),
             rbac::CONTROLLER_MUST_NOT,
         ),
     ] {
-        out.push(permissions(conn, sa, needs, must_not).await);
+        out.push(permissions(conn, sa, &needs, must_not).await);
     }
     out
 }

@@ -16,7 +16,7 @@ use resize_guard_policy::{Context, assess};
 use serde::Serialize;
 
 use crate::facts::{LeaseState, ago, event_time};
-use crate::judgement::{DecisionView, decision_view};
+use crate::judgement::{DecisionView, decision_view, victims_table};
 use crate::table::{age, bold, render};
 
 /// The explanation, as `-o json|yaml` prints it.
@@ -341,26 +341,7 @@ pub fn render_text(x: &Explanation, wide: bool) -> String {
     for line in x.decision.text.lines() {
         out.push_str(&format!("  {line}\n"));
     }
-    if !x.decision.victims.is_empty() {
-        let rows: Vec<Vec<String>> = x
-            .decision
-            .victims
-            .iter()
-            .map(|v| {
-                vec![
-                    v.pod.clone(),
-                    v.priority.to_string(),
-                    v.cpu.clone(),
-                    v.memory.clone(),
-                    if v.violates_pdb { "yes" } else { "no" }.to_owned(),
-                ]
-            })
-            .collect();
-        out.push_str(&indent(&render(
-            &["VICTIM", "PRIORITY", "CPU", "MEMORY", "BREAKS PDB"],
-            &rows,
-        )));
-    }
+    out.push_str(&victims_table(&x.decision.victims, true));
     if let Some(p) = &x.recorded_plan {
         out.push_str(&format!(
             "  recorded plan ({} ago, generation {}{}): {}\n",

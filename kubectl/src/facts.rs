@@ -15,15 +15,13 @@ use kube::api::{Api, ListParams};
 use resize_guard_policy::Context;
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::ledger::NodeLedger;
-use resize_guard_policy::policy::Policy;
+use resize_guard_policy::policy::{POLICY_KEY, Policy};
 use resize_guard_policy::version::KubernetesVersion;
 
 use crate::connection::Connection;
 
 /// The policy ConfigMap's name and key (DESIGN §6).
 pub const POLICY_CONFIGMAP: &str = "resize-guard";
-/// The key holding the policy document.
-pub const POLICY_KEY: &str = "policy.yaml";
 /// The controller's leader Lease (its `--lease-name` default).
 pub const CONTROLLER_LEASE: &str = "resize-guard-controller";
 
@@ -115,18 +113,14 @@ pub async fn policy(conn: &Connection) -> anyhow::Result<Option<Policy>> {
     else {
         return Ok(None);
     };
-    let doc = cm
-        .data
-        .as_ref()
-        .and_then(|d| d.get(POLICY_KEY))
-        .map(String::as_str)
-        .unwrap_or_default();
-    Policy::from_yaml(doc).map(Some).with_context(|| {
-        format!(
-            "ConfigMap {}/{POLICY_CONFIGMAP} key {POLICY_KEY} does not parse",
-            conn.install_namespace
-        )
-    })
+    Policy::from_config_map(cm.data.as_ref())
+        .map(Some)
+        .with_context(|| {
+            format!(
+                "ConfigMap {}/{POLICY_CONFIGMAP} key {POLICY_KEY} does not parse",
+                conn.install_namespace
+            )
+        })
 }
 
 /// A pod by namespace and name, with a kubectl-like error when it does not exist.

@@ -11,6 +11,7 @@ use resize_guard_policy::victims::{NoPlan, name_list};
 use serde::Serialize;
 
 use crate::facts::LeaseState;
+use crate::table::render;
 
 /// The decision, as printed.
 #[derive(Debug, Clone, Serialize)]
@@ -203,4 +204,33 @@ fn fix(why: &NoPlan) -> &'static str {
             "raise preemption.maxVictimsPerResize in the policy ConfigMap, or resize in a smaller step"
         }
     }
+}
+
+/// The victims as a table, each line indented by two spaces; `pdb` adds whether evicting each
+/// breaks a PodDisruptionBudget.
+pub fn victims_table(victims: &[VictimView], pdb: bool) -> String {
+    let rows: Vec<Vec<String>> = victims
+        .iter()
+        .map(|v| {
+            let mut row = vec![
+                v.pod.clone(),
+                v.priority.to_string(),
+                v.cpu.clone(),
+                v.memory.clone(),
+            ];
+            if pdb {
+                row.push(if v.violates_pdb { "yes" } else { "no" }.to_owned());
+            }
+            row
+        })
+        .collect();
+    let headers: &[&str] = if pdb {
+        &["VICTIM", "PRIORITY", "CPU", "MEMORY", "BREAKS PDB"]
+    } else {
+        &["VICTIM", "PRIORITY", "CPU", "MEMORY"]
+    };
+    render(headers, &rows)
+        .lines()
+        .map(|l| format!("  {l}\n"))
+        .collect()
 }

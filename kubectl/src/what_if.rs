@@ -15,8 +15,8 @@ use serde_json::json;
 
 use crate::args::WhatIf;
 use crate::dry_run::Answer;
-use crate::judgement::{DecisionView, decision_view};
-use crate::table::{bold, render};
+use crate::judgement::{DecisionView, decision_view, victims_table};
+use crate::table::bold;
 
 /// One planned change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -274,24 +274,7 @@ pub fn render_text(r: &Report) -> String {
     for line in r.plan.text.lines() {
         out.push_str(&format!("  {line}\n"));
     }
-    if !r.plan.victims.is_empty() {
-        let rows: Vec<Vec<String>> = r
-            .plan
-            .victims
-            .iter()
-            .map(|v| {
-                vec![
-                    v.pod.clone(),
-                    v.priority.to_string(),
-                    v.cpu.clone(),
-                    v.memory.clone(),
-                ]
-            })
-            .collect();
-        for line in render(&["VICTIM", "PRIORITY", "CPU", "MEMORY"], &rows).lines() {
-            out.push_str(&format!("  {line}\n"));
-        }
-    }
+    out.push_str(&victims_table(&r.plan.victims, false));
     out.push_str(&format!("\n{}\n  {}\n", bold("To apply it:"), r.command));
     out
 }

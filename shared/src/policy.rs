@@ -163,7 +163,22 @@ impl fmt::Display for PolicyError {
     }
 }
 
+/// Key of the policy document in the ConfigMap (DESIGN §6).
+pub const POLICY_KEY: &str = "policy.yaml";
+
 impl Policy {
+    /// The policy a ConfigMap's `data` holds under [`POLICY_KEY`]; no data or no key is an
+    /// empty document, i.e. the default policy. What the programs load and the plugin reads.
+    pub fn from_config_map(
+        data: Option<&std::collections::BTreeMap<String, String>>,
+    ) -> Result<Policy, PolicyError> {
+        let doc = data
+            .and_then(|d| d.get(POLICY_KEY))
+            .map(String::as_str)
+            .unwrap_or_default();
+        Policy::from_yaml(doc)
+    }
+
     /// Parses and validates a `policy.yaml` document. An empty document is the default policy.
     pub fn from_yaml(doc: &str) -> Result<Policy, PolicyError> {
         let blank = doc

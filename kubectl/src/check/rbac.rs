@@ -43,15 +43,19 @@ const fn p(
     }
 }
 
-/// What the webhook calls: watches of pods, nodes and PDBs (the ledgers), its policy and its
-/// serving Secret by name, and Events.
-pub const WEBHOOK_NEEDS: &[Permission] = &[
+/// What both programs read: watches of pods, nodes and PDBs (the node ledgers).
+const LEDGER_READS: &[Permission] = &[
     p("list", "", "pods", false, None),
     p("watch", "", "pods", false, None),
     p("list", "", "nodes", false, None),
     p("watch", "", "nodes", false, None),
     p("list", "policy", "poddisruptionbudgets", false, None),
     p("watch", "policy", "poddisruptionbudgets", false, None),
+];
+
+/// What the webhook calls besides [`LEDGER_READS`]: its policy and its serving Secret by name,
+/// and Events.
+const WEBHOOK_OWN: &[Permission] = &[
     p("create", "events.k8s.io", "events", false, None),
     p("patch", "events.k8s.io", "events", false, None),
     p("get", "", "configmaps", true, Some("resize-guard")),
@@ -84,14 +88,8 @@ pub const WEBHOOK_MUST_NOT: &[Permission] = &[
     ),
 ];
 
-/// What the controller calls.
-pub const CONTROLLER_NEEDS: &[Permission] = &[
-    p("list", "", "pods", false, None),
-    p("watch", "", "pods", false, None),
-    p("list", "", "nodes", false, None),
-    p("watch", "", "nodes", false, None),
-    p("list", "policy", "poddisruptionbudgets", false, None),
-    p("watch", "policy", "poddisruptionbudgets", false, None),
+/// What the controller calls besides [`LEDGER_READS`].
+const CONTROLLER_OWN: &[Permission] = &[
     p("create", "events.k8s.io", "events", false, None),
     p("create", "", "pods/eviction", false, None),
     p("patch", "", "pods", false, None),
@@ -166,6 +164,16 @@ pub const CONTROLLER_MUST_NOT: &[Permission] = &[
     ),
     p("impersonate", "", "serviceaccounts", false, None),
 ];
+
+/// Everything the webhook calls.
+pub fn webhook_needs() -> Vec<Permission> {
+    [LEDGER_READS, WEBHOOK_OWN].concat()
+}
+
+/// Everything the controller calls.
+pub fn controller_needs() -> Vec<Permission> {
+    [LEDGER_READS, CONTROLLER_OWN].concat()
+}
 
 impl Permission {
     /// `verb group/resource[ name][ in ns]`, as `kubectl auth can-i` reads.
@@ -259,14 +267,14 @@ mod tests {
             "create pods/eviction cluster-wide"
         );
         assert_eq!(
-            CONTROLLER_NEEDS[21].describe("resize-guard"),
+            controller_needs()[21].describe("resize-guard"),
             "get leases.coordination.k8s.io resize-guard-controller in resize-guard"
         );
         for (needs, must_not) in [
-            (WEBHOOK_NEEDS, WEBHOOK_MUST_NOT),
-            (CONTROLLER_NEEDS, CONTROLLER_MUST_NOT),
+            (webhook_needs(), WEBHOOK_MUST_NOT),
+            (controller_needs(), CONTROLLER_MUST_NOT),
         ] {
-            for n in needs {
+            for n in &needs {
                 assert!(!must_not.contains(n), "{n:?} is both needed and forbidden");
             }
         }

@@ -141,3 +141,14 @@ fn deep_flow_nesting_is_refused_before_parsing_instead_of_taking_minutes() {
     let p = Policy::from_yaml("{mode: audit, preemption: {protectedNamespaces: [a, b]}}").unwrap();
     assert!(p.is_audit());
 }
+
+#[test]
+fn a_config_map_without_the_key_holds_the_default_policy() {
+    assert_eq!(Policy::from_config_map(None).unwrap(), Policy::default());
+    let data: std::collections::BTreeMap<String, String> =
+        [(POLICY_KEY.to_owned(), "mode: audit\n".to_owned())].into();
+    assert!(Policy::from_config_map(Some(&data)).unwrap().is_audit());
+    let bad: std::collections::BTreeMap<String, String> =
+        [(POLICY_KEY.to_owned(), "mode: loud\n".to_owned())].into();
+    assert!(Policy::from_config_map(Some(&bad)).is_err());
+}

@@ -31,20 +31,9 @@ impl Kubectl {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        let out = tokio::process::Command::new(&self.bin)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .stdin(Stdio::null())
-            .env_remove("HTTPS_PROXY")
-            .env_remove("https_proxy")
-            .output()
-            .await?;
-        Ok(KubectlOutput {
-            success: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        })
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        capture(cmd).await
     }
 
     /// Runs `kubectl <args>` with `plugins` first on `PATH`, so kubectl finds plugins there
@@ -63,21 +52,12 @@ impl Kubectl {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let mut dirs = vec![plugins.to_path_buf()];
         dirs.extend(std::env::split_paths(&path));
-        let out = tokio::process::Command::new(&self.bin)
-            .args(args)
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.args(args)
             .env("KUBECONFIG", &self.kubeconfig)
             .env("PATH", std::env::join_paths(dirs)?)
-            .env_remove("NO_COLOR")
-            .stdin(Stdio::null())
-            .env_remove("HTTPS_PROXY")
-            .env_remove("https_proxy")
-            .output()
-            .await?;
-        Ok(KubectlOutput {
-            success: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        })
+            .env_remove("NO_COLOR");
+        capture(cmd).await
     }
 
     /// `kubectl patch pod NAME -n NS --subresource resize -p PATCH`.
@@ -124,4 +104,19 @@ impl Kubectl {
         self.run(["events", "-n", ns, "--for", &format!("pod/{pod}")])
             .await
     }
+}
+
+/// Runs `cmd` without stdin or an HTTPS proxy (the API server is local) and captures its output.
+async fn capture(mut cmd: tokio::process::Command) -> anyhow::Result<KubectlOutput> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
+        .output()
+        .await?;
+    Ok(KubectlOutput {
+        success: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
 }
