@@ -58,11 +58,14 @@ impl Judge {
                 Policy::default()
             }
         };
-        let budgets = match Api::<PodDisruptionBudget>::all(conn.client.clone())
-            .list(&ListParams::default())
-            .await
+        let budgets = match list_pages(
+            &Api::<PodDisruptionBudget>::all(conn.client.clone()),
+            ListParams::default(),
+            |_| true,
+        )
+        .await
         {
-            Ok(list) => Budgets::new(list.items.iter()),
+            Ok(list) => Budgets::new(list.iter()),
             Err(e) => {
                 notes.push(format!(
                     "PodDisruptionBudgets could not be listed ({e}): judged as if there were none"
@@ -123,6 +126,31 @@ pub async fn policy(conn: &Connection) -> anyhow::Result<Option<Policy>> {
         })
 }
 
+/// Objects per page of a LIST (kubectl's `--chunk-size` default).
+const PAGE: u32 = 500;
+
+/// Every object `params` selects, read in pages of [`PAGE`] as kubectl does, keeping those
+/// `keep` accepts (a large cluster is never held in memory whole).
+pub async fn list_pages<K>(
+    api: &Api<K>,
+    params: ListParams,
+    keep: impl Fn(&K) -> bool,
+) -> Result<Vec<K>, kube::Error>
+where
+    K: Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut out = Vec::new();
+    let mut params = params.limit(PAGE);
+    loop {
+        let page = api.list(&params).await?;
+        out.extend(page.items.into_iter().filter(|k| keep(k)));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
+}
+
 /// A pod by namespace and name, with a kubectl-like error when it does not exist.
 pub async fn pod(conn: &Connection, namespace: &str, name: &str) -> anyhow::Result<Pod> {
     Api::<Pod>::namespaced(conn.client.clone(), namespace)
@@ -141,11 +169,14 @@ pub async fn ledger(conn: &Connection, node: &str) -> anyhow::Result<Option<Node
     else {
         return Ok(None);
     };
-    let pods = Api::<Pod>::all(conn.client.clone())
-        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
-        .await
-        .with_context(|| format!("listing the pods on node {node}"))?;
-    Ok(Some(NodeLedger::new(&n, pods.items.iter())))
+    let pods = list_pages(
+        &Api::<Pod>::all(conn.client.clone()),
+        ListParams::default().fields(&format!("spec.nodeName={node}")),
+        |_| true,
+    )
+    .await
+    .with_context(|| format!("listing the pods on node {node}"))?;
+    Ok(Some(NodeLedger::new(&n, pods.iter())))
 }
 
 /// The Events about a pod (core/v1, as `kubectl events --for pod/NAME` lists them), oldest

@@ -14,7 +14,7 @@ use resize_guard_policy::pod::{self, PodKey};
 use serde::Serialize;
 
 use crate::connection::Connection;
-use crate::facts::{Judge, LeaseState, ago, ledger};
+use crate::facts::{Judge, LeaseState, ago, ledger, list_pages};
 use crate::judgement::{DecisionView, decision_view};
 use crate::table::{age, render};
 
@@ -54,7 +54,7 @@ pub async fn collect(
         Some(ns) => Api::namespaced(conn.client.clone(), ns),
         None => Api::all(conn.client.clone()),
     };
-    let pods = api.list(&ListParams::default()).await?.items;
+    let pods = list_pages(&api, ListParams::default(), |p| pending(p).is_some()).await?;
     let mut ledgers: BTreeMap<String, Option<NodeLedger>> = BTreeMap::new();
     let mut rows = Vec::new();
     for p in pods.iter() {
