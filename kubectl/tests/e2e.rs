@@ -12,9 +12,11 @@
 //!    controller's `ResizePreemptionFailed` Event; `status` lists them all, by priority.
 //! 4. No leader (the controller killed): `check` says so once its Lease expires (✗, exit 1); a Deferred resize with a victim waits, and
 //!    `explain` and `status` show whom resize-guard will preempt once a controller leads.
-//! 5. `check` on broken installs — a wrong `caBundle`, an expired serving certificate — each ✗
-//!    with its fix and exit 1; then the controller comes back, repairs both and preempts for the
-//!    waiting resize: `check` is green again and `explain` shows `PreemptingForResize`.
+//!    The controller comes back and preempts; the resize completes and `explain` shows
+//!    `PreemptingForResize`.
+//! 5. `check` on broken installs — the controller stopped (its Lease released), a wrong
+//!    `caBundle`, an expired serving certificate — each ✗ with its fix and exit 1; then the
+//!    controller comes back, repairs both, and `check` is green again.
 //! 6. `deploy/` re-applied as shipped, its webhook configuration naming the Service, a webhook
 //!    replica published in the Service's EndpointSlice: `check` green through the Service, then
 //!    ✗ once the replica is no longer ready.
@@ -627,7 +629,53 @@ async fn every_subcommand_on_the_field_test_and_check_on_healthy_and_broken_inst
         "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930"
     );
 
-    // 5. check on broken installs, the controller still away: a wrong caBundle (another CA's):
+    // The controller comes back and preempts for the waiting resize, which completes.
+    installed.start_controller(&env.cp).await.unwrap();
+    let done = wait_pod(&field_pods, "app", T, |p| {
+        allocated_cpu(p).as_deref() == Some("550m") && resize_pending(p).is_none()
+    })
+    .await;
+    if let Err(e) = done {
+        let log = installed
+            .controller
+            .as_ref()
+            .map(|c| c.log_tail(20_000))
+            .unwrap_or_default();
+        let filler = field_pods.get_opt("filler").await;
+        let events = env
+            .kubectl()
+            .run(["events", "-n", f])
+            .await
+            .map(|o| o.stdout);
+        panic!(
+            "the resize did not complete: {e:#}\n==== filler ====\n{filler:?}\n==== events ====\n{events:?}\n==== controller log ====\n{log}"
+        );
+    }
+    let out = rg_until(env, &["explain", "app", "-n", f], "PreemptingForResize").await;
+    println!("{}", out.stdout);
+    assert_eq!(
+        line(&out.stdout, "Resize:"),
+        "Resize: none pending (spec and status agree)"
+    );
+    assert_eq!(line(&out.stdout, "resize-guard:"), "resize-guard: none");
+    assert!(
+        out.stdout.lines().any(|l| l.contains("Normal    PreemptingForResize") && l.contains(&format!(
+            "preempting {f}/filler (priority 100) on node {field_node} to free cpu 120m for this resize"
+        ))),
+        "{}",
+        out.stdout
+    );
+    let empty = rg(env, &["status", "-n", f]).await;
+    assert_eq!(empty.stdout, "No pending resizes.\n");
+
+    // 5. check on broken installs, the controller stopped (SIGTERM: it releases its Lease).
+    installed.stop_controller();
+    let out = rg(env, &["check", &probe]).await;
+    assert!(!out.success);
+    assert!(out.stdout.contains(
+        "✗ no controller leads: Lease resize-guard/resize-guard-controller is released (no holder)\n"
+    ), "{}", out.stdout);
+    // A wrong caBundle (another CA's):
     let original = config.webhooks.as_ref().unwrap()[0]
         .client_config
         .ca_bundle
@@ -692,32 +740,10 @@ async fn every_subcommand_on_the_field_test_and_check_on_healthy_and_broken_inst
         line(&out.stdout, &format!("✗ mutate.resize-guard.io's caBundle does not verify the certificate served at {served}: invalid peer certificate: certificate expired: verification time ")).len() > 10
     );
 
-    // The controller comes back: it repairs the certificate (check is green again) and
-    // preempts for the waiting resize, which completes.
+    // The controller comes back and repairs the certificate: check is green again.
     installed.start_controller(&env.cp).await.unwrap();
     let out = rg_until(env, &["check", &probe], "Status check results are ✓").await;
     assert!(out.success, "{}", out.stdout);
-    wait_pod(&field_pods, "app", T, |p| {
-        allocated_cpu(p).as_deref() == Some("550m") && resize_pending(p).is_none()
-    })
-    .await
-    .unwrap();
-    let out = rg_until(env, &["explain", "app", "-n", f], "PreemptingForResize").await;
-    println!("{}", out.stdout);
-    assert_eq!(
-        line(&out.stdout, "Resize:"),
-        "Resize: none pending (spec and status agree)"
-    );
-    assert_eq!(line(&out.stdout, "resize-guard:"), "resize-guard: none");
-    assert!(
-        out.stdout.lines().any(|l| l.contains("Normal    PreemptingForResize") && l.contains(&format!(
-            "preempting {f}/filler (priority 100) on node {field_node} to free cpu 120m for this resize"
-        ))),
-        "{}",
-        out.stdout
-    );
-    let empty = rg(env, &["status", "-n", f]).await;
-    assert_eq!(empty.stdout, "No pending resizes.\n");
 
     // 6. The shipped Service: deploy/ re-applied as is (its clientConfig names the Service
     // resize-guard/resize-guard-webhook), a replica published in its EndpointSlice. check
