@@ -71,9 +71,12 @@ pub async fn run(conn: &Connection, args: &CheckArgs) -> Vec<Line> {
     let mut out = Vec::new();
     out.push(version(conn).await);
     webhooks(conn, &mut out).await;
-    out.push(probe(conn, args).await);
+    // Read once: its line below, and the namespaces the probe must not pick.
+    let policy = policy(conn).await;
+    let excluding = policy.as_ref().ok().cloned().flatten().unwrap_or_default();
+    out.push(probe(conn, args, &excluding).await);
     out.push(controller(conn).await);
-    out.push(policy_line(conn).await);
+    out.push(policy_line(conn, policy));
     for (sa, needs, must_not) in [
         (
             "resize-guard-webhook",
@@ -429,9 +432,9 @@ fn host_port(url: &str) -> Option<(String, u16)> {
 }
 
 /// Sends a no-op resize of a running pod as a dry run and looks for resize-guard's decision.
-async fn probe(conn: &Connection, args: &CheckArgs) -> Line {
+async fn probe(conn: &Connection, args: &CheckArgs, policy: &Policy) -> Line {
     const S: &str = "admission";
-    let pod = match pick_probe(conn, args).await {
+    let pod = match pick_probe(conn, args, policy).await {
         Ok(Some(p)) => p,
         Ok(None) => {
             return line(
@@ -492,12 +495,15 @@ async fn probe(conn: &Connection, args: &CheckArgs) -> Line {
     }
 }
 
-async fn pick_probe(conn: &Connection, args: &CheckArgs) -> anyhow::Result<Option<Pod>> {
+async fn pick_probe(
+    conn: &Connection,
+    args: &CheckArgs,
+    policy: &Policy,
+) -> anyhow::Result<Option<Pod>> {
     if let Some(arg) = &args.probe_pod {
         let (ns, name) = split_name(arg)?;
         return crate::facts::pod(conn, ns, name).await.map(Some);
     }
-    let policy = policy(conn).await.ok().flatten().unwrap_or_default();
     let pods = Api::<Pod>::all(conn.client.clone())
         .list(
             &ListParams::default()
@@ -560,10 +566,10 @@ fn lease_line(state: &LeaseState, ns: &str, fix: &str) -> Line {
     }
 }
 
-async fn policy_line(conn: &Connection) -> Line {
+fn policy_line(conn: &Connection, policy: anyhow::Result<Option<Policy>>) -> Line {
     const S: &str = "policy";
     let cm = format!("ConfigMap {}/{POLICY_CONFIGMAP}", conn.install_namespace);
-    match policy(conn).await {
+    match policy {
         Ok(Some(p)) => line(S, Mark::Ok, format!("{cm} parses: {}", summary(&p))),
         Ok(None) => line(
             S,

@@ -179,6 +179,14 @@ pub async fn ledger(conn: &Connection, node: &str) -> anyhow::Result<Option<Node
     Ok(Some(NodeLedger::new(&n, pods.iter())))
 }
 
+/// The ledger of the node `pod` is bound to; `None` for an unbound pod or an unknown node.
+pub async fn pod_ledger(conn: &Connection, pod: &Pod) -> anyhow::Result<Option<NodeLedger>> {
+    match resize_guard_policy::pod::node_name(pod) {
+        Some(node) => ledger(conn, node).await,
+        None => Ok(None),
+    }
+}
+
 /// The Events about a pod (core/v1, as `kubectl events --for pod/NAME` lists them), oldest
 /// first.
 pub async fn events(conn: &Connection, pod: &Pod) -> anyhow::Result<Vec<Event>> {

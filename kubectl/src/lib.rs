@@ -43,10 +43,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let p = facts::pod(&conn, &conn.namespace, name).await?;
             let judge = Judge::load(&conn).await;
             let mut notes = judge.notes.clone();
-            let ledger = match resize_guard_policy::pod::node_name(&p) {
-                Some(n) => facts::ledger(&conn, n).await?,
-                None => None,
-            };
+            let ledger = facts::pod_ledger(&conn, &p).await?;
             let lease = controller_lease(&conn, &mut notes).await;
             let events = facts::events(&conn, &p).await.unwrap_or_else(|e| {
                 notes.push(format!("{e:#}"));
@@ -70,10 +67,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let p = facts::pod(&conn, &conn.namespace, name).await?;
             let proposal = what_if::propose(&p, &args)?;
             let judge = Judge::load(&conn).await;
-            let ledger = match resize_guard_policy::pod::node_name(&p) {
-                Some(n) => facts::ledger(&conn, n).await?,
-                None => None,
-            };
+            let ledger = facts::pod_ledger(&conn, &p).await?;
             let answer =
                 dry_run::resize(&conn.client, &conn.namespace, name, &proposal.patch).await?;
             let ctx = judge.context(ledger.as_ref());

@@ -64,18 +64,7 @@ impl Demo {
     /// Runs and prints `kubectl args`.
     pub async fn run(&self, args: &[&str]) -> KubectlOutput {
         println!("$ kubectl {}", args.join(" "));
-        let out = match self.kubectl.run(args).await {
-            Ok(o) => o,
-            Err(e) => KubectlOutput {
-                success: false,
-                stdout: String::new(),
-                stderr: e.to_string(),
-            },
-        };
-        for line in out.stdout.lines().chain(out.stderr.lines()) {
-            println!("  {line}");
-        }
-        out
+        shown(self.kubectl.run(args).await)
     }
 
     /// Runs and prints `kubectl resize-guard args`: the plugin next to the demo's programs
@@ -86,19 +75,10 @@ impl Demo {
         all.extend_from_slice(args);
         let dir =
             bin("kubectl-resize_guard").map(|p| p.parent().map(PathBuf::from).unwrap_or_default());
-        let out = match dir {
+        shown(match dir {
             Ok(dir) => self.kubectl.plugin(&dir, all).await,
             Err(e) => Err(e),
-        };
-        let out = out.unwrap_or_else(|e| KubectlOutput {
-            success: false,
-            stdout: String::new(),
-            stderr: e.to_string(),
-        });
-        for line in out.stdout.lines().chain(out.stderr.lines()) {
-            println!("  {line}");
-        }
-        out
+        })
     }
 
     /// Marks an expectation.
@@ -242,6 +222,19 @@ impl Installed {
             c.stop(Duration::from_secs(30));
         }
     }
+}
+
+/// Prints a command's output indented (a failure to run it as its stderr) and returns it.
+fn shown(out: anyhow::Result<KubectlOutput>) -> KubectlOutput {
+    let out = out.unwrap_or_else(|e| KubectlOutput {
+        success: false,
+        stdout: String::new(),
+        stderr: e.to_string(),
+    });
+    for line in out.stdout.lines().chain(out.stderr.lines()) {
+        println!("  {line}");
+    }
+    out
 }
 
 /// Process set-up of a demo binary: errors-only logging (`RUST_LOG` overrides) and the rustls
