@@ -14,8 +14,8 @@ use crate::Cluster;
 /// first use, as [`crate::view`] caches them.
 #[derive(Debug, Default)]
 pub struct FixedCluster {
-    /// The policy.
-    pub policy: std::sync::Arc<Policy>,
+    /// The policy in force (`None`: none was read and parsed).
+    pub policy: Option<std::sync::Arc<Policy>>,
     /// Nodes.
     pub nodes: Vec<k8s_openapi::api::core::v1::Node>,
     /// Pods (any node).
@@ -35,7 +35,7 @@ impl FixedCluster {
         pdbs: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
     ) -> FixedCluster {
         FixedCluster {
-            policy: std::sync::Arc::new(policy),
+            policy: Some(std::sync::Arc::new(policy)),
             nodes,
             pods,
             pdbs,
@@ -45,7 +45,7 @@ impl FixedCluster {
 }
 
 impl Cluster for FixedCluster {
-    fn policy(&self) -> std::sync::Arc<Policy> {
+    fn policy(&self) -> Option<std::sync::Arc<Policy>> {
         self.policy.clone()
     }
     fn ledger(&self, name: &str) -> Option<std::sync::Arc<NodeLedger>> {

@@ -11,6 +11,7 @@
 mod fixed;
 pub mod index;
 pub mod jitter;
+pub mod policy_source;
 pub mod trim;
 pub mod view;
 pub mod watch_health;
@@ -26,8 +27,13 @@ pub use watch_health::{WatchErrorHook, Watched};
 
 /// What a decision needs from the cluster: an admission review's or a reconcile's.
 pub trait Cluster: Send + Sync {
-    /// The policy in force.
-    fn policy(&self) -> std::sync::Arc<Policy>;
+    /// The policy in force; `None` when resize-guard has read and parsed none (then nothing
+    /// is denied, repaired or preempted).
+    fn policy(&self) -> Option<std::sync::Arc<Policy>>;
+    /// Why [`Cluster::policy`] is `None`, for warnings and annotations.
+    fn no_policy_reason(&self) -> String {
+        "no policy in force".to_owned()
+    }
     /// The ledger of a node, if the node is known.
     fn ledger(&self, node: &str) -> Option<std::sync::Arc<NodeLedger>>;
     /// All PodDisruptionBudgets, compiled (shared: a decision never recompiles them).

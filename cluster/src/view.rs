@@ -14,8 +14,11 @@
 //! and none has been failing for longer than [`ViewConfig::unhealthy_after`]; until then each
 //! program's `/readyz` fails with the reason (for the webhook the API server's `failurePolicy`
 //! then decides; the controller also holds off acting while its pod or node watch is stale,
-//! [`ClusterView::stale_for_acting`]). A policy edit that does not parse keeps the last good
-//! policy, is logged, counted, and reported as an `InvalidPolicy` Warning Event on the ConfigMap.
+//! [`ClusterView::stale_for_acting`]). Which policy is in force follows
+//! [`crate::policy_source`]: the ConfigMap when it parses, else the one already in force, else
+//! the controller's persisted last good copy, else none — never the defaults by omission. A
+//! policy edit that does not parse is logged, counted, and reported as an `InvalidPolicy` Warning
+//! Event on the ConfigMap; no policy at all as a `NoPolicy` Warning Event.
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +26,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::api::Api;
@@ -33,20 +36,19 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
-use resize_guard_policy::policy::Policy;
+use resize_guard_policy::policy::{POLICY_KEY, Policy};
 use resize_guard_runtime::ClusterVersion;
 use resize_guard_runtime::Events;
 use tokio::sync::broadcast;
 
 use crate::Cluster;
 pub use crate::index::PodIndex;
+use crate::policy_source::{InForce, Origin, PolicySource, parse};
 use crate::trim::{trim_node, trim_pdb, trim_pod};
 use crate::watch_health::{
     DEFAULT_UNHEALTHY_AFTER, WatchBackoff, WatchErrorHook, WatchHealth, Watched,
 };
 
-/// Key of the policy document in the ConfigMap.
-pub use resize_guard_policy::policy::POLICY_KEY;
 
 /// How many pod events [`ClusterView::pod_events`] buffers per receiver before it lags.
 pub const POD_EVENTS_CAPACITY: usize = 4096;
@@ -121,7 +123,9 @@ pub struct ClusterView {
     pods: RwLock<PodIndex>,
     pod_store: Option<Store<Pod>>,
     pod_events: broadcast::Sender<Arc<Pod>>,
-    policy: RwLock<Arc<Policy>>,
+    policy: RwLock<PolicySource>,
+    /// A `NoPolicy` Event was published for the current spell without a policy.
+    no_policy_reported: std::sync::atomic::AtomicBool,
     namespace: String,
     health: WatchHealth,
     policy_version: tokio::sync::watch::Sender<u64>,
@@ -155,7 +159,8 @@ impl ClusterView {
             pods: RwLock::new(PodIndex::default()),
             pod_store,
             pod_events: broadcast::Sender::new(POD_EVENTS_CAPACITY),
-            policy: RwLock::new(Arc::new(Policy::default())),
+            policy: RwLock::new(PolicySource::default()),
+            no_policy_reported: std::sync::atomic::AtomicBool::new(false),
             namespace: config.namespace.clone(),
             health: WatchHealth::new(config.unhealthy_after, config.on_watch_error.clone()),
             policy_version: tokio::sync::watch::Sender::new(0),
@@ -180,6 +185,7 @@ impl ClusterView {
             Api::all(client.clone()),
             pod_writer.map(|w| (w, config.keep_pod_if)),
         ));
+        tokio::spawn(watch_last_good(client.clone(), view.clone(), config.clone()));
         tokio::spawn(watch_policy(client, view.clone(), config));
         view
     }
@@ -231,11 +237,98 @@ impl ClusterView {
         self.pod_events.subscribe()
     }
 
-    fn set_policy(&self, policy: Policy) {
-        if let Ok(mut p) = self.policy.write() {
-            *p = Arc::new(policy);
+    /// Applies one source's reading; a change of the policy in force ticks
+    /// [`ClusterView::policy_changes`] and is logged; losing every policy publishes a `NoPolicy`
+    /// Warning Event on the policy ConfigMap (once per spell without one).
+    fn update_policy(&self, config: &ViewConfig, update: impl FnOnce(&mut PolicySource) -> bool) {
+        let (changed, in_force, why_none) = match self.policy.write() {
+            Ok(mut source) => {
+                let changed = update(&mut source);
+                (changed, source.in_force().cloned(), source.why_none())
+            }
+            Err(_) => (false, None, None),
+        };
+        if changed {
+            match &in_force {
+                Some(f) => tracing::info!(
+                    origin = f.origin.as_str(),
+                    effective_policy = %f.policy.to_yaml(),
+                    "policy in force"
+                ),
+                None => tracing::warn!("no policy in force"),
+            }
+            self.policy_version.send_modify(|v| *v += 1);
         }
-        self.policy_version.send_modify(|v| *v += 1);
+        match (in_force, why_none) {
+            (None, Some(why)) if !why.contains("not been read") => {
+                if !self.no_policy_reported.swap(true, Ordering::AcqRel) {
+                    tracing::error!(why, "nothing is denied, repaired or preempted until a policy parses");
+                    let event = KubeEvent {
+                        type_: EventType::Warning,
+                        reason: "NoPolicy".into(),
+                        note: Some(format!(
+                            "{why}; resize-guard denies, repairs and preempts nothing until {POLICY_KEY} in ConfigMap {}/{} parses",
+                            self.namespace, config.policy_configmap
+                        )),
+                        action: "LoadPolicy".into(),
+                        secondary: None,
+                    };
+                    config
+                        .events
+                        .publish(event, named_config_map(&config.policy_configmap, &self.namespace));
+                }
+            }
+            (Some(_), _) => self.no_policy_reported.store(false, Ordering::Release),
+            _ => {}
+        }
+    }
+
+    /// The policy in force and where it came from, if any.
+    pub fn policy_in_force(&self) -> Option<InForce> {
+        self.policy.read().ok()?.in_force().cloned()
+    }
+
+    /// Why no policy is in force (`None` when one is): the webhook allows every resize with this
+    /// as its warning, the controller idles and is unready.
+    pub fn policy_problem(&self) -> Option<String> {
+        match self.policy.read() {
+            Ok(source) => source.why_none(),
+            Err(_) => Some("no policy in force: the policy state is unavailable (a task panicked while updating it)".into()),
+        }
+    }
+
+    /// The degraded note for `/readyz`: no policy in force, or an invalid or missing policy
+    /// ConfigMap while an earlier policy stays in force.
+    pub fn policy_note(&self) -> Option<String> {
+        if let Some(why) = self.policy_problem() {
+            return Some(why);
+        }
+        let source = self.policy.read().ok()?;
+        let problem = source.config_map_problem()?;
+        let origin = source.in_force()?.origin;
+        Some(match origin {
+            Origin::LastGood => format!("{problem}; the last good copy is in force"),
+            Origin::ConfigMap => format!("{problem}; the last policy it held stays in force"),
+        })
+    }
+
+    /// `resize_guard_policy_in_force{origin}`: 1 for where the policy in force came from
+    /// (`configmap`, `last-good`) or `none`, 0 for the others; appended to both programs'
+    /// `/metrics`.
+    pub fn policy_metrics(&self) -> String {
+        let current = self
+            .policy_in_force()
+            .map_or("none", |f| f.origin.as_str());
+        let mut out = String::from(
+            "# HELP resize_guard_policy_in_force Where the policy in force came from (none: nothing is denied, repaired or preempted).\n# TYPE resize_guard_policy_in_force gauge\n",
+        );
+        for origin in ["configmap", "last-good", "none"] {
+            out.push_str(&format!(
+                "resize_guard_policy_in_force{{origin=\"{origin}\"}} {}\n",
+                u8::from(origin == current)
+            ));
+        }
+        out
     }
 
     /// Ticks every time a new policy takes effect (the controller re-evaluates every pod).
@@ -249,11 +342,15 @@ impl Cluster for ClusterView {
         self.version.get().map(|v| v.minor)
     }
 
-    fn policy(&self) -> Arc<Policy> {
-        self.policy
-            .read()
-            .map(|p| p.clone())
-            .unwrap_or_else(|_| Arc::new(Policy::default()))
+    /// `None` while no policy is in force, and when the policy state is unavailable (a
+    /// poisoned lock): never the defaults by omission.
+    fn policy(&self) -> Option<Arc<Policy>> {
+        Some(self.policy.read().ok()?.in_force()?.policy.clone())
+    }
+
+    fn no_policy_reason(&self) -> String {
+        self.policy_problem()
+            .unwrap_or_else(|| "no policy in force".to_owned())
     }
 
     fn ledger(&self, node: &str) -> Option<Arc<NodeLedger>> {
@@ -422,7 +519,7 @@ fn apply_to_index(view: &ClusterView, ev: &watcher::Event<Pod>, relist: &mut Opt
 }
 
 async fn watch_policy(client: kube::Client, view: Arc<ClusterView>, config: ViewConfig) {
-    let name = config.policy_configmap;
+    let name = config.policy_configmap.clone();
     let api: Api<ConfigMap> = Api::namespaced(client, &view.namespace);
     let watch = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut stream = trimmed(api, watch, |cm: &mut ConfigMap| {
@@ -430,33 +527,84 @@ async fn watch_policy(client: kube::Client, view: Arc<ClusterView>, config: View
     })
     .boxed();
     let mut seen_in_list = false;
-    // Once a policy is in force, losing the ConfigMap (deleted, or gone at a relist) keeps it:
-    // an accidental delete must not silently turn resize-guard back to its defaults.
-    let mut in_force = false;
     while let Some(item) = stream.next().await {
         match &item {
             Err(_) => {}
             Ok(watcher::Event::Init) => seen_in_list = false,
             Ok(watcher::Event::InitApply(cm) | watcher::Event::Apply(cm)) => {
                 seen_in_list = true;
-                in_force = true;
-                apply_policy(&view, cm, &config.events, &config.on_policy_reload);
-            }
-            Ok(watcher::Event::InitDone) if !seen_in_list && !in_force => {
-                tracing::info!(configmap = %name, "no policy ConfigMap; using the default policy");
-                view.set_policy(Policy::default());
-                in_force = true;
+                let read = parse(cm.data.as_ref());
+                report_policy(&read, cm, &config.events, &config.on_policy_reload);
+                view.update_policy(&config, |s| s.config_map(Some(read)));
             }
             Ok(watcher::Event::InitDone) if !seen_in_list => {
-                policy_gone(&name, &view.namespace, None, &config.events);
+                let had = view.policy_in_force().is_some();
+                if had {
+                    policy_gone(&name, &view.namespace, None, &config.events);
+                } else {
+                    tracing::warn!(configmap = %name, "no policy ConfigMap");
+                }
+                view.update_policy(&config, |s| s.config_map(None));
             }
             Ok(watcher::Event::InitDone) => {}
             Ok(watcher::Event::Delete(cm)) => {
                 policy_gone(&name, &view.namespace, Some(cm), &config.events);
+                view.update_policy(&config, |s| s.config_map(None));
             }
         }
         view.health.observe(Watched::ConfigMap, &item);
     }
+}
+
+/// The name of the controller's last good copy of the policy ConfigMap `policy_configmap`.
+pub fn last_good_name(policy_configmap: &str) -> String {
+    format!("{policy_configmap}-last-good")
+}
+
+/// Watches the controller's last good copy (read at start when the policy ConfigMap gives no
+/// policy; see [`crate::policy_source`]).
+async fn watch_last_good(client: kube::Client, view: Arc<ClusterView>, config: ViewConfig) {
+    let name = last_good_name(&config.policy_configmap);
+    let api: Api<ConfigMap> = Api::namespaced(client, &view.namespace);
+    let watch = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = trimmed(api, watch, |cm: &mut ConfigMap| {
+        cm.metadata.managed_fields = None;
+    })
+    .boxed();
+    let mut seen_in_list = false;
+    while let Some(item) = stream.next().await {
+        match &item {
+            Err(_) => {}
+            Ok(watcher::Event::Init) => seen_in_list = false,
+            Ok(watcher::Event::InitApply(cm) | watcher::Event::Apply(cm)) => {
+                seen_in_list = true;
+                let read = parse(cm.data.as_ref());
+                if let Err(why) = &read {
+                    tracing::warn!(configmap = %name, why, "the last good policy copy is invalid");
+                }
+                view.update_policy(&config, |s| s.last_good(Some(read)));
+            }
+            Ok(watcher::Event::InitDone) if !seen_in_list => {
+                view.update_policy(&config, |s| s.last_good(None));
+            }
+            Ok(watcher::Event::InitDone) => {}
+            Ok(watcher::Event::Delete(_)) => view.update_policy(&config, |s| s.last_good(None)),
+        }
+        view.health.observe(Watched::LastGoodPolicy, &item);
+    }
+}
+
+/// A reference to the ConfigMap `name` in `namespace`, when only its name is known.
+fn named_config_map(name: &str, namespace: &str) -> ObjectReference {
+    ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+    .object_ref(&())
 }
 
 /// The policy ConfigMap disappeared: keep the policy in force, say so in the log and in a
@@ -466,15 +614,7 @@ fn policy_gone(name: &str, namespace: &str, cm: Option<&ConfigMap>, events: &Eve
     let regarding = match cm {
         Some(cm) => cm.object_ref(&()),
         // Gone at a relist: only its name is known.
-        None => ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.to_owned()),
-                namespace: Some(namespace.to_owned()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-        .object_ref(&()),
+        None => named_config_map(name, namespace),
     };
     let event = KubeEvent {
         type_: EventType::Warning,
@@ -488,24 +628,24 @@ fn policy_gone(name: &str, namespace: &str, cm: Option<&ConfigMap>, events: &Eve
     events.publish(event, regarding);
 }
 
-fn apply_policy(view: &ClusterView, cm: &ConfigMap, events: &Events, on_reload: &PolicyReloadHook) {
-    match Policy::from_config_map(cm.data.as_ref()) {
-        Ok(policy) => {
-            on_reload(true);
-            tracing::info!(effective_policy = %policy.to_yaml(), "policy loaded");
-            view.set_policy(policy);
-        }
-        Err(e) => {
-            on_reload(false);
-            tracing::warn!(error = %e, "invalid policy; keeping the last good one");
-            let event = KubeEvent {
-                type_: EventType::Warning,
-                reason: "InvalidPolicy".into(),
-                note: Some(format!("{e}; keeping the last good policy")),
-                action: "LoadPolicy".into(),
-                secondary: None,
-            };
-            events.publish(event, cm.object_ref(&()));
-        }
+/// Counts a reload and, for one that failed, logs it and publishes an `InvalidPolicy` Warning
+/// Event on the ConfigMap.
+fn report_policy(
+    read: &Result<(Policy, String), String>,
+    cm: &ConfigMap,
+    events: &Events,
+    on_reload: &PolicyReloadHook,
+) {
+    on_reload(read.is_ok());
+    if let Err(e) = read {
+        tracing::warn!(error = %e, "invalid policy; keeping the last good one");
+        let event = KubeEvent {
+            type_: EventType::Warning,
+            reason: "InvalidPolicy".into(),
+            note: Some(format!("{e}; keeping the last good policy")),
+            action: "LoadPolicy".into(),
+            secondary: None,
+        };
+        events.publish(event, cm.object_ref(&()));
     }
 }

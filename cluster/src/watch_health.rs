@@ -40,15 +40,18 @@ pub enum Watched {
     PodDisruptionBudgets,
     /// The policy ConfigMap.
     ConfigMap,
+    /// The controller's persisted copy of the last good policy (`<policy>-last-good`).
+    LastGoodPolicy,
 }
 
 impl Watched {
     /// Every watched resource, in the order readiness reports them.
-    pub const ALL: [Watched; 4] = [
+    pub const ALL: [Watched; 5] = [
         Watched::Pods,
         Watched::Nodes,
         Watched::PodDisruptionBudgets,
         Watched::ConfigMap,
+        Watched::LastGoodPolicy,
     ];
 
     /// The name used in logs, readiness reasons and the `resource` metric label.
@@ -58,6 +61,7 @@ impl Watched {
             Watched::Nodes => "nodes",
             Watched::PodDisruptionBudgets => "poddisruptionbudgets",
             Watched::ConfigMap => "configmap",
+            Watched::LastGoodPolicy => "configmap-last-good",
         }
     }
 
@@ -67,6 +71,7 @@ impl Watched {
             Watched::Nodes => 1,
             Watched::PodDisruptionBudgets => 2,
             Watched::ConfigMap => 3,
+            Watched::LastGoodPolicy => 4,
         }
     }
 }
@@ -219,7 +224,7 @@ impl WatchState {
 
 /// Every watch's health, shared by the view's watch tasks.
 pub struct WatchHealth {
-    states: Mutex<[WatchState; 4]>,
+    states: Mutex<[WatchState; 5]>,
     unhealthy_after: Duration,
     on_error: WatchErrorHook,
 }

@@ -89,7 +89,7 @@ fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
         let why = eventually("a readiness reason naming 403s", Duration::from_secs(20), || {
             view.readiness()
                 .err()
-                .filter(|w| w.matches("403 Forbidden").count() == 4)
+                .filter(|w| w.matches("403 Forbidden").count() == 5)
         })
         .await;
         assert!(
@@ -101,12 +101,13 @@ fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
             "; nodes: not listed yet (last error ",
             "; poddisruptionbudgets: not listed yet (last error ",
             "; configmap: not listed yet (last error ",
+            "; configmap-last-good: not listed yet (last error ",
             "list failed: 403 Forbidden: pods is forbidden: User \"system:serviceaccount:resize-guard:resize-guard-webhook\" cannot list resource \"pods\"",
         ] {
             assert!(why.contains(part), "{part:?} missing from {why}");
         }
         assert!(pod_errors.load(Ordering::Relaxed) >= 1);
-        assert!(errors.load(Ordering::Relaxed) >= 4);
+        assert!(errors.load(Ordering::Relaxed) >= 5);
         assert!(!view.is_ready());
 
         grant_read_access(&admin).await;

@@ -28,7 +28,7 @@ use serde_json::json;
 use crate::decision::{Decision, FAILED_RETRY, Record, Removal, SHORT_WAIT, Via, budget_refused};
 use crate::leadership::{Fenced, Leadership};
 use crate::metrics::Metrics;
-use crate::plan::PLAN_ANNOTATION;
+use crate::plan::{KeyError, PLAN_ANNOTATION, PlanRecord, PlanSeal, seal};
 
 /// A write that was not made or failed.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +73,10 @@ pub enum ActuateError {
         #[source]
         source: WriteError,
     },
+    /// The key that seals plan records could not be had (nothing is resumed or recorded
+    /// without it).
+    #[error("loading the plan-sealing key")]
+    PlanKey(#[source] KeyError),
     /// Preempting a victim failed.
     #[error("preempting {victim}")]
     Preempt {
@@ -91,6 +95,7 @@ impl ActuateError {
             ActuateError::RecordPlan { source, .. }
             | ActuateError::Revert { source, .. }
             | ActuateError::Preempt { source, .. } => source,
+            ActuateError::PlanKey(_) => return "PlanKey",
         };
         if matches!(source, WriteError::Fenced(_)) {
             return "NotLeader";
@@ -99,6 +104,7 @@ impl ActuateError {
             ActuateError::RecordPlan { .. } => "RecordPlan",
             ActuateError::Preempt { .. } => "Preempt",
             ActuateError::Revert { .. } => "Revert",
+            ActuateError::PlanKey(_) => "PlanKey",
         }
     }
 
@@ -119,6 +125,8 @@ pub struct Actuator {
     pub metrics: Arc<Metrics>,
     /// Every write is fenced by it.
     pub leadership: Leadership,
+    /// The key that seals the plan records this controller writes.
+    pub seal: Arc<PlanSeal>,
 }
 
 fn reference(pod: &Pod) -> ObjectReference {
@@ -184,6 +192,36 @@ impl Actuator {
             });
     }
 
+    /// The plan-sealing key (read, or created by this leader on first need, fenced).
+    pub async fn plan_key(&self) -> Result<&ring::hmac::Key, ActuateError> {
+        self.seal
+            .key(&self.client, |api, secret| async move {
+                let post = PostParams::default();
+                match self.write(api.create(&post, &secret)).await {
+                    Ok(_) => Ok(()),
+                    Err(WriteError::Api(e)) => Err(e),
+                    Err(WriteError::Fenced(f)) => Err(kube::Error::Service(Box::new(f))),
+                }
+            })
+            .await
+            .map_err(ActuateError::PlanKey)
+    }
+
+    /// Writes `rec`, sealed for `pod`, as the plan annotation (or removes it for `None`).
+    async fn record(&self, pod: &Pod, rec: Option<&PlanRecord>) -> Result<(), ActuateError> {
+        let key = PodKey::of(pod).to_string();
+        let value = match rec {
+            Some(rec) => {
+                let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+                Some(seal(self.plan_key().await?, rec.clone(), uid).to_annotation())
+            }
+            None => None,
+        };
+        self.set_plan(pod, value)
+            .await
+            .map_err(|source| ActuateError::RecordPlan { pod: key, source })
+    }
+
     async fn set_plan(&self, pod: &Pod, value: Option<String>) -> Result<(), WriteError> {
         let api: Api<Pod> = Api::namespaced(
             self.client.clone(),
@@ -201,26 +239,35 @@ impl Actuator {
     /// Carries out `decision` for `pod`.
     pub async fn apply(&self, pod: &Pod, decision: Decision) -> Result<Action, ActuateError> {
         let key = PodKey::of(pod).to_string();
-        let record_plan = |source| ActuateError::RecordPlan {
-            pod: key.clone(),
-            source,
-        };
         match decision {
             Decision::Idle => Ok(Action::await_change()),
             Decision::Unblocked { seconds } => {
                 self.metrics.unblocked(seconds);
                 tracing::info!(pod = %key, seconds, "resize admitted after preemption");
-                self.set_plan(pod, None).await.map_err(record_plan)?;
+                self.record(pod, None).await?;
                 Ok(Action::await_change())
             }
             Decision::ClearPlan => {
-                self.set_plan(pod, None).await.map_err(record_plan)?;
+                self.record(pod, None).await?;
                 Ok(Action::await_change())
+            }
+            Decision::DropPlan { why } => {
+                self.metrics.preemption("plan_rejected");
+                tracing::warn!(pod = %key, why, "recorded plan rejected");
+                self.record(pod, None).await?;
+                self.event(
+                    &reference(pod),
+                    None,
+                    true,
+                    "PreemptionPlanRejected",
+                    format!("resize-guard did not act on the recorded preemption plan: {why}; a fresh plan is chosen instead"),
+                );
+                Ok(Action::requeue(SHORT_WAIT))
             }
             Decision::Replan { why, after } => {
                 self.metrics.preemption("pdb_blocked");
                 tracing::info!(pod = %key, why, "re-planning");
-                self.set_plan(pod, None).await.map_err(record_plan)?;
+                self.record(pod, None).await?;
                 Ok(Action::requeue(after))
             }
             Decision::Wait { why, after } => {
@@ -268,9 +315,7 @@ impl Actuator {
             } => {
                 let fresh = !matches!(record, Record::Recorded);
                 if let Record::Before(rec) = &record {
-                    self.set_plan(pod, Some(rec.to_annotation()))
-                        .await
-                        .map_err(record_plan)?;
+                    self.record(pod, Some(rec)).await?;
                 }
                 self.metrics
                     .preemption(if fresh { "started" } else { "resumed" });
@@ -292,9 +337,7 @@ impl Actuator {
                     }
                 }
                 if let Record::After(rec) = &record {
-                    self.set_plan(pod, Some(rec.to_annotation()))
-                        .await
-                        .map_err(record_plan)?;
+                    self.record(pod, Some(rec)).await?;
                 }
                 self.event(&reference(pod), None, false, "PreemptingForResize", note);
                 Ok(Action::requeue(SHORT_WAIT))

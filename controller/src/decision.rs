@@ -17,23 +17,29 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use resize_guard_policy::pod::{PodKey, REASON_INFEASIBLE, is_deferred_now, resize_pending};
+use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
+use resize_guard_policy::pod::{
+    PodKey, REASON_INFEASIBLE, is_deferred_now, node_name, priority, resize_pending,
+};
 use resize_guard_policy::policy::{PdbMode, Policy};
 use resize_guard_policy::verdict::{Deferral, Infeasibility};
-use resize_guard_policy::victims::{NoPlan, name_list};
+use resize_guard_policy::victims::{Exclusion, NoPlan, exclusion, name_list};
 use resize_guard_policy::{Verdict, verdict::NAMES_IN_MESSAGES};
 
 use crate::plan::PlanRecord;
 
-/// Where a planned victim is now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a planned victim is now, re-checked against the rules a fresh plan obeys.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VictimState {
-    /// Running, not yet asked to go.
+    /// Running on the preemptor's node, and a fresh plan could still choose it.
     Present,
     /// Deletion started.
     Terminating,
     /// No longer exists (or is a different pod now).
     Gone,
+    /// Still there, but no fresh plan under the current policy could choose it (another node,
+    /// not lower priority, protected, critical …): the sentence says why.
+    Ineligible(String),
 }
 
 /// What to do.
@@ -63,6 +69,13 @@ pub enum Decision {
         victims: Vec<Removal>,
         /// Human summary for the `PreemptingForResize` Event.
         note: String,
+    },
+    /// The recorded plan may not be acted on (not written by resize-guard, or it names a pod a
+    /// fresh plan under the current policy could not choose, or more victims than the cap):
+    /// drop it, say why in a Warning Event, and choose afresh.
+    DropPlan {
+        /// Why, for the Event and the log.
+        why: String,
     },
     /// A PodDisruptionBudget refused an eviction: drop the recorded plan and choose again
     /// (the budget's state is in the next verdict).
@@ -113,7 +126,8 @@ pub enum Record {
 pub struct Removal {
     /// Who (the UID is a precondition of every write: a recreated pod is not the victim).
     pub victim: PodKey,
-    /// Its own `terminationGracePeriodSeconds`, capped by `preemption.maxGracePeriodSeconds`.
+    /// Its own `terminationGracePeriodSeconds`, capped by `preemption.maxGracePeriodSeconds`
+    /// when that is set.
     pub grace_seconds: u32,
     /// Through the Eviction API (`pdb: respect`) or a plain delete (`bestEffort`, like
     /// kube-scheduler).
@@ -181,6 +195,9 @@ pub fn decide(
         }
     };
     if let Some(p) = plan.filter(|p| p.generation == generation) {
+        if let Some(why) = unfit_to_resume(p, victims, deferral, policy) {
+            return Decision::DropPlan { why };
+        }
         let pending: Vec<PodKey> = p
             .victims
             .iter()
@@ -188,16 +205,17 @@ pub fn decide(
             .filter(|(_, s)| **s == VictimState::Present)
             .map(|(v, _)| v.clone())
             .collect();
-        if !pending.is_empty() {
+        let fresh_needs_victims = matches!(&deferral.plan, Ok(f) if !f.victims.is_empty());
+        if !pending.is_empty() && fresh_needs_victims {
             return Decision::Preempt {
                 record: Record::Recorded,
                 note: format!("resuming the recorded plan: {}", join(&pending)),
                 victims: removals(pending, policy, grace),
             };
         }
-        if victims.contains(&VictimState::Terminating) {
+        if victims.contains(&VictimState::Terminating) || !pending.is_empty() {
             return Decision::Wait {
-                why: "planned victims are terminating".into(),
+                why: "planned victims are terminating; the room they free covers the resize".into(),
                 after: SHORT_WAIT,
             };
         }
@@ -216,6 +234,81 @@ pub fn decide(
     plan_fresh(pod, deferral, policy, generation, now, grace)
 }
 
+/// Why a recorded plan (of the current generation) may not be resumed, if it may not: a
+/// resumed plan obeys every rule a fresh one does — the victim cap, each victim still eligible
+/// on the preemptor's node ([`VictimState::Ineligible`]), preemption allowed at all for this
+/// resize now (enforce mode, and a fresh plan exists: preemption enabled, the node not opted
+/// out, the preemptor allowed to preempt, enough candidates within the cap).
+fn unfit_to_resume(
+    plan: &PlanRecord,
+    victims: &[VictimState],
+    deferral: &Deferral,
+    policy: &Policy,
+) -> Option<String> {
+    let max = policy.preemption.max_victims_per_resize;
+    if plan.victims.len() > max as usize || victims.len() != plan.victims.len() {
+        return Some(format!(
+            "it names {} victims, more than preemption.maxVictimsPerResize ({max})",
+            plan.victims.len()
+        ));
+    }
+    let ineligible: Vec<String> = plan
+        .victims
+        .iter()
+        .zip(victims)
+        .filter_map(|(v, s)| match s {
+            VictimState::Ineligible(why) => Some(format!("{v}: {why}")),
+            _ => None,
+        })
+        .collect();
+    if !ineligible.is_empty() {
+        return Some(format!(
+            "a fresh plan could not choose {}",
+            ineligible.join("; ")
+        ));
+    }
+    if policy.is_audit() {
+        return Some("the policy is in audit mode, which never preempts".into());
+    }
+    match &deferral.plan {
+        Err(why) => Some(format!("no fresh plan can make room now: {why}")),
+        Ok(_) => None,
+    }
+}
+
+/// Where the victim `key` of a recorded plan is now, judged by the rules of a fresh plan:
+/// `entry` is its line in the view's pod index (`None` when gone or terminal), `ledger` the
+/// resizing pod's node ledger. A victim that is another pod now (same UID, other name), the
+/// preemptor itself, on another node, or excluded by [`exclusion`] (priority, critical,
+/// protected, owner) is [`VictimState::Ineligible`]; a terminating one is awaited.
+pub fn victim_state(
+    key: &PodKey,
+    entry: Option<&LedgerEntry>,
+    preemptor: &Pod,
+    ledger: Option<&NodeLedger>,
+    policy: &Policy,
+    install_namespace: &str,
+) -> VictimState {
+    let Some(e) = entry.filter(|e| e.key.name == key.name && e.key.namespace == key.namespace)
+    else {
+        return VictimState::Gone;
+    };
+    if preemptor.metadata.uid.as_deref() == Some(key.uid.as_str()) {
+        return VictimState::Ineligible("it is the resizing pod itself".into());
+    }
+    let Some(ledger) = ledger.filter(|l| l.entry(&key.uid).is_some()) else {
+        return VictimState::Ineligible(format!(
+            "it is not on the resizing pod's node {}",
+            node_name(preemptor).unwrap_or("(none)")
+        ));
+    };
+    match exclusion(e, priority(preemptor), policy, install_namespace) {
+        None => VictimState::Present,
+        Some(Exclusion::Terminating) => VictimState::Terminating,
+        Some(why) => VictimState::Ineligible(format!("{why} (node {})", ledger.node)),
+    }
+}
+
 /// What a PodDisruptionBudget's refusal to evict `victim` means: the plan no longer holds.
 pub fn budget_refused(victim: &PodKey) -> Decision {
     Decision::Replan {
@@ -228,7 +321,7 @@ pub fn budget_refused(victim: &PodKey) -> Decision {
 }
 
 /// Each victim with its grace period (its own, 30 s when unknown as the API defaults it,
-/// capped by policy) and the API it goes through.
+/// capped only when `preemption.maxGracePeriodSeconds` is set) and the API it goes through.
 fn removals(
     victims: Vec<PodKey>,
     policy: &Policy,
@@ -240,16 +333,10 @@ fn removals(
     };
     victims
         .into_iter()
-        .map(|victim| {
-            let own = grace(&victim).unwrap_or(30);
-            let capped = own
-                .min(i64::from(policy.preemption.max_grace_period_seconds))
-                .max(0);
-            Removal {
-                grace_seconds: u32::try_from(capped).unwrap_or(0),
-                via,
-                victim,
-            }
+        .map(|victim| Removal {
+            grace_seconds: policy.victim_grace_seconds(grace(&victim)),
+            via,
+            victim,
         })
         .collect()
 }
@@ -292,6 +379,7 @@ fn plan_fresh(
         generation,
         victims: victims.clone(),
         time: now,
+        mac: String::new(),
     };
     Decision::Preempt {
         record: if victims.len() > 1 {

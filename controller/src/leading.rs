@@ -1,5 +1,5 @@
 //! The work only the Lease holder does — the preemption controller, the certificate manager
-//! (`--certificates=self`) and the deferred-pods gauge — started on gaining the Lease and
+//! (`--certificates=self`), the last good policy copy and the deferred-pods gauge — started on gaining the Lease and
 //! stopped on losing it. Losing it aborts everything at once (every write is also fenced by
 //! [`Leadership`], so an aborted task cannot write afterwards); a shutdown first lets in-flight
 //! reconciles finish while the Lease is still ours, within the fence.
@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::actuate::Actuator;
 use crate::certificates;
+use crate::last_good::LastGood;
 use crate::leader::Elector;
 use crate::leadership::Leadership;
 use crate::metrics::Metrics;
@@ -32,6 +33,7 @@ pub struct Leading {
     stop_controller: Option<oneshot::Sender<()>>,
     certificates: Option<JoinHandle<()>>,
     gauge: JoinHandle<()>,
+    last_good: JoinHandle<()>,
 }
 
 impl Leading {
@@ -46,7 +48,15 @@ impl Leading {
         metrics: &Arc<Metrics>,
         actuator: &Actuator,
         certificates: Option<certificates::Settings>,
+        last_good: LastGood,
     ) -> Leading {
+        let last_good = tokio::spawn(crate::last_good::run(
+            client.clone(),
+            view.clone(),
+            last_good,
+            actuator.leadership.clone(),
+            metrics.clone(),
+        ));
         let certificates = certificates.map(|settings| {
             tokio::spawn(certificates::run(
                 client.clone(),
@@ -95,6 +105,7 @@ impl Leading {
             stop_controller: Some(stop_tx),
             certificates,
             gauge,
+            last_good,
         }
     }
 
@@ -117,6 +128,7 @@ impl Leading {
     /// Stops everything now.
     pub async fn abort(self) {
         self.gauge.abort();
+        self.last_good.abort();
         if let Some(handle) = self.controller {
             handle.abort();
             let _ = handle.await;

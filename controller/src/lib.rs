@@ -7,14 +7,16 @@
 //! recorded [`plan`] into a decision; [`actuate`] records the plan, marks and evicts victims and
 //! emits Events. Only the holder of the [`leader`] Lease runs the controller ([`run`],
 //! [`leading`]), and, with `--certificates=self`, the [`certificates`] manager that keeps the
-//! webhook's CA, serving certificate and caBundle; every write of both passes the
-//! [`leadership`] fence.
+//! webhook's CA, serving certificate and caBundle, and the [`last_good`] policy copy; every
+//! write passes the [`leadership`] fence. Recorded plans are sealed by the controller and
+//! re-checked against a fresh plan's rules before they are resumed ([`plan`], [`decision`]).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod actuate;
 pub mod args;
 pub mod certificates;
 pub mod decision;
+pub mod last_good;
 pub mod leader;
 pub mod leadership;
 pub mod leading;

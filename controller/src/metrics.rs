@@ -12,7 +12,8 @@ use prometheus_client::registry::Registry;
 /// Outcome label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Outcome {
-    /// `started`, `resumed`, `no_plan`, `pdb_blocked`, `would_preempt`, `error`.
+    /// `started`, `resumed`, `no_plan`, `pdb_blocked`, `would_preempt`, `plan_rejected`,
+    /// `reverted_infeasible`, `error`.
     pub outcome: String,
 }
 
@@ -52,6 +53,7 @@ pub struct Metrics {
     cert_expiry: Family<Certificate, Gauge>,
     fenced: Counter,
     watch_errors: Family<Resource, Counter>,
+    last_good_errors: Counter,
 }
 
 impl Default for Metrics {
@@ -130,6 +132,12 @@ impl Metrics {
             "Errors of the cluster view's watches, by resource",
             watch_errors.clone(),
         );
+        let last_good_errors = Counter::default();
+        registry.register(
+            "last_good_policy_write_errors",
+            "Failed writes of the persisted last good policy copy",
+            last_good_errors.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             preemptions,
@@ -143,7 +151,13 @@ impl Metrics {
             cert_expiry,
             fenced,
             watch_errors,
+            last_good_errors,
         }
+    }
+
+    /// Counts a failed write of the last good policy copy.
+    pub fn last_good_write_failed(&self) {
+        self.last_good_errors.inc();
     }
 
     /// Counts a watch error of `resource`.

@@ -10,13 +10,12 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use resize_guard_cluster::{Cluster, ClusterView};
-use resize_guard_policy::ledger::LedgerEntry;
 use resize_guard_policy::pod::{is_deferred_now, is_resize_infeasible, node_name, resize_pending};
 use resize_guard_policy::{Context, assess};
 
 use crate::actuate::{ActuateError, Actuator};
-use crate::decision::{VictimState, decide};
-use crate::plan::PlanRecord;
+use crate::decision::{Decision, VictimState, decide, victim_state};
+use crate::plan::{PLAN_ANNOTATION, verified};
 use resize_guard_policy::pod::PodKey;
 
 /// Everything a reconcile reads.
@@ -35,15 +34,23 @@ pub fn concerns_controller(pod: &Pod) -> bool {
             .metadata
             .annotations
             .as_ref()
-            .is_some_and(|a| a.contains_key(crate::plan::PLAN_ANNOTATION))
+            .is_some_and(|a| a.contains_key(PLAN_ANNOTATION))
 }
 
 /// Reconciles one pod.
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateError> {
-    let plan = PlanRecord::of(&pod);
-    let policy = ctx.view.policy();
+    let annotated = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(PLAN_ANNOTATION));
+    // Fail safe: with no policy read and parsed nothing is preempted, reverted or cleared; a
+    // policy taking effect reconciles every pod again.
+    let Some(policy) = ctx.view.policy() else {
+        return Ok(Action::await_change());
+    };
     let revert = policy.feasibility.revert_infeasible && is_resize_infeasible(&pod);
-    if plan.is_none() && !is_deferred_now(&pod) && !revert {
+    if !annotated && !is_deferred_now(&pod) && !revert {
         return Ok(Action::await_change());
     }
     // Never act on a pod cache that may be stale: after a watch error (the API server
@@ -58,36 +65,49 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let started = Instant::now();
+    // A plan is acted on only if this controller sealed it for this pod: the annotation is on
+    // a pod its author may edit.
+    let plan = if annotated {
+        let key = ctx.actuator.plan_key().await?;
+        match verified(key, &pod) {
+            Some(Ok(rec)) => Some(rec),
+            Some(Err(why)) => {
+                let why = format!("{why}; it is ignored and removed");
+                return ctx.actuator.apply(&pod, Decision::DropPlan { why }).await;
+            }
+            None => None,
+        }
+    } else {
+        None
+    };
     let budgets = ctx.view.budgets();
     let ledger = node_name(&pod).and_then(|n| ctx.view.ledger(n));
+    let install_namespace = ctx.view.install_namespace();
     let verdict = assess(
         &pod,
         &Context {
             ledger: ledger.as_deref(),
             budgets: &budgets,
             policy: &policy,
-            install_namespace: ctx.view.install_namespace(),
+            install_namespace,
             minor: ctx.view.kubernetes_minor(),
         },
     );
     // Victims are looked up in the view's index (every bound, non-terminal pod), not in the
-    // pod store, which keeps only pods with a pending resize or a plan. A victim no longer
-    // there has gone or reached a terminal phase: either way it holds nothing any more.
-    let entries: Vec<Option<LedgerEntry>> = plan
+    // pod store, which keeps only pods with a pending resize or a plan, and each is re-checked
+    // against the rules a fresh plan obeys.
+    let states: Vec<VictimState> = plan
         .iter()
         .flat_map(|p| p.victims.iter())
         .map(|v| {
-            ctx.view
-                .pod_entry(&v.uid)
-                .filter(|e| e.key.name == v.name && e.key.namespace == v.namespace)
-        })
-        .collect();
-    let states: Vec<VictimState> = entries
-        .iter()
-        .map(|e| match e {
-            Some(e) if e.terminating => VictimState::Terminating,
-            Some(_) => VictimState::Present,
-            None => VictimState::Gone,
+            victim_state(
+                v,
+                ctx.view.pod_entry(&v.uid).as_ref(),
+                &pod,
+                ledger.as_deref(),
+                &policy,
+                install_namespace,
+            )
         })
         .collect();
     let grace = |v: &PodKey| ctx.view.pod_entry(&v.uid)?.grace_seconds;

@@ -102,12 +102,24 @@ pub async fn serve(
         .serve_health(
             common.health_addr,
             {
+                // No policy in force: the controller idles, and is not ready, saying why.
                 let view = view.clone();
-                Arc::new(move || view.readiness())
+                Arc::new(move || {
+                    view.readiness()?;
+                    match view.policy_problem() {
+                        Some(why) => Err(why),
+                        None => Ok(view.policy_note()),
+                    }
+                })
             },
             {
-                let metrics = metrics.clone();
-                Arc::new(move || metrics.render())
+                let (metrics, view) = (metrics.clone(), view.clone());
+                Arc::new(move || {
+                    resize_guard_runtime::cluster_version::append_metrics(
+                        metrics.render(),
+                        &view.policy_metrics(),
+                    )
+                })
             },
         )
         .await?;
@@ -125,6 +137,7 @@ pub async fn serve(
         events: runtime.events().clone(),
         metrics: metrics.clone(),
         leadership: leadership.clone(),
+        seal: Arc::new(crate::plan::PlanSeal::new(&common.namespace)),
     };
     loop {
         // Follower: take the Lease (jittered retries) or stop.
@@ -142,6 +155,10 @@ pub async fn serve(
             &metrics,
             &actuator,
             certificates.clone(),
+            crate::last_good::LastGood {
+                namespace: common.namespace.clone(),
+                policy_configmap: common.policy_configmap.clone(),
+            },
         );
         // Leader: renew until shutdown, a renewal that misses the renew deadline, or a fence
         // that passed unrenewed (a process that was stopped wakes up fenced).

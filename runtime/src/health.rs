@@ -1,6 +1,8 @@
 //! The health endpoints both programs serve on a plain port, outside any trace layer: `/livez`
-//! (the process answers), `/readyz` (200 `ok`, or 503 `not ready: <why>` from the program's
-//! readiness) and `/metrics` (the program's Prometheus text).
+//! (the process answers), `/readyz` (200 `ok`; 200 `ok (degraded: <why>)` while the program
+//! serves but cannot do all of its job, e.g. the webhook with no policy in force, which allows
+//! every resize with a warning rather than fail open unseen; or 503 `not ready: <why>`) and
+//! `/metrics` (the program's Prometheus text).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,8 +11,9 @@ use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::routing::get;
 
-/// Why the process is not ready, or `Ok`.
-pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+/// Why the process is not ready (`Err`), or `Ok` with what it cannot do while it serves
+/// (`Some`: degraded).
+pub type Readiness = Arc<dyn Fn() -> Result<Option<String>, String> + Send + Sync>;
 
 /// Renders the program's metrics in the Prometheus text exposition format.
 pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
@@ -28,7 +31,8 @@ pub fn router(readiness: Readiness, metrics: RenderMetrics) -> Router {
                 let answer = readiness();
                 async move {
                     match answer {
-                        Ok(()) => (StatusCode::OK, "ok".to_owned()),
+                        Ok(None) => (StatusCode::OK, "ok".to_owned()),
+                        Ok(Some(why)) => (StatusCode::OK, format!("ok (degraded: {why})")),
                         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}")),
                     }
                 }
@@ -101,8 +105,19 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn readyz_is_ok_but_says_so_when_degraded() {
+        let app = router(
+            Arc::new(|| Ok(Some("no policy in force".into()))),
+            Arc::new(String::new),
+        );
+        let (status, body, _) = get(&app, "/readyz").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, "ok (degraded: no policy in force)");
+    }
+
+    #[tokio::test]
     async fn readyz_is_ok_when_ready() {
-        let app = router(Arc::new(|| Ok(())), Arc::new(String::new));
+        let app = router(Arc::new(|| Ok(None)), Arc::new(String::new));
         assert_eq!(
             get(&app, "/readyz").await,
             (

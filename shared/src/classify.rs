@@ -166,7 +166,13 @@ fn judge_room(pod: &Pod, spec: &PodSpec, status: Option<&PodStatus>, ctx: &Conte
         used,
         allocatable: ledger.allocatable,
         shortfall: (request + used).excess_over(ledger.allocatable),
-        plan: select_victims(&preemptor, ledger, ctx.budgets, ctx.policy),
+        plan: select_victims(
+            &preemptor,
+            ledger,
+            ctx.budgets,
+            ctx.policy,
+            ctx.install_namespace,
+        ),
     })
 }
 

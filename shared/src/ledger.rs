@@ -45,6 +45,8 @@ pub struct LedgerEntry {
     pub pending: Option<PendingResize>,
     /// `spec.terminationGracePeriodSeconds` (a victim's eviction grace is capped by policy).
     pub grace_seconds: Option<i64>,
+    /// Its controlling owner (DaemonSet and bare pods are victims only if the policy says so).
+    pub controller: pod::Controller,
 }
 
 impl LedgerEntry {
@@ -64,6 +66,7 @@ impl LedgerEntry {
                 .spec
                 .as_ref()
                 .and_then(|s| s.termination_grace_period_seconds),
+            controller: pod::controller(p),
         }
     }
 }

@@ -98,6 +98,36 @@ pub fn is_mirror(pod: &Pod) -> bool {
         .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
 }
 
+/// Who controls a pod, as far as preemption cares (`metadata.ownerReferences`, the entry with
+/// `controller: true`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Controller {
+    /// No controlling owner: a bare pod, gone for good once preempted.
+    None,
+    /// A DaemonSet, which recreates the pod on the same node at once.
+    DaemonSet,
+    /// Anything else (ReplicaSet, StatefulSet, Job, …), which recreates it elsewhere or later.
+    #[default]
+    Other,
+}
+
+/// The pod's controlling owner.
+pub fn controller(pod: &Pod) -> Controller {
+    let owner = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    match owner {
+        None => Controller::None,
+        Some(o) if o.kind == "DaemonSet" && o.api_version.starts_with("apps/") => {
+            Controller::DaemonSet
+        }
+        Some(_) => Controller::Other,
+    }
+}
+
 /// Upstream `kubetypes.IsCriticalPod`: static, mirror, or priority at least
 /// [`SYSTEM_CRITICAL_PRIORITY`]. The kubelet preempts for these itself (v1.33–v1.37 without the
 /// scheduler gate), so resize-guard never acts for them and never takes them as victims.

@@ -1,7 +1,8 @@
 //! The resize-guard policy: the typed, validated contents of ConfigMap `resize-guard`, key
 //! `policy.yaml` (DESIGN §6).
 //!
-//! Every key has a default, so an empty document is the default policy. Unknown keys and bad
+//! Every key has a default, so an empty document is the default policy; a ConfigMap without
+//! the `policy.yaml` key is an error, not the defaults. Unknown keys and bad
 //! values are errors that name the key and the line, because a silently ignored typo in a
 //! preemption policy is how pods get evicted by surprise. Callers keep the last good policy when
 //! a new one fails to parse.
@@ -86,14 +87,24 @@ pub struct PreemptionPolicy {
     /// Most victims one resize may cost (at least 1).
     #[serde(deserialize_with = "at_least_one")]
     pub max_victims_per_resize: u32,
-    /// Cap on a victim's termination grace period.
-    pub max_grace_period_seconds: u32,
+    /// Cap on a victim's termination grace period; unset (the default) honours each victim's
+    /// own `terminationGracePeriodSeconds`, as kube-scheduler's preemption does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_grace_period_seconds: Option<u32>,
     /// How long a resize must have been Deferred before preempting.
     pub min_deferred_seconds: u32,
-    /// Namespaces whose pods are never victims.
+    /// Namespaces whose pods are never victims, in addition to `kube-system` and the install
+    /// namespace, which are always protected ([`Policy::protects_namespace`]).
     pub protected_namespaces: Vec<String>,
     /// Pods matching this label selector are never victims.
     pub protected_selector: ProtectedSelector,
+    /// May pods owned by a DaemonSet be victims? Off by default: the DaemonSet controller puts
+    /// the pod straight back on the same node, so the room does not stay free.
+    pub allow_daemon_set_victims: bool,
+    /// May pods with no controlling owner be victims? Nothing recreates them, so preempting one
+    /// loses it for good; set `false` to spare them. On by default, as kube-scheduler's
+    /// preemption treats them.
+    pub allow_bare_pod_victims: bool,
 }
 
 impl Default for PreemptionPolicy {
@@ -102,10 +113,12 @@ impl Default for PreemptionPolicy {
             enabled: true,
             pdb: PdbMode::Respect,
             max_victims_per_resize: 5,
-            max_grace_period_seconds: 30,
+            max_grace_period_seconds: None,
             min_deferred_seconds: 0,
-            protected_namespaces: vec!["kube-system".to_owned()],
+            protected_namespaces: Vec::new(),
             protected_selector: ProtectedSelector::default(),
+            allow_daemon_set_victims: false,
+            allow_bare_pod_victims: true,
         }
     }
 }
@@ -167,15 +180,21 @@ impl fmt::Display for PolicyError {
 pub const POLICY_KEY: &str = "policy.yaml";
 
 impl Policy {
-    /// The policy a ConfigMap's `data` holds under [`POLICY_KEY`]; no data or no key is an
-    /// empty document, i.e. the default policy. What the programs load and the plugin reads.
+    /// The policy a ConfigMap's `data` holds under [`POLICY_KEY`]. No data or no key is an
+    /// error, never the defaults: a ConfigMap that lost its key (a bad merge, a GitOps tool
+    /// writing another key) must not turn an audit-mode trial into enforcement. An empty
+    /// document under the key is the default policy, as the operator wrote it. What the
+    /// programs load and the plugin reads.
     pub fn from_config_map(
         data: Option<&std::collections::BTreeMap<String, String>>,
     ) -> Result<Policy, PolicyError> {
-        let doc = data
-            .and_then(|d| d.get(POLICY_KEY))
-            .map(String::as_str)
-            .unwrap_or_default();
+        let doc = data.and_then(|d| d.get(POLICY_KEY)).ok_or_else(|| PolicyError {
+            line: None,
+            column: None,
+            message: format!(
+                "the ConfigMap has no key {POLICY_KEY}; write the policy under it (an empty document is the default policy)"
+            ),
+        })?;
         Policy::from_yaml(doc)
     }
 
@@ -212,6 +231,29 @@ impl Policy {
     /// True when resize-guard must leave pods of this namespace alone.
     pub fn excludes_namespace(&self, namespace: &str, install_namespace: &str) -> bool {
         namespace == install_namespace || self.namespaces.exclude.iter().any(|n| n == namespace)
+    }
+
+    /// True when no pod of this namespace may be a victim: `kube-system` and the install
+    /// namespace always, plus `preemption.protectedNamespaces` (which adds, never replaces).
+    pub fn protects_namespace(&self, namespace: &str, install_namespace: &str) -> bool {
+        namespace == "kube-system"
+            || namespace == install_namespace
+            || self
+                .preemption
+                .protected_namespaces
+                .iter()
+                .any(|n| n == namespace)
+    }
+
+    /// A victim's grace period: its own `terminationGracePeriodSeconds` (30 s when unset, as
+    /// the API server defaults it), capped by `preemption.maxGracePeriodSeconds` when set.
+    pub fn victim_grace_seconds(&self, own: Option<i64>) -> u32 {
+        let own = own.unwrap_or(30).max(0);
+        let capped = match self.preemption.max_grace_period_seconds {
+            Some(cap) => own.min(i64::from(cap)),
+            None => own,
+        };
+        u32::try_from(capped).unwrap_or(u32::MAX)
     }
 
     /// True in audit mode.

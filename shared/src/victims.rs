@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 
 use crate::ledger::{LedgerEntry, NodeLedger};
 use crate::pending::PendingResize;
-use crate::pod::PodKey;
+use crate::pod::{Controller, PodKey};
 use crate::policy::{PdbMode, Policy};
 use crate::requests::{Accounting, spec_requests};
 use crate::resources::Resources;
@@ -165,6 +165,82 @@ pub struct Exclusions {
     pub protected_selector: usize,
     /// Evicting them would break a PodDisruptionBudget (`pdb: respect`).
     pub pdb: usize,
+    /// Owned by a DaemonSet (`preemption.allowDaemonSetVictims: false`).
+    pub daemon_set: usize,
+    /// No controlling owner (`preemption.allowBarePodVictims: false`).
+    pub bare: usize,
+}
+
+/// Why one pod is not a candidate victim: the rules of [`select_victims`], which a recorded
+/// plan's victims must also pass every time the plan is resumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exclusion {
+    /// Priority equal to or above the preemptor's.
+    NotLowerPriority,
+    /// Already terminating.
+    Terminating,
+    /// System-critical or a mirror pod.
+    Critical,
+    /// In `kube-system`, the install namespace or `preemption.protectedNamespaces`.
+    ProtectedNamespace,
+    /// Matches `preemption.protectedSelector`.
+    ProtectedSelector,
+    /// Owned by a DaemonSet, and the policy does not allow those.
+    DaemonSet,
+    /// No controlling owner, and the policy does not allow those.
+    Bare,
+}
+
+impl fmt::Display for Exclusion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Exclusion::NotLowerPriority => "its priority is not below the resizing pod's",
+            Exclusion::Terminating => "it is already terminating",
+            Exclusion::Critical => "it is system-critical or a mirror pod",
+            Exclusion::ProtectedNamespace => {
+                "its namespace is protected (kube-system, the install namespace or preemption.protectedNamespaces)"
+            }
+            Exclusion::ProtectedSelector => {
+                "it matches preemption.protectedSelector"
+            }
+            Exclusion::DaemonSet => {
+                "it is owned by a DaemonSet (preemption.allowDaemonSetVictims: false)"
+            }
+            Exclusion::Bare => {
+                "it has no controlling owner (preemption.allowBarePodVictims: false)"
+            }
+        })
+    }
+}
+
+/// Why `e` may not be a victim of a resize at `priority` under `policy`, if it may not. The
+/// order of the checks decides which reason is counted when several apply.
+pub fn exclusion(
+    e: &LedgerEntry,
+    priority: i32,
+    policy: &Policy,
+    install_namespace: &str,
+) -> Option<Exclusion> {
+    let rules = &policy.preemption;
+    if e.priority >= priority {
+        Some(Exclusion::NotLowerPriority)
+    } else if e.terminating {
+        Some(Exclusion::Terminating)
+    } else if e.critical || e.mirror {
+        Some(Exclusion::Critical)
+    } else if policy.protects_namespace(&e.key.namespace, install_namespace) {
+        Some(Exclusion::ProtectedNamespace)
+    } else if !rules.protected_selector.0.is_empty()
+        && rules.protected_selector.0.matches(e.labels.as_deref())
+    {
+        Some(Exclusion::ProtectedSelector)
+    } else if e.controller == Controller::DaemonSet && !rules.allow_daemon_set_victims {
+        Some(Exclusion::DaemonSet)
+    } else if e.controller == Controller::None && !rules.allow_bare_pod_victims {
+        Some(Exclusion::Bare)
+    } else {
+        None
+    }
 }
 
 impl fmt::Display for Exclusions {
@@ -184,6 +260,14 @@ impl fmt::Display for Exclusions {
             ),
             (self.critical, "system-critical or mirror"),
             (self.pdb, "held by a PodDisruptionBudget"),
+            (
+                self.daemon_set,
+                "owned by a DaemonSet (preemption.allowDaemonSetVictims)",
+            ),
+            (
+                self.bare,
+                "without a controlling owner (preemption.allowBarePodVictims)",
+            ),
         ] {
             if n > 0 {
                 parts.push(format!("{n} {why}"));
@@ -316,12 +400,14 @@ pub fn importance(a: &LedgerEntry, b: &LedgerEntry) -> Ordering {
 }
 
 /// Chooses the victims that let `preemptor`'s resize fit on `ledger`'s node, and keep it
-/// fitting whatever order they terminate in (see `victims/race.rs`).
+/// fitting whatever order they terminate in (see `victims/race.rs`). `install_namespace` is
+/// resize-guard's own, whose pods are never victims.
 pub fn select_victims(
     preemptor: &Preemptor,
     ledger: &NodeLedger,
     budgets: &Budgets,
     policy: &Policy,
+    install_namespace: &str,
 ) -> Result<PreemptionPlan, NoPlan> {
     let rules = &policy.preemption;
     if !rules.enabled {
@@ -343,7 +429,15 @@ pub fn select_victims(
 
     let mut excluded = Exclusions::default();
     let mut candidates: Vec<usize> = (0..others.len())
-        .filter(|&i| eligible(others[i], preemptor.priority, policy, &mut excluded))
+        .filter(|&i| {
+            eligible(
+                others[i],
+                preemptor.priority,
+                policy,
+                install_namespace,
+                &mut excluded,
+            )
+        })
         .collect();
     candidates.sort_by(|&a, &b| importance(others[a], others[b]));
     let violating = match rules.pdb {
@@ -424,24 +518,25 @@ pub fn select_victims(
     })
 }
 
-fn eligible(e: &LedgerEntry, priority: i32, policy: &Policy, excluded: &mut Exclusions) -> bool {
-    let rules = &policy.preemption;
-    let counter = if e.priority >= priority {
-        &mut excluded.not_lower_priority
-    } else if e.terminating {
-        &mut excluded.terminating
-    } else if e.critical || e.mirror {
-        &mut excluded.critical
-    } else if rules.protected_namespaces.contains(&e.key.namespace) {
-        &mut excluded.protected_namespace
-    } else if !rules.protected_selector.0.is_empty()
-        && rules.protected_selector.0.matches(e.labels.as_deref())
-    {
-        &mut excluded.protected_selector
-    } else {
+fn eligible(
+    e: &LedgerEntry,
+    priority: i32,
+    policy: &Policy,
+    install_namespace: &str,
+    excluded: &mut Exclusions,
+) -> bool {
+    let Some(why) = exclusion(e, priority, policy, install_namespace) else {
         return true;
     };
-    *counter += 1;
+    *match why {
+        Exclusion::NotLowerPriority => &mut excluded.not_lower_priority,
+        Exclusion::Terminating => &mut excluded.terminating,
+        Exclusion::Critical => &mut excluded.critical,
+        Exclusion::ProtectedNamespace => &mut excluded.protected_namespace,
+        Exclusion::ProtectedSelector => &mut excluded.protected_selector,
+        Exclusion::DaemonSet => &mut excluded.daemon_set,
+        Exclusion::Bare => &mut excluded.bare,
+    } += 1;
     false
 }
 

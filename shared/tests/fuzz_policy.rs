@@ -242,10 +242,12 @@ fn model() -> impl Strategy<Value = Case<Expect>> {
                         PdbMode::Respect
                     },
                     max_victims_per_resize: victims,
-                    max_grace_period_seconds: grace,
+                    max_grace_period_seconds: Some(grace),
                     min_deferred_seconds: deferred,
                     protected_namespaces: protected.clone(),
                     protected_selector: ProtectedSelector(Selector::parse(selector).unwrap()),
+                    allow_daemon_set_victims: false,
+                    allow_bare_pod_victims: true,
                 },
                 namespaces: NamespacePolicy {
                     exclude: exclude.clone(),

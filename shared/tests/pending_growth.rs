@@ -168,6 +168,7 @@ impl Node {
                     mirror: false,
                     pending: pending.filter(|_| view == View::Kubelet),
                     grace_seconds: None,
+                    controller: resize_guard_policy::pod::Controller::Other,
                 }
             })
             .collect();
@@ -188,6 +189,7 @@ impl Node {
             &self.ledger(view),
             &Budgets::default(),
             &policy,
+            "resize-guard",
         )
     }
 

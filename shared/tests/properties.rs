@@ -214,7 +214,7 @@ const PLANNED_PERCENT: usize = 20;
 fn planned(s: &Scenario) -> (Preemptor, NodeLedger, Policy, Option<PreemptionPlan>) {
     let (resizer, ledger, policy) = world(s);
     let p = preemptor(&resizer);
-    let plan = select_victims(&p, &ledger, &Budgets::default(), &policy).ok();
+    let plan = select_victims(&p, &ledger, &Budgets::default(), &policy, "resize-guard").ok();
     (p, ledger, policy, plan)
 }
 
@@ -412,7 +412,7 @@ proptest! {
             .sum();
         let all_gone = (p.request + ledger.used_by_others(&p.key.uid) - candidates_free)
             .fits_in(ledger.allocatable);
-        let result = select_victims(&p, &ledger, &Budgets::default(), &policy);
+        let result = select_victims(&p, &ledger, &Budgets::default(), &policy, "resize-guard");
         prop_assert_eq!(result.is_ok(), all_gone, "{:?}", result);
     }
 

@@ -21,6 +21,9 @@ pub use resize_guard_cluster::Cluster;
 
 pub use resize_guard_policy::admission::Stage;
 
+/// The longest warning the API server passes on whole (longer ones are truncated).
+const WARNING_LIMIT: usize = 256;
+
 /// An Event to record on the pod, decided by the review.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventIntent {
@@ -195,7 +198,22 @@ fn judge(
     cluster: &dyn Cluster,
     uid: String,
 ) -> Reviewed {
-    let policy = cluster.policy();
+    let Some(policy) = cluster.policy() else {
+        // Fail safe: no policy read and parsed, so nothing is denied or repaired. Allowed with
+        // a warning and an audit annotation saying why, never under the defaults by omission.
+        let why = cluster.no_policy_reason();
+        let mut resp = AdmissionResponse::from(req);
+        resp.warnings = Some(vec![clip(
+            &format!("resize-guard judged nothing: {why}"),
+            WARNING_LIMIT,
+        )]);
+        resp.audit_annotations = [
+            ("decision".to_owned(), "no-policy".to_owned()),
+            ("reason".to_owned(), clip(&why, 1024)),
+        ]
+        .into();
+        return finish(resp, "no-policy".to_owned(), None, uid);
+    };
     let budgets = cluster.budgets();
     let ledger = node_name(old).and_then(|n| cluster.ledger(n));
     let ctx = Context {

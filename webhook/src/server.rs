@@ -60,7 +60,7 @@ pub fn health_router(state: AppState) -> Router {
     health::router(
         Arc::new(move || {
             if ready() {
-                Ok(())
+                Ok(None)
             } else {
                 Err("caches not synced or shutting down".into())
             }
@@ -70,7 +70,11 @@ pub fn health_router(state: AppState) -> Router {
 }
 
 fn render_metrics(state: &AppState) -> resize_guard_runtime::RenderMetrics {
-    let metrics = state.metrics.clone();
+    render_metrics_of(&state.metrics)
+}
+
+fn render_metrics_of(metrics: &Arc<Metrics>) -> resize_guard_runtime::RenderMetrics {
+    let metrics = metrics.clone();
     Arc::new(move || metrics.render())
 }
 
@@ -238,12 +242,21 @@ pub async fn serve(
                 return Err("shutting down".into());
             }
             view.readiness()?;
-            cert.readiness(SystemTime::now())
+            cert.readiness(SystemTime::now())?;
+            // No policy in force: still ready (every resize is allowed with a warning saying
+            // why, rather than failing open unseen), but `/readyz` says so.
+            Ok(view.policy_note())
         })
     };
     let ready = {
         let readiness = readiness.clone();
         Arc::new(move || readiness().is_ok())
+    };
+    let render = {
+        let (base, view) = (render_metrics_of(&metrics), view.clone());
+        Arc::new(move || {
+            resize_guard_runtime::cluster_version::append_metrics(base(), &view.policy_metrics())
+        })
     };
     let state = AppState {
         cluster: view,
@@ -252,7 +265,7 @@ pub async fn serve(
         ready,
     };
     runtime
-        .serve_health(args.common.health_addr, readiness, render_metrics(&state))
+        .serve_health(args.common.health_addr, readiness, render)
         .await?;
 
     // `/readyz` reports "shutting down" from the signal on (the runtime flips it first).

@@ -279,6 +279,30 @@ async fn infeasible_resizes_are_denied_at_both_stages_with_the_nodes_numbers() {
 }
 
 #[tokio::test]
+async fn with_no_policy_in_force_nothing_is_denied_or_repaired_and_the_warning_says_why() {
+    let (mut cluster, app) = field_test(Policy::default());
+    cluster.policy = None;
+    let st = state(cluster);
+    // An Infeasible resize and a QoS change, each denied under any policy that was read.
+    for new in [
+        with_cpu(&app, "2430m", "2430m"),
+        with_cpu(&app, "300m", "400m"),
+    ] {
+        let review = resize_review(&app, &new, false);
+        for path in ["/mutate", "/validate"] {
+            let r = post(&st, path, &review).await;
+            assert_eq!(r["allowed"], true, "{path}: {r}");
+            assert!(r.get("patch").is_none(), "{path}: {r}");
+            assert_eq!(
+                r["warnings"][0],
+                "resize-guard judged nothing: no policy in force"
+            );
+            assert_eq!(r["auditAnnotations"]["decision"], "no-policy");
+        }
+    }
+}
+
+#[tokio::test]
 async fn validate_warns_about_a_deferred_resize_and_names_the_victim() {
     let (cluster, app) = field_test(Policy::default());
     let st = state(cluster);

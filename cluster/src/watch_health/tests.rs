@@ -41,7 +41,7 @@ fn nothing_listed_names_every_resource() {
     let h = health();
     assert_eq!(
         h.readiness_at(Instant::now()).unwrap_err(),
-        "pods: not listed yet; nodes: not listed yet; poddisruptionbudgets: not listed yet; configmap: not listed yet"
+        "pods: not listed yet; nodes: not listed yet; poddisruptionbudgets: not listed yet; configmap: not listed yet; configmap-last-good: not listed yet"
     );
 }
 
@@ -55,6 +55,7 @@ fn a_resource_never_listed_reports_its_last_error_and_when() {
         Watched::Nodes,
         Watched::PodDisruptionBudgets,
         Watched::ConfigMap,
+        Watched::LastGoodPolicy,
     ] {
         h2.observe_at(w, &ok(watcher::Event::InitDone), t0);
     }

@@ -105,6 +105,7 @@ fn actuator(client: kube::Client, leadership: Leadership) -> Actuator {
         client,
         metrics: Arc::new(Metrics::new()),
         leadership,
+        seal: Arc::new(crate::plan::PlanSeal::fixed(&[7; 32])),
     }
 }
 
@@ -133,6 +134,7 @@ fn plan(victims: &[Removal]) -> PlanRecord {
         generation: 2,
         victims: victims.iter().map(|r| r.victim.clone()).collect(),
         time: k8s_openapi::jiff::Timestamp::from_second(1_000).unwrap(),
+        mac: String::new(),
     }
 }
 

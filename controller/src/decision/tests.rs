@@ -118,6 +118,7 @@ fn a_recorded_plan_is_resumed_not_rechosen() {
             },
         ],
         time: now(),
+        mac: String::new(),
     };
     let d = decide(
         &pod,
@@ -159,6 +160,7 @@ fn when_every_planned_victim_is_gone_and_still_deferred_it_plans_again() {
             uid: "u0".into(),
         }],
         time: now(),
+        mac: String::new(),
     };
     let d = decide(&pod, &v, Some(&rec), &[VictimState::Gone], &policy, now());
     assert!(
@@ -186,6 +188,7 @@ fn a_plan_for_an_older_generation_is_not_resumed() {
             uid: "ux".into(),
         }],
         time: now(),
+        mac: String::new(),
     };
     let d = decide(
         &pod,
@@ -277,6 +280,7 @@ fn not_deferred_pods_are_idle_and_unblocked_ones_clear_their_plan() {
         generation: 2,
         victims: vec![],
         time: Timestamp::from_second(997).unwrap(),
+        mac: String::new(),
     };
     assert_eq!(
         decide(&running, &v, Some(&rec), &[], &policy, now()),
@@ -378,6 +382,7 @@ fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
             uid: "u1".into(),
         }],
         time: now(),
+        mac: String::new(),
     };
     never(decide(
         &pod,
@@ -390,7 +395,7 @@ fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
 }
 
 #[test]
-fn each_victim_goes_with_its_own_grace_period_capped_by_policy_through_the_api_policy_names() {
+fn each_victim_goes_with_its_own_grace_period_capped_only_when_policy_says_through_the_api_policy_names() {
     let pod = deferred_app();
     let mut policy = Policy::default();
     let v = verdict(&pod, vec![filler(false)], &policy);
@@ -398,14 +403,14 @@ fn each_victim_goes_with_its_own_grace_period_capped_by_policy_through_the_api_p
         Decision::Preempt { victims, .. } => victims[0].clone(),
         other => panic!("{other:?}"),
     };
-    // The default cap is 30 s.
+    // No cap by default: the victim's own 45 s, as kube-scheduler honours it.
     let r = removal(decide(&pod, &v, None, &[], &policy, now()));
-    assert_eq!((r.grace_seconds, r.via), (30, Via::Eviction));
-    policy.preemption.max_grace_period_seconds = 60;
+    assert_eq!((r.grace_seconds, r.via), (45, Via::Eviction));
+    policy.preemption.max_grace_period_seconds = Some(60);
     let r = removal(decide(&pod, &v, None, &[], &policy, now()));
     assert_eq!((r.grace_seconds, r.via), (45, Via::Eviction));
 
-    policy.preemption.max_grace_period_seconds = 10;
+    policy.preemption.max_grace_period_seconds = Some(10);
     policy.preemption.pdb = resize_guard_policy::policy::PdbMode::BestEffort;
     let v = verdict(&pod, vec![filler(false)], &policy);
     let r = removal(decide(&pod, &v, None, &[], &policy, now()));
@@ -414,7 +419,7 @@ fn each_victim_goes_with_its_own_grace_period_capped_by_policy_through_the_api_p
     // Unknown (not cached): the API's default of 30 s, still capped.
     let d = super::decide(&pod, &v, None, &[], &policy, now(), &|_| None);
     assert_eq!(removal(d).grace_seconds, 10);
-    policy.preemption.max_grace_period_seconds = 300;
+    policy.preemption.max_grace_period_seconds = Some(300);
     let d = super::decide(&pod, &v, None, &[], &policy, now(), &|_| None);
     assert_eq!(removal(d).grace_seconds, 30);
 }
@@ -468,4 +473,102 @@ fn a_budget_refusal_drops_the_plan_and_chooses_again_soon() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+fn two_victim_plan() -> PlanRecord {
+    let key = |name: &str, uid: &str| PodKey {
+        namespace: "batch".into(),
+        name: name.into(),
+        uid: uid.into(),
+    };
+    PlanRecord {
+        generation: 2,
+        victims: vec![key("first", "u1"), key("second", "u2")],
+        time: now(),
+        mac: String::new(),
+    }
+}
+
+#[test]
+fn a_recorded_plan_naming_a_pod_a_fresh_plan_could_not_choose_is_dropped_with_the_reason() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let d = decide(
+        &pod,
+        &v,
+        Some(&two_victim_plan()),
+        &[
+            VictimState::Present,
+            VictimState::Ineligible("it is on node n2, not the resizing pod's node n1".into()),
+        ],
+        &policy,
+        now(),
+    );
+    match d {
+        Decision::DropPlan { why } => assert_eq!(
+            why,
+            "a fresh plan could not choose batch/second: it is on node n2, not the resizing pod's node n1"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_recorded_plan_over_the_victim_cap_is_dropped_not_resumed() {
+    let pod = deferred_app();
+    let mut policy = Policy::default();
+    policy.preemption.max_victims_per_resize = 1;
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let d = decide(
+        &pod,
+        &v,
+        Some(&two_victim_plan()),
+        &[VictimState::Present, VictimState::Present],
+        &policy,
+        now(),
+    );
+    match d {
+        Decision::DropPlan { why } => assert!(why.contains("maxVictimsPerResize (1)"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_recorded_plan_is_not_resumed_once_preemption_is_off_or_in_audit() {
+    let pod = deferred_app();
+    let mut policy = Policy::default();
+    policy.preemption.enabled = false;
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let both = [VictimState::Present, VictimState::Present];
+    let d = decide(&pod, &v, Some(&two_victim_plan()), &both, &policy, now());
+    assert!(
+        matches!(&d, Decision::DropPlan { why } if why.contains("preemption.enabled: false")),
+        "{d:?}"
+    );
+    let mut policy = Policy::default();
+    policy.mode = resize_guard_policy::policy::Mode::Audit;
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let d = decide(&pod, &v, Some(&two_victim_plan()), &both, &policy, now());
+    assert!(
+        matches!(&d, Decision::DropPlan { why } if why.contains("audit")),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn a_recorded_victim_is_not_preempted_while_terminating_pods_already_cover_the_resize() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    // The filler is terminating and frees all the room: a fresh plan needs no victim.
+    let v = verdict(&pod, vec![filler(true)], &policy);
+    let d = decide(
+        &pod,
+        &v,
+        Some(&two_victim_plan()),
+        &[VictimState::Terminating, VictimState::Present],
+        &policy,
+        now(),
+    );
+    assert!(matches!(d, Decision::Wait { .. }), "{d:?}");
 }

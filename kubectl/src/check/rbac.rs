@@ -60,6 +60,7 @@ const WEBHOOK_OWN: &[Permission] = &[
     p("patch", "events.k8s.io", "events", false, None),
     p("get", "", "configmaps", true, Some("resize-guard")),
     p("watch", "", "configmaps", true, Some("resize-guard")),
+    p("watch", "", "configmaps", true, Some("resize-guard-last-good")),
     p("get", "", "secrets", true, Some("resize-guard-webhook-tls")),
     p(
         "watch",
@@ -77,8 +78,10 @@ pub const WEBHOOK_MUST_NOT: &[Permission] = &[
     p("create", "", "pods/eviction", false, None),
     p("patch", "", "pods/resize", false, None),
     p("get", "", "secrets", true, Some("resize-guard-ca")),
+    p("get", "", "secrets", true, Some("resize-guard-plan-key")),
     p("list", "", "secrets", false, None),
     p("update", "", "configmaps", true, Some("resize-guard")),
+    p("patch", "", "configmaps", true, Some("resize-guard-last-good")),
     p(
         "patch",
         "admissionregistration.k8s.io",
@@ -112,6 +115,9 @@ const CONTROLLER_OWN: &[Permission] = &[
     ),
     p("get", "", "configmaps", true, Some("resize-guard")),
     p("watch", "", "configmaps", true, Some("resize-guard")),
+    p("watch", "", "configmaps", true, Some("resize-guard-last-good")),
+    p("patch", "", "configmaps", true, Some("resize-guard-last-good")),
+    p("get", "", "secrets", true, Some("resize-guard-plan-key")),
     p("get", "", "secrets", true, Some("resize-guard-ca")),
     p("update", "", "secrets", true, Some("resize-guard-ca")),
     p("get", "", "secrets", true, Some("resize-guard-webhook-tls")),

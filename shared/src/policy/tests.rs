@@ -20,9 +20,11 @@ fn defaults_match_the_design() {
     assert!(p.preemption.enabled);
     assert_eq!(p.preemption.pdb, PdbMode::Respect);
     assert_eq!(p.preemption.max_victims_per_resize, 5);
-    assert_eq!(p.preemption.max_grace_period_seconds, 30);
+    assert_eq!(p.preemption.max_grace_period_seconds, None);
     assert_eq!(p.preemption.min_deferred_seconds, 0);
-    assert_eq!(p.preemption.protected_namespaces, vec!["kube-system"]);
+    assert!(p.preemption.protected_namespaces.is_empty());
+    assert!(!p.preemption.allow_daemon_set_victims);
+    assert!(p.preemption.allow_bare_pod_victims);
     assert_eq!(
         p.preemption.protected_selector.0.to_string(),
         "resize-guard.io/protected=true"
@@ -69,7 +71,7 @@ namespaces:
 fn partial_sections_keep_the_other_defaults() {
     let p = Policy::from_yaml("preemption:\n  maxVictimsPerResize: 2\n").unwrap();
     assert_eq!(p.preemption.max_victims_per_resize, 2);
-    assert_eq!(p.preemption.max_grace_period_seconds, 30);
+    assert_eq!(p.preemption.max_grace_period_seconds, None);
     assert!(p.feasibility.reject_infeasible);
 }
 
@@ -143,12 +145,41 @@ fn deep_flow_nesting_is_refused_before_parsing_instead_of_taking_minutes() {
 }
 
 #[test]
-fn a_config_map_without_the_key_holds_the_default_policy() {
-    assert_eq!(Policy::from_config_map(None).unwrap(), Policy::default());
+fn a_config_map_without_the_key_is_an_error_not_the_defaults() {
+    let e = Policy::from_config_map(None).unwrap_err();
+    assert!(e.to_string().contains("has no key policy.yaml"), "{e}");
+    let other: std::collections::BTreeMap<String, String> =
+        [("policy.yml".to_owned(), "mode: audit\n".to_owned())].into();
+    assert!(Policy::from_config_map(Some(&other)).is_err());
+    let empty: std::collections::BTreeMap<String, String> =
+        [(POLICY_KEY.to_owned(), String::new())].into();
+    assert_eq!(Policy::from_config_map(Some(&empty)).unwrap(), Policy::default());
     let data: std::collections::BTreeMap<String, String> =
         [(POLICY_KEY.to_owned(), "mode: audit\n".to_owned())].into();
     assert!(Policy::from_config_map(Some(&data)).unwrap().is_audit());
     let bad: std::collections::BTreeMap<String, String> =
         [(POLICY_KEY.to_owned(), "mode: loud\n".to_owned())].into();
     assert!(Policy::from_config_map(Some(&bad)).is_err());
+}
+
+#[test]
+fn kube_system_and_the_install_namespace_are_always_protected_and_the_list_adds() {
+    let mut p = Policy::from_yaml("preemption:\n  protectedNamespaces: [databases]\n").unwrap();
+    for ns in ["kube-system", "resize-guard", "databases"] {
+        assert!(p.protects_namespace(ns, "resize-guard"), "{ns}");
+    }
+    assert!(!p.protects_namespace("batch", "resize-guard"));
+    p.preemption.protected_namespaces.clear();
+    assert!(p.protects_namespace("kube-system", "resize-guard"));
+}
+
+#[test]
+fn a_victim_keeps_its_own_grace_unless_a_cap_is_set() {
+    let mut p = Policy::default();
+    assert_eq!(p.victim_grace_seconds(Some(600)), 600);
+    assert_eq!(p.victim_grace_seconds(None), 30);
+    assert_eq!(p.victim_grace_seconds(Some(-5)), 0);
+    p.preemption.max_grace_period_seconds = Some(20);
+    assert_eq!(p.victim_grace_seconds(Some(600)), 20);
+    assert_eq!(p.victim_grace_seconds(Some(5)), 5);
 }

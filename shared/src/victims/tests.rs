@@ -40,7 +40,7 @@ fn plan_with(
     policy: &Policy,
 ) -> Result<PreemptionPlan, NoPlan> {
     let ledger = NodeLedger::new(&node("n1", alloc_cpu, "64Gi"), pods);
-    select_victims(&preemptor(&pods[0]), &ledger, budgets, policy)
+    select_victims(&preemptor(&pods[0]), &ledger, budgets, policy, "resize-guard")
 }
 
 fn names(p: &PreemptionPlan) -> Vec<&str> {
@@ -109,6 +109,7 @@ fn disabled_policy_and_opted_out_nodes_get_no_plan() {
         &ledger,
         &Budgets::default(),
         &Policy::default(),
+        "resize-guard",
     );
     assert!(matches!(e, Err(NoPlan::NodeOptedOut(_))));
 }
@@ -412,6 +413,7 @@ fn kep_5836_example_one_victim_where_upstream_takes_three() {
         &ledger,
         &Budgets::default(),
         &Policy::default(),
+        "resize-guard",
     )
     .unwrap();
     assert_eq!(upstream.victims.len(), 3);
@@ -456,6 +458,7 @@ fn memory_shortfall_is_planned_like_cpu() {
         &ledger,
         &Budgets::default(),
         &Policy::default(),
+        "resize-guard",
     )
     .unwrap();
     assert_eq!(names(&p), ["low"]);
