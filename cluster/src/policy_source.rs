@@ -194,7 +194,11 @@ mod tests {
         assert!(s.why_none().unwrap().contains("not been read"));
         s.config_map(bad());
         assert_eq!(mode(&s), None);
-        assert!(s.why_none().unwrap().contains("last good copy has not been read"));
+        assert!(
+            s.why_none()
+                .unwrap()
+                .contains("last good copy has not been read")
+        );
     }
 
     #[test]

@@ -49,7 +49,6 @@ use crate::watch_health::{
     DEFAULT_UNHEALTHY_AFTER, WatchBackoff, WatchErrorHook, WatchHealth, Watched,
 };
 
-
 /// How many pod events [`ClusterView::pod_events`] buffers per receiver before it lags.
 pub const POD_EVENTS_CAPACITY: usize = 4096;
 
@@ -185,7 +184,11 @@ impl ClusterView {
             Api::all(client.clone()),
             pod_writer.map(|w| (w, config.keep_pod_if)),
         ));
-        tokio::spawn(watch_last_good(client.clone(), view.clone(), config.clone()));
+        tokio::spawn(watch_last_good(
+            client.clone(),
+            view.clone(),
+            config.clone(),
+        ));
         tokio::spawn(watch_policy(client, view.clone(), config));
         view
     }
@@ -253,30 +256,35 @@ impl ClusterView {
                 Some(f) => tracing::info!(
                     origin = f.origin.as_str(),
                     effective_policy = %f.policy.to_yaml(),
-                    "policy in force"
+                    "policy loaded"
                 ),
                 None => tracing::warn!("no policy in force"),
             }
             self.policy_version.send_modify(|v| *v += 1);
         }
         match (in_force, why_none) {
-            (None, Some(why)) if !why.contains("not been read") => {
-                if !self.no_policy_reported.swap(true, Ordering::AcqRel) {
-                    tracing::error!(why, "nothing is denied, repaired or preempted until a policy parses");
-                    let event = KubeEvent {
-                        type_: EventType::Warning,
-                        reason: "NoPolicy".into(),
-                        note: Some(format!(
-                            "{why}; resize-guard denies, repairs and preempts nothing until {POLICY_KEY} in ConfigMap {}/{} parses",
-                            self.namespace, config.policy_configmap
-                        )),
-                        action: "LoadPolicy".into(),
-                        secondary: None,
-                    };
-                    config
-                        .events
-                        .publish(event, named_config_map(&config.policy_configmap, &self.namespace));
-                }
+            (None, Some(why))
+                if !why.contains("not been read")
+                    && !self.no_policy_reported.swap(true, Ordering::AcqRel) =>
+            {
+                tracing::error!(
+                    why,
+                    "nothing is denied, repaired or preempted until a policy parses"
+                );
+                let event = KubeEvent {
+                    type_: EventType::Warning,
+                    reason: "NoPolicy".into(),
+                    note: Some(format!(
+                        "{why}; resize-guard denies, repairs and preempts nothing until {POLICY_KEY} in ConfigMap {}/{} parses",
+                        self.namespace, config.policy_configmap
+                    )),
+                    action: "LoadPolicy".into(),
+                    secondary: None,
+                };
+                config.events.publish(
+                    event,
+                    named_config_map(&config.policy_configmap, &self.namespace),
+                );
             }
             (Some(_), _) => self.no_policy_reported.store(false, Ordering::Release),
             _ => {}
@@ -316,9 +324,7 @@ impl ClusterView {
     /// (`configmap`, `last-good`) or `none`, 0 for the others; appended to both programs'
     /// `/metrics`.
     pub fn policy_metrics(&self) -> String {
-        let current = self
-            .policy_in_force()
-            .map_or("none", |f| f.origin.as_str());
+        let current = self.policy_in_force().map_or("none", |f| f.origin.as_str());
         let mut out = String::from(
             "# HELP resize_guard_policy_in_force Where the policy in force came from (none: nothing is denied, repaired or preempted).\n# TYPE resize_guard_policy_in_force gauge\n",
         );

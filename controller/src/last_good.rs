@@ -43,7 +43,10 @@ pub async fn run(
     let api: Api<ConfigMap> = Api::namespaced(client, &target.namespace);
     let name = last_good_name(&target.policy_configmap);
     loop {
-        if let Some(f) = view.policy_in_force().filter(|f| f.origin == Origin::ConfigMap) {
+        if let Some(f) = view
+            .policy_in_force()
+            .filter(|f| f.origin == Origin::ConfigMap)
+        {
             let body = json!({
                 "apiVersion": "v1",
                 "kind": "ConfigMap",

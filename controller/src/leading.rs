@@ -26,6 +26,15 @@ use crate::reconcile::{Ctx, error_policy, reconcile};
 /// How long a shutting-down leader waits for in-flight reconciles.
 const DRAIN: Duration = Duration::from_secs(5);
 
+/// What a leader keeps besides preemption.
+#[derive(Debug, Clone)]
+pub struct Duties {
+    /// The webhook's certificates (`--certificates=self`), or nobody's.
+    pub certificates: Option<certificates::Settings>,
+    /// Where the last good policy is copied.
+    pub last_good: LastGood,
+}
+
 /// The running work of a leader.
 pub struct Leading {
     /// `None` once it finished (a JoinHandle must not be polled after it completed).
@@ -47,9 +56,12 @@ impl Leading {
         view: &Arc<ClusterView>,
         metrics: &Arc<Metrics>,
         actuator: &Actuator,
-        certificates: Option<certificates::Settings>,
-        last_good: LastGood,
+        duties: Duties,
     ) -> Leading {
+        let Duties {
+            certificates,
+            last_good,
+        } = duties;
         let last_good = tokio::spawn(crate::last_good::run(
             client.clone(),
             view.clone(),

@@ -102,7 +102,11 @@ impl PlanSeal {
 
     /// The key: read from the Secret, or created there when it does not exist. `create` makes
     /// the one write (the caller fences it); losing a create race reads the winner's key.
-    pub async fn key<F, Fut>(&self, client: &kube::Client, create: F) -> Result<&hmac::Key, KeyError>
+    pub async fn key<F, Fut>(
+        &self,
+        client: &kube::Client,
+        create: F,
+    ) -> Result<&hmac::Key, KeyError>
     where
         F: FnOnce(Api<Secret>, Secret) -> Fut,
         Fut: std::future::Future<Output = Result<(), kube::Error>>,
@@ -186,7 +190,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || s.is_empty() {
+    if !s.len().is_multiple_of(2) || s.is_empty() {
         return None;
     }
     (0..s.len())
@@ -243,7 +247,10 @@ mod tests {
         assert_eq!(verified(&key, &edited), Some(Err(Untrusted::BadSeal)));
 
         let other = hmac::Key::new(hmac::HMAC_SHA256, &[8; 32]);
-        let foreign = pod_with("u-app", Some(seal(&other, record(), "u-app").to_annotation()));
+        let foreign = pod_with(
+            "u-app",
+            Some(seal(&other, record(), "u-app").to_annotation()),
+        );
         assert_eq!(verified(&key, &foreign), Some(Err(Untrusted::BadSeal)));
 
         let garbage = pod_with("u-app", Some("{oops".into()));

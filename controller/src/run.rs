@@ -154,10 +154,12 @@ pub async fn serve(
             &view,
             &metrics,
             &actuator,
-            certificates.clone(),
-            crate::last_good::LastGood {
-                namespace: common.namespace.clone(),
-                policy_configmap: common.policy_configmap.clone(),
+            crate::leading::Duties {
+                certificates: certificates.clone(),
+                last_good: crate::last_good::LastGood {
+                    namespace: common.namespace.clone(),
+                    policy_configmap: common.policy_configmap.clone(),
+                },
             },
         );
         // Leader: renew until shutdown, a renewal that misses the renew deadline, or a fence

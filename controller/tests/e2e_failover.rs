@@ -7,13 +7,101 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use resize_guard_controller::plan::{PLAN_KEY_FIELD, PLAN_KEY_SECRET, PlanRecord, seal};
 use resize_guard_harness::env::{EnvOptions, shared};
+use resize_guard_harness::install::wait_ready;
 use resize_guard_harness::objects::*;
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(30);
+
+/// The plan-sealing key a controller keeps (created here, as the first leader would, when no
+/// controller has run yet).
+async fn plan_key(env: &resize_guard_harness::env::Env) -> ring::hmac::Key {
+    let api: Api<Secret> = Api::namespaced(env.client().await, "resize-guard");
+    if api.get_opt(PLAN_KEY_SECRET).await.unwrap().is_none() {
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": PLAN_KEY_SECRET},
+            "data": {PLAN_KEY_FIELD: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="},
+        }))
+        .unwrap();
+        let _ = api.create(&PostParams::default(), &secret).await;
+    }
+    let secret = api.get(PLAN_KEY_SECRET).await.unwrap();
+    ring::hmac::Key::new(
+        ring::hmac::HMAC_SHA256,
+        &secret.data.unwrap()[PLAN_KEY_FIELD].0,
+    )
+}
+
+/// Writes `plan` as pod `name`'s plan annotation with an ordinary merge patch, sealed with the
+/// controller's key (what a controller that died mid-plan left) or not (what a pod's author can
+/// write).
+async fn plant(
+    env: &resize_guard_harness::env::Env,
+    pods: &Api<Pod>,
+    name: &str,
+    plan: serde_json::Value,
+    sealed: bool,
+) {
+    let mut rec: PlanRecord = serde_json::from_value(plan).unwrap();
+    if sealed {
+        let uid = pods.get(name).await.unwrap().metadata.uid.unwrap();
+        rec = seal(&plan_key(env).await, rec, &uid);
+    }
+    let patch =
+        json!({"metadata": {"annotations": {"resize-guard.io/preemption": rec.to_annotation()}}});
+    pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// A planted plan's targets: a kube-system pod, a higher-priority pod and an unrelated
+/// namespace's pod on the preemptor's node (50m each, so the node's free room stays what the
+/// field test leaves), and a pod on another node. Returns them as plan victims, with their pod
+/// APIs for the checks.
+async fn targets(
+    env: &resize_guard_harness::env::Env,
+    prefix: &str,
+    node: &str,
+) -> (Vec<serde_json::Value>, Vec<(Api<Pod>, String)>) {
+    let client = env.client().await;
+    let other_ns = env.namespace(&format!("{prefix}-other")).await;
+    let other_node = env.node(&format!("{prefix}-n2"), "2", "2Gi").await;
+    let ns_of = |ns: &str| -> Api<Pod> { Api::namespaced(client.clone(), ns) };
+    let name = |what: &str| format!("{prefix}-{what}");
+    let list: [(String, String, &str, String); 4] = [
+        ("kube-system".into(), name("system"), "low", node.to_owned()),
+        (other_ns.clone(), name("higher"), "high", node.to_owned()),
+        (other_ns.clone(), name("unrelated"), "low", node.to_owned()),
+        (other_ns.clone(), name("elsewhere"), "low", other_node),
+    ];
+    let mut victims = Vec::new();
+    let mut apis = Vec::new();
+    for (ns, pod, class, on) in list {
+        let api = ns_of(&ns);
+        create_running(&api, &guaranteed_pod(&pod, &on, class, "50m", "32Mi"))
+            .await
+            .unwrap();
+        let uid = api.get(&pod).await.unwrap().metadata.uid.unwrap();
+        victims.push(json!({"namespace": ns, "name": pod, "uid": uid}));
+        apis.push((api, pod));
+    }
+    (victims, apis)
+}
+
+/// None of `targets` was asked to go.
+async fn untouched(targets: &[(Api<Pod>, String)]) {
+    for (api, name) in targets {
+        let p = api.get(name).await.unwrap();
+        assert!(
+            p.metadata.deletion_timestamp.is_none(),
+            "{name} was preempted"
+        );
+    }
+}
 
 /// These tests start and kill controller replicas that share one Lease: they run one at a time so
 /// that no replica of another test acts on this test's pods.
@@ -53,11 +141,8 @@ async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_vic
     );
     let plan = json!({"generation": 2, "time": "2026-11-30T00:00:00Z", "victims": [
         {"namespace": ns, "name": "v1", "uid": u1}, {"namespace": ns, "name": "v2", "uid": u2}]});
-    let patch =
-        json!({"metadata": {"annotations": {"resize-guard.io/preemption": plan.to_string()}}});
-    pods.patch("app", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    // Sealed as that controller sealed it (the key in the install namespace's Secret).
+    plant(env, &pods, "app", plan, true).await;
     pods.delete(
         "v1",
         &DeleteParams {
@@ -251,4 +336,186 @@ async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_p
         gone, planned,
         "exactly the recorded plan's victims, none extra"
     );
+}
+
+#[tokio::test]
+async fn a_plan_planted_by_the_pods_author_is_dropped_and_only_the_fresh_plan_acts() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let (ns, node, pods) = env.field_test("planted").await;
+    let (mut victims, targets) = targets(env, "planted", &node).await;
+    // (d) more victims than the cap (5) once the filler is named too, plus (a)-(c), (e).
+    let filler = pods.get("filler").await.unwrap().metadata.uid.unwrap();
+    victims.push(json!({"namespace": ns, "name": "filler", "uid": filler}));
+    victims.push(
+        json!({"namespace": ns, "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}),
+    );
+    plant(
+        env,
+        &pods,
+        "app",
+        json!({"generation": 2, "time": "2026-11-30T00:00:00Z", "victims": victims}),
+        false,
+    )
+    .await;
+    support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
+    let c = support::start(env, "planted").await;
+    wait_pod(&pods, "app", T, |p| {
+        allocated_cpu(p).as_deref() == Some("550m") && !support::has_plan(p)
+    })
+    .await
+    .unwrap();
+    let rejected = support::wait_event(env, &ns, "PreemptionPlanRejected").await;
+    assert!(
+        rejected[0].1.contains("its seal does not verify"),
+        "{rejected:?}"
+    );
+    assert_eq!(support::preempted(&pods, &["filler"]).await, ["filler"]);
+    untouched(&targets).await;
+    drop(c);
+}
+
+#[tokio::test]
+async fn a_sealed_plan_naming_pods_a_fresh_plan_could_not_choose_is_dropped_with_the_reason() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let (ns, node, pods) = env.field_test("recheck").await;
+    let (victims, targets) = targets(env, "recheck", &node).await;
+    // Sealed with the controller's own key: only the re-check of every rule can refuse it.
+    let named: Vec<serde_json::Value> = victims[..2].to_vec();
+    plant(
+        env,
+        &pods,
+        "app",
+        json!({"generation": 2, "time": "2026-11-30T00:00:00Z", "victims": named}),
+        true,
+    )
+    .await;
+    support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
+    let c = support::start(env, "recheck").await;
+    wait_pod(&pods, "app", T, |p| {
+        allocated_cpu(p).as_deref() == Some("550m") && !support::has_plan(p)
+    })
+    .await
+    .unwrap();
+    let rejected = support::wait_event(env, &ns, "PreemptionPlanRejected").await;
+    let note = &rejected[0].1;
+    assert!(
+        note.contains("kube-system/recheck-system: its namespace is protected")
+            && note.contains("recheck-higher: its priority is not below the resizing pod's"),
+        "{note}"
+    );
+    assert_eq!(support::preempted(&pods, &["filler"]).await, ["filler"]);
+    untouched(&targets).await;
+    drop(c);
+}
+
+#[tokio::test]
+async fn restarted_with_a_broken_or_missing_policy_it_keeps_the_last_good_one_or_does_nothing() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let cms: Api<ConfigMap> = Api::namespaced(env.client().await, "resize-guard");
+    let metric = |m: &str, origin: &str| {
+        m.lines()
+            .any(|l| l.trim() == format!("resize_guard_policy_in_force{{origin=\"{origin}\"}} 1"))
+    };
+    // An audit-mode trial: the leader persists it as the last good copy.
+    let c = support::start(env, "failsafe-1").await;
+    resize_guard_harness::install::set_policy(env, "mode: audit\n").await;
+    for _ in 0..300 {
+        let copy = cms.get_opt("resize-guard-last-good").await.unwrap();
+        if copy.is_some_and(|c| c.data.unwrap_or_default()["policy.yaml"] == "mode: audit\n") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(c);
+
+    // Restarted with a typo: the last good copy (audit) is in force; a Deferred resize with a
+    // victim is only reported (WouldPreempt), nothing is evicted.
+    resize_guard_harness::install::set_policy(env, "mdoe: enforce\n").await;
+    let c = support::start_unready(env, "failsafe-2").await;
+    wait_ready(c.health_port, &c.process, T).await;
+    let health = |path: &'static str| resize_guard_harness::install::http_get(c.health_port, path);
+    assert!(metric(&health("/metrics").await.unwrap(), "last-good"));
+    let ready = health("/readyz").await.unwrap();
+    assert!(
+        ready.contains("ok (degraded: the policy ConfigMap is invalid"),
+        "{ready}"
+    );
+    let (ns, _node, pods) = env.field_test("failsafe").await;
+    support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
+    let would = support::wait_event(env, &ns, "WouldPreempt").await;
+    assert!(
+        would[0].1.contains("audit mode: would preempt"),
+        "{would:?}"
+    );
+    assert!(support::preempted(&pods, &["filler"]).await.is_empty());
+    drop(c);
+
+    // Restarted with no good policy anywhere (garbled, then missing, then key-less, and no last
+    // good copy): nothing is acted on; readiness, the metric and a NoPolicy Event say why.
+    cms.delete("resize-guard-last-good", &Default::default())
+        .await
+        .unwrap();
+    for (step, why) in [
+        ("garbled", "the policy ConfigMap is invalid"),
+        ("missing", "the policy ConfigMap does not exist"),
+        ("key-less", "has no key policy.yaml"),
+    ] {
+        match step {
+            "garbled" => resize_guard_harness::install::set_policy(env, "mode: [\n").await,
+            "missing" => {
+                cms.delete("resize-guard", &Default::default())
+                    .await
+                    .unwrap();
+            }
+            _ => {
+                let cm: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": "resize-guard"}, "data": {"other.yaml": "mode: enforce\n"}
+                }))
+                .unwrap();
+                cms.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        }
+        let c = support::start_unready(env, &format!("failsafe-{step}")).await;
+        let health =
+            |path: &'static str| resize_guard_harness::install::http_get(c.health_port, path);
+        let mut why_unready = String::new();
+        for _ in 0..300 {
+            why_unready = health("/readyz").await.unwrap_err();
+            if why_unready.contains("no policy in force") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(why_unready.contains(why), "{step}: {why_unready}");
+        assert!(metric(&health("/metrics").await.unwrap(), "none"), "{step}");
+        let events = env
+            .kubectl()
+            .run([
+                "events",
+                "-n",
+                "resize-guard",
+                "--for",
+                "configmap/resize-guard",
+            ])
+            .await
+            .unwrap()
+            .stdout;
+        assert!(events.contains("NoPolicy"), "{step}: {events}");
+        assert!(
+            support::preempted(&pods, &["filler"]).await.is_empty(),
+            "{step}"
+        );
+        drop(c);
+    }
+    // Back to the shipped policy for the other tests.
+    cms.delete("resize-guard", &Default::default())
+        .await
+        .unwrap();
+    resize_guard_harness::install::apply_rbac(env).await;
 }

@@ -80,9 +80,15 @@ fn victims(pods: &[Pod], scheduler_view: bool) -> Option<usize> {
     let preemptor = Preemptor::new(h, h.spec.as_ref().unwrap(), h.status.as_ref());
     let mut policy = Policy::default();
     policy.preemption.max_victims_per_resize = 1000;
-    select_victims(&preemptor, &ledger, &Budgets::default(), &policy, "resize-guard")
-        .ok()
-        .map(|p| p.victims.len())
+    select_victims(
+        &preemptor,
+        &ledger,
+        &Budgets::default(),
+        &policy,
+        "resize-guard",
+    )
+    .ok()
+    .map(|p| p.victims.len())
 }
 
 fn main() {

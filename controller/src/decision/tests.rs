@@ -395,7 +395,8 @@ fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
 }
 
 #[test]
-fn each_victim_goes_with_its_own_grace_period_capped_only_when_policy_says_through_the_api_policy_names() {
+fn each_victim_goes_with_its_own_grace_period_capped_only_when_policy_says_through_the_api_policy_names()
+ {
     let pod = deferred_app();
     let mut policy = Policy::default();
     let v = verdict(&pod, vec![filler(false)], &policy);

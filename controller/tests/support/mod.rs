@@ -22,9 +22,18 @@ pub struct Controller {
     pub identity: String,
 }
 
-/// Starts a replica named `identity` (short lease for fast failover tests).
+/// Starts a replica named `identity` (short lease for fast failover tests) and waits until it
+/// is ready.
 pub async fn start(env: &Env, identity: &str) -> Controller {
     apply_rbac(env).await;
+    let c = start_unready(env, identity).await;
+    wait_ready(c.health_port, &c.process, Duration::from_secs(30)).await;
+    c
+}
+
+/// Starts a replica named `identity` as installed so far (nothing re-applied) without waiting
+/// for it to be ready (with no policy in force it never is).
+pub async fn start_unready(env: &Env, identity: &str) -> Controller {
     let health_port = free_port().unwrap();
     let process = spawn_as_service_account(
         env,
@@ -39,7 +48,6 @@ pub async fn start(env: &Env, identity: &str) -> Controller {
             "--renew-interval=1s".into(),
         ],
     );
-    wait_ready(health_port, &process, Duration::from_secs(30)).await;
     Controller {
         process,
         health_port,

@@ -153,7 +153,10 @@ fn a_config_map_without_the_key_is_an_error_not_the_defaults() {
     assert!(Policy::from_config_map(Some(&other)).is_err());
     let empty: std::collections::BTreeMap<String, String> =
         [(POLICY_KEY.to_owned(), String::new())].into();
-    assert_eq!(Policy::from_config_map(Some(&empty)).unwrap(), Policy::default());
+    assert_eq!(
+        Policy::from_config_map(Some(&empty)).unwrap(),
+        Policy::default()
+    );
     let data: std::collections::BTreeMap<String, String> =
         [(POLICY_KEY.to_owned(), "mode: audit\n".to_owned())].into();
     assert!(Policy::from_config_map(Some(&data)).unwrap().is_audit());

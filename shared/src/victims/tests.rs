@@ -40,7 +40,13 @@ fn plan_with(
     policy: &Policy,
 ) -> Result<PreemptionPlan, NoPlan> {
     let ledger = NodeLedger::new(&node("n1", alloc_cpu, "64Gi"), pods);
-    select_victims(&preemptor(&pods[0]), &ledger, budgets, policy, "resize-guard")
+    select_victims(
+        &preemptor(&pods[0]),
+        &ledger,
+        budgets,
+        policy,
+        "resize-guard",
+    )
 }
 
 fn names(p: &PreemptionPlan) -> Vec<&str> {
