@@ -13,7 +13,7 @@
 //! - WATCH (`watch=true`): the body stays open with a BOOKMARK a minute, like the watch cache;
 //!   with `sendInitialEvents=true` (a streaming list) every object first as ADDED, then a
 //!   BOOKMARK annotated `k8s.io/initial-events-end: "true"`;
-//! - the policy ConfigMap (namespaced, `fieldSelector=metadata.name=…`): one ConfigMap whose
+//! - the policy ConfigMap (namespaced, `fieldSelector=metadata.name=…`; no last good copy): one ConfigMap whose
 //!   `policy.yaml` is empty (the default policy).
 //!
 //! Anything else is logged to stderr and answered 404, so a new request shows up.
@@ -125,13 +125,12 @@ impl FakeApi {
             Target::ConfigMaps => {
                 let selected = q("fieldSelector");
                 let wanted = format!("metadata.name={}", self.configmap);
-                if !selected.is_empty() && selected != wanted {
-                    eprintln!("scale: fake API server: unexpected fieldSelector {selected:?}");
-                }
+                // Any other name (the controller's last good copy) does not exist here.
+                let exists = selected.is_empty() || selected == wanted;
                 let cm = policy_configmap(&self.namespace, &self.configmap);
                 if watch {
                     let mut first = Vec::new();
-                    if q("sendInitialEvents") == "true" {
+                    if q("sendInitialEvents") == "true" && exists {
                         let mut obj = cm.clone();
                         obj["apiVersion"] = json!("v1");
                         obj["kind"] = json!("ConfigMap");
@@ -146,7 +145,8 @@ impl FakeApi {
                     return watch_body(Bytes::from(first), "v1", "ConfigMap", 99_999_999);
                 }
                 let list = json!({"kind": "ConfigMapList", "apiVersion": "v1",
-                    "metadata": {"resourceVersion": self.world.list_rv.to_string()}, "items": [cm]});
+                    "metadata": {"resourceVersion": self.world.list_rv.to_string()},
+                    "items": if exists { vec![cm] } else { vec![] }});
                 ok(Full::new(Bytes::from(list.to_string())).boxed_unsync())
             }
             Target::Objects(kind) if watch => {

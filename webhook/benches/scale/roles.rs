@@ -352,7 +352,9 @@ fn controller_work(world: &World, view: &ClusterView) -> Value {
     for round in 0..rounds {
         for pod in &pending {
             let (verdict, t) = timed(|| {
-                let policy = view.policy();
+                let policy = view
+                    .policy()
+                    .expect("the bench's policy ConfigMap is in force");
                 let budgets = view.budgets();
                 let ledger = node_name(pod).and_then(|n| view.ledger(n));
                 assess(
@@ -382,7 +384,9 @@ fn controller_work(world: &World, view: &ClusterView) -> Value {
     for pod in pending.iter().cycle().take(samples.len()) {
         without_pdbs.push(
             timed(|| {
-                let policy = view.policy();
+                let policy = view
+                    .policy()
+                    .expect("the bench's policy ConfigMap is in force");
                 let ledger = node_name(pod).and_then(|n| view.ledger(n));
                 assess(
                     pod,
