@@ -72,19 +72,22 @@ pub async fn leading(
     controller
 }
 
-/// Resizes container `app` of pod `name` to `cpu` and waits until the kubelet holds it pending.
+/// Resizes container `app` of pod `name` to `cpu` and waits until the kubelet has held it
+/// pending. Watched, not polled: a running controller may make room and the kubelet admit the
+/// resize within a poll interval.
 pub async fn resize_pending_on(env: &Env, pods: &Api<Pod>, ns: &str, name: &str, cpu: &str) {
+    let history = History::start(pods, name).await;
     let out = env
         .kubectl()
         .resize(ns, name, &resize_guard_harness::objects::cpu_resize(cpu))
         .await
         .unwrap();
     assert!(out.success, "{}", out.stderr);
-    resize_guard_harness::objects::wait_pod(pods, name, Duration::from_secs(30), |p| {
-        resize_guard_harness::objects::resize_pending(p).is_some()
-    })
-    .await
-    .unwrap();
+    history
+        .wait(Duration::from_secs(30), |p| {
+            resize_guard_harness::objects::resize_pending(p).is_some()
+        })
+        .await;
 }
 
 impl Controller {
