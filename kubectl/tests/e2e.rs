@@ -223,8 +223,8 @@ async fn every_subcommand_on_the_field_test_and_check_on_healthy_and_broken_inst
             ns["field"]
         ),
         "✓ ConfigMap resize-guard/resize-guard parses: mode enforce, qos.onChange reject, preemption on (max 2 victims)\n".to_owned(),
-        "✓ ServiceAccount resize-guard/resize-guard-webhook has the 12 permissions it needs and none of 8 it must not have\n".to_owned(),
-        "✓ ServiceAccount resize-guard/resize-guard-controller has the 24 permissions it needs and none of 9 it must not have\n".to_owned(),
+        "✓ ServiceAccount resize-guard/resize-guard-webhook has the 13 permissions it needs and none of 10 it must not have\n".to_owned(),
+        "✓ ServiceAccount resize-guard/resize-guard-controller has the 27 permissions it needs and none of 9 it must not have\n".to_owned(),
         "\nStatus check results are ✓\n".to_owned(),
     ];
     for want in &healthy {

@@ -297,7 +297,7 @@ mod tests {
             "create pods/eviction cluster-wide"
         );
         assert_eq!(
-            controller_needs()[21].describe("resize-guard"),
+            controller_needs()[24].describe("resize-guard"),
             "get leases.coordination.k8s.io resize-guard-controller in resize-guard"
         );
         for (needs, must_not) in [
