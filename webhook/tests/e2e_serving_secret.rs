@@ -39,7 +39,7 @@ async fn narrow_rbac(client: &kube::Client, ns: &str) {
         "rules": [
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET],
              "verbs": ["get", "list", "watch"]},
-            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["resize-guard"],
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["resize-guard", "resize-guard-last-good"],
              "verbs": ["get", "list", "watch"]},
         ],
     }))
