@@ -14,8 +14,9 @@
 //! | garbled, key-less or missing | no | parses | the last good copy |
 //! | garbled, key-less or missing | no | missing or garbled | **none**: the webhook allows with a warning, the controller idles |
 //!
-//! Nothing is decided before both sources have listed once (`listed`), so a process never acts
-//! on a copy the ConfigMap is about to replace. Pure: the view feeds it watch events.
+//! Nothing but the ConfigMap itself is adopted before both sources have been read once
+//! ([`PolicySource::settled`]), so a process never acts on a copy the ConfigMap is about to
+//! replace. Pure: the view feeds it watch events.
 
 use std::sync::Arc;
 
@@ -126,14 +127,27 @@ impl PolicySource {
         Some(format!("no policy in force: {cm} and {copy}"))
     }
 
-    /// The ConfigMap's problem while an earlier policy stays in force (for logs and `/readyz`'s
-    /// degraded note), if it has one.
-    pub fn config_map_problem(&self) -> Option<String> {
-        match &self.config_map {
-            Reading::Missing => Some("the policy ConfigMap does not exist".into()),
-            Reading::Bad(why) => Some(format!("the policy ConfigMap is invalid ({why})")),
-            Reading::Unread | Reading::Good(..) => None,
+    /// Both sources have been read once: from then on "no policy" is a fact, not a start-up
+    /// state.
+    pub fn settled(&self) -> bool {
+        !matches!(self.config_map, Reading::Unread) && !matches!(self.last_good, Reading::Unread)
+    }
+
+    /// The degraded note for `/readyz`: why no policy is in force, or the policy ConfigMap's
+    /// problem while an earlier policy stays in force; `None` when the ConfigMap is in force.
+    pub fn note(&self) -> Option<String> {
+        if let Some(why) = self.why_none() {
+            return Some(why);
         }
+        let problem = match &self.config_map {
+            Reading::Missing => "the policy ConfigMap does not exist".to_owned(),
+            Reading::Bad(why) => format!("the policy ConfigMap is invalid ({why})"),
+            Reading::Unread | Reading::Good(..) => return None,
+        };
+        Some(match self.in_force.as_ref()?.origin {
+            Origin::LastGood => format!("{problem}; the last good copy is in force"),
+            Origin::ConfigMap => format!("{problem}; the last policy it held stays in force"),
+        })
     }
 
     fn settle(&mut self) -> bool {
@@ -193,6 +207,7 @@ mod tests {
         let mut s = PolicySource::default();
         assert!(s.why_none().unwrap().contains("not been read"));
         s.config_map(bad());
+        assert!(!s.settled());
         assert_eq!(mode(&s), None);
         assert!(
             s.why_none()
@@ -217,7 +232,12 @@ mod tests {
             s.config_map(cm.clone());
             s.last_good(good("mode: audit\n"));
             assert_eq!(mode(&s), Some((Mode::Audit, Origin::LastGood)), "{cm:?}");
-            assert!(s.config_map_problem().is_some());
+            assert!(
+                s.note()
+                    .unwrap()
+                    .ends_with("; the last good copy is in force"),
+                "{cm:?}"
+            );
         }
     }
 
@@ -226,6 +246,7 @@ mod tests {
         let mut s = PolicySource::default();
         s.config_map(bad());
         s.last_good(None);
+        assert!(s.settled());
         assert_eq!(mode(&s), None);
         assert_eq!(
             s.why_none().unwrap(),

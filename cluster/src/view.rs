@@ -43,7 +43,7 @@ use tokio::sync::broadcast;
 
 use crate::Cluster;
 pub use crate::index::PodIndex;
-use crate::policy_source::{InForce, Origin, PolicySource, parse};
+use crate::policy_source::{InForce, PolicySource, parse};
 use crate::trim::{trim_node, trim_pdb, trim_pod};
 use crate::watch_health::{
     DEFAULT_UNHEALTHY_AFTER, WatchBackoff, WatchErrorHook, WatchHealth, Watched,
@@ -244,13 +244,13 @@ impl ClusterView {
     /// [`ClusterView::policy_changes`] and is logged; losing every policy publishes a `NoPolicy`
     /// Warning Event on the policy ConfigMap (once per spell without one).
     fn update_policy(&self, config: &ViewConfig, update: impl FnOnce(&mut PolicySource) -> bool) {
-        let (changed, in_force, why_none) = match self.policy.write() {
-            Ok(mut source) => {
-                let changed = update(&mut source);
-                (changed, source.in_force().cloned(), source.why_none())
-            }
-            Err(_) => (false, None, None),
+        let Ok(mut source) = self.policy.write() else {
+            return;
         };
+        let changed = update(&mut source);
+        let (in_force, why_none) = (source.in_force().cloned(), source.why_none());
+        let settled = source.settled();
+        drop(source);
         if changed {
             match &in_force {
                 Some(f) => tracing::info!(
@@ -262,33 +262,32 @@ impl ClusterView {
             }
             self.policy_version.send_modify(|v| *v += 1);
         }
-        match (in_force, why_none) {
-            (None, Some(why))
-                if !why.contains("not been read")
-                    && !self.no_policy_reported.swap(true, Ordering::AcqRel) =>
-            {
-                tracing::error!(
-                    why,
-                    "nothing is denied, repaired or preempted until a policy parses"
-                );
-                let event = KubeEvent {
-                    type_: EventType::Warning,
-                    reason: "NoPolicy".into(),
-                    note: Some(format!(
-                        "{why}; resize-guard denies, repairs and preempts nothing until {POLICY_KEY} in ConfigMap {}/{} parses",
-                        self.namespace, config.policy_configmap
-                    )),
-                    action: "LoadPolicy".into(),
-                    secondary: None,
-                };
-                config.events.publish(
-                    event,
-                    named_config_map(&config.policy_configmap, &self.namespace),
-                );
-            }
-            (Some(_), _) => self.no_policy_reported.store(false, Ordering::Release),
-            _ => {}
+        if in_force.is_some() {
+            self.no_policy_reported.store(false, Ordering::Release);
+            return;
         }
+        let Some(why) = why_none.filter(|_| settled) else {
+            return;
+        };
+        if self.no_policy_reported.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::error!(
+            why,
+            "nothing is denied, repaired or preempted until a policy parses"
+        );
+        let event = KubeEvent {
+            type_: EventType::Warning,
+            reason: "NoPolicy".into(),
+            note: Some(format!(
+                "{why}; resize-guard denies, repairs and preempts nothing until {POLICY_KEY} in ConfigMap {}/{} parses",
+                self.namespace, config.policy_configmap
+            )),
+            action: "LoadPolicy".into(),
+            secondary: None,
+        };
+        let regarding = named_config_map(&config.policy_configmap, &self.namespace);
+        config.events.publish(event, regarding);
     }
 
     /// The policy in force and where it came from, if any.
@@ -305,19 +304,12 @@ impl ClusterView {
         }
     }
 
-    /// The degraded note for `/readyz`: no policy in force, or an invalid or missing policy
-    /// ConfigMap while an earlier policy stays in force.
+    /// The degraded note for `/readyz` ([`PolicySource::note`]).
     pub fn policy_note(&self) -> Option<String> {
-        if let Some(why) = self.policy_problem() {
-            return Some(why);
+        match self.policy.read() {
+            Ok(source) => source.note(),
+            Err(_) => self.policy_problem(),
         }
-        let source = self.policy.read().ok()?;
-        let problem = source.config_map_problem()?;
-        let origin = source.in_force()?.origin;
-        Some(match origin {
-            Origin::LastGood => format!("{problem}; the last good copy is in force"),
-            Origin::ConfigMap => format!("{problem}; the last policy it held stays in force"),
-        })
     }
 
     /// `resize_guard_policy_in_force{origin}`: 1 for where the policy in force came from
@@ -524,8 +516,24 @@ fn apply_to_index(view: &ClusterView, ev: &watcher::Event<Pod>, relist: &mut Opt
     }
 }
 
-async fn watch_policy(client: kube::Client, view: Arc<ClusterView>, config: ViewConfig) {
-    let name = config.policy_configmap.clone();
+/// What a watch of one named ConfigMap saw.
+enum Seen<'a> {
+    /// Listed or changed.
+    Present(&'a ConfigMap),
+    /// Deleted (`Some`), or absent from a (re)list (`None`).
+    Gone(Option<&'a ConfigMap>),
+}
+
+/// Watches the ConfigMap `name` in the install namespace (a field selector, which RBAC's
+/// `resourceNames` allows), telling `on` whenever it is present or gone, and `watched`'s health
+/// about every item.
+async fn watch_config_map(
+    client: kube::Client,
+    view: &ClusterView,
+    name: &str,
+    watched: Watched,
+    mut on: impl FnMut(Seen<'_>),
+) {
     let api: Api<ConfigMap> = Api::namespaced(client, &view.namespace);
     let watch = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut stream = trimmed(api, watch, |cm: &mut ConfigMap| {
@@ -535,31 +543,45 @@ async fn watch_policy(client: kube::Client, view: Arc<ClusterView>, config: View
     let mut seen_in_list = false;
     while let Some(item) = stream.next().await {
         match &item {
-            Err(_) => {}
+            Err(_) | Ok(watcher::Event::InitDone) => {}
             Ok(watcher::Event::Init) => seen_in_list = false,
             Ok(watcher::Event::InitApply(cm) | watcher::Event::Apply(cm)) => {
                 seen_in_list = true;
+                on(Seen::Present(cm));
+            }
+            Ok(watcher::Event::Delete(cm)) => on(Seen::Gone(Some(cm))),
+        }
+        if matches!(item, Ok(watcher::Event::InitDone)) && !seen_in_list {
+            on(Seen::Gone(None));
+        }
+        view.health.observe(watched, &item);
+    }
+}
+
+async fn watch_policy(client: kube::Client, view: Arc<ClusterView>, config: ViewConfig) {
+    let name = config.policy_configmap.clone();
+    watch_config_map(
+        client,
+        &view,
+        &name,
+        Watched::ConfigMap,
+        |seen| match seen {
+            Seen::Present(cm) => {
                 let read = parse(cm.data.as_ref());
                 report_policy(&read, cm, &config.events, &config.on_policy_reload);
                 view.update_policy(&config, |s| s.config_map(Some(read)));
             }
-            Ok(watcher::Event::InitDone) if !seen_in_list => {
-                let had = view.policy_in_force().is_some();
-                if had {
-                    policy_gone(&name, &view.namespace, None, &config.events);
+            Seen::Gone(cm) => {
+                if cm.is_some() || view.policy_in_force().is_some() {
+                    policy_gone(&name, &view.namespace, cm, &config.events);
                 } else {
                     tracing::warn!(configmap = %name, "no policy ConfigMap");
                 }
                 view.update_policy(&config, |s| s.config_map(None));
             }
-            Ok(watcher::Event::InitDone) => {}
-            Ok(watcher::Event::Delete(cm)) => {
-                policy_gone(&name, &view.namespace, Some(cm), &config.events);
-                view.update_policy(&config, |s| s.config_map(None));
-            }
-        }
-        view.health.observe(Watched::ConfigMap, &item);
-    }
+        },
+    )
+    .await;
 }
 
 /// The name of the controller's last good copy of the policy ConfigMap `policy_configmap`.
@@ -571,33 +593,17 @@ pub fn last_good_name(policy_configmap: &str) -> String {
 /// policy; see [`crate::policy_source`]).
 async fn watch_last_good(client: kube::Client, view: Arc<ClusterView>, config: ViewConfig) {
     let name = last_good_name(&config.policy_configmap);
-    let api: Api<ConfigMap> = Api::namespaced(client, &view.namespace);
-    let watch = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut stream = trimmed(api, watch, |cm: &mut ConfigMap| {
-        cm.metadata.managed_fields = None;
-    })
-    .boxed();
-    let mut seen_in_list = false;
-    while let Some(item) = stream.next().await {
-        match &item {
-            Err(_) => {}
-            Ok(watcher::Event::Init) => seen_in_list = false,
-            Ok(watcher::Event::InitApply(cm) | watcher::Event::Apply(cm)) => {
-                seen_in_list = true;
-                let read = parse(cm.data.as_ref());
-                if let Err(why) = &read {
-                    tracing::warn!(configmap = %name, why, "the last good policy copy is invalid");
-                }
-                view.update_policy(&config, |s| s.last_good(Some(read)));
-            }
-            Ok(watcher::Event::InitDone) if !seen_in_list => {
-                view.update_policy(&config, |s| s.last_good(None));
-            }
-            Ok(watcher::Event::InitDone) => {}
-            Ok(watcher::Event::Delete(_)) => view.update_policy(&config, |s| s.last_good(None)),
+    watch_config_map(client, &view, &name, Watched::LastGoodPolicy, |seen| {
+        let read = match seen {
+            Seen::Present(cm) => Some(parse(cm.data.as_ref())),
+            Seen::Gone(_) => None,
+        };
+        if let Some(Err(why)) = &read {
+            tracing::warn!(configmap = %name, why, "the last good policy copy is invalid");
         }
-        view.health.observe(Watched::LastGoodPolicy, &item);
-    }
+        view.update_policy(&config, |s| s.last_good(read));
+    })
+    .await;
 }
 
 /// A reference to the ConfigMap `name` in `namespace`, when only its name is known.

@@ -43,7 +43,8 @@ pub enum WriteError {
 }
 
 impl WriteError {
-    fn status(&self) -> Option<u16> {
+    /// The API server's HTTP status, when it answered.
+    pub fn status(&self) -> Option<u16> {
         match self {
             WriteError::Api(kube::Error::Api(e)) => Some(e.code),
             _ => None,
@@ -91,20 +92,17 @@ pub enum ActuateError {
 impl ActuateError {
     /// Stable reason for metrics.
     pub fn reason(&self) -> &'static str {
-        let source = match self {
-            ActuateError::RecordPlan { source, .. }
-            | ActuateError::Revert { source, .. }
-            | ActuateError::Preempt { source, .. } => source,
-            ActuateError::PlanKey(_) => return "PlanKey",
+        let (source, reason) = match self {
+            ActuateError::RecordPlan { source, .. } => (Some(source), "RecordPlan"),
+            ActuateError::Revert { source, .. } => (Some(source), "Revert"),
+            ActuateError::Preempt { source, .. } => (Some(source), "Preempt"),
+            ActuateError::PlanKey(KeyError::Create { source, .. }) => (Some(source), "PlanKey"),
+            ActuateError::PlanKey(_) => (None, "PlanKey"),
         };
-        if matches!(source, WriteError::Fenced(_)) {
-            return "NotLeader";
-        }
-        match self {
-            ActuateError::RecordPlan { .. } => "RecordPlan",
-            ActuateError::Preempt { .. } => "Preempt",
-            ActuateError::Revert { .. } => "Revert",
-            ActuateError::PlanKey(_) => "PlanKey",
+        if matches!(source, Some(WriteError::Fenced(_))) {
+            "NotLeader"
+        } else {
+            reason
         }
     }
 
@@ -197,11 +195,7 @@ impl Actuator {
         self.seal
             .key(&self.client, |api, secret| async move {
                 let post = PostParams::default();
-                match self.write(api.create(&post, &secret)).await {
-                    Ok(_) => Ok(()),
-                    Err(WriteError::Api(e)) => Err(e),
-                    Err(WriteError::Fenced(f)) => Err(kube::Error::Service(Box::new(f))),
-                }
+                self.write(api.create(&post, &secret)).await.map(|_| ())
             })
             .await
             .map_err(ActuateError::PlanKey)
@@ -314,6 +308,10 @@ impl Actuator {
                 note,
             } => {
                 let fresh = !matches!(record, Record::Recorded);
+                if fresh {
+                    // A plan that could not be recorded is not started: the key first.
+                    self.plan_key().await?;
+                }
                 if let Record::Before(rec) = &record {
                     self.record(pod, Some(rec)).await?;
                 }

@@ -26,7 +26,7 @@ use resize_guard_policy::verdict::{Deferral, Infeasibility};
 use resize_guard_policy::victims::{Exclusion, NoPlan, exclusion, name_list};
 use resize_guard_policy::{Verdict, verdict::NAMES_IN_MESSAGES};
 
-use crate::plan::PlanRecord;
+use crate::plan::{PlanRecord, Untrusted};
 
 /// Where a planned victim is now, re-checked against the rules a fresh plan obeys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -246,7 +246,7 @@ fn unfit_to_resume(
     policy: &Policy,
 ) -> Option<String> {
     let max = policy.preemption.max_victims_per_resize;
-    if plan.victims.len() > max as usize || victims.len() != plan.victims.len() {
+    if plan.victims.len() > max as usize {
         return Some(format!(
             "it names {} victims, more than preemption.maxVictimsPerResize ({max})",
             plan.victims.len()
@@ -306,6 +306,14 @@ pub fn victim_state(
         None => VictimState::Present,
         Some(Exclusion::Terminating) => VictimState::Terminating,
         Some(why) => VictimState::Ineligible(format!("{why} (node {})", ledger.node)),
+    }
+}
+
+/// What a plan annotation this controller did not seal (or cannot read) means: it is never
+/// acted on; it is removed and the resize planned afresh.
+pub fn plan_untrusted(why: &Untrusted) -> Decision {
+    Decision::DropPlan {
+        why: format!("{why}; it is ignored and removed"),
     }
 }
 

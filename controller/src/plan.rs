@@ -19,6 +19,8 @@ use tokio::sync::OnceCell;
 
 pub use resize_guard_policy::plan::{PLAN_ANNOTATION, PlanRecord};
 
+use crate::actuate::WriteError;
+
 /// The Secret (in the install namespace) holding the key that seals plan records.
 pub const PLAN_KEY_SECRET: &str = "resize-guard-plan-key";
 /// The key's entry in that Secret.
@@ -45,14 +47,23 @@ pub enum Untrusted {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum KeyError {
-    /// Reading or creating the Secret failed.
-    #[error("reading or creating Secret {namespace}/{PLAN_KEY_SECRET}")]
+    /// Reading the Secret failed.
+    #[error("reading Secret {namespace}/{PLAN_KEY_SECRET}")]
     Api {
         /// The install namespace.
         namespace: String,
         /// Why.
         #[source]
         source: kube::Error,
+    },
+    /// Creating the Secret failed (or was not made: this replica does not lead).
+    #[error("creating Secret {namespace}/{PLAN_KEY_SECRET}")]
+    Create {
+        /// The install namespace.
+        namespace: String,
+        /// Why.
+        #[source]
+        source: WriteError,
     },
     /// The Secret exists but holds no usable key.
     #[error(
@@ -109,7 +120,7 @@ impl PlanSeal {
     ) -> Result<&hmac::Key, KeyError>
     where
         F: FnOnce(Api<Secret>, Secret) -> Fut,
-        Fut: std::future::Future<Output = Result<(), kube::Error>>,
+        Fut: std::future::Future<Output = Result<(), WriteError>>,
     {
         self.key
             .get_or_try_init(|| async {
@@ -143,11 +154,14 @@ impl PlanSeal {
                 };
                 match create(api.clone(), secret).await {
                     Ok(()) => Ok(hmac::Key::new(hmac::HMAC_SHA256, &bytes)),
-                    Err(kube::Error::Api(e)) if e.code == 409 => {
+                    Err(e) if e.status() == Some(409) => {
                         let s = api.get(PLAN_KEY_SECRET).await.map_err(api_error)?;
                         self.parse(&s)
                     }
-                    Err(e) => Err(api_error(e)),
+                    Err(source) => Err(KeyError::Create {
+                        namespace: self.namespace.clone(),
+                        source,
+                    }),
                 }
             })
             .await

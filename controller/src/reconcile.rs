@@ -14,7 +14,7 @@ use resize_guard_policy::pod::{is_deferred_now, is_resize_infeasible, node_name,
 use resize_guard_policy::{Context, assess};
 
 use crate::actuate::{ActuateError, Actuator};
-use crate::decision::{Decision, VictimState, decide, victim_state};
+use crate::decision::{VictimState, decide, plan_untrusted, victim_state};
 use crate::plan::{PLAN_ANNOTATION, verified};
 use resize_guard_policy::pod::PodKey;
 
@@ -71,10 +71,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
         let key = ctx.actuator.plan_key().await?;
         match verified(key, &pod) {
             Some(Ok(rec)) => Some(rec),
-            Some(Err(why)) => {
-                let why = format!("{why}; it is ignored and removed");
-                return ctx.actuator.apply(&pod, Decision::DropPlan { why }).await;
-            }
+            Some(Err(why)) => return ctx.actuator.apply(&pod, plan_untrusted(&why)).await,
             None => None,
         }
     } else {

@@ -146,6 +146,25 @@ impl PodBuilder {
         self
     }
 
+    /// Makes `kind` (an `apps/v1` controller such as `DaemonSet` or `ReplicaSet`) its
+    /// controlling owner.
+    pub fn owned_by(mut self, kind: &str) -> Self {
+        self.pod.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "apps/v1".to_owned(),
+                kind: kind.to_owned(),
+                name: format!(
+                    "{}-owner",
+                    self.pod.metadata.name.as_deref().unwrap_or("pod")
+                ),
+                uid: "owner-uid".to_owned(),
+                controller: Some(true),
+                ..Default::default()
+            },
+        ]);
+        self
+    }
+
     /// Adds a regular container.
     pub fn container(mut self, c: ContainerBuilder) -> Self {
         self.spec().containers.push(c.build());

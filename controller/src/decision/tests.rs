@@ -573,3 +573,75 @@ fn a_recorded_victim_is_not_preempted_while_terminating_pods_already_cover_the_r
     );
     assert!(matches!(d, Decision::Wait { .. }), "{d:?}");
 }
+
+#[test]
+fn a_recorded_victim_is_judged_where_it_is_now_by_the_rules_of_a_fresh_plan() {
+    let app = deferred_app();
+    let policy = Policy::default();
+    let low = |ns: &str, name: &str, node: &str| {
+        PodBuilder::new(ns, name)
+            .node(node)
+            .priority(100)
+            .container(container("w").guaranteed("100m", "64Mi"))
+            .running(5)
+    };
+    let here = low("batch", "here", "n1").build();
+    let far = low("batch", "far", "n2").build();
+    let system = low("kube-system", "dns", "n1").build();
+    let going = low("batch", "going", "n1").terminating().build();
+    let higher = low("batch", "higher", "n1").priority(5000).build();
+    let cluster = FixedCluster::new(
+        policy.clone(),
+        vec![node("n1", "1930m", "3Gi"), node("n2", "1930m", "3Gi")],
+        vec![
+            app.clone(),
+            here.clone(),
+            far.clone(),
+            system.clone(),
+            going.clone(),
+            higher.clone(),
+        ],
+        vec![],
+    );
+    let ledger = cluster.ledger("n1");
+    let state = |p: &Pod| {
+        let entry = resize_guard_policy::ledger::LedgerEntry::new(p);
+        victim_state(
+            &PodKey::of(p),
+            Some(&entry),
+            &app,
+            ledger.as_deref(),
+            &policy,
+            "resize-guard",
+        )
+    };
+    let ineligible = |p: &Pod| match state(p) {
+        VictimState::Ineligible(why) => why,
+        other => panic!("{}: {other:?}", PodKey::of(p)),
+    };
+    assert_eq!(state(&here), VictimState::Present);
+    assert_eq!(state(&going), VictimState::Terminating);
+    assert_eq!(ineligible(&far), "it is not on the resizing pod's node n1");
+    assert!(ineligible(&system).starts_with("its namespace is protected"));
+    assert!(ineligible(&higher).starts_with("its priority is not below"));
+    assert_eq!(ineligible(&app), "it is the resizing pod itself");
+    // Gone, or another pod under the recorded name now.
+    let key = PodKey::of(&here);
+    assert_eq!(
+        victim_state(&key, None, &app, ledger.as_deref(), &policy, "resize-guard"),
+        VictimState::Gone
+    );
+    let mut renamed = resize_guard_policy::ledger::LedgerEntry::new(&here);
+    renamed.key.name = "other".into();
+    assert_eq!(
+        victim_state(
+            &key,
+            Some(&renamed),
+            &app,
+            ledger.as_deref(),
+            &policy,
+            "resize-guard"
+        ),
+        VictimState::Gone
+    );
+}

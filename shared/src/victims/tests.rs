@@ -275,6 +275,50 @@ fn terminating_pods_that_are_not_enough_reduce_the_victims_needed() {
 }
 
 #[test]
+fn daemon_set_pods_are_victims_only_when_policy_allows_and_bare_pods_unless_it_forbids() {
+    // One 500m candidate is enough; which one may go is the policy's say.
+    let ds = pod("agent", 0, "500m", 10).owned_by("DaemonSet").build();
+    let rs = pod("web", 0, "500m", 20).owned_by("ReplicaSet").build();
+    let bare = pod("bare", 0, "500m", 30).build();
+    let mut policy = Policy::default();
+    let only = |p: &Pod, policy: &Policy| plan("1000m", &[resizer("750m"), p.clone()], policy);
+    match only(&ds, &policy).unwrap_err() {
+        NoPlan::NoCandidates { excluded, .. } => assert_eq!(excluded.daemon_set, 1),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(names(&only(&rs, &policy).unwrap()), ["web"]);
+    assert_eq!(names(&only(&bare, &policy).unwrap()), ["bare"]);
+    policy.preemption.allow_daemon_set_victims = true;
+    policy.preemption.allow_bare_pod_victims = false;
+    assert_eq!(names(&only(&ds, &policy).unwrap()), ["agent"]);
+    match only(&bare, &policy).unwrap_err() {
+        NoPlan::NoCandidates { excluded, .. } => assert_eq!(excluded.bare, 1),
+        other => panic!("{other:?}"),
+    }
+    // The reason a plan names, for the ResizePreemptionFailed Event.
+    let e = only(&bare, &policy).unwrap_err().to_string();
+    assert!(
+        e.contains("1 without a controlling owner (preemption.allowBarePodVictims)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_install_namespace_is_protected_whatever_the_list_says() {
+    let ours = PodBuilder::new("resize-guard", "webhook")
+        .node("n1")
+        .container(container("c").guaranteed("500m", "64Mi"))
+        .running(10)
+        .build();
+    let mut policy = Policy::default();
+    policy.preemption.protected_namespaces = vec!["databases".into()];
+    match plan("1000m", &[resizer("750m"), ours], &policy).unwrap_err() {
+        NoPlan::NoCandidates { excluded, .. } => assert_eq!(excluded.protected_namespace, 1),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn protected_namespaces_selectors_critical_and_mirror_pods_are_never_victims() {
     let sys = PodBuilder::new("kube-system", "dns")
         .node("n1")
