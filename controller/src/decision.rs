@@ -1,14 +1,14 @@
-//! What the controller should do for one pod, as a value (STYLE 4: decisions emit intents; the
+//! What the controller should do for one pod, as a value (ARCHITECTURE.md §5: decisions emit intents; the
 //! [`crate::actuate`] layer performs them). Pure: the pod, the verdict from
 //! `resize_guard_policy::assess`, the recorded plan and the state of its victims in, a
 //! [`Decision`] out — so every branch is unit-tested without a cluster.
 //!
-//! The loop of DESIGN §5: only a Deferred resize of the current generation is acted on; a fresh
+//! The loop of ARCHITECTURE.md §5: only a Deferred resize of the current generation is acted on; a fresh
 //! plan is recorded on the preemptor before any victim is touched when it has several victims,
 //! and after the eviction when it has one ([`Record`]); a plan recorded for this generation is
 //! resumed (its victims still running are preempted, terminating ones awaited) rather than
-//! re-chosen; once every planned victim is gone a still-Deferred resize is planned afresh (the kubelet may have given the room to someone else, upstream-resize.md
-//! §1.8); terminating pods on the node count as space being freed, so nothing new is chosen
+//! re-chosen; once every planned victim is gone a still-Deferred resize is planned afresh (the kubelet may have given the
+//! room to someone else: it retries every pending resize when room appears); terminating pods on the node count as space being freed, so nothing new is chosen
 //! while they cover the shortfall. A Deferred resize larger than the node's allocatable is never
 //! preempted for (no victim can make it fit; a v1.37 kubelet keeps such a resize Deferred for
 //! ever instead of marking it Infeasible).

@@ -1,4 +1,4 @@
-//! Prometheus metrics of the controller (DESIGN §7), seconds with millisecond-scale buckets.
+//! Prometheus metrics of the controller (ARCHITECTURE.md §7), seconds with millisecond-scale buckets.
 
 use std::sync::Mutex;
 

@@ -20,7 +20,7 @@ use resize_guard_policy::version::KubernetesVersion;
 
 use crate::connection::Connection;
 
-/// The policy ConfigMap's name and key (DESIGN §6).
+/// The policy ConfigMap's name and key (ARCHITECTURE.md §6).
 pub const POLICY_CONFIGMAP: &str = "resize-guard";
 /// The controller's leader Lease (its `--lease-name` default).
 pub const CONTROLLER_LEASE: &str = "resize-guard-controller";

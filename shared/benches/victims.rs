@@ -2,7 +2,7 @@
 //! other pods at their allocation, plus the pending growth that could take the room first —
 //! `victims/race.rs`) against the same DefaultPreemption algorithm on the v1.37
 //! alpha scheduler's accounting (every pod at max(desired, allocated, actual)), which is how
-//! upstream's plugin sizes the shortfall (upstream-resize.md §1.4). The upstream column is that
+//! upstream's plugin sizes the shortfall (KEP-5836, "Risk of Additional Preemption"). The upstream column is that
 //! model, not the scheduler binary; `controller/tests/e2e_upstream.rs` checks the model against
 //! the real kube-scheduler on the KEP-5836 example (3 victims vs 1).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]

@@ -3,7 +3,7 @@
 //! message, or a repaired pod — plus the decision label, the warnings and the audit annotations.
 //! The webhook only encodes it (`webhook/src/review.rs`); every branch here is a plain test.
 //!
-//! The two stages see different objects (upstream-resize.md §3.4): `/mutate` runs before the
+//! The two stages see different objects (ARCHITECTURE.md §4): `/mutate` runs before the
 //! resize strategy and built-in validation, so it is the only place to explain or repair a QoS
 //! change and where an Infeasible resize is refused first; `/validate` sees the final object.
 //!

@@ -1,5 +1,5 @@
 //! The node ledger: what a node can hold and what each pod on it holds, counted the way the
-//! kubelet counts when it admits a resize (upstream-resize.md §2.2).
+//! kubelet counts when it admits a resize (`canAdmitPod`, `pkg/kubelet/allocation/allocation_manager.go`).
 //!
 //! Every active pod holds `max(allocated, actual)` ([`Accounting::Admitted`]): the kubelet ignores
 //! other pods' pending growth when it admits a resize (each entry still carries its own pending

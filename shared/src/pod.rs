@@ -174,7 +174,7 @@ pub fn is_resize_deferred(pod: &Pod) -> bool {
     resize_pending(pod).and_then(|c| c.reason.as_deref()) == Some(REASON_DEFERRED)
 }
 
-/// The stricter test the controller acts on (DESIGN §5): the first `PodResizePending` condition
+/// The stricter test the controller acts on (ARCHITECTURE.md §5): the first `PodResizePending` condition
 /// is `Deferred` with status `True`, it speaks of the current generation when it carries an
 /// `observedGeneration` (older kubelets do not), and the pod is bound to a node.
 pub fn is_deferred_now(pod: &Pod) -> bool {

@@ -1,5 +1,5 @@
 //! The resize-guard policy: the typed, validated contents of ConfigMap `resize-guard`, key
-//! `policy.yaml` (DESIGN §6).
+//! `policy.yaml` (ARCHITECTURE.md §6).
 //!
 //! Every key has a default, so an empty document is the default policy; a ConfigMap without
 //! the `policy.yaml` key is an error, not the defaults. Unknown keys and bad
@@ -176,7 +176,7 @@ impl fmt::Display for PolicyError {
     }
 }
 
-/// Key of the policy document in the ConfigMap (DESIGN §6).
+/// Key of the policy document in the ConfigMap (ARCHITECTURE.md §6).
 pub const POLICY_KEY: &str = "policy.yaml";
 
 impl Policy {

@@ -1,7 +1,7 @@
 //! Pod QoS class, exactly as upstream `pkg/apis/core/helper/qos.ComputePodQOS` (v1.37), which is
 //! what `ValidatePodResize` compares: `Pod QOS Class may not change as a result of resizing`.
 //!
-//! Rules (v1.37.2 code; upstream-resize.md §5 still describes the older sums): only `cpu` and
+//! Rules (v1.37.2 code; v1.33–v1.36 summed first, see [`spec_qos_class_on`]): only `cpu` and
 //! `memory` count; regular containers *and all init containers* are judged one by one, each
 //! resource on its own; when pod-level resources set cpu, memory or hugepages, only they count,
 //! after `DefaultPodLevelResources`. Requests are read after `SetDefaults_Pod`: a limit without

@@ -1,5 +1,5 @@
 //! Victim selection for a Deferred resize on one node: upstream DefaultPreemption
-//! (`SelectVictimsOnNode`, upstream-resize.md §4.3) run on the kubelet's accounting.
+//! (`SelectVictimsOnNode`, `pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go`) run on the kubelet's accounting.
 //!
 //! 1. Candidates are the other pods on the node with **strictly lower** priority that are not
 //!    terminating, not system-critical or mirror pods, and not protected by policy.

@@ -1,5 +1,5 @@
 //! Prometheus metrics of the webhook, in the text exposition format on `/metrics`. Durations are
-//! histograms in seconds with millisecond-scale buckets (DESIGN §7).
+//! histograms in seconds with millisecond-scale buckets (ARCHITECTURE.md §7).
 
 use std::sync::Mutex;
 

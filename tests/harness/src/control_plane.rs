@@ -1,7 +1,7 @@
 //! A real Kubernetes control plane on loopback: etcd and kube-apiserver of one minor (`RESIZE_GUARD_K8S_VERSION`, default v1.37; and, on demand,
 //! kube-scheduler and kube-controller-manager), started from the binaries of [`crate::binaries`].
 //!
-//! Flags follow `reference/control-plane.md` §3.2: token authentication (an admin in
+//! Flags: token authentication (an admin in
 //! `system:masters` and a ServiceAccount-style user for RBAC checks), RBAC authorization, the
 //! `ServiceAccount` and `TaintNodesByCondition` admission plugins off (no ServiceAccount or node
 //! lifecycle controller runs),
