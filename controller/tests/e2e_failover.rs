@@ -18,8 +18,9 @@ use serde_json::json;
 const T: Duration = Duration::from_secs(30);
 
 /// The plan-sealing key a controller keeps (created here, as the first leader would, when no
-/// controller has run yet).
+/// controller has run yet; resize-guard is installed first, whichever test runs first).
 async fn plan_key(env: &resize_guard_harness::env::Env) -> ring::hmac::Key {
+    resize_guard_harness::install::apply_rbac(env).await;
     let api: Api<Secret> = Api::namespaced(env.client().await, "resize-guard");
     if api.get_opt(PLAN_KEY_SECRET).await.unwrap().is_none() {
         let secret: Secret = serde_json::from_value(json!({
