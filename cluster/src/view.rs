@@ -13,8 +13,11 @@
 //! Every watch item also goes to [`WatchHealth`]: the view is ready once every watch has listed
 //! and none has been failing for longer than [`ViewConfig::unhealthy_after`]; until then each
 //! program's `/readyz` fails with the reason (for the webhook the API server's `failurePolicy`
-//! then decides; the controller also holds off acting while its pod or node watch is stale,
-//! [`ClusterView::stale_for_acting`]). Which policy is in force follows
+//! then decides; the controller also holds off acting while its pod, node or PDB watch is stale,
+//! [`ClusterView::stale_for_acting`]). The webhook only warns with PDBs, so for it (unless
+//! [`ViewConfig::acts_on_pdbs`]) a failing PDB watch degrades `/readyz` ([`ClusterView::policy_note`])
+//! instead of failing it. Every watch runs under the view's [`Supervisor`]: a watch task that
+//! panics or ends makes the view unready and stale for good, and the controller steps down. Which policy is in force follows
 //! [`crate::policy_source`]: the ConfigMap when it parses, else the one already in force, else
 //! the controller's persisted last good copy, else none — never the defaults by omission. A
 //! policy edit that does not parse is logged, counted, and reported as an `InvalidPolicy` Warning
@@ -44,6 +47,7 @@ use tokio::sync::broadcast;
 use crate::Cluster;
 pub use crate::index::PodIndex;
 use crate::policy_source::{InForce, PolicySource, parse};
+use crate::supervisor::Supervisor;
 use crate::trim::{trim_node, trim_pdb, trim_pod};
 use crate::watch_health::{
     DEFAULT_UNHEALTHY_AFTER, WatchBackoff, WatchErrorHook, WatchHealth, Watched,
@@ -81,6 +85,14 @@ pub struct ViewConfig {
     /// The API server's Kubernetes version (the program's [`resize_guard_runtime::Runtime::version`]):
     /// decisions mirror that minor's validation.
     pub version: ClusterVersion,
+    /// The program acts on PodDisruptionBudgets (the controller): a failing PDB watch makes the
+    /// view unready and stale for acting. Otherwise (the webhook, the default) PDBs only shape
+    /// warnings, and a failing PDB watch degrades `/readyz` instead ([`ClusterView::policy_note`]).
+    pub acts_on_pdbs: bool,
+    /// Test-only injected panics of the watch tasks (and, read back through
+    /// [`ClusterView::injected_panics`], of the controller's reconciles).
+    #[cfg(any(test, feature = "testing"))]
+    pub injected_panics: crate::fault::InjectedPanics,
 }
 
 impl ViewConfig {
@@ -96,6 +108,9 @@ impl ViewConfig {
             on_policy_reload: Arc::new(|_| {}),
             on_watch_error: Arc::new(|_| {}),
             version: ClusterVersion::default(),
+            acts_on_pdbs: false,
+            #[cfg(any(test, feature = "testing"))]
+            injected_panics: Default::default(),
         }
     }
 }
@@ -107,6 +122,7 @@ impl Debug for ViewConfig {
             .field("policy_configmap", &self.policy_configmap)
             .field("keep_pods", &self.keep_pods)
             .field("unhealthy_after", &self.unhealthy_after)
+            .field("acts_on_pdbs", &self.acts_on_pdbs)
             .finish_non_exhaustive()
     }
 }
@@ -129,6 +145,11 @@ pub struct ClusterView {
     health: WatchHealth,
     policy_version: tokio::sync::watch::Sender<u64>,
     version: ClusterVersion,
+    /// Every watch task runs under it.
+    supervisor: Supervisor,
+    acts_on_pdbs: bool,
+    #[cfg(any(test, feature = "testing"))]
+    injected_panics: crate::fault::InjectedPanics,
 }
 
 impl Debug for ClusterView {
@@ -161,41 +182,115 @@ impl ClusterView {
             policy: RwLock::new(PolicySource::default()),
             no_policy_reported: std::sync::atomic::AtomicBool::new(false),
             namespace: config.namespace.clone(),
-            health: WatchHealth::new(config.unhealthy_after, config.on_watch_error.clone()),
+            health: {
+                let h = WatchHealth::new(config.unhealthy_after, config.on_watch_error.clone());
+                if config.acts_on_pdbs {
+                    h
+                } else {
+                    h.advisory(&[Watched::PodDisruptionBudgets])
+                }
+            },
             policy_version: tokio::sync::watch::Sender::new(0),
             version: config.version.clone(),
+            supervisor: Supervisor::new(),
+            acts_on_pdbs: config.acts_on_pdbs,
+            #[cfg(any(test, feature = "testing"))]
+            injected_panics: config.injected_panics.clone(),
         });
-        tokio::spawn(reflect(
-            view.clone(),
-            Api::all(client.clone()),
-            trim_node,
-            node_writer,
-            Watched::Nodes,
-        ));
-        tokio::spawn(reflect(
-            view.clone(),
-            Api::all(client.clone()),
-            trim_pdb,
-            pdb_writer,
-            Watched::PodDisruptionBudgets,
-        ));
-        tokio::spawn(watch_pods(
-            view.clone(),
-            Api::all(client.clone()),
-            pod_writer.map(|w| (w, config.keep_pod_if)),
-        ));
-        tokio::spawn(watch_last_good(
-            client.clone(),
-            view.clone(),
-            config.clone(),
-        ));
-        tokio::spawn(watch_policy(client, view.clone(), config));
+        // A watch loop only returns when its stream ends, which kube's watcher never does on its
+        // own (it retries on `WatchBackoff`): any end is a fault.
+        let ended = || Err::<(), String>("its watch stream ended".to_owned());
+        let spawn = |task: &str, work: WatchTask| {
+            view.supervisor.spawn(task, work);
+        };
+        spawn(
+            "the nodes watch",
+            Box::pin({
+                let work = reflect(
+                    view.clone(),
+                    Api::all(client.clone()),
+                    trim_node,
+                    node_writer,
+                    Watched::Nodes,
+                );
+                async move {
+                    work.await;
+                    ended()
+                }
+            }),
+        );
+        spawn(
+            "the poddisruptionbudgets watch",
+            Box::pin({
+                let work = reflect(
+                    view.clone(),
+                    Api::all(client.clone()),
+                    trim_pdb,
+                    pdb_writer,
+                    Watched::PodDisruptionBudgets,
+                );
+                async move {
+                    work.await;
+                    ended()
+                }
+            }),
+        );
+        spawn(
+            "the pods watch",
+            Box::pin({
+                let work = watch_pods(
+                    view.clone(),
+                    Api::all(client.clone()),
+                    pod_writer.map(|w| (w, config.keep_pod_if)),
+                );
+                async move {
+                    work.await;
+                    ended()
+                }
+            }),
+        );
+        spawn(
+            "the last good policy watch",
+            Box::pin({
+                let work = watch_last_good(client.clone(), view.clone(), config.clone());
+                async move {
+                    work.await;
+                    ended()
+                }
+            }),
+        );
+        spawn(
+            "the policy watch",
+            Box::pin({
+                let work = watch_policy(client, view.clone(), config);
+                async move {
+                    work.await;
+                    ended()
+                }
+            }),
+        );
         view
     }
 
+    /// The supervisor of the view's watch tasks (the controller supervises its own tasks with it
+    /// too, and steps down on the first that stops).
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
+    }
+
+    /// The test-only injected panics the view was started with.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn injected_panics(&self) -> &crate::fault::InjectedPanics {
+        &self.injected_panics
+    }
+
     /// `Ok` once nodes, pods, PDBs and the policy have been listed and no watch has been failing
-    /// for longer than [`ViewConfig::unhealthy_after`]; else why not, per resource.
+    /// for longer than [`ViewConfig::unhealthy_after`] (PDBs only with
+    /// [`ViewConfig::acts_on_pdbs`]), and no supervised task has stopped; else why not.
     pub fn readiness(&self) -> Result<(), String> {
+        if let Some(exit) = self.supervisor.exit() {
+            return Err(format!("{exit}; the caches may be frozen"));
+        }
         self.health.readiness()
     }
 
@@ -204,14 +299,21 @@ impl ClusterView {
         self.readiness().is_ok()
     }
 
-    /// Why acting on the pod and node caches now could act on stale objects, if it could (see
+    /// Why acting on the pod, node and PDB caches now could act on stale objects, if it could (see
     /// [`WatchState::stale`](crate::watch_health::WatchState::stale)): the controller waits then,
-    /// or a victim evicted just before a watch fault would still look present.
+    /// or a victim evicted just before a watch fault would still look present. A supervised task
+    /// that stopped (a watch task's cache is frozen) makes them stale for good.
     pub fn stale_for_acting(&self) -> Option<&'static str> {
+        if self.supervisor.exit().is_some() {
+            return Some("a supervised task stopped; the caches may be frozen");
+        }
         let now = std::time::Instant::now();
-        [Watched::Pods, Watched::Nodes]
+        [Watched::Pods, Watched::Nodes, Watched::PodDisruptionBudgets]
             .into_iter()
-            .find_map(|w| self.health.state(w)?.stale(now))
+            .find_map(|w| match self.health.state(w) {
+                Some(state) => state.stale(now),
+                None => Some("the watch health is unavailable (a watch task panicked)"),
+            })
     }
 
     /// The health of each watch.
@@ -304,12 +406,30 @@ impl ClusterView {
         }
     }
 
-    /// The degraded note for `/readyz` ([`PolicySource::note`]).
+    /// The degraded note for `/readyz`: the policy's ([`PolicySource::note`]) and, when PDBs only
+    /// shape warnings (not [`ViewConfig::acts_on_pdbs`]), a failing PDB watch's.
     pub fn policy_note(&self) -> Option<String> {
-        match self.policy.read() {
+        let policy = match self.policy.read() {
             Ok(source) => source.note(),
             Err(_) => self.policy_problem(),
+        };
+        let pdbs = self.pdb_problem();
+        match (policy, pdbs) {
+            (Some(p), Some(b)) => Some(format!("{p}; {b}")),
+            (p, b) => p.or(b),
         }
+    }
+
+    /// Why the PDBs the view serves may be missing or out of date, when they only shape warnings
+    /// (not [`ViewConfig::acts_on_pdbs`]; with it, the same problem makes the view unready).
+    pub fn pdb_problem(&self) -> Option<String> {
+        if self.acts_on_pdbs {
+            return None;
+        }
+        let why = self.health.degraded()?;
+        Some(format!(
+            "{why}; warnings may miss or misstate PodDisruptionBudgets"
+        ))
     }
 
     /// `resize_guard_policy_in_force{origin}`: 1 for where the policy in force came from
@@ -406,6 +526,8 @@ async fn reflect<K>(
 {
     let mut stream = trimmed(api, watcher::Config::default(), trim).boxed();
     while let Some(item) = stream.next().await {
+        #[cfg(any(test, feature = "testing"))]
+        inject(&view, resource, &item);
         if let Ok(ev) = &item {
             writer.apply_watcher_event(ev);
             if resource == Watched::PodDisruptionBudgets {
@@ -413,6 +535,25 @@ async fn reflect<K>(
             }
         }
         view.health.observe(resource, &item);
+    }
+}
+
+/// A watch task of the view, boxed so the five can be spawned alike.
+type WatchTask = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
+
+/// Panics if a test injected a panic for this watch and the object `item` carries.
+#[cfg(any(test, feature = "testing"))]
+fn inject<K: Resource>(
+    view: &ClusterView,
+    resource: Watched,
+    item: &watcher::Result<watcher::Event<K>>,
+) {
+    if let Ok(
+        watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) | watcher::Event::Delete(obj),
+    ) = item
+    {
+        view.injected_panics
+            .check(crate::fault::Site::Watch(resource), &obj.name_any());
     }
 }
 
@@ -434,6 +575,8 @@ async fn watch_pods(
     let mut stream = trimmed(api, pod_list_config(), trim_pod).boxed();
     let mut relist: Option<PodIndex> = None;
     while let Some(item) = stream.next().await {
+        #[cfg(any(test, feature = "testing"))]
+        inject(&view, Watched::Pods, &item);
         let mut kept = None;
         if let Ok(ev) = &item {
             apply_to_index(&view, ev, &mut relist);

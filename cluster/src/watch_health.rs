@@ -3,11 +3,17 @@
 //! a metric instead of a view that is silently never ready.
 //!
 //! Data flow: every item a watch yields passes through [`WatchHealth::observe`] after the view
-//! has applied it. A successful event ends the current failure streak (InitDone also marks the
-//! resource listed); an error starts or extends the streak, is counted through the
+//! has applied it. A change (`Apply`, `Delete`) or the end of a list (`InitDone`, which also marks
+//! the resource listed) ends the current failure streak; the start and the items of a (re)list
+//! do not, because the caches swap a relist in whole at its `InitDone` (kube's reflector store and
+//! [`crate::index::PodIndex`] alike) and until then still hold the snapshot from before it
+//! ([`WatchState::stale`]). An error starts or extends the streak, is counted through the
 //! [`WatchErrorHook`], and is logged at WARN — at most one line per resource every
 //! [`LOG_EVERY`], saying how many were not logged. [`WatchHealth::readiness`] names each resource
-//! not listed yet, and each whose streak has lasted longer than the configured threshold.
+//! not listed yet, and each whose streak has lasted longer than the configured threshold — except
+//! the resources a program only uses for advice ([`WatchHealth::advisory`]: the webhook's PDBs,
+//! which only shape warnings), whose problems [`WatchHealth::degraded`] reports instead, so a
+//! failing PDB watch degrades warnings rather than taking every webhook replica out of service.
 //!
 //! A watch that recovers by re-establishing itself yields no event (kube-runtime restarts the
 //! watch silently), so a streak also ends once no error has come for [`STREAK_QUIET`]. The watches
@@ -99,8 +105,36 @@ pub struct WatchState {
     pub errors: u64,
     /// Errors in the current streak.
     pub streak_errors: u64,
+    /// A (re)list has started (`Init`) and not completed (`InitDone`): the cache still holds
+    /// the snapshot from before it.
+    pub relisting: bool,
     last_logged: Option<Instant>,
     suppressed: u64,
+}
+
+/// What a successful watch item says about the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A (re)list starts (`Init`): nothing has been delivered yet.
+    ListStarted,
+    /// An item of the (re)list (`InitApply`), buffered until its end.
+    Listing,
+    /// The (re)list is complete and swapped in (`InitDone`).
+    Listed,
+    /// A change on a running watch (`Apply`, `Delete`): the cache is current.
+    Changed,
+}
+
+impl Progress {
+    /// The progress `ev` makes.
+    pub fn of<K>(ev: &watcher::Event<K>) -> Progress {
+        match ev {
+            watcher::Event::Init => Progress::ListStarted,
+            watcher::Event::InitApply(_) => Progress::Listing,
+            watcher::Event::InitDone => Progress::Listed,
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => Progress::Changed,
+        }
+    }
 }
 
 /// An error to log now.
@@ -122,9 +156,22 @@ pub struct Recovery {
 }
 
 impl WatchState {
-    /// A successful event (`listed`: the full list is done). Returns the streak it ends, if any.
-    pub fn on_event(&mut self, now: Instant, listed: bool) -> Option<Recovery> {
-        self.synced |= listed;
+    /// A successful item. Returns the failure streak it ends, if any: a change or the end of a
+    /// (re)list ends one; the start and the items of a (re)list do not (the cache has not taken
+    /// them in yet).
+    pub fn on_event(&mut self, now: Instant, progress: Progress) -> Option<Recovery> {
+        match progress {
+            Progress::ListStarted => {
+                self.relisting = true;
+                return None;
+            }
+            Progress::Listing => return None,
+            Progress::Listed => {
+                self.synced = true;
+                self.relisting = false;
+            }
+            Progress::Changed => {}
+        }
         let active = self.streak_active(now);
         let since = self.failing_since.take()?;
         let errors = std::mem::take(&mut self.streak_errors);
@@ -205,8 +252,9 @@ impl WatchState {
 pub const CURRENT_AFTER_QUIET: Duration = Duration::from_secs(15);
 
 impl WatchState {
-    /// Why this cache may be stale right now, if it may: not listed yet, or an error with no event
-    /// since and less than [`CURRENT_AFTER_QUIET`] ago.
+    /// Why this cache may be stale right now, if it may: not listed yet, a relist under way (its
+    /// items are swapped in only at its end), or an error with no change or completed list since
+    /// and less than [`CURRENT_AFTER_QUIET`] ago.
     pub fn stale(&self, now: Instant) -> Option<&'static str> {
         let recent_error = self
             .last_error
@@ -214,6 +262,8 @@ impl WatchState {
             .is_some_and(|(at, _)| now.saturating_duration_since(*at) < CURRENT_AFTER_QUIET);
         if !self.synced {
             Some("a cache has not listed yet")
+        } else if self.relisting {
+            Some("a watch is relisting and its cache still holds the snapshot from before")
         } else if self.failing_since.is_some() && recent_error {
             Some("a watch failed and has not delivered since")
         } else {
@@ -227,6 +277,7 @@ pub struct WatchHealth {
     states: Mutex<[WatchState; 5]>,
     unhealthy_after: Duration,
     on_error: WatchErrorHook,
+    advisory: Vec<Watched>,
 }
 
 impl std::fmt::Debug for WatchHealth {
@@ -234,6 +285,7 @@ impl std::fmt::Debug for WatchHealth {
         f.debug_struct("WatchHealth")
             .field("states", &self.states)
             .field("unhealthy_after", &self.unhealthy_after)
+            .field("advisory", &self.advisory)
             .finish_non_exhaustive()
     }
 }
@@ -245,7 +297,15 @@ impl WatchHealth {
             states: Mutex::new(Default::default()),
             unhealthy_after,
             on_error,
+            advisory: Vec::new(),
         }
+    }
+
+    /// `resources` only give advice to this program: their problems degrade it
+    /// ([`WatchHealth::degraded`]) instead of making it unready.
+    pub fn advisory(mut self, resources: &[Watched]) -> WatchHealth {
+        self.advisory = resources.to_vec();
+        self
     }
 
     /// Records one item of a watch stream, after the view applied it: logs and counts errors.
@@ -262,8 +322,8 @@ impl WatchHealth {
     ) {
         match item {
             Ok(ev) => {
-                let listed = matches!(ev, watcher::Event::InitDone);
-                if let Some(r) = self.with(resource, |s| s.on_event(now, listed)).flatten() {
+                let progress = Progress::of(ev);
+                if let Some(r) = self.with(resource, |s| s.on_event(now, progress)).flatten() {
                     tracing::info!(
                         resource = resource.as_str(),
                         errors = r.errors,
@@ -295,29 +355,48 @@ impl WatchHealth {
         }
     }
 
-    /// `Ok` when every resource has listed and none has failed for longer than the threshold;
-    /// else each problem, `resource: why`, joined with `; `.
+    /// `Ok` when every resource that is not [advisory](WatchHealth::advisory) has listed and none
+    /// has failed for longer than the threshold; else each problem, `resource: why`, joined with
+    /// `; `.
     pub fn readiness(&self) -> Result<(), String> {
         self.readiness_at(Instant::now())
     }
 
     /// [`WatchHealth::readiness`] at a given time.
     pub fn readiness_at(&self, now: Instant) -> Result<(), String> {
+        let problems = self.problems_at(now, false)?;
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The problems of the [advisory](WatchHealth::advisory) resources, `resource: why` joined
+    /// with `; `, if any: the program serves without their advice.
+    pub fn degraded(&self) -> Option<String> {
+        self.degraded_at(Instant::now())
+    }
+
+    /// [`WatchHealth::degraded`] at a given time.
+    pub fn degraded_at(&self, now: Instant) -> Option<String> {
+        self.problems_at(now, true).ok().filter(|p| !p.is_empty())
+    }
+
+    /// The problems of the advisory resources (`advisory`) or of the others, joined.
+    fn problems_at(&self, now: Instant, advisory: bool) -> Result<String, String> {
         let Ok(states) = self.states.lock() else {
             return Err("watch health unavailable (a watch task panicked)".to_owned());
         };
         let problems: Vec<String> = Watched::ALL
             .iter()
+            .filter(|w| self.advisory.contains(w) == advisory)
             .filter_map(|w| {
                 let p = states[w.index()].problem(now, self.unhealthy_after)?;
                 Some(format!("{w}: {p}"))
             })
             .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
+        Ok(problems.join("; "))
     }
 
     /// The state of one resource's watch.

@@ -1,5 +1,7 @@
 //! The view against a real kube-apiserver: with RBAC missing, readiness names the forbidden
-//! watches and their 403s and every error is counted; once the rules exist the view becomes ready
+//! watches and their 403s and every error is counted — the PDB watch's only as a degraded note
+//! where PDBs only shape warnings (the webhook), as unreadiness and a stale cache where the
+//! program acts on them (the controller); once the rules exist the view becomes ready
 //! without a restart; the controller's API (the pod store and the pod event broadcast) carries
 //! trimmed pods from the same single watch, the store updated before the event is sent.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -72,7 +74,7 @@ fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
                 instance: None,
             },
         );
-        let view = ClusterView::start(as_webhook, {
+        let view = ClusterView::start(as_webhook.clone(), {
             let (errors, pod_errors) = (errors.clone(), pod_errors.clone());
             ViewConfig {
                 keep_pods: true,
@@ -82,14 +84,19 @@ fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
                         pod_errors.fetch_add(1, Ordering::Relaxed);
                     }
                 }),
-                ..ViewConfig::new("resize-guard", "resize-guard", events)
+                ..ViewConfig::new("resize-guard", "resize-guard", events.clone())
             }
+        });
+        // The controller's kind of view: it acts on PDBs.
+        let acting = ClusterView::start(as_webhook, ViewConfig {
+            acts_on_pdbs: true,
+            ..ViewConfig::new("resize-guard", "resize-guard", events)
         });
 
         let why = eventually("a readiness reason naming 403s", Duration::from_secs(20), || {
             view.readiness()
                 .err()
-                .filter(|w| w.matches("403 Forbidden").count() == 5)
+                .filter(|w| w.matches("403 Forbidden").count() == 4)
         })
         .await;
         assert!(
@@ -99,13 +106,30 @@ fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
         for part in [
             "pods: not listed yet (last error ",
             "; nodes: not listed yet (last error ",
-            "; poddisruptionbudgets: not listed yet (last error ",
             "; configmap: not listed yet (last error ",
             "; configmap-last-good: not listed yet (last error ",
             "list failed: 403 Forbidden: pods is forbidden: User \"system:serviceaccount:resize-guard:resize-guard-webhook\" cannot list resource \"pods\"",
         ] {
             assert!(why.contains(part), "{part:?} missing from {why}");
         }
+        // PDBs only shape the webhook's warnings: their watch degrades, it does not unready.
+        assert!(!why.contains("poddisruptionbudgets"), "{why}");
+        let note = eventually("a degraded note naming the PDB watch", Duration::from_secs(20), || {
+            view.policy_note().filter(|n| n.contains("poddisruptionbudgets: not listed yet (last error "))
+        })
+        .await;
+        assert!(note.contains("403 Forbidden"), "{note}");
+        assert!(note.contains("warnings may miss or misstate PodDisruptionBudgets"), "{note}");
+        // The controller acts on them: unready, and the cache is not safe to act on.
+        let why = eventually("the acting view's reason naming 5 403s", Duration::from_secs(20), || {
+            acting.readiness()
+                .err()
+                .filter(|w| w.matches("403 Forbidden").count() == 5)
+        })
+        .await;
+        assert!(why.contains("; poddisruptionbudgets: not listed yet (last error "), "{why}");
+        assert!(acting.stale_for_acting().is_some());
+        assert!(acting.pdb_problem().is_none(), "its PDB problem is unreadiness, not a note");
         assert!(pod_errors.load(Ordering::Relaxed) >= 1);
         assert!(errors.load(Ordering::Relaxed) >= 5);
         assert!(!view.is_ready());
@@ -118,6 +142,14 @@ fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
         .await;
         println!("ready {:?} after the rules were created", since_grant.elapsed());
         assert!(view.watch_health().state(Watched::Pods).unwrap().synced);
+        eventually("the PDB watch listed", Duration::from_secs(20), || {
+            view.pdb_problem().is_none().then_some(())
+        })
+        .await;
+        eventually("the acting view ready and current", Duration::from_secs(40), || {
+            (acting.readiness().is_ok() && acting.stale_for_acting().is_none()).then_some(())
+        })
+        .await;
 
         // The controller's side: store and events from the same watch, trimmed.
         let mut events = view.pod_events();

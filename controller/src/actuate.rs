@@ -4,9 +4,10 @@
 //! Events. Every write is fenced by [`Leadership`] (checked immediately before it, abandoned if
 //! the fence passes while it is in flight) and carries the victim's UID as a precondition, so a
 //! recreated pod of the same name is never touched. Every call is idempotent, so a retry or the
-//! next leader can repeat it safely. The one API answer that changes the course — a
-//! PodDisruptionBudget refusing an eviction — goes back through
-//! [`decision::budget_refused`](crate::decision::budget_refused).
+//! next leader can repeat it safely. The API answers that change the course — a
+//! PodDisruptionBudget refusing an eviction, or the server throttling one — go back through
+//! [`decision::eviction_refused`](crate::decision::eviction_refused), which tells them apart by
+//! the answer (the client does not retry evictions: `resize_guard_runtime::api_client`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +26,13 @@ use resize_guard_policy::pod::{self, PodKey};
 use resize_guard_runtime::Events;
 use serde_json::json;
 
-use crate::decision::{Decision, FAILED_RETRY, Record, Removal, SHORT_WAIT, Via, budget_refused};
+use crate::decision::{Decision, FAILED_RETRY, Record, Removal, SHORT_WAIT, Via, eviction_refused};
+
+/// How often a plan held by the open circuit breaker looks again.
+const PAUSED_RECHECK: Duration = Duration::from_secs(30);
+/// How often a plan held by another plan on its node looks again.
+const NODE_BUSY_WAIT: Duration = Duration::from_secs(2);
+use crate::brakes::{Brakes, Held, Limits};
 use crate::leadership::{Fenced, Leadership};
 use crate::metrics::Metrics;
 use crate::plan::{KeyError, PLAN_ANNOTATION, PlanRecord, PlanSeal, seal};
@@ -45,8 +52,13 @@ pub enum WriteError {
 impl WriteError {
     /// The API server's HTTP status, when it answered.
     pub fn status(&self) -> Option<u16> {
+        self.answer().map(|s| s.code)
+    }
+
+    /// The API server's answer, when it gave one.
+    pub fn answer(&self) -> Option<&kube::core::Status> {
         match self {
-            WriteError::Api(kube::Error::Api(e)) => Some(e.code),
+            WriteError::Api(kube::Error::Api(e)) => Some(e),
             _ => None,
         }
     }
@@ -125,6 +137,8 @@ pub struct Actuator {
     pub leadership: Leadership,
     /// The key that seals the plan records this controller writes.
     pub seal: Arc<PlanSeal>,
+    /// What holds plans back: rate, node, per-resize cap, circuit breaker.
+    pub brakes: Arc<Brakes>,
 }
 
 fn reference(pod: &Pod) -> ObjectReference {
@@ -230,9 +244,74 @@ impl Actuator {
             .map(|_| ())
     }
 
+    /// Keeps the brakes' node claims in step with how `pod`'s plan goes.
+    fn track(&self, pod: &Pod, decision: &Decision) {
+        let node = pod::node_name(pod);
+        match decision {
+            Decision::Idle | Decision::Unblocked { .. } => self.brakes.release(pod, node, true),
+            Decision::ClearPlan
+            | Decision::DropPlan { .. }
+            | Decision::Replan { .. }
+            | Decision::Failed { .. }
+            | Decision::Revert { .. }
+            | Decision::WouldPreempt { .. } => self.brakes.release(pod, node, false),
+            Decision::Wait { .. } | Decision::Throttled { .. } | Decision::Stalled { .. } => {
+                self.brakes.touch(pod, node, std::time::Instant::now());
+            }
+            Decision::Preempt { .. } => {}
+        }
+    }
+
+    /// What a plan held back by the brakes becomes: a wait, or (past the per-resize cap) no
+    /// plan; the plan that opens the circuit breaker says so in a Warning Event.
+    fn held(&self, pod: &Pod, held: Held, limits: Limits) -> Decision {
+        self.metrics.preemption(held.outcome());
+        let node = pod::node_name(pod).unwrap_or_default();
+        match held {
+            Held::Paused {
+                left,
+                opened_now,
+                futile,
+            } => {
+                let why = format!(
+                    "resize-guard stopped preempting for {}s: {futile} plans within {}s removed their victims and their resizes still needed more (preemption.circuitBreaker)",
+                    left.as_secs(),
+                    limits.breaker.window_seconds
+                );
+                if opened_now {
+                    tracing::warn!(pod = %PodKey::of(pod), why, "circuit breaker opened");
+                    self.event(&reference(pod), None, true, "PreemptionPaused", why.clone());
+                }
+                Decision::Wait {
+                    why,
+                    after: left.min(PAUSED_RECHECK),
+                }
+            }
+            Held::NodeBusy { holder } => Decision::Wait {
+                why: format!("one plan at a time on node {node}: {holder}'s is in flight"),
+                after: NODE_BUSY_WAIT,
+            },
+            Held::Spent { spent, more } => Decision::Failed {
+                reason: "victims_per_resize",
+                note: format!(
+                    "cannot make room on node {node}: this resize already cost {spent} victim(s) and needs {more} more, beyond preemption.maxVictimsPerResize ({}) for one resize",
+                    limits.per_resize
+                ),
+            },
+            Held::Rate { wait } => Decision::Wait {
+                why: format!(
+                    "the cluster-wide eviction rate (preemption.maxEvictionsPerMinute: {}) is used up for now",
+                    limits.per_minute
+                ),
+                after: wait.max(SHORT_WAIT),
+            },
+        }
+    }
+
     /// Carries out `decision` for `pod`.
     pub async fn apply(&self, pod: &Pod, decision: Decision) -> Result<Action, ActuateError> {
         let key = PodKey::of(pod).to_string();
+        self.track(pod, &decision);
         match decision {
             Decision::Idle => Ok(Action::await_change()),
             Decision::Unblocked { seconds } => {
@@ -262,10 +341,28 @@ impl Actuator {
                 self.metrics.preemption("pdb_blocked");
                 tracing::info!(pod = %key, why, "re-planning");
                 self.record(pod, None).await?;
+                self.event(
+                    &reference(pod),
+                    None,
+                    false,
+                    "PreemptionReplanned",
+                    format!("resize-guard: {why}"),
+                );
+                Ok(Action::requeue(after))
+            }
+            Decision::Throttled { why, after } => {
+                self.metrics.preemption("throttled");
+                tracing::info!(pod = %key, why, "the API server is throttling evictions");
                 Ok(Action::requeue(after))
             }
             Decision::Wait { why, after } => {
                 tracing::debug!(pod = %key, why, "waiting");
+                Ok(Action::requeue(after))
+            }
+            Decision::Stalled { note, after } => {
+                self.metrics.preemption("stalled");
+                tracing::warn!(pod = %key, note, "plan stalled");
+                self.event(&reference(pod), None, true, "PreemptionStalled", note);
                 Ok(Action::requeue(after))
             }
             Decision::WouldPreempt { note } => {
@@ -306,8 +403,25 @@ impl Actuator {
                 record,
                 victims,
                 note,
+                limits,
             } => {
                 let fresh = !matches!(record, Record::Recorded);
+                let node = pod::node_name(pod).unwrap_or_default();
+                let count = u32::try_from(victims.len()).unwrap_or(u32::MAX);
+                let mut admission = match self.brakes.admit(
+                    pod,
+                    node,
+                    count,
+                    fresh,
+                    limits,
+                    std::time::Instant::now(),
+                ) {
+                    Ok(admission) => admission,
+                    Err(held) => {
+                        let then = self.held(pod, held, limits);
+                        return Box::pin(self.apply(pod, then)).await;
+                    }
+                };
                 if fresh {
                     // A plan that could not be recorded is not started: the key first.
                     self.plan_key().await?;
@@ -320,10 +434,18 @@ impl Actuator {
                 tracing::info!(pod = %key, victims = victims.len(), fresh, "preempting");
                 for v in &victims {
                     match self.remove(pod, v).await {
-                        Ok(true) => self.metrics.victims(1),
+                        Ok(true) => {
+                            admission.removed();
+                            self.metrics.victims(1);
+                        }
                         Ok(false) => {}
-                        Err(e) if v.via == Via::Eviction && e.status() == Some(429) => {
-                            return Box::pin(self.apply(pod, budget_refused(&v.victim))).await;
+                        Err(e)
+                            if let Some(then) = e
+                                .answer()
+                                .filter(|_| v.via == Via::Eviction)
+                                .and_then(|answer| eviction_refused(&v.victim, answer)) =>
+                        {
+                            return Box::pin(self.apply(pod, then)).await;
                         }
                         Err(source) => {
                             self.metrics.preemption("error");

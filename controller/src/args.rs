@@ -43,6 +43,13 @@ pub struct Args {
     /// The webhook's serving certificate and the configurations' caBundle.
     #[command(flatten)]
     pub certificates: CertificateArgs,
+
+    /// Test-only (feature `testing`, never in a release build): panic the reconcile loop or a
+    /// watch task on a named object, `reconcile=<pod>`, `watch-pods=<pod>`, `watch-nodes=<node>`
+    /// (`resize_guard_cluster::fault`).
+    #[cfg(feature = "testing")]
+    #[arg(long, hide = true)]
+    pub inject_panic: Vec<String>,
 }
 
 /// Who provides the webhook's certificates.

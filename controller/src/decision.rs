@@ -26,6 +26,7 @@ use resize_guard_policy::verdict::{Deferral, Infeasibility};
 use resize_guard_policy::victims::{Exclusion, NoPlan, exclusion, name_list};
 use resize_guard_policy::{Verdict, verdict::NAMES_IN_MESSAGES};
 
+use crate::brakes::Limits;
 use crate::plan::{PlanRecord, Untrusted};
 
 /// Where a planned victim is now, re-checked against the rules a fresh plan obeys.
@@ -61,7 +62,8 @@ pub enum Decision {
         /// When to look again.
         after: Duration,
     },
-    /// Record the plan when `record` says, and preempt `victims` in order.
+    /// Record the plan when `record` says, and preempt `victims` in order — once the brakes
+    /// ([`crate::brakes`]) let it through.
     Preempt {
         /// When the plan is written to the preemptor.
         record: Record,
@@ -69,6 +71,8 @@ pub enum Decision {
         victims: Vec<Removal>,
         /// Human summary for the `PreemptingForResize` Event.
         note: String,
+        /// The policy's brakes on it.
+        limits: Limits,
     },
     /// The recorded plan may not be acted on (not written by resize-guard, or it names a pod a
     /// fresh plan under the current policy could not choose, or more victims than the cap):
@@ -77,11 +81,27 @@ pub enum Decision {
         /// Why, for the Event and the log.
         why: String,
     },
-    /// A PodDisruptionBudget refused an eviction: drop the recorded plan and choose again
-    /// (the budget's state is in the next verdict).
+    /// A PodDisruptionBudget refused an eviction: drop the recorded plan, say so in an Event,
+    /// and choose again (the budget's state is in the next verdict).
     Replan {
+        /// Why, for the Event and the log.
+        why: String,
+        /// When to look again.
+        after: Duration,
+    },
+    /// The API server is throttling (or briefly unavailable): keep the plan and go on with it
+    /// once the server's wait has passed.
+    Throttled {
         /// Why (for logs).
         why: String,
+        /// When to look again.
+        after: Duration,
+    },
+    /// Planned victims are terminating long past their grace period: say so (Warning Event),
+    /// keep waiting.
+    Stalled {
+        /// The Event note.
+        note: String,
         /// When to look again.
         after: Duration,
     },
@@ -145,6 +165,16 @@ pub enum Via {
 
 /// How long to wait after a PodDisruptionBudget refused an eviction.
 pub const REPLAN_WAIT: Duration = Duration::from_secs(1);
+
+/// The least wait after the API server throttled an eviction.
+pub const THROTTLE_WAIT: Duration = Duration::from_secs(1);
+/// The most: a longer `Retry-After` is not honoured beyond it.
+pub const MAX_THROTTLE_WAIT: Duration = Duration::from_secs(60);
+
+/// How far past its grace period a victim may still be terminating before the plan is stalled.
+pub const STALL_SLACK: Duration = Duration::from_secs(60);
+/// How often a stalled plan looks again (and repeats its Event, aggregated into a series).
+pub const STALLED_RECHECK: Duration = Duration::from_secs(30);
 
 /// How long to wait between checks while victims terminate or room is pending.
 pub const SHORT_WAIT: Duration = Duration::from_millis(500);
@@ -211,6 +241,13 @@ pub fn decide(
                 record: Record::Recorded,
                 note: format!("resuming the recorded plan: {}", join(&pending)),
                 victims: removals(pending, policy, grace),
+                limits: Limits::of(policy),
+            };
+        }
+        if let Some(note) = stalled(p, victims, policy, now, grace) {
+            return Decision::Stalled {
+                note,
+                after: STALLED_RECHECK,
             };
         }
         if victims.contains(&VictimState::Terminating) || !pending.is_empty() {
@@ -317,15 +354,103 @@ pub fn plan_untrusted(why: &Untrusted) -> Decision {
     }
 }
 
+/// The plan's victims still terminating [`STALL_SLACK`] past their grace period since the plan
+/// was made (a finalizer nobody removes, a node that stopped reporting), as the Event's note.
+/// The room they will free still counts, so no other victim is chosen meanwhile; the Event is
+/// what tells an operator the resize waits on them.
+fn stalled(
+    plan: &PlanRecord,
+    victims: &[VictimState],
+    policy: &Policy,
+    now: Timestamp,
+    grace: &dyn Fn(&PodKey) -> Option<i64>,
+) -> Option<String> {
+    let age = now.duration_since(plan.time).as_secs_f64().max(0.0);
+    let stuck: Vec<String> = plan
+        .victims
+        .iter()
+        .zip(victims)
+        .filter(|(_, s)| **s == VictimState::Terminating)
+        .filter_map(|(v, _)| {
+            let allowed = u64::from(policy.victim_grace_seconds(grace(v))) + STALL_SLACK.as_secs();
+            (age > allowed as f64).then(|| {
+                format!(
+                    "{}/{} (grace period {}s)",
+                    v.namespace,
+                    v.name,
+                    policy.victim_grace_seconds(grace(v))
+                )
+            })
+        })
+        .collect();
+    (!stuck.is_empty()).then(|| {
+        format!(
+            "the resize waits on {} still terminating {:.0}s after the plan: a finalizer or a node that stopped reporting may hold it; the room it frees is already counted, so resize-guard chooses no other victim",
+            stuck.join(", "),
+            age
+        )
+    })
+}
+
 /// What a PodDisruptionBudget's refusal to evict `victim` means: the plan no longer holds.
-pub fn budget_refused(victim: &PodKey) -> Decision {
+/// `detail` is the API server's own account (the budget and its numbers), when it gave one.
+pub fn budget_refused(victim: &PodKey, detail: &str) -> Decision {
+    let detail = if detail.is_empty() {
+        String::new()
+    } else {
+        format!(" ({detail})")
+    };
     Decision::Replan {
         why: format!(
-            "a PodDisruptionBudget refused the eviction of {}/{}; choosing again",
+            "a PodDisruptionBudget refused the eviction of {}/{}{detail}; choosing again",
             victim.namespace, victim.name
         ),
         after: REPLAN_WAIT,
     }
+}
+
+/// What the Eviction API's refusal of `victim` means, told by the answer itself:
+/// - a `DisruptionBudget` cause (upstream `createTooManyRequestsError` and `checkAndDecrement`,
+///   `pkg/registry/core/pod/storage/eviction.go`: a budget allows no disruption, or its status
+///   is still being computed) → [`budget_refused`];
+/// - any other 429, or a 503/504 (API Priority and Fairness, an overloaded or restarting
+///   server; the eviction was not carried out) → [`Decision::Throttled`] for as long as the
+///   server asks (`details.retryAfterSeconds`), at least [`THROTTLE_WAIT`], at most
+///   [`MAX_THROTTLE_WAIT`];
+/// - a 500 saying more than one budget covers the victim → [`budget_refused`] too;
+/// - anything else is not a refusal this module understands: `None` (an error, retried with
+///   back-off).
+pub fn eviction_refused(victim: &PodKey, answer: &kube::core::Status) -> Option<Decision> {
+    const DISRUPTION_BUDGET: &str = "DisruptionBudget";
+    let details = answer.details.as_ref();
+    let causes = details.map(|d| d.causes.as_slice()).unwrap_or_default();
+    if answer.code == 429 && causes.iter().any(|c| c.reason == DISRUPTION_BUDGET) {
+        let detail = causes
+            .iter()
+            .filter(|c| c.reason == DISRUPTION_BUDGET && !c.message.is_empty())
+            .map(|c| c.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Some(budget_refused(victim, &detail));
+    }
+    // Two budgets cover the victim: upstream answers 500 with this message and no cause
+    // (`EvictionREST.Create`); the next plan knows both budgets and leaves the pod alone.
+    if answer.code == 500 && answer.message.contains("more than one PodDisruptionBudget") {
+        return Some(budget_refused(victim, &answer.message));
+    }
+    if !matches!(answer.code, 429 | 503 | 504) {
+        return None;
+    }
+    let asked = details
+        .map(|d| Duration::from_secs(u64::from(d.retry_after_seconds)))
+        .unwrap_or_default();
+    Some(Decision::Throttled {
+        why: format!(
+            "the API server answered the eviction of {}/{} with HTTP {} ({}); going on with the same plan later",
+            victim.namespace, victim.name, answer.code, answer.message
+        ),
+        after: asked.clamp(THROTTLE_WAIT, MAX_THROTTLE_WAIT),
+    })
 }
 
 /// Each victim with its grace period (its own, 30 s when unknown as the API defaults it,
@@ -401,6 +526,7 @@ fn plan_fresh(
             plan.race_note(NAMES_IN_MESSAGES)
         ),
         victims: removals(victims, policy, grace),
+        limits: Limits::of(policy),
     }
 }
 

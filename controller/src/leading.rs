@@ -3,8 +3,14 @@
 //! stopped on losing it. Losing it aborts everything at once (every write is also fenced by
 //! [`Leadership`], so an aborted task cannot write afterwards); a shutdown first lets in-flight
 //! reconciles finish while the Lease is still ours, within the fence.
+//!
+//! Every task runs under the view's [`Supervisor`](resize_guard_cluster::supervisor::Supervisor):
+//! a panicking reconcile takes the controller's task down with it (kube-runtime polls reconciles
+//! inside the controller's stream), and a reconcile loop that ends without being asked to is as
+//! bad; either is recorded, and `crate::run` steps down on it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -23,6 +29,9 @@ use crate::leadership::Leadership;
 use crate::metrics::Metrics;
 use crate::reconcile::{Ctx, error_policy, reconcile};
 
+/// Most pods reconciled at once.
+pub const RECONCILE_CONCURRENCY: u16 = 8;
+
 /// How long a shutting-down leader waits for in-flight reconciles.
 const DRAIN: Duration = Duration::from_secs(5);
 
@@ -40,6 +49,8 @@ pub struct Leading {
     /// `None` once it finished (a JoinHandle must not be polled after it completed).
     controller: Option<JoinHandle<()>>,
     stop_controller: Option<oneshot::Sender<()>>,
+    /// The reconcile loop was asked to stop (its end is then no fault).
+    stopping: Arc<AtomicBool>,
     certificates: Option<JoinHandle<()>>,
     gauge: JoinHandle<()>,
     last_good: JoinHandle<()>,
@@ -62,23 +73,39 @@ impl Leading {
             certificates,
             last_good,
         } = duties;
-        let last_good = tokio::spawn(crate::last_good::run(
-            client.clone(),
-            view.clone(),
-            last_good,
-            actuator.leadership.clone(),
-            metrics.clone(),
-        ));
+        let supervisor = view.supervisor();
+        // Both stop by themselves once leadership is revoked: only a panic is a fault.
+        let last_good = supervisor.spawn("the last good policy copier", {
+            let work = crate::last_good::run(
+                client.clone(),
+                view.clone(),
+                last_good,
+                actuator.leadership.clone(),
+                metrics.clone(),
+            );
+            async move {
+                work.await;
+                Ok(())
+            }
+        });
         let certificates = certificates.map(|settings| {
-            tokio::spawn(certificates::run(
+            let work = certificates::run(
                 client.clone(),
                 settings,
                 metrics.clone(),
                 actuator.leadership.clone(),
-            ))
+            );
+            supervisor.spawn("the certificate manager", async move {
+                work.await;
+                Ok(())
+            })
         });
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let controller = Controller::for_stream(triggers, pods.clone());
+        // Bounded: at most RECONCILE_CONCURRENCY pods are reconciled at once (the rest queue,
+        // deduplicated), so a flood of Deferred resizes cannot open a write storm.
+        let controller = Controller::for_stream(triggers, pods.clone()).with_config(
+            kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
+        );
         let ctx = Arc::new(Ctx {
             view: view.clone(),
             actuator: actuator.clone(),
@@ -88,19 +115,40 @@ impl Leading {
             rx.changed().await.ok()?;
             Some(((), rx))
         });
-        let controller = tokio::spawn(
-            controller
-                .reconcile_all_on(policy_changes)
-                .graceful_shutdown_on(async move {
-                    let _ = stop_rx.await;
-                })
-                .run(reconcile, error_policy, ctx)
-                .for_each(|_| async {}),
-        );
+        let stopping = Arc::new(AtomicBool::new(false));
+        let run = controller
+            .reconcile_all_on(policy_changes)
+            .graceful_shutdown_on(async move {
+                let _ = stop_rx.await;
+            })
+            .run(
+                |pod: Arc<Pod>, ctx: Arc<Ctx>| {
+                    #[cfg(feature = "testing")]
+                    ctx.view.injected_panics().check(
+                        resize_guard_cluster::fault::Site::Reconcile,
+                        pod.metadata.name.as_deref().unwrap_or_default(),
+                    );
+                    reconcile(pod, ctx)
+                },
+                error_policy,
+                ctx,
+            )
+            .for_each(|_| async {});
+        let controller = supervisor.spawn("the reconcile loop", {
+            let stopping = stopping.clone();
+            async move {
+                run.await;
+                if stopping.load(Ordering::Acquire) {
+                    Ok(())
+                } else {
+                    Err("the controller's stream ended unasked".to_owned())
+                }
+            }
+        });
         // resize_guard_deferred_pods, from the shared pod cache.
         let gauge = {
             let metrics = metrics.clone();
-            tokio::spawn(async move {
+            supervisor.spawn("the deferred-pods gauge", async move {
                 loop {
                     let n = pods
                         .state()
@@ -115,6 +163,7 @@ impl Leading {
         Leading {
             controller: Some(controller),
             stop_controller: Some(stop_tx),
+            stopping,
             certificates,
             gauge,
             last_good,
@@ -123,6 +172,7 @@ impl Leading {
 
     /// Shutdown: lets in-flight reconciles finish, for at most [`DRAIN`] and never past the fence.
     pub async fn drain(&mut self, leadership: &Leadership, elector: &Elector) {
+        self.stopping.store(true, Ordering::Release);
         if let Some(stop) = self.stop_controller.take() {
             let _ = stop.send(());
         }

@@ -14,6 +14,7 @@
 
 pub mod actuate;
 pub mod args;
+pub mod brakes;
 pub mod certificates;
 pub mod decision;
 pub mod last_good;

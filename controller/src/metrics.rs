@@ -38,6 +38,13 @@ pub struct Resource {
     pub resource: String,
 }
 
+/// Label of the supervised task exit counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Task {
+    /// The task, in words (`the reconcile loop`, `the pods watch`).
+    pub task: String,
+}
+
 /// All controller metrics.
 #[derive(Debug)]
 pub struct Metrics {
@@ -54,6 +61,7 @@ pub struct Metrics {
     fenced: Counter,
     watch_errors: Family<Resource, Counter>,
     last_good_errors: Counter,
+    task_exits: Family<Task, Counter>,
 }
 
 impl Default for Metrics {
@@ -138,6 +146,12 @@ impl Metrics {
             "Failed writes of the persisted last good policy copy",
             last_good_errors.clone(),
         );
+        let task_exits = Family::<Task, Counter>::default();
+        registry.register(
+            "task_exits",
+            "Supervised tasks (reconcile loop, watches) that panicked or ended unasked; the replica steps down on the first",
+            task_exits.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             preemptions,
@@ -152,7 +166,17 @@ impl Metrics {
             fenced,
             watch_errors,
             last_good_errors,
+            task_exits,
         }
+    }
+
+    /// Counts a supervised task that stopped.
+    pub fn task_exited(&self, task: &str) {
+        self.task_exits
+            .get_or_create(&Task {
+                task: task.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts a failed write of the last good policy copy.

@@ -3,6 +3,14 @@
 //! with `--certificates=self`, the certificate manager), started on gaining the Lease and stopped
 //! the moment it is lost. SIGTERM lets in-flight reconciles finish within the fence, releases the
 //! Lease and exits.
+//!
+//! **Supervision.** The view's watch tasks and the leader's tasks run under one
+//! [`Supervisor`](resize_guard_cluster::supervisor::Supervisor). The first that panics or ends
+//! unasked makes this replica step down at once, leading or not: `/livez` and `/readyz` fail with
+//! the reason, every write stops (leadership revoked, the leader's work aborted), the Lease is
+//! released so a follower takes over within its retry period instead of the lease duration, the
+//! exit is counted (`resize_guard_task_exits_total{task}`), and the process exits non-zero so the
+//! kubelet restarts it with fresh caches. A replica with a frozen cache never leads again.
 
 use std::sync::Arc;
 
@@ -35,7 +43,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     config
         .headers
         .push((USER_AGENT, HeaderValue::from_str(&agent)?));
-    let client = kube::Client::try_from(config)?;
+    let client = resize_guard_runtime::api_client::build(config)?;
     serve(
         args,
         client,
@@ -89,6 +97,15 @@ pub async fn serve(
         config.version = runtime.version().clone();
         config.keep_pod_if = crate::reconcile::concerns_controller;
         config.unhealthy_after = common.watch_unhealthy_after;
+        // The controller acts on PDBs: a stale PDB cache is as unsafe to act on as a stale pod one.
+        config.acts_on_pdbs = true;
+        #[cfg(feature = "testing")]
+        {
+            config.injected_panics = resize_guard_cluster::fault::InjectedPanics::parse(
+                args.inject_panic.iter().map(String::as_str),
+            )
+            .map_err(anyhow::Error::msg)?;
+        }
         let m = metrics.clone();
         config.on_watch_error = Arc::new(move |w| m.watch_error(w.as_str()));
         config
@@ -131,6 +148,7 @@ pub async fn serve(
         &identity,
         timing,
     );
+    let supervisor = view.supervisor().clone();
     let leadership = Leadership::new();
     let actuator = Actuator {
         client: client.clone(),
@@ -138,11 +156,15 @@ pub async fn serve(
         metrics: metrics.clone(),
         leadership: leadership.clone(),
         seal: Arc::new(crate::plan::PlanSeal::new(&common.namespace)),
+        brakes: Arc::new(crate::brakes::Brakes::new()),
     };
     loop {
         // Follower: take the Lease (jittered retries) or stop.
         tokio::select! {
             _ = runtime.stopped() => return Ok(()),
+            exit = supervisor.exited() => {
+                return step_down(exit, &runtime, &metrics, &elector, &leadership, None).await;
+            }
             _ = elector.acquire(&leadership) => {}
         }
         tracing::info!(identity, ?timing, "became leader");
@@ -168,6 +190,9 @@ pub async fn serve(
             _ = runtime.stopped() => true,
             _ = elector.keep(&leadership) => false,
             _ = leadership.lost() => false,
+            exit = supervisor.exited() => {
+                return step_down(exit, &runtime, &metrics, &elector, &leadership, Some(work)).await;
+            }
         };
         if exit {
             work.drain(&leadership, &elector).await;
@@ -184,6 +209,33 @@ pub async fn serve(
         }
         tracing::warn!(identity, "lost leadership; every write stopped");
     }
+}
+
+/// A supervised task stopped: stop acting, give the Lease up, fail `/livez`, and end the process
+/// with the reason (the kubelet restarts it with fresh caches; meanwhile a follower leads).
+async fn step_down(
+    exit: resize_guard_cluster::supervisor::TaskExit,
+    runtime: &Runtime,
+    metrics: &Metrics,
+    elector: &Elector,
+    leadership: &Leadership,
+    work: Option<Leading>,
+) -> anyhow::Result<()> {
+    let why = format!("{exit}; this replica stepped down");
+    runtime.liveness().fail(why.clone());
+    metrics.task_exited(&exit.task);
+    leadership.revoke();
+    if let Some(work) = work {
+        work.abort().await;
+    }
+    metrics.set_leader(false);
+    match elector.release().await {
+        Ok(()) => tracing::error!(task = %exit.task, how = %exit.how,
+            "stepped down: every write stopped and the lease released; exiting so the process restarts"),
+        Err(e) => tracing::error!(task = %exit.task, how = %exit.how, error = %e,
+            "stepped down: every write stopped, but the lease could not be released (a follower takes over once it expires); exiting so the process restarts"),
+    }
+    Err(anyhow::anyhow!(why))
 }
 
 /// What the controller reconciles: every pod already cached (a new leader looks at all of

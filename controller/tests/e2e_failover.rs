@@ -8,6 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use resize_guard_controller::plan::{PLAN_KEY_FIELD, PLAN_KEY_SECRET, PlanRecord, seal};
 use resize_guard_harness::env::{EnvOptions, shared};
@@ -515,6 +516,289 @@ async fn restarted_with_a_broken_or_missing_policy_it_keeps_the_last_good_one_or
         drop(c);
     }
     // Back to the shipped policy for the other tests.
+    cms.delete("resize-guard", &Default::default())
+        .await
+        .unwrap();
+    resize_guard_harness::install::apply_rbac(env).await;
+}
+
+/// A counter's value in a replica's `/metrics` (0 when not exported yet).
+async fn counter(c: &support::Controller, name: &str) -> f64 {
+    let metrics = resize_guard_harness::install::http_get(c.health_port, "/metrics")
+        .await
+        .unwrap();
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The Eviction API really answers 429 for a budget the controller's cache holds an older state
+/// of: kube-controller-manager counted the budget (one disruption allowed) and stopped, then the
+/// budget's spec changed, so kube-apiserver refuses every eviction under it ("still being
+/// processed by the server", `Retry-After: 10`; upstream `checkAndDecrement`,
+/// `pkg/registry/core/pod/storage/eviction.go`) while the cache still says one is allowed. The
+/// controller must see that refusal as it came — re-plan and say so — not have its client
+/// retry it until the leadership fence passes.
+#[tokio::test]
+async fn an_eviction_refused_by_a_budget_the_cache_did_not_foresee_replans_at_once() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    env.cp.start_controller_manager().unwrap();
+    let (ns, _node, pods) = env.field_test("refused").await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client().await, &ns);
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "filler"},
+        "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "filler"}}}
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    let counted = wait_pdb_counted(&pdbs, "filler", 1, T).await.unwrap();
+    assert_eq!(counted.status.unwrap().disruptions_allowed, Some(1));
+    env.cp.stop_controller_manager();
+    let patch = json!({"spec": {"minAvailable": 1}});
+    let changed = pdbs
+        .patch("filler", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let status = changed.status.unwrap();
+    assert!(status.observed_generation < changed.metadata.generation);
+    assert_eq!(
+        status.disruptions_allowed,
+        Some(1),
+        "the stale count the cache sees"
+    );
+
+    let c = support::start(env, "refusal").await;
+    c.wait_leading().await;
+    let fenced = counter(&c, "resize_guard_fenced_writes_total").await;
+    let asked = Instant::now();
+    support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
+    let replanned = support::wait_event(env, &ns, "PreemptionReplanned").await;
+    let took = asked.elapsed();
+    eprintln!("budget refusal seen and re-planned {took:?} after the resize");
+    assert!(
+        replanned[0].0 == "app"
+            && replanned[0].1.contains(&format!("{ns}/filler"))
+            && replanned[0].1.contains("still being processed"),
+        "{replanned:?}"
+    );
+    // A blind retry would have honoured the server's Retry-After (10 s) at least once.
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(
+        counter(&c, "resize_guard_fenced_writes_total").await,
+        fenced,
+        "no write ran out of its fence"
+    );
+    let filler = pods.get("filler").await.unwrap();
+    assert!(
+        filler.metadata.deletion_timestamp.is_none(),
+        "the budget held"
+    );
+    let metrics = resize_guard_harness::install::http_get(c.health_port, "/metrics")
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("resize_guard_preemptions_total{outcome=\"pdb_blocked\"}"),
+        "{metrics}"
+    );
+    pdbs.delete("filler", &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// A low-priority pod on `node` owned (as a controller) by a `kind` named `owner`: the owner
+/// object need not exist (no garbage collector runs in this binary's control plane).
+fn owned_pod(name: &str, node: &str, cpu: &str, kind: &str, owner: &str) -> Pod {
+    let mut p = guaranteed_pod(name, node, "low", cpu, "64Mi");
+    p.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": kind, "name": owner,
+            "uid": format!("00000000-0000-0000-0000-{:012}", name.len()), "controller": true,
+        }))
+        .unwrap(),
+    ]);
+    p
+}
+
+/// The brakes under a flood of Deferred resizes: `RESIZE_GUARD_FLOOD=full` gives the issue's
+/// 200 resizes on 20 nodes; by default 20 on 4. Each node holds `k` high-priority pods that
+/// each grow by 100m, `ceil(k/3) + 1` ReplicaSet-owned 300m victims and one DaemonSet-owned
+/// 100m pod, and no free room, so every resize is Deferred and the node needs `ceil(k/3)`
+/// victims. With `maxEvictionsPerMinute: 12` and `maxVictimsPerResize: 2`, read back from the
+/// audit log: the evictions never outrun the bucket (2 at once, then 12 a minute), no node loses
+/// more victims than it needs (one plan in flight per node), no resize costs more than 2, the
+/// DaemonSet's pods and the spare victims stay, and every resize completes.
+#[tokio::test]
+async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let full = std::env::var("RESIZE_GUARD_FLOOD").is_ok_and(|v| v == "full");
+    let (nodes, k): (u32, u32) = if full { (20, 10) } else { (4, 5) };
+    let needed = k.div_ceil(3);
+    let (per_minute, cap) = (12.0_f64, 2.0_f64);
+    // (Set after the start: installing resets the policy.)
+    let c = support::start(env, "flood").await;
+    resize_guard_harness::install::set_policy(
+        env,
+        "preemption:\n  maxVictimsPerResize: 2\n  maxEvictionsPerMinute: 12\n",
+    )
+    .await;
+    c.wait_policy(|p| p.contains("maxEvictionsPerMinute: 12"))
+        .await;
+    c.wait_leading().await;
+
+    let ns = env.namespace("flood").await;
+    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let mut node_of = std::collections::HashMap::new();
+    let mut growing = Vec::new();
+    let setup = (0..nodes).map(|n| {
+        let (env, pods) = (env, pods.clone());
+        async move {
+            let cpu = format!("{}m", k * 100 + (needed + 1) * 300 + 100);
+            let node = env.node(&format!("flood{n}"), &cpu, "8Gi").await;
+            let mut names = Vec::new();
+            let ds = owned_pod(&format!("n{n}-ds"), &node, "100m", "DaemonSet", "agent");
+            create_running(&pods, &ds).await.unwrap();
+            for v in 0..=needed {
+                let name = format!("n{n}-v{v}");
+                create_running(
+                    &pods,
+                    &owned_pod(&name, &node, "300m", "ReplicaSet", "batch"),
+                )
+                .await
+                .unwrap();
+                names.push((name, node.clone(), false));
+            }
+            for i in 0..k {
+                let name = format!("n{n}-app{i}");
+                create_running(&pods, &guaranteed_pod(&name, &node, "high", "100m", "64Mi"))
+                    .await
+                    .unwrap();
+                names.push((name, node.clone(), true));
+            }
+            names.push((format!("n{n}-ds"), node, false));
+            names
+        }
+    });
+    for names in futures::future::join_all(setup).await {
+        for (name, node, grows) in names {
+            if grows {
+                growing.push(name.clone());
+            }
+            node_of.insert(name, node);
+        }
+    }
+
+    // Every resize at once, through pods/resize.
+    let asked = Instant::now();
+    let resize = json!({"spec": {"containers": [{"name": "app", "resources": {
+        "requests": {"cpu": "200m"}, "limits": {"cpu": "200m"}}}]}});
+    let answers = futures::future::join_all(growing.iter().map(|name| {
+        let (pods, resize) = (pods.clone(), resize.clone());
+        async move {
+            pods.patch_subresource(
+                "resize",
+                name,
+                &PatchParams::default(),
+                &Patch::Strategic(&resize),
+            )
+            .await
+        }
+    }))
+    .await;
+    for a in answers {
+        a.unwrap();
+    }
+    let deadline = Duration::from_secs(if full { 900 } else { 180 });
+    for name in &growing {
+        let left = deadline.saturating_sub(asked.elapsed());
+        wait_pod(&pods, name, left, |p| {
+            allocated_cpu(p).as_deref() == Some("200m") && resize_pending(p).is_none()
+        })
+        .await
+        .unwrap();
+    }
+    let took = asked.elapsed();
+
+    // What the controller did, from the audit log: its evictions, in order.
+    let mut evictions: Vec<(f64, String)> = env
+        .cp
+        .audit_events()
+        .into_iter()
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["verb"] == "create"
+                && e["objectRef"]["subresource"] == "eviction"
+                && e["objectRef"]["namespace"] == ns.as_str()
+                && e["responseStatus"]["code"] == 201
+        })
+        .map(|e| {
+            let at: k8s_openapi::jiff::Timestamp = e["requestReceivedTimestamp"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            (
+                at.as_millisecond() as f64 / 1000.0,
+                e["objectRef"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    evictions.sort_by(|a, b| a.0.total_cmp(&b.0));
+    eprintln!(
+        "flood: {} resizes on {nodes} nodes completed in {took:?} with {} evictions",
+        growing.len(),
+        evictions.len()
+    );
+    // The bucket: in any stretch of w seconds, at most 2 + 12·w/60 (+1 for the moment between
+    // admission and the request).
+    for i in 0..evictions.len() {
+        for j in i..evictions.len() {
+            let w = evictions[j].0 - evictions[i].0;
+            let count = (j - i + 1) as f64;
+            assert!(
+                count <= cap + per_minute * w / 60.0 + 1.0,
+                "{count} evictions within {w:.1}s: {evictions:?}"
+            );
+        }
+    }
+    // One plan in flight per node: no node lost more victims than its resizes needed.
+    for n in 0..nodes {
+        let node = &node_of[&format!("n{n}-ds")];
+        let lost = evictions
+            .iter()
+            .filter(|(_, v)| &node_of[v] == node)
+            .count();
+        assert!(
+            lost <= needed as usize,
+            "node {node}: {lost} victims for {needed} needed: {evictions:?}"
+        );
+        assert!(
+            support::preempted(&pods, &[&format!("n{n}-ds")])
+                .await
+                .is_empty(),
+            "the DaemonSet's pod stays"
+        );
+    }
+    assert!(evictions.len() as f64 <= cap * growing.len() as f64);
+    assert!(
+        evictions.iter().all(|(_, v)| v.contains("-v")),
+        "{evictions:?}"
+    );
+    let metrics = resize_guard_harness::install::http_get(c.health_port, "/metrics")
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("outcome=\"held_eviction_rate\"")
+            && metrics.contains("outcome=\"held_node_busy\""),
+        "both brakes held plans back: {metrics}"
+    );
+    drop(c);
+    // Back to the shipped policy for the other tests.
+    let cms: Api<ConfigMap> = Api::namespaced(env.client().await, "resize-guard");
     cms.delete("resize-guard", &Default::default())
         .await
         .unwrap();

@@ -1,11 +1,13 @@
 //! The health endpoints both programs serve on a plain port, outside any trace layer: `/livez`
-//! (the process answers), `/readyz` (200 `ok`; 200 `ok (degraded: <why>)` while the program
+//! (200 `ok` while the process works; 503 `dead: <why>` once a part it cannot do without has
+//! stopped, [`Liveness::fail`], e.g. the controller's reconcile loop or a watch task panicking, on
+//! its way to stepping down and exiting), `/readyz` (200 `ok`; 200 `ok (degraded: <why>)` while the program
 //! serves but cannot do all of its job, e.g. the webhook with no policy in force, which allows
 //! every resize with a warning rather than fail open unseen; or 503 `not ready: <why>`) and
 //! `/metrics` (the program's Prometheus text).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use axum::Router;
 use axum::http::{StatusCode, header};
@@ -18,13 +20,66 @@ pub type Readiness = Arc<dyn Fn() -> Result<Option<String>, String> + Send + Syn
 /// Renders the program's metrics in the Prometheus text exposition format.
 pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// Whether the process still works, for `/livez` (cheap to clone; clones share it).
+#[derive(Debug, Clone, Default)]
+pub struct Liveness {
+    dead: Arc<RwLock<Option<String>>>,
+}
+
+impl Liveness {
+    /// Marks the process dead for `why` (the first reason is kept).
+    pub fn fail(&self, why: impl Into<String>) {
+        match self.dead.write() {
+            Ok(mut dead) => {
+                if dead.is_none() {
+                    *dead = Some(why.into());
+                }
+            }
+            Err(poisoned) => {
+                let mut dead = poisoned.into_inner();
+                if dead.is_none() {
+                    *dead = Some(why.into());
+                }
+            }
+        }
+    }
+
+    /// `Err(why)` once the process was marked dead.
+    pub fn check(&self) -> Result<(), String> {
+        match self.dead.read() {
+            Ok(dead) => dead.clone().map_or(Ok(()), Err),
+            Err(_) => Err("liveness state unavailable (a task panicked while updating it)".into()),
+        }
+    }
+}
+
 /// The `Content-Type` of `/metrics`.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// `GET /livez`, `/readyz` (503 with the reason `readiness` gives) and `/metrics`.
+/// `GET /livez` (always `ok`), `/readyz` (503 with the reason `readiness` gives) and `/metrics`.
 pub fn router(readiness: Readiness, metrics: RenderMetrics) -> Router {
+    router_with_liveness(Liveness::default(), readiness, metrics)
+}
+
+/// [`router`] with `/livez` answering 503 `dead: <why>` once `liveness` failed.
+pub fn router_with_liveness(
+    liveness: Liveness,
+    readiness: Readiness,
+    metrics: RenderMetrics,
+) -> Router {
     Router::new()
-        .route("/livez", get(|| async { "ok" }))
+        .route(
+            "/livez",
+            get(move || {
+                let answer = liveness.check();
+                async move {
+                    match answer {
+                        Ok(()) => (StatusCode::OK, "ok".to_owned()),
+                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("dead: {why}")),
+                    }
+                }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {
@@ -113,6 +168,22 @@ mod tests {
         let (status, body, _) = get(&app, "/readyz").await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(body, "ok (degraded: no policy in force)");
+    }
+
+    #[tokio::test]
+    async fn livez_fails_once_the_process_is_marked_dead_with_the_first_reason() {
+        let liveness = Liveness::default();
+        let app = router_with_liveness(
+            liveness.clone(),
+            Arc::new(|| Ok(None)),
+            Arc::new(String::new),
+        );
+        assert_eq!(get(&app, "/livez").await.1, "ok");
+        liveness.fail("the reconcile loop panicked: boom");
+        liveness.fail("later");
+        let (status, body, _) = get(&app, "/livez").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body, "dead: the reconcile loop panicked: boom");
     }
 
     #[tokio::test]

@@ -19,6 +19,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod allocator;
+pub mod api_client;
 pub mod args;
 pub mod cluster_version;
 pub mod events;
@@ -59,6 +60,7 @@ pub struct Runtime {
     events: Events,
     stop: Arc<watch::Sender<bool>>,
     version: ClusterVersion,
+    liveness: health::Liveness,
 }
 
 impl Runtime {
@@ -80,6 +82,7 @@ impl Runtime {
             version: ClusterVersion::detect(client.clone()),
             events: Events::start(client, reporter),
             stop,
+            liveness: health::Liveness::default(),
         }
     }
 
@@ -93,22 +96,34 @@ impl Runtime {
         &self.version
     }
 
+    /// What `/livez` answers: mark it failed when a part the program cannot do without stopped.
+    pub fn liveness(&self) -> &health::Liveness {
+        &self.liveness
+    }
+
     /// Serves `/livez`, `/readyz` and `/metrics` on `addr` (see [`health`]) in the background.
-    /// `/readyz` also requires a known, supported Kubernetes version; `/metrics` adds its gauges.
+    /// `/livez` follows [`Runtime::liveness`]; `/readyz` also requires a live process and a known,
+    /// supported Kubernetes version; `/metrics` adds its gauges.
     pub async fn serve_health(
         &self,
         addr: SocketAddr,
         readiness: Readiness,
         metrics: RenderMetrics,
     ) -> std::io::Result<()> {
-        let (v, w) = (self.version.clone(), self.version.clone());
+        let (v, w, live) = (
+            self.version.clone(),
+            self.version.clone(),
+            self.liveness.clone(),
+        );
         let readiness: Readiness = Arc::new(move || {
+            live.check()?;
             v.readiness()?;
             readiness()
         });
         let metrics: RenderMetrics =
             Arc::new(move || cluster_version::append_metrics(metrics(), &w.render()));
-        health::serve(addr, health::router(readiness, metrics)).await
+        let router = health::router_with_liveness(self.liveness.clone(), readiness, metrics);
+        health::serve(addr, router).await
     }
 
     /// True once the shutdown signal has come.

@@ -206,6 +206,11 @@ fn annotations_for(verdict: &Verdict) -> HashMap<String, String> {
         Verdict::Invalid(why) => {
             a.insert("invalid".into(), clip(why, 1024));
         }
+        // Why resize-guard judged nothing (an excluded namespace, an unknown node, a node that
+        // reports no allocatable), for the audit log.
+        Verdict::Skipped(why) => {
+            a.insert("skipped".into(), clip(why, 1024));
+        }
         _ => {}
     }
     a

@@ -136,6 +136,15 @@ fn judge_room(pod: &Pod, spec: &PodSpec, status: Option<&PodStatus>, ctx: &Conte
             }
         });
     };
+    // An allocatable the node has not reported is not zero: judging against it would call every
+    // resize on the node Infeasible (and, on a full-looking node, plan preemption). Step aside
+    // and say why; the kubelet admits or defers against the allocatable it knows.
+    if let Some(why) = &ledger.allocatable_unknown {
+        return Verdict::Skipped(format!(
+            "node {} {why}, so whether the resize fits is unknown; the kubelet decides",
+            ledger.node
+        ));
+    }
     // Kubelet Infeasible check: the pod's total desired request against allocatable, memory first.
     let desired = spec_requests(spec, None, Accounting::Desired);
     for name in [ResourceName::Memory, ResourceName::Cpu] {

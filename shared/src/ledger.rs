@@ -76,8 +76,14 @@ impl LedgerEntry {
 pub struct NodeLedger {
     /// Node name.
     pub node: String,
-    /// `status.allocatable` cpu and memory.
+    /// `status.allocatable` cpu and memory (0 where the node reports none; see
+    /// [`NodeLedger::allocatable_unknown`]).
     pub allocatable: Resources,
+    /// Why the node's allocatable is not known (`reports no status.allocatable`, `reports no
+    /// allocatable memory`), if it is not: a node registering, or one whose kubelet has not
+    /// reported yet. Nothing is judged against an unknown allocatable (`crate::classify`): every
+    /// resize on such a node would otherwise look Infeasible against zero.
+    pub allocatable_unknown: Option<String>,
     /// Why resize preemption is disabled on this node, if it is.
     pub opt_out: Option<String>,
     /// `status.declaredFeatures` (v1.35+ kubelets; see [`crate::node_features`]).
@@ -102,10 +108,10 @@ impl NodeLedger {
     /// Builds the ledger of `node` from entries the caller already made (and filtered with
     /// [`counts_on`]), e.g. kept up to date from a pod watch.
     pub fn from_entries(node: &Node, entries: Vec<LedgerEntry>) -> NodeLedger {
+        let reported = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
         NodeLedger {
-            allocatable: Resources::from_opt_list(
-                node.status.as_ref().and_then(|s| s.allocatable.as_ref()),
-            ),
+            allocatable: Resources::from_opt_list(reported),
+            allocatable_unknown: allocatable_unknown(reported),
             opt_out: node_opt_out(node),
             declared_features: crate::node_features::declared(node),
             node: node.metadata.name.clone().unwrap_or_default(),
@@ -140,6 +146,19 @@ impl NodeLedger {
     pub fn free(&self) -> Resources {
         self.allocatable - self.pods.iter().map(|e| e.held).sum()
     }
+}
+
+/// Why `reported` (a node's `status.allocatable`) does not tell the node's cpu and memory, if it
+/// does not.
+fn allocatable_unknown(reported: Option<&crate::resources::ResourceList>) -> Option<String> {
+    let Some(list) = reported else {
+        return Some("reports no status.allocatable".to_owned());
+    };
+    let missing: Vec<&str> = ["cpu", "memory"]
+        .into_iter()
+        .filter(|k| !list.contains_key(*k))
+        .collect();
+    (!missing.is_empty()).then(|| format!("reports no allocatable {}", missing.join(" or ")))
 }
 
 /// True when `pod` holds resources on node `node`: bound there and not in a terminal phase.

@@ -84,9 +84,17 @@ pub struct PreemptionPolicy {
     pub enabled: bool,
     /// PDB handling.
     pub pdb: PdbMode,
-    /// Most victims one resize may cost (at least 1).
+    /// Most victims one resize may cost (at least 1): in one plan, and in all the plans made
+    /// for the same resize together (a resize still Deferred after its victims went gets
+    /// another plan only within what is left of this).
     #[serde(deserialize_with = "at_least_one")]
     pub max_victims_per_resize: u32,
+    /// Most victims removed per minute across the cluster (at least 1). A whole plan of up to
+    /// `maxVictimsPerResize` may go at once; the rate refills after it.
+    #[serde(deserialize_with = "at_least_one_per_minute")]
+    pub max_evictions_per_minute: u32,
+    /// Stop preempting for a while when plans keep failing to unblock their resizes.
+    pub circuit_breaker: CircuitBreaker,
     /// Cap on a victim's termination grace period; unset (the default) honours each victim's
     /// own `terminationGracePeriodSeconds`, as kube-scheduler's preemption does.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -113,12 +121,39 @@ impl Default for PreemptionPolicy {
             enabled: true,
             pdb: PdbMode::Respect,
             max_victims_per_resize: 5,
+            max_evictions_per_minute: 20,
+            circuit_breaker: CircuitBreaker::default(),
             max_grace_period_seconds: None,
             min_deferred_seconds: 0,
             protected_namespaces: Vec::new(),
             protected_selector: ProtectedSelector::default(),
             allow_daemon_set_victims: false,
             allow_bare_pod_victims: true,
+        }
+    }
+}
+
+/// `preemption.circuitBreaker:`. A plan is futile when its victims were removed and the same
+/// resize then needs another plan: the room went elsewhere, or the kubelet counts differently
+/// than the plan did. `futilePlans` of those within `windowSeconds` stop every preemption for
+/// `pauseSeconds`, with a Warning Event and `resize_guard_preemption_paused`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct CircuitBreaker {
+    /// Futile plans that open the breaker (0 turns it off).
+    pub futile_plans: u32,
+    /// The window they are counted in.
+    pub window_seconds: u32,
+    /// How long preemption stops once it opens.
+    pub pause_seconds: u32,
+}
+
+impl Default for CircuitBreaker {
+    fn default() -> Self {
+        CircuitBreaker {
+            futile_plans: 3,
+            window_seconds: 600,
+            pause_seconds: 300,
         }
     }
 }
@@ -315,6 +350,16 @@ impl Serialize for ProtectedSelector {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.0.to_string())
     }
+}
+
+fn at_least_one_per_minute<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let v = u32::deserialize(d)?;
+    if v == 0 {
+        return Err(serde::de::Error::custom(
+            "maxEvictionsPerMinute must be at least 1 (set preemption.enabled: false to turn preemption off)",
+        ));
+    }
+    Ok(v)
 }
 
 fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {

@@ -16,8 +16,8 @@
 //! plan. Terminating pods count as space being freed, so no new victim is chosen while earlier
 //! ones are still shutting down.
 //!
-//! With `preemption.pdb: respect` a pod whose eviction would break a budget is not a candidate at
-//! all (the Eviction API would refuse it); budgets are then consumed least-important-first so the
+//! With `preemption.pdb: respect` a pod whose eviction would break a budget, or that more than one
+//! budget covers, is not a candidate at all (the Eviction API would refuse it); budgets are then consumed least-important-first so the
 //! pods the API would let go are the ones upstream's order would sacrifice anyway.
 
 use std::cmp::Ordering;
@@ -446,6 +446,15 @@ pub fn select_victims(
             let mut flags =
                 budgets.violations(&subjects(candidates.iter().rev().map(|&i| others[i])));
             flags.reverse();
+            // The Eviction API refuses (500) a pod that more than one budget covers, whatever
+            // they allow (upstream `EvictionREST.Create`, `pkg/registry/core/pod/storage/
+            // eviction.go`): such a pod can never be evicted.
+            for (flag, s) in flags
+                .iter_mut()
+                .zip(subjects(candidates.iter().map(|&i| others[i])))
+            {
+                *flag |= budgets.covering(s).len() > 1;
+            }
             let before = candidates.len();
             let mut keep = flags.iter().map(|v| !v);
             candidates.retain(|_| keep.next().unwrap_or(false));

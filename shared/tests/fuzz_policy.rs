@@ -242,6 +242,8 @@ fn model() -> impl Strategy<Value = Case<Expect>> {
                         PdbMode::Respect
                     },
                     max_victims_per_resize: victims,
+                    max_evictions_per_minute: 20,
+                    circuit_breaker: Default::default(),
                     max_grace_period_seconds: Some(grace),
                     min_deferred_seconds: deferred,
                     protected_namespaces: protected.clone(),

@@ -175,6 +175,7 @@ impl Node {
         NodeLedger {
             node: "n1".into(),
             allocatable: self.alloc,
+            allocatable_unknown: None,
             opt_out: None,
             declared_features: Vec::new(),
             pods,

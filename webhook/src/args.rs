@@ -1,5 +1,7 @@
 //! Command-line and environment configuration of the webhook (clap derive, env fallbacks): the
-//! flags it shares with the controller ([`CommonArgs`]) plus TLS, draining and body limits.
+//! flags it shares with the controller ([`CommonArgs`]) plus TLS, draining, and the admission
+//! port's limits ([`crate::intake`], [`crate::connections`]): every one has a default that is
+//! safe in production.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -43,13 +45,75 @@ pub struct Args {
     #[arg(long, env = "RESIZE_GUARD_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
-    /// Largest accepted AdmissionReview body.
-    #[arg(long, env = "RESIZE_GUARD_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
+    /// Largest accepted AdmissionReview body, refused (413) before it is read when declared
+    /// larger (the default is sized in [`crate::intake::MAX_BODY_BYTES`]).
+    #[arg(long, env = "RESIZE_GUARD_MAX_BODY_BYTES", default_value_t = crate::intake::MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
+
+    /// Bodies declared larger than this (or of unknown length) wait for the few permits of the
+    /// large lane, so a flood of big bodies cannot delay real reviews.
+    #[arg(long, env = "RESIZE_GUARD_LARGE_BODY_BYTES", default_value_t = crate::intake::LARGE_BODY_BYTES)]
+    pub large_body_bytes: usize,
+
+    /// Reviews in progress at once (body read and judged) in the regular lane.
+    #[arg(long, env = "RESIZE_GUARD_MAX_CONCURRENT_REVIEWS", default_value_t = 32,
+          value_parser = positive_count)]
+    pub max_concurrent_reviews: usize,
+
+    /// Reviews in progress at once in the large lane.
+    #[arg(long, env = "RESIZE_GUARD_MAX_CONCURRENT_LARGE_REVIEWS", default_value_t = 2,
+          value_parser = positive_count)]
+    pub max_concurrent_large_reviews: usize,
+
+    /// How long a review may wait for a free slot before it is answered 503 (the API server
+    /// then applies the webhook's failurePolicy). Keep it well under `timeoutSeconds`.
+    #[arg(long, env = "RESIZE_GUARD_ADMISSION_QUEUE_TIMEOUT", default_value = "1s", value_parser = parse_duration)]
+    pub admission_queue_timeout: Duration,
+
+    /// How long a request's whole body may take to arrive (408 after).
+    #[arg(long, env = "RESIZE_GUARD_BODY_READ_TIMEOUT", default_value = "3s", value_parser = parse_duration)]
+    pub body_read_timeout: Duration,
+
+    /// How long a connection may take to send a request's head (the first one after the TLS
+    /// handshake, and each one on a kept-alive HTTP/1.1 connection); it is closed after.
+    #[arg(long, env = "RESIZE_GUARD_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+
+    /// How long a TLS handshake may take; the connection is closed after.
+    #[arg(long, env = "RESIZE_GUARD_TLS_HANDSHAKE_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub tls_handshake_timeout: Duration,
+
+    /// Connections open at once on the admission port; one more is closed on accept.
+    #[arg(long, env = "RESIZE_GUARD_MAX_CONNECTIONS", default_value_t = 512,
+          value_parser = positive_count)]
+    pub max_connections: usize,
 
     /// Instance name reported on Events (defaults to the host name).
     #[arg(long, env = "POD_NAME")]
     pub instance: Option<String>,
+}
+
+/// A count of at least 1 (a limit of 0 would refuse everything).
+fn positive_count(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a count: {e}")),
+    }
+}
+
+impl Args {
+    /// The intake's limits from these flags.
+    pub fn limits(&self) -> crate::intake::Limits {
+        crate::intake::Limits {
+            max_body_bytes: self.max_body_bytes,
+            large_body_bytes: self.large_body_bytes,
+            body_read_timeout: self.body_read_timeout,
+            queue_timeout: self.admission_queue_timeout,
+            max_reviews: self.max_concurrent_reviews,
+            max_large_reviews: self.max_concurrent_large_reviews,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -88,6 +152,35 @@ mod tests {
         assert!(
             Args::try_parse_from(["resize-guard-webhook", "--watch-unhealthy-after=soon"]).is_err()
         );
+    }
+
+    #[test]
+    fn the_admission_limits_default_to_safe_values_and_refuse_nonsense() {
+        let a = Args::try_parse_from(["resize-guard-webhook"]).unwrap();
+        assert_eq!(a.max_body_bytes, 1536 * 1024);
+        assert_eq!(a.large_body_bytes, 256 * 1024);
+        assert_eq!(
+            (a.max_concurrent_reviews, a.max_concurrent_large_reviews),
+            (32, 2)
+        );
+        assert_eq!(a.max_connections, 512);
+        assert_eq!(a.header_read_timeout, Duration::from_secs(5));
+        assert_eq!(a.tls_handshake_timeout, Duration::from_secs(5));
+        assert_eq!(a.body_read_timeout, Duration::from_secs(3));
+        assert_eq!(a.admission_queue_timeout, Duration::from_secs(1));
+        let limits = a.limits();
+        assert_eq!(limits.max_reviews, 32);
+        for bad in [
+            "--max-concurrent-reviews=0",
+            "--max-connections=-1",
+            "--header-read-timeout=5",
+            "--max-body-bytes=lots",
+        ] {
+            assert!(
+                Args::try_parse_from(["resize-guard-webhook", bad]).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

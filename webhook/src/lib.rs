@@ -11,6 +11,9 @@
 
 pub mod args;
 pub mod cert_dir;
+pub mod connections;
+pub mod incoming;
+pub mod intake;
 pub mod metrics;
 pub mod review;
 pub mod server;

@@ -47,6 +47,15 @@ pub struct WatchLabels {
     pub resource: String,
 }
 
+/// Labels of a request refused before review.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// `too-large`, `shed`, `body-timeout`, `body-error`, `bad-length`.
+    pub reason: String,
+    /// `regular`, `large`, or `none` (refused before a lane was chosen).
+    pub lane: String,
+}
+
 /// All webhook metrics.
 #[derive(Debug)]
 pub struct Metrics {
@@ -58,6 +67,11 @@ pub struct Metrics {
     cert_expiry: Family<CertificateLabels, Gauge>,
     bad_requests: Counter,
     watch_errors: Family<WatchLabels, Counter>,
+    refusals: Family<RefusalLabels, Counter>,
+    connections_open: Gauge,
+    connections_refused: Counter,
+    connection_errors: Counter,
+    events_withheld: Counter,
 }
 
 impl Default for Metrics {
@@ -78,6 +92,11 @@ impl Metrics {
         let cert_expiry = Family::<CertificateLabels, Gauge>::default();
         let bad_requests = Counter::default();
         let watch_errors = Family::<WatchLabels, Counter>::default();
+        let refusals = Family::<RefusalLabels, Counter>::default();
+        let connections_open = Gauge::default();
+        let connections_refused = Counter::default();
+        let connection_errors = Counter::default();
+        let events_withheld = Counter::default();
         registry.register(
             "admission_reviews",
             "Admission reviews answered",
@@ -113,6 +132,31 @@ impl Metrics {
             "Errors of the cluster view's watches (list, watch start, stream), by resource",
             watch_errors.clone(),
         );
+        registry.register(
+            "admission_refusals",
+            "Admission requests answered before review by the intake (too large, shed under load, body too slow), by reason and lane",
+            refusals.clone(),
+        );
+        registry.register(
+            "connections_open",
+            "Open connections to the admission port",
+            connections_open.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Connections to the admission port closed at once because --max-connections were open",
+            connections_refused.clone(),
+        );
+        registry.register(
+            "connection_errors",
+            "Connections to the admission port that failed before a request (TLS handshake failed or timed out)",
+            connection_errors.clone(),
+        );
+        registry.register(
+            "events_withheld",
+            "Events a decision called for but not recorded: the request named a pod the cluster view does not know with that UID",
+            events_withheld.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             reviews,
@@ -122,7 +166,47 @@ impl Metrics {
             cert_expiry,
             bad_requests,
             watch_errors,
+            refusals,
+            connections_open,
+            connections_refused,
+            connection_errors,
+            events_withheld,
         }
+    }
+
+    /// Records a request the intake refused (`lane` is `None` before a lane was chosen).
+    pub fn refusal(&self, reason: &str, lane: Option<&str>) {
+        self.refusals
+            .get_or_create(&RefusalLabels {
+                reason: reason.to_owned(),
+                lane: lane.unwrap_or("none").to_owned(),
+            })
+            .inc();
+    }
+
+    /// A connection to the admission port was accepted.
+    pub fn connection_opened(&self) {
+        self.connections_open.inc();
+    }
+
+    /// A connection accepted by [`Metrics::connection_opened`] closed.
+    pub fn connection_closed(&self) {
+        self.connections_open.dec();
+    }
+
+    /// A connection was refused at the limit.
+    pub fn connection_refused(&self) {
+        self.connections_refused.inc();
+    }
+
+    /// A connection failed before its first request.
+    pub fn connection_error(&self) {
+        self.connection_errors.inc();
+    }
+
+    /// An Event was not recorded because the request named an unknown pod.
+    pub fn event_withheld(&self) {
+        self.events_withheld.inc();
     }
 
     /// Records one answered review.

@@ -7,11 +7,13 @@
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::Pod;
-use kube::Resource;
 use kube::core::DynamicObject;
-use kube::core::admission::{
-    AdmissionRequest, AdmissionResponse, AdmissionReview, ConvertAdmissionReviewError,
-};
+use kube::core::admission::{AdmissionResponse, AdmissionReview};
+use resize_guard_policy::ledger::NodeLedger;
+use resize_guard_policy::pod::PodKey;
+use serde::de::IgnoredAny;
+
+use crate::incoming::{Incoming, IncomingRequest};
 use resize_guard_policy::Context;
 use resize_guard_policy::admission::{Admission, Effect, admit, dry_run_note};
 use resize_guard_policy::pod::node_name;
@@ -49,8 +51,12 @@ pub struct Reviewed {
     pub decision: String,
     /// Whether the request was allowed.
     pub allowed: bool,
-    /// The Event to publish, if any (never on dry-run).
+    /// The Event to publish, if any (never on dry-run; only about a pod the cluster view knows
+    /// with the request's namespace, name, UID and node).
     pub event: Option<EventIntent>,
+    /// Why an Event the decision called for is not recorded: the request names a pod the
+    /// cluster view does not know (request content is unauthenticated; see [`known_pod`]).
+    pub event_withheld: Option<String>,
     /// The AdmissionReview uid.
     pub uid: String,
 }
@@ -75,9 +81,6 @@ pub enum ReviewError {
     /// An empty `request.uid` (the response could not be matched to it).
     #[error("malformed AdmissionReview: request.uid is missing")]
     NoUid,
-    /// A request this webhook does not judge, which does not decode as an AdmissionReview.
-    #[error("malformed AdmissionReview: the request does not decode")]
-    Undecodable(#[source] serde_json::Error),
     /// A `pods/resize` UPDATE whose objects do not decode as pods.
     #[error("malformed AdmissionReview: request is not a pods/resize review")]
     NotPods(#[source] serde_json::Error),
@@ -94,7 +97,6 @@ impl ReviewError {
             Self::Version(_) => "UnsupportedVersion",
             Self::NoRequest => "NoRequest",
             Self::NoUid => "NoUid",
-            Self::Undecodable(_) => "Undecodable",
             Self::NotPods(_) => "NotPods",
             Self::NoObjects => "NoObjects",
         }
@@ -102,99 +104,83 @@ impl ReviewError {
 }
 
 /// Answers one AdmissionReview body.
+///
+/// One streaming pass decodes the routing fields and both pods ([`crate::incoming`]); only when
+/// that fails does a second pass, which skips the objects, tell a request this webhook does not
+/// judge (allowed with a warning) from a malformed one (an error).
 pub fn review(stage: Stage, body: &[u8], cluster: &dyn Cluster) -> Result<Reviewed, ReviewError> {
-    // A first light pass reads only the routing fields (serde skips the objects without
-    // building them); the typed pass then decodes the pods straight from the bytes.
-    let envelope: Envelope = serde_json::from_slice(body).map_err(ReviewError::NotJson)?;
-    if envelope.api_version != "admission.k8s.io/v1" {
-        return Err(ReviewError::Version(envelope.api_version));
+    let typed_error = match serde_json::from_slice::<Incoming<Pod>>(body) {
+        Ok(incoming) => return route(stage, incoming, cluster),
+        Err(e) => e,
+    };
+    let envelope: Incoming<IgnoredAny> =
+        serde_json::from_slice(body).map_err(ReviewError::NotJson)?;
+    let request = routed(envelope)?;
+    match request.not_ours() {
+        Some(why) => Ok(ignored(request.uid, &why)),
+        None => Err(ReviewError::NotPods(typed_error)),
     }
-    let request = envelope.request.ok_or(ReviewError::NoRequest)?;
-    let uid = request.uid.clone();
-    if uid.is_empty() {
+}
+
+/// The request of a v1 review with a uid.
+fn routed<O>(incoming: Incoming<O>) -> Result<IncomingRequest<O>, ReviewError> {
+    if incoming.api_version != "admission.k8s.io/v1" {
+        return Err(ReviewError::Version(incoming.api_version));
+    }
+    let request = incoming.request.ok_or(ReviewError::NoRequest)?;
+    if request.uid.is_empty() {
         return Err(ReviewError::NoUid);
     }
+    Ok(request)
+}
+
+fn route(
+    stage: Stage,
+    incoming: Incoming<Pod>,
+    cluster: &dyn Cluster,
+) -> Result<Reviewed, ReviewError> {
+    let request = routed(incoming)?;
     if let Some(why) = request.not_ours() {
-        // Answer anything else with an allow: never block what we do not judge.
-        let generic: AdmissionReview<DynamicObject> =
-            serde_json::from_slice(body).map_err(ReviewError::Undecodable)?;
-        // Fails only without a request, which the envelope already ruled out.
-        let req: AdmissionRequest<DynamicObject> = generic
-            .try_into()
-            .map_err(|_: ConvertAdmissionReviewError| ReviewError::NoRequest)?;
-        let mut resp = AdmissionResponse::from(&req);
-        resp.warnings = Some(vec![format!("resize-guard only judges pods/resize; {why}")]);
-        return Ok(finish(resp, "ignored".to_owned(), None, uid));
+        return Ok(ignored(request.uid, &why));
     }
-    let typed: AdmissionReview<Pod> = serde_json::from_slice(body).map_err(ReviewError::NotPods)?;
-    let req: AdmissionRequest<Pod> = typed
-        .try_into()
-        .map_err(|_: ConvertAdmissionReviewError| ReviewError::NoRequest)?;
-    let (Some(old), Some(new)) = (req.old_object.as_ref(), req.object.as_ref()) else {
+    let (Some(old), Some(new)) = (request.old_object.as_ref(), request.object.as_ref()) else {
         return Err(ReviewError::NoObjects);
     };
-    Ok(judge(stage, &req, old, new, cluster, uid))
+    let dry_run = request.dry_run.unwrap_or(false);
+    Ok(judge(
+        stage,
+        old,
+        new,
+        dry_run,
+        cluster,
+        request.uid.clone(),
+    ))
 }
 
-/// The routing fields of an AdmissionReview.
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Envelope {
-    #[serde(default)]
-    api_version: String,
-    request: Option<EnvelopeRequest>,
+/// Anything but a `pods/resize` UPDATE is allowed: never block what we do not judge.
+fn ignored(uid: String, why: &str) -> Reviewed {
+    let mut resp = response(&uid);
+    resp.warnings = Some(vec![format!("resize-guard only judges pods/resize; {why}")]);
+    finish(resp, "ignored".to_owned(), None, uid)
 }
 
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct EnvelopeRequest {
-    #[serde(default)]
-    uid: String,
-    #[serde(default)]
-    resource: GroupResource,
-    #[serde(default)]
-    sub_resource: String,
-    #[serde(default)]
-    operation: String,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct GroupResource {
-    #[serde(default)]
-    group: String,
-    #[serde(default)]
-    resource: String,
-}
-
-impl EnvelopeRequest {
-    /// Why this is not a `pods/resize` UPDATE, if it is not.
-    fn not_ours(&self) -> Option<String> {
-        let r = &self.resource;
-        if !r.group.is_empty() || r.resource != "pods" || self.sub_resource != "resize" {
-            let group = if r.group.is_empty() {
-                String::new()
-            } else {
-                format!("{}/", r.group)
-            };
-            return Some(format!(
-                "this request is for {group}{}/{}",
-                r.resource, self.sub_resource
-            ));
-        }
-        if self.operation != "UPDATE" {
-            return Some(format!("operation {} is not a resize", self.operation));
-        }
-        None
-    }
+/// An allowing response to the review `uid` (what `AdmissionResponse::from(&request)` gives,
+/// without a decoded `AdmissionRequest`).
+fn response(uid: &str) -> AdmissionResponse {
+    let mut resp = AdmissionResponse::invalid("");
+    resp.uid = uid.to_owned();
+    resp.allowed = true;
+    resp.result = Default::default();
+    resp
 }
 
 /// Encodes [`admit`]'s answer as an AdmissionResponse (a repair as a JSON patch), with the
 /// Event to record (none on dry run).
 fn judge(
     stage: Stage,
-    req: &AdmissionRequest<Pod>,
     old: &Pod,
     new: &Pod,
+    dry_run: bool,
     cluster: &dyn Cluster,
     uid: String,
 ) -> Reviewed {
@@ -202,7 +188,7 @@ fn judge(
         // Fail safe: no policy read and parsed, so nothing is denied or repaired. Allowed with
         // a warning and an audit annotation saying why, never under the defaults by omission.
         let why = cluster.no_policy_reason();
-        let mut resp = AdmissionResponse::from(req);
+        let mut resp = response(&uid);
         resp.warnings = Some(vec![clip(
             &format!("resize-guard judged nothing: {why}"),
             WARNING_LIMIT,
@@ -230,15 +216,16 @@ fn judge(
         mut annotations,
         acts: _,
     } = admit(stage, old, new, &ctx);
-    let mut resp = AdmissionResponse::from(req);
+    let mut resp = response(&uid);
     let mut event = None;
+    let target = known_pod(ledger.as_deref(), new);
     match effect {
         Effect::Allow => {}
         Effect::Deny { message, label } => {
             resp = resp.deny(&message);
             resp.result.code = 403;
             resp.result.reason = "Forbidden".into();
-            event = Some(intent(new, true, "ResizeRejected", label, &message));
+            event = Some(intent(&target, true, "ResizeRejected", label, &message));
         }
         Effect::Repair { pod, .. } => {
             let encoded = json_patch_between(new, &pod)
@@ -252,7 +239,13 @@ fn judge(
                 Ok(r) => {
                     resp = r;
                     let note = warnings.join("; ");
-                    event = Some(intent(new, false, "ResizeRepaired", "qos-repair", &note));
+                    event = Some(intent(
+                        &target,
+                        false,
+                        "ResizeRepaired",
+                        "qos-repair",
+                        &note,
+                    ));
                 }
                 Err(why) => {
                     annotations.remove("repair");
@@ -261,7 +254,7 @@ fn judge(
             }
         }
     }
-    if req.dry_run {
+    if dry_run {
         // Audit annotations never reach the client: say the decision (what-if, check).
         warnings.push(dry_run_note(stage, &decision));
         event = None;
@@ -270,7 +263,46 @@ fn judge(
         resp.warnings = Some(warnings);
     }
     resp.audit_annotations = annotations;
-    finish(resp, decision, event, uid)
+    let (event, event_withheld) = match event {
+        Some(Ok(e)) => (Some(e), None),
+        Some(Err(why)) => (None, Some(why)),
+        None => (None, None),
+    };
+    let mut reviewed = finish(resp, decision, event, uid);
+    reviewed.event_withheld = event_withheld;
+    reviewed
+}
+
+/// The pod an Event may be recorded on: the one the cluster view holds on the request's node
+/// with the request's UID, namespace and name; else why none.
+///
+/// The request body is unauthenticated content (anyone who reaches the port can send one), so
+/// an Event is never addressed from it alone: that would let a sender write Events into any
+/// namespace about any name. The reference is built from the view's entry, not the request.
+pub fn known_pod(ledger: Option<&NodeLedger>, pod: &Pod) -> Result<ObjectReference, String> {
+    let claimed = PodKey::of(pod);
+    let Some(ledger) = ledger else {
+        return Err(format!(
+            "pod {claimed}: its node is not in the cluster view"
+        ));
+    };
+    let known = ledger
+        .entry(&claimed.uid)
+        .filter(|e| !claimed.uid.is_empty() && e.key == claimed)
+        .ok_or_else(|| {
+            format!(
+                "pod {claimed} (uid {:?}) is not in the cluster view on node {}",
+                claimed.uid, ledger.node
+            )
+        })?;
+    Ok(ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("Pod".to_owned()),
+        namespace: Some(known.key.namespace.clone()),
+        name: Some(known.key.name.clone()),
+        uid: Some(known.key.uid.clone()),
+        ..ObjectReference::default()
+    })
 }
 
 fn finish(
@@ -285,19 +317,26 @@ fn finish(
         decision,
         allowed,
         event,
+        event_withheld: None,
         uid,
     }
 }
 
-fn intent(pod: &Pod, warning: bool, reason: &'static str, action: &str, note: &str) -> EventIntent {
-    EventIntent {
-        regarding: pod.object_ref(&()),
+fn intent(
+    target: &Result<ObjectReference, String>,
+    warning: bool,
+    reason: &'static str,
+    action: &str,
+    note: &str,
+) -> Result<EventIntent, String> {
+    Ok(EventIntent {
+        regarding: target.clone()?,
         warning,
         reason,
         action: action.to_owned(),
         // events.k8s.io notes are limited to 1 kB.
         note: clip(note, 1024),
-    }
+    })
 }
 
 /// RFC 6902 operations that turn `from` into `to`, limited to the pod spec.

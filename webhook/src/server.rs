@@ -1,5 +1,9 @@
 //! HTTP: the admission endpoints on the TLS port and the health/metrics endpoints on a plain
-//! port, plus the process lifecycle (ready after the caches sync, while no watch has been failing
+//! port, plus the process lifecycle. The TLS listener closes a connection whose handshake takes
+//! longer than `--tls-handshake-timeout` or whose request head takes longer than
+//! `--header-read-timeout` (a slowloris), holds at most `--max-connections`
+//! ([`crate::connections`]), and every request passes the [`crate::intake`] (body limit, lanes,
+//! load shedding, body deadline) before it is reviewed. Also (ready after the caches sync, while no watch has been failing
 //! for longer than `--watch-unhealthy-after` and while a usable serving certificate is loaded —
 //! `/readyz` says which of these is missing; drain in-flight reviews on SIGTERM, Events queued
 //! on the program's one bounded publisher, off the request path). Health endpoints, the Event
@@ -12,7 +16,7 @@ use std::time::{Instant, SystemTime};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -22,8 +26,10 @@ use resize_guard_runtime::{Events, Runtime, health};
 use serde_json::json;
 
 use crate::args::Args;
+use crate::connections::ConnectionLimit;
+use crate::intake::{Intake, Lane, Limits};
 use crate::metrics::Metrics;
-use crate::review::{Cluster, EventIntent, Stage, review};
+use crate::review::{Cluster, EventIntent, Reviewed, Stage, review};
 use crate::serving_secret::SecretRef;
 use crate::tls::ServingCert;
 use resize_guard_cluster::{ClusterView, ViewConfig};
@@ -41,13 +47,28 @@ pub struct AppState {
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
-/// `POST /mutate` and `POST /validate`, with a body limit.
+/// `POST /mutate` and `POST /validate` behind the [`crate::intake`] with its default limits
+/// and this body limit.
 pub fn admission_router(state: AppState, max_body_bytes: usize) -> Router {
+    guarded_router(state, Limits::with_max_body(max_body_bytes))
+}
+
+/// `POST /mutate` and `POST /validate` behind an [`Intake`] with these limits.
+pub fn guarded_router(state: AppState, limits: Limits) -> Router {
     Router::new()
         .route("/mutate", post(mutate))
         .route("/validate", post(validate))
-        .layer(DefaultBodyLimit::max(max_body_bytes))
-        .with_state(state)
+        .with_state(Served {
+            app: state,
+            intake: Intake::new(limits),
+        })
+}
+
+/// What the admission handlers share: the state and the intake's permits.
+#[derive(Clone)]
+struct Served {
+    app: AppState,
+    intake: Intake,
 }
 
 /// Why the process is not ready, or `Ok` (for `/readyz`).
@@ -78,49 +99,122 @@ fn render_metrics_of(metrics: &Arc<Metrics>) -> resize_guard_runtime::RenderMetr
     Arc::new(move || metrics.render())
 }
 
-async fn mutate(state: State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    handle(Stage::Mutate, state, headers, body).await
+async fn mutate(State(served): State<Served>, request: Request) -> Response {
+    handle(Stage::Mutate, served, request).await
 }
 
-async fn validate(state: State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    handle(Stage::Validate, state, headers, body).await
+async fn validate(State(served): State<Served>, request: Request) -> Response {
+    handle(Stage::Validate, served, request).await
 }
 
 fn error(status: StatusCode, message: String) -> Response {
     (status, axum::Json(json!({"error": message}))).into_response()
 }
 
-async fn handle(
-    stage: Stage,
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn handle(stage: Stage, served: Served, request: Request) -> Response {
+    let Served { app: state, intake } = served;
     let started = Instant::now();
-    let json_body = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-        });
-    if !json_body {
+    let (parts, body) = request.into_parts();
+    if !json_body(&parts.headers) {
         state.metrics.bad_request();
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "AdmissionReviews must be sent as application/json".into(),
         );
     }
-    let reviewed = match review(stage, &body, state.cluster.as_ref()) {
-        Ok(r) => r,
-        Err(e) => {
-            state.metrics.bad_request();
-            let why = resize_guard_runtime::error_chain(&e);
-            tracing::warn!(stage = stage.name(), reason = e.reason(), error = %why, "refused a malformed admission request");
-            return error(StatusCode::BAD_REQUEST, why);
+    // The permit is held until the answer is built: it bounds the bodies in memory.
+    let (ticket, body) = match intake.admit(&parts.headers).await {
+        Ok(ticket) => match intake.read(&ticket, body).await {
+            Ok(body) => (ticket, body),
+            Err(refusal) => return refused(&state, stage, Some(ticket.lane), &refusal),
+        },
+        Err(refusal) => {
+            let lane = match &refusal {
+                crate::intake::Refusal::Shed { lane, .. } => Some(*lane),
+                _ => None,
+            };
+            return refused(&state, stage, lane, &refusal);
         }
     };
+    let reviewed = match judged(stage, &state, ticket.lane, body).await {
+        Ok(r) => r,
+        Err(response) => return response,
+    };
+    drop(ticket);
+    answer(stage, &state, reviewed, started)
+}
+
+fn json_body(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        })
+}
+
+/// Answers a request the intake refused: logged (shedding at warn, the rest at debug, since a
+/// flood would otherwise flood the log too) and counted.
+fn refused(
+    state: &AppState,
+    stage: Stage,
+    lane: Option<Lane>,
+    refusal: &crate::intake::Refusal,
+) -> Response {
+    state
+        .metrics
+        .refusal(refusal.reason(), lane.map(Lane::name));
+    let why = resize_guard_runtime::error_chain(refusal);
+    if matches!(refusal, crate::intake::Refusal::Shed { .. }) {
+        tracing::warn!(stage = stage.name(), reason = refusal.reason(), error = %why, "shed an admission request");
+    } else {
+        tracing::debug!(stage = stage.name(), reason = refusal.reason(), error = %why, "refused an admission request before review");
+    }
+    error(refusal.status(), why)
+}
+
+/// Decodes and judges the body: inline for the regular lane, on the blocking pool for the
+/// large lane. Measured on the 2-core test machine
+/// (`intake::tests::a_maximum_size_review_is_judged_in_milliseconds`, unoptimised build): a
+/// maximum-size (1.5 MiB) review takes about 40 ms of CPU — two of them at once, inline, would
+/// stall both async workers, and with them every TLS handshake and real review, for that long;
+/// a review of the regular lane's size is a fraction of that, and most are a few KiB, cheaper
+/// than the hand-off to another thread.
+async fn judged(
+    stage: Stage,
+    state: &AppState,
+    lane: Lane,
+    body: Bytes,
+) -> Result<Reviewed, Response> {
+    let result = match lane {
+        Lane::Regular => review(stage, &body, state.cluster.as_ref()),
+        Lane::Large => {
+            let cluster = state.cluster.clone();
+            match tokio::task::spawn_blocking(move || review(stage, &body, cluster.as_ref())).await
+            {
+                Ok(result) => result,
+                Err(e) => {
+                    state.metrics.bad_request();
+                    tracing::error!(stage = stage.name(), error = %e, "the review task failed");
+                    return Err(error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("the review failed: {e}"),
+                    ));
+                }
+            }
+        }
+    };
+    result.map_err(|e| {
+        state.metrics.bad_request();
+        let why = resize_guard_runtime::error_chain(&e);
+        tracing::warn!(stage = stage.name(), reason = e.reason(), error = %why, "refused a malformed admission request");
+        error(StatusCode::BAD_REQUEST, why)
+    })
+}
+
+fn answer(stage: Stage, state: &AppState, reviewed: Reviewed, started: Instant) -> Response {
     let elapsed = started.elapsed();
     state.metrics.review(
         stage.name(),
@@ -135,6 +229,11 @@ async fn handle(
     } else {
         tracing::debug!(uid = %reviewed.uid, stage = stage.name(), decision = %reviewed.decision,
             micros = elapsed.as_micros() as u64, "admission review");
+    }
+    if let Some(why) = &reviewed.event_withheld {
+        state.metrics.event_withheld();
+        tracing::info!(uid = %reviewed.uid, decision = %reviewed.decision, reason = %why,
+            "no Event recorded: the request names a pod the cluster view does not know");
     }
     if let (Some(intent), Some(events)) = (reviewed.event, &state.events) {
         publish(events, intent);
@@ -160,7 +259,7 @@ fn publish(events: &Events, intent: EventIntent) {
 /// Runs the webhook until SIGTERM/SIGINT, then drains in-flight reviews; a second SIGTERM or
 /// SIGINT during the drain exits at once.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let client = kube::Client::try_default().await?;
+    let client = resize_guard_runtime::api_client::build(kube::Config::infer().await?)?;
     let shutdown = async {
         resize_guard_runtime::process::shutdown_signal().await;
         tokio::spawn(async {
@@ -209,6 +308,16 @@ pub async fn serve(
             )
         },
     );
+    // A watch task that panicked or ended leaves a cache that no longer moves: the view is
+    // unready for good, and `/livez` fails so the kubelet restarts the process with fresh caches.
+    {
+        let (view, runtime) = (view.clone(), runtime.clone());
+        tokio::spawn(async move {
+            let exit = view.supervisor().exited().await;
+            tracing::error!(%exit, "a watch task stopped; /livez fails so the process is restarted");
+            runtime.liveness().fail(exit.to_string());
+        });
+    }
     let cert = Arc::new(ServingCert::new());
     match &args.cert_dir {
         Some(dir) => {
@@ -280,15 +389,47 @@ pub async fn serve(
         h.graceful_shutdown(Some(grace));
     });
     tracing::info!(addr = %args.tls_addr, "serving /mutate /validate over TLS");
+    let limits = args.limits();
+    let metrics = state.metrics.clone();
+    serve_admission(&args, tls, handle, metrics, guarded_router(state, limits)).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The TLS listener: the connection limit runs first (a refused connection costs no
+/// handshake), then the handshake under its deadline; the first request's head must arrive
+/// within `--header-read-timeout` (HTTP/1.1 and HTTP/2), and so must every later head on a kept-
+/// alive HTTP/1.1 connection (hyper's `header_read_timeout`).
+async fn serve_admission(
+    args: &Args,
+    tls: RustlsConfig,
+    handle: axum_server::Handle<std::net::SocketAddr>,
+    metrics: Arc<Metrics>,
+    router: Router,
+) -> std::io::Result<()> {
     // TCP_NODELAY: a review is one small request and one small response; without it Nagle's
     // algorithm and delayed ACKs add milliseconds to every call.
     let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls)
-        .acceptor(axum_server::accept::NoDelayAcceptor::new());
-    axum_server::bind(args.tls_addr)
+        .handshake_timeout(args.tls_handshake_timeout)
+        .acceptor(ConnectionLimit::new(
+            axum_server::accept::NoDelayAcceptor::new(),
+            args.max_connections,
+            metrics.clone(),
+        ));
+    let mut server = axum_server::bind(args.tls_addr)
         .acceptor(acceptor)
         .handle(handle)
-        .serve(admission_router(state, args.max_body_bytes).into_make_service())
-        .await?;
-    tracing::info!("stopped");
-    Ok(())
+        .first_request_timeout(args.header_read_timeout)
+        .accept_error_handler(move |peer, e| {
+            // A refusal at the limit was counted where it happened.
+            if !crate::connections::is_limit(e) {
+                metrics.connection_error();
+                tracing::debug!(peer = ?peer, error = %e, "an admission connection failed before its first request");
+            }
+        });
+    server
+        .http_builder()
+        .http1()
+        .header_read_timeout(args.header_read_timeout);
+    server.serve(router.into_make_service()).await
 }

@@ -427,7 +427,16 @@ async fn version_metrics(env: &'static Env, port: u16, minor: u32) {
         );
         assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
     }
-    assert!(get("/readyz").await.is_ok());
+    // Ready follows once the policy has been read too (it may trail the version by a moment).
+    let mut ready = get("/readyz").await;
+    for _ in 0..300 {
+        if ready.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        ready = get("/readyz").await;
+    }
+    assert!(ready.is_ok(), "never ready: {ready:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -518,6 +518,72 @@ async fn wrong_content_type_and_oversize_bodies_are_refused() {
             .render()
             .contains("resize_guard_admission_bad_requests_total 1")
     );
+    // The intake counts the oversize body (undeclared length: the large lane) on its own.
+    let text = st.metrics.render();
+    assert!(
+        text.contains(
+            "resize_guard_admission_refusals_total{reason=\"too-large\",lane=\"large\"} 1"
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn events_are_only_for_a_pod_the_cluster_view_knows_with_the_same_uid() {
+    use resize_guard_webhook::review::{Stage, review};
+    let (cluster, app) = field_test(Policy::default());
+    let infeasible = |old: &Pod| {
+        let new = with_cpu(old, "2430m", "2430m");
+        serde_json::to_vec(&resize_review(old, &new, false)).unwrap()
+    };
+    // The real pod: the Event is addressed from the view's entry.
+    let r = review(Stage::Validate, &infeasible(&app), &cluster).unwrap();
+    let ev = r.event.expect("event for the known pod");
+    assert_eq!(
+        (
+            ev.regarding.namespace.as_deref(),
+            ev.regarding.name.as_deref(),
+            ev.regarding.uid.as_deref(),
+            ev.regarding.kind.as_deref()
+        ),
+        (
+            Some("prod"),
+            Some("app"),
+            app.metadata.uid.as_deref(),
+            Some("Pod")
+        )
+    );
+    assert!(r.event_withheld.is_none());
+    // Forged requests: another namespace with the real UID, a made-up UID, no UID. Each is
+    // still judged (denied) but records nothing; nor does a request naming an unknown node.
+    let mut other_ns = app.clone();
+    other_ns.metadata.namespace = Some("elsewhere".into());
+    let mut other_uid = app.clone();
+    other_uid.metadata.uid = Some("forged".into());
+    let mut no_uid = app.clone();
+    no_uid.metadata.uid = None;
+    let mut other_node = app.clone();
+    other_node.spec.as_mut().unwrap().node_name = Some("n9".into());
+    let r = review(Stage::Validate, &infeasible(&other_node), &cluster).unwrap();
+    assert!(r.event.is_none(), "{:?}", r.event);
+    for forged in [other_ns, other_uid, no_uid] {
+        let r = review(Stage::Validate, &infeasible(&forged), &cluster).unwrap();
+        assert!(!r.allowed, "{}", r.decision);
+        assert!(r.event.is_none(), "{:?}", r.event);
+        let why = r.event_withheld.expect("why no Event");
+        assert!(why.contains("not in the cluster view"), "{why}");
+    }
+    // Through the router, a withheld Event is counted.
+    let st = state(cluster);
+    let mut forged = app.clone();
+    forged.metadata.uid = Some("forged".into());
+    let (status, _) = post_raw(&st, "/validate", "application/json", infeasible(&forged)).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = st.metrics.render();
+    assert!(
+        text.contains("resize_guard_events_withheld_total 1"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

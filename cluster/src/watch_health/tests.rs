@@ -107,12 +107,12 @@ fn the_threshold_is_configurable() {
 fn a_successful_event_ends_the_streak() {
     let t0 = Instant::now();
     let mut s = WatchState::default();
-    s.on_event(t0, true);
+    s.on_event(t0, Progress::Listed);
     s.on_error(t0, "boom".into());
     s.on_error(t0 + secs(40), "boom".into());
     s.on_error(t0 + secs(70), "boom".into());
     assert!(s.problem(t0 + secs(70), secs(60)).is_some());
-    let r = s.on_event(t0 + secs(71), false).unwrap();
+    let r = s.on_event(t0 + secs(71), Progress::Changed).unwrap();
     assert_eq!(
         r,
         Recovery {
@@ -125,7 +125,7 @@ fn a_successful_event_ends_the_streak() {
     assert_eq!(s.errors, 3, "the total is kept");
     assert!(s.last_error.is_some(), "the last error is kept");
     assert_eq!(
-        s.on_event(t0 + secs(72), false),
+        s.on_event(t0 + secs(72), Progress::Changed),
         None,
         "nothing to recover from"
     );
@@ -135,7 +135,7 @@ fn a_successful_event_ends_the_streak() {
 fn a_single_error_never_makes_the_view_unready() {
     let t0 = Instant::now();
     let mut s = WatchState::default();
-    s.on_event(t0, true);
+    s.on_event(t0, Progress::Listed);
     s.on_error(t0, "connection reset".into());
     for at in [1, 30, 44, 45, 61, 200] {
         assert_eq!(s.problem(t0 + secs(at), secs(60)), None, "at {at}s");
@@ -147,7 +147,7 @@ fn a_single_error_never_makes_the_view_unready() {
 fn a_streak_that_goes_quiet_has_ended_and_the_next_error_starts_a_new_one() {
     let t0 = Instant::now();
     let mut s = WatchState::default();
-    s.on_event(t0, true);
+    s.on_event(t0, Progress::Listed);
     for i in 0..=7 {
         s.on_error(t0 + secs(10 * i), "timeout".into());
     }
@@ -158,7 +158,7 @@ fn a_streak_that_goes_quiet_has_ended_and_the_next_error_starts_a_new_one() {
     assert_eq!(s.failing_since, Some(t0 + secs(300)));
     assert_eq!(s.streak_errors, 1);
     assert_eq!(s.errors, 9);
-    let r = s.on_event(t0 + secs(400), false).unwrap();
+    let r = s.on_event(t0 + secs(400), Progress::Changed).unwrap();
     assert_eq!(
         r.failed_for,
         Duration::ZERO,
@@ -170,8 +170,8 @@ fn a_streak_that_goes_quiet_has_ended_and_the_next_error_starts_a_new_one() {
 fn a_relist_error_does_not_unlist_a_listed_resource() {
     let t0 = Instant::now();
     let mut s = WatchState::default();
-    s.on_event(t0, true);
-    s.on_event(t0 + secs(1), false);
+    s.on_event(t0, Progress::Listed);
+    s.on_event(t0 + secs(1), Progress::Changed);
     s.on_error(t0 + secs(2), "410 Gone".into());
     assert!(s.synced);
 }
@@ -232,7 +232,11 @@ fn every_error_is_counted_through_the_hook() {
         h.observe_at(Watched::Pods, &err(), t0 + secs(i));
     }
     h.observe_at(Watched::Nodes, &err(), t0);
-    h.observe_at(Watched::Nodes, &ok(watcher::Event::Init), t0);
+    h.observe_at(
+        Watched::Nodes,
+        &ok(watcher::Event::Apply(Pod::default())),
+        t0,
+    );
     assert_eq!(count.load(Ordering::Relaxed), 6);
     assert_eq!(pods.load(Ordering::Relaxed), 5);
     assert_eq!(h.state(Watched::Pods).unwrap().errors, 5);
@@ -276,7 +280,7 @@ fn a_cache_is_stale_until_listed_and_after_an_error_until_an_event_or_a_quiet_sp
     let t0 = Instant::now();
     let mut w = WatchState::default();
     assert_eq!(w.stale(t0), Some("a cache has not listed yet"));
-    w.on_event(t0, true);
+    w.on_event(t0, Progress::Listed);
     assert_eq!(w.stale(t0), None);
     w.on_error(t0, "connection refused".into());
     assert!(w.stale(t0 + Duration::from_secs(1)).is_some());
@@ -284,6 +288,87 @@ fn a_cache_is_stale_until_listed_and_after_an_error_until_an_event_or_a_quiet_sp
     assert_eq!(w.stale(t0 + CURRENT_AFTER_QUIET), None);
     w.on_error(t0 + Duration::from_secs(20), "again".into());
     assert!(w.stale(t0 + Duration::from_secs(21)).is_some());
-    w.on_event(t0 + Duration::from_secs(22), false);
+    w.on_event(t0 + Duration::from_secs(22), Progress::Changed);
     assert_eq!(w.stale(t0 + Duration::from_secs(22)), None);
+}
+
+#[test]
+fn a_relist_keeps_the_cache_stale_until_its_end_not_its_first_item() {
+    let t0 = Instant::now();
+    let h = health();
+    list_all(&h, t0);
+    // The watch fails (410 Gone) and relists: Init, the items, InitDone.
+    h.observe_at(Watched::Pods, &err(), t0 + secs(1));
+    h.observe_at(Watched::Pods, &ok(watcher::Event::Init), t0 + secs(2));
+    let stale = |at: u64| h.state(Watched::Pods).unwrap().stale(t0 + secs(at));
+    assert!(stale(2).is_some());
+    h.observe_at(
+        Watched::Pods,
+        &ok(watcher::Event::InitApply(Pod::default())),
+        t0 + secs(3),
+    );
+    assert_eq!(
+        stale(3),
+        Some("a watch is relisting and its cache still holds the snapshot from before")
+    );
+    // A relist that takes longer than the quiet spell is still not current.
+    h.observe_at(
+        Watched::Pods,
+        &ok(watcher::Event::InitApply(Pod::default())),
+        t0 + secs(30),
+    );
+    assert!(stale(30).is_some());
+    assert!(h.state(Watched::Pods).unwrap().failing_since.is_some());
+    h.observe_at(Watched::Pods, &ok(watcher::Event::InitDone), t0 + secs(31));
+    assert_eq!(stale(31), None);
+    assert_eq!(h.state(Watched::Pods).unwrap().failing_since, None);
+}
+
+#[test]
+fn a_resumed_watch_is_current_at_its_first_change() {
+    let t0 = Instant::now();
+    let mut w = WatchState::default();
+    w.on_event(t0, Progress::ListStarted);
+    w.on_event(t0, Progress::Listed);
+    w.on_error(t0 + secs(1), "watch stream failed".into());
+    assert!(w.stale(t0 + secs(2)).is_some());
+    w.on_event(t0 + secs(2), Progress::Changed);
+    assert_eq!(w.stale(t0 + secs(2)), None);
+}
+
+#[test]
+fn an_advisory_resource_degrades_instead_of_making_the_view_unready() {
+    let t0 = Instant::now();
+    let h = health().advisory(&[Watched::PodDisruptionBudgets]);
+    for w in [
+        Watched::Pods,
+        Watched::Nodes,
+        Watched::ConfigMap,
+        Watched::LastGoodPolicy,
+    ] {
+        h.observe_at(w, &ok(watcher::Event::InitDone), t0);
+    }
+    h.observe_at(Watched::PodDisruptionBudgets, &err(), t0);
+    assert_eq!(h.readiness_at(t0 + secs(1)), Ok(()));
+    assert!(
+        h.degraded_at(t0 + secs(1)).unwrap().starts_with(
+            "poddisruptionbudgets: not listed yet (last error 1s ago: list failed: 403"
+        )
+    );
+    h.observe_at(
+        Watched::PodDisruptionBudgets,
+        &ok(watcher::Event::InitDone),
+        t0 + secs(2),
+    );
+    assert_eq!(h.degraded_at(t0 + secs(2)), None);
+    // Not advisory: the same failure makes the view unready and degrades nothing.
+    let strict = health();
+    strict.observe_at(Watched::PodDisruptionBudgets, &err(), t0);
+    assert!(
+        strict
+            .readiness_at(t0)
+            .unwrap_err()
+            .contains("poddisruptionbudgets: not listed yet (last error")
+    );
+    assert_eq!(strict.degraded_at(t0), None);
 }

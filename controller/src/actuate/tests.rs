@@ -54,7 +54,24 @@ fn fake(mut answer: Answer) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
             send.send_response(response);
         }
     });
+    // The retry layer production puts on kube's stack (`resize_guard_runtime::api_client`).
+    let service = tower::ServiceBuilder::new()
+        .layer(resize_guard_runtime::api_client::layer())
+        .map_err(tower::BoxError::from)
+        .service(service);
     (kube::Client::new(service, "default"), seen)
+}
+
+/// The Eviction API's refusal under a PodDisruptionBudget, as kube-apiserver words it.
+fn budget_refusal() -> (StatusCode, Value) {
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
+               "reason": "TooManyRequests",
+               "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+               "details": {"causes": [{"reason": "DisruptionBudget",
+                   "message": "The disruption budget web needs 2 healthy pods and has 2 currently"}]}}),
+    )
 }
 
 fn status(code: u16, reason: &str) -> (StatusCode, Value) {
@@ -106,6 +123,7 @@ fn actuator(client: kube::Client, leadership: Leadership) -> Actuator {
         metrics: Arc::new(Metrics::new()),
         leadership,
         seal: Arc::new(crate::plan::PlanSeal::fixed(&[7; 32])),
+        brakes: Arc::new(crate::brakes::Brakes::new()),
     }
 }
 
@@ -150,9 +168,18 @@ async fn preempt(
             record,
             victims,
             note: "n".into(),
+            limits: Limits::of(&resize_guard_policy::policy::Policy::default()),
         },
     )
     .await
+}
+
+/// A fresh plan evicting v1 then v2, recorded before (what a multi-victim plan does).
+async fn preempt_two(a: &Actuator) -> Action {
+    let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
+    preempt(a, Record::Before(plan(&victims)), victims)
+        .await
+        .unwrap()
 }
 
 /// The requests other than Event posts (published off the critical path, in any order).
@@ -186,10 +213,7 @@ async fn settle() {
 async fn a_multi_victim_plan_is_recorded_then_each_victim_evicted_and_marked() {
     let (client, seen) = fake(Box::new(ok));
     let a = actuator(client, Leadership::forever());
-    let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
-    let action = preempt(&a, Record::Before(plan(&victims)), victims)
-        .await
-        .unwrap();
+    let action = preempt_two(&a).await;
     assert_eq!(action, Action::requeue(SHORT_WAIT));
     assert_eq!(
         writes(&seen),
@@ -253,16 +277,13 @@ async fn a_one_victim_plan_is_recorded_after_its_eviction() {
 async fn a_budget_refusal_clears_the_plan_and_touches_no_further_victim() {
     let (client, seen) = fake(Box::new(|s: &Seen| {
         if s.path.ends_with("v1/eviction") {
-            status(429, "TooManyRequests")
+            budget_refusal()
         } else {
             ok(s)
         }
     }));
     let a = actuator(client, Leadership::forever());
-    let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
-    let action = preempt(&a, Record::Before(plan(&victims)), victims)
-        .await
-        .unwrap();
+    let action = preempt_two(&a).await;
     assert_eq!(action, Action::requeue(REPLAN_WAIT));
     assert_eq!(
         writes(&seen),
@@ -272,12 +293,76 @@ async fn a_budget_refusal_clears_the_plan_and_touches_no_further_victim() {
             "PATCH /api/v1/namespaces/prod/pods/app",
         ]
     );
-    let cleared = &seen.lock().unwrap()[2].body;
+    let cleared = seen.lock().unwrap()[2].body.clone();
     assert_eq!(
         cleared["metadata"]["annotations"][crate::plan::PLAN_ANNOTATION],
         Value::Null
     );
     assert!(a.metrics.render().contains("outcome=\"pdb_blocked\""));
+    settle().await;
+    assert_eq!(events(&seen), ["PreemptionReplanned"]);
+    let note = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|s| s.path.contains("/events"))
+        .map(|s| s.body["note"].as_str().unwrap_or_default().to_owned())
+        .unwrap();
+    assert!(note.contains("needs 2 healthy pods"), "{note}");
+}
+
+#[tokio::test]
+async fn a_throttled_eviction_is_asked_once_and_the_plan_kept_for_later() {
+    // API Priority and Fairness: 429 with Retry-After, a plain-text body, no budget cause.
+    let (client, seen) = fake(Box::new(|s: &Seen| {
+        if s.path.ends_with("/eviction") {
+            status(429, "TooManyRequests")
+        } else {
+            ok(s)
+        }
+    }));
+    let a = actuator(client, Leadership::forever());
+    let action = preempt_two(&a).await;
+    assert_eq!(action, Action::requeue(crate::decision::THROTTLE_WAIT));
+    // The plan stays recorded (no clearing patch), the eviction was sent once (not retried by
+    // the client), and nothing counts as fenced.
+    assert_eq!(
+        writes(&seen),
+        [
+            "PATCH /api/v1/namespaces/prod/pods/app",
+            "POST /api/v1/namespaces/batch/pods/v1/eviction",
+        ]
+    );
+    let metrics = a.metrics.render();
+    assert!(metrics.contains("outcome=\"throttled\""), "{metrics}");
+    assert!(
+        metrics.contains("resize_guard_fenced_writes_total 0"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_plan_record_is_retried_by_the_client_and_the_plan_goes_on() {
+    let mut throttled = false;
+    let (client, seen) = fake(Box::new(move |s: &Seen| {
+        if s.method == Method::PATCH && s.path.ends_with("pods/app") && !throttled {
+            throttled = true;
+            status(429, "TooManyRequests")
+        } else {
+            ok(s)
+        }
+    }));
+    let a = actuator(client, Leadership::forever());
+    let action = preempt_two(&a).await;
+    assert_eq!(action, Action::requeue(SHORT_WAIT));
+    assert_eq!(
+        writes(&seen)[..3],
+        [
+            "PATCH /api/v1/namespaces/prod/pods/app",
+            "PATCH /api/v1/namespaces/prod/pods/app",
+            "POST /api/v1/namespaces/batch/pods/v1/eviction",
+        ]
+    );
 }
 
 #[tokio::test]
@@ -373,6 +458,7 @@ async fn a_replica_that_does_not_lead_writes_nothing() {
             record: Record::Before(plan(&[])),
             victims: vec![removal("v1", Via::Delete)],
             note: "n".into(),
+            limits: Limits::of(&resize_guard_policy::policy::Policy::default()),
         },
     ] {
         let err = a.apply(&preemptor(), decision).await.unwrap_err();
@@ -400,4 +486,52 @@ fn errors_print_each_cause_once() {
     let chain = e.chain();
     assert_eq!(chain.matches("not the leader").count(), 1, "{chain}");
     assert!(chain.starts_with("preempting batch/v1: "), "{chain}");
+}
+
+#[tokio::test]
+async fn a_plan_the_brakes_hold_back_writes_nothing_and_says_why() {
+    let (client, seen) = fake(Box::new(ok));
+    let a = actuator(client, Leadership::forever());
+    let mut limits = Limits::of(&resize_guard_policy::policy::Policy::default());
+    limits.per_resize = 2; // the bucket holds one plan of 2
+    let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
+    let first = Decision::Preempt {
+        record: Record::Before(plan(&victims)),
+        victims,
+        note: "n".into(),
+        limits,
+    };
+    a.apply(&preemptor(), first).await.unwrap();
+    let made = writes(&seen).len();
+    let on = |node: &str, uid: &str| {
+        let mut p = preemptor();
+        p.metadata.uid = Some(uid.into());
+        p.metadata.name = Some(uid.into());
+        p.spec.as_mut().unwrap().node_name = Some(node.into());
+        p
+    };
+    let one = |name: &str| {
+        let v = vec![removal(name, Via::Eviction)];
+        Decision::Preempt {
+            record: Record::After(plan(&v)),
+            victims: v,
+            note: "n".into(),
+            limits,
+        }
+    };
+    // Another resize on the same node waits for the plan in flight there; one elsewhere waits
+    // for the eviction rate (20 a minute: one token back in 3 s).
+    let busy = a.apply(&on("n1", "u-b"), one("v3")).await.unwrap();
+    assert_eq!(busy, Action::requeue(NODE_BUSY_WAIT));
+    let rate = a.apply(&on("n2", "u-c"), one("v4")).await.unwrap();
+    let shown = format!("{rate:?}");
+    assert!(shown.contains("Some(2.9"), "{shown}");
+    assert_eq!(writes(&seen).len(), made, "{:?}", writes(&seen));
+    let metrics = a.metrics.render();
+    for outcome in ["held_node_busy", "held_eviction_rate"] {
+        assert!(
+            metrics.contains(&format!("outcome=\"{outcome}\"")),
+            "{metrics}"
+        );
+    }
 }

@@ -84,6 +84,7 @@ fn a_deferred_resize_gets_a_fresh_one_victim_plan_recorded_after_the_eviction() 
             record: Record::After(rec),
             victims,
             note,
+            ..
         } => {
             assert_eq!(rec.generation, 2);
             let planned: Vec<PodKey> = victims.iter().map(|r| r.victim.clone()).collect();
@@ -460,19 +461,85 @@ fn a_plan_with_several_victims_is_recorded_before_any_is_touched() {
     }
 }
 
+/// An Eviction API answer as kube-apiserver sends it (`code`, causes of `reason`, Retry-After).
+fn answer(code: u16, causes: &[(&str, &str)], retry_after: u32) -> kube::core::Status {
+    serde_json::from_value(serde_json::json!({
+        "status": "Failure", "code": code, "reason": "TooManyRequests",
+        "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+        "details": {
+            "retryAfterSeconds": retry_after,
+            "causes": causes.iter().map(|(reason, message)| serde_json::json!({"reason": reason, "message": message})).collect::<Vec<_>>(),
+        }
+    }))
+    .unwrap()
+}
+
 #[test]
-fn a_budget_refusal_drops_the_plan_and_chooses_again_soon() {
+fn a_budget_refusal_drops_the_plan_and_chooses_again_soon_saying_which_budget() {
     let victim = PodKey {
         namespace: "batch".into(),
         name: "guarded".into(),
         uid: "u".into(),
     };
-    match budget_refused(&victim) {
-        Decision::Replan { why, after } => {
-            assert!(why.contains("batch/guarded"), "{why}");
-            assert_eq!(after, REPLAN_WAIT);
+    // Both of upstream's budget answers: no disruption allowed, and a status not yet computed.
+    for (message, retry) in [
+        (
+            "The disruption budget web needs 2 healthy pods and has 2 currently",
+            0,
+        ),
+        (
+            "The disruption budget web is still being processed by the server.",
+            10,
+        ),
+    ] {
+        let refusal = answer(429, &[("DisruptionBudget", message)], retry);
+        match eviction_refused(&victim, &refusal) {
+            Some(Decision::Replan { why, after }) => {
+                assert!(why.contains("batch/guarded"), "{why}");
+                assert!(why.contains(message), "{why}");
+                assert_eq!(after, REPLAN_WAIT);
+            }
+            other => panic!("{other:?}"),
         }
-        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn throttling_keeps_the_plan_for_as_long_as_the_server_asks_within_bounds() {
+    let victim = PodKey {
+        namespace: "batch".into(),
+        name: "v".into(),
+        uid: "u".into(),
+    };
+    for (code, retry, wait) in [
+        (429, 0, THROTTLE_WAIT),
+        (429, 5, Duration::from_secs(5)),
+        (503, 0, THROTTLE_WAIT),
+        (504, 3600, MAX_THROTTLE_WAIT),
+    ] {
+        match eviction_refused(&victim, &answer(code, &[], retry)) {
+            Some(Decision::Throttled { why, after }) => {
+                assert_eq!(after, wait, "{code} {retry}");
+                assert!(why.contains(&format!("HTTP {code}")), "{why}");
+            }
+            other => panic!("{code}: {other:?}"),
+        }
+    }
+    // Two budgets over the victim: upstream's 500 re-plans (the next plan leaves it alone).
+    let mut two = answer(500, &[], 0);
+    two.message = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.".into();
+    assert!(matches!(
+        eviction_refused(&victim, &two),
+        Some(Decision::Replan { why, .. }) if why.contains("more than one PodDisruptionBudget")
+    ));
+    // A 429 whose cause is not a budget is throttling too; another 500 or a 403 is not a
+    // refusal this decides on.
+    assert!(matches!(
+        eviction_refused(&victim, &answer(429, &[("FieldValueInvalid", "x")], 0)),
+        Some(Decision::Throttled { .. })
+    ));
+    for code in [500, 403, 404] {
+        assert!(eviction_refused(&victim, &answer(code, &[], 0)).is_none());
     }
 }
 
@@ -644,4 +711,34 @@ fn a_recorded_victim_is_judged_where_it_is_now_by_the_rules_of_a_fresh_plan() {
         ),
         VictimState::Gone
     );
+}
+
+#[test]
+fn a_victim_terminating_long_past_its_grace_period_stalls_the_plan_with_a_warning() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let rec = two_victim_plan();
+    let states = [VictimState::Terminating, VictimState::Gone];
+    let at = |secs: i64| Timestamp::from_second(now().as_second() + secs).unwrap();
+    // Grace 45 s (the tests' victims) + 60 s of slack: waiting until then, stalled after.
+    assert!(matches!(
+        decide(&pod, &v, Some(&rec), &states, &policy, at(105)),
+        Decision::Wait { .. }
+    ));
+    match decide(&pod, &v, Some(&rec), &states, &policy, at(106)) {
+        Decision::Stalled { note, after } => {
+            assert!(note.contains("batch/first (grace period 45s)"), "{note}");
+            assert!(!note.contains("batch/second"), "{note}");
+            assert_eq!(after, STALLED_RECHECK);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A grace cap shortens the wait.
+    let mut capped = Policy::default();
+    capped.preemption.max_grace_period_seconds = Some(5);
+    assert!(matches!(
+        decide(&pod, &v, Some(&rec), &states, &capped, at(66)),
+        Decision::Stalled { .. }
+    ));
 }

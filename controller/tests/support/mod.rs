@@ -34,19 +34,26 @@ pub async fn start(env: &Env, identity: &str) -> Controller {
 /// Starts a replica named `identity` as installed so far (nothing re-applied) without waiting
 /// for it to be ready (with no policy in force it never is).
 pub async fn start_unready(env: &Env, identity: &str) -> Controller {
+    start_unready_with(env, identity, &[])
+}
+
+/// [`start_unready`] with `extra` flags.
+pub fn start_unready_with(env: &Env, identity: &str, extra: &[String]) -> Controller {
     let health_port = free_port().unwrap();
+    let mut args = vec![
+        format!("--health-addr=127.0.0.1:{health_port}"),
+        "--namespace=resize-guard".into(),
+        format!("--identity={identity}"),
+        "--lease-duration=4s".into(),
+        "--renew-interval=1s".into(),
+    ];
+    args.extend_from_slice(extra);
     let process = spawn_as_service_account(
         env,
         Identity::Controller,
         env!("CARGO_BIN_EXE_resize-guard-controller"),
         &format!("controller-{identity}"),
-        &[
-            format!("--health-addr=127.0.0.1:{health_port}"),
-            "--namespace=resize-guard".into(),
-            format!("--identity={identity}"),
-            "--lease-duration=4s".into(),
-            "--renew-interval=1s".into(),
-        ],
+        &args,
     );
     Controller {
         process,
@@ -91,6 +98,22 @@ pub async fn resize_pending_on(env: &Env, pods: &Api<Pod>, ns: &str, name: &str,
 }
 
 impl Controller {
+    /// Waits until this replica leads (another test's replica may hold the Lease until it
+    /// expires).
+    pub async fn wait_leading(&self) {
+        for _ in 0..400 {
+            if self.is_leader().await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "{} never led:\n{}",
+            self.identity,
+            self.process.log_tail(4000)
+        );
+    }
+
     /// `resize_guard_leader` from /metrics.
     pub async fn is_leader(&self) -> bool {
         resize_guard_harness::install::http_get(self.health_port, "/metrics")

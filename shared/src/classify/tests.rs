@@ -366,6 +366,52 @@ fn unbound_pods_and_unknown_nodes_are_skipped() {
 }
 
 #[test]
+fn a_node_without_allocatable_is_not_judged_infeasible_nor_preempted_on() {
+    let old = app("250m").build();
+    let pods = [old.clone(), filler()];
+    for (what, strip) in [
+        ("status.allocatable", None),
+        ("allocatable memory", Some("memory")),
+    ] {
+        let mut n = t3_medium();
+        let status = n.status.as_mut().unwrap();
+        match strip {
+            None => status.allocatable = None,
+            Some(key) => {
+                status.allocatable.as_mut().unwrap().remove(key);
+            }
+        }
+        let w = World {
+            ledger: NodeLedger::new(&n, &pods),
+            ..World::new(&pods)
+        };
+        // Far too big for any real node and, against a zero allocatable, for this one: still no
+        // Infeasible (nor a Deferred plan) while the node has not said what it holds.
+        for cpu in ["550m", "2430m"] {
+            let v = w.classify(&old, &resized(cpu));
+            let Verdict::Skipped(why) = &v else {
+                panic!("{what}, {cpu}: {v:?}")
+            };
+            assert_eq!(
+                why,
+                &format!(
+                    "node n1 reports no {what}, so whether the resize fits is unknown; the kubelet decides"
+                )
+            );
+            assert_eq!(v.outcome(&w.policy).action, Ruling::Allow);
+            let deferred = app("250m").resize("app", "cpu", cpu).build();
+            assert!(matches!(assess(&deferred, &w.ctx()), Verdict::Skipped(_)));
+        }
+    }
+    // The same node with its allocatable: judged as ever.
+    let w = World::new(&pods);
+    assert!(matches!(
+        w.classify(&old, &resized("2430m")),
+        Verdict::Infeasible(_)
+    ));
+}
+
+#[test]
 fn invalid_quantities_are_denied_not_panicked_on() {
     let old = app("250m").build();
     let mut new = old.clone();

@@ -186,3 +186,30 @@ fn a_victim_keeps_its_own_grace_unless_a_cap_is_set() {
     assert_eq!(p.victim_grace_seconds(Some(600)), 20);
     assert_eq!(p.victim_grace_seconds(Some(5)), 5);
 }
+
+#[test]
+fn the_brakes_have_safe_defaults_and_refuse_a_zero_rate() {
+    let p = Policy::default();
+    assert_eq!(p.preemption.max_evictions_per_minute, 20);
+    assert_eq!(p.preemption.circuit_breaker.futile_plans, 3);
+    let p = Policy::from_yaml(
+        "preemption:\n  maxVictimsPerResize: 2\n  maxEvictionsPerMinute: 12\n  circuitBreaker:\n    futilePlans: 0\n",
+    )
+    .unwrap();
+    assert_eq!(p.preemption.max_evictions_per_minute, 12);
+    assert_eq!(p.preemption.circuit_breaker.futile_plans, 0);
+    assert_eq!(p.preemption.circuit_breaker.pause_seconds, 300);
+    assert!(
+        p.to_yaml().contains("maxEvictionsPerMinute: 12"),
+        "{}",
+        p.to_yaml()
+    );
+    let e = Policy::from_yaml("preemption:\n  maxEvictionsPerMinute: 0\n").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("maxEvictionsPerMinute must be at least 1"),
+        "{e}"
+    );
+    let e = Policy::from_yaml("preemption:\n  circuitBreaker:\n    futile: 1\n").unwrap_err();
+    assert!(e.to_string().contains("futile"), "{e}");
+}

@@ -398,6 +398,33 @@ fn pdb_respect_lets_the_budget_go_to_the_least_important_pod() {
 }
 
 #[test]
+fn pdb_respect_never_plans_a_pod_two_budgets_cover() {
+    // Both budgets allow a disruption, but the Eviction API refuses a pod more than one covers.
+    let pods = [
+        resizer("550m"),
+        pod("doubly", 0, "500m", 90)
+            .label("app", "db")
+            .label("tier", "data")
+            .build(),
+        pod("other", 10, "500m", 10).build(),
+    ];
+    let mut by_tier = pdb("db", 1);
+    by_tier.metadata.name = Some("tier-pdb".into());
+    by_tier.spec.as_mut().unwrap().selector = Some(LabelSelector {
+        match_labels: Some([("tier".to_owned(), "data".to_owned())].into()),
+        ..Default::default()
+    });
+    let budgets = Budgets::new(&[pdb("db", 1), by_tier]);
+    let p = plan_with("1200m", &pods, &budgets, &Policy::default()).unwrap();
+    assert_eq!(names(&p), ["other"]);
+    // Deleting (bestEffort) knows no such limit: the younger, less important pod goes.
+    let mut policy = Policy::default();
+    policy.preemption.pdb = PdbMode::BestEffort;
+    let p = plan_with("1200m", &pods, &budgets, &policy).unwrap();
+    assert_eq!(names(&p), ["doubly"]);
+}
+
+#[test]
 fn pdb_best_effort_prefers_non_violating_victims_like_upstream() {
     // Upstream reprieves PDB-violating pods first, so a non-violating pod of *higher* priority is
     // chosen over a violating one when either suffices.

@@ -483,6 +483,14 @@ impl ControlPlane {
         Ok(p)
     }
 
+    /// Stops kube-controller-manager if it runs (a later [`ControlPlane::start_controller_manager`]
+    /// starts a new one).
+    pub fn stop_controller_manager(&self) {
+        if let Ok(mut slot) = self.controller_manager.lock() {
+            *slot = None;
+        }
+    }
+
     /// Stops kube-scheduler if it runs.
     pub fn stop_scheduler(&self) {
         if let Ok(mut slot) = self.scheduler.lock() {
