@@ -15,6 +15,7 @@
 #   make bench-scale  both release programs on a real kube-apiserver holding 1,000 nodes and
 #                 3,000 -> 10,000 -> 30,000 running pods (STEPS=..., NODES=...; ~30 min)
 #   make vpa      build (or reuse) VPA v1.6.0's updater and admission-controller for the VPA tests
+#   make flood    the brakes under 200 Deferred resizes on 20 hollow nodes (~10 min; `make test` runs 20 on 4)
 #   make fuzz     the four fuzz targets for FUZZ_SECONDS each (default 300; `make test` runs them 10 s each)
 
 CARGO ?= cargo
@@ -35,7 +36,7 @@ WITH_HELM = RESIZE_GUARD_HELM_BIN="$$(scripts/build-helm.sh | tail -n 1)/helm"
 # VPA v1.6.0 updater + admission-controller from Go modules (first run ~4 min), for the VPA tests.
 WITH_VPA = RESIZE_GUARD_VPA_DIR="$$(scripts/build-vpa.sh | tail -n 1)"
 
-.PHONY: test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss
+.PHONY: test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
@@ -130,6 +131,11 @@ test-matrix:
 	done; \
 	$(TARGET_DIR)/debug/resize-guard-matrix --dir $(MATRIX_DIR) --minors "$(MINORS)" --readme README.md || status=1; \
 	exit $$status
+
+# The brakes at the issue's full size: 200 Deferred resizes on 20 hollow nodes, 12 evictions a minute.
+flood:
+	$(WITH_K8S) RESIZE_GUARD_FLOOD=full $(CARGO) test --locked -p resize-guard-controller \
+		--test e2e_failover -- a_flood_of_deferred_resizes --nocapture
 
 sandbox:
 	$(WITH_K8S) $(CARGO) run --locked -p resize-guard-harness --bin resize-guard-sandbox -- tests/harness/sandbox.yaml

@@ -404,6 +404,7 @@ impl Actuator {
                 victims,
                 note,
                 limits,
+                pending_on_node,
             } => {
                 let fresh = !matches!(record, Record::Recorded);
                 let node = pod::node_name(pod).unwrap_or_default();
@@ -413,6 +414,7 @@ impl Actuator {
                     node,
                     count,
                     fresh,
+                    pending_on_node,
                     limits,
                     std::time::Instant::now(),
                 ) {

@@ -11,10 +11,15 @@
 //!   only when the bucket holds a token for each of its victims, so two plans admitted together
 //!   can never exceed it; tokens of victims that were not removed go back.
 //! - **Victims per resize across plans**: `maxVictimsPerResize` caps the victims one resize
-//!   costs in all its plans together (counted per pod UID and `metadata.generation`).
+//!   costs over its plans that helped nobody (counted per pod UID and `metadata.generation`).
 //! - **A circuit breaker** (`preemption.circuitBreaker`): a plan is futile when the victims of
-//!   the previous plan for the same resize were removed and the resize still needs another.
-//!   `futilePlans` of them within `windowSeconds` stop every preemption for `pauseSeconds`.
+//!   the previous plan for the same resize were removed, the resize still needs another, and no
+//!   other resize on the node was admitted meanwhile (its count of pending resizes did not
+//!   drop): the room went nowhere resize-guard meant it to (the kubelet counts differently, or
+//!   new pods took it). Room that went to other pending resizes of the node is progress, not
+//!   futility: equal-priority resizes take freed room in the kubelet's order, not the plan's.
+//!   `futilePlans` futile plans within `windowSeconds` stop every preemption for
+//!   `pauseSeconds`.
 //!
 //! The counts live in this process. A new leader starts them afresh: after a failover a resize
 //! may cost up to `maxVictimsPerResize` again, and the rate's bucket starts full.
@@ -113,8 +118,11 @@ struct Claim {
 struct Spent {
     generation: i64,
     victims: u32,
-    /// Victims of the current plan were removed (a further plan would be futile).
+    /// Victims of the current plan were removed (a further plan is futile unless the node made
+    /// progress).
     removed_this_plan: bool,
+    /// Pending resizes on the node when the current plan was made.
+    pending_at_plan: usize,
     touched: Instant,
 }
 
@@ -203,13 +211,16 @@ impl Brakes {
     }
 
     /// Lets a plan of `victims` for `preemptor` start now, or says why not. `fresh` is a new
-    /// plan (not the resume of a recorded one).
+    /// plan (not the resume of a recorded one); `pending_on_node` counts the node's pending
+    /// resizes now (its drop between two plans is the node's progress).
+    #[allow(clippy::too_many_arguments)]
     pub fn admit(
         &self,
         preemptor: &Pod,
         node: &str,
         victims: u32,
         fresh: bool,
+        pending_on_node: usize,
         limits: Limits,
         now: Instant,
     ) -> Result<Admission<'_>, Held> {
@@ -242,10 +253,17 @@ impl Brakes {
             .get(&uid)
             .filter(|r| r.generation == generation)
             .cloned();
-        let (already, futile) = spent
-            .as_ref()
-            .map(|r| (r.victims, fresh && r.removed_this_plan))
-            .unwrap_or((0, false));
+        // After a plan whose victims went: futile if the node made no progress, and then its
+        // victims count toward this resize's cap; with progress the count starts again.
+        let after_removal = spent.as_ref().is_some_and(|r| fresh && r.removed_this_plan);
+        let futile = after_removal
+            && spent
+                .as_ref()
+                .is_some_and(|r| pending_on_node >= r.pending_at_plan);
+        let already = match &spent {
+            Some(r) if !after_removal || futile => r.victims,
+            _ => 0,
+        };
         if already.saturating_add(victims) > limits.per_resize {
             return Err(Held::Spent {
                 spent: already,
@@ -300,14 +318,17 @@ impl Brakes {
             generation,
             victims: 0,
             removed_this_plan: false,
+            pending_at_plan: pending_on_node,
             touched: now,
         });
         if entry.generation != generation {
             entry.generation = generation;
             entry.victims = 0;
         }
+        entry.victims = entry.victims.min(already);
         if fresh {
             entry.removed_this_plan = false;
+            entry.pending_at_plan = pending_on_node;
         }
         entry.touched = now;
         Ok(Admission {

@@ -73,6 +73,9 @@ pub enum Decision {
         note: String,
         /// The policy's brakes on it.
         limits: Limits,
+        /// Pending resizes on the node now, for the brakes' measure of progress (filled in by
+        /// the reconciler from the node's ledger, which `decide` does not read).
+        pending_on_node: usize,
     },
     /// The recorded plan may not be acted on (not written by resize-guard, or it names a pod a
     /// fresh plan under the current policy could not choose, or more victims than the cap):
@@ -242,6 +245,7 @@ pub fn decide(
                 note: format!("resuming the recorded plan: {}", join(&pending)),
                 victims: removals(pending, policy, grace),
                 limits: Limits::of(policy),
+                pending_on_node: 0,
             };
         }
         if let Some(note) = stalled(p, victims, policy, now, grace) {
@@ -527,6 +531,7 @@ fn plan_fresh(
         ),
         victims: removals(victims, policy, grace),
         limits: Limits::of(policy),
+        pending_on_node: 0,
     }
 }
 

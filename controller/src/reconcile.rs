@@ -14,7 +14,7 @@ use resize_guard_policy::pod::{is_deferred_now, is_resize_infeasible, node_name,
 use resize_guard_policy::{Context, assess};
 
 use crate::actuate::{ActuateError, Actuator};
-use crate::decision::{VictimState, decide, plan_untrusted, victim_state};
+use crate::decision::{Decision, VictimState, decide, plan_untrusted, victim_state};
 use crate::plan::{PLAN_ANNOTATION, verified};
 use resize_guard_policy::pod::PodKey;
 
@@ -108,7 +108,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
         })
         .collect();
     let grace = |v: &PodKey| ctx.view.pod_entry(&v.uid)?.grace_seconds;
-    let decision = decide(
+    let mut decision = decide(
         &pod,
         &verdict,
         plan.as_ref(),
@@ -117,6 +117,14 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
         Timestamp::now(),
         &grace,
     );
+    if let Decision::Preempt {
+        pending_on_node, ..
+    } = &mut decision
+    {
+        *pending_on_node = ledger
+            .as_deref()
+            .map_or(0, |l| l.pods.iter().filter(|e| e.pending.is_some()).count());
+    }
     let action = ctx.actuator.apply(&pod, decision).await;
     ctx.actuator
         .metrics

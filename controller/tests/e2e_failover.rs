@@ -626,9 +626,9 @@ fn owned_pod(name: &str, node: &str, cpu: &str, kind: &str, owner: &str) -> Pod 
 /// 200 resizes on 20 nodes; by default 20 on 4. Each node holds `k` high-priority pods that
 /// each grow by 100m, `ceil(k/3) + 1` ReplicaSet-owned 300m victims and one DaemonSet-owned
 /// 100m pod, and no free room, so every resize is Deferred and the node needs `ceil(k/3)`
-/// victims. With `maxEvictionsPerMinute: 12` and `maxVictimsPerResize: 2`, read back from the
-/// audit log: the evictions never outrun the bucket (2 at once, then 12 a minute), no node loses
-/// more victims than it needs (one plan in flight per node), no resize costs more than 2, the
+/// victims. With `maxEvictionsPerMinute: 12` and `maxVictimsPerResize` what one plan needs,
+/// read back from the audit log: the evictions never outrun the bucket (one plan at once, then
+/// 12 a minute), no node loses more victims than it needs (one plan in flight per node), the
 /// DaemonSet's pods and the spare victims stay, and every resize completes.
 #[tokio::test]
 async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
@@ -638,12 +638,14 @@ async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
     let full = std::env::var("RESIZE_GUARD_FLOOD").is_ok_and(|v| v == "full");
     let (nodes, k): (u32, u32) = if full { (20, 10) } else { (4, 5) };
     let needed = k.div_ceil(3);
-    let (per_minute, cap) = (12.0_f64, 2.0_f64);
+    // The cap is what one plan needs: with k equal-priority resizes racing for the room, a plan
+    // must make its resize fit whichever of them the kubelet admits first (`victims/race.rs`).
+    let (per_minute, cap) = (12.0_f64, f64::from(needed));
     // (Set after the start: installing resets the policy.)
     let c = support::start(env, "flood").await;
     resize_guard_harness::install::set_policy(
         env,
-        "preemption:\n  maxVictimsPerResize: 2\n  maxEvictionsPerMinute: 12\n",
+        &format!("preemption:\n  maxVictimsPerResize: {needed}\n  maxEvictionsPerMinute: 12\n"),
     )
     .await;
     c.wait_policy(|p| p.contains("maxEvictionsPerMinute: 12"))

@@ -84,9 +84,9 @@ pub struct PreemptionPolicy {
     pub enabled: bool,
     /// PDB handling.
     pub pdb: PdbMode,
-    /// Most victims one resize may cost (at least 1): in one plan, and in all the plans made
-    /// for the same resize together (a resize still Deferred after its victims went gets
-    /// another plan only within what is left of this).
+    /// Most victims one resize may cost (at least 1): in one plan, and over the plans made for
+    /// the same resize that helped nobody (victims gone, no resize on the node admitted since):
+    /// such a resize gets another plan only within what is left of this.
     #[serde(deserialize_with = "at_least_one")]
     pub max_victims_per_resize: u32,
     /// Most victims removed per minute across the cluster (at least 1). A whole plan of up to
@@ -133,9 +133,9 @@ impl Default for PreemptionPolicy {
     }
 }
 
-/// `preemption.circuitBreaker:`. A plan is futile when its victims were removed and the same
-/// resize then needs another plan: the room went elsewhere, or the kubelet counts differently
-/// than the plan did. `futilePlans` of those within `windowSeconds` stop every preemption for
+/// `preemption.circuitBreaker:`. A plan is futile when its victims were removed, the same
+/// resize then needs another plan, and no other resize on the node was admitted meanwhile: the
+/// room went elsewhere, or the kubelet counts differently than the plan did. `futilePlans` of those within `windowSeconds` stop every preemption for
 /// `pauseSeconds`, with a Warning Event and `resize_guard_preemption_paused`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]

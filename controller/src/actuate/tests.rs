@@ -169,6 +169,7 @@ async fn preempt(
             victims,
             note: "n".into(),
             limits: Limits::of(&resize_guard_policy::policy::Policy::default()),
+            pending_on_node: 1,
         },
     )
     .await
@@ -459,6 +460,7 @@ async fn a_replica_that_does_not_lead_writes_nothing() {
             victims: vec![removal("v1", Via::Delete)],
             note: "n".into(),
             limits: Limits::of(&resize_guard_policy::policy::Policy::default()),
+            pending_on_node: 1,
         },
     ] {
         let err = a.apply(&preemptor(), decision).await.unwrap_err();
@@ -500,6 +502,7 @@ async fn a_plan_the_brakes_hold_back_writes_nothing_and_says_why() {
         victims,
         note: "n".into(),
         limits,
+        pending_on_node: 1,
     };
     a.apply(&preemptor(), first).await.unwrap();
     let made = writes(&seen).len();
@@ -517,6 +520,7 @@ async fn a_plan_the_brakes_hold_back_writes_nothing_and_says_why() {
             victims: v,
             note: "n".into(),
             limits,
+            pending_on_node: 1,
         }
     };
     // Another resize on the same node waits for the plan in flight there; one elsewhere waits
