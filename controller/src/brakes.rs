@@ -29,6 +29,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use resize_guard_policy::pod::PodKey;
 use resize_guard_policy::policy::{CircuitBreaker, Policy};
 
 /// How long a node stays claimed by a plan nobody hears of (its preemptor deleted, say).
@@ -178,18 +179,6 @@ impl Drop for Admission<'_> {
     }
 }
 
-fn uid_of(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
-}
-
-fn name_of(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
-}
-
 impl Brakes {
     /// Brakes with a full bucket, no claims, no counts.
     pub fn new() -> Brakes {
@@ -225,7 +214,8 @@ impl Brakes {
         now: Instant,
     ) -> Result<Admission<'_>, Held> {
         let mut s = self.lock();
-        let uid = uid_of(preemptor);
+        let key = PodKey::of(preemptor);
+        let uid = key.uid.clone();
         let generation = preemptor.metadata.generation.unwrap_or_default();
         if let Some(until) = s.paused_until {
             if now < until {
@@ -255,14 +245,13 @@ impl Brakes {
             .cloned();
         // After a plan whose victims went: futile if the node made no progress, and then its
         // victims count toward this resize's cap; with progress the count starts again.
-        let after_removal = spent.as_ref().is_some_and(|r| fresh && r.removed_this_plan);
-        let futile = after_removal
-            && spent
-                .as_ref()
-                .is_some_and(|r| pending_on_node >= r.pending_at_plan);
-        let already = match &spent {
-            Some(r) if !after_removal || futile => r.victims,
-            _ => 0,
+        let (already, futile) = match &spent {
+            Some(r) if fresh && r.removed_this_plan => {
+                let futile = pending_on_node >= r.pending_at_plan;
+                (if futile { r.victims } else { 0 }, futile)
+            }
+            Some(r) => (r.victims, false),
+            None => (0, false),
         };
         if already.saturating_add(victims) > limits.per_resize {
             return Err(Held::Spent {
@@ -310,7 +299,7 @@ impl Brakes {
             node.to_owned(),
             Claim {
                 uid: uid.clone(),
-                holder: name_of(preemptor),
+                holder: key.to_string(),
                 since: now,
             },
         );
@@ -342,7 +331,7 @@ impl Brakes {
     /// The preemptor's plan ended (cleared, dropped, re-planned, failed): its node is free.
     /// With `resolved` (the resize was admitted or is gone) its count is forgotten too.
     pub fn release(&self, preemptor: &Pod, node: Option<&str>, resolved: bool) {
-        let uid = uid_of(preemptor);
+        let uid = PodKey::of(preemptor).uid;
         let mut s = self.lock();
         if let Some(node) = node
             && s.nodes.get(node).is_some_and(|c| c.uid == uid)
@@ -356,7 +345,7 @@ impl Brakes {
 
     /// The preemptor's plan is still in flight (its victims terminating): its claim stays fresh.
     pub fn touch(&self, preemptor: &Pod, node: Option<&str>, now: Instant) {
-        let uid = uid_of(preemptor);
+        let uid = PodKey::of(preemptor).uid;
         let mut s = self.lock();
         if let Some(claim) = node.and_then(|n| s.nodes.get_mut(n))
             && claim.uid == uid
