@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::objects::*;
@@ -191,6 +191,117 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
     );
     assert!(support::preempted(&pods, &["guarded"]).await.is_empty());
     assert!(support::preempted(&pods2, &["filler"]).await.is_empty());
+}
+
+/// A pod with no controlling owner is gone for good once preempted: by default
+/// (`preemption.allowBarePodVictims: false`) it is no victim, and the Event names the rule.
+#[tokio::test]
+async fn a_bare_pod_is_not_a_victim_by_default_and_the_event_names_the_rule() {
+    let env = setup().await;
+    let _g = env.guard();
+    let ns = env.namespace("bare").await;
+    let node = env.node("t3-medium", "1930m", "3Gi").await;
+    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let (name, class, cpu, memory) = FILLER;
+    let bare = guaranteed_pod(name, &node, class, cpu, memory);
+    let created = create_running_as_is(&pods, &bare).await.unwrap();
+    assert!(created.metadata.owner_references.is_none());
+    create_all(&pods, &node, &[APP]).await.unwrap();
+    deferred(&pods, env, &ns, "app", "550m").await;
+    let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
+    assert!(
+        failed[0]
+            .1
+            .contains("1 without a controlling owner (preemption.allowBarePodVictims)"),
+        "{failed:?}"
+    );
+    assert!(support::preempted(&pods, &["filler"]).await.is_empty());
+}
+
+/// RBAC grants the controller `patch pods` cluster-wide, for its plan annotation only; the
+/// shipped ValidatingAdmissionPolicy `resize-guard-controller-pod-writes` makes kube-apiserver
+/// refuse any other change it would make to a pod, while the same changes by anyone else, and
+/// the annotation by the controller, go through.
+#[tokio::test]
+async fn the_controllers_pod_patches_reach_only_the_plan_annotation() {
+    let env = setup().await;
+    let _g = env.guard();
+    let ns = env.namespace("confined").await;
+    let admin: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let controller: Api<Pod> = Api::namespaced(
+        env.cp
+            .client_as(resize_guard_harness::control_plane::Identity::Controller)
+            .await
+            .unwrap(),
+        &ns,
+    );
+    admin
+        .create(
+            &PostParams::default(),
+            &guaranteed_pod("app", "", "low", "100m", "64Mi"),
+        )
+        .await
+        .unwrap();
+    let patch = |v: serde_json::Value| {
+        let api = controller.clone();
+        async move {
+            api.patch("app", &PatchParams::default(), &Patch::Merge(&v))
+                .await
+        }
+    };
+    let refused = |r: Result<Pod, kube::Error>| match r {
+        Err(kube::Error::Api(e)) => {
+            e.code == 403 && e.message.contains("resize-guard-controller-pod-writes")
+        }
+        _ => false,
+    };
+    // The policy reaches kube-apiserver's admission through an informer: wait for its first
+    // refusal, then every other answer is the policy's.
+    let label = json!({"metadata": {"labels": {"tampered": "yes"}}});
+    let deadline = std::time::Instant::now() + T;
+    while !refused(patch(label.clone()).await) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the controller still changes labels"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for (what, body) in [
+        (
+            "an annotation",
+            json!({"metadata": {"annotations": {"other": "x"}}}),
+        ),
+        ("the spec", json!({"spec": {"activeDeadlineSeconds": 60}})),
+        (
+            "finalizers",
+            json!({"metadata": {"finalizers": ["example.com/hold"]}}),
+        ),
+    ] {
+        let r = patch(body).await;
+        assert!(refused(r), "the controller changed {what}");
+    }
+    let plan = |v: serde_json::Value| json!({"metadata": {"annotations": {"resize-guard.io/preemption": v}}});
+    patch(plan(json!("{}"))).await.unwrap();
+    patch(plan(serde_json::Value::Null)).await.unwrap();
+    admin
+        .patch("app", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    let now = admin.get("app").await.unwrap();
+    assert_eq!(
+        now.metadata
+            .labels
+            .unwrap()
+            .get("tampered")
+            .map(String::as_str),
+        Some("yes")
+    );
+    assert!(
+        !now.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("resize-guard.io/preemption")
+    );
 }
 
 #[tokio::test]

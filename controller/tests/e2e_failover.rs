@@ -624,12 +624,12 @@ fn owned_pod(name: &str, node: &str, cpu: &str, kind: &str, owner: &str) -> Pod 
 
 /// The brakes under a flood of Deferred resizes: `RESIZE_GUARD_FLOOD=full` gives the issue's
 /// 200 resizes on 20 nodes; by default 20 on 4. Each node holds `k` high-priority pods that
-/// each grow by 100m, `ceil(k/3) + 1` ReplicaSet-owned 300m victims and one DaemonSet-owned
-/// 100m pod, and no free room, so every resize is Deferred and the node needs `ceil(k/3)`
+/// each grow by 100m, `ceil(k/3) + 1` ReplicaSet-owned 300m victims, one bare 300m pod (the
+/// youngest: the first a planner would take) and one DaemonSet-owned 100m pod, and no free room, so every resize is Deferred and the node needs `ceil(k/3)`
 /// victims. With `maxEvictionsPerMinute: 12` and `maxVictimsPerResize` what one plan needs,
 /// read back from the audit log: the evictions never outrun the bucket (one plan at once, then
 /// 12 a minute), no node loses more victims than it needs (one plan in flight per node), the
-/// DaemonSet's pods and the spare victims stay, and every resize completes.
+/// DaemonSet's pods, the bare pods and the spare victims stay, and every resize completes.
 #[tokio::test]
 async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
     let env = shared(EnvOptions::default());
@@ -659,7 +659,7 @@ async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
     let setup = (0..nodes).map(|n| {
         let (env, pods) = (env, pods.clone());
         async move {
-            let cpu = format!("{}m", k * 100 + (needed + 1) * 300 + 100);
+            let cpu = format!("{}m", k * 100 + (needed + 2) * 300 + 100);
             let node = env.node(&format!("flood{n}"), &cpu, "8Gi").await;
             let mut names = Vec::new();
             let ds = owned_pod(&format!("n{n}-ds"), &node, "100m", "DaemonSet", "agent");
@@ -674,6 +674,9 @@ async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
                 .unwrap();
                 names.push((name, node.clone(), false));
             }
+            // The youngest of the low-priority pods, the first a planner would take, but bare.
+            let bare = guaranteed_pod(&format!("n{n}-bare"), &node, "low", "300m", "64Mi");
+            create_running_as_is(&pods, &bare).await.unwrap();
             for i in 0..k {
                 let name = format!("n{n}-app{i}");
                 create_running(&pods, &guaranteed_pod(&name, &node, "high", "100m", "64Mi"))
@@ -783,6 +786,12 @@ async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
                 .await
                 .is_empty(),
             "the DaemonSet's pod stays"
+        );
+        assert!(
+            support::preempted(&pods, &[&format!("n{n}-bare")])
+                .await
+                .is_empty(),
+            "the bare pod stays"
         );
     }
     assert!(evictions.len() as f64 <= cap * growing.len() as f64);

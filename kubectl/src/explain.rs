@@ -399,6 +399,7 @@ mod tests {
     #[test]
     fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
         let filler = PodBuilder::new("batch", "filler")
+            .owned_by("ReplicaSet")
             .node("n")
             .priority(100)
             .container(container("app").guaranteed("1500m", "256Mi"))

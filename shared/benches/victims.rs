@@ -44,6 +44,7 @@ fn scenario(rng: &mut Lcg) -> (Vec<Pod>, usize) {
         let cpu = 100 + rng.next(700);
         let mid = rng.next(4) == 0;
         let mut b = PodBuilder::new("batch", &format!("p{i}"))
+            .owned_by("ReplicaSet")
             .node("n1")
             .priority(if mid { 10_000 } else { 100 })
             .never_preempt()

@@ -165,6 +165,12 @@ impl PodBuilder {
         self
     }
 
+    /// Removes every owner: a bare pod, which nothing would recreate.
+    pub fn bare(mut self) -> Self {
+        self.pod.metadata.owner_references = None;
+        self
+    }
+
     /// Adds a regular container.
     pub fn container(mut self, c: ContainerBuilder) -> Self {
         self.spec().containers.push(c.build());

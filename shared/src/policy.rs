@@ -110,8 +110,9 @@ pub struct PreemptionPolicy {
     /// the pod straight back on the same node, so the room does not stay free.
     pub allow_daemon_set_victims: bool,
     /// May pods with no controlling owner be victims? Nothing recreates them, so preempting one
-    /// loses it for good; set `false` to spare them. On by default, as kube-scheduler's
-    /// preemption treats them.
+    /// loses it for good. Off by default: kube-scheduler's preemption does take them, but a
+    /// resize is worth less than a pod nobody can bring back; `true` treats them as the
+    /// scheduler does.
     pub allow_bare_pod_victims: bool,
 }
 
@@ -128,7 +129,7 @@ impl Default for PreemptionPolicy {
             protected_namespaces: Vec::new(),
             protected_selector: ProtectedSelector::default(),
             allow_daemon_set_victims: false,
-            allow_bare_pod_victims: true,
+            allow_bare_pod_victims: false,
         }
     }
 }

@@ -249,7 +249,7 @@ fn model() -> impl Strategy<Value = Case<Expect>> {
                     protected_namespaces: protected.clone(),
                     protected_selector: ProtectedSelector(Selector::parse(selector).unwrap()),
                     allow_daemon_set_victims: false,
-                    allow_bare_pod_victims: true,
+                    allow_bare_pod_victims: false,
                 },
                 namespaces: NamespacePolicy {
                     exclude: exclude.clone(),

@@ -16,6 +16,7 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::{PodBuilder, container, node};
 use resize_guard_policy::ledger::NodeLedger;
+use resize_guard_policy::pod::Controller;
 use resize_guard_policy::policy::{PdbMode, Policy};
 use resize_guard_policy::qos::{QosClass, current_qos_class, spec_qos_class};
 use resize_guard_policy::quantity::parse_nanos;
@@ -33,6 +34,8 @@ struct PodSpecGen {
     start: i64,
     terminating: bool,
     protected: bool,
+    /// No controlling owner: never a victim under the default policy.
+    bare: bool,
     namespace: &'static str,
 }
 
@@ -46,15 +49,17 @@ fn pod_gen(cpu: Range<u32>, mem_mi: Range<u32>) -> impl Strategy<Value = PodSpec
         prop::bool::weighted(0.1),
         prop::bool::weighted(0.1),
         prop::sample::select(vec!["apps", "batch", "kube-system"]),
+        prop::bool::weighted(0.1),
     )
         .prop_map(
-            |(p, cpu, mem_mi, start, terminating, protected, namespace)| PodSpecGen {
+            |(p, cpu, mem_mi, start, terminating, protected, namespace, bare)| PodSpecGen {
                 priority: p * 100,
                 cpu,
                 mem_mi,
                 start,
                 terminating,
                 protected,
+                bare,
                 namespace,
             },
         )
@@ -71,6 +76,9 @@ fn build(i: usize, g: &PodSpecGen) -> Pod {
     }
     if g.protected {
         b = b.label("resize-guard.io/protected", "true");
+    }
+    if !g.bare {
+        b = b.owned_by("ReplicaSet");
     }
     b.build()
 }
@@ -240,6 +248,10 @@ fn victims_are_strictly_lower_priority_and_never_protected() {
             prop_assert!(!e.terminating);
             prop_assert!(v.key.namespace != "kube-system");
             prop_assert!(!protected.matches(e.labels.as_deref()));
+            prop_assert!(
+                e.controller != Controller::None,
+                "a bare pod is no victim by default"
+            );
             prop_assert!(v.key.uid != p.key.uid);
         }
         Ok(!plan.victims.is_empty())
@@ -407,7 +419,8 @@ proptest! {
         let candidates_free: Resources = ledger
             .others(&p.key.uid)
             .filter(|e| e.terminating || (e.priority < p.priority && e.key.namespace != "kube-system"
-                && !policy.preemption.protected_selector.0.matches(e.labels.as_deref())))
+                && !policy.preemption.protected_selector.0.matches(e.labels.as_deref())
+                && e.controller != Controller::None))
             .map(|e| e.held)
             .sum();
         let all_gone = (p.request + ledger.used_by_others(&p.key.uid) - candidates_free)

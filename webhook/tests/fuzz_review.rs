@@ -224,6 +224,7 @@ fn field_test(policy: Policy) -> World {
         .qos_status("Guaranteed")
         .build();
     let filler = PodBuilder::new("batch", "filler")
+        .owned_by("ReplicaSet")
         .node("n1")
         .priority(100)
         .label("app", "batch")

@@ -27,6 +27,7 @@ fn field_test(policy: Policy) -> (FixedCluster, Pod) {
         .qos_status("Guaranteed")
         .build();
     let filler = PodBuilder::new("batch", "filler")
+        .owned_by("ReplicaSet")
         .node("n1")
         .priority(100)
         .container(container("work").guaranteed("1500m", "256Mi"))

@@ -32,7 +32,9 @@ fn deferred_app() -> Pod {
 
 fn filler(terminating: bool) -> Pod {
     let b = PodBuilder::new("batch", "filler")
+        .owned_by("ReplicaSet")
         .node("n1")
+        .owned_by("ReplicaSet")
         .priority(100)
         .container(container("w").guaranteed("1500m", "256Mi"))
         .running(5);
@@ -439,7 +441,9 @@ fn a_plan_with_several_victims_is_recorded_before_any_is_touched() {
         .insert("cpu".into(), Quantity("1000m".into()));
     let small = |name: &str| {
         PodBuilder::new("batch", name)
+            .owned_by("ReplicaSet")
             .node("n1")
+            .owned_by("ReplicaSet")
             .priority(100)
             .container(container("w").guaranteed("400m", "64Mi"))
             .running(5)
@@ -648,6 +652,7 @@ fn a_recorded_victim_is_judged_where_it_is_now_by_the_rules_of_a_fresh_plan() {
     let low = |ns: &str, name: &str, node: &str| {
         PodBuilder::new(ns, name)
             .node(node)
+            .owned_by("ReplicaSet")
             .priority(100)
             .container(container("w").guaranteed("100m", "64Mi"))
             .running(5)

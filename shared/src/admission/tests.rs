@@ -149,6 +149,7 @@ fn the_mutating_stage_alone_warns_of_a_deferred_resize_and_refuses_a_stuck_one_o
         .qos_status("Guaranteed")
         .build();
     let low = PodBuilder::new("batch", "low")
+        .owned_by("ReplicaSet")
         .node("n1")
         .priority(10)
         .container(container("c").guaranteed("800m", "256Mi"))

@@ -25,6 +25,7 @@ fn app(cpu: &str) -> PodBuilder {
 
 fn filler() -> Pod {
     PodBuilder::new("batch", "filler")
+        .owned_by("ReplicaSet")
         .node("n1")
         .container(container("work").guaranteed("1500m", "256Mi"))
         .running(5)
@@ -296,6 +297,7 @@ fn stuck_deferred_is_warned_or_denied_by_policy() {
 fn deferred_awaiting_termination_says_so() {
     let old = app("250m").build();
     let leaving = PodBuilder::new("batch", "leaving")
+        .owned_by("ReplicaSet")
         .node("n1")
         .container(container("w").guaranteed("1500m", "256Mi"))
         .running(5)
@@ -452,6 +454,7 @@ fn warnings_fit_the_api_servers_256_character_limit() {
                 &format!("a-rather-long-victim-pod-name-{i}"),
             )
             .node("n1")
+            .owned_by("ReplicaSet")
             .container(container("c").guaranteed("80m", "64Mi"))
             .running(i)
             .build(),
@@ -632,6 +635,7 @@ fn the_victim_cap_is_stated_with_the_count_a_plan_would_take() {
     let mut pods = vec![old.clone()];
     pods.extend((0..5).map(|i| {
         PodBuilder::new("batch", &format!("small{i}"))
+            .owned_by("ReplicaSet")
             .node("n1")
             .container(container("w").guaranteed("300m", "64Mi"))
             .running(5 + i)
@@ -670,6 +674,7 @@ fn a_plan_that_leaves_room_for_a_racing_resize_says_so() {
         .build();
     let low = |name: &str, cpu: &str, start: i64| {
         PodBuilder::new("batch", name)
+            .owned_by("ReplicaSet")
             .node("n1")
             .container(container("w").guaranteed(cpu, "64Mi"))
             .running(start)

@@ -24,7 +24,7 @@ fn defaults_match_the_design() {
     assert_eq!(p.preemption.min_deferred_seconds, 0);
     assert!(p.preemption.protected_namespaces.is_empty());
     assert!(!p.preemption.allow_daemon_set_victims);
-    assert!(p.preemption.allow_bare_pod_victims);
+    assert!(!p.preemption.allow_bare_pod_victims);
     assert_eq!(
         p.preemption.protected_selector.0.to_string(),
         "resize-guard.io/protected=true"

@@ -12,9 +12,12 @@ use k8s_openapi::api::policy::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+/// A pod something would recreate (a ReplicaSet owns it), so only the rules under test decide
+/// whether it may be a victim.
 fn pod(name: &str, priority: i32, cpu: &str, start: i64) -> PodBuilder {
     PodBuilder::new("ns", name)
         .node("n1")
+        .owned_by("ReplicaSet")
         .priority(priority)
         .container(container("c").guaranteed(cpu, "64Mi"))
         .running(start)
@@ -153,6 +156,7 @@ fn among_equal_priority_the_youngest_is_preempted() {
 fn a_pod_that_has_not_started_counts_as_youngest() {
     let unstarted = PodBuilder::new("ns", "unstarted")
         .node("n1")
+        .owned_by("ReplicaSet")
         .container(container("c").guaranteed("500m", "64Mi"))
         .build();
     let pods = [
@@ -275,11 +279,11 @@ fn terminating_pods_that_are_not_enough_reduce_the_victims_needed() {
 }
 
 #[test]
-fn daemon_set_pods_are_victims_only_when_policy_allows_and_bare_pods_unless_it_forbids() {
+fn daemon_set_and_bare_pods_are_victims_only_when_policy_allows() {
     // One 500m candidate is enough; which one may go is the policy's say.
     let ds = pod("agent", 0, "500m", 10).owned_by("DaemonSet").build();
-    let rs = pod("web", 0, "500m", 20).owned_by("ReplicaSet").build();
-    let bare = pod("bare", 0, "500m", 30).build();
+    let rs = pod("web", 0, "500m", 20).build();
+    let bare = pod("bare", 0, "500m", 30).bare().build();
     let mut policy = Policy::default();
     let only = |p: &Pod, policy: &Policy| plan("1000m", &[resizer("750m"), p.clone()], policy);
     match only(&ds, &policy).unwrap_err() {
@@ -287,10 +291,6 @@ fn daemon_set_pods_are_victims_only_when_policy_allows_and_bare_pods_unless_it_f
         other => panic!("{other:?}"),
     }
     assert_eq!(names(&only(&rs, &policy).unwrap()), ["web"]);
-    assert_eq!(names(&only(&bare, &policy).unwrap()), ["bare"]);
-    policy.preemption.allow_daemon_set_victims = true;
-    policy.preemption.allow_bare_pod_victims = false;
-    assert_eq!(names(&only(&ds, &policy).unwrap()), ["agent"]);
     match only(&bare, &policy).unwrap_err() {
         NoPlan::NoCandidates { excluded, .. } => assert_eq!(excluded.bare, 1),
         other => panic!("{other:?}"),
@@ -301,6 +301,10 @@ fn daemon_set_pods_are_victims_only_when_policy_allows_and_bare_pods_unless_it_f
         e.contains("1 without a controlling owner (preemption.allowBarePodVictims)"),
         "{e}"
     );
+    policy.preemption.allow_daemon_set_victims = true;
+    policy.preemption.allow_bare_pod_victims = true;
+    assert_eq!(names(&only(&ds, &policy).unwrap()), ["agent"]);
+    assert_eq!(names(&only(&bare, &policy).unwrap()), ["bare"]);
 }
 
 #[test]
@@ -526,6 +530,7 @@ fn memory_shortfall_is_planned_like_cpu() {
         .build();
     let low = PodBuilder::new("ns", "low")
         .node("n1")
+        .owned_by("ReplicaSet")
         .container(container("c").guaranteed("100m", "2Gi"))
         .running(5)
         .build();

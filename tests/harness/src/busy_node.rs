@@ -26,7 +26,7 @@ use serde_json::json;
 
 use crate::control_plane::ControlPlane;
 use crate::hollow_node::{HollowNode, HollowNodeConfig};
-use crate::objects::{allocated_cpu, cpu_resize, guaranteed_pod, resize_pending, wait_gone};
+use crate::objects::{allocated_cpu, cpu_resize, guaranteed_pod, owned, resize_pending, wait_gone};
 
 /// The namespace of the busy node's pods.
 pub const NAMESPACE: &str = "busy";
@@ -197,7 +197,11 @@ impl BusyNode {
         for i in 0..self.scene.low_pods {
             let name = Scene::low_name(i);
             if !existing.contains(&name) {
-                let pod = guaranteed_pod(&name, NODE, LOW_CLASS, &low_cpu, "64Mi");
+                let pod = owned(
+                    &pods,
+                    &guaranteed_pod(&name, NODE, LOW_CLASS, &low_cpu, "64Mi"),
+                )
+                .await?;
                 pods.create(&PostParams::default(), &pod)
                     .await
                     .with_context(|| format!("pod {name}"))?;

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, PostParams};
@@ -70,8 +71,54 @@ pub async fn create_all(
     Ok(())
 }
 
-/// Creates a pod and waits until its node's kubelet reports it Running.
+/// The suspended Job that owns, as their controller, the pods [`create_running`] creates in a
+/// namespace: resize-guard takes only pods something would recreate as victims
+/// (`preemption.allowBarePodVictims: false` by default), and low-priority batch work is what a
+/// preemption usually takes. No running controller manages Jobs here (see
+/// [`crate::control_plane::CONTROLLERS`]), so the Job never creates, claims or releases a pod,
+/// while the garbage collector, where it runs, finds the owner and leaves the pods alone.
+pub const OWNER_JOB: &str = "batch";
+
+/// `pod` with [`OWNER_JOB`] of the pod API's namespace as its controlling owner (created on
+/// first use), unless it already has owners.
+pub async fn owned(api: &Api<Pod>, pod: &Pod) -> anyhow::Result<Pod> {
+    let mut pod = pod.clone();
+    if pod.metadata.owner_references.is_some() {
+        return Ok(pod);
+    }
+    let ns = api
+        .namespace()
+        .ok_or_else(|| anyhow::anyhow!("owned pods need a namespaced pod API"))?;
+    let jobs: Api<Job> = Api::namespaced(api.clone().into_client(), ns);
+    let job: Job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": OWNER_JOB},
+        "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "app", "image": "registry.example/app:1"}]}}},
+    }))?;
+    let job = match jobs.create(&PostParams::default(), &job).await {
+        Ok(job) => job,
+        Err(kube::Error::Api(e)) if e.code == 409 => jobs.get(OWNER_JOB).await?,
+        Err(e) => return Err(e.into()),
+    };
+    let uid = job
+        .metadata
+        .uid
+        .ok_or_else(|| anyhow::anyhow!("Job {ns}/{OWNER_JOB} has no uid"))?;
+    pod.metadata.owner_references = Some(vec![serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job", "name": OWNER_JOB, "uid": uid,
+        "controller": true,
+    }))?]);
+    Ok(pod)
+}
+
+/// Creates a pod owned by the namespace's [`OWNER_JOB`] (unless it has owners) and waits until
+/// its node's kubelet reports it Running.
 pub async fn create_running(api: &Api<Pod>, pod: &Pod) -> anyhow::Result<Pod> {
+    create_running_as_is(api, &owned(api, pod).await?).await
+}
+
+/// Creates a pod exactly as given (a bare pod stays bare) and waits until it is Running.
+pub async fn create_running_as_is(api: &Api<Pod>, pod: &Pod) -> anyhow::Result<Pod> {
     let created = api.create(&PostParams::default(), pod).await?;
     let name = created.metadata.name.clone().unwrap_or_default();
     wait_pod(api, &name, Duration::from_secs(30), |p| {
