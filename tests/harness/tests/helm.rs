@@ -674,6 +674,8 @@ async fn everything_namespaced_follows_the_install_namespace() {
         "ClusterRoleBinding",
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     ];
     for ((kind, namespace, name), v) in &objs {
         if cluster_scoped.contains(&kind.as_str()) {
@@ -686,6 +688,19 @@ async fn everything_namespaced_follows_the_install_namespace() {
         }
     }
     assert!(objs.contains_key(&("Namespace".into(), String::new(), ns.into())));
+    // The controller's pod-write policy names its ServiceAccount in any namespace.
+    let policy = &objs[&(
+        "ValidatingAdmissionPolicy".to_owned(),
+        String::new(),
+        "resize-guard-controller-pod-writes".to_owned(),
+    )];
+    let matched = policy["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        matched.contains("endsWith(':resize-guard-controller')") && !matched.contains(ns),
+        "{matched}"
+    );
     {
         let (kind, path) = ("MutatingWebhookConfiguration", "/mutate");
         let config = &objs[&(kind.to_owned(), String::new(), "resize-guard".to_owned())];
