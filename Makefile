@@ -7,6 +7,8 @@
 #   make image    static release binaries and their images from deploy/image/Containerfile, without a
 #                 container engine: target/image/resize-guard-{webhook,controller}-<version>.oci.tar,
 #                 and the kubectl plugin as target/image/kubectl-resize_guard-<version>-linux-amd64.tar.gz
+#   make push     push both images to REGISTRY=host[:port]/namespace (TAG=..., PLAIN_HTTP=1 for a registry
+#                 on loopback) with the OCI distribution API; credentials from docker/podman login
 #   make bench    benchmarks, printed as tables and written under target/bench/
 #   make sandbox  a real control plane with hollow nodes (upstream kubelet) to try resizes by hand (Ctrl-C stops)
 #   make demo     the field test's three walls, narrated, with resize-guard installed; exits non-zero on any miss
@@ -35,8 +37,10 @@ MATRIX_DIR = $(CURDIR)/target/test-matrix
 WITH_HELM = RESIZE_GUARD_HELM_BIN="$$(scripts/build-helm.sh | tail -n 1)/helm"
 # VPA v1.6.0 updater + admission-controller from Go modules (first run ~4 min), for the VPA tests.
 WITH_VPA = RESIZE_GUARD_VPA_DIR="$$(scripts/build-vpa.sh | tail -n 1)"
+# CNCF distribution's registry from Go modules (first run a few minutes), for the push test.
+WITH_REGISTRY = RESIZE_GUARD_REGISTRY_BIN="$$(scripts/build-registry.sh | tail -n 1)/registry"
 
-.PHONY: test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
+.PHONY: push test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
@@ -61,8 +65,9 @@ test: fmt-check clippy deps-check image unit test-versions
 IMAGE_BIN = target/image-build/x86_64-unknown-linux-gnu/release
 # The kubectl plugin ships as a krew-style archive next to the images (same static build, the
 # commit's time on every entry, so the same source gives the same bytes), with its sha256.
-PLUGIN_ARCHIVE = target/image/kubectl-resize_guard-$(shell $(CARGO) metadata --format-version 1 --no-deps --locked \
-	| python3 -c 'import json, sys; print([p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "resize-guard-kubectl"][0])')-linux-amd64.tar.gz
+VERSION = $(shell $(CARGO) metadata --format-version 1 --no-deps --locked \
+	| python3 -c 'import json, sys; print([p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "resize-guard-kubectl"][0])')
+PLUGIN_ARCHIVE = target/image/kubectl-resize_guard-$(VERSION)-linux-amd64.tar.gz
 image:
 	RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR=target/image-build \
 		$(CARGO) build --locked --release --target x86_64-unknown-linux-gnu \
@@ -76,6 +81,14 @@ image:
 	cd $(dir $(PLUGIN_ARCHIVE)) && sha256sum $(notdir $(PLUGIN_ARCHIVE)) > $(notdir $(PLUGIN_ARCHIVE)).sha256
 	$(IMAGE_BIN)/kubectl-resize_guard --version
 	@echo "image: $(PLUGIN_ARCHIVE)"
+
+# The images `make image` wrote, pushed under REGISTRY by the release build of resize-guard-push
+# (image/src/push.rs; image/tests/push.rs runs this target against a real registry).
+push:
+	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=host[:port]/namespace [TAG=tag] [PLAIN_HTTP=1]" >&2; exit 2; }
+	@test -x $(IMAGE_BIN)/resize-guard-push || { echo "make push: run make image first" >&2; exit 2; }
+	$(IMAGE_BIN)/resize-guard-push --registry "$(REGISTRY)" $(if $(TAG),--tag "$(TAG)") $(if $(PLAIN_HTTP),--plain-http) \
+		target/image/resize-guard-webhook-$(VERSION).oci target/image/resize-guard-controller-$(VERSION).oci
 
 control-plane:
 	scripts/build-control-plane.sh >/dev/null
@@ -99,7 +112,7 @@ deps-check:
 	else echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"; fi
 
 unit:
-	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(CARGO) test --workspace --locked
+	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(CARGO) test --workspace --locked
 
 # The version-sensitive suite on v1.35, the first minor where in-place resize is GA (`unit` ran it
 # on v1.37 with everything else). `--workspace` keeps `unit`'s feature set, so nothing recompiles.

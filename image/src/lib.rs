@@ -15,7 +15,8 @@
 //!
 //! Every timestamp is `SOURCE_DATE_EPOCH` (or 0) and every owner root, so the same binary,
 //! version and revision give the same manifest digest. [`build`] does it all for one binary; the
-//! `resize-guard-image` binary runs it for each binary `make image` built.
+//! `resize-guard-image` binary runs it for each binary `make image` built, and
+//! `resize-guard-push` sends the layouts to a registry ([`push`], `make push`).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod assemble;
@@ -25,6 +26,7 @@ pub mod error;
 pub mod layer;
 pub mod layout;
 pub mod oci;
+pub mod push;
 pub mod spec;
 mod words;
 

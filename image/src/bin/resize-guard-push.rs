@@ -1,0 +1,70 @@
+//! `resize-guard-push`: pushes the OCI layouts `make image` wrote to a registry, each under the
+//! repository and tag it was built as, re-rooted at `--registry`; `make push` runs it.
+//!
+//! ```text
+//! resize-guard-push --registry registry.example/platform [--tag 0.1.0] [--plain-http] \
+//!     target/image/resize-guard-webhook-0.1.0.oci target/image/resize-guard-controller-0.1.0.oci
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use resize_guard_image::push::{Destination, Layout, Registry, credentials};
+
+#[derive(Parser)]
+#[command(
+    name = "resize-guard-push",
+    version,
+    about = "Push resize-guard's OCI image layouts to a registry (OCI distribution API)",
+    after_help = "Credentials: the first of $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json \
+                  (podman login), $DOCKER_CONFIG/config.json or ~/.docker/config.json (docker login) \
+                  that names the registry's host; credential helpers are not run.\n\n\
+                  Examples:\n  \
+                  make push REGISTRY=registry.example/platform\n  \
+                  make push REGISTRY=localhost:5000/resize-guard PLAIN_HTTP=1 TAG=dev"
+)]
+struct Cli {
+    /// `host[:port]/namespace` the images go under: `<registry>/resize-guard-webhook:<tag>`.
+    #[arg(long)]
+    registry: String,
+    /// The tag; by default the one each image was built with (the workspace version).
+    #[arg(long)]
+    tag: Option<String>,
+    /// Talk plain HTTP (a registry on loopback); HTTPS with the system's roots otherwise.
+    #[arg(long)]
+    plain_http: bool,
+    /// Image layout directories (`target/image/<binary>-<version>.oci`).
+    #[arg(required = true)]
+    layouts: Vec<PathBuf>,
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: &Cli) -> anyhow::Result<()> {
+    let registry = cli.registry.trim_end_matches('/');
+    let host = registry.split('/').next().unwrap_or_default();
+    let client = Registry::new(host, cli.plain_http, credentials(host)?)?;
+    for dir in &cli.layouts {
+        let layout = Layout::read(dir)?;
+        let (name, built_tag) = layout.short_name();
+        let tag = cli.tag.clone().unwrap_or(built_tag);
+        let to = Destination::parse(&format!("{registry}/{name}:{tag}"), &tag)?;
+        let pushed = client.push(&layout, &to).await?;
+        println!(
+            "{to}@{}  ({} blobs uploaded, {} already there)",
+            pushed.digest, pushed.uploaded, pushed.present
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,638 @@
+//! Pushing an OCI image layout (what `make image` writes next to each archive) to a registry with
+//! the OCI distribution API, as `make push` does: each blob the registry lacks is uploaded
+//! (`HEAD`, then `POST` + `PUT ?digest=` — the monolithic upload every registry accepts), then the
+//! manifest is `PUT` under the tag, and the digest the registry stored is checked against the
+//! layout's. Credentials come from the files `docker login` and `podman login` write
+//! ([`credentials`]); a `401` is answered once, with Basic credentials or a Bearer token fetched
+//! from the realm the registry names (the token flow of Docker Hub, GHCR, ECR, GAR, Quay).
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde::Deserialize;
+
+use crate::oci::{CONTAINERD_NAME, MANIFEST_MEDIA_TYPE};
+
+/// Why a push failed; every variant names the registry or the file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PushError {
+    /// The destination is not `host[:port]/repository[:tag]`.
+    #[error("destination {0:?}: expected host[:port]/repository[:tag]")]
+    Destination(String),
+    /// The layout directory is missing or malformed.
+    #[error("image layout {}: {problem}", dir.display())]
+    Layout {
+        /// The layout directory.
+        dir: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A credentials file exists but cannot be read.
+    #[error("credentials file {}: {problem}", path.display())]
+    Credentials {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The registry could not be reached.
+    #[error("{method} {url}: {source}")]
+    Connect {
+        /// The request's method.
+        method: Method,
+        /// The request's URL.
+        url: String,
+        /// The client's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The registry answered, but not as the protocol says it should.
+    #[error("{method} {url}: the registry answered {status}: {body}")]
+    Refused {
+        /// The request's method.
+        method: Method,
+        /// The request's URL.
+        url: String,
+        /// The status.
+        status: StatusCode,
+        /// The start of the answer's body (the registry's error JSON).
+        body: String,
+    },
+    /// The registry stored a manifest with another digest than the layout's.
+    #[error("{url}: the registry stored digest {stored}, the layout's manifest is {expected}")]
+    Digest {
+        /// The manifest URL.
+        url: String,
+        /// What the layout holds.
+        expected: String,
+        /// What the registry answered in `Docker-Content-Digest`.
+        stored: String,
+    },
+}
+
+/// Where an image goes: `host[:port]/repository:tag`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// `host[:port]`.
+    pub host: String,
+    /// The repository path under the host, e.g. `resize-guard/resize-guard-webhook`.
+    pub repository: String,
+    /// The tag.
+    pub tag: String,
+}
+
+impl Destination {
+    /// Parses `host[:port]/repository[:tag]`; the tag defaults to `default_tag`.
+    pub fn parse(s: &str, default_tag: &str) -> Result<Destination, PushError> {
+        let bad = || PushError::Destination(s.to_owned());
+        let (host, rest) = s.split_once('/').ok_or_else(bad)?;
+        let (repository, tag) = match rest.rsplit_once(':') {
+            Some((r, t)) if !t.contains('/') => (r, t),
+            _ => (rest, default_tag),
+        };
+        let valid_repo = !repository.is_empty()
+            && repository.split('/').all(|c| {
+                !c.is_empty()
+                    && c.chars().all(|ch| {
+                        ch.is_ascii_lowercase() || ch.is_ascii_digit() || "._-".contains(ch)
+                    })
+            });
+        let valid_tag = !tag.is_empty()
+            && tag.len() <= 128
+            && tag
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "._-".contains(ch));
+        if host.is_empty() || !valid_repo || !valid_tag {
+            return Err(bad());
+        }
+        Ok(Destination {
+            host: host.to_owned(),
+            repository: repository.to_owned(),
+            tag: tag.to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for Destination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}:{}", self.host, self.repository, self.tag)
+    }
+}
+
+/// An image layout read back: the manifest and the blobs it names.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The layout directory.
+    pub dir: PathBuf,
+    /// The full name the image was built under (`io.containerd.image.name`).
+    pub name: String,
+    /// The manifest's digest (`sha256:…`).
+    pub manifest_digest: String,
+    /// The manifest's bytes, pushed as they are.
+    pub manifest: Bytes,
+    /// The config and layer digests, in the manifest's order.
+    pub blobs: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Index {
+    manifests: Vec<IndexEntry>,
+}
+
+#[derive(Deserialize)]
+struct IndexEntry {
+    #[serde(rename = "mediaType")]
+    media_type: String,
+    digest: String,
+    #[serde(default)]
+    annotations: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct Manifest {
+    config: Descriptor,
+    layers: Vec<Descriptor>,
+}
+
+#[derive(Deserialize)]
+struct Descriptor {
+    digest: String,
+}
+
+impl Layout {
+    /// Reads `dir/index.json` (one image manifest) and that manifest.
+    pub fn read(dir: &Path) -> Result<Layout, PushError> {
+        let bad = |problem: String| PushError::Layout {
+            dir: dir.to_path_buf(),
+            problem,
+        };
+        let index = std::fs::read(dir.join("index.json"))
+            .map_err(|e| bad(format!("index.json: {e} (run `make image` first)")))?;
+        let index: Index =
+            serde_json::from_slice(&index).map_err(|e| bad(format!("index.json: {e}")))?;
+        let [entry] = index.manifests.as_slice() else {
+            return Err(bad(format!(
+                "index.json lists {} manifests, expected one",
+                index.manifests.len()
+            )));
+        };
+        if entry.media_type != MANIFEST_MEDIA_TYPE {
+            return Err(bad(format!("index.json names a {}", entry.media_type)));
+        }
+        let manifest = Bytes::from(read_blob(dir, &entry.digest).map_err(bad)?);
+        let parsed: Manifest =
+            serde_json::from_slice(&manifest).map_err(|e| bad(format!("manifest: {e}")))?;
+        let mut blobs = vec![parsed.config.digest];
+        blobs.extend(parsed.layers.into_iter().map(|l| l.digest));
+        Ok(Layout {
+            dir: dir.to_path_buf(),
+            name: entry
+                .annotations
+                .get(CONTAINERD_NAME)
+                .cloned()
+                .unwrap_or_default(),
+            manifest_digest: entry.digest.clone(),
+            manifest,
+            blobs,
+        })
+    }
+
+    /// The repository's last path component and the tag of the name it was built under, e.g.
+    /// `resize-guard-webhook` and `0.1.0`.
+    pub fn short_name(&self) -> (String, String) {
+        let (repo, tag) = match self.name.rsplit_once(':') {
+            Some((r, t)) if !t.contains('/') => (r, t),
+            _ => (self.name.as_str(), ""),
+        };
+        let base = repo.rsplit('/').next().unwrap_or(repo);
+        (base.to_owned(), tag.to_owned())
+    }
+}
+
+/// Reads `blobs/sha256/<hex>` and checks its digest.
+fn read_blob(dir: &Path, digest: &str) -> Result<Vec<u8>, String> {
+    let hex = digest
+        .strip_prefix("sha256:")
+        .filter(|h| h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()))
+        .ok_or_else(|| format!("unsupported digest {digest:?}"))?;
+    let path = dir.join("blobs/sha256").join(hex);
+    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let actual = crate::blob::sha256_digest(&bytes);
+    if actual != digest {
+        return Err(format!("{} has digest {actual}", path.display()));
+    }
+    Ok(bytes)
+}
+
+/// What a push did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    /// The manifest digest the registry stored under the tag.
+    pub digest: String,
+    /// Blobs uploaded.
+    pub uploaded: usize,
+    /// Blobs the registry already had.
+    pub present: usize,
+}
+
+/// A registry client for one host.
+pub struct Registry {
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    base: String,
+    basic: Option<String>,
+    authorization: Mutex<Option<HeaderValue>>,
+}
+
+impl Registry {
+    /// A client for `host`, over plain HTTP when `plain_http` (a registry on loopback), else
+    /// HTTPS verified against the system's roots; `basic` is `base64(user:password)`.
+    pub fn new(host: &str, plain_http: bool, basic: Option<String>) -> Result<Registry, PushError> {
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_native_roots(provider)
+            .map_err(|e| PushError::Connect {
+                method: Method::GET,
+                url: format!("https://{host}/"),
+                source: Box::new(e),
+            })?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let scheme = if plain_http { "http" } else { "https" };
+        Ok(Registry {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            base: format!("{scheme}://{host}"),
+            basic,
+            authorization: Mutex::new(None),
+        })
+    }
+
+    /// Pushes `layout` to `to` (which must be on this client's host).
+    pub async fn push(&self, layout: &Layout, to: &Destination) -> Result<Pushed, PushError> {
+        let (mut uploaded, mut present) = (0, 0);
+        for digest in &layout.blobs {
+            let url = format!("{}/v2/{}/blobs/{digest}", self.base, to.repository);
+            let head = self.send(Method::HEAD, &url, None, Bytes::new()).await?;
+            if head.0 == StatusCode::OK {
+                present += 1;
+                continue;
+            }
+            let bytes = read_blob(&layout.dir, digest).map_err(|problem| PushError::Layout {
+                dir: layout.dir.clone(),
+                problem,
+            })?;
+            self.upload(&to.repository, digest, Bytes::from(bytes))
+                .await?;
+            uploaded += 1;
+        }
+        let url = format!("{}/v2/{}/manifests/{}", self.base, to.repository, to.tag);
+        let (status, headers, body) = self
+            .send(
+                Method::PUT,
+                &url,
+                Some(MANIFEST_MEDIA_TYPE),
+                layout.manifest.clone(),
+            )
+            .await?;
+        expect(status, StatusCode::CREATED, Method::PUT, &url, &body)?;
+        let stored = headers
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or(&layout.manifest_digest)
+            .to_owned();
+        if stored != layout.manifest_digest {
+            return Err(PushError::Digest {
+                url,
+                expected: layout.manifest_digest.clone(),
+                stored,
+            });
+        }
+        Ok(Pushed {
+            digest: stored,
+            uploaded,
+            present,
+        })
+    }
+
+    /// One monolithic upload: `POST` opens a session, `PUT ?digest=` closes it with the bytes.
+    async fn upload(&self, repository: &str, digest: &str, bytes: Bytes) -> Result<(), PushError> {
+        let url = format!("{}/v2/{repository}/blobs/uploads/", self.base);
+        let (status, headers, body) = self.send(Method::POST, &url, None, Bytes::new()).await?;
+        expect(status, StatusCode::ACCEPTED, Method::POST, &url, &body)?;
+        let location = headers
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| PushError::Refused {
+                method: Method::POST,
+                url: url.clone(),
+                status,
+                body: "no Location header".into(),
+            })?;
+        let location = if location.starts_with('/') {
+            format!("{}{location}", self.base)
+        } else {
+            location.to_owned()
+        };
+        let sep = if location.contains('?') { '&' } else { '?' };
+        let put = format!("{location}{sep}digest={}", encode(digest));
+        let (status, _, body) = self
+            .send(Method::PUT, &put, Some("application/octet-stream"), bytes)
+            .await?;
+        expect(status, StatusCode::CREATED, Method::PUT, &url, &body)
+    }
+
+    /// Sends a request, answering one `401` with credentials (Basic, or a Bearer token from the
+    /// realm the challenge names) and keeping them for the next requests.
+    async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        content_type: Option<&str>,
+        body: Bytes,
+    ) -> Result<(StatusCode, HeaderMap, Bytes), PushError> {
+        let first = self
+            .request(method.clone(), url, content_type, body.clone(), None)
+            .await?;
+        if first.0 != StatusCode::UNAUTHORIZED {
+            return Ok(first);
+        }
+        let challenge = first
+            .1
+            .get(header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let authorization = self.authorize(&challenge).await?;
+        if let Ok(mut slot) = self.authorization.lock() {
+            *slot = authorization;
+        }
+        self.request(method, url, content_type, body, None).await
+    }
+
+    /// The `Authorization` value for a `WWW-Authenticate` challenge, if there is one to give.
+    async fn authorize(&self, challenge: &str) -> Result<Option<HeaderValue>, PushError> {
+        let (scheme, params) = challenge.split_once(' ').unwrap_or((challenge, ""));
+        let basic = self
+            .basic
+            .as_ref()
+            .and_then(|b| HeaderValue::from_str(&format!("Basic {b}")).ok());
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Ok(basic);
+        }
+        let params = challenge_params(params);
+        let Some(realm) = params.iter().find(|(k, _)| k == "realm").map(|(_, v)| v) else {
+            return Ok(basic);
+        };
+        let query: Vec<String> = params
+            .iter()
+            .filter(|(k, _)| k == "service" || k == "scope")
+            .map(|(k, v)| format!("{k}={}", encode(v)))
+            .collect();
+        let sep = if realm.contains('?') { '&' } else { '?' };
+        let url = format!("{realm}{sep}{}", query.join("&"));
+        let (status, _, body) = self
+            .request(Method::GET, &url, None, Bytes::new(), basic)
+            .await?;
+        expect(status, StatusCode::OK, Method::GET, &url, &body)?;
+        #[derive(Deserialize)]
+        struct Token {
+            token: Option<String>,
+            access_token: Option<String>,
+        }
+        let token: Token = serde_json::from_slice(&body).map_err(|e| PushError::Refused {
+            method: Method::GET,
+            url: url.clone(),
+            status,
+            body: format!("not a token answer: {e}"),
+        })?;
+        Ok(token
+            .token
+            .or(token.access_token)
+            .and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok()))
+    }
+
+    async fn request(
+        &self,
+        method: Method,
+        url: &str,
+        content_type: Option<&str>,
+        body: Bytes,
+        authorization: Option<HeaderValue>,
+    ) -> Result<(StatusCode, HeaderMap, Bytes), PushError> {
+        let connect = |source: Box<dyn std::error::Error + Send + Sync>| PushError::Connect {
+            method: method.clone(),
+            url: url.to_owned(),
+            source,
+        };
+        let mut req = Request::builder()
+            .method(method.clone())
+            .uri(url)
+            .header(header::CONTENT_LENGTH, body.len());
+        if let Some(ct) = content_type {
+            req = req.header(header::CONTENT_TYPE, ct);
+        }
+        let stored = self.authorization.lock().ok().and_then(|a| a.clone());
+        if let Some(auth) = authorization.or(stored) {
+            req = req.header(header::AUTHORIZATION, auth);
+        }
+        let req = req.body(Full::new(body)).map_err(|e| connect(e.into()))?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| connect(e.into()))?;
+        let (parts, body) = resp.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| connect(e.into()))?
+            .to_bytes();
+        Ok((parts.status, parts.headers, body))
+    }
+}
+
+fn expect(
+    status: StatusCode,
+    want: StatusCode,
+    method: Method,
+    url: &str,
+    body: &[u8],
+) -> Result<(), PushError> {
+    if status == want {
+        return Ok(());
+    }
+    Err(PushError::Refused {
+        method,
+        url: url.to_owned(),
+        status,
+        body: String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned(),
+    })
+}
+
+/// `key="value"` pairs of a challenge, in order.
+fn challenge_params(s: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = s.trim();
+    while let Some((key, after)) = rest.split_once('=') {
+        let key = key
+            .trim()
+            .trim_start_matches(',')
+            .trim()
+            .to_ascii_lowercase();
+        let (value, tail) = match after.strip_prefix('"') {
+            Some(quoted) => match quoted.split_once('"') {
+                Some((v, t)) => (v, t),
+                None => (quoted, ""),
+            },
+            None => after.split_once(',').unwrap_or((after, "")),
+        };
+        out.push((key, value.to_owned()));
+        rest = tail.trim_start_matches(',').trim();
+    }
+    out
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// `base64(user:password)` for `host` from the first credentials file that has it:
+/// `$REGISTRY_AUTH_FILE`, `$XDG_RUNTIME_DIR/containers/auth.json` (podman login),
+/// `$DOCKER_CONFIG/config.json` or `~/.docker/config.json` (docker login). Credential helpers
+/// (`credsStore`) are not run: log in with `--password-stdin` into a file, or set
+/// `REGISTRY_AUTH_FILE`.
+pub fn credentials(host: &str) -> Result<Option<String>, PushError> {
+    let env = |k: &str| std::env::var_os(k).map(PathBuf::from);
+    let mut files = Vec::new();
+    files.extend(env("REGISTRY_AUTH_FILE"));
+    files.extend(env("XDG_RUNTIME_DIR").map(|d| d.join("containers/auth.json")));
+    match env("DOCKER_CONFIG") {
+        Some(d) => files.push(d.join("config.json")),
+        None => files.extend(env("HOME").map(|h| h.join(".docker/config.json"))),
+    }
+    credentials_in(&files, host)
+}
+
+/// [`credentials`] from `files`, in order; a missing file is skipped.
+pub fn credentials_in(files: &[PathBuf], host: &str) -> Result<Option<String>, PushError> {
+    for path in files {
+        let path = path.clone();
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(PushError::Credentials {
+                    path,
+                    problem: e.to_string(),
+                });
+            }
+        };
+        #[derive(Deserialize)]
+        struct Config {
+            #[serde(default)]
+            auths: std::collections::BTreeMap<String, Auth>,
+        }
+        #[derive(Deserialize)]
+        struct Auth {
+            auth: Option<String>,
+        }
+        let config: Config = serde_json::from_slice(&text).map_err(|e| PushError::Credentials {
+            path: path.clone(),
+            problem: e.to_string(),
+        })?;
+        let found = config.auths.iter().find(|(k, _)| {
+            let k = k
+                .trim_start_matches("https://")
+                .trim_start_matches("http://");
+            k.split('/').next() == Some(host)
+        });
+        if let Some(auth) = found.and_then(|(_, a)| a.auth.clone()) {
+            return Ok(Some(auth));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_parse_with_and_without_a_tag_and_refuse_what_a_registry_would() {
+        let d = Destination::parse("localhost:5000/rg/resize-guard-webhook:1.2", "x").unwrap();
+        assert_eq!(
+            (d.host.as_str(), d.repository.as_str(), d.tag.as_str()),
+            ("localhost:5000", "rg/resize-guard-webhook", "1.2")
+        );
+        let d = Destination::parse("registry.example/a/b", "0.1.0").unwrap();
+        assert_eq!((d.repository.as_str(), d.tag.as_str()), ("a/b", "0.1.0"));
+        for bad in [
+            "",
+            "noslash",
+            "host/",
+            "host/UPPER",
+            "host/a//b",
+            "host/a:bad/tag",
+            "host/a:",
+        ] {
+            assert!(Destination::parse(bad, "t").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_bearer_challenge_is_read_with_quoted_commas() {
+        let p = challenge_params(
+            r#"realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull,push""#,
+        );
+        assert_eq!(
+            p,
+            [
+                ("realm".into(), "https://auth.example/token".into()),
+                ("service".into(), "registry.example".into()),
+                ("scope".into(), "repository:a/b:pull,push".into()),
+            ]
+        );
+        assert_eq!(
+            encode("repository:a/b:pull,push"),
+            "repository%3Aa%2Fb%3Apull%2Cpush"
+        );
+    }
+
+    #[test]
+    fn credentials_come_from_the_first_file_that_names_the_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let (podman, docker) = (dir.path().join("auth.json"), dir.path().join("config.json"));
+        std::fs::write(&podman, r#"{"auths":{"other:5000":{"auth":"eDp5"}}}"#).unwrap();
+        std::fs::write(
+            &docker,
+            r#"{"auths":{"https://registry.example/v1/":{"auth":"dTpw"},"other:5000":{"auth":"bm86"}}}"#,
+        )
+        .unwrap();
+        let files = [dir.path().join("missing.json"), podman.clone(), docker];
+        let found = |host| credentials_in(&files, host).unwrap();
+        assert_eq!(found("registry.example").as_deref(), Some("dTpw"));
+        assert_eq!(found("other:5000").as_deref(), Some("eDp5"));
+        assert_eq!(found("nowhere"), None);
+        std::fs::write(&podman, "{not json").unwrap();
+        let e = credentials_in(&files, "x").unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("credentials file {}", podman.display())),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,314 @@
+//! `make push` against a real registry: CNCF distribution built from its Go module
+//! (`scripts/build-registry.sh`, found through `RESIZE_GUARD_REGISTRY_BIN`; never skipped) on
+//! loopback. Both images `make image` wrote are pushed by the target an operator runs, then read back with
+//! a plain HTTP client written here (not the code under test): the manifest's digest is the
+//! layout's, every blob hashes to its digest, and the config has the entrypoint, user and labels
+//! of `deploy/image/Containerfile`. A second push uploads nothing; an unreachable registry and a
+//! missing layout fail with the URL or the path named.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+const BINARIES: [&str; 2] = ["resize-guard-webhook", "resize-guard-controller"];
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn layout(binary: &str) -> PathBuf {
+    let dir = repo_root().join(format!("target/image/{binary}-{VERSION}.oci"));
+    assert!(
+        dir.join("index.json").is_file(),
+        "{} is missing: run `make image` first (make test does)",
+        dir.display()
+    );
+    dir
+}
+
+/// The registry process, stopped on drop.
+struct Registry {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_registry() -> Registry {
+    let hint = "build it with scripts/build-registry.sh and run the tests with \
+                RESIZE_GUARD_REGISTRY_BIN=\"$(scripts/build-registry.sh | tail -n 1)/registry\" \
+                (make test does)";
+    let bin = std::env::var_os("RESIZE_GUARD_REGISTRY_BIN")
+        .unwrap_or_else(|| panic!("RESIZE_GUARD_REGISTRY_BIN is not set: {hint}"));
+    assert!(
+        PathBuf::from(&bin).is_file(),
+        "{bin:?} is not a file: {hint}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
+             http:\n  addr: 127.0.0.1:{port}\n",
+            dir.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(&bin)
+        .arg("serve")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("registry.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let registry = Registry {
+        child,
+        port,
+        _dir: dir,
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok((200, _, _)) = get(port, "/v2/", "*/*") {
+            return registry;
+        }
+        assert!(Instant::now() < deadline, "the registry did not serve /v2/");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// An HTTP answer: status, lower-cased headers, body.
+type Answer = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// A GET over HTTP/1.1.
+fn get(port: u16, path: &str, accept: &str) -> std::io::Result<Answer> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no header end"))?;
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other("no status"))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let mut body = raw[end + 4..].to_vec();
+    if headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"))
+    {
+        body = dechunk(&body);
+    }
+    Ok((status, headers, body))
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(nl) = b.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..nl]).trim(), 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        out.extend_from_slice(&b[nl + 2..nl + 2 + size]);
+        b = &b[nl + 2 + size + 2..];
+    }
+    out
+}
+
+/// `sha256:<hex>`, computed here rather than by the crate under test.
+fn sha256(b: &[u8]) -> String {
+    use sha2::Digest as _;
+    let hash = sha2::Sha256::digest(b);
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// `make push` as an operator runs it, with `vars` (`REGISTRY=…`).
+fn make_push(vars: &[String]) -> std::process::Output {
+    Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(repo_root())
+        .arg("push")
+        .args(vars)
+        .output()
+        .unwrap()
+}
+
+/// The push command itself (the debug build), for the error paths.
+fn push(args: &[String]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_resize-guard-push"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn both_images_are_pushed_and_read_back_as_built() {
+    let registry = start_registry();
+    let port = registry.port;
+    let target = format!("127.0.0.1:{port}/platform/rg");
+    let vars = vec![format!("REGISTRY={target}"), "PLAIN_HTTP=1".to_owned()];
+
+    let out = make_push(&vars);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for binary in BINARIES {
+        let dir = layout(binary);
+        let index: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
+        let want = index["manifests"][0]["digest"].as_str().unwrap().to_owned();
+        assert!(
+            stdout.contains(&format!("{target}/{binary}:{VERSION}@{want}  (")),
+            "{stdout}"
+        );
+        let repo = format!("/v2/platform/rg/{binary}");
+        let (status, headers, manifest) = get(
+            port,
+            &format!("{repo}/manifests/{VERSION}"),
+            "application/vnd.oci.image.manifest.v1+json",
+        )
+        .unwrap();
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&manifest));
+        assert_eq!(
+            sha256(&manifest),
+            want,
+            "the registry holds the layout's manifest"
+        );
+        assert!(
+            headers
+                .iter()
+                .any(|(k, v)| k == "docker-content-digest" && v == &want),
+            "{headers:?}"
+        );
+        let manifest: Value = serde_json::from_slice(&manifest).unwrap();
+        let mut blobs = vec![manifest["config"].clone()];
+        blobs.extend(manifest["layers"].as_array().unwrap().iter().cloned());
+        let mut config = Value::Null;
+        let mut files = Vec::new();
+        for blob in &blobs {
+            let digest = blob["digest"].as_str().unwrap();
+            let (status, _, bytes) = get(port, &format!("{repo}/blobs/{digest}"), "*/*").unwrap();
+            assert_eq!(status, 200, "{digest}");
+            assert_eq!(sha256(&bytes), digest);
+            assert_eq!(bytes.len() as u64, blob["size"].as_u64().unwrap());
+            if blob["mediaType"] == "application/vnd.oci.image.config.v1+json" {
+                config = serde_json::from_slice(&bytes).unwrap();
+            } else {
+                let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]));
+                for entry in tar.entries().unwrap() {
+                    files.push(entry.unwrap().path().unwrap().display().to_string());
+                }
+            }
+        }
+        let c = &config["config"];
+        assert_eq!(
+            c["Entrypoint"],
+            serde_json::json!([format!("/usr/local/bin/{binary}")])
+        );
+        assert_eq!(c["User"], "65532:65532");
+        assert_eq!(c["Labels"]["org.opencontainers.image.title"], binary);
+        assert_eq!(c["Labels"]["org.opencontainers.image.version"], VERSION);
+        assert_eq!(
+            c["Labels"]["org.opencontainers.image.licenses"],
+            "Apache-2.0"
+        );
+        assert_eq!(config["os"], "linux");
+        assert!(
+            files
+                .iter()
+                .any(|f| f.ends_with(&format!("usr/local/bin/{binary}"))),
+            "{files:?}"
+        );
+    }
+
+    // Again: everything is there already, and the tag still names the same manifests.
+    let out = make_push(&vars);
+    let again = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert_eq!(again.matches("(0 blobs uploaded,").count(), 2, "{again}");
+
+    // Another tag: only the manifest moves.
+    let mut tagged = vars.clone();
+    tagged.push("TAG=candidate".to_owned());
+    assert!(make_push(&tagged).status.success());
+    let (status, _, _) = get(
+        port,
+        "/v2/platform/rg/resize-guard-webhook/manifests/candidate",
+        "application/vnd.oci.image.manifest.v1+json",
+    )
+    .unwrap();
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn an_unreachable_registry_and_a_missing_layout_fail_naming_what() {
+    let out = make_push(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("usage: make push REGISTRY="));
+    let port = free_port();
+    let out = push(&[
+        "--registry".into(),
+        format!("127.0.0.1:{port}/rg"),
+        "--plain-http".into(),
+        layout("resize-guard-webhook").display().to_string(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err.starts_with(&format!(
+            "error: HEAD http://127.0.0.1:{port}/v2/rg/resize-guard-webhook/blobs/sha256:"
+        )),
+        "{err}"
+    );
+    let out = push(&[
+        "--registry".into(),
+        format!("127.0.0.1:{port}/rg"),
+        "/nonexistent/layout.oci".into(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err.contains("image layout /nonexistent/layout.oci: index.json:")
+            && err.contains("run `make image` first"),
+        "{err}"
+    );
+}
