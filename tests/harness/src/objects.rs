@@ -95,10 +95,14 @@ pub async fn owned(api: &Api<Pod>, pod: &Pod) -> anyhow::Result<Pod> {
         "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
             "containers": [{"name": "app", "image": "registry.example/app:1"}]}}},
     }))?;
-    let job = match jobs.create(&PostParams::default(), &job).await {
-        Ok(job) => job,
-        Err(kube::Error::Api(e)) if e.code == 409 => jobs.get(OWNER_JOB).await?,
-        Err(e) => return Err(e.into()),
+    // One read per pod once the Job exists; two creators racing meet at the 409.
+    let job = match jobs.get_opt(OWNER_JOB).await? {
+        Some(job) => job,
+        None => match jobs.create(&PostParams::default(), &job).await {
+            Ok(job) => job,
+            Err(kube::Error::Api(e)) if e.code == 409 => jobs.get(OWNER_JOB).await?,
+            Err(e) => return Err(e.into()),
+        },
     };
     let uid = job
         .metadata
