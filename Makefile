@@ -7,11 +7,16 @@
 #   make image    static release binaries and their images from deploy/image/Containerfile, without a
 #                 container engine: target/image/resize-guard-{webhook,controller}-<version>.oci.tar,
 #                 and the kubectl plugin as target/image/kubectl-resize_guard-<version>-linux-amd64.tar.gz
+#   make upstream build (or reuse) every upstream part the tests use: control planes, helm, VPA,
+#                 the registry, the real node's kubelet, kube-proxy, containerd and runc
 #   make push     push both images to REGISTRY=host[:port]/namespace (TAG=..., PLAIN_HTTP=1 for a registry
 #                 on loopback) with the OCI distribution API; credentials from docker/podman login
 #   make bench    benchmarks, printed as tables and written under target/bench/
-#   make sandbox  a real control plane with hollow nodes (upstream kubelet) to try resizes by hand (Ctrl-C stops)
+#   make sandbox  a real control plane with hollow nodes (upstream kubelet) to try resizes by hand (Ctrl-C stops;
+#                 REAL_NODE=1 adds a real node)
 #   make demo     the field test's three walls, narrated, with resize-guard installed; exits non-zero on any miss
+#   make demo-node the same walls on a real node (kubelet + containerd + runc), resize-guard running
+#                 from its images as shipped; needs root (network namespace, cgroups)
 #   make demo-vpa the same walls met by the real VPA v1.6.0 updater, without and with resize-guard (FULL=1: +5 min)
 #   make rss      resident memory of the release webhook and controller on 3,000 realistic pods (PODS=N)
 #   make bench-scale  both release programs on a real kube-apiserver holding 1,000 nodes and
@@ -37,10 +42,14 @@ MATRIX_DIR = $(CURDIR)/target/test-matrix
 WITH_HELM = RESIZE_GUARD_HELM_BIN="$$(scripts/build-helm.sh | tail -n 1)/helm"
 # VPA v1.6.0 updater + admission-controller from Go modules (first run ~4 min), for the VPA tests.
 WITH_VPA = RESIZE_GUARD_VPA_DIR="$$(scripts/build-vpa.sh | tail -n 1)"
-# CNCF distribution's registry from Go modules (first run a few minutes), for the push test.
+# CNCF distribution's registry from Go modules (first run a few minutes), for the push test and
+# the real node.
 WITH_REGISTRY = RESIZE_GUARD_REGISTRY_BIN="$$(scripts/build-registry.sh | tail -n 1)/registry"
+# A real node's parts: kubelet and kube-proxy v1.37.2, containerd, runc, the CNI plugins and a
+# pause (first run ~6 min), for the real-node suite (tests/node/).
+WITH_NODE = RESIZE_GUARD_NODE_BIN_DIR="$$(scripts/build-node.sh | tail -n 1)"
 
-.PHONY: push test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
+.PHONY: demo-node upstream push test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
@@ -48,6 +57,12 @@ WITH_REGISTRY = RESIZE_GUARD_REGISTRY_BIN="$$(scripts/build-registry.sh | tail -
 demo:
 	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-kubectl -p resize-guard-harness --bins
 	$(WITH_K8S) $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo
+
+# The three walls on a real node (kubelet, kube-proxy, containerd, runc; tests/node/), resize-guard
+# installed from its images as the README says: make push to a local registry, kubectl apply -k.
+demo-node: image
+	$(CARGO) build --locked -p resize-guard-kubectl -p resize-guard-harness --bins
+	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo-node
 
 # The field report's VPA walls: VPA v1.6.0's updater and admission-controller, kube-scheduler and
 # kube-controller-manager, without resize-guard and then with it; FULL=1 also waits out VPA's
@@ -111,8 +126,20 @@ deps-check:
 		echo "resize-guard-policy must not depend on:"; echo "$$bad"; exit 1; \
 	else echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"; fi
 
+# The test binaries are compiled first, so that the upstream builds `make upstream` may be running
+# in the background (.ci/run starts it) go on meanwhile; each build script waits for its part.
 unit:
-	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(CARGO) test --workspace --locked
+	$(CARGO) test --workspace --locked --no-run
+	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(CARGO) test --workspace --locked
+
+# Every upstream part `make test` uses, built or reused, in the order it needs them.
+upstream:
+	scripts/build-control-plane.sh >/dev/null
+	scripts/build-helm.sh >/dev/null
+	scripts/build-vpa.sh >/dev/null
+	scripts/build-registry.sh >/dev/null
+	scripts/build-node.sh >/dev/null
+	RESIZE_GUARD_K8S_VERSION=1.35 scripts/build-control-plane.sh >/dev/null
 
 # The version-sensitive suite on v1.35, the first minor where in-place resize is GA (`unit` ran it
 # on v1.37 with everything else). `--workspace` keeps `unit`'s feature set, so nothing recompiles.
@@ -151,7 +178,8 @@ flood:
 		--test e2e_failover -- a_flood_of_deferred_resizes --nocapture
 
 sandbox:
-	$(WITH_K8S) $(CARGO) run --locked -p resize-guard-harness --bin resize-guard-sandbox -- tests/harness/sandbox.yaml
+	$(WITH_K8S) $(if $(REAL_NODE),$(WITH_NODE) $(WITH_REGISTRY)) $(CARGO) run --locked -p resize-guard-harness \
+		--bin resize-guard-sandbox -- tests/harness/sandbox.yaml $(if $(REAL_NODE),--real-node)
 
 bench:
 	$(CARGO) bench --locked -p resize-guard-policy --bench decision

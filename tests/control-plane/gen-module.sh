@@ -58,7 +58,8 @@ mkdir -p "$dir"
   echo "require k8s.io/kubernetes $K8S_VERSION"
   echo
   echo "tool ("
-  for t in kube-apiserver kube-controller-manager kube-scheduler kubectl; do printf '\tk8s.io/kubernetes/cmd/%s\n' "$t"; done
+  # kubelet and kube-proxy: the real node's (scripts/build-node.sh builds them from this module).
+  for t in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do printf '\tk8s.io/kubernetes/cmd/%s\n' "$t"; done
   echo ")"
 } >"$dir/go.mod"
 rm -f "$dir/go.sum"

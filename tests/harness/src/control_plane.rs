@@ -70,7 +70,26 @@ pub struct Options {
     /// `--feature-gates` entries for kube-apiserver, e.g.
     /// `InPlacePodVerticalScalingSchedulerPreemption=true`.
     pub feature_gates: Vec<String>,
+    /// Serve a real node's pods (`crate::real_node`): kube-apiserver binds and advertises this
+    /// address (the host end of the node's veth) with a serving certificate from its own CA for
+    /// it and the `kubernetes` Service, the lease endpoint reconciler publishes it behind that
+    /// Service, and the `ServiceAccount` admission plugin stays on, so pods get tokens and reach
+    /// the API with in-cluster config. kube-controller-manager then also runs
+    /// [`REAL_NODE_CONTROLLERS`].
+    pub real_node_host: Option<String>,
 }
+
+/// The controllers a real node's pods need on top of [`CONTROLLERS`]: a `default`
+/// ServiceAccount in every namespace, the `kube-root-ca.crt` ConfigMap their token volume
+/// projects, and EndpointSlices for Services (kube-proxy and the webhook's route).
+pub const REAL_NODE_CONTROLLERS: [&str; 3] = [
+    "serviceaccount-controller",
+    "root-ca-certificate-publisher-controller",
+    "endpointslice-controller",
+];
+
+/// The first address of `--service-cluster-ip-range`: the `kubernetes` Service.
+const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";
 
 /// The running control plane.
 #[derive(Debug)]
@@ -82,6 +101,8 @@ pub struct ControlPlane {
     apiserver_cmd: Vec<String>,
     scheduler: Mutex<Option<Process>>,
     controller_manager: Mutex<Option<Process>>,
+    host: String,
+    real_node: bool,
     port: u16,
     version: String,
 }
@@ -170,19 +191,20 @@ impl ControlPlane {
         fs::write(root.join("audit-policy.yaml"), AUDIT_POLICY)?;
 
         let port = free_port()?;
+        let host = options
+            .real_node_host
+            .clone()
+            .unwrap_or_else(|| "127.0.0.1".to_owned());
         let mut args = vec![
             format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
-            "--bind-address=127.0.0.1".to_owned(),
-            "--advertise-address=127.0.0.1".to_owned(),
-            // 1.37 refuses a loopback advertise address with the default endpoint reconciler.
-            "--endpoint-reconciler-type=none".to_owned(),
+            format!("--bind-address={host}"),
+            format!("--advertise-address={host}"),
             format!("--secure-port={port}"),
             format!("--cert-dir={}", root.join("certs").display()),
             "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
             "--allow-privileged=true".to_owned(),
             "--authorization-mode=RBAC".to_owned(),
             format!("--token-auth-file={}", root.join("tokens.csv").display()),
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition".to_owned(),
             "--service-account-issuer=https://kubernetes.default.svc".to_owned(),
             format!(
                 "--service-account-key-file={}",
@@ -210,6 +232,16 @@ impl ControlPlane {
                 options.feature_gates.join(",")
             ));
         }
+        if options.real_node_host.is_some() {
+            args.extend(serving_certificate(root, &host)?);
+            args.push("--disable-admission-plugins=TaintNodesByCondition".to_owned());
+        } else {
+            args.extend([
+                // 1.37 refuses a loopback advertise address with the default endpoint reconciler.
+                "--endpoint-reconciler-type=none".to_owned(),
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition".to_owned(),
+            ]);
+        }
         let apiserver = spawn_apiserver(&binaries, &args, root)?;
         let cp = ControlPlane {
             binaries,
@@ -218,6 +250,8 @@ impl ControlPlane {
             apiserver_cmd: args,
             scheduler: Mutex::new(None),
             controller_manager: Mutex::new(None),
+            real_node: options.real_node_host.is_some(),
+            host,
             port,
             dir,
             version: String::new(),
@@ -258,9 +292,9 @@ impl ControlPlane {
         crate::binaries::parse_minor(&self.version).unwrap_or_default()
     }
 
-    /// `https://127.0.0.1:<port>`.
+    /// `https://127.0.0.1:<port>` (or the real node's host address).
     pub fn url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.port)
+        format!("https://{}:{}", self.host, self.port)
     }
 
     /// The working directory (logs, kubeconfigs, audit log).
@@ -433,14 +467,22 @@ impl ControlPlane {
         {
             return Ok(());
         }
-        let args = [
+        let mut controllers = CONTROLLERS.to_vec();
+        let mut args = vec![
             format!("--kubeconfig={}", self.kubeconfig_path().display()),
             "--leader-elect=false".to_owned(),
             "--use-service-account-credentials=false".to_owned(),
-            format!("--controllers={}", CONTROLLERS.join(",")),
             "--kube-api-qps=200".to_owned(),
             "--kube-api-burst=400".to_owned(),
         ];
+        if self.real_node {
+            controllers.extend(REAL_NODE_CONTROLLERS);
+            args.push(format!(
+                "--root-ca-file={}",
+                self.dir.path().join("ca.crt").display()
+            ));
+        }
+        args.push(format!("--controllers={}", controllers.join(",")));
         *slot = Some(self.spawn_component(
             "kube-controller-manager",
             &self.binaries.controller_manager,
@@ -530,6 +572,41 @@ impl ControlPlane {
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
     }
+}
+
+/// kube-apiserver's serving certificate for a real node's pods, from a CA of its own (written as
+/// `ca.crt`, which kube-controller-manager publishes as `kube-root-ca.crt`): the names in-cluster
+/// clients dial — the `kubernetes` Service's IP and DNS names — and `host`.
+fn serving_certificate(root: &Path, host: &str) -> anyhow::Result<Vec<String>> {
+    let spec = resize_guard_certs::spec::CertSpec {
+        common_name: "kube-apiserver".to_owned(),
+        dns_names: [
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+            "localhost",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        ip_addresses: vec![
+            host.parse()?,
+            KUBERNETES_SERVICE_IP.parse()?,
+            "127.0.0.1".parse()?,
+        ],
+        ..resize_guard_certs::spec::CertSpec::for_loopback()
+    };
+    let bundle = resize_guard_certs::issue::generate(&spec)?;
+    fs::write(root.join("ca.crt"), &bundle.ca_cert_pem)?;
+    fs::write(root.join("apiserver.crt"), &bundle.cert_pem)?;
+    fs::write(root.join("apiserver.key"), &bundle.key_pem)?;
+    Ok(vec![
+        format!("--tls-cert-file={}", root.join("apiserver.crt").display()),
+        format!(
+            "--tls-private-key-file={}",
+            root.join("apiserver.key").display()
+        ),
+    ])
 }
 
 fn spawn_apiserver(binaries: &Binaries, args: &[String], root: &Path) -> anyhow::Result<Process> {

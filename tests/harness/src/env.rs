@@ -59,6 +59,7 @@ impl Env {
     fn start(options: EnvOptions) -> anyhow::Result<Env> {
         let cp = ControlPlane::start(&Options {
             feature_gates: options.feature_gates.clone(),
+            ..Options::default()
         })?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

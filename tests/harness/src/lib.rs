@@ -26,6 +26,7 @@ pub mod matrix;
 pub mod objects;
 pub mod process;
 pub mod programs;
+pub mod real_node;
 pub mod replica;
 pub mod review_latency;
 pub mod sandbox;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Parser;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::hollow_node::HollowNode;
+use resize_guard_harness::real_node::{self, RealNode};
 use resize_guard_harness::sandbox::SandboxConfig;
 
 /// Start a local Kubernetes v1.37.2 control plane with hollow nodes (upstream's kubelet).
@@ -14,6 +15,10 @@ struct Args {
     /// Sandbox file (nodes, scheduler, feature gates).
     #[arg(default_value = "tests/harness/sandbox.yaml")]
     config: PathBuf,
+    /// Also start a real node (kubelet, kube-proxy, containerd, runc; tests/node/README.md), with
+    /// kube-controller-manager; needs root and the node's binaries (`make sandbox REAL_NODE=1`).
+    #[arg(long)]
+    real_node: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -25,9 +30,14 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let cfg = SandboxConfig::load(&args.config)?;
     eprintln!("starting etcd and kube-apiserver …");
+    let mut real = args.real_node.then(RealNode::prepare).transpose()?;
     let cp = ControlPlane::start(&Options {
         feature_gates: cfg.feature_gates.clone(),
+        real_node_host: real.as_ref().map(|_| real_node::HOST.to_owned()),
     })?;
+    if real.is_some() {
+        cp.start_controller_manager()?;
+    }
     if cfg.scheduler {
         let gates: Vec<&str> = cfg.feature_gates.iter().map(String::as_str).collect();
         cp.start_scheduler(&gates)?;
@@ -35,6 +45,16 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
         let nodes = HollowNode::start_all(&cp, &cfg.nodes).await?;
+        if let Some(node) = real.as_mut() {
+            let ready = node.start(&cp).await?;
+            println!(
+                "real node {} Ready in {} ms (pods run {}; logs in {})",
+                real_node::NAME,
+                ready.as_millis(),
+                real_node::PAUSE_IMAGE,
+                node.work().join("logs").display()
+            );
+        }
         let kubectl = cp.binaries().kubectl.display().to_string();
         let kc = cp.kubeconfig_path().display().to_string();
         let node = &cfg.nodes[0].name;
@@ -67,5 +87,8 @@ fn main() -> anyhow::Result<()> {
         anyhow::Ok(())
     })?;
     drop(cp);
+    if let Some(node) = real {
+        node.stop()?;
+    }
     Ok(())
 }

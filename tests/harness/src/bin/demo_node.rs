@@ -1,0 +1,284 @@
+//! `make demo-node`: the field test's three walls on a real node — upstream's kubelet and
+//! kube-proxy v1.37.2, containerd and runc (`tests/node/`) — with resize-guard installed exactly
+//! as the README says (`make push` to a local registry, `kubectl apply -k deploy/`, no overlay):
+//! both programs run as pods from their images, and the resize lands in the container's cgroup.
+//! The numbers follow the node's real allocatable CPU. Exits non-zero if any step does not behave
+//! as described, or if the node leaves anything behind.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kube::api::Api;
+use resize_guard_harness::admission::wait_active;
+use resize_guard_harness::control_plane::{ControlPlane, Options};
+use resize_guard_harness::demo::{Demo, T};
+use resize_guard_harness::install::repo_root;
+use resize_guard_harness::objects::*;
+use resize_guard_harness::real_node::{self, RealNode, container_id, runs_pause};
+
+const NS: &str = "shop";
+
+fn main() -> anyhow::Result<()> {
+    resize_guard_harness::demo::init();
+    println!("resize-guard demo on a real node: preparing its network namespace …");
+    let mut node = RealNode::prepare()?;
+    let cp = ControlPlane::start(&Options {
+        real_node_host: Some(real_node::HOST.to_owned()),
+        ..Options::default()
+    })?;
+    cp.start_scheduler(&[])?;
+    cp.start_controller_manager()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let mut demo = Demo::new(&cp);
+    let played = rt.block_on(Box::pin(play(&cp, &mut node, &mut demo)));
+    drop(rt);
+    drop(cp);
+    if let Err(e) = &played {
+        demo.expect(false, &format!("{e:#}"));
+    }
+    let stopped = node.stop();
+    demo.expect(
+        stopped.is_ok(),
+        "the node is gone without a trace: netns, routes, cgroups, mounts, processes, sysctls",
+    );
+    if let Err(e) = stopped {
+        println!("{e:#}");
+    }
+    let code = demo.finish(
+        "All three walls behaved as described, on real containers.",
+        &std::env::temp_dir(),
+    );
+    std::process::exit(code);
+}
+
+async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow::Result<()> {
+    let ready = node.start(cp).await?;
+    demo.say(&format!(
+        "A real node: the kubelet v1.37.2 with containerd and runc, Ready {} ms after it started.",
+        ready.as_millis()
+    ));
+    demo.run(&["get", "nodes", "-o", "wide"]).await;
+
+    demo.say("Pushing resize-guard's images to the registry the node pulls from, as an operator pushes to theirs:");
+    let registry = format!("REGISTRY={}/resize-guard", real_node::REGISTRY);
+    println!("$ make push {registry} PLAIN_HTTP=1");
+    let push = std::process::Command::new("make")
+        .current_dir(repo_root())
+        .args(["-s", "push", &registry, "PLAIN_HTTP=1"])
+        .output()?;
+    print!("{}", String::from_utf8_lossy(&push.stdout));
+    demo.expect(
+        push.status.success(),
+        "both images pushed (make image wrote them)",
+    );
+
+    demo.say("Installing resize-guard exactly as the README says — nothing changed for the demo:");
+    let applied = Instant::now();
+    let deploy = repo_root().join("deploy").display().to_string();
+    demo.run(&["apply", "-k", &deploy]).await;
+    let client = cp.client().await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "resize-guard");
+    let mut available = true;
+    for name in ["resize-guard-webhook", "resize-guard-controller"] {
+        available &= wait_for(T, || async {
+            let s = deployments.get(name).await.ok()?.status?;
+            Some(s.available_replicas == Some(2))
+        })
+        .await;
+    }
+    demo.expect(
+        available,
+        &format!(
+            "both Deployments available under Pod Security restricted, {} ms after the apply",
+            applied.elapsed().as_millis()
+        ),
+    );
+    demo.run(&["get", "pods", "-n", "resize-guard", "-o", "wide"])
+        .await;
+    let bundle = demo
+        .run(&[
+            "get",
+            "mutatingwebhookconfiguration",
+            "resize-guard",
+            "-o",
+            "jsonpath={.webhooks[0].clientConfig.caBundle}",
+        ])
+        .await;
+    demo.expect(
+        !bundle.stdout.trim().is_empty(),
+        "the controller injected caBundle; no certificate was prepared by hand",
+    );
+
+    let (alloc, free) = real_node::free_millicores(&client).await?;
+    let batch = free - 250 - 100;
+    for (name, value) in resize_guard_harness::env::PRIORITY_CLASSES {
+        demo.kubectl
+            .run(["create", "priorityclass", name, &format!("--value={value}")])
+            .await?;
+    }
+    demo.say(&format!(
+        "The field test on this node ({alloc}m CPU allocatable, {} used by resize-guard): a low-priority \
+         batch pod using {batch}m and a high-priority Guaranteed shop pod at 250m, both real containers.",
+        format_args!("{}m", alloc - free)
+    ));
+    demo.run(&["create", "namespace", NS]).await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
+    wait_for(T, || async {
+        accounts.get_opt("default").await.ok()?.map(|_| true)
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let name = real_node::NAME;
+    create_running(
+        &pods,
+        &runs_pause(guaranteed_pod(
+            "batch",
+            name,
+            "low",
+            &format!("{batch}m"),
+            "64Mi",
+        )),
+    )
+    .await?;
+    create_running(
+        &pods,
+        &runs_pause(guaranteed_pod("shop", name, "high", "250m", "64Mi")),
+    )
+    .await?;
+    let too_much = format!("{}m", alloc + 500);
+    let k = demo.kubectl.clone();
+    wait_active(T, || {
+        let (k, too_much) = (k.clone(), too_much.clone());
+        async move {
+            k.resize_dry_run(NS, "shop", &cpu_resize(&too_much))
+                .await
+                .is_ok_and(|o| o.stderr.contains("resize-guard"))
+        }
+    })
+    .await?;
+    demo.run(&["get", "pods", "-n", NS, "-o", "custom-columns=NAME:.metadata.name,PRIORITY:.spec.priority,CPU:.spec.containers[0].resources.requests.cpu,QOS:.status.qosClass,NODE:.spec.nodeName"]).await;
+
+    demo.say("Wall 1 — a requests-only resize (what VPA RequestsOnly sends) would turn the Guaranteed pod Burstable:");
+    let out = demo
+        .run(&[
+            "patch",
+            "pod",
+            "shop",
+            "-n",
+            NS,
+            "--subresource",
+            "resize",
+            "-p",
+            r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"300m"}}}]}}"#,
+        ])
+        .await;
+    demo.expect(
+        !out.success
+            && out
+                .stderr
+                .contains("would change the pod's QoS class from Guaranteed to Burstable"),
+        "QoS change explained, naming the container and the fix",
+    );
+
+    demo.say(&format!(
+        "Wall 2 — {too_much} is more than this node can ever hold ({alloc}m):"
+    ));
+    let out = demo
+        .run(&[
+            "patch",
+            "pod",
+            "shop",
+            "-n",
+            NS,
+            "--subresource",
+            "resize",
+            "-p",
+            &cpu_resize(&too_much),
+        ])
+        .await;
+    demo.expect(
+        !out.success
+            && out
+                .stderr
+                .contains(&format!("can never fit on node {name}")),
+        "Infeasible resize rejected with the node's numbers",
+    );
+
+    demo.say("Wall 3 — 250m → 500m does not fit next to the batch pod now. resize-guard warns, preempts it, and the \
+              kubelet writes the new quota into the container's cgroup:");
+    let out = demo
+        .run(&[
+            "patch",
+            "pod",
+            "shop",
+            "-n",
+            NS,
+            "--subresource",
+            "resize",
+            "-p",
+            &cpu_resize("500m"),
+        ])
+        .await;
+    demo.expect(
+        out.success
+            && out
+                .stderr
+                .contains(&format!("resize-guard will preempt {NS}/batch")),
+        "Deferred resize accepted with a warning naming the victim",
+    );
+    let done = wait_pod(&pods, "shop", T, |p| {
+        allocated_cpu(p).as_deref() == Some("500m") && resize_pending(p).is_none()
+    })
+    .await;
+    demo.expect(
+        done.as_ref().is_ok_and(|p| restart_count(p) == 0),
+        "resized in place: restartCount 0",
+    );
+    demo.expect(
+        wait_gone(&pods, "batch", T).await.is_ok(),
+        "the batch pod was preempted (SIGTERM, exit 0)",
+    );
+    if let Ok(p) = &done {
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let mut cgroup = None;
+        let deadline = Instant::now() + T;
+        while Instant::now() < deadline {
+            cgroup = node
+                .cgroup(&uid, &container_id(p))?
+                .filter(|v| v.cpu_quota_us == 50_000);
+            if cgroup.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        println!("  the container's cgroup on the node: {cgroup:?}");
+        demo.expect(
+            cgroup.is_some(),
+            "cpu.cfs_quota_us is 50000 µs per 100 ms: 500m, in the kernel",
+        );
+    }
+    demo.run(&["events", "-n", NS]).await;
+    let out = demo.plugin(&["explain", "shop", "-n", NS]).await;
+    demo.expect(
+        out.success && out.stdout.contains("Resize: none pending"),
+        "kubectl resize-guard explain tells the story",
+    );
+    Ok(())
+}
+
+/// Polls `probe` until it says `Some(true)`; false after `timeout`.
+async fn wait_for<F, Fut>(timeout: Duration, mut probe: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<bool>>,
+{
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if probe().await == Some(true) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Write an OCI image archive (oci-layout + index.json + blobs) holding ONE static binary at /<name>.
+usage: oci-archive.py IMAGE_REF BINARY OUT.tar [ENTRYPOINT...]
+IMAGE_REF like localhost/rg/pause:1. Deterministic (mtime 0, uid 0)."""
+import gzip, hashlib, io, json, os, sys, tarfile
+
+ref, binary, out = sys.argv[1:4]
+entry = sys.argv[4:] or ["/" + os.path.basename(binary)]
+tag = ref.rsplit(":", 1)[1]
+
+def tarinfo(name, size=0, mode=0o755, kind=tarfile.REGTYPE):
+    ti = tarfile.TarInfo(name); ti.size = size; ti.mode = mode; ti.type = kind
+    ti.mtime = 0; ti.uid = ti.gid = 0; ti.uname = ti.gname = "root"
+    return ti
+
+# layer: the binary plus empty dirs the runtime likes to find
+raw = io.BytesIO()
+with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as t:
+    for d in ("dev", "proc", "sys", "etc", "tmp"):
+        t.addfile(tarinfo(d + "/", mode=0o755 if d != "tmp" else 0o1777, kind=tarfile.DIRTYPE))
+    for f, content in (("etc/passwd", b"root:x:0:0:root:/:/pause\n"), ("etc/group", b"root:x:0:\n")):
+        t.addfile(tarinfo(f, len(content), 0o644), io.BytesIO(content))
+    data = open(binary, "rb").read()
+    t.addfile(tarinfo(os.path.basename(binary), len(data)), io.BytesIO(data))
+layer_tar = raw.getvalue()
+diff_id = "sha256:" + hashlib.sha256(layer_tar).hexdigest()
+gz = io.BytesIO()
+with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0) as g:
+    g.write(layer_tar)
+layer = gz.getvalue()
+
+blobs = {}
+def blob(b):
+    d = hashlib.sha256(b).hexdigest(); blobs[d] = b
+    return {"digest": "sha256:" + d, "size": len(b)}
+
+lay = blob(layer)
+config = json.dumps({
+    "created": "1970-01-01T00:00:00Z", "architecture": "amd64", "os": "linux",
+    "config": {"Entrypoint": entry, "Env": ["PATH=/"], "WorkingDir": "/", "StopSignal": "SIGTERM"},
+    "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+    "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "oci-archive.py"}],
+}, sort_keys=True).encode()
+cfg = blob(config)
+manifest = json.dumps({
+    "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+    "config": dict(mediaType="application/vnd.oci.image.config.v1+json", **cfg),
+    "layers": [dict(mediaType="application/vnd.oci.image.layer.v1.tar+gzip", **lay)],
+}, sort_keys=True).encode()
+man = blob(manifest)
+index = json.dumps({
+    "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+    "manifests": [dict(mediaType="application/vnd.oci.image.manifest.v1+json", **man,
+                       platform={"architecture": "amd64", "os": "linux"},
+                       annotations={"io.containerd.image.name": ref,
+                                    "org.opencontainers.image.ref.name": tag})],
+}, sort_keys=True).encode()
+
+with tarfile.open(out, "w") as t:
+    def add(name, b, mode=0o644):
+        t.addfile(tarinfo(name, len(b), mode), io.BytesIO(b))
+    add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+    add("index.json", index)
+    t.addfile(tarinfo("blobs/", mode=0o755, kind=tarfile.DIRTYPE))
+    t.addfile(tarinfo("blobs/sha256/", mode=0o755, kind=tarfile.DIRTYPE))
+    for d, b in blobs.items():
+        add("blobs/sha256/" + d, b)
+print(out, ref, "manifest", man["digest"])
