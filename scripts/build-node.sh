@@ -8,7 +8,8 @@
 #                                installs Debian's libseccomp-dev with apt-get if missing)
 #   cni/{bridge,host-local,loopback,portmap}   github.com/containernetworking/plugins
 #   pause                        a tiny static Go program written here: PID 1 of a pod sandbox,
-#                                reaps children, exits 0 on SIGTERM/SIGINT
+#                                reaps children, exits 0 on SIGTERM/SIGINT; the tests' workload
+#                                too (HOLD_MIB holds memory, SPIN burns a CPU)
 #
 # Usage:
 #   dir=$(scripts/build-node.sh | tail -n 1)        # build if needed, print bin dir
@@ -146,21 +147,48 @@ module resize-guard.io/pause
 go 1.26
 EOF
   cat >"$src/main.go" <<'EOF'
-// pause: PID 1 of a pod sandbox (or a container that only sleeps). Reaps every child that
-// exits and exits 0 on SIGTERM or SIGINT. `pause -v` prints a version.
+// pause: PID 1 of a pod sandbox, or a test workload. Reaps every child that exits and exits 0
+// on SIGTERM or SIGINT. As a workload: HOLD_MIB=N allocates N MiB and touches every page (real
+// resident memory for the memory wall), SPIN=1 keeps one CPU busy (throttling). `pause -v`
+// prints a version.
 package main
 
 import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 )
 
+var held [][]byte
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "-v" {
-		fmt.Println("pause resize-guard 1")
+		fmt.Println("pause resize-guard 2")
 		return
+	}
+	if v := os.Getenv("HOLD_MIB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			fmt.Fprintf(os.Stderr, "HOLD_MIB=%q: want a number of MiB\n", v)
+			os.Exit(2)
+		}
+		for i := 0; i < n; i++ {
+			b := make([]byte, 1<<20)
+			for j := 0; j < len(b); j += 4096 {
+				b[j] = 1
+			}
+			held = append(held, b)
+		}
+		fmt.Printf("holding %d MiB\n", n)
+	}
+	if os.Getenv("SPIN") != "" {
+		go func() {
+			for {
+			}
+		}()
+		fmt.Println("spinning")
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
@@ -230,7 +258,7 @@ v="$("$TMP_OUT/kube-proxy" --version 2>&1 || true)"
 [[ "$v" == "Kubernetes $K8S_VERSION" ]] || die "kube-proxy --version printed '$v', expected 'Kubernetes $K8S_VERSION'"
 v="$(CNI_COMMAND=VERSION "$TMP_OUT/cni/bridge" 2>&1 </dev/null || true)"
 [[ "$v" == *cniVersion* ]] || die "cni/bridge VERSION printed '$v'"
-[[ "$("$TMP_OUT/pause" -v)" == "pause resize-guard 1" ]] || die "pause -v failed"
+[[ "$("$TMP_OUT/pause" -v)" == "pause resize-guard 2" ]] || die "pause -v failed"
 
 {
   echo "key=$KEY"

@@ -68,6 +68,10 @@ pub struct CgroupValues {
     pub cpu_shares: u64,
     /// `memory.limit_in_bytes` (v2: `memory.max`); `u64::MAX` when unlimited.
     pub memory_limit: u64,
+    /// `memory.usage_in_bytes` (v2: `memory.current`).
+    pub memory_usage: u64,
+    /// `nr_throttled` of `cpu.stat`: periods in which the container ran out of quota.
+    pub nr_throttled: u64,
 }
 
 impl RealNode {
@@ -190,6 +194,8 @@ impl RealNode {
                 cpu_quota_us: if quota == "max" { -1 } else { quota.parse()? },
                 cpu_shares: 0,
                 memory_limit: parse_limit(&read_trimmed(&dir.join("memory.max"))?)?,
+                memory_usage: read_trimmed(&dir.join("memory.current"))?.parse()?,
+                nr_throttled: nr_throttled(&dir)?,
             }));
         }
         let (Some(cpu), Some(memory)) = (find("cpu"), find("memory")) else {
@@ -199,6 +205,8 @@ impl RealNode {
             cpu_quota_us: read_trimmed(&cpu.join("cpu.cfs_quota_us"))?.parse()?,
             cpu_shares: read_trimmed(&cpu.join("cpu.shares"))?.parse()?,
             memory_limit: parse_limit(&read_trimmed(&memory.join("memory.limit_in_bytes"))?)?,
+            memory_usage: read_trimmed(&memory.join("memory.usage_in_bytes"))?.parse()?,
+            nr_throttled: nr_throttled(&cpu)?,
         }))
     }
 
@@ -372,6 +380,16 @@ fn read_trimmed(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path)
         .map(|s| s.trim().to_owned())
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// `nr_throttled` from `cpu.stat` in `dir`.
+fn nr_throttled(dir: &Path) -> anyhow::Result<u64> {
+    let stat = read_trimmed(&dir.join("cpu.stat"))?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("nr_throttled "))
+        .ok_or_else(|| anyhow::anyhow!("{}: no nr_throttled", dir.display()))?
+        .parse()
+        .map_err(Into::into)
 }
 
 fn parse_limit(text: &str) -> anyhow::Result<u64> {
