@@ -240,6 +240,21 @@ pub fn resize_pending(p: &Pod) -> Option<(String, String)> {
     ))
 }
 
+/// A pod condition of `type_` that is `True`: its (reason, message).
+pub fn condition(p: &Pod, type_: &str) -> Option<(String, String)> {
+    let c = p
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")?;
+    Some((
+        c.reason.clone().unwrap_or_default(),
+        c.message.clone().unwrap_or_default(),
+    ))
+}
+
 /// The allocated request of `resource` of container `app`, as the kubelet reports it.
 pub fn allocated(p: &Pod, resource: &str) -> Option<String> {
     p.status

@@ -16,7 +16,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::objects::{
-    allocated, allocated_cpu, create_running, guaranteed_pod, restart_count, wait_gone, wait_pod,
+    allocated, allocated_cpu, condition, create_running, guaranteed_pod, restart_count, wait_gone,
+    wait_pod,
 };
 use serde_json::json;
 
@@ -87,21 +88,6 @@ fn cpu_resize(cpu: &str) -> serde_json::Value {
 
 fn memory_resize(memory: &str) -> serde_json::Value {
     json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"memory": memory}, "limits": {"memory": memory}}}]}})
-}
-
-/// A pod condition's (reason, message).
-fn condition(p: &Pod, type_: &str) -> Option<(String, String)> {
-    let c = p
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == "True")?;
-    Some((
-        c.reason.clone().unwrap_or_default(),
-        c.message.clone().unwrap_or_default(),
-    ))
 }
 
 /// Container `app`'s `status.resources` value, as the kubelet reports what it actuated.

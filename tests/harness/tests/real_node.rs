@@ -330,12 +330,12 @@ async fn memory_wall(node: &RealNode, kubectl: &Kubectl, pods: &Api<Pod>) -> any
         out.stderr
     );
     let refused = wait_pod(pods, "holder", T, |p| {
-        resize_in_progress(p).is_some_and(|(reason, message)| {
+        condition(p, "PodResizeInProgress").is_some_and(|(reason, message)| {
             reason == "Error" && message.contains("cannot decrease memory limits")
         })
     })
     .await?;
-    let (_, message) = resize_in_progress(&refused).unwrap_or_default();
+    let (_, message) = condition(&refused, "PodResizeInProgress").unwrap_or_default();
     let after = node
         .cgroup(&uid(&refused), &container_id(&refused))?
         .expect("holder's cgroup");
@@ -404,21 +404,6 @@ fn env(name: &str, value: &str) -> EnvVar {
         value: Some(value.to_owned()),
         ..EnvVar::default()
     }
-}
-
-/// `PodResizeInProgress`'s reason and message, while the condition is there.
-fn resize_in_progress(p: &Pod) -> Option<(String, String)> {
-    let c = p
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "PodResizeInProgress")?;
-    Some((
-        c.reason.clone().unwrap_or_default(),
-        c.message.clone().unwrap_or_default(),
-    ))
 }
 
 /// Container `app`'s last termination: reason and exit code.

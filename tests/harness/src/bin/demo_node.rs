@@ -160,19 +160,11 @@ async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow
     demo.run(&["get", "pods", "-n", NS, "-o", "custom-columns=NAME:.metadata.name,PRIORITY:.spec.priority,CPU:.spec.containers[0].resources.requests.cpu,QOS:.status.qosClass,NODE:.spec.nodeName"]).await;
 
     demo.say("Wall 1 — a requests-only resize (what VPA RequestsOnly sends) would turn the Guaranteed pod Burstable:");
-    let out = demo
-        .run(&[
-            "patch",
-            "pod",
-            "shop",
-            "-n",
-            NS,
-            "--subresource",
-            "resize",
-            "-p",
-            r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"300m"}}}]}}"#,
-        ])
-        .await;
+    let out = resize(
+        demo,
+        r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"300m"}}}]}}"#,
+    )
+    .await;
     demo.expect(
         !out.success
             && out
@@ -184,19 +176,7 @@ async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow
     demo.say(&format!(
         "Wall 2 — {too_much} is more than this node can ever hold ({alloc}m):"
     ));
-    let out = demo
-        .run(&[
-            "patch",
-            "pod",
-            "shop",
-            "-n",
-            NS,
-            "--subresource",
-            "resize",
-            "-p",
-            &cpu_resize(&too_much),
-        ])
-        .await;
+    let out = resize(demo, &cpu_resize(&too_much)).await;
     demo.expect(
         !out.success
             && out
@@ -207,19 +187,7 @@ async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow
 
     demo.say("Wall 3 — 250m → 500m does not fit next to the batch pod now. resize-guard warns, preempts it, and the \
               kubelet writes the new quota into the container's cgroup:");
-    let out = demo
-        .run(&[
-            "patch",
-            "pod",
-            "shop",
-            "-n",
-            NS,
-            "--subresource",
-            "resize",
-            "-p",
-            &cpu_resize("500m"),
-        ])
-        .await;
+    let out = resize(demo, &cpu_resize("500m")).await;
     demo.expect(
         out.success
             && out
@@ -237,7 +205,7 @@ async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow
     );
     demo.expect(
         wait_gone(&pods, "batch", T).await.is_ok(),
-        "the batch pod was preempted (SIGTERM, exit 0)",
+        "the batch pod was preempted",
     );
     if let Ok(p) = &done {
         let uid = p.metadata.uid.clone().unwrap_or_default();
@@ -265,6 +233,22 @@ async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow
         "kubectl resize-guard explain tells the story",
     );
     Ok(())
+}
+
+/// Runs and prints `kubectl patch pod shop --subresource resize -p PATCH`.
+async fn resize(demo: &Demo, patch: &str) -> resize_guard_harness::kubectl::KubectlOutput {
+    demo.run(&[
+        "patch",
+        "pod",
+        "shop",
+        "-n",
+        NS,
+        "--subresource",
+        "resize",
+        "-p",
+        patch,
+    ])
+    .await
 }
 
 /// Polls `probe` until it says `Some(true)`; false after `timeout`.
