@@ -126,13 +126,10 @@ deps-check:
 		echo "resize-guard-policy must not depend on:"; echo "$$bad"; exit 1; \
 	else echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"; fi
 
-# The test binaries are compiled first, so that the upstream builds `make upstream` may be running
-# in the background (.ci/run starts it) go on meanwhile; each build script waits for its part.
 unit:
-	$(CARGO) test --workspace --locked --no-run
 	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(CARGO) test --workspace --locked
 
-# Every upstream part `make test` uses, built or reused, in the order it needs them.
+# Every upstream part `make test` uses, built or reused (.ci/run builds them beside the Rust builds).
 upstream:
 	scripts/build-control-plane.sh >/dev/null
 	scripts/build-helm.sh >/dev/null

@@ -371,7 +371,24 @@ async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_withi
     assert_eq!(renewed.bundles(), vec![ca.clone(); 2]);
     verify(&renewed.leaf().unwrap(), &ca, "127.0.0.1").unwrap();
 
-    let metrics = controller.metrics().await;
+    // The counter moves once the actuator's write has returned, which can be after the test saw
+    // the renewed Secret: wait for the renewal to be counted, then read everything else.
+    let serving_repairs = |metrics: &str| {
+        metrics
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("resize_guard_certificate_repairs_total{what=\"serving\"} ")
+            })
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + T;
+    let mut metrics = controller.metrics().await;
+    while serving_repairs(&metrics) < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        metrics = controller.metrics().await;
+    }
+    assert!(serving_repairs(&metrics) >= 2, "{metrics}");
     for want in [
         "resize_guard_certificate_repairs_total{what=\"ca\"} 1",
         "resize_guard_certificate_repairs_total{what=\"ca_bundle\"} 4",
@@ -380,15 +397,6 @@ async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_withi
     ] {
         assert!(metrics.contains(want), "{want} missing:\n{metrics}");
     }
-    assert!(
-        metrics.lines().any(|l| l
-            .starts_with("resize_guard_certificate_repairs_total{what=\"serving\"}")
-            && l.rsplit(' ')
-                .next()
-                .and_then(|n| n.parse::<u64>().ok())
-                .is_some_and(|n| n >= 2)),
-        "{metrics}"
-    );
 
     // Stopped (leadership given up): nothing repairs caBundle any more. The proof that a repair
     // had its time: a witness — a running controller with its own namespace and configurations —
