@@ -76,21 +76,10 @@ K8S_VERSION="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exi
 [[ "$K8S_VERSION" == "v$MINOR".* ]] || die "cannot find a k8s.io/kubernetes v$MINOR.P requirement in $MOD_DIR/go.mod"
 [[ "$requested" != *.*.* || "v${requested#v}" == "$K8S_VERSION" ]] \
   || die "RESIZE_GUARD_K8S_VERSION=$requested, but $MOD_DIR pins $K8S_VERSION (regenerate it with tests/control-plane/gen-module.sh)"
-K8S_MINOR="${MINOR#1.}"
 mapfile -t SOURCES < <(control_plane_sources "$CP_ROOT" "$MINOR")
 
-# Fixed values keep the build (and the cache key) reproducible.
-GIT_COMMIT="0000000000000000000000000000000000000000"
-BUILD_DATE="2026-01-01T00:00:00Z"
-LDFLAGS="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  LDFLAGS+=" -X $pkg.gitVersion=$K8S_VERSION"
-  LDFLAGS+=" -X $pkg.gitMajor=1"
-  LDFLAGS+=" -X $pkg.gitMinor=$K8S_MINOR"
-  LDFLAGS+=" -X $pkg.gitCommit=$GIT_COMMIT"
-  LDFLAGS+=" -X $pkg.gitTreeState=clean"
-  LDFLAGS+=" -X $pkg.buildDate=$BUILD_DATE"
-done
+# Fixed values keep the build (and the cache key) reproducible (scripts/lib/control-plane-module.sh).
+LDFLAGS="$(control_plane_ldflags "$K8S_VERSION")"
 BUILD_FLAGS=(-trimpath -buildvcs=false -mod=readonly)
 PACKAGES=(
   k8s.io/kubernetes/cmd/kube-apiserver

@@ -80,20 +80,10 @@ stamp_cache_go "$MOD_DIR" tests/control-plane/README.md go.mod go.sum
 
 K8S_VERSION="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit } $1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { print $2; exit }' "$MOD_DIR/go.mod")"
 [[ "$K8S_VERSION" == "v$K8S_MINOR_DIR".* ]] || die "cannot find a k8s.io/kubernetes v$K8S_MINOR_DIR.P requirement in $MOD_DIR/go.mod"
-K8S_MINOR="${K8S_MINOR_DIR#1.}"
 
 # The kubelet: exactly the control plane's flags, so it shares its GOCACHE entries.
 GIT_COMMIT="0000000000000000000000000000000000000000"
-BUILD_DATE="2026-01-01T00:00:00Z"
-K8S_LDFLAGS="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  K8S_LDFLAGS+=" -X $pkg.gitVersion=$K8S_VERSION"
-  K8S_LDFLAGS+=" -X $pkg.gitMajor=1"
-  K8S_LDFLAGS+=" -X $pkg.gitMinor=$K8S_MINOR"
-  K8S_LDFLAGS+=" -X $pkg.gitCommit=$GIT_COMMIT"
-  K8S_LDFLAGS+=" -X $pkg.gitTreeState=clean"
-  K8S_LDFLAGS+=" -X $pkg.buildDate=$BUILD_DATE"
-done
+K8S_LDFLAGS="$(control_plane_ldflags "$K8S_VERSION")"
 BUILD_FLAGS=(-trimpath -buildvcs=false)
 # As the upstream Makefiles do (version package, fixed revision).
 CONTAINERD_LDFLAGS="-s -w -X $CONTAINERD_MOD/version.Version=$CONTAINERD_VERSION -X $CONTAINERD_MOD/version.Revision=$GIT_COMMIT -X $CONTAINERD_MOD/version.Package=github.com/containerd/containerd"

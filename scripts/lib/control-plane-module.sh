@@ -45,3 +45,19 @@ control_plane_assemble() {
     cp "$root/$f" "$dest/$f"
   done < <(control_plane_sources "$root" "$minor")
 }
+
+# control_plane_ldflags VERSION: the -ldflags every Kubernetes binary of ours is linked with
+# (stripped; the version packages stamped with VERSION, e.g. v1.37.2, and a fixed commit and date,
+# so the build and its cache key are reproducible). One definition, so the real node's kubelet
+# (scripts/build-node.sh) shares the control plane's GOCACHE entries.
+control_plane_ldflags() {
+  local version=$1 minor pkg flags="-s -w"
+  minor="${version#v1.}"
+  minor="${minor%%.*}"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitCommit=0000000000000000000000000000000000000000 -X $pkg.gitTreeState=clean"
+    flags+=" -X $pkg.buildDate=2026-01-01T00:00:00Z"
+  done
+  printf '%s\n' "$flags"
+}

@@ -101,8 +101,7 @@ pub struct ControlPlane {
     apiserver_cmd: Vec<String>,
     scheduler: Mutex<Option<Process>>,
     controller_manager: Mutex<Option<Process>>,
-    host: String,
-    real_node: bool,
+    real_node_host: Option<String>,
     port: u16,
     version: String,
 }
@@ -250,8 +249,7 @@ impl ControlPlane {
             apiserver_cmd: args,
             scheduler: Mutex::new(None),
             controller_manager: Mutex::new(None),
-            real_node: options.real_node_host.is_some(),
-            host,
+            real_node_host: options.real_node_host.clone(),
             port,
             dir,
             version: String::new(),
@@ -294,7 +292,8 @@ impl ControlPlane {
 
     /// `https://127.0.0.1:<port>` (or the real node's host address).
     pub fn url(&self) -> String {
-        format!("https://{}:{}", self.host, self.port)
+        let host = self.real_node_host.as_deref().unwrap_or("127.0.0.1");
+        format!("https://{host}:{}", self.port)
     }
 
     /// The working directory (logs, kubeconfigs, audit log).
@@ -475,7 +474,7 @@ impl ControlPlane {
             "--kube-api-qps=200".to_owned(),
             "--kube-api-burst=400".to_owned(),
         ];
-        if self.real_node {
+        if self.real_node_host.is_some() {
             controllers.extend(REAL_NODE_CONTROLLERS);
             args.push(format!(
                 "--root-ca-file={}",

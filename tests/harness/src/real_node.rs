@@ -100,7 +100,7 @@ impl RealNode {
             down: false,
             _lock: lock,
         };
-        node.run(&["net"])?;
+        node.run("net")?;
         // If this process dies without stopping the node, the watchdog does it.
         let watchdog = Command::new("sh")
             .arg("-c")
@@ -210,6 +210,27 @@ impl RealNode {
         }))
     }
 
+    /// Polls the cgroup of `pod`'s container `app` every 10 ms until `want` holds; the error
+    /// carries the last values read.
+    pub async fn wait_cgroup(
+        &self,
+        pod: &Pod,
+        timeout: Duration,
+        want: impl Fn(&CgroupValues) -> bool,
+    ) -> anyhow::Result<CgroupValues> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        while Instant::now() < deadline {
+            last = self.cgroup(&uid, &container_id(pod))?;
+            if let Some(v) = last.as_ref().filter(|v| want(v)) {
+                return Ok(v.clone());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        anyhow::bail!("the cgroup never held the wanted values; last {last:?}")
+    }
+
     /// Tears the node down and checks that nothing is left: no netns, link, route, cgroup,
     /// mount, directory or process of the node, and every sysctl the kubelet touched as it was.
     pub fn stop(mut self) -> anyhow::Result<()> {
@@ -238,14 +259,16 @@ impl RealNode {
             let _ = w.kill();
             let _ = w.wait();
         }
-        self.run(&["down"])
+        self.run("down")
     }
 
-    fn run(&self, args: &[&str]) -> anyhow::Result<()> {
-        let mut all = vec![args[0].to_owned(), path_str(&self.work)];
-        all.extend(args[1..].iter().map(|a| (*a).to_owned()));
-        let all: Vec<&str> = all.iter().map(String::as_str).collect();
-        node_sh(&self.script, &self.envs(), &all)
+    /// `node.sh COMMAND WORK`.
+    fn run(&self, command: &str) -> anyhow::Result<()> {
+        node_sh(
+            &self.script,
+            &self.envs(),
+            &[command, &path_str(&self.work)],
+        )
     }
 
     fn envs(&self) -> Vec<(&'static str, String)> {

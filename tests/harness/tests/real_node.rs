@@ -95,10 +95,10 @@ async fn walls(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()> {
     anyhow::ensure!(out.success, "kubectl apply -k deploy/: {}", out.stderr);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "resize-guard");
     for name in ["resize-guard-webhook", "resize-guard-controller"] {
-        wait_until(T, &format!("Deployment {name} available"), || async {
-            let d = deployments.get(name).await?;
-            let s = d.status.unwrap_or_default();
-            Ok(s.available_replicas == Some(2) && s.updated_replicas == Some(2))
+        wait_object(&deployments, name, T, |d| {
+            d.status
+                .as_ref()
+                .is_some_and(|s| s.available_replicas == Some(2) && s.updated_replicas == Some(2))
         })
         .await?;
     }
@@ -127,10 +127,7 @@ async fn walls(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()> {
     }
     kubectl.run(["create", "namespace", NS]).await?;
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
-    wait_until(T, "ServiceAccount field/default", || async {
-        Ok(accounts.get_opt("default").await?.is_some())
-    })
-    .await?;
+    wait_object(&accounts, "default", T, |_| true).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let started = Instant::now();
     create_running(
@@ -257,7 +254,9 @@ async fn walls(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()> {
         restart_count(&app)
     );
     let quota = i64::try_from(want * 100)?;
-    let after = wait_cgroup(node, &app, |v| v.cpu_quota_us == quota).await?;
+    let after = node
+        .wait_cgroup(&app, T, |v| v.cpu_quota_us == quota)
+        .await?;
     println!(
         "real-node: Deferred resize {want}m: preempted, in the cgroup {} ms after the PATCH: {after:?}",
         sent.elapsed().as_millis()
@@ -272,7 +271,8 @@ async fn walls(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()> {
     // Two more resizes, timed from the PATCH to the value in the kernel: CPU, then memory.
     let sent = Instant::now();
     kubectl.resize(NS, "app", &cpu_resize("400m")).await?;
-    wait_cgroup(node, &app, |v| v.cpu_quota_us == 40_000).await?;
+    node.wait_cgroup(&app, T, |v| v.cpu_quota_us == 40_000)
+        .await?;
     println!(
         "real-node: cpu 500m → 400m in the cgroup {} ms after the PATCH",
         sent.elapsed().as_millis()
@@ -281,7 +281,8 @@ async fn walls(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()> {
     let memory = json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"memory": "96Mi"}, "limits": {"memory": "96Mi"}}}]}});
     let out = kubectl.resize(NS, "app", &memory.to_string()).await?;
     anyhow::ensure!(out.success, "memory resize: {}", out.stderr);
-    wait_cgroup(node, &app, |v| v.memory_limit == 96 * 1024 * 1024).await?;
+    node.wait_cgroup(&app, T, |v| v.memory_limit == 96 * 1024 * 1024)
+        .await?;
     println!(
         "real-node: memory 64Mi → 96Mi in the cgroup {} ms after the PATCH",
         sent.elapsed().as_millis()
@@ -320,7 +321,9 @@ async fn memory_wall(node: &RealNode, kubectl: &Kubectl, pods: &Api<Pod>) -> any
     create_running(pods, &holder("holder", "NotRequired")).await?;
     create_running(pods, &holder("restarter", "RestartContainer")).await?;
     let held = pods.get("holder").await?;
-    let before = wait_cgroup(node, &held, |v| v.memory_usage >= 150 << 20).await?;
+    let before = node
+        .wait_cgroup(&held, T, |v| v.memory_usage >= 150 << 20)
+        .await?;
     let lower = json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"memory": "100Mi"}, "limits": {"memory": "100Mi"}}}]}}).to_string();
 
     let out = kubectl.resize(NS, "holder", &lower).await?;
@@ -382,11 +385,12 @@ async fn memory_wall(node: &RealNode, kubectl: &Kubectl, pods: &Api<Pod>) -> any
     let spinner = create_running(pods, &spinner).await?;
     let out = kubectl.resize(NS, "spinner", &cpu_resize("100m")).await?;
     anyhow::ensure!(out.success, "cpu resize: {}", out.stderr);
-    let lowered = wait_cgroup(node, &spinner, |v| v.cpu_quota_us == 10_000).await?;
-    let throttled = wait_cgroup(node, &spinner, |v| {
-        v.nr_throttled >= lowered.nr_throttled + 20
-    })
-    .await?;
+    let lowered = node
+        .wait_cgroup(&spinner, T, |v| v.cpu_quota_us == 10_000)
+        .await?;
+    let throttled = node
+        .wait_cgroup(&spinner, T, |v| v.nr_throttled >= lowered.nr_throttled + 20)
+        .await?;
     let now = pods.get("spinner").await?;
     println!(
         "real-node: a busy container lowered 500m → 100m: throttled ({} → {} periods), restartCount {}",
@@ -546,23 +550,6 @@ fn reviewed_resizes(cp: &ControlPlane) -> (usize, usize) {
 
 fn uid(p: &Pod) -> String {
     p.metadata.uid.clone().unwrap_or_default()
-}
-
-async fn wait_cgroup(
-    node: &RealNode,
-    pod: &Pod,
-    want: impl Fn(&real_node::CgroupValues) -> bool,
-) -> anyhow::Result<real_node::CgroupValues> {
-    let deadline = Instant::now() + T;
-    let mut last = None;
-    while Instant::now() < deadline {
-        last = node.cgroup(&uid(pod), &container_id(pod))?;
-        if let Some(v) = last.as_ref().filter(|v| want(v)) {
-            return Ok(v.clone());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    anyhow::bail!("the cgroup never held the new value; last {last:?}")
 }
 
 async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut probe: F) -> anyhow::Result<()>

@@ -5,7 +5,7 @@
 //! The numbers follow the node's real allocatable CPU. Exits non-zero if any step does not behave
 //! as described, or if the node leaves anything behind.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
@@ -15,7 +15,7 @@ use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::demo::{Demo, T};
 use resize_guard_harness::install::repo_root;
 use resize_guard_harness::objects::*;
-use resize_guard_harness::real_node::{self, RealNode, container_id, runs_pause};
+use resize_guard_harness::real_node::{self, RealNode, runs_pause};
 
 const NS: &str = "shop";
 
@@ -81,11 +81,11 @@ async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "resize-guard");
     let mut available = true;
     for name in ["resize-guard-webhook", "resize-guard-controller"] {
-        available &= wait_for(T, || async {
-            let s = deployments.get(name).await.ok()?.status?;
-            Some(s.available_replicas == Some(2))
+        available &= wait_object(&deployments, name, T, |d| {
+            d.status.as_ref().and_then(|s| s.available_replicas) == Some(2)
         })
-        .await;
+        .await
+        .is_ok();
     }
     demo.expect(
         available,
@@ -124,10 +124,7 @@ async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow
     ));
     demo.run(&["create", "namespace", NS]).await;
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
-    wait_for(T, || async {
-        accounts.get_opt("default").await.ok()?.map(|_| true)
-    })
-    .await;
+    wait_object(&accounts, "default", T, |_| true).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let name = real_node::NAME;
     create_running(
@@ -208,21 +205,10 @@ async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow
         "the batch pod was preempted",
     );
     if let Ok(p) = &done {
-        let uid = p.metadata.uid.clone().unwrap_or_default();
-        let mut cgroup = None;
-        let deadline = Instant::now() + T;
-        while Instant::now() < deadline {
-            cgroup = node
-                .cgroup(&uid, &container_id(p))?
-                .filter(|v| v.cpu_quota_us == 50_000);
-            if cgroup.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let cgroup = node.wait_cgroup(p, T, |v| v.cpu_quota_us == 50_000).await;
         println!("  the container's cgroup on the node: {cgroup:?}");
         demo.expect(
-            cgroup.is_some(),
+            cgroup.is_ok(),
             "cpu.cfs_quota_us is 50000 µs per 100 ms: 500m, in the kernel",
         );
     }
@@ -249,20 +235,4 @@ async fn resize(demo: &Demo, patch: &str) -> resize_guard_harness::kubectl::Kube
         patch,
     ])
     .await
-}
-
-/// Polls `probe` until it says `Some(true)`; false after `timeout`.
-async fn wait_for<F, Fut>(timeout: Duration, mut probe: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<bool>>,
-{
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if probe().await == Some(true) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    false
 }
