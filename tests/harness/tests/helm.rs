@@ -398,7 +398,7 @@ async fn the_default_render_is_the_kustomize_install_and_variants_are_the_overla
     // Every Helm label is there, on every object, and nowhere in selectors or pod templates.
     for (key, v) in objects(&default) {
         let labels = &v["metadata"]["labels"];
-        assert_eq!(labels["helm.sh/chart"], "resize-guard-0.1.0", "{key:?}");
+        assert_eq!(labels["helm.sh/chart"], "resize-guard-0.2.0", "{key:?}");
         assert_eq!(labels["app.kubernetes.io/managed-by"], "Helm", "{key:?}");
         assert_eq!(
             labels["app.kubernetes.io/instance"], "resize-guard",
@@ -790,7 +790,7 @@ async fn values_reach_the_objects() {
     );
     assert_eq!(
         container(controller)["image"],
-        "ghcr.io/resize-guard/resize-guard-controller:0.1.0"
+        "ghcr.io/resize-guard/resize-guard-controller:0.2.0"
     );
     assert_eq!(container(controller)["imagePullPolicy"], "Always");
     assert_eq!(
