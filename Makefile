@@ -49,7 +49,7 @@ WITH_REGISTRY = RESIZE_GUARD_REGISTRY_BIN="$$(scripts/build-registry.sh | tail -
 # pause (first run ~6 min), for the real-node suite (tests/node/).
 WITH_NODE = RESIZE_GUARD_NODE_BIN_DIR="$$(scripts/build-node.sh | tail -n 1)"
 
-.PHONY: demo-node upstream push test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
+.PHONY: demo-node upstream push krew test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
@@ -74,28 +74,73 @@ demo-vpa:
 
 test: fmt-check clippy deps-check image unit test-versions
 
-# Static binaries (glibc, +crt-static) in their own target dir so the debug cache stays warm, then
-# one OCI archive per binary stamped with the commit and its time (same binary, same digest); the
-# image writer is built there too, optimised (its gzip is ~5x slower in a debug build).
-IMAGE_BIN = target/image-build/x86_64-unknown-linux-gnu/release
-# The kubectl plugin ships as a krew-style archive next to the images (same static build, the
-# commit's time on every entry, so the same source gives the same bytes), with its sha256.
+# Static binaries (glibc, +crt-static, symbols stripped) for linux/amd64 and linux/arm64 in their
+# own target dir so the debug cache stays warm, then one multi-platform OCI archive (an image index
+# over both platforms' manifests) per image, stamped with the commit and its time (same binaries,
+# same digest); the controller image also carries resize-guard-certs (deploy/image/Containerfile
+# says why). The image writer is built there too, optimised (its gzip is ~5x slower in a debug
+# build). arm64 is cross-compiled with Debian's cross gcc as linker and libc (static), and its
+# plugin runs once under qemu-user; what is missing of those is installed with apt-get (root),
+# the rustup target with rustup.
+IMAGE_BUILD = target/image-build
+IMAGE_BIN = $(IMAGE_BUILD)/x86_64-unknown-linux-gnu/release
+IMAGE_BIN_ARM64 = $(IMAGE_BUILD)/aarch64-unknown-linux-gnu/release
+IMAGE_RUSTFLAGS = -C target-feature=+crt-static -C strip=symbols
+IMAGE_PACKAGES = -p resize-guard-webhook -p resize-guard-controller -p resize-guard-certs -p resize-guard-kubectl
+ARM64_CC = aarch64-linux-gnu-gcc
+# The kubectl plugin ships as krew archives next to the images (the plugin and LICENSE, same static
+# builds, the commit's time on every entry, so the same source gives the same bytes), each with its
+# sha256, and target/image/resize-guard.yaml: the krew manifest plugins/resize-guard.yaml with
+# those sha256s filled in (`make krew` validates it with krew's own validator).
 VERSION = $(shell $(CARGO) metadata --format-version 1 --no-deps --locked \
 	| python3 -c 'import json, sys; print([p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "resize-guard-kubectl"][0])')
-PLUGIN_ARCHIVE = target/image/kubectl-resize_guard-$(VERSION)-linux-amd64.tar.gz
+PLUGIN = target/image/kubectl-resize_guard-$(VERSION)
+PLUGIN_ARCHIVE = $(PLUGIN)-linux-amd64.tar.gz
+PLUGIN_ARCHIVE_ARM64 = $(PLUGIN)-linux-arm64.tar.gz
+KREW_MANIFEST = target/image/resize-guard.yaml
+COMMIT_TIME = $$(git log -1 --format=%ct 2>/dev/null || echo 0)
 image:
-	RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR=target/image-build \
-		$(CARGO) build --locked --release --target x86_64-unknown-linux-gnu \
-		-p resize-guard-webhook -p resize-guard-controller -p resize-guard-kubectl -p resize-guard-image
-	SOURCE_DATE_EPOCH="$$(git log -1 --format=%ct 2>/dev/null || echo 0)" $(IMAGE_BIN)/resize-guard-image \
+	@missing=""; \
+	command -v $(ARM64_CC) >/dev/null || missing="$$missing gcc-aarch64-linux-gnu"; \
+	test -f /usr/aarch64-linux-gnu/lib/libc.a || missing="$$missing libc6-dev-arm64-cross"; \
+	command -v qemu-aarch64 >/dev/null || missing="$$missing qemu-user"; \
+	if [ -n "$$missing" ]; then \
+		[ "$$(id -u)" = 0 ] || { echo "make image: needs$$missing: apt-get install$$missing (as root)" >&2; exit 1; }; \
+		echo "make image: installing$$missing with apt-get (arm64 cross build, qemu-user) …"; \
+		apt-get install -y --no-install-recommends $$missing \
+			|| { apt-get update && apt-get install -y --no-install-recommends $$missing; } \
+			|| { echo "make image: apt-get install$$missing failed" >&2; exit 1; }; \
+	fi
+	@rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
+	RUSTFLAGS="$(IMAGE_RUSTFLAGS)" CARGO_TARGET_DIR=$(IMAGE_BUILD) \
+		$(CARGO) build --locked --release --target x86_64-unknown-linux-gnu $(IMAGE_PACKAGES) -p resize-guard-image
+	RUSTFLAGS="$(IMAGE_RUSTFLAGS)" CARGO_TARGET_DIR=$(IMAGE_BUILD) \
+		CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=$(ARM64_CC) CC_aarch64_unknown_linux_gnu=$(ARM64_CC) \
+		$(CARGO) build --locked --release --target aarch64-unknown-linux-gnu $(IMAGE_PACKAGES)
+	SOURCE_DATE_EPOCH="$(COMMIT_TIME)" $(IMAGE_BIN)/resize-guard-image \
 		--revision "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" --out-dir target/image \
-		$(IMAGE_BIN)/resize-guard-webhook $(IMAGE_BIN)/resize-guard-controller
-	tar --sort=name --owner=0 --group=0 --numeric-owner \
-		--mtime="@$$(git log -1 --format=%ct 2>/dev/null || echo 0)" \
-		-C $(IMAGE_BIN) -cf - kubectl-resize_guard | gzip -n > $(PLUGIN_ARCHIVE)
-	cd $(dir $(PLUGIN_ARCHIVE)) && sha256sum $(notdir $(PLUGIN_ARCHIVE)) > $(notdir $(PLUGIN_ARCHIVE)).sha256
+		--platform linux/amd64=$(IMAGE_BIN) --platform linux/arm64=$(IMAGE_BIN_ARM64) \
+		resize-guard-webhook resize-guard-controller
+	for arch in amd64 arm64; do \
+		if [ $$arch = amd64 ]; then bin=$(IMAGE_BIN); else bin=$(IMAGE_BIN_ARM64); fi; \
+		tar --owner=0 --group=0 --numeric-owner --mode=go-w --mtime="@$(COMMIT_TIME)" \
+			-cf - -C $$bin kubectl-resize_guard -C $(CURDIR) LICENSE | gzip -n > $(PLUGIN)-linux-$$arch.tar.gz \
+		&& (cd $(dir $(PLUGIN)) && sha256sum $(notdir $(PLUGIN))-linux-$$arch.tar.gz > $(notdir $(PLUGIN))-linux-$$arch.tar.gz.sha256) \
+		|| exit 1; \
+	done
+	sed -e "s/@VERSION@/$(VERSION)/g" \
+		-e "s/@SHA256_LINUX_AMD64@/$$(cut -d' ' -f1 $(PLUGIN_ARCHIVE).sha256)/" \
+		-e "s/@SHA256_LINUX_ARM64@/$$(cut -d' ' -f1 $(PLUGIN_ARCHIVE_ARM64).sha256)/" \
+		plugins/resize-guard.yaml > $(KREW_MANIFEST)
 	$(IMAGE_BIN)/kubectl-resize_guard --version
-	@echo "image: $(PLUGIN_ARCHIVE)"
+	qemu-aarch64 $(IMAGE_BIN_ARM64)/kubectl-resize_guard --version
+	@echo "image: $(PLUGIN_ARCHIVE) $(PLUGIN_ARCHIVE_ARM64) $(KREW_MANIFEST)"
+
+# The krew manifest `make image` wrote, checked by krew's own validate-krew-manifest (built from
+# sigs.k8s.io/krew's Go module by scripts/build-krew.sh; structure, platforms, no overlaps; the
+# install half needs the archives at their release URLs, so it is skipped here).
+krew: image
+	"$$(scripts/build-krew.sh | tail -n 1)/validate-krew-manifest" -manifest $(KREW_MANIFEST) -skip-install
 
 # The images `make image` wrote, pushed under REGISTRY by the release build of resize-guard-push
 # (image/src/push.rs; image/tests/push.rs runs this target against a real registry).

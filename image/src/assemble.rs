@@ -1,11 +1,8 @@
-//! From an [`ImageSpec`] and its build context to the blobs of one image: a layer per `COPY`
-//! ([`crate::layer`]), the image config (amd64/linux, `User`, `Env`, `Entrypoint`, `Labels`, the
-//! layers' `diff_ids`), the manifest, and the `index.json` that names it with its tag (annotation
-//! `org.opencontainers.image.ref.name`) and full name (`io.containerd.image.name`, what
-//! `ctr images import` tags it as).
+//! From an [`ImageSpec`] and one platform's build context (the directory of that platform's
+//! static binaries) to the blobs of that platform's image: a layer per `COPY` ([`crate::layer`]),
+//! the image config (its os/architecture, `User`, `Env`, `Entrypoint`, `Labels`, the layers'
+//! `diff_ids`) and the manifest. [`crate::index`] joins the platforms into one image.
 
-use std::collections::BTreeMap;
-use std::fmt;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
@@ -18,37 +15,20 @@ use crate::layer::file_layer;
 use crate::oci::{self, Descriptor, Platform};
 use crate::spec::ImageSpec;
 
-/// Where an image is pushed: `ghcr.io/resize-guard/resize-guard-webhook` and `0.1.0`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reference {
-    /// Registry and repository.
-    pub repository: String,
-    /// The tag.
-    pub tag: String,
-}
-
-impl fmt::Display for Reference {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.repository, self.tag)
-    }
-}
-
-/// A built image: every blob and the `index.json` of its layout.
+/// One platform's image: its config, layers and the manifest naming them.
 #[derive(Debug, Clone)]
-pub struct Image {
-    /// Its name.
-    pub reference: Reference,
-    /// The manifest blob; its digest is the image's identity.
+pub struct PlatformImage {
+    /// Which platform the binaries were built for.
+    pub platform: Platform,
+    /// The manifest blob; its digest is this platform's identity in the index.
     pub manifest: Blob,
     /// The config blob.
     pub config: Blob,
     /// The layer blobs, bottom first.
     pub layers: Vec<Blob>,
-    /// `index.json`.
-    pub index: Vec<u8>,
 }
 
-impl Image {
+impl PlatformImage {
     /// Every blob: config, layers, manifest.
     pub fn blobs(&self) -> impl Iterator<Item = &Blob> {
         std::iter::once(&self.config)
@@ -57,14 +37,14 @@ impl Image {
     }
 }
 
-/// Builds the image `spec` describes, reading `COPY` sources from `context`; every timestamp is
-/// `epoch` (seconds since 1970).
+/// Builds the `platform` image `spec` describes, reading `COPY` sources from `context` (that
+/// platform's binaries); every timestamp is `epoch` (seconds since 1970).
 pub fn assemble(
     spec: &ImageSpec,
     context: &Path,
-    reference: Reference,
+    platform: Platform,
     epoch: u64,
-) -> Result<Image, ImageError> {
+) -> Result<PlatformImage, ImageError> {
     let created = OffsetDateTime::from_unix_timestamp(i64::try_from(epoch).unwrap_or(i64::MAX))
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())
@@ -95,8 +75,8 @@ pub fn assemble(
     }
     let config = oci::Config {
         created,
-        architecture: "amd64",
-        os: "linux",
+        architecture: platform.architecture,
+        os: platform.os,
         config: oci::RunConfig {
             user: spec.user.clone(),
             env: spec.env.clone(),
@@ -120,27 +100,10 @@ pub fn assemble(
             .collect(),
     };
     let manifest = Blob::new(serde_json::to_vec(&manifest).map_err(ImageError::json("manifest"))?);
-    let index = oci::Index {
-        schema_version: 2,
-        media_type: oci::INDEX_MEDIA_TYPE,
-        manifests: vec![Descriptor {
-            platform: Some(Platform {
-                architecture: "amd64",
-                os: "linux",
-            }),
-            annotations: BTreeMap::from([
-                (oci::REF_NAME.to_string(), reference.tag.clone()),
-                (oci::CONTAINERD_NAME.to_string(), reference.to_string()),
-            ]),
-            ..Descriptor::of(oci::MANIFEST_MEDIA_TYPE, &manifest)
-        }],
-    };
-    let index = serde_json::to_vec(&index).map_err(ImageError::json("index"))?;
-    Ok(Image {
-        reference,
+    Ok(PlatformImage {
+        platform,
         manifest,
         config,
         layers,
-        index,
     })
 }

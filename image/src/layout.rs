@@ -1,4 +1,4 @@
-//! Writing an [`Image`] as an OCI image layout: the directory form (`oci-layout`, `index.json`,
+//! Writing an [`Image`] (every platform) as an OCI image layout: the directory form (`oci-layout`, `index.json`,
 //! `blobs/sha256/<hex>`) and the same tree packed as an OCI archive, a plain tar that
 //! `podman load -i`, `skopeo copy oci-archive:` and `ctr images import` read. Archive entries
 //! come in a fixed order with fixed owners, modes and mtimes, so the archive's bytes depend on
@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use crate::assemble::Image;
 use crate::error::ImageError;
+use crate::index::Image;
 use crate::layer::header;
 
 /// `oci-layout`: the layout version marker.
@@ -17,7 +17,10 @@ const OCI_LAYOUT: &[u8] = br#"{"imageLayoutVersion":"1.0.0"}"#;
 fn entries(image: &Image) -> Vec<(String, Option<&[u8]>)> {
     let mut entries = vec![
         ("oci-layout".to_string(), Some(OCI_LAYOUT)),
-        ("index.json".to_string(), Some(image.index.as_slice())),
+        (
+            "index.json".to_string(),
+            Some(image.layout_index.as_slice()),
+        ),
         ("blobs/".to_string(), None),
         ("blobs/sha256/".to_string(), None),
     ];

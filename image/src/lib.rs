@@ -4,18 +4,20 @@
 //! network: `deploy/image/Containerfile` stays the single source of truth for the image config,
 //! and this crate reads it ([`containerfile`], only the subset it uses), resolves it with the
 //! build arguments `BINARY`, `VERSION`, `REVISION` ([`spec`], docker's ARG scoping), turns each
-//! `COPY` into a deterministic layer ([`layer`]), writes the OCI config, manifest and index
-//! ([`oci`], [`assemble`]) and packs them as an OCI layout and archive ([`layout`]):
+//! `COPY` into a deterministic layer ([`layer`]), writes the OCI config and manifest of each
+//! platform ([`oci`], [`assemble`]), joins the platforms with an image index ([`index`]) and packs
+//! it all as an OCI layout and archive ([`layout`]):
 //!
 //! ```text
 //! Containerfile ─parse─▶ stages ─resolve(BINARY, VERSION, REVISION)─▶ ImageSpec
-//! ImageSpec + static binary ─assemble─▶ layer.tar.gz + config + manifest + index.json
+//! ImageSpec + each platform's static binaries ─assemble─▶ layers + config + manifest
+//! manifests of linux/amd64, linux/arm64 ─join─▶ image index + index.json
 //!   ─▶ target/image/<binary>-<version>.oci.tar   (podman load -i, ctr images import)
 //! ```
 //!
-//! Every timestamp is `SOURCE_DATE_EPOCH` (or 0) and every owner root, so the same binary,
-//! version and revision give the same manifest digest. [`build`] does it all for one binary; the
-//! `resize-guard-image` binary runs it for each binary `make image` built, and
+//! Every timestamp is `SOURCE_DATE_EPOCH` (or 0) and every owner root, so the same binaries,
+//! version and revision give the same index digest. [`build`] does it all for one image; the
+//! `resize-guard-image` binary runs it for each image `make image` builds, and
 //! `resize-guard-push` sends the layouts to a registry ([`push`], `make push`).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -23,6 +25,7 @@ pub mod assemble;
 pub mod blob;
 pub mod containerfile;
 pub mod error;
+pub mod index;
 pub mod layer;
 pub mod layout;
 pub mod oci;
@@ -33,16 +36,21 @@ mod words;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use assemble::{Image, Reference};
+pub use assemble::PlatformImage;
 pub use error::ImageError;
+pub use index::{Image, Reference};
+pub use oci::Platform;
 
-/// One image to build: which binary, and what to stamp on it.
+/// One image to build: which stage, from which binaries, and what to stamp on it.
 #[derive(Debug, Clone)]
 pub struct Build<'a> {
     /// The Containerfile's text.
     pub containerfile: &'a str,
-    /// The static binary; its file name is `BINARY` and its directory the build context.
-    pub binary: &'a Path,
+    /// `BINARY`: the Containerfile stage and the image's name, e.g. `resize-guard-webhook`.
+    pub binary: &'a str,
+    /// One build context per platform, in index order: the directory of that platform's
+    /// static binaries, which `COPY` reads from.
+    pub contexts: &'a [(Platform, &'a Path)],
     /// `VERSION`, also the tag.
     pub version: &'a str,
     /// `REVISION`: the git commit.
@@ -53,17 +61,10 @@ pub struct Build<'a> {
     pub epoch: u64,
 }
 
-/// Builds the image of `build.binary` from the Containerfile's stage `BINARY` selects.
+/// Builds the image of `build.binary` from the Containerfile's stage `BINARY` selects, once per
+/// platform, joined by an image index.
 pub fn build(build: &Build<'_>) -> Result<Image, ImageError> {
-    let Some(name) = build.binary.file_name().and_then(|n| n.to_str()) else {
-        return Err(ImageError::Source {
-            path: build.binary.to_path_buf(),
-        });
-    };
-    let context = match build.binary.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
+    let name = build.binary;
     let build_args = BTreeMap::from([
         ("BINARY".to_string(), name.to_string()),
         ("VERSION".to_string(), build.version.to_string()),
@@ -75,7 +76,12 @@ pub fn build(build: &Build<'_>) -> Result<Image, ImageError> {
         repository: format!("{}/{name}", build.registry.trim_end_matches('/')),
         tag: build.version.to_string(),
     };
-    assemble::assemble(&spec, context, reference, build.epoch)
+    let platforms = build
+        .contexts
+        .iter()
+        .map(|(platform, context)| assemble::assemble(&spec, context, *platform, build.epoch))
+        .collect::<Result<Vec<_>, _>>()?;
+    index::join(reference, platforms)
 }
 
 /// The archive's file name: `<binary>-<version>.oci.tar`.

@@ -1,16 +1,19 @@
-//! `resize-guard-image`: builds one OCI image per static binary from the Containerfile, with no
-//! container engine (see the library docs); `make image` runs it.
+//! `resize-guard-image`: builds one multi-platform OCI image per Containerfile stage from each
+//! platform's static binaries, with no container engine (see the library docs); `make image` runs
+//! it.
 //!
 //! ```text
 //! resize-guard-image --revision $(git rev-parse HEAD) --out-dir target/image \
-//!     target/image-build/x86_64-unknown-linux-gnu/release/resize-guard-{webhook,controller}
+//!     --platform linux/amd64=target/image-build/x86_64-unknown-linux-gnu/release \
+//!     --platform linux/arm64=target/image-build/aarch64-unknown-linux-gnu/release \
+//!     resize-guard-webhook resize-guard-controller
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::Parser;
-use resize_guard_image::{Build, archive_name, build, layout};
+use resize_guard_image::{Build, Platform, archive_name, build, layout};
 
 #[derive(Parser)]
 #[command(
@@ -37,43 +40,67 @@ struct Cli {
     /// Every timestamp in the image, in seconds since 1970.
     #[arg(long, env = "SOURCE_DATE_EPOCH", default_value_t = 0)]
     source_date_epoch: u64,
-    /// The static binaries, one image each; the file name selects the Containerfile stage.
+    /// `os/arch=DIR`: a platform (linux/amd64, linux/arm64) and the directory of its static
+    /// binaries, the build context its `COPY`s read from; repeated, in index order.
+    #[arg(long = "platform", required = true, value_parser = parse_platform)]
+    platforms: Vec<(Platform, PathBuf)>,
+    /// The images: each names a Containerfile stage (`BINARY`).
     #[arg(required = true)]
-    binaries: Vec<PathBuf>,
+    images: Vec<String>,
+}
+
+fn parse_platform(s: &str) -> Result<(Platform, PathBuf), String> {
+    let (platform, dir) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected os/arch=DIR, e.g. linux/arm64=target/…/release"))?;
+    let platform = Platform::parse(platform).ok_or_else(|| {
+        format!("{platform:?}: unknown platform (known: linux/amd64, linux/arm64)")
+    })?;
+    if dir.is_empty() {
+        return Err(format!("{s:?}: the directory is empty"));
+    }
+    Ok((platform, PathBuf::from(dir)))
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let containerfile = std::fs::read_to_string(&cli.containerfile)
         .with_context(|| format!("reading {}", cli.containerfile.display()))?;
-    for binary in &cli.binaries {
+    let contexts: Vec<(Platform, &Path)> = cli
+        .platforms
+        .iter()
+        .map(|(platform, dir)| (*platform, dir.as_path()))
+        .collect();
+    for name in &cli.images {
         let image = build(&Build {
             containerfile: &containerfile,
-            binary,
+            binary: name,
+            contexts: &contexts,
             version: &cli.image_version,
             revision: &cli.revision,
             registry: &cli.registry,
             epoch: cli.source_date_epoch,
         })
-        .with_context(|| format!("building the image of {}", binary.display()))?;
-        let name = binary
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let archive = cli.out_dir.join(archive_name(&name, &cli.image_version));
+        .with_context(|| format!("building the image {name}"))?;
+        let archive = cli.out_dir.join(archive_name(name, &cli.image_version));
         let layout_dir = archive.with_extension("");
         layout::write_layout(&image, &layout_dir)
             .with_context(|| format!("writing {}", layout_dir.display()))?;
         layout::write_archive(&image, &archive, cli.source_date_epoch)
             .with_context(|| format!("writing {}", archive.display()))?;
-        let compressed: u64 = image.layers.iter().map(|l| l.size()).sum();
         println!(
-            "{}  {}  {}  layers {} bytes",
+            "{}  {}  {}",
             archive.display(),
             image.reference,
-            image.manifest.digest,
-            compressed
+            image.index.digest
         );
+        for platform in &image.platforms {
+            let compressed: u64 = platform.layers.iter().map(|l| l.size()).sum();
+            println!(
+                "  {}  {}  layers {} bytes",
+                platform.platform, platform.manifest.digest, compressed
+            );
+        }
     }
     Ok(())
 }

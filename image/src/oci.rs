@@ -1,5 +1,6 @@
-//! The OCI documents an image layout holds (image-spec v1.1): the image [`Config`], the
-//! [`Manifest`] pointing at it and the layers, and the [`Index`] naming the manifest. Typed so the
+//! The OCI documents an image layout holds (image-spec v1.1): per platform the image [`Config`]
+//! and the [`Manifest`] pointing at it and the layers; the [`Index`] listing the manifests by
+//! [`Platform`]; and `index.json`, another [`Index`] naming that one. Typed so the
 //! JSON keys and their order are fixed: the same image serialises to the same bytes.
 
 use std::collections::BTreeMap;
@@ -52,13 +53,40 @@ impl Descriptor {
     }
 }
 
-/// Operating system and CPU architecture.
-#[derive(Debug, Clone, Serialize)]
+/// Operating system and CPU architecture, in Go's `GOOS`/`GOARCH` names as the image-spec uses
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Platform {
-    /// `amd64`.
+    /// `amd64` or `arm64`.
     pub architecture: &'static str,
     /// `linux`.
     pub os: &'static str,
+}
+
+impl Platform {
+    /// `linux/amd64`.
+    pub const LINUX_AMD64: Platform = Platform {
+        architecture: "amd64",
+        os: "linux",
+    };
+    /// `linux/arm64`.
+    pub const LINUX_ARM64: Platform = Platform {
+        architecture: "arm64",
+        os: "linux",
+    };
+
+    /// Parses `os/architecture`; only the platforms `make image` builds are known.
+    pub fn parse(s: &str) -> Option<Platform> {
+        [Self::LINUX_AMD64, Self::LINUX_ARM64]
+            .into_iter()
+            .find(|p| p.to_string() == s)
+    }
+}
+
+impl std::fmt::Display for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.os, self.architecture)
+    }
 }
 
 /// The image config (`application/vnd.oci.image.config.v1+json`).
@@ -66,7 +94,7 @@ pub struct Platform {
 pub struct Config {
     /// RFC 3339 creation time (from `SOURCE_DATE_EPOCH`).
     pub created: String,
-    /// `amd64`.
+    /// `amd64` or `arm64`.
     pub architecture: &'static str,
     /// `linux`.
     pub os: &'static str,
@@ -129,7 +157,8 @@ pub struct Manifest {
     pub layers: Vec<Descriptor>,
 }
 
-/// An image index (`index.json` of a layout).
+/// An image index: the multi-platform image (one manifest per platform) and the `index.json` of
+/// a layout (naming that index).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Index {
@@ -137,6 +166,6 @@ pub struct Index {
     pub schema_version: u32,
     /// [`INDEX_MEDIA_TYPE`].
     pub media_type: &'static str,
-    /// The images.
+    /// The manifests (or, in `index.json`, the image index).
     pub manifests: Vec<Descriptor>,
 }

@@ -1,8 +1,10 @@
 //! Pushing an OCI image layout (what `make image` writes next to each archive) to a registry with
 //! the OCI distribution API, as `make push` does: each blob the registry lacks is uploaded
-//! (`HEAD`, then `POST` + `PUT ?digest=` — the monolithic upload every registry accepts), then the
-//! manifest is `PUT` under the tag, and the digest the registry stored is checked against the
-//! layout's. Credentials come from the files `docker login` and `podman login` write
+//! (`HEAD`, then `POST` + `PUT ?digest=` — the monolithic upload every registry accepts), then
+//! each platform's manifest is `PUT` by its digest, then the image index under the tag (a
+//! registry refuses an index whose manifests it lacks); every digest the registry answers is
+//! checked against the layout's. A layout whose `index.json` names a single manifest is pushed
+//! the same way, that manifest under the tag. Credentials come from the files `docker login` and `podman login` write
 //! ([`credentials`]); a `401` is answered once, with Basic credentials or a Bearer token fetched
 //! from the realm the registry names (the token flow of Docker Hub, GHCR, ECR, GAR, Quay).
 
@@ -17,7 +19,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 
-use crate::oci::{CONTAINERD_NAME, MANIFEST_MEDIA_TYPE};
+use crate::oci::{CONTAINERD_NAME, INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE};
 
 /// Why a push failed; every variant names the registry or the file.
 #[derive(Debug, thiserror::Error)]
@@ -65,8 +67,8 @@ pub enum PushError {
         /// The start of the answer's body (the registry's error JSON).
         body: String,
     },
-    /// The registry stored a manifest with another digest than the layout's.
-    #[error("{url}: the registry stored digest {stored}, the layout's manifest is {expected}")]
+    /// The registry stored a manifest or index with another digest than the layout's.
+    #[error("{url}: the registry stored digest {stored}, the layout's is {expected}")]
     Digest {
         /// The manifest URL.
         url: String,
@@ -126,19 +128,30 @@ impl std::fmt::Display for Destination {
     }
 }
 
-/// An image layout read back: the manifest and the blobs it names.
+/// An image layout read back: what the tag names, the manifests under it and their blobs.
 #[derive(Debug, Clone)]
 pub struct Layout {
     /// The layout directory.
     pub dir: PathBuf,
     /// The full name the image was built under (`io.containerd.image.name`).
     pub name: String,
-    /// The manifest's digest (`sha256:…`).
-    pub manifest_digest: String,
-    /// The manifest's bytes, pushed as they are.
-    pub manifest: Bytes,
-    /// The config and layer digests, in the manifest's order.
+    /// What the tag names: the image index, or the one manifest of a single-platform layout.
+    pub top: Document,
+    /// The manifests an index lists, in its order (empty when `top` is a manifest).
+    pub manifests: Vec<Document>,
+    /// The config and layer digests of every manifest, each once, in manifest order.
     pub blobs: Vec<String>,
+}
+
+/// A manifest or an image index, pushed as its bytes.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// Its media type, sent as `Content-Type`.
+    pub media_type: String,
+    /// Its digest (`sha256:…`).
+    pub digest: String,
+    /// Its bytes.
+    pub bytes: Bytes,
 }
 
 #[derive(Deserialize)]
@@ -167,7 +180,8 @@ struct Descriptor {
 }
 
 impl Layout {
-    /// Reads `dir/index.json` (one image manifest) and that manifest.
+    /// Reads `dir/index.json` (one image index or one image manifest), the index's manifests and
+    /// the blobs they name.
     pub fn read(dir: &Path) -> Result<Layout, PushError> {
         let bad = |problem: String| PushError::Layout {
             dir: dir.to_path_buf(),
@@ -179,18 +193,60 @@ impl Layout {
             serde_json::from_slice(&index).map_err(|e| bad(format!("index.json: {e}")))?;
         let [entry] = index.manifests.as_slice() else {
             return Err(bad(format!(
-                "index.json lists {} manifests, expected one",
+                "index.json lists {} entries, expected one",
                 index.manifests.len()
             )));
         };
-        if entry.media_type != MANIFEST_MEDIA_TYPE {
-            return Err(bad(format!("index.json names a {}", entry.media_type)));
+        let top = Document {
+            media_type: entry.media_type.clone(),
+            digest: entry.digest.clone(),
+            bytes: Bytes::from(read_blob(dir, &entry.digest).map_err(bad)?),
+        };
+        let manifests = match entry.media_type.as_str() {
+            MANIFEST_MEDIA_TYPE => Vec::new(),
+            INDEX_MEDIA_TYPE => {
+                let nested: Index = serde_json::from_slice(&top.bytes)
+                    .map_err(|e| bad(format!("image index {}: {e}", top.digest)))?;
+                if nested.manifests.is_empty() {
+                    return Err(bad(format!("image index {} lists no manifest", top.digest)));
+                }
+                nested
+                    .manifests
+                    .into_iter()
+                    .map(|m| {
+                        if m.media_type != MANIFEST_MEDIA_TYPE {
+                            return Err(bad(format!(
+                                "image index {} lists a {} ({}), expected image manifests",
+                                top.digest, m.media_type, m.digest
+                            )));
+                        }
+                        Ok(Document {
+                            bytes: Bytes::from(read_blob(dir, &m.digest).map_err(bad)?),
+                            media_type: m.media_type,
+                            digest: m.digest,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+            }
+            other => return Err(bad(format!("index.json names a {other}"))),
+        };
+        let mut blobs: Vec<String> = Vec::new();
+        let images = if manifests.is_empty() {
+            std::slice::from_ref(&top)
+        } else {
+            manifests.as_slice()
+        };
+        for manifest in images {
+            let parsed: Manifest = serde_json::from_slice(&manifest.bytes)
+                .map_err(|e| bad(format!("manifest {}: {e}", manifest.digest)))?;
+            for digest in std::iter::once(parsed.config.digest)
+                .chain(parsed.layers.into_iter().map(|l| l.digest))
+            {
+                if !blobs.contains(&digest) {
+                    blobs.push(digest);
+                }
+            }
         }
-        let manifest = Bytes::from(read_blob(dir, &entry.digest).map_err(bad)?);
-        let parsed: Manifest =
-            serde_json::from_slice(&manifest).map_err(|e| bad(format!("manifest: {e}")))?;
-        let mut blobs = vec![parsed.config.digest];
-        blobs.extend(parsed.layers.into_iter().map(|l| l.digest));
         Ok(Layout {
             dir: dir.to_path_buf(),
             name: entry
@@ -198,8 +254,8 @@ impl Layout {
                 .get(CONTAINERD_NAME)
                 .cloned()
                 .unwrap_or_default(),
-            manifest_digest: entry.digest.clone(),
-            manifest,
+            top,
+            manifests,
             blobs,
         })
     }
@@ -234,8 +290,10 @@ fn read_blob(dir: &Path, digest: &str) -> Result<Vec<u8>, String> {
 /// What a push did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pushed {
-    /// The manifest digest the registry stored under the tag.
+    /// The digest the registry stored under the tag (the image index's).
     pub digest: String,
+    /// Manifests pushed by digest before it (one per platform).
+    pub manifests: usize,
     /// Blobs uploaded.
     pub uploaded: usize,
     /// Blobs the registry already had.
@@ -292,33 +350,52 @@ impl Registry {
                 .await?;
             uploaded += 1;
         }
-        let url = format!("{}/v2/{}/manifests/{}", self.base, to.repository, to.tag);
+        for manifest in &layout.manifests {
+            self.put_manifest(&to.repository, &manifest.digest, manifest)
+                .await?;
+        }
+        let digest = self
+            .put_manifest(&to.repository, &to.tag, &layout.top)
+            .await?;
+        Ok(Pushed {
+            digest,
+            manifests: layout.manifests.len(),
+            uploaded,
+            present,
+        })
+    }
+
+    /// `PUT`s a manifest or index under `reference` (a tag or its digest) and checks the digest
+    /// the registry stored is the document's.
+    async fn put_manifest(
+        &self,
+        repository: &str,
+        reference: &str,
+        document: &Document,
+    ) -> Result<String, PushError> {
+        let url = format!("{}/v2/{repository}/manifests/{reference}", self.base);
         let (status, headers, body) = self
             .send(
                 Method::PUT,
                 &url,
-                Some(MANIFEST_MEDIA_TYPE),
-                layout.manifest.clone(),
+                Some(&document.media_type),
+                document.bytes.clone(),
             )
             .await?;
         expect(status, StatusCode::CREATED, Method::PUT, &url, &body)?;
         let stored = headers
             .get("docker-content-digest")
             .and_then(|v| v.to_str().ok())
-            .unwrap_or(&layout.manifest_digest)
+            .unwrap_or(&document.digest)
             .to_owned();
-        if stored != layout.manifest_digest {
+        if stored != document.digest {
             return Err(PushError::Digest {
                 url,
-                expected: layout.manifest_digest.clone(),
+                expected: document.digest.clone(),
                 stored,
             });
         }
-        Ok(Pushed {
-            digest: stored,
-            uploaded,
-            present,
-        })
+        Ok(stored)
     }
 
     /// One monolithic upload: `POST` opens a session, `PUT ?digest=` closes it with the bytes.

@@ -1,4 +1,5 @@
-//! End-to-end tests of [`build`] on a stand-in binary: determinism and what changes the digest.
+//! End-to-end tests of [`build`] on stand-in binaries: determinism, what changes the digest, and
+//! one manifest per platform from each platform's own binaries.
 
 use std::os::unix::fs::PermissionsExt as _;
 
@@ -13,10 +14,13 @@ fn fake_binary(dir: &Path, name: &str, content: &[u8]) -> std::path::PathBuf {
     path
 }
 
+/// The image of `binary`'s stage from its directory, as linux/amd64 only.
 fn build_with(binary: &Path, revision: &str, epoch: u64) -> Image {
+    let name = binary.file_name().unwrap().to_str().unwrap();
     build(&Build {
         containerfile: PROJECT,
-        binary,
+        binary: name,
+        contexts: &[(Platform::LINUX_AMD64, binary.parent().unwrap())],
         version: "0.1.0",
         revision,
         registry: "ghcr.io/resize-guard",
@@ -33,8 +37,8 @@ fn same_input_gives_the_same_manifest_digest() {
     // Other mode bits on the same executable file change nothing.
     std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
     let second = build_with(&binary, "abc", 0);
-    assert_eq!(first.manifest, second.manifest);
     assert_eq!(first.index, second.index);
+    assert_eq!(first.layout_index, second.layout_index);
     let archive = |image: &Image| {
         let path = dir.path().join("out.oci.tar");
         layout::write_archive(image, &path, 0).unwrap();
@@ -46,24 +50,31 @@ fn same_input_gives_the_same_manifest_digest() {
 #[test]
 fn revision_epoch_and_content_each_change_the_digest() {
     let dir = tempfile::tempdir().unwrap();
+    fake_binary(dir.path(), "resize-guard-certs", b"certs");
     let binary = fake_binary(dir.path(), "resize-guard-controller", b"one");
-    let base = build_with(&binary, "abc", 0).manifest.digest;
-    assert_ne!(build_with(&binary, "def", 0).manifest.digest, base);
-    assert_ne!(build_with(&binary, "abc", 1).manifest.digest, base);
+    let base = build_with(&binary, "abc", 0).index.digest;
+    assert_ne!(build_with(&binary, "def", 0).index.digest, base);
+    assert_ne!(build_with(&binary, "abc", 1).index.digest, base);
     fake_binary(dir.path(), "resize-guard-controller", b"two");
-    assert_ne!(build_with(&binary, "abc", 0).manifest.digest, base);
+    assert_ne!(build_with(&binary, "abc", 0).index.digest, base);
 }
 
 #[test]
 fn names_the_image_after_the_binary() {
     let dir = tempfile::tempdir().unwrap();
+    fake_binary(dir.path(), "resize-guard-certs", b"certs");
     let binary = fake_binary(dir.path(), "resize-guard-controller", b"x");
     let image = build_with(&binary, "abc", 0);
     assert_eq!(
         image.reference.to_string(),
         "ghcr.io/resize-guard/resize-guard-controller:0.1.0"
     );
-    let index: serde_json::Value = serde_json::from_slice(&image.index).unwrap();
+    let index: serde_json::Value = serde_json::from_slice(&image.layout_index).unwrap();
+    assert_eq!(index["manifests"][0]["digest"], image.index.digest.as_str());
+    assert_eq!(
+        index["manifests"][0]["mediaType"],
+        "application/vnd.oci.image.index.v1+json"
+    );
     let annotations = &index["manifests"][0]["annotations"];
     assert_eq!(annotations["org.opencontainers.image.ref.name"], "0.1.0");
     assert_eq!(
@@ -79,10 +90,11 @@ fn names_the_image_after_the_binary() {
 #[test]
 fn rejects_a_binary_with_no_stage_of_its_name() {
     let dir = tempfile::tempdir().unwrap();
-    let binary = fake_binary(dir.path(), "other-tool", b"x");
+    fake_binary(dir.path(), "other-tool", b"x");
     let err = build(&Build {
         containerfile: PROJECT,
-        binary: &binary,
+        binary: "other-tool",
+        contexts: &[(Platform::LINUX_AMD64, dir.path())],
         version: "0.1.0",
         revision: "abc",
         registry: "ghcr.io/resize-guard",
@@ -103,7 +115,7 @@ fn writes_the_layout_directory_with_every_blob() {
     layout::write_layout(&image, &layout_dir).unwrap();
     assert_eq!(
         std::fs::read(layout_dir.join("index.json")).unwrap(),
-        image.index
+        image.layout_index
     );
     let mut names: Vec<_> = std::fs::read_dir(layout_dir.join("blobs/sha256"))
         .unwrap()
@@ -114,4 +126,82 @@ fn writes_the_layout_directory_with_every_blob() {
     expected.sort();
     assert_eq!(names, expected);
     assert!(layout_dir.join("oci-layout").is_file());
+}
+
+/// Stand-ins for both platforms' binaries (the controller image also holds resize-guard-certs).
+fn two_platforms(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (amd64, arm64) = (dir.join("amd64"), dir.join("arm64"));
+    for (context, content) in [(&amd64, b"x86-64".as_slice()), (&arm64, b"aarch64")] {
+        std::fs::create_dir_all(context).unwrap();
+        fake_binary(context, "resize-guard-controller", content);
+        fake_binary(context, "resize-guard-certs", content);
+    }
+    (amd64, arm64)
+}
+
+#[test]
+fn indexes_one_manifest_per_platform_built_from_that_platforms_binaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let (amd64, arm64) = two_platforms(dir.path());
+    let image = build(&Build {
+        containerfile: PROJECT,
+        binary: "resize-guard-controller",
+        contexts: &[
+            (Platform::LINUX_AMD64, &amd64),
+            (Platform::LINUX_ARM64, &arm64),
+        ],
+        version: "0.1.0",
+        revision: "abc",
+        registry: "ghcr.io/resize-guard",
+        epoch: 0,
+    })
+    .unwrap();
+    let index: serde_json::Value = serde_json::from_slice(&image.index.bytes).unwrap();
+    assert_eq!(
+        index["mediaType"],
+        "application/vnd.oci.image.index.v1+json"
+    );
+    let manifests = index["manifests"].as_array().unwrap();
+    assert_eq!(manifests.len(), 2);
+    for (entry, (image, arch)) in manifests
+        .iter()
+        .zip(image.platforms.iter().zip(["amd64", "arm64"]))
+    {
+        assert_eq!(entry["digest"], image.manifest.digest.as_str());
+        assert_eq!(entry["platform"]["architecture"], arch);
+        assert_eq!(entry["platform"]["os"], "linux");
+        let config: serde_json::Value = serde_json::from_slice(&image.config.bytes).unwrap();
+        assert_eq!(config["architecture"], arch);
+        // The controller and resize-guard-certs: one layer each.
+        assert_eq!(image.layers.len(), 2);
+    }
+    assert_ne!(
+        image.platforms[0].layers[0].digest,
+        image.platforms[1].layers[0].digest
+    );
+}
+
+#[test]
+fn refuses_a_platform_given_twice_and_an_unknown_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (amd64, _) = two_platforms(dir.path());
+    let err = build(&Build {
+        containerfile: PROJECT,
+        binary: "resize-guard-controller",
+        contexts: &[
+            (Platform::LINUX_AMD64, &amd64),
+            (Platform::LINUX_AMD64, &amd64),
+        ],
+        version: "0.1.0",
+        revision: "abc",
+        registry: "ghcr.io/resize-guard",
+        epoch: 0,
+    })
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("platform linux/amd64 given twice"),
+        "{err}"
+    );
+    assert_eq!(Platform::parse("linux/arm64"), Some(Platform::LINUX_ARM64));
+    assert_eq!(Platform::parse("darwin/arm64"), None);
 }

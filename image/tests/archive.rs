@@ -1,8 +1,10 @@
 //! The images `make image` wrote, checked as a container runtime would read them: for each
-//! binary, `target/image/<binary>-<version>.oci.tar` → `index.json` → manifest → config and
-//! layer, every blob's digest and size checked against its bytes, then the layer unpacked into a
-//! temporary root filesystem and `<rootfs>/usr/local/bin/<binary> --version` run. The binary is
-//! static (checked: no ELF interpreter), so that is running what the image holds.
+//! image, `target/image/<image>-<version>.oci.tar` → `index.json` → image index → one manifest
+//! per platform (linux/amd64, linux/arm64) → config and layers, every blob's digest and size
+//! checked against its bytes, then the layers unpacked into a temporary root filesystem and each
+//! `<rootfs>/usr/local/bin/<binary> --version` run: natively on amd64, under qemu-user on arm64.
+//! Each binary is static and stripped for its platform's CPU (checked in its ELF headers,
+//! `elf/mod.rs`), so that is running what the image holds.
 //!
 //! Deliberately not skippable: a missing archive fails with "run `make image` first". Reads the
 //! archive with tar, flate2, sha2 and serde_json only, never with this crate's own writer code.
@@ -11,10 +13,11 @@
 use std::collections::HashMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
+
+mod elf;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const BINARIES: [&str; 2] = ["resize-guard-webhook", "resize-guard-controller"];
@@ -74,79 +77,36 @@ fn json(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes).unwrap()
 }
 
-/// True if the ELF file has a PT_INTERP program header (needs a dynamic loader).
-fn has_interpreter(elf: &[u8]) -> bool {
-    assert_eq!(&elf[..4], b"\x7fELF", "not an ELF file");
-    assert_eq!(elf[4], 2, "not a 64-bit ELF file");
-    let u16_at = |at: usize| u16::from_le_bytes(elf[at..at + 2].try_into().unwrap()) as usize;
-    let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
-    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
-    (0..phnum).any(|i| {
-        let at = phoff + i * phentsize;
-        u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) == 3
-    })
-}
-
-/// Runs `program --version`, retrying while another test thread's fork still holds the freshly
-/// written file open (ETXTBSY).
-fn run_version(program: &Path) -> String {
-    for _ in 0..50 {
-        match Command::new(program).arg("--version").output() {
-            Ok(out) => {
-                assert!(
-                    out.status.success(),
-                    "{} --version: {out:?}",
-                    program.display()
-                );
-                return String::from_utf8(out.stdout).unwrap();
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(e) => panic!("running {}: {e}", program.display()),
-        }
+/// The binaries each image holds under /usr/local/bin, the entrypoint first.
+fn binaries_of(image: &str) -> Vec<&str> {
+    match image {
+        // resize-guard-certs rides in the controller image (deploy/image/Containerfile).
+        "resize-guard-controller" => vec![image, "resize-guard-certs"],
+        _ => vec![image],
     }
-    panic!("{} stayed busy", program.display());
 }
 
-fn check_image(binary: &str) {
-    let files = read_archive(binary);
-    assert_eq!(json(&files["oci-layout"])["imageLayoutVersion"], "1.0.0");
-
-    let index = json(&files["index.json"]);
-    assert_eq!(index["schemaVersion"], 2);
-    let manifests = index["manifests"].as_array().unwrap();
-    assert_eq!(manifests.len(), 1);
-    let entry = &manifests[0];
+/// One platform's manifest, config and layers, as a runtime of that platform reads them.
+fn check_platform(files: &HashMap<String, Vec<u8>>, binary: &str, entry: &Value, arch: &str) {
     assert_eq!(
         entry["mediaType"],
         "application/vnd.oci.image.manifest.v1+json"
     );
-    assert_eq!(entry["platform"]["architecture"], "amd64");
-    assert_eq!(
-        entry["annotations"]["org.opencontainers.image.ref.name"],
-        VERSION
-    );
-    assert_eq!(
-        entry["annotations"]["io.containerd.image.name"],
-        format!("ghcr.io/resize-guard/{binary}:{VERSION}")
-    );
+    assert_eq!(entry["platform"]["architecture"], arch);
+    assert_eq!(entry["platform"]["os"], "linux");
 
-    let manifest = json(blob(&files, entry));
+    let manifest = json(blob(files, entry));
     assert_eq!(manifest["schemaVersion"], 2);
     assert_eq!(
         manifest["config"]["mediaType"],
         "application/vnd.oci.image.config.v1+json"
     );
     let layers = manifest["layers"].as_array().unwrap();
-    assert_eq!(layers.len(), 1);
-    assert_eq!(
-        layers[0]["mediaType"],
-        "application/vnd.oci.image.layer.v1.tar+gzip"
-    );
+    let shipped = binaries_of(binary);
+    assert_eq!(layers.len(), shipped.len(), "one layer per COPY");
 
-    let config = json(blob(&files, &manifest["config"]));
-    assert_eq!(config["architecture"], "amd64");
+    let config = json(blob(files, &manifest["config"]));
+    assert_eq!(config["architecture"], arch);
     assert_eq!(config["os"], "linux");
     let entrypoint = format!("/usr/local/bin/{binary}");
     assert_eq!(
@@ -179,51 +139,98 @@ fn check_image(binary: &str) {
             || (revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit())),
         "revision label {revision:?} is neither a commit nor `unknown`"
     );
-
-    let mut layer_tar = Vec::new();
-    flate2::read::GzDecoder::new(blob(&files, &layers[0]))
-        .read_to_end(&mut layer_tar)
-        .unwrap();
     assert_eq!(config["rootfs"]["type"], "layers");
-    assert_eq!(
-        config["rootfs"]["diff_ids"],
-        serde_json::json!([sha256(&layer_tar)])
-    );
 
     let rootfs = tempfile::tempdir().unwrap();
-    let mut layer = tar::Archive::new(layer_tar.as_slice());
-    for entry in layer.entries().unwrap() {
-        let mut entry = entry.unwrap();
-        let header = entry.header();
-        let path = entry.path().unwrap().to_string_lossy().into_owned();
+    let mut diff_ids = Vec::new();
+    for layer in layers {
         assert_eq!(
-            (header.uid().unwrap(), header.gid().unwrap()),
-            (0, 0),
-            "{path}"
+            layer["mediaType"],
+            "application/vnd.oci.image.layer.v1.tar+gzip"
         );
-        if path == entrypoint.trim_start_matches('/') {
-            assert_eq!(header.mode().unwrap(), 0o755, "{path}");
+        let mut layer_tar = Vec::new();
+        flate2::read::GzDecoder::new(blob(files, layer))
+            .read_to_end(&mut layer_tar)
+            .unwrap();
+        diff_ids.push(sha256(&layer_tar));
+        let mut layer = tar::Archive::new(layer_tar.as_slice());
+        for entry in layer.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let header = entry.header();
+            let path = entry.path().unwrap().to_string_lossy().into_owned();
+            assert_eq!(
+                (header.uid().unwrap(), header.gid().unwrap()),
+                (0, 0),
+                "{path}"
+            );
+            if path.starts_with("usr/local/bin/") {
+                assert_eq!(header.mode().unwrap(), 0o755, "{path}");
+            }
+            assert!(
+                entry.unpack_in(rootfs.path()).unwrap(),
+                "{path} escapes the rootfs"
+            );
         }
-        assert!(
-            entry.unpack_in(rootfs.path()).unwrap(),
-            "{path} escapes the rootfs"
+    }
+    assert_eq!(config["rootfs"]["diff_ids"], serde_json::json!(diff_ids));
+
+    for name in shipped {
+        let program = rootfs.path().join("usr/local/bin").join(name);
+        let elf = std::fs::read(&program)
+            .unwrap_or_else(|e| panic!("{arch} {binary} image lacks {name}: {e}"));
+        elf::assert_static_stripped(&elf, arch, &format!("{name} ({arch})"));
+        assert_eq!(
+            elf::run_version(&program, arch).trim(),
+            format!("{name} {VERSION}")
         );
     }
-    let program = rootfs.path().join(entrypoint.trim_start_matches('/'));
-    let elf = std::fs::read(&program).unwrap();
-    assert!(
-        !has_interpreter(&elf),
-        "{binary} is dynamically linked: it cannot run on scratch"
+}
+
+fn check_image(binary: &str) {
+    let files = read_archive(binary);
+    assert_eq!(json(&files["oci-layout"])["imageLayoutVersion"], "1.0.0");
+
+    let layout = json(&files["index.json"]);
+    assert_eq!(layout["schemaVersion"], 2);
+    let entries = layout["manifests"].as_array().unwrap();
+    assert_eq!(entries.len(), 1);
+    let entry = &entries[0];
+    assert_eq!(
+        entry["mediaType"],
+        "application/vnd.oci.image.index.v1+json"
     );
-    assert_eq!(run_version(&program).trim(), format!("{binary} {VERSION}"));
+    assert_eq!(
+        entry["annotations"]["org.opencontainers.image.ref.name"],
+        VERSION
+    );
+    assert_eq!(
+        entry["annotations"]["io.containerd.image.name"],
+        format!("ghcr.io/resize-guard/{binary}:{VERSION}")
+    );
+
+    let index = json(blob(&files, entry));
+    assert_eq!(index["schemaVersion"], 2);
+    assert_eq!(
+        index["mediaType"],
+        "application/vnd.oci.image.index.v1+json"
+    );
+    let manifests = index["manifests"].as_array().unwrap();
+    let arches: Vec<&str> = manifests
+        .iter()
+        .map(|m| m["platform"]["architecture"].as_str().unwrap())
+        .collect();
+    assert_eq!(arches, elf::ARCHES, "one manifest per platform");
+    for (manifest, arch) in manifests.iter().zip(elf::ARCHES) {
+        check_platform(&files, binary, manifest, arch);
+    }
 }
 
 #[test]
-fn webhook_archive_holds_its_config_and_a_runnable_static_binary() {
+fn webhook_archive_indexes_amd64_and_arm64_images_of_runnable_static_binaries() {
     check_image(BINARIES[0]);
 }
 
 #[test]
-fn controller_archive_holds_its_config_and_a_runnable_static_binary() {
+fn controller_archive_indexes_amd64_and_arm64_images_with_the_controller_and_certs() {
     check_image(BINARIES[1]);
 }

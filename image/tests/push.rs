@@ -1,12 +1,15 @@
 //! `make push` against a real registry: CNCF distribution built from its Go module
 //! (`scripts/build-registry.sh`, found through `RESIZE_GUARD_REGISTRY_BIN`; never skipped) on
-//! loopback. Both images `make image` wrote are pushed by the target an operator runs, then read back with
-//! a plain HTTP client written here (not the code under test): the manifest's digest is the
-//! layout's, every blob hashes to its digest, and the config has the entrypoint, user and labels
-//! of `deploy/image/Containerfile`. A second push uploads nothing; an unreachable registry and a
+//! loopback. Both images `make image` wrote are pushed by the target an operator runs, then read
+//! back with a plain HTTP client written here (not the code under test): the tag names the image
+//! index of the archive (same digest), the index lists linux/amd64 and linux/arm64, each
+//! platform's manifest is served by its digest, every blob hashes to its digest and is the
+//! archive's own, and each config has the entrypoint, non-root user and OCI labels of
+//! `deploy/image/Containerfile`. A second push uploads nothing; an unreachable registry and a
 //! missing layout fail with the URL or the path named.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -177,8 +180,132 @@ fn push(args: &[String]) -> std::process::Output {
         .unwrap()
 }
 
+/// The archive `make image` wrote for `binary`: its files by path.
+fn archive_files(binary: &str) -> HashMap<String, Vec<u8>> {
+    let path = repo_root().join(format!("target/image/{binary}-{VERSION}.oci.tar"));
+    let bytes = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}: run `make image` first", path.display()));
+    let mut files = HashMap::new();
+    for entry in tar::Archive::new(bytes.as_slice()).entries().unwrap() {
+        let mut entry = entry.unwrap();
+        if entry.header().entry_type().is_file() {
+            let name = entry.path().unwrap().display().to_string();
+            let mut content = Vec::new();
+            entry.read_to_end(&mut content).unwrap();
+            files.insert(name, content);
+        }
+    }
+    files
+}
+
+const INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// GETs a manifest or index by tag or digest as `accept`, checking the registry's digest header
+/// against the bytes; the bytes and their digest.
+fn get_manifest(port: u16, repo: &str, reference: &str, accept: &str) -> (Vec<u8>, String) {
+    let (status, headers, body) =
+        get(port, &format!("{repo}/manifests/{reference}"), accept).unwrap();
+    assert_eq!(
+        status,
+        200,
+        "{reference}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    let digest = sha256(&body);
+    assert!(
+        headers
+            .iter()
+            .any(|(k, v)| k == "docker-content-digest" && v == &digest),
+        "{headers:?}"
+    );
+    assert!(
+        headers
+            .iter()
+            .any(|(k, v)| k == "content-type" && v == accept),
+        "{reference} served as {headers:?}"
+    );
+    (body, digest)
+}
+
+/// One platform's manifest as the registry serves it: config and layers fetched and hashed, the
+/// layers the archive's very blobs, the config the Containerfile's.
+fn check_pushed_platform(
+    port: u16,
+    repo: &str,
+    binary: &str,
+    entry: &Value,
+    archive: &HashMap<String, Vec<u8>>,
+) {
+    let want = entry["digest"].as_str().unwrap();
+    let (bytes, digest) = get_manifest(port, repo, want, MANIFEST);
+    assert_eq!(digest, want, "the registry holds the index's manifest");
+    let manifest: Value = serde_json::from_slice(&bytes).unwrap();
+    let mut config = Value::Null;
+    let mut files = Vec::new();
+    let mut blobs = vec![manifest["config"].clone()];
+    blobs.extend(manifest["layers"].as_array().unwrap().iter().cloned());
+    for blob in &blobs {
+        let digest = blob["digest"].as_str().unwrap();
+        let (status, _, bytes) = get(port, &format!("{repo}/blobs/{digest}"), "*/*").unwrap();
+        assert_eq!(status, 200, "{digest}");
+        assert_eq!(sha256(&bytes), digest);
+        assert_eq!(bytes.len() as u64, blob["size"].as_u64().unwrap());
+        let hex = digest.strip_prefix("sha256:").unwrap();
+        assert!(
+            archive.get(&format!("blobs/sha256/{hex}")) == Some(&bytes),
+            "{digest} is not the archive's blob"
+        );
+        if blob["mediaType"] == "application/vnd.oci.image.config.v1+json" {
+            config = serde_json::from_slice(&bytes).unwrap();
+        } else {
+            let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]));
+            for entry in tar.entries().unwrap() {
+                files.push(entry.unwrap().path().unwrap().display().to_string());
+            }
+        }
+    }
+    let arch = entry["platform"]["architecture"].as_str().unwrap();
+    assert_eq!(config["architecture"], arch);
+    assert_eq!(config["os"], "linux");
+    let c = &config["config"];
+    assert_eq!(
+        c["Entrypoint"],
+        serde_json::json!([format!("/usr/local/bin/{binary}")])
+    );
+    assert_eq!(c["User"], "65532:65532", "a non-root user");
+    assert_eq!(c["Labels"]["org.opencontainers.image.title"], binary);
+    assert_eq!(c["Labels"]["org.opencontainers.image.version"], VERSION);
+    assert_eq!(
+        c["Labels"]["org.opencontainers.image.source"],
+        "https://github.com/resize-guard/resize-guard"
+    );
+    assert_eq!(
+        c["Labels"]["org.opencontainers.image.licenses"],
+        "Apache-2.0"
+    );
+    assert!(
+        c["Labels"]["org.opencontainers.image.revision"].is_string(),
+        "{c}"
+    );
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with(&format!("usr/local/bin/{binary}"))),
+        "{files:?}"
+    );
+    if binary == "resize-guard-controller" {
+        assert!(
+            files
+                .iter()
+                .any(|f| f.ends_with("usr/local/bin/resize-guard-certs")),
+            "{files:?}"
+        );
+    }
+}
+
 #[test]
-fn both_images_are_pushed_and_read_back_as_built() {
+fn both_multi_platform_images_are_pushed_and_read_back_as_built() {
     let registry = start_registry();
     let port = registry.port;
     let target = format!("127.0.0.1:{port}/platform/rg");
@@ -192,72 +319,39 @@ fn both_images_are_pushed_and_read_back_as_built() {
         String::from_utf8_lossy(&out.stderr)
     );
     for binary in BINARIES {
-        let dir = layout(binary);
-        let index: Value =
-            serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
-        let want = index["manifests"][0]["digest"].as_str().unwrap().to_owned();
+        // What the archive names, and the layout the push reads says the same.
+        let archive = archive_files(binary);
+        let index_json: Value = serde_json::from_slice(&archive["index.json"]).unwrap();
+        let layout_json = std::fs::read(layout(binary).join("index.json")).unwrap();
+        assert_eq!(
+            layout_json, archive["index.json"],
+            "layout and archive differ"
+        );
+        assert_eq!(index_json["manifests"][0]["mediaType"], INDEX);
+        let want = index_json["manifests"][0]["digest"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         assert!(
-            stdout.contains(&format!("{target}/{binary}:{VERSION}@{want}  (")),
+            stdout.contains(&format!("{target}/{binary}:{VERSION}@{want}  ("))
+                && stdout.contains("; 2 platform manifests)"),
             "{stdout}"
         );
+
         let repo = format!("/v2/platform/rg/{binary}");
-        let (status, headers, manifest) = get(
-            port,
-            &format!("{repo}/manifests/{VERSION}"),
-            "application/vnd.oci.image.manifest.v1+json",
-        )
-        .unwrap();
-        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&manifest));
-        assert_eq!(
-            sha256(&manifest),
-            want,
-            "the registry holds the layout's manifest"
-        );
-        assert!(
-            headers
-                .iter()
-                .any(|(k, v)| k == "docker-content-digest" && v == &want),
-            "{headers:?}"
-        );
-        let manifest: Value = serde_json::from_slice(&manifest).unwrap();
-        let mut blobs = vec![manifest["config"].clone()];
-        blobs.extend(manifest["layers"].as_array().unwrap().iter().cloned());
-        let mut config = Value::Null;
-        let mut files = Vec::new();
-        for blob in &blobs {
-            let digest = blob["digest"].as_str().unwrap();
-            let (status, _, bytes) = get(port, &format!("{repo}/blobs/{digest}"), "*/*").unwrap();
-            assert_eq!(status, 200, "{digest}");
-            assert_eq!(sha256(&bytes), digest);
-            assert_eq!(bytes.len() as u64, blob["size"].as_u64().unwrap());
-            if blob["mediaType"] == "application/vnd.oci.image.config.v1+json" {
-                config = serde_json::from_slice(&bytes).unwrap();
-            } else {
-                let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]));
-                for entry in tar.entries().unwrap() {
-                    files.push(entry.unwrap().path().unwrap().display().to_string());
-                }
-            }
+        let (bytes, digest) = get_manifest(port, &repo, VERSION, INDEX);
+        assert_eq!(digest, want, "the tag names the archive's image index");
+        let index: Value = serde_json::from_slice(&bytes).unwrap();
+        let manifests = index["manifests"].as_array().unwrap();
+        let platforms: Vec<String> = manifests
+            .iter()
+            .map(|m| format!("{}/{}", m["platform"]["os"], m["platform"]["architecture"]))
+            .map(|p| p.replace('"', ""))
+            .collect();
+        assert_eq!(platforms, ["linux/amd64", "linux/arm64"]);
+        for entry in manifests {
+            check_pushed_platform(port, &repo, binary, entry, &archive);
         }
-        let c = &config["config"];
-        assert_eq!(
-            c["Entrypoint"],
-            serde_json::json!([format!("/usr/local/bin/{binary}")])
-        );
-        assert_eq!(c["User"], "65532:65532");
-        assert_eq!(c["Labels"]["org.opencontainers.image.title"], binary);
-        assert_eq!(c["Labels"]["org.opencontainers.image.version"], VERSION);
-        assert_eq!(
-            c["Labels"]["org.opencontainers.image.licenses"],
-            "Apache-2.0"
-        );
-        assert_eq!(config["os"], "linux");
-        assert!(
-            files
-                .iter()
-                .any(|f| f.ends_with(&format!("usr/local/bin/{binary}"))),
-            "{files:?}"
-        );
     }
 
     // Again: everything is there already, and the tag still names the same manifests.
@@ -273,7 +367,7 @@ fn both_images_are_pushed_and_read_back_as_built() {
     let (status, _, _) = get(
         port,
         "/v2/platform/rg/resize-guard-webhook/manifests/candidate",
-        "application/vnd.oci.image.manifest.v1+json",
+        INDEX,
     )
     .unwrap();
     assert_eq!(status, 200);

@@ -1,9 +1,10 @@
 //! `resize-guard-push`: pushes the OCI layouts `make image` wrote to a registry, each under the
-//! repository and tag it was built as, re-rooted at `--registry`; `make push` runs it.
+//! repository and tag it was built as, re-rooted at `--registry`: the blobs, every platform's
+//! manifest by digest, then the image index under the tag; `make push` runs it.
 //!
 //! ```text
 //! resize-guard-push --registry registry.example/platform [--tag 0.1.0] [--plain-http] \
-//!     target/image/resize-guard-webhook-0.1.0.oci target/image/resize-guard-controller-0.1.0.oci
+//!     target/image/resize-guard-webhook-0.2.0.oci target/image/resize-guard-controller-0.2.0.oci
 //! ```
 
 use std::path::PathBuf;
@@ -62,8 +63,8 @@ async fn run(cli: &Cli) -> anyhow::Result<()> {
         let to = Destination::parse(&format!("{registry}/{name}:{tag}"), &tag)?;
         let pushed = client.push(&layout, &to).await?;
         println!(
-            "{to}@{}  ({} blobs uploaded, {} already there)",
-            pushed.digest, pushed.uploaded, pushed.present
+            "{to}@{}  ({} blobs uploaded, {} already there; {} platform manifests)",
+            pushed.digest, pushed.uploaded, pushed.present, pushed.manifests
         );
     }
     Ok(())

@@ -29,13 +29,18 @@ fn resolves_each_binary_to_its_own_entrypoint_and_shared_labels() {
         )
         .unwrap();
         let path = format!("/usr/local/bin/{binary}");
-        assert_eq!(
-            spec.copies,
-            [CopySpec {
-                src: binary.into(),
-                dest: path.clone()
-            }]
-        );
+        let mut copies = vec![CopySpec {
+            src: binary.into(),
+            dest: path.clone(),
+        }];
+        // The controller image carries resize-guard-certs too (the Containerfile says why).
+        if binary == "resize-guard-controller" {
+            copies.push(CopySpec {
+                src: "resize-guard-certs".into(),
+                dest: "/usr/local/bin/resize-guard-certs".into(),
+            });
+        }
+        assert_eq!(spec.copies, copies);
         assert_eq!(spec.entrypoint, Some(vec![path]));
         assert_eq!(spec.user.as_deref(), Some("65532:65532"));
         assert_eq!(spec.env, [DEFAULT_PATH]);
