@@ -1,4 +1,6 @@
-//! Prometheus metrics of the controller (ARCHITECTURE.md §7), seconds with millisecond-scale buckets.
+//! Prometheus metrics of the controller (ARCHITECTURE.md §7), seconds with millisecond-scale
+//! buckets, in the program's one registry (`runtime/src/exposition.rs`: with the process
+//! metrics, `resize_guard_build_info` and `resize_guard_policy_mode`), served as OpenMetrics text.
 
 use std::sync::Mutex;
 
@@ -8,6 +10,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use resize_guard_policy::policy::Mode;
+use resize_guard_runtime::exposition;
+use resize_guard_runtime::policy_mode::PolicyMode;
 
 /// Outcome label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -49,6 +54,7 @@ pub struct Task {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Mutex<Registry>,
+    policy_mode: PolicyMode,
     preemptions: Family<Outcome, Counter>,
     victims: Counter,
     leader: Gauge,
@@ -73,7 +79,10 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric.
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("resize_guard");
+        let mut root = exposition::program_registry("resize-guard-controller");
+        let policy_mode = PolicyMode::default();
+        let registry = root.sub_registry_with_prefix(exposition::PREFIX);
+        registry.register_collector(policy_mode.collector());
         let preemptions = Family::<Outcome, Counter>::default();
         let victims = Counter::default();
         let leader = Gauge::default();
@@ -153,7 +162,8 @@ impl Metrics {
             task_exits.clone(),
         );
         Metrics {
-            registry: Mutex::new(registry),
+            registry: Mutex::new(root),
+            policy_mode,
             preemptions,
             victims,
             leader,
@@ -267,19 +277,42 @@ impl Metrics {
         self.cert_expiry.clear();
     }
 
-    /// The text exposition.
+    /// Reads the mode of the policy in force from `source` at each scrape, for
+    /// `resize_guard_policy_mode` (both series 0 until called; `source` answers `None` while no
+    /// policy is in force).
+    pub fn follow_policy_mode(&self, source: impl Fn() -> Option<Mode> + Send + Sync + 'static) {
+        self.policy_mode.follow(source);
+    }
+
+    /// The OpenMetrics exposition of the program's one registry (process metrics, build info,
+    /// policy mode and the metrics above), `# EOF` included.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        if let Ok(r) = self.registry.lock() {
-            let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+        match self.registry.lock() {
+            Ok(registry) => exposition::encode(&registry),
+            Err(poisoned) => exposition::encode(&poisoned.into_inner()),
         }
-        out
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_registry_carries_build_info_and_the_live_mode() {
+        let m = Metrics::new();
+        m.follow_policy_mode(|| Some(Mode::Enforce));
+        let text = m.render();
+        for line in [
+            "program=\"resize-guard-controller\"} 1",
+            "# TYPE process_cpu_seconds counter",
+            "resize_guard_policy_mode{mode=\"enforce\"} 1",
+            "resize_guard_policy_mode{mode=\"audit\"} 0",
+            "# TYPE resize_guard_fenced_writes counter",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
 
     #[test]
     fn certificate_metrics_have_the_documented_names() {

@@ -4,7 +4,8 @@
 //! its way to stepping down and exiting), `/readyz` (200 `ok`; 200 `ok (degraded: <why>)` while the program
 //! serves but cannot do all of its job, e.g. the webhook with no policy in force, which allows
 //! every resize with a warning rather than fail open unseen; or 503 `not ready: <why>`) and
-//! `/metrics` (the program's Prometheus text).
+//! `/metrics` (the program's one registry as OpenMetrics text, labelled
+//! [`METRICS_CONTENT_TYPE`]; `src/exposition.rs`).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
@@ -17,7 +18,7 @@ use axum::routing::get;
 /// (`Some`: degraded).
 pub type Readiness = Arc<dyn Fn() -> Result<Option<String>, String> + Send + Sync>;
 
-/// Renders the program's metrics in the Prometheus text exposition format.
+/// Renders the program's metrics as OpenMetrics text (`src/exposition.rs`).
 pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// Whether the process still works, for `/livez` (cheap to clone; clones share it).
@@ -53,8 +54,8 @@ impl Liveness {
     }
 }
 
-/// The `Content-Type` of `/metrics`.
-pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The `Content-Type` of `/metrics`: OpenMetrics 1.0 text, what prometheus_client encodes.
+pub const METRICS_CONTENT_TYPE: &str = crate::exposition::CONTENT_TYPE;
 
 /// `GET /livez` (always `ok`), `/readyz` (503 with the reason `readiness` gives) and `/metrics`.
 pub fn router(readiness: Readiness, metrics: RenderMetrics) -> Router {
@@ -145,7 +146,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn readyz_names_the_reason_and_metrics_are_prometheus_text() {
+    async fn readyz_names_the_reason_and_metrics_are_labelled_openmetrics() {
         let app = router(
             Arc::new(|| Err("watch pods failing".into())),
             Arc::new(|| "up 1\n".into()),
@@ -156,7 +157,10 @@ mod tests {
         assert_eq!(body, "not ready: watch pods failing");
         let (status, body, content_type) = get(&app, "/metrics").await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "up 1\n"));
-        assert_eq!(content_type.as_deref(), Some(METRICS_CONTENT_TYPE));
+        assert_eq!(
+            content_type.as_deref(),
+            Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+        );
     }
 
     #[tokio::test]

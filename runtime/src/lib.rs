@@ -21,10 +21,14 @@
 mod allocator;
 pub mod api_client;
 pub mod args;
+pub mod build_info;
 pub mod cluster_version;
 pub mod events;
+pub mod exposition;
 pub mod health;
+pub mod policy_mode;
 pub mod process;
+pub mod process_metrics;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -45,6 +45,23 @@ pub struct IncomingRequest<O> {
     pub object: Option<O>,
     /// The object before the change.
     pub old_object: Option<O>,
+    /// The pod's name (for the log line of a denial).
+    #[serde(default)]
+    pub name: String,
+    /// The pod's namespace (for the log line of a denial).
+    #[serde(default)]
+    pub namespace: String,
+    /// Who asked (for the log line of a denial).
+    #[serde(default)]
+    pub user_info: IncomingUser,
+}
+
+/// `request.userInfo`: the authenticated user the API server names.
+#[derive(Debug, Default, Deserialize)]
+pub struct IncomingUser {
+    /// `userInfo.username` (`system:serviceaccount:ns:name` for a service account).
+    #[serde(default)]
+    pub username: String,
 }
 
 /// `request.resource` without the version.

@@ -1,4 +1,6 @@
-//! Prometheus metrics of the webhook, in the text exposition format on `/metrics`. Durations are
+//! Prometheus metrics of the webhook, in the program's one registry
+//! (`runtime/src/exposition.rs`: with the process metrics, `resize_guard_build_info` and
+//! `resize_guard_policy_mode`), served as OpenMetrics text on `/metrics`. Durations are
 //! histograms in seconds with millisecond-scale buckets (ARCHITECTURE.md §7).
 
 use std::sync::Mutex;
@@ -9,6 +11,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use resize_guard_policy::policy::Mode;
+use resize_guard_runtime::exposition;
+use resize_guard_runtime::policy_mode::PolicyMode;
 
 /// Buckets from 0.25 ms to 2.5 s.
 pub const BUCKETS: [f64; 12] = [
@@ -60,6 +65,7 @@ pub struct RefusalLabels {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Mutex<Registry>,
+    policy_mode: PolicyMode,
     reviews: Family<ReviewLabels, Counter>,
     duration: Family<ReviewLabels, Histogram>,
     policy_reloads: Family<ResultLabels, Counter>,
@@ -83,7 +89,10 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric.
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("resize_guard");
+        let mut root = exposition::program_registry("resize-guard-webhook");
+        let policy_mode = PolicyMode::default();
+        let registry = root.sub_registry_with_prefix(exposition::PREFIX);
+        registry.register_collector(policy_mode.collector());
         let reviews = Family::<ReviewLabels, Counter>::default();
         let duration =
             Family::<ReviewLabels, Histogram>::new_with_constructor(|| Histogram::new(BUCKETS));
@@ -158,7 +167,8 @@ impl Metrics {
             events_withheld.clone(),
         );
         Metrics {
-            registry: Mutex::new(registry),
+            registry: Mutex::new(root),
+            policy_mode,
             reviews,
             duration,
             policy_reloads,
@@ -256,13 +266,20 @@ impl Metrics {
             .inc();
     }
 
-    /// The text exposition.
+    /// Reads the mode of the policy in force from `source` at each scrape, for
+    /// `resize_guard_policy_mode` (both series 0 until called; `source` answers `None` while no
+    /// policy is in force).
+    pub fn follow_policy_mode(&self, source: impl Fn() -> Option<Mode> + Send + Sync + 'static) {
+        self.policy_mode.follow(source);
+    }
+
+    /// The OpenMetrics exposition of the program's one registry (process metrics, build info,
+    /// policy mode and the metrics above), `# EOF` included.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        if let Ok(registry) = self.registry.lock() {
-            let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        match self.registry.lock() {
+            Ok(registry) => exposition::encode(&registry),
+            Err(poisoned) => exposition::encode(&poisoned.into_inner()),
         }
-        out
     }
 }
 
@@ -275,6 +292,34 @@ fn result(ok: bool) -> ResultLabels {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_registry_carries_build_info_process_metrics_and_the_live_mode() {
+        let m = Metrics::new();
+        let before = m.render();
+        assert!(
+            before.contains("resize_guard_policy_mode{mode=\"enforce\"} 0"),
+            "{before}"
+        );
+        let mode = std::sync::Arc::new(std::sync::Mutex::new(Some(Mode::Audit)));
+        let live = mode.clone();
+        m.follow_policy_mode(move || *live.lock().unwrap());
+        let text = m.render();
+        for line in [
+            "program=\"resize-guard-webhook\"} 1",
+            "# TYPE process_resident_memory_bytes gauge",
+            "resize_guard_policy_mode{mode=\"enforce\"} 0",
+            "resize_guard_policy_mode{mode=\"audit\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+        *mode.lock().unwrap() = Some(Mode::Enforce);
+        assert!(
+            m.render()
+                .contains("resize_guard_policy_mode{mode=\"enforce\"} 1")
+        );
+    }
 
     #[test]
     fn renders_reviews_with_millisecond_buckets() {

@@ -59,6 +59,20 @@ pub struct Reviewed {
     pub event_withheld: Option<String>,
     /// The AdmissionReview uid.
     pub uid: String,
+    /// Who asked what about which pod (`request.namespace`, `name`, `userInfo.username`), for
+    /// the log line of a denial; empty for a request not judged.
+    pub asked: Asked,
+}
+
+/// The request's pod and user, as the API server sent them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Asked {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+    /// The requesting user (`userInfo.username`).
+    pub user: String,
 }
 
 /// A body that is not an AdmissionReview this webhook can answer (HTTP 400), one variant per
@@ -147,14 +161,13 @@ fn route(
         return Err(ReviewError::NoObjects);
     };
     let dry_run = request.dry_run.unwrap_or(false);
-    Ok(judge(
-        stage,
-        old,
-        new,
-        dry_run,
-        cluster,
-        request.uid.clone(),
-    ))
+    let mut reviewed = judge(stage, old, new, dry_run, cluster, request.uid.clone());
+    reviewed.asked = Asked {
+        namespace: request.namespace,
+        pod: request.name,
+        user: request.user_info.username,
+    };
+    Ok(reviewed)
 }
 
 /// Anything but a `pods/resize` UPDATE is allowed: never block what we do not judge.
@@ -319,6 +332,7 @@ fn finish(
         event,
         event_withheld: None,
         uid,
+        asked: Asked::default(),
     }
 }
 
@@ -370,6 +384,30 @@ mod tests {
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": r
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_judged_request_names_its_pod_namespace_and_user_for_the_denial_log() {
+        let cluster =
+            resize_guard_cluster::FixedCluster::new(Default::default(), vec![], vec![], vec![]);
+        let pod = serde_json::json!({
+            "metadata": {"name": "web-0", "namespace": "shop", "uid": "p1"},
+            "spec": {"containers": [{"name": "app"}]}
+        });
+        let body = resize(serde_json::json!({
+            "name": "web-0", "namespace": "shop",
+            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+            "object": pod, "oldObject": pod
+        }));
+        let reviewed = review(Stage::Validate, &body, &cluster).unwrap();
+        assert_eq!(
+            reviewed.asked,
+            Asked {
+                namespace: "shop".into(),
+                pod: "web-0".into(),
+                user: "alice".into()
+            }
+        );
     }
 
     #[test]

@@ -225,7 +225,9 @@ fn answer(stage: Stage, state: &AppState, reviewed: Reviewed, started: Instant) 
     let acted = !reviewed.allowed || reviewed.event.is_some();
     if acted {
         tracing::info!(uid = %reviewed.uid, stage = stage.name(), decision = %reviewed.decision,
-            allowed = reviewed.allowed, micros = elapsed.as_micros() as u64, "admission review");
+            allowed = reviewed.allowed, namespace = %reviewed.asked.namespace,
+            pod = %reviewed.asked.pod, user = %reviewed.asked.user,
+            micros = elapsed.as_micros() as u64, "admission review");
     } else {
         tracing::debug!(uid = %reviewed.uid, stage = stage.name(), decision = %reviewed.decision,
             micros = elapsed.as_micros() as u64, "admission review");

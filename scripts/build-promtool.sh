@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Build (or reuse) `promtool`, Prometheus's own checker (github.com/prometheus/prometheus/
+# cmd/promtool, pinned by tests/promtool/go.mod + go.sum): it parses /metrics of the running
+# programs and evaluates the chart's PrometheusRule against series scraped from the harness
+# (tests/harness/tests/monitoring.rs: `promtool check metrics`, `check rules`, `test rules`).
+#
+# Usage:
+#   dir=$(scripts/build-promtool.sh | tail -n 1)    # build if needed, print bin dir
+#   scripts/build-promtool.sh --no-build            # exit 3 if not cached yet
+#   RESIZE_GUARD_PROMTOOL_BIN="$(scripts/build-promtool.sh | tail -n 1)/promtool" cargo test ...
+#
+# The LAST line of stdout is the absolute path of the directory holding `promtool`;
+# everything else goes to stderr (same contract as scripts/build-control-plane.sh).
+#
+# Caching: $HOME/.cache/resize-guard/promtool-<key>/promtool, where <key> is derived from
+# tests/promtool/go.mod, go.sum, `go version` and the build flags. A hit costs ~0.1 s.
+# $HOME/.cache/resize-guard/promtool-current is a symlink to the last used stamp dir; promtool-*
+# stamp dirs with other keys are pruned once unused for RESIZE_GUARD_CACHE_KEEP_DAYS days.
+#
+# Environment:
+#   RESIZE_GUARD_PROMTOOL_DIR  use this directory (must hold an executable `promtool`) and
+#                              never build.
+#   RESIZE_GUARD_CACHE_DIR     cache root (default $HOME/.cache/resize-guard).
+#   RESIZE_GUARD_PROMTOOL_MIN_FREE_GB  free space demanded before a cold build (default 2).
+#   RESIZE_GUARD_CACHE_KEEP_DAYS   keep other keys' stamp dirs this long (default 2).
+#
+# Offline except the Go module proxy. GOTOOLCHAIN=local is forced.
+set -euo pipefail
+
+# shellcheck source=scripts/lib/stamp-cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
+
+log() { printf '%s\n' "build-promtool: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+have() { [[ -f "$1/promtool" && -x "$1/promtool" ]]; }
+
+stamp_cache_args 27 "$@"
+stamp_cache_override RESIZE_GUARD_PROMTOOL_DIR "an executable promtool"
+
+# --- inputs -------------------------------------------------------------------
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+MOD_DIR="$REPO_ROOT/tests/promtool"
+stamp_cache_go "$MOD_DIR" tests/promtool/README.md go.mod go.sum
+
+MOD=github.com/prometheus/prometheus
+# The Go module's v0.3XX.Y is Prometheus v3.XX.Y (Prometheus's own tagging of its library).
+MODVER="$(awk -v m="$MOD" '($1 == m && $2 ~ /^v/) { print $2; exit }' "$MOD_DIR/go.mod")"
+[[ "$MODVER" =~ ^v0\.3([0-9][0-9])\.([0-9]+)$ ]] || die "cannot find a $MOD v0.3XX.Y requirement in $MOD_DIR/go.mod"
+VERSION="3.$((10#${BASH_REMATCH[1]})).${BASH_REMATCH[2]}"
+
+# As Prometheus's .promu.yml does (a fixed revision keeps the build and the key reproducible).
+COMMON=github.com/prometheus/common/version
+LDFLAGS="-s -w -X $COMMON.Version=$VERSION"
+LDFLAGS+=" -X $COMMON.Revision=0000000000000000000000000000000000000000"
+LDFLAGS+=" -X $COMMON.Branch=resize-guard"
+BUILD_FLAGS=(-trimpath -buildvcs=false -mod=readonly)
+PACKAGE=$MOD/cmd/promtool
+
+KEY="$(
+  {
+    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"
+    printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "$PACKAGE"
+  } | sha256sum | cut -c1-16
+)"
+
+stamp_cache_init promtool "$KEY"
+stamp_cache_begin "promtool $VERSION" "${RESIZE_GUARD_PROMTOOL_MIN_FREE_GB:-2}" "promtool" RESIZE_GUARD_PROMTOOL_DIR
+
+log "building promtool $VERSION (first run only; a few minutes with empty Go caches) …"
+log "  module: $MOD_DIR   key: $KEY   $GO_VERSION"
+start=$SECONDS
+if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/promtool" "$PACKAGE") >&2; then
+  die "go build failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
+fi
+have "$TMP_OUT" || die "go build succeeded but $TMP_OUT/promtool is missing"
+
+# Sanity: the version ldflags took effect and the binary runs.
+v="$("$TMP_OUT/promtool" --version 2>&1 || true)"
+[[ "$v" == *"$VERSION"* ]] || die "promtool --version printed '$v', expected $VERSION"
+
+{
+  echo "key=$KEY"
+  echo "promtool=$VERSION ($MOD $MODVER)"
+  echo "go=$GO_VERSION"
+  echo "ldflags=$LDFLAGS"
+  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"
+} >"$TMP_OUT/BUILD-INFO"
+
+stamp_cache_publish "$TMP_OUT" "$start"
