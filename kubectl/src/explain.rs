@@ -449,6 +449,10 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("Events: <none>\n"), "{text}");
+        assert!(
+            !text.contains("VICTIM"),
+            "no victims, no table header:\n{text}"
+        );
         let json = serde_json::to_value(&x).unwrap();
         assert_eq!(json["recordedPlan"]["current"], true);
         assert_eq!(json["ledger"]["terminating"]["cpu"], "1500m");

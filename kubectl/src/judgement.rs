@@ -206,9 +206,13 @@ fn fix(why: &NoPlan) -> &'static str {
     }
 }
 
-/// The victims as a table, each line indented by two spaces; `pdb` adds whether evicting each
-/// breaks a PodDisruptionBudget.
+/// The victims as a table, each line indented by two spaces (nothing when there are none);
+/// `pdb` adds whether evicting each breaks a PodDisruptionBudget.
 pub fn victims_table(victims: &[VictimView], pdb: bool) -> String {
+    if victims.is_empty() {
+        // No header over no rows: the decision's own sentence says why nobody is preempted.
+        return String::new();
+    }
     let rows: Vec<Vec<String>> = victims
         .iter()
         .map(|v| {

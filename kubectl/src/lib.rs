@@ -12,6 +12,9 @@
 //! - [`status`]: every pending resize, highest priority first.
 //! - [`check`]: install health, `linkerd check` style.
 //!
+//! It connects as kubectl does ([`connection`]: the kubeconfig merge list, `--context`, `--as`,
+//! `--request-timeout`, …) and exits with a status per outcome ([`exit`]).
+//!
 //! Read-only except `what-if`'s dry run; `explain` and `status` need only `get`/`list`.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -19,8 +22,10 @@ pub mod args;
 pub mod check;
 pub mod connection;
 pub mod dry_run;
+pub mod exit;
 pub mod explain;
 pub mod facts;
+pub mod help;
 pub mod judgement;
 pub mod status;
 pub mod table;
@@ -31,15 +36,48 @@ use serde::Serialize;
 
 use crate::args::{Cli, Command, Output};
 use crate::connection::Connection;
+use crate::exit::{Exit, Target};
 use crate::facts::{Judge, LeaseState};
 
-/// Runs the command; returns the exit status (0 done, 1 a failed check or a refused what-if).
-pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+/// Runs the command: prints its output, or `error: …` on stderr, and returns the exit status
+/// ([`Exit`]).
+pub async fn run(cli: Cli) -> i32 {
+    let mut target = None;
+    match execute(cli, &mut target).await {
+        Ok(exit) => exit.code(),
+        Err(e) => {
+            let (exit, message) = exit::report(&e, target.as_ref());
+            eprintln!("error: {message}");
+            exit.code()
+        }
+    }
+}
+
+/// The command; `target` is set once the kubeconfig says where the cluster is.
+async fn execute(cli: Cli, target: &mut Option<Target>) -> anyhow::Result<Exit> {
     let out = cli.global.output;
+    // Arguments clap cannot check are checked before anything is read from the cluster.
+    let pod_arg = match &cli.command {
+        Command::Explain { pod } => Some(pod.as_str()),
+        Command::WhatIf(args) => Some(args.pod.as_str()),
+        Command::Status { .. } => None,
+        Command::Check(args) => {
+            if let Some(p) = &args.probe_pod {
+                facts::split_name(p).map_err(exit::usage)?;
+            }
+            None
+        }
+    };
+    let pod_name = pod_arg
+        .map(facts::pod_name)
+        .transpose()
+        .map_err(exit::usage)?
+        .map(str::to_owned);
     let conn = Connection::open(&cli.global).await?;
+    *target = Some(conn.target.clone());
+    let name = pod_name.as_deref().unwrap_or_default();
     match cli.command {
-        Command::Explain { pod } => {
-            let name = facts::pod_name(&pod)?;
+        Command::Explain { .. } => {
             let p = facts::pod(&conn, &conn.namespace, name).await?;
             let judge = Judge::load(&conn).await;
             let mut notes = judge.notes.clone();
@@ -60,12 +98,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             );
             x.notes = notes;
             print(out, &x, |x| explain::render_text(x, out == Output::Wide))?;
-            Ok(0)
+            Ok(Exit::Done)
         }
         Command::WhatIf(args) => {
-            let name = facts::pod_name(&args.pod)?;
             let p = facts::pod(&conn, &conn.namespace, name).await?;
-            let proposal = what_if::propose(&p, &args)?;
+            let proposal = what_if::propose(&p, &args).map_err(exit::usage)?;
             let judge = Judge::load(&conn).await;
             let ledger = facts::pod_ledger(&conn, &p).await?;
             let answer =
@@ -80,29 +117,38 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 api_server: answer,
             };
             print(out, &report, what_if::render_text)?;
-            Ok(if report.api_server.accepted { 0 } else { 1 })
+            Ok(if report.api_server.accepted {
+                Exit::Done
+            } else {
+                Exit::Refused
+            })
         }
         Command::Status { all_namespaces } => {
-            let namespace = cli.global.namespace.as_deref().filter(|_| !all_namespaces);
+            // As `kubectl get pods`: -n, else the context's namespace; -A for every namespace.
+            let namespace = (!all_namespaces).then_some(conn.namespace.as_str());
             let judge = Judge::load(&conn).await;
             let mut notes = judge.notes.clone();
             let lease = controller_lease(&conn, &mut notes).await;
             let rows =
                 status::collect(&conn, namespace, &judge, lease.as_ref(), Timestamp::now()).await?;
             print(out, &rows, |rows| {
-                let mut text = status::render_text(rows, namespace.is_none(), out == Output::Wide);
+                let mut text = status::render_text(rows, namespace, out == Output::Wide);
                 for n in &notes {
                     text.push_str(&format!("note: {n}\n"));
                 }
                 text
             })?;
-            Ok(0)
+            Ok(Exit::Done)
         }
         Command::Check(args) => {
-            let lines = check::run(&conn, &args).await;
+            let lines = check::run(&conn, &args).await?;
             let failed = lines.iter().any(|l| l.mark == table::Mark::Fail);
             print(out, &lines, |l| check::render_text(l))?;
-            Ok(i32::from(failed))
+            Ok(if failed {
+                Exit::CheckFailed
+            } else {
+                Exit::Done
+            })
         }
     }
 }

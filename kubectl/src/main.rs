@@ -1,7 +1,9 @@
-//! `kubectl-resize_guard`: run as `kubectl resize-guard …` (see the library docs).
+//! `kubectl-resize_guard`: run as `kubectl resize-guard …` (see the library docs). Exit
+//! statuses: `resize_guard_kubectl::exit::Exit` (clap exits 2 on a usage error itself).
 
 use clap::Parser;
 use resize_guard_kubectl::args::Cli;
+use resize_guard_kubectl::exit::Exit;
 
 fn main() {
     let cli = Cli::parse();
@@ -10,15 +12,10 @@ fn main() {
         .enable_all()
         .build()
     {
-        Ok(rt) => rt
-            .block_on(resize_guard_kubectl::run(cli))
-            .unwrap_or_else(|e| {
-                eprintln!("error: {e:#}");
-                1
-            }),
+        Ok(rt) => rt.block_on(resize_guard_kubectl::run(cli)),
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            1
+            Exit::Cluster.code()
         }
     };
     std::process::exit(code);

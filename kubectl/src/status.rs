@@ -1,7 +1,8 @@
 //! `kubectl resize-guard status`: every pod whose resize the kubelet has not finished —
 //! `PodResizePending` (Deferred, Infeasible) or `PodResizeInProgress` — with its node, how long
 //! it has waited and what resize-guard will do about it, highest priority first (the order the
-//! kubelet retries Deferred resizes in and the order an operator should look).
+//! kubelet retries Deferred resizes in and the order an operator should look). Like `kubectl get
+//! pods`, it lists the namespace `-n` names, else the context's, and every namespace with `-A`.
 
 use std::collections::BTreeMap;
 
@@ -119,9 +120,14 @@ fn pending(p: &Pod) -> Option<(String, String, Option<Timestamp>)> {
 }
 
 /// The text form; `wide` adds the kubelet's message.
-pub fn render_text(rows: &[Row], all_namespaces: bool, wide: bool) -> String {
+/// The table; `namespace` is the one listed (`None`: every namespace, with a NAMESPACE column).
+pub fn render_text(rows: &[Row], namespace: Option<&str>, wide: bool) -> String {
+    let all_namespaces = namespace.is_none();
     if rows.is_empty() {
-        return "No pending resizes.\n".to_owned();
+        return match namespace {
+            Some(ns) => format!("No pending resizes in namespace {ns}.\n"),
+            None => "No pending resizes.\n".to_owned(),
+        };
     }
     let mut headers = vec![];
     if all_namespaces {
@@ -153,4 +159,18 @@ pub fn render_text(rows: &[Row], all_namespaces: bool, wide: bool) -> String {
         })
         .collect();
     render(&headers, &table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_pending_resize_names_the_namespace_looked_in() {
+        assert_eq!(
+            render_text(&[], Some("shop"), false),
+            "No pending resizes in namespace shop.\n"
+        );
+        assert_eq!(render_text(&[], None, true), "No pending resizes.\n");
+    }
 }
