@@ -48,6 +48,7 @@ WITH_REGISTRY = RESIZE_GUARD_REGISTRY_BIN="$$(scripts/build-registry.sh | tail -
 # A real node's parts: kubelet and kube-proxy v1.37.2, containerd, runc, the CNI plugins and a
 # pause (first run ~6 min), for the real-node suite (tests/node/).
 WITH_NODE = RESIZE_GUARD_NODE_BIN_DIR="$$(scripts/build-node.sh | tail -n 1)"
+WITH_PROMTOOL = RESIZE_GUARD_PROMTOOL_BIN="$$(scripts/build-promtool.sh | tail -n 1)/promtool"
 
 .PHONY: demo-node upstream push krew test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
@@ -172,7 +173,7 @@ deps-check:
 	else echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"; fi
 
 unit:
-	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(CARGO) test --workspace --locked
+	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(WITH_PROMTOOL) $(CARGO) test --workspace --locked
 
 # Every upstream part `make test` uses, built or reused (.ci/run builds them beside the Rust builds).
 upstream:
@@ -180,6 +181,7 @@ upstream:
 	scripts/build-helm.sh >/dev/null
 	scripts/build-vpa.sh >/dev/null
 	scripts/build-registry.sh >/dev/null
+	scripts/build-promtool.sh >/dev/null
 	scripts/build-node.sh >/dev/null
 	RESIZE_GUARD_K8S_VERSION=1.35 scripts/build-control-plane.sh >/dev/null
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build (or reuse) `promtool`, Prometheus's own checker (github.com/prometheus/prometheus/
-# cmd/promtool, pinned by tests/promtool/go.mod + go.sum): it parses /metrics of the running
-# programs and evaluates the chart's PrometheusRule against series scraped from the harness
-# (tests/harness/tests/monitoring.rs: `promtool check metrics`, `check rules`, `test rules`).
+# cmd/promtool, pinned by tests/promtool/go.mod + go.sum) and `scrapeparse` (tests/promtool/
+# scrapeparse: Prometheus's own scrape parser, model/textparse, from the same module): they
+# parse /metrics of the running programs as a scrape would and evaluate the chart's
+# PrometheusRule against series scraped from the harness (tests/harness/tests/monitoring.rs).
 #
 # Usage:
 #   dir=$(scripts/build-promtool.sh | tail -n 1)    # build if needed, print bin dir
@@ -33,19 +34,19 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
 log() { printf '%s\n' "build-promtool: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-have() { [[ -f "$1/promtool" && -x "$1/promtool" ]]; }
+have() { [[ -x "$1/promtool" && -x "$1/scrapeparse" ]]; }
 
-stamp_cache_args 27 "$@"
+stamp_cache_args 28 "$@"
 stamp_cache_override RESIZE_GUARD_PROMTOOL_DIR "an executable promtool"
 
 # --- inputs -------------------------------------------------------------------
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 MOD_DIR="$REPO_ROOT/tests/promtool"
-stamp_cache_go "$MOD_DIR" tests/promtool/README.md go.mod go.sum
+stamp_cache_go "$MOD_DIR" scripts/build-promtool.sh go.mod go.sum scrapeparse/main.go
 
 MOD=github.com/prometheus/prometheus
 # The Go module's v0.3XX.Y is Prometheus v3.XX.Y (Prometheus's own tagging of its library).
-MODVER="$(awk -v m="$MOD" '($1 == m && $2 ~ /^v/) { print $2; exit }' "$MOD_DIR/go.mod")"
+MODVER="$(awk -v m="$MOD" '$1 == "require" { $1 = ""; $0 = $0 } ($1 == m && $2 ~ /^v/) { print $2; exit }' "$MOD_DIR/go.mod")"
 [[ "$MODVER" =~ ^v0\.3([0-9][0-9])\.([0-9]+)$ ]] || die "cannot find a $MOD v0.3XX.Y requirement in $MOD_DIR/go.mod"
 VERSION="3.$((10#${BASH_REMATCH[1]})).${BASH_REMATCH[2]}"
 
@@ -59,7 +60,7 @@ PACKAGE=$MOD/cmd/promtool
 
 KEY="$(
   {
-    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"
+    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$MOD_DIR/scrapeparse/main.go"
     printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "$PACKAGE"
   } | sha256sum | cut -c1-16
 )"
@@ -73,7 +74,10 @@ start=$SECONDS
 if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/promtool" "$PACKAGE") >&2; then
   die "go build failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
 fi
-have "$TMP_OUT" || die "go build succeeded but $TMP_OUT/promtool is missing"
+if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "-s -w" -o "$TMP_OUT/scrapeparse" ./scrapeparse) >&2; then
+  die "go build of scrapeparse failed (see output above). Module: $MOD_DIR"
+fi
+have "$TMP_OUT" || die "go build succeeded but promtool or scrapeparse is missing in $TMP_OUT"
 
 # Sanity: the version ldflags took effect and the binary runs.
 v="$("$TMP_OUT/promtool" --version 2>&1 || true)"
