@@ -10,13 +10,20 @@
 //!    `preemptionPolicy: Never`, a PodDisruptionBudget, a protected namespace, the protected
 //!    label, a node opted out, `maxVictimsPerResize`): `explain` names the reason and the
 //!    controller's `ResizePreemptionFailed` Event; `status` lists them all, by priority.
-//! 4. No leader (the controller killed): `check` says so once its Lease expires (✗, exit 1); a Deferred resize with a victim waits, and
+//!    Then a laptop's kubeconfig (`laptop`): `KUBECONFIG=a:b` with the context in one file
+//!    and the cluster and user in the other, `status` in the context's namespace,
+//!    `--kubeconfig` overriding the list, `--context`, `--cluster`, `--as` (Forbidden, naming
+//!    the user), `--as-group`, `--request-timeout` against a silent server, a refused connection
+//!    naming the server and context, and every exit status (run through the real kubectl, which
+//!    `exec`s the plugin): 0 done, 1 what-if refused, 2 usage, 3 cluster error, 4 check failed.
+//! 4. No leader (the controller killed): `check` says so once its Lease expires (✗, exit 4); a Deferred resize with a victim waits, and
 //!    `explain` and `status` show whom resize-guard will preempt once a controller leads.
 //!    The controller comes back and preempts; the resize completes and `explain` shows
-//!    `PreemptingForResize`.
+//!    `PreemptingForResize`, with no empty victims table.
 //! 5. `check` on broken installs — the controller stopped (its Lease released), a wrong
-//!    `caBundle`, an expired serving certificate — each ✗ with its fix and exit 1; then the
-//!    controller comes back, repairs both, and `check` is green again.
+//!    `caBundle`, an expired serving certificate — each ✗ with its fix and exit 4; then the
+//!    controller comes back, repairs both, and `check` is green again; then the controller's
+//!    pod-write ValidatingAdmissionPolicyBinding is deleted: ✗, exit 4.
 //! 6. `deploy/` re-applied as shipped, its webhook configuration naming the Service, a webhook
 //!    replica published in the Service's EndpointSlice: `check` green through the Service, then
 //!    ✗ once the replica is no longer ready.
@@ -53,6 +60,36 @@ async fn rg(env: &Env, args: &[&str]) -> KubectlOutput {
     let mut all = vec!["resize-guard"];
     all.extend_from_slice(args);
     env.kubectl().plugin(&plugin_dir(), all).await.unwrap()
+}
+
+/// A finished plugin run with its exit status.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// `kubectl resize-guard <args>` through the real kubectl (which `exec`s the plugin, so its exit
+/// status is the plugin's), with `vars` set on top of the admin `KUBECONFIG`.
+async fn rg_run(env: &Env, vars: &[(&str, &str)], args: &[&str]) -> Run {
+    let k = env.kubectl();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![plugin_dir()];
+    dirs.extend(std::env::split_paths(&path));
+    let out = tokio::process::Command::new(&k.bin)
+        .arg("resize-guard")
+        .args(args)
+        .env("KUBECONFIG", &k.kubeconfig)
+        .env("PATH", std::env::join_paths(dirs).unwrap())
+        .envs(vars.iter().copied())
+        .output()
+        .await
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
 }
 
 /// Runs `kubectl resize-guard <args>` until its stdout contains `want` (the system has had its
@@ -208,6 +245,7 @@ async fn phases() {
     let out = rg(env, &["check", &probe]).await;
     println!("{}", out.stdout);
     assert!(out.success, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(rg_run(env, &[], &["check", &probe]).await.code, 0);
     let hooks: Api<MutatingWebhookConfiguration> = Api::all(env.client().await);
     let config = hooks.get("resize-guard").await.unwrap();
     let url = config.webhooks.as_ref().unwrap()[0]
@@ -232,6 +270,7 @@ async fn phases() {
         "✓ ConfigMap resize-guard/resize-guard parses: mode enforce, qos.onChange reject, preemption on (max 2 victims)\n".to_owned(),
         "✓ ServiceAccount resize-guard/resize-guard-webhook has the 13 permissions it needs and none of 10 it must not have\n".to_owned(),
         "✓ ServiceAccount resize-guard/resize-guard-controller has the 27 permissions it needs and none of 9 it must not have\n".to_owned(),
+        "✓ ValidatingAdmissionPolicy resize-guard-controller-pod-writes and its binding (Deny) limit resize-guard-controller's pod writes to its plan annotation\n".to_owned(),
         "\nStatus check results are ✓\n".to_owned(),
     ];
     for want in &healthy {
@@ -270,14 +309,16 @@ async fn phases() {
         out.stderr,
         "error: \"shop/app\" is not a pod name: pass NAME or pod/NAME, and the namespace with -n\n"
     );
-    let out = rg(env, &["status", "--context", "nope"]).await;
-    assert!(!out.success);
+    let kubeconfig = env.cp.kubeconfig_path().display().to_string();
+    let out = rg_run(env, &[], &["status", "--context", "nope"]).await;
+    assert_eq!(out.code, 3, "{}", out.stderr);
     assert!(
-        out.stderr.starts_with("error: loading kubeconfig: "),
+        out.stderr.starts_with(&format!(
+            "error: loading kubeconfig (KUBECONFIG={kubeconfig}): "
+        )),
         "{}",
         out.stderr
     );
-    let kubeconfig = env.cp.kubeconfig_path().display().to_string();
     let out = rg(
         env,
         &[
@@ -345,6 +386,21 @@ async fn phases() {
     .await;
     println!("{}", out.stdout);
     assert!(!out.success, "a refused resize exits 1");
+    let refused = rg_run(
+        env,
+        &[],
+        &[
+            "what-if",
+            "app",
+            "-n",
+            f,
+            "--cpu",
+            "500m",
+            "--requests-only",
+        ],
+    )
+    .await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
     assert!(
         line(&out.stdout, "API server: refused (HTTP 403): admission webhook \"mutate.resize-guard.io\" denied the request: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable")
             .contains("container app: cpu request 500m ≠ limit 250m"),
@@ -560,13 +616,16 @@ async fn phases() {
     let only = rg(env, &["status", "-n", &ns["never"]]).await;
     assert_eq!(only.stdout.lines().count(), 2, "{}", only.stdout);
     assert!(only.stdout.starts_with("NAME "), "{}", only.stdout);
+    Box::pin(laptop(env, &ns["never"], f)).await;
 
     // 4. check with no leader (killed: its Lease stays until it expires); meanwhile a Deferred
     // resize that has a victim waits for one.
     installed.kill_controller();
     let out = rg_until(env, &["check", &probe], "✗ no controller leads").await;
     println!("{}", out.stdout);
-    assert!(!out.success, "a failed check exits 1");
+    assert!(!out.success, "a failed check exits 4");
+    let failed = rg_run(env, &[], &["check", &probe]).await;
+    assert_eq!(failed.code, 4, "{}", failed.stdout);
     let stale = line(
         &out.stdout,
         "✗ no controller leads: Lease resize-guard/resize-guard-controller was last renewed by demo ",
@@ -665,6 +724,15 @@ async fn phases() {
         "Resize: none pending (spec and status agree)"
     );
     assert_eq!(line(&out.stdout, "resize-guard:"), "resize-guard: none");
+    assert_eq!(
+        line(&out.stdout, "nothing to decide"),
+        "nothing to decide: no resize is pending"
+    );
+    assert!(
+        !out.stdout.contains("VICTIM"),
+        "no victims, no empty table header:\n{}",
+        out.stdout
+    );
     assert!(
         out.stdout.lines().any(|l| l.contains("Normal    PreemptingForResize") && l.contains(&format!(
             "preempting {f}/filler (priority 100) on node {field_node} to free cpu 120m for this resize"
@@ -673,7 +741,10 @@ async fn phases() {
         out.stdout
     );
     let empty = rg(env, &["status", "-n", f]).await;
-    assert_eq!(empty.stdout, "No pending resizes.\n");
+    assert_eq!(
+        empty.stdout,
+        format!("No pending resizes in namespace {f}.\n")
+    );
 
     // 5. check on broken installs, the controller stopped (SIGTERM: it releases its Lease).
     installed.stop_controller();
@@ -752,6 +823,24 @@ async fn phases() {
     let out = rg_until(env, &["check", &probe], "Status check results are ✓").await;
     assert!(out.success, "{}", out.stdout);
 
+    // The pod-write guard's binding removed: the controller's patch pods is no longer narrowed.
+    // (Step 6 re-applies deploy/, which brings it back.)
+    let deleted = env
+        .kubectl()
+        .run([
+            "delete",
+            "validatingadmissionpolicybinding",
+            "resize-guard-controller-pod-writes",
+        ])
+        .await
+        .unwrap();
+    assert!(deleted.success, "{}", deleted.stderr);
+    let out = rg_run(env, &[], &["check", &probe]).await;
+    assert_eq!(out.code, 4, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains(
+        "✗ ValidatingAdmissionPolicy resize-guard-controller-pod-writes has no ValidatingAdmissionPolicyBinding resize-guard-controller-pod-writes: the policy is not enforced\n    fix: kubectl apply --server-side -f deploy/base/controller-pod-writes.yaml"
+    ), "{}", out.stdout);
+
     // 6. The shipped Service: deploy/ re-applied as is (its clientConfig names the Service
     // resize-guard/resize-guard-webhook), a replica published in its EndpointSlice. check
     // verifies caBundle against the serving Secret (a Service is not reachable from outside).
@@ -789,4 +878,199 @@ async fn phases() {
     assert!(out.stdout.contains(
         "✗ mutate.resize-guard.io calls Service resize-guard/resize-guard-webhook:443, which has no ready endpoints\n    fix: kubectl -n resize-guard get pods -l app.kubernetes.io/component=webhook; kubectl -n resize-guard describe deploy/resize-guard-webhook\n"
     ), "{}", out.stdout);
+}
+
+/// kubectl's connection flags and the exit statuses, on a laptop's kubeconfig: a merge list whose
+/// first file holds only the context (namespace `pending_ns`, where a resize is pending) and
+/// whose second holds the cluster and the user; `--context`, `--cluster`, `--as`, `--as-group`
+/// and `--request-timeout` reaching the server; each error saying where it went wrong.
+async fn laptop(env: &Env, pending_ns: &str, other_ns: &str) {
+    use resize_guard_harness::control_plane::ADMIN_TOKEN;
+    let dir = env.cp.dir().join("laptop");
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = env.cp.url();
+    let contexts = dir.join("contexts");
+    let clusters = dir.join("clusters");
+    std::fs::write(
+        &contexts,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: work\ncontexts:\n\
+             - name: work\n  context: {{cluster: live, user: me, namespace: {pending_ns}}}\n\
+             - name: dead\n  context: {{cluster: gone, user: me}}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &clusters,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: elsewhere\nclusters:\n\
+             - name: live\n  cluster: {{server: '{server}', insecure-skip-tls-verify: true}}\n\
+             - name: gone\n  cluster: {{server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}\n\
+             users:\n- name: me\n  user: {{token: {ADMIN_TOKEN}}}\n\
+             contexts:\n- name: work\n  context: {{cluster: gone, user: me, namespace: {other_ns}}}\n"
+        ),
+    )
+    .unwrap();
+    let list = std::env::join_paths([&contexts, &clusters])
+        .unwrap()
+        .into_string()
+        .unwrap();
+    let vars = [("KUBECONFIG", list.as_str())];
+
+    // KUBECONFIG=a:b: the first file's context (and its namespace) wins; the cluster and the
+    // user come from the second. `status` lists the context's namespace, like kubectl get pods.
+    let out = rg_run(env, &vars, &["status"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with("NAME "), "{}", out.stdout);
+    assert_eq!(out.stdout.lines().count(), 2, "{}", out.stdout);
+    assert_eq!(cells(line(&out.stdout, "app "))[0], "app", "{}", out.stdout);
+    // --kubeconfig names one file and overrides KUBECONFIG: the second file alone has the
+    // context `work` on the dead cluster.
+    let clusters_arg = clusters.display().to_string();
+    let out = rg_run(
+        env,
+        &vars,
+        &["status", "--kubeconfig", &clusters_arg, "--context", "work"],
+    )
+    .await;
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with(
+            "error: cannot reach the API server https://127.0.0.1:1 (context work, user me): "
+        ),
+        "{}",
+        out.stderr
+    );
+    // A refused connection names the server and the context (exit 3).
+    let out = rg_run(env, &vars, &["explain", "app", "--context", "dead"]).await;
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with(
+            "error: cannot reach the API server https://127.0.0.1:1 (context dead, user me): "
+        ) && out.stderr.contains("Connection refused"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    // --cluster replaces the context's cluster.
+    let out = rg_run(
+        env,
+        &vars,
+        &["status", "--context", "dead", "--cluster", "live", "-A"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with("NAMESPACE "), "{}", out.stdout);
+
+    // --as a user without RBAC: Forbidden, naming the user, exit 3.
+    let out = rg_run(env, &vars, &["status", "-A", "--as", "nobody"]).await;
+    assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.starts_with("error: ")
+            && out.stderr.contains(
+                "pods is forbidden: User \"nobody\" cannot list resource \"pods\" in API group \"\" at the cluster scope"
+            )
+            && out.stderr.ends_with(&format!("(the API server {server} (context work, user me as nobody))\n")),
+        "{}",
+        out.stderr
+    );
+    // … and with a group that may: the groups reach the server too.
+    let out = rg_run(
+        env,
+        &vars,
+        &[
+            "status",
+            "-A",
+            "--as",
+            "nobody",
+            "--as-group",
+            "system:masters",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    // --request-timeout: a server that accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("https://{}", silent.local_addr().unwrap());
+    let hang = dir.join("hang");
+    std::fs::write(
+        &hang,
+        std::fs::read_to_string(&clusters)
+            .unwrap()
+            .replace("https://127.0.0.1:1", &silent_url),
+    )
+    .unwrap();
+    let hang_arg = hang.display().to_string();
+    let started = Instant::now();
+    let out = rg_run(
+        env,
+        &[],
+        &[
+            "explain",
+            "app",
+            "--kubeconfig",
+            &hang_arg,
+            "--context",
+            "work",
+            "--request-timeout",
+            "1s",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: cannot reach the API server {silent_url} (context work, user me): "
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(silent);
+
+    // Usage errors exit 2, before anything is sent.
+    for args in [
+        &["status", "--as-group", "sre"][..],
+        &["status", "--request-timeout", "soon"],
+        &["what-if", "app"],
+        &["explain", "shop/app"],
+        &["status", "--no-such-flag"],
+    ] {
+        let out = rg_run(env, &vars, args).await;
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.starts_with("error: "),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    // A pod that does not exist is the cluster's answer: exit 3.
+    let out = rg_run(env, &vars, &["explain", "nosuch"]).await;
+    assert_eq!(out.code, 3);
+    assert_eq!(
+        out.stderr,
+        format!("error: pods \"nosuch\" not found in namespace {pending_ns}\n")
+    );
+    // Examples in every subcommand's help.
+    for sub in ["explain", "what-if", "status", "check"] {
+        let out = rg_run(env, &[], &[sub, "--help"]).await;
+        assert_eq!(out.code, 0);
+        assert!(
+            out.stdout.contains("Examples:\n  # ")
+                && out.stdout.contains(&format!("kubectl resize-guard {sub}")),
+            "{sub}: {}",
+            out.stdout
+        );
+    }
+    let out = rg_run(env, &[], &["--help"]).await;
+    assert!(
+        out.stdout.contains("Exit status:\n  0  done"),
+        "{}",
+        out.stdout
+    );
 }
