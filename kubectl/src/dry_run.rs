@@ -36,6 +36,20 @@ pub struct StageDecision {
 }
 
 impl Answer {
+    /// Whether a refusal is about the resize itself — validation (400, 422) or admission (403
+    /// from a webhook or an admission policy) — and not about the caller or the request: an
+    /// authorizer's Forbidden (`User "…" cannot patch resource "pods/resize" …`, the RBAC
+    /// authorizer's wording, kubernetes `plugin/pkg/auth/authorizer/rbac/rbac.go`), 401, 404,
+    /// 409, 429 or 5xx. Those are errors, not a "no".
+    pub fn refused_the_resize(&self) -> bool {
+        let message = self.message.as_deref().unwrap_or_default();
+        match self.code {
+            400 | 422 => true,
+            403 => !(message.contains("User \"") && message.contains("\" cannot ")),
+            _ => false,
+        }
+    }
+
     /// Whether any resize-guard webhook answered (a decision came back, or a denial by it).
     pub fn reached_resize_guard(&self) -> bool {
         !self.decisions.is_empty()
@@ -148,5 +162,34 @@ mod tests {
             Some(r#"say "hi" \ bye"#)
         );
         assert_eq!(warning_text("299 - no quotes"), None);
+    }
+
+    #[test]
+    fn only_validation_and_admission_refuse_the_resize() {
+        let answer = |code: u16, message: &str| Answer {
+            accepted: false,
+            code,
+            message: Some(message.into()),
+            warnings: vec![],
+            decisions: vec![],
+        };
+        assert!(
+            answer(
+                403,
+                "admission webhook \"mutate.resize-guard.io\" denied the request: resize-guard: no"
+            )
+            .refused_the_resize()
+        );
+        assert!(
+            answer(
+                422,
+                "Pod \"app\" is invalid: spec: Forbidden: pod updates may not change fields"
+            )
+            .refused_the_resize()
+        );
+        assert!(!answer(403, "pods \"app\" is forbidden: User \"system:serviceaccount:rg:w\" cannot patch resource \"pods/resize\" in API group \"\" in the namespace \"shop\"").refused_the_resize());
+        for code in [401, 404, 409, 429, 500, 503] {
+            assert!(!answer(code, "x").refused_the_resize(), "{code}");
+        }
     }
 }

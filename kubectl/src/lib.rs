@@ -107,6 +107,16 @@ async fn execute(cli: Cli, target: &mut Option<Target>) -> anyhow::Result<Exit> 
             let ledger = facts::pod_ledger(&conn, &p).await?;
             let answer =
                 dry_run::resize(&conn.client, &conn.namespace, name, &proposal.patch).await?;
+            if !answer.accepted && !answer.refused_the_resize() {
+                // Not a "no" to the resize: the caller may not ask, or the server failed.
+                let said = answer.message.clone().unwrap_or_default();
+                anyhow::bail!(
+                    "the dry-run resize of pod {}/{name} failed (HTTP {}): {said} ({})",
+                    conn.namespace,
+                    answer.code,
+                    conn.target
+                );
+            }
             let ctx = judge.context(ledger.as_ref());
             let report = what_if::Report {
                 pod: format!("{}/{name}", conn.namespace),

@@ -974,6 +974,29 @@ async fn laptop(env: &Env, pending_ns: &str, other_ns: &str) {
         "{}",
         out.stderr
     );
+    // An identity that may read the pod but not resize it: what-if's dry run is Forbidden by
+    // RBAC, which is an error (exit 3), not a refusal of the resize (exit 1).
+    let webhook_sa = "system:serviceaccount:resize-guard:resize-guard-webhook";
+    let out = rg_run(
+        env,
+        &vars,
+        &[
+            "what-if", "app", "-n", other_ns, "--cpu", "300m", "--as", webhook_sa,
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: the dry-run resize of pod {other_ns}/app failed (HTTP 403): "
+        )) && out.stderr.contains(&format!(
+            "User \"{webhook_sa}\" cannot patch resource \"pods/resize\""
+        )) && out.stderr.ends_with(&format!(
+            "(the API server {server} (context work, user me as {webhook_sa}))\n"
+        )),
+        "{}",
+        out.stderr
+    );
     // … and with a group that may: the groups reach the server too.
     let out = rg_run(
         env,
