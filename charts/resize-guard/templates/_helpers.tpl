@@ -11,6 +11,14 @@ resize-guard
 {{- end }}
 
 {{/*
+The Pod Security level the install namespace can enforce: restricted, or privileged when the
+webhook uses the node's network (host namespaces are outside restricted and baseline).
+*/}}
+{{- define "resize-guard.podSecurityLevel" -}}
+{{- ternary "privileged" "restricted" .Values.webhook.hostNetwork -}}
+{{- end }}
+
+{{/*
 Labels on every object: Helm's usual ones plus those deploy/base/kustomization.yaml adds.
 */}}
 {{- define "resize-guard.labels" -}}
@@ -33,18 +41,79 @@ app.kubernetes.io/component: {{ .component }}
 A program's image: (dict "image" .Values.image.webhook "root" $).
 */}}
 {{- define "resize-guard.image" -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" .image.repository .image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .image.repository (.image.tag | default .root.Chart.AppVersion | toString) -}}
+{{- end -}}
 {{- end }}
 
 {{/*
 The policy.yaml text: a string as written, a map as YAML.
 */}}
 {{- define "resize-guard.policy" -}}
-{{- if kindIs "string" .Values.policy -}}
-{{- .Values.policy -}}
-{{- else if .Values.policy -}}
-{{- toYaml .Values.policy | printf "%s\n" -}}
+{{- $config := .Values.policy.config -}}
+{{- if kindIs "string" $config -}}
+{{- $config -}}
+{{- else if $config -}}
+{{- toYaml $config | printf "%s\n" -}}
 {{- end -}}
+{{- end }}
+
+{{/*
+The pod template's metadata: (dict "program" .Values.webhook "selector" $sel).
+*/}}
+{{- define "resize-guard.podMetadata" -}}
+{{- with .program.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+labels:
+  {{- with .program.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+  {{- .selector | nindent 2 }}
+{{- end }}
+
+{{/*
+The pod's securityContext: the program's podSecurityContext, else what passes Pod Security
+restricted.
+*/}}
+{{- define "resize-guard.podSecurityContext" -}}
+{{- with .podSecurityContext }}
+{{- toYaml . }}
+{{- else -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+seccompProfile: {type: RuntimeDefault}
+{{- end }}
+{{- end }}
+
+{{/*
+The container's securityContext: the program's securityContext, else the restricted one.
+*/}}
+{{- define "resize-guard.securityContext" -}}
+{{- with .securityContext }}
+{{- toYaml . }}
+{{- else -}}
+runAsNonRoot: true
+readOnlyRootFilesystem: true
+allowPrivilegeEscalation: false
+capabilities: {drop: [ALL]}
+seccompProfile: {type: RuntimeDefault}
+{{- end }}
+{{- end }}
+
+{{/*
+The container's env: the pod's namespace and name, then the program's extraEnv.
+*/}}
+{{- define "resize-guard.env" -}}
+- {name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+- {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+{{- with .extraEnv }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -76,6 +145,10 @@ sideEffects: NoneOnDryRun
 failurePolicy: {{ .Values.webhooks.failurePolicy }}
 timeoutSeconds: {{ .Values.webhooks.timeoutSeconds }}
 matchPolicy: Equivalent
+{{- with .Values.webhooks.matchConditions }}
+matchConditions:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 {{- define "resize-guard.webhookSelectors" -}}
 {{- with .Values.webhooks.namespaceSelector }}

@@ -186,8 +186,20 @@ pub fn spawn_as_service_account(
     name: &str,
     args: &[String],
 ) -> Process {
+    spawn_with_kubeconfig(env, &env.cp.kubeconfig_path_for(identity), bin, name, args)
+}
+
+/// Starts `bin` with `args`, reaching the API server through `kubeconfig`; its log is
+/// `<control-plane dir>/<name>.log`.
+pub fn spawn_with_kubeconfig(
+    env: &Env,
+    kubeconfig: &std::path::Path,
+    bin: &str,
+    name: &str,
+    args: &[String],
+) -> Process {
     let mut cmd = Command::new(bin);
-    cmd.env("KUBECONFIG", env.cp.kubeconfig_path_for(identity))
+    cmd.env("KUBECONFIG", kubeconfig)
         .env(
             "RUST_LOG",
             "info,resize_guard_webhook=debug,resize_guard_controller=debug,kube_client=warn",

@@ -21,6 +21,7 @@ pub mod env;
 pub mod growth;
 pub mod hollow_node;
 pub mod install;
+pub mod issuer;
 pub mod kubectl;
 pub mod matrix;
 pub mod objects;

@@ -3,7 +3,9 @@
 //! EndpointSlice of `resize-guard/resize-guard-webhook` as the EndpointSlice controller would
 //! publish its pod. kube-apiserver (run with `--enable-aggregator-routing`, as the harness runs
 //! it) then calls a ready endpoint of the Service, verifying the certificate for the Service's
-//! DNS name — exactly the path a cluster install takes.
+//! DNS name — exactly the path a cluster install takes. A replica runs as the harness's webhook
+//! identity in `resize-guard`, or as a real ServiceAccount of another install namespace
+//! ([`Account`]).
 
 use std::time::Duration;
 
@@ -18,6 +20,33 @@ use crate::process::{Process, free_port};
 
 const NS: &str = "resize-guard";
 
+/// Who a program runs as: a ServiceAccount of `namespace`, through `kubeconfig` (a file holding
+/// one of its tokens, e.g. from `kubectl create token`).
+#[derive(Debug, Clone)]
+pub struct Account {
+    /// The install namespace (`--namespace`).
+    pub namespace: String,
+    /// The kubeconfig file the process reads.
+    pub kubeconfig: std::path::PathBuf,
+}
+
+/// Writes a kubeconfig for the harness's API server that authenticates with `token`, into
+/// the control plane's directory as `<name>.kubeconfig`.
+pub fn token_kubeconfig(env: &Env, name: &str, token: &str) -> anyhow::Result<std::path::PathBuf> {
+    let path = env.cp.dir().join(format!("{name}.kubeconfig"));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: harness\n  cluster:\n    server: {}\n    \
+             insecure-skip-tls-verify: true\nusers:\n- name: {name}\n  user:\n    token: {token}\n\
+             contexts:\n- name: harness\n  context:\n    cluster: harness\n    user: {name}\n\
+             current-context: harness\n",
+            env.cp.url()
+        ),
+    )?;
+    Ok(path)
+}
+
 /// One webhook replica: a process and the EndpointSlice that publishes it.
 #[derive(Debug)]
 pub struct Replica {
@@ -29,6 +58,8 @@ pub struct Replica {
     pub port: u16,
     /// Its health port on 127.0.0.1.
     pub health: u16,
+    /// The namespace of the Service it is published under.
+    pub namespace: String,
 }
 
 /// This machine's first non-loopback IPv4 address: EndpointSlices refuse loopback addresses, so
@@ -52,25 +83,37 @@ impl Replica {
     /// Starts `webhook` (the binary) as its ServiceAccount, serving on [`host_ip`], reading its
     /// certificate from the serving Secret the controller keeps.
     pub fn start(env: &Env, webhook: &str, name: &str) -> anyhow::Result<Replica> {
+        Replica::start_as(env, webhook, name, None)
+    }
+
+    /// [`Replica::start`], as `account` (None: the harness's webhook identity in `resize-guard`).
+    pub fn start_as(
+        env: &Env,
+        webhook: &str,
+        name: &str,
+        account: Option<&Account>,
+    ) -> anyhow::Result<Replica> {
         let (port, health) = (free_port()?, free_port()?);
         let ip = host_ip()?;
-        let process = spawn_as_service_account(
-            env,
-            Identity::Webhook,
-            webhook,
-            name,
-            &[
-                format!("--tls-addr={ip}:{port}"),
-                format!("--health-addr=127.0.0.1:{health}"),
-                format!("--namespace={NS}"),
-                format!("--instance={name}"),
-            ],
-        );
+        let namespace = account.map_or(NS, |a| a.namespace.as_str()).to_owned();
+        let args = [
+            format!("--tls-addr={ip}:{port}"),
+            format!("--health-addr=127.0.0.1:{health}"),
+            format!("--namespace={namespace}"),
+            format!("--instance={name}"),
+        ];
+        let process = match account {
+            None => spawn_as_service_account(env, Identity::Webhook, webhook, name, &args),
+            Some(a) => {
+                crate::install::spawn_with_kubeconfig(env, &a.kubeconfig, webhook, name, &args)
+            }
+        };
         Ok(Replica {
             name: name.to_owned(),
             process,
             port,
             health,
+            namespace,
         })
     }
 
@@ -94,10 +137,10 @@ impl Replica {
     /// Publishes (or updates) the replica's EndpointSlice, as the EndpointSlice controller would
     /// for its pod: `ready` while the pod is ready and not terminating.
     pub async fn publish(&self, env: &Env, ready: bool, terminating: bool) -> anyhow::Result<()> {
-        let api: Api<EndpointSlice> = Api::namespaced(env.client().await, NS);
+        let api: Api<EndpointSlice> = Api::namespaced(env.client().await, &self.namespace);
         let slice = json!({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": self.slice_name(), "namespace": NS,
+            "metadata": {"name": self.slice_name(), "namespace": self.namespace,
                 "labels": {"kubernetes.io/service-name": "resize-guard-webhook",
                            "endpointslice.kubernetes.io/managed-by": "resize-guard-harness"}},
             "addressType": "IPv4",
@@ -116,7 +159,7 @@ impl Replica {
 
     /// Removes the replica's EndpointSlice.
     pub async fn unpublish(&self, env: &Env) -> anyhow::Result<()> {
-        let api: Api<EndpointSlice> = Api::namespaced(env.client().await, NS);
+        let api: Api<EndpointSlice> = Api::namespaced(env.client().await, &self.namespace);
         api.delete(&self.slice_name(), &Default::default()).await?;
         Ok(())
     }

@@ -160,7 +160,8 @@ impl Vpa {
 
         let certs = cp.dir().join("vpa-certs");
         fs::create_dir_all(&certs)?;
-        let (ca_pem, cert_pem, key_pem) = serving_certificate()?;
+        let (ca_pem, cert_pem, key_pem) =
+            crate::issuer::serving_certificate("vpa-webhook", vec!["127.0.0.1".to_owned()])?;
         fs::write(certs.join("ca.pem"), &ca_pem)?;
         fs::write(certs.join("tls.crt"), cert_pem)?;
         fs::write(certs.join("tls.key"), key_pem)?;
@@ -489,32 +490,6 @@ async fn apply_crds(client: &kube::Client, file: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// A fresh CA and a serving certificate for IP `127.0.0.1` signed by it (ECDSA P-256): PEMs of
-/// the CA certificate, the serving certificate and its PKCS#8 key.
-fn serving_certificate() -> anyhow::Result<(String, String, String)> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
-        IsCa, KeyPair, KeyUsagePurpose,
-    };
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "resize-guard-harness vpa-webhook CA");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
-
-    let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_owned()])?;
-    leaf.distinguished_name
-        .push(DnType::CommonName, "vpa-webhook");
-    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    leaf.use_authority_key_identifier_extension = true;
-    let key = KeyPair::generate()?;
-    let cert = leaf.signed_by(&key, &ca)?;
-    Ok((ca.pem(), cert.pem(), key.serialize_pem()))
 }
 
 fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> anyhow::Result<Process> {

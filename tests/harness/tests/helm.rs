@@ -4,8 +4,10 @@
 //! objects as `kubectl kustomize deploy/` but for Helm's own labels, and its variants are the
 //! overlays'; every render applies on server dry run against a real kube-apiserver v1.37.2 (those
 //! needing cert-manager's or the Prometheus Operator's CRDs are rendered and checked, their other
-//! objects applied); everything namespaced follows the install namespace; and the documented
-//! `kubectl create namespace` + `helm install … --take-ownership` really installs, upgrades and uninstalls.
+//! objects applied); everything namespaced follows the install namespace; NOTES says what each
+//! mode installed; and the documented `helm install … --create-namespace` really installs (every
+//! command NOTES prints then runs and succeeds, but those the harness's node-less cluster cannot
+//! satisfy: waiting for rollouts, which the real-node suite runs), upgrades and uninstalls.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,8 +15,11 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{LazyLock, OnceLock};
 
+use resize_guard_harness::demo::bin;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
-use resize_guard_harness::install::repo_root;
+use resize_guard_harness::install::{repo_root, spawn_with_kubeconfig};
+use resize_guard_harness::process::{Process, free_port};
+use resize_guard_harness::replica::token_kubeconfig;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -299,6 +304,18 @@ fn assert_no_ca_bundle(what: &str, rendered: &str) {
     }
 }
 
+/// `rendered` (documents separated by `---` lines) without its one object of `kind`.
+fn without_kind(rendered: &str, kind: &str) -> String {
+    let docs: Vec<&str> = rendered.split("\n---").collect();
+    let kept: Vec<&str> = docs
+        .iter()
+        .copied()
+        .filter(|doc| !doc.lines().any(|l| l == format!("kind: {kind}")))
+        .collect();
+    assert_eq!(kept.len() + 1, docs.len(), "one {kind} in:\n{rendered}");
+    kept.join("\n---")
+}
+
 fn kinds(rendered: &str) -> BTreeSet<(String, String)> {
     objects(rendered)
         .into_keys()
@@ -388,12 +405,22 @@ async fn the_default_render_is_the_kustomize_install_and_variants_are_the_overla
     let helm = helm();
 
     let kustomize = kubectl(env, &["kustomize", &path("deploy")]).await;
+    // By default Helm's --create-namespace makes the namespace, so the chart renders every object
+    // of deploy/ but the Namespace; namespace.create=true renders that too.
+    let with_namespace = helm.template(&["--set", "namespace.create=true"]).await;
+    assert_same_objects(
+        "namespace.create=true vs deploy/",
+        &kustomize,
+        &with_namespace,
+        true,
+    );
     let default = helm.template(&[]).await;
-    assert_same_objects("defaults vs deploy/", &kustomize, &default, true);
+    let without_namespace = without_kind(&kustomize, "Namespace");
+    assert_same_objects("defaults vs deploy/", &without_namespace, &default, true);
     // Without --namespace (Helm's `default`), the install namespace is still resize-guard.
     let chart = path(CHART);
     let bare = helm.ok(&["template", "resize-guard", &chart]).await.stdout;
-    assert_same_objects("no --namespace vs deploy/", &kustomize, &bare, true);
+    assert_same_objects("no --namespace vs deploy/", &without_namespace, &bare, true);
 
     // Every Helm label is there, on every object, and nowhere in selectors or pod templates.
     for (key, v) in objects(&default) {
@@ -416,14 +443,16 @@ async fn the_default_render_is_the_kustomize_install_and_variants_are_the_overla
     // leaves its own objects unlabelled, so labels are not compared here).
     for (overlay, set) in [
         ("deploy/overlays/validating-only", "webhooks.mutating=false"),
-        ("deploy/overlays/audit", "policy=mode: audit"),
+        ("deploy/overlays/audit", "policy.config=mode: audit"),
         (
             "deploy/overlays/cert-manager",
             "certificates.mode=cert-manager",
         ),
     ] {
         let kustomize = kubectl(env, &["kustomize", &path(overlay)]).await;
-        let rendered = helm.template(&["--set", set]).await;
+        let rendered = helm
+            .template(&["--set", set, "--set", "namespace.create=true"])
+            .await;
         assert_same_objects(
             &format!("--set {set} vs {overlay}"),
             &kustomize,
@@ -449,6 +478,8 @@ async fn every_render_applies_on_server_dry_run() {
             &chart,
             "--namespace",
             NAMESPACE,
+            "--set",
+            "namespace.create=true",
             "--show-only",
             "templates/namespace.yaml",
         ])
@@ -478,7 +509,6 @@ async fn every_render_applies_on_server_dry_run() {
     // Defaults.
     let out = dry_run(env, "defaults", &helm.template(&[]).await, &[]).await;
     for object in [
-        "namespace/resize-guard",
         "priorityclass.scheduling.k8s.io/resize-guard",
         "deployment.apps/resize-guard-webhook",
         "deployment.apps/resize-guard-controller",
@@ -503,14 +533,36 @@ async fn every_render_applies_on_server_dry_run() {
     dry_run(env, "webhooks.mutating=false", &rendered, &[]).await;
 
     // Audit.
-    let rendered = helm.template(&["--set", "policy=mode: audit"]).await;
+    let rendered = helm.template(&["--set", "policy.config=mode: audit"]).await;
     assert_eq!(kinds(&rendered), base);
     let objs = objects(&rendered);
     assert_eq!(
         find(&objs, "ConfigMap", "resize-guard")["data"]["policy.yaml"],
         "mode: audit"
     );
-    dry_run(env, "policy=mode: audit", &rendered, &[]).await;
+    dry_run(env, "policy.config=mode: audit", &rendered, &[]).await;
+
+    // The policy ConfigMap left to the user.
+    let rendered = helm.template(&["--set", "policy.create=false"]).await;
+    let mut expected = base.clone();
+    expected.remove(&("ConfigMap".into(), "resize-guard".into()));
+    assert_eq!(kinds(&rendered), expected);
+    dry_run(env, "policy.create=false", &rendered, &[]).await;
+
+    // Host network on other ports (EKS with a custom CNI).
+    let rendered = helm
+        .template(&[
+            "--set",
+            "webhook.hostNetwork=true",
+            "--set",
+            "webhook.port=9443",
+            "--set",
+            "webhook.healthPort=9080",
+        ])
+        .await;
+    assert_eq!(kinds(&rendered), base);
+    // (Not applied here: host networking is outside Pod Security `restricted`, which this
+    // namespace enforces; NOTES tell such an install to label its namespace `privileged`.)
 
     // system-cluster-critical (GKE): no PriorityClass of our own, a ResourceQuota admitting it.
     let rendered = helm
@@ -663,7 +715,15 @@ async fn everything_namespaced_follows_the_install_namespace() {
     let helm = helm();
     let ns = "guard-system";
     let rendered = helm
-        .template_in(ns, &["--set", "certificates.mode=cert-manager"])
+        .template_in(
+            ns,
+            &[
+                "--set",
+                "certificates.mode=cert-manager",
+                "--set",
+                "namespace.create=true",
+            ],
+        )
         .await;
     assert_no_ca_bundle(ns, &rendered);
     let objs = objects(&rendered);
@@ -824,11 +884,104 @@ async fn values_reach_the_objects() {
             serde_json::json!({"matchLabels": {"resize-guard.io/judge": "yes"}})
         );
     }
+    // The operator's values: environment, pod metadata, placement, security, ports, digest.
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let rendered = helm
+        .template(&[
+            "--set",
+            "webhook.extraEnv[0].name=RUST_LOG",
+            "--set",
+            "webhook.extraEnv[0].value=debug",
+            "--set",
+            "controller.podAnnotations.example\\.com/team=platform",
+            "--set",
+            "webhook.podLabels.team=platform",
+            "--set",
+            &format!("image.controller.digest={digest}"),
+            "--set-json",
+            r#"webhook.affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"kubernetes.io/arch","operator":"In","values":["arm64"]}]}]}}}"#,
+            "--set-json",
+            r#"controller.topologySpreadConstraints=[{"maxSkew":2,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{"matchLabels":{"app.kubernetes.io/component":"controller"}}}]"#,
+            "--set-json",
+            r#"webhook.podSecurityContext={"runAsNonRoot":true,"runAsUser":1000,"seccompProfile":{"type":"RuntimeDefault"}}"#,
+            "--set-json",
+            r#"webhooks.matchConditions=[{"name":"not-kube-system-users","expression":"!request.userInfo.username.startsWith('system:serviceaccount:kube-system:')"}]"#,
+            "--set",
+            "webhook.hostNetwork=true",
+            "--set",
+            "webhook.port=10250",
+            "--set",
+            "webhook.healthPort=9080",
+        ])
+        .await;
+    let objs = objects(&rendered);
+    let webhook = find(&objs, "Deployment", "resize-guard-webhook");
+    let controller = find(&objs, "Deployment", "resize-guard-controller");
+    let pod = |d: &Value| d["spec"]["template"].clone();
+    assert_eq!(
+        container(webhook)["env"][2],
+        serde_json::json!({"name": "RUST_LOG", "value": "debug"})
+    );
+    assert_eq!(
+        pod(controller)["metadata"]["annotations"]["example.com/team"],
+        "platform"
+    );
+    assert_eq!(pod(webhook)["metadata"]["labels"]["team"], "platform");
+    assert!(
+        !webhook["spec"]["selector"].to_string().contains("team"),
+        "pod labels stay out of the selector"
+    );
+    assert_eq!(
+        container(controller)["image"],
+        format!("ghcr.io/resize-guard/resize-guard-controller@{digest}")
+    );
+    let affinity = &pod(webhook)["spec"]["affinity"];
+    assert!(affinity["nodeAffinity"].is_object() && affinity["podAntiAffinity"].is_null());
+    assert_eq!(
+        pod(controller)["spec"]["topologySpreadConstraints"][0]["maxSkew"],
+        2
+    );
+    assert_eq!(pod(webhook)["spec"]["securityContext"]["runAsUser"], 1000);
+    assert_eq!(
+        pod(webhook)["spec"]["nodeSelector"],
+        serde_json::json!({"kubernetes.io/os": "linux"})
+    );
+    assert_eq!(pod(webhook)["spec"]["hostNetwork"], true);
+    assert_eq!(pod(webhook)["spec"]["dnsPolicy"], "ClusterFirstWithHostNet");
+    assert_eq!(
+        args(webhook),
+        [
+            "--log-format=json",
+            "--tls-addr=0.0.0.0:10250",
+            "--health-addr=0.0.0.0:9080"
+        ]
+    );
+    assert_eq!(
+        container(webhook)["ports"],
+        serde_json::json!([{"name": "https", "containerPort": 10250}, {"name": "health", "containerPort": 9080}])
+    );
+    let policy = find(&objs, "NetworkPolicy", "resize-guard");
+    assert_eq!(
+        policy["spec"]["ingress"][0]["ports"][0]["port"], 10250,
+        "the NetworkPolicy follows the admission port"
+    );
+    assert_eq!(policy["spec"]["ingress"][1]["ports"][0]["port"], 9080);
+    assert_eq!(
+        find(&objs, "MutatingWebhookConfiguration", "resize-guard")["webhooks"][0]["matchConditions"]
+            [0]["name"],
+        "not-kube-system-users"
+    );
+    // No CPU limit on either program by default (the admission path is never throttled).
+    for d in [webhook, controller] {
+        assert!(container(d)["resources"]["limits"]["cpu"].is_null(), "{d}");
+        assert!(container(d)["resources"]["requests"]["memory"].is_string());
+    }
+
     // A policy given as a map is rendered as YAML text.
     let rendered = helm
         .template(&[
             "--set-json",
-            r#"policy={"mode":"audit","qos":{"onChange":"repair"}}"#,
+            r#"policy.config={"mode":"audit","qos":{"onChange":"repair"}}"#,
         ])
         .await;
     let objs = objects(&rendered);
@@ -838,8 +991,74 @@ async fn values_reach_the_objects() {
     );
 }
 
+/// The commands NOTES prints (indented `kubectl …` lines), but those with a `<placeholder>`.
+fn notes_commands(helm_stdout: &str) -> Vec<String> {
+    let notes = helm_stdout
+        .split_once("NOTES:\n")
+        .map(|(_, n)| n)
+        .unwrap_or_else(|| panic!("no NOTES in:\n{helm_stdout}"));
+    notes
+        .lines()
+        .filter(|l| l.starts_with("  kubectl "))
+        .filter(|l| !l.contains('<'))
+        .map(|l| l.trim().to_owned())
+        .collect()
+}
+
+/// Runs `command` with `sh -c` as a user would paste it, with the harness's kubectl first on
+/// PATH and its admin kubeconfig; retried for up to 30 s (NOTES says what appears "within
+/// seconds" of the controller starting).
+async fn run_note(env: &Env, command: &str) -> String {
+    let kubectl = &env.cp.binaries().kubectl;
+    let dir = kubectl.parent().unwrap().display().to_string();
+    let path = format!("{dir}:{}", std::env::var("PATH").unwrap_or_default());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let out = tokio::process::Command::new("sh")
+            .args(["-c", command])
+            .env("PATH", &path)
+            .env("KUBECONFIG", env.cp.kubeconfig_path())
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        if out.status.success() {
+            return String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "NOTES command failed: {command}\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+/// The controller as ServiceAccount `ns/resize-guard-controller` (a TokenRequest token), as the
+/// chart's Deployment would run it: it makes the certificates NOTES tells the user to check.
+fn controller_in(env: &Env, ns: &str, token: &str, extra: &[&str]) -> Process {
+    let kubeconfig = token_kubeconfig(env, &format!("{ns}-controller"), token).unwrap();
+    let mut args = vec![
+        format!("--health-addr=127.0.0.1:{}", free_port().unwrap()),
+        format!("--namespace={ns}"),
+        format!("--identity={ns}-controller"),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    spawn_with_kubeconfig(
+        env,
+        &kubeconfig,
+        &bin("resize-guard-controller")
+            .unwrap()
+            .display()
+            .to_string(),
+        &format!("{ns}-controller"),
+        &args,
+    )
+}
+
 #[tokio::test]
-async fn helm_install_upgrade_uninstall_on_the_real_api_server() {
+async fn helm_install_create_namespace_runs_what_notes_prints_in_every_mode() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
     let _cluster = CLUSTER.lock().await;
@@ -848,74 +1067,151 @@ async fn helm_install_upgrade_uninstall_on_the_real_api_server() {
     let ns = "resize-guard-helm";
     let chart = path(CHART);
     let kubeconfig = env.cp.kubeconfig_path().display().to_string();
-    // As documented: the namespace first (Helm records the release in it before creating any
-    // object), then --take-ownership lets the chart adopt it and label it Pod Security restricted.
-    // (--create-namespace would make Helm create it twice.)
-    kubectl(env, &["create", "namespace", ns]).await;
-    let install = helm
-        .ok(&[
+    resize_guard_harness::issuer::install_cert_manager_crds(env)
+        .await
+        .unwrap();
+    // The Deployment controller, so `rollout status` has a status to read.
+    env.cp.start_controller_manager().unwrap();
+    // Each mode as an operator installs it; the programs run as local processes (the
+    // Deployments at 0 replicas, so their rollouts are complete), the controller as the
+    // namespace's own ServiceAccount.
+    for (mode, set) in [
+        ("defaults", vec![]),
+        ("validating-only", vec!["webhooks.mutating=false"]),
+        ("audit", vec!["policy.config=mode: audit"]),
+        ("cert-manager", vec!["certificates.mode=cert-manager"]),
+        ("own policy", vec!["policy.create=false"]),
+    ] {
+        let mut args = vec![
             "install",
             "resize-guard",
             &chart,
             "--namespace",
             ns,
-            "--take-ownership",
+            "--create-namespace",
             "--kubeconfig",
             &kubeconfig,
+            "--set",
+            "webhook.replicas=0",
+            "--set",
+            "controller.replicas=0",
+        ];
+        for s in &set {
+            args.extend(["--set", s]);
+        }
+        let install = helm.ok(&args).await;
+        assert!(
+            install.stdout.contains("STATUS: deployed"),
+            "{mode}: {}",
+            install.stdout
+        );
+        assert!(
+            !install.stdout.contains("mutating + validating"),
+            "{mode}: one webhook configuration per install: {}",
+            install.stdout
+        );
+        let kind = if set.contains(&"webhooks.mutating=false") {
+            "validatingwebhookconfiguration"
+        } else {
+            "mutatingwebhookconfiguration"
+        };
+        let other = if kind.starts_with("mutating") {
+            "validatingwebhookconfiguration"
+        } else {
+            "mutatingwebhookconfiguration"
+        };
+        assert!(
+            install.stdout.contains(kind) && !install.stdout.contains(other),
+            "{mode}: NOTES name the configuration installed ({kind}) and not the other:\n{}",
+            install.stdout
+        );
+        let token = kubectl(
+            env,
+            &[
+                "create",
+                "token",
+                "resize-guard-controller",
+                "-n",
+                ns,
+                "--duration=1h",
+            ],
+        )
+        .await;
+        let cert_manager = set.contains(&"certificates.mode=cert-manager");
+        let mut controller = controller_in(
+            env,
+            ns,
+            token.trim(),
+            if cert_manager {
+                &["--certificates=external"]
+            } else {
+                &[]
+            },
+        );
+        if cert_manager {
+            resize_guard_harness::issuer::issue(env, ns, "resize-guard-webhook")
+                .await
+                .unwrap();
+            resize_guard_harness::issuer::inject(
+                env,
+                "MutatingWebhookConfiguration",
+                "resize-guard",
+            )
+            .await
+            .unwrap();
+        }
+        let commands = notes_commands(&install.stdout);
+        for wanted in [
+            "kubectl label namespace",
+            "rollout status deployment/resize-guard-webhook",
+            "rollout status deployment/resize-guard-controller",
+            "events --for configmap/resize-guard",
+        ] {
+            assert!(
+                commands.iter().any(|c| c.contains(wanted)),
+                "{mode}: NOTES lack {wanted:?}: {commands:?}"
+            );
+        }
+        for command in &commands {
+            let out = run_note(env, command).await;
+            if command.contains("caBundle") {
+                assert!(out.len() > 100, "{mode}: {command}: caBundle is {out:?}");
+            }
+        }
+        eprintln!("{mode}: {} NOTES commands succeeded", commands.len());
+        controller.stop(std::time::Duration::from_secs(10));
+        let labels = kubectl(
+            env,
+            &["get", "namespace", ns, "-o", "jsonpath={.metadata.labels}"],
+        )
+        .await;
+        assert!(
+            labels.contains(r#""pod-security.kubernetes.io/enforce":"restricted""#),
+            "{mode}: NOTES' label command: {labels}"
+        );
+        if mode == "defaults" {
+            upgrade_to_validating_only(env, &chart, ns, &kubeconfig).await;
+        }
+        uninstall(env, ns, &kubeconfig).await;
+    }
+}
+
+/// Upgrading to validating-only replaces the mutating configuration by the validating one.
+async fn upgrade_to_validating_only(env: &Env, chart: &str, ns: &str, kubeconfig: &str) {
+    helm()
+        .ok(&[
+            "upgrade",
+            "resize-guard",
+            chart,
+            "--namespace",
+            ns,
+            "--reuse-values",
+            "--set",
+            "webhooks.mutating=false",
+            "--kubeconfig",
+            kubeconfig,
         ])
         .await;
-    assert!(
-        install.stdout.contains("STATUS: deployed"),
-        "{}",
-        install.stdout
-    );
-    assert!(
-        install
-            .stdout
-            .contains(&format!("installed in namespace {ns}")),
-        "NOTES: {}",
-        install.stdout
-    );
-    assert!(
-        !install.stderr.contains("PodSecurity"),
-        "both Deployments pass Pod Security restricted: {}",
-        install.stderr
-    );
-    let labels = kubectl(
-        env,
-        &["get", "namespace", ns, "-o", "jsonpath={.metadata.labels}"],
-    )
-    .await;
-    assert!(
-        labels.contains(r#""pod-security.kubernetes.io/enforce":"restricted""#),
-        "the chart took over the namespace: {labels}"
-    );
-    let service = kubectl(
-        env,
-        &[
-            "get",
-            "mutatingwebhookconfiguration",
-            "resize-guard",
-            "-o",
-            "jsonpath={.webhooks[0].clientConfig.service.namespace}",
-        ],
-    )
-    .await;
-    assert_eq!(service, ns);
-
-    // Upgrading to validating-only replaces the mutating configuration by the validating one.
-    helm.ok(&[
-        "upgrade",
-        "resize-guard",
-        &chart,
-        "--namespace",
-        ns,
-        "--set",
-        "webhooks.mutating=false",
-        "--kubeconfig",
-        &kubeconfig,
-    ])
-    .await;
     let gone = env
         .kubectl()
         .run(["get", "mutatingwebhookconfiguration", "resize-guard"])
@@ -931,21 +1227,26 @@ async fn helm_install_upgrade_uninstall_on_the_real_api_server() {
         &["get", "validatingwebhookconfiguration", "resize-guard"],
     )
     .await;
+}
 
-    // Uninstalling removes everything but the namespace (helm.sh/resource-policy: keep).
-    helm.ok(&[
-        "uninstall",
-        "resize-guard",
-        "--namespace",
-        ns,
-        "--kubeconfig",
-        &kubeconfig,
-    ])
-    .await;
+/// Uninstalling removes everything the chart rendered; the namespace (Helm's, from
+/// --create-namespace) stays.
+async fn uninstall(env: &Env, ns: &str, kubeconfig: &str) {
+    helm()
+        .ok(&[
+            "uninstall",
+            "resize-guard",
+            "--namespace",
+            ns,
+            "--kubeconfig",
+            kubeconfig,
+        ])
+        .await;
     for object in [
         "priorityclass/resize-guard",
         "clusterrole/resize-guard-controller",
         "validatingwebhookconfiguration/resize-guard",
+        "mutatingwebhookconfiguration/resize-guard",
     ] {
         let out = env.kubectl().run(["get", object]).await.unwrap();
         assert!(

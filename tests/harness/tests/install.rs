@@ -2,12 +2,32 @@
 //! (server side, unmodified) succeeds and passes Pod Security `restricted`; the overlays apply on
 //! dry run (cert-manager's renders: its CRDs are not installed here); the manifests carry no
 //! `caBundle`; and each ServiceAccount may do exactly what its program needs
-//! (`kubectl auth can-i --as`): the network-facing webhook cannot change or evict any pod.
+//! (`kubectl auth can-i --as`): the network-facing webhook cannot change or evict any pod. And
+//! an install moved to another namespace the documented way (`namespace:` plus
+//! `deploy/follow-namespace` under `transformers:`), by default and with cert-manager, judges
+//! resizes: both programs run as that namespace's real ServiceAccounts (tokens from the
+//! TokenRequest API), the webhook behind the moved Service, so kube-apiserver verifies its
+//! certificate for `resize-guard-webhook.platform-rg.svc`. cert-manager is not built here: a
+//! stand-in (`resize_guard_harness::issuer`) issues for the installed Certificate's DNS names and
+//! injects the CA its annotation names.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use resize_guard_harness::demo::bin;
+use resize_guard_harness::install::spawn_with_kubeconfig;
+use resize_guard_harness::objects::cpu_resize;
+use resize_guard_harness::process::free_port;
+use resize_guard_harness::replica::{Account, Replica, token_kubeconfig};
 
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::install::repo_root;
 use resize_guard_harness::kubectl::KubectlOutput;
+
+/// Held by every test here: the moved install rebinds the cluster-scoped RBAC and webhook
+/// configuration the others check (tests in one binary run concurrently).
+static CLUSTER: std::sync::LazyLock<tokio::sync::Mutex<()>> =
+    std::sync::LazyLock::new(|| tokio::sync::Mutex::new(()));
 
 const WEBHOOK: &str = "system:serviceaccount:resize-guard:resize-guard-webhook";
 const CONTROLLER: &str = "system:serviceaccount:resize-guard:resize-guard-controller";
@@ -32,6 +52,7 @@ async fn kubectl(env: &Env, args: &[&str]) -> KubectlOutput {
 async fn the_shipped_install_applies_passes_restricted_and_has_no_ca_bundle() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
+    let _cluster = CLUSTER.lock().await;
     let deploy = path("deploy");
     let out = kubectl(env, &["apply", "-k", &deploy, "--server-side"]).await;
     assert!(
@@ -183,6 +204,7 @@ async fn the_shipped_install_applies_passes_restricted_and_has_no_ca_bundle() {
 async fn each_service_account_may_do_exactly_what_its_program_needs() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
+    let _cluster = CLUSTER.lock().await;
     kubectl(env, &["apply", "-k", &path("deploy"), "--server-side"]).await;
     // (who, verb, resource, namespace, allowed)
     let table: &[(&str, &str, &str, &str, bool)] = &[
@@ -341,6 +363,27 @@ async fn each_service_account_may_do_exactly_what_its_program_needs() {
         ),
         (CONTROLLER, "create", "events", "shop", false),
     ];
+    // kube-apiserver's RBAC authorizer reads bindings through an informer: a binding another
+    // test here re-created a moment ago may take a moment to be seen, so the table is asked
+    // again until it matches, for up to 10 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let wrong = loop {
+        let wrong = rbac_differences(env, table).await;
+        if wrong.is_empty() || std::time::Instant::now() > deadline {
+            break wrong;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(
+        wrong.is_empty(),
+        "RBAC differs from the table:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The rows of `table` (who, verb, resource, namespace, allowed) `kubectl auth can-i` answers
+/// otherwise.
+async fn rbac_differences(env: &Env, table: &[(&str, &str, &str, &str, bool)]) -> Vec<String> {
     let mut wrong = Vec::new();
     for (who, verb, resource, ns, allowed) in table {
         // `pods/eviction` is a subresource; `secrets/x` names one object.
@@ -369,9 +412,177 @@ async fn each_service_account_may_do_exactly_what_its_program_needs() {
             ));
         }
     }
-    assert!(
-        wrong.is_empty(),
-        "RBAC differs from the table:\n{}",
-        wrong.join("\n")
+    wrong
+}
+
+/// The namespace the moved install goes to.
+const MOVED: &str = "platform-rg";
+
+/// A user's kustomization that moves `deploy/<resource>` to [`MOVED`] as
+/// `deploy/follow-namespace` documents, plus what local processes need (no Deployment replicas),
+/// written three levels below the repository root (kustomize takes bases by relative path).
+fn moved_kustomization(resource: &str) -> String {
+    let dir = repo_root().join("target/harness-overlays").join(format!(
+        "{}-moved-{}",
+        std::process::id(),
+        resource.replace('/', "-")
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             namespace: {MOVED}\nresources:\n  - ../../../deploy/{resource}\n\
+             transformers:\n  - ../../../deploy/follow-namespace\n\
+             patches:\n  - target: {{kind: Deployment}}\n    patch: |-\n      - {{op: replace, path: /spec/replicas, value: 0}}\n"
+        ),
+    )
+    .unwrap();
+    dir.display().to_string()
+}
+
+/// A kubeconfig holding a fresh token of ServiceAccount [`MOVED`]/`account`.
+async fn account(env: &Env, account: &str) -> Account {
+    let token = kubectl(
+        env,
+        &["create", "token", account, "-n", MOVED, "--duration=2h"],
+    )
+    .await
+    .stdout;
+    Account {
+        namespace: MOVED.to_owned(),
+        kubeconfig: token_kubeconfig(env, &format!("{MOVED}-{account}"), token.trim()).unwrap(),
+    }
+}
+
+/// Until a dry-run resize of the field test's `app` in `ns` is judged by resize-guard.
+async fn wait_judged(env: &Env, ns: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = env
+            .kubectl()
+            .resize_dry_run(ns, "app", &cpu_resize("550m"))
+            .await
+            .unwrap();
+        if out.stderr.contains("resize-guard will preempt") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the moved install never judged a resize: {}",
+            out.stderr
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_install_moved_to_another_namespace_judges_resizes_by_default_and_with_cert_manager() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let _cluster = CLUSTER.lock().await;
+    let (webhook, controller) = (
+        bin("resize-guard-webhook").unwrap().display().to_string(),
+        bin("resize-guard-controller")
+            .unwrap()
+            .display()
+            .to_string(),
     );
+    let (ns, _node, _pods) = env.field_test("moved").await;
+
+    // Default: the controller makes the certificates for the moved Service and injects caBundle.
+    let dir = moved_kustomization("");
+    let out = kubectl(env, &["kustomize", &dir]).await.stdout;
+    assert!(
+        out.contains(&format!("values:\n      - kube-system\n      - {MOVED}\n")),
+        "the moved namespace is excluded from judgement:\n{out}"
+    );
+    kubectl(
+        env,
+        &["apply", "-k", &dir, "--server-side", "--force-conflicts"],
+    )
+    .await;
+    let (as_controller, as_webhook) = (
+        account(env, "resize-guard-controller").await,
+        account(env, "resize-guard-webhook").await,
+    );
+    let health = free_port().unwrap();
+    let mut program = spawn_with_kubeconfig(
+        env,
+        &as_controller.kubeconfig,
+        &controller,
+        "moved-controller",
+        &[
+            format!("--health-addr=127.0.0.1:{health}"),
+            format!("--namespace={MOVED}"),
+            "--identity=moved-controller".into(),
+        ],
+    );
+    let replica = Replica::start_as(env, &webhook, "moved-a", Some(&as_webhook)).unwrap();
+    resize_guard_harness::install::wait_ready(
+        replica.health,
+        &replica.process,
+        Duration::from_secs(60),
+    )
+    .await;
+    replica.publish(env, true, false).await.unwrap();
+    wait_judged(env, &ns, "default").await;
+    program.stop(Duration::from_secs(10));
+    replica.unpublish(env).await.unwrap();
+    drop(replica);
+
+    // cert-manager: its stand-in issues for the Certificate as installed and injects the CA the
+    // moved annotation names; the controller leaves certificates alone.
+    resize_guard_harness::issuer::install_cert_manager_crds(env)
+        .await
+        .unwrap();
+    let dir = moved_kustomization("overlays/cert-manager");
+    kubectl(
+        env,
+        &["apply", "-k", &dir, "--server-side", "--force-conflicts"],
+    )
+    .await;
+    let names = resize_guard_harness::issuer::issue(env, MOVED, "resize-guard-webhook")
+        .await
+        .unwrap();
+    assert!(
+        names.contains(&format!("resize-guard-webhook.{MOVED}.svc")),
+        "{names:?}"
+    );
+    let from =
+        resize_guard_harness::issuer::inject(env, "MutatingWebhookConfiguration", "resize-guard")
+            .await
+            .unwrap();
+    assert_eq!(from, format!("{MOVED}/resize-guard-webhook"));
+    let health = free_port().unwrap();
+    let mut program = spawn_with_kubeconfig(
+        env,
+        &as_controller.kubeconfig,
+        &controller,
+        "moved-controller-cm",
+        &[
+            format!("--health-addr=127.0.0.1:{health}"),
+            format!("--namespace={MOVED}"),
+            "--identity=moved-controller-cm".into(),
+            "--certificates=external".into(),
+        ],
+    );
+    let replica = Replica::start_as(env, &webhook, "moved-b", Some(&as_webhook)).unwrap();
+    resize_guard_harness::install::wait_ready(
+        replica.health,
+        &replica.process,
+        Duration::from_secs(60),
+    )
+    .await;
+    replica.publish(env, true, false).await.unwrap();
+    wait_judged(env, &ns, "cert-manager").await;
+    program.stop(Duration::from_secs(10));
+    replica.unpublish(env).await.unwrap();
+    // The other tests here install into resize-guard: take the moved install's cluster-scoped
+    // objects (RBAC bindings to platform-rg, the webhook configuration) away again.
+    kubectl(
+        env,
+        &["delete", "-k", &dir, "--wait=false", "--ignore-not-found"],
+    )
+    .await;
 }
