@@ -11,6 +11,7 @@
 //! their report ([`growth`], [`scale_report`]).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod account;
 pub mod admission;
 pub mod bench;
 pub mod binaries;

@@ -5,7 +5,7 @@
 //! it) then calls a ready endpoint of the Service, verifying the certificate for the Service's
 //! DNS name — exactly the path a cluster install takes. A replica runs as the harness's webhook
 //! identity in `resize-guard`, or as a real ServiceAccount of another install namespace
-//! ([`Account`]).
+//! ([`crate::account::Account`]).
 
 use std::time::Duration;
 
@@ -13,39 +13,13 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use crate::account::Account;
 use crate::control_plane::Identity;
 use crate::env::Env;
 use crate::install::{spawn_as_service_account, wait_ready};
 use crate::process::{Process, free_port};
 
 const NS: &str = "resize-guard";
-
-/// Who a program runs as: a ServiceAccount of `namespace`, through `kubeconfig` (a file holding
-/// one of its tokens, e.g. from `kubectl create token`).
-#[derive(Debug, Clone)]
-pub struct Account {
-    /// The install namespace (`--namespace`).
-    pub namespace: String,
-    /// The kubeconfig file the process reads.
-    pub kubeconfig: std::path::PathBuf,
-}
-
-/// Writes a kubeconfig for the harness's API server that authenticates with `token`, into
-/// the control plane's directory as `<name>.kubeconfig`.
-pub fn token_kubeconfig(env: &Env, name: &str, token: &str) -> anyhow::Result<std::path::PathBuf> {
-    let path = env.cp.dir().join(format!("{name}.kubeconfig"));
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: harness\n  cluster:\n    server: {}\n    \
-             insecure-skip-tls-verify: true\nusers:\n- name: {name}\n  user:\n    token: {token}\n\
-             contexts:\n- name: harness\n  context:\n    cluster: harness\n    user: {name}\n\
-             current-context: harness\n",
-            env.cp.url()
-        ),
-    )?;
-    Ok(path)
-}
 
 /// One webhook replica: a process and the EndpointSlice that publishes it.
 #[derive(Debug)]
@@ -124,7 +98,18 @@ impl Replica {
         name: &str,
         timeout: Duration,
     ) -> anyhow::Result<Replica> {
-        let replica = Replica::start(env, webhook, name)?;
+        Replica::bring_up_as(env, webhook, name, None, timeout).await
+    }
+
+    /// [`Replica::bring_up`], as `account` (None: the harness's webhook identity).
+    pub async fn bring_up_as(
+        env: &Env,
+        webhook: &str,
+        name: &str,
+        account: Option<&Account>,
+        timeout: Duration,
+    ) -> anyhow::Result<Replica> {
+        let replica = Replica::start_as(env, webhook, name, account)?;
         wait_ready(replica.health, &replica.process, timeout).await;
         replica.publish(env, true, false).await?;
         Ok(replica)

@@ -15,11 +15,10 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{LazyLock, OnceLock};
 
+use resize_guard_harness::account::Account;
 use resize_guard_harness::demo::bin;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
-use resize_guard_harness::install::{repo_root, spawn_with_kubeconfig};
-use resize_guard_harness::process::{Process, free_port};
-use resize_guard_harness::replica::token_kubeconfig;
+use resize_guard_harness::install::repo_root;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -1035,28 +1034,6 @@ async fn run_note(env: &Env, command: &str) -> String {
     }
 }
 
-/// The controller as ServiceAccount `ns/resize-guard-controller` (a TokenRequest token), as the
-/// chart's Deployment would run it: it makes the certificates NOTES tells the user to check.
-fn controller_in(env: &Env, ns: &str, token: &str, extra: &[&str]) -> Process {
-    let kubeconfig = token_kubeconfig(env, &format!("{ns}-controller"), token).unwrap();
-    let mut args = vec![
-        format!("--health-addr=127.0.0.1:{}", free_port().unwrap()),
-        format!("--namespace={ns}"),
-        format!("--identity={ns}-controller"),
-    ];
-    args.extend(extra.iter().map(|a| (*a).to_owned()));
-    spawn_with_kubeconfig(
-        env,
-        &kubeconfig,
-        &bin("resize-guard-controller")
-            .unwrap()
-            .display()
-            .to_string(),
-        &format!("{ns}-controller"),
-        &args,
-    )
-}
-
 #[tokio::test]
 async fn helm_install_create_namespace_runs_what_notes_prints_in_every_mode() {
     let env = shared(EnvOptions::default());
@@ -1125,29 +1102,26 @@ async fn helm_install_create_namespace_runs_what_notes_prints_in_every_mode() {
             "{mode}: NOTES name the configuration installed ({kind}) and not the other:\n{}",
             install.stdout
         );
-        let token = kubectl(
-            env,
-            &[
-                "create",
-                "token",
-                "resize-guard-controller",
-                "-n",
-                ns,
-                "--duration=1h",
-            ],
-        )
-        .await;
         let cert_manager = set.contains(&"certificates.mode=cert-manager");
-        let mut controller = controller_in(
-            env,
-            ns,
-            token.trim(),
-            if cert_manager {
-                &["--certificates=external"]
-            } else {
-                &[]
-            },
-        );
+        // The controller as the namespace's ServiceAccount, as the chart's Deployment runs it:
+        // it makes the certificates NOTES tells the user to check.
+        let mut controller = Account::of(env, ns, "resize-guard-controller")
+            .await
+            .unwrap()
+            .spawn_controller(
+                env,
+                &bin("resize-guard-controller")
+                    .unwrap()
+                    .display()
+                    .to_string(),
+                &format!("{ns}-controller"),
+                if cert_manager {
+                    &["--certificates=external"]
+                } else {
+                    &[]
+                },
+            )
+            .unwrap();
         if cert_manager {
             resize_guard_harness::issuer::issue(env, ns, "resize-guard-webhook")
                 .await

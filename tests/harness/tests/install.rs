@@ -14,11 +14,10 @@
 
 use std::time::{Duration, Instant};
 
+use resize_guard_harness::account::Account;
 use resize_guard_harness::demo::bin;
-use resize_guard_harness::install::spawn_with_kubeconfig;
 use resize_guard_harness::objects::cpu_resize;
-use resize_guard_harness::process::free_port;
-use resize_guard_harness::replica::{Account, Replica, token_kubeconfig};
+use resize_guard_harness::replica::Replica;
 
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::install::repo_root;
@@ -441,18 +440,38 @@ fn moved_kustomization(resource: &str) -> String {
     dir.display().to_string()
 }
 
-/// A kubeconfig holding a fresh token of ServiceAccount [`MOVED`]/`account`.
-async fn account(env: &Env, account: &str) -> Account {
-    let token = kubectl(
+/// Runs the controller (with `extra` flags) and one webhook replica of the moved install as
+/// its ServiceAccounts until a resize in `ns` is judged through the moved Service, then stops
+/// both and unpublishes the replica.
+async fn judged_by_the_moved_install(env: &Env, ns: &str, mode: &str, extra: &[&str]) {
+    let (controller, webhook) = (
+        bin("resize-guard-controller")
+            .unwrap()
+            .display()
+            .to_string(),
+        bin("resize-guard-webhook").unwrap().display().to_string(),
+    );
+    let as_controller = Account::of(env, MOVED, "resize-guard-controller")
+        .await
+        .unwrap();
+    let as_webhook = Account::of(env, MOVED, "resize-guard-webhook")
+        .await
+        .unwrap();
+    let mut program = as_controller
+        .spawn_controller(env, &controller, &format!("moved-controller-{mode}"), extra)
+        .unwrap();
+    let replica = Replica::bring_up_as(
         env,
-        &["create", "token", account, "-n", MOVED, "--duration=2h"],
+        &webhook,
+        &format!("moved-{mode}"),
+        Some(&as_webhook),
+        Duration::from_secs(60),
     )
     .await
-    .stdout;
-    Account {
-        namespace: MOVED.to_owned(),
-        kubeconfig: token_kubeconfig(env, &format!("{MOVED}-{account}"), token.trim()).unwrap(),
-    }
+    .unwrap();
+    wait_judged(env, ns, mode).await;
+    program.stop(Duration::from_secs(10));
+    replica.unpublish(env).await.unwrap();
 }
 
 /// Until a dry-run resize of the field test's `app` in `ns` is judged by resize-guard.
@@ -481,13 +500,6 @@ async fn an_install_moved_to_another_namespace_judges_resizes_by_default_and_wit
     let env = shared(EnvOptions::default());
     let _g = env.guard();
     let _cluster = CLUSTER.lock().await;
-    let (webhook, controller) = (
-        bin("resize-guard-webhook").unwrap().display().to_string(),
-        bin("resize-guard-controller")
-            .unwrap()
-            .display()
-            .to_string(),
-    );
     let (ns, _node, _pods) = env.field_test("moved").await;
 
     // Default: the controller makes the certificates for the moved Service and injects caBundle.
@@ -502,34 +514,7 @@ async fn an_install_moved_to_another_namespace_judges_resizes_by_default_and_wit
         &["apply", "-k", &dir, "--server-side", "--force-conflicts"],
     )
     .await;
-    let (as_controller, as_webhook) = (
-        account(env, "resize-guard-controller").await,
-        account(env, "resize-guard-webhook").await,
-    );
-    let health = free_port().unwrap();
-    let mut program = spawn_with_kubeconfig(
-        env,
-        &as_controller.kubeconfig,
-        &controller,
-        "moved-controller",
-        &[
-            format!("--health-addr=127.0.0.1:{health}"),
-            format!("--namespace={MOVED}"),
-            "--identity=moved-controller".into(),
-        ],
-    );
-    let replica = Replica::start_as(env, &webhook, "moved-a", Some(&as_webhook)).unwrap();
-    resize_guard_harness::install::wait_ready(
-        replica.health,
-        &replica.process,
-        Duration::from_secs(60),
-    )
-    .await;
-    replica.publish(env, true, false).await.unwrap();
-    wait_judged(env, &ns, "default").await;
-    program.stop(Duration::from_secs(10));
-    replica.unpublish(env).await.unwrap();
-    drop(replica);
+    judged_by_the_moved_install(env, &ns, "default", &[]).await;
 
     // cert-manager: its stand-in issues for the Certificate as installed and injects the CA the
     // moved annotation names; the controller leaves certificates alone.
@@ -554,30 +539,7 @@ async fn an_install_moved_to_another_namespace_judges_resizes_by_default_and_wit
             .await
             .unwrap();
     assert_eq!(from, format!("{MOVED}/resize-guard-webhook"));
-    let health = free_port().unwrap();
-    let mut program = spawn_with_kubeconfig(
-        env,
-        &as_controller.kubeconfig,
-        &controller,
-        "moved-controller-cm",
-        &[
-            format!("--health-addr=127.0.0.1:{health}"),
-            format!("--namespace={MOVED}"),
-            "--identity=moved-controller-cm".into(),
-            "--certificates=external".into(),
-        ],
-    );
-    let replica = Replica::start_as(env, &webhook, "moved-b", Some(&as_webhook)).unwrap();
-    resize_guard_harness::install::wait_ready(
-        replica.health,
-        &replica.process,
-        Duration::from_secs(60),
-    )
-    .await;
-    replica.publish(env, true, false).await.unwrap();
-    wait_judged(env, &ns, "cert-manager").await;
-    program.stop(Duration::from_secs(10));
-    replica.unpublish(env).await.unwrap();
+    judged_by_the_moved_install(env, &ns, "cert-manager", &["--certificates=external"]).await;
     // The other tests here install into resize-guard: take the moved install's cluster-scoped
     // objects (RBAC bindings to platform-rg, the webhook configuration) away again.
     kubectl(
