@@ -502,13 +502,32 @@ async fn an_install_moved_to_another_namespace_judges_resizes_by_default_and_wit
     let _cluster = CLUSTER.lock().await;
     let (ns, _node, _pods) = env.field_test("moved").await;
 
+    // Every overlay moves whole: no value still names resize-guard's namespace.
+    for overlay in [
+        "",
+        "overlays/audit",
+        "overlays/validating-only",
+        "overlays/cert-manager",
+    ] {
+        let out = kubectl(env, &["kustomize", &moved_kustomization(overlay)])
+            .await
+            .stdout;
+        assert!(
+            out.contains(&format!("values:\n      - kube-system\n      - {MOVED}\n")),
+            "{overlay}: the moved namespace is excluded from judgement:\n{out}"
+        );
+        for stale in [
+            "namespace: resize-guard\n",
+            ".resize-guard.svc",
+            "inject-ca-from: resize-guard/",
+            "      - resize-guard\n",
+        ] {
+            assert!(!out.contains(stale), "{overlay}: {stale:?} left in:\n{out}");
+        }
+    }
+
     // Default: the controller makes the certificates for the moved Service and injects caBundle.
     let dir = moved_kustomization("");
-    let out = kubectl(env, &["kustomize", &dir]).await.stdout;
-    assert!(
-        out.contains(&format!("values:\n      - kube-system\n      - {MOVED}\n")),
-        "the moved namespace is excluded from judgement:\n{out}"
-    );
     kubectl(
         env,
         &["apply", "-k", &dir, "--server-side", "--force-conflicts"],
