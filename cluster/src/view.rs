@@ -127,6 +127,10 @@ impl Debug for ViewConfig {
     }
 }
 
+/// Every value [`ClusterView::policy_origin`] answers: the series of
+/// `resize_guard_policy_in_force{origin}`.
+pub const POLICY_ORIGINS: &[&str] = &["configmap", "last-good", "none"];
+
 /// The live cluster view.
 pub struct ClusterView {
     nodes: Store<Node>,
@@ -432,21 +436,11 @@ impl ClusterView {
         ))
     }
 
-    /// `resize_guard_policy_in_force{origin}`: 1 for where the policy in force came from
-    /// (`configmap`, `last-good`) or `none`, 0 for the others; appended to both programs'
-    /// `/metrics`.
-    pub fn policy_metrics(&self) -> String {
-        let current = self.policy_in_force().map_or("none", |f| f.origin.as_str());
-        let mut out = String::from(
-            "# HELP resize_guard_policy_in_force Where the policy in force came from (none: nothing is denied, repaired or preempted).\n# TYPE resize_guard_policy_in_force gauge\n",
-        );
-        for origin in ["configmap", "last-good", "none"] {
-            out.push_str(&format!(
-                "resize_guard_policy_in_force{{origin=\"{origin}\"}} {}\n",
-                u8::from(origin == current)
-            ));
-        }
-        out
+    /// Where the policy in force came from (`configmap`, `last-good`) or `none`: the value of
+    /// `resize_guard_policy_in_force{origin}` that reads 1 on both programs' `/metrics`
+    /// (`runtime/src/policy_mode.rs`, `PolicyOrigin`; every value is in [`POLICY_ORIGINS`]).
+    pub fn policy_origin(&self) -> &'static str {
+        self.policy_in_force().map_or("none", |f| f.origin.as_str())
     }
 
     /// Ticks every time a new policy takes effect (the controller re-evaluates every pod).
@@ -802,5 +796,23 @@ fn report_policy(
             secondary: None,
         };
         events.publish(event, cm.object_ref(&()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy_source::Origin;
+
+    #[test]
+    fn every_origin_is_a_series_of_the_in_force_gauge() {
+        for origin in [Origin::ConfigMap, Origin::LastGood] {
+            // Exhaustive: a new origin does not compile here until it is listed above.
+            match origin {
+                Origin::ConfigMap | Origin::LastGood => {}
+            }
+            assert!(POLICY_ORIGINS.contains(&origin.as_str()), "{origin:?}");
+        }
+        assert!(POLICY_ORIGINS.contains(&"none"));
     }
 }

@@ -4,6 +4,7 @@
 
 use std::sync::Mutex;
 
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -282,6 +283,18 @@ impl Metrics {
     /// policy is in force).
     pub fn follow_policy_mode(&self, source: impl Fn() -> Option<Mode> + Send + Sync + 'static) {
         self.policy_mode.follow(source);
+    }
+
+    /// Registers `collector` in the program's `resize_guard` registry (for what is read from
+    /// parts made after the metrics: the Kubernetes version, the cluster view's policy origin).
+    pub fn register_collector(&self, collector: Box<dyn Collector>) {
+        let mut registry = match self.registry.lock() {
+            Ok(registry) => registry,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        registry
+            .sub_registry_with_prefix(exposition::PREFIX)
+            .register_collector(collector);
     }
 
     /// The OpenMetrics exposition of the program's one registry (process metrics, build info,

@@ -10,11 +10,16 @@
 //! `/version` is read until it answers (1 s, doubling to 30 s); each failure is logged and counted
 //! (`resize_guard_kubernetes_version_errors_total`). A failed re-read keeps the version last read.
 
-use std::fmt::Write as _;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use resize_guard_policy::version::{Feature, KubernetesVersion, Support};
 
 /// How often `/version` is read again once known.
@@ -134,68 +139,81 @@ impl ClusterVersion {
         }
     }
 
-    /// The version's metrics in the text exposition format (no `# EOF`).
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP resize_guard_kubernetes_version_errors_total Failed reads of the API server's /version.\n\
-             # TYPE resize_guard_kubernetes_version_errors_total counter\n\
-             resize_guard_kubernetes_version_errors_total {}",
-            self.errors.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP resize_guard_kubernetes_version_changes_total Times a re-read of the API server's /version found another version than before.\n\
-             # TYPE resize_guard_kubernetes_version_changes_total counter\n\
-             resize_guard_kubernetes_version_changes_total {}",
-            self.changes.load(Ordering::Relaxed)
-        );
-        let Some(v) = self.get() else {
-            return out;
-        };
-        let _ = writeln!(
-            out,
-            "# HELP resize_guard_kubernetes_info The API server's Kubernetes version and whether resize-guard supports it.\n\
-             # TYPE resize_guard_kubernetes_info gauge\n\
-             resize_guard_kubernetes_info{{git_version=\"{}\",minor=\"1.{}\",support=\"{}\"}} 1",
-            escape(&v.git_version),
-            v.minor,
-            v.support().as_str()
-        );
-        out.push_str(
-            "# HELP resize_guard_kubernetes_feature Whether the cluster's minor has an upstream resize behaviour resize-guard adapts to.\n\
-             # TYPE resize_guard_kubernetes_feature gauge\n",
-        );
-        for feature in Feature::ALL {
-            let _ = writeln!(
-                out,
-                "resize_guard_kubernetes_feature{{feature=\"{}\"}} {}",
-                feature.name(),
-                u8::from(v.has(feature))
-            );
-        }
-        out
+    /// The collector to register in the program's `resize_guard` registry
+    /// (`runtime/src/exposition.rs`): the version's metrics, read at each scrape.
+    pub fn collector(&self) -> Box<dyn Collector> {
+        Box::new(self.clone())
     }
 }
 
-/// A label value in the text format: backslash, double quote and newline escaped.
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// The labels of `resize_guard_kubernetes_info`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InfoLabels {
+    git_version: String,
+    /// `1.N`.
+    minor: String,
+    /// `supported`, `untested` or `unsupported`.
+    support: String,
 }
 
-/// `program`'s exposition with `extra` added before its closing `# EOF` (OpenMetrics ends there).
-pub fn append_metrics(program: String, extra: &str) -> String {
-    match program.rfind("# EOF") {
-        Some(at) => {
-            let mut out = program;
-            out.insert_str(at, extra);
-            out
+/// The label of `resize_guard_kubernetes_feature`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FeatureLabels {
+    feature: String,
+}
+
+/// Counters are named without `_total` (prometheus_client's OpenMetrics encoder appends it to the
+/// sample); `kubernetes_info` and `kubernetes_feature` are absent while the version is unknown.
+impl Collector for ClusterVersion {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        for (name, help, value) in [
+            (
+                "kubernetes_version_errors",
+                "Failed reads of the API server's /version",
+                &self.errors,
+            ),
+            (
+                "kubernetes_version_changes",
+                "Times a re-read of the API server's /version found another version than before",
+                &self.changes,
+            ),
+        ] {
+            let counter = ConstCounter::new(value.load(Ordering::Relaxed));
+            let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
+            counter.encode(metric)?;
         }
-        None => program + extra,
+        let Some(v) = self.get() else {
+            return Ok(());
+        };
+        let info = Family::<InfoLabels, Gauge>::default();
+        info.get_or_create(&InfoLabels {
+            git_version: v.git_version.clone(),
+            minor: format!("1.{}", v.minor),
+            support: v.support().as_str().to_owned(),
+        })
+        .set(1);
+        let metric = encoder.encode_descriptor(
+            "kubernetes_info",
+            "The API server's Kubernetes version and whether resize-guard supports it",
+            None,
+            info.metric_type(),
+        )?;
+        info.encode(metric)?;
+        let features = Family::<FeatureLabels, Gauge>::default();
+        for feature in Feature::ALL {
+            features
+                .get_or_create(&FeatureLabels {
+                    feature: feature.name().to_owned(),
+                })
+                .set(i64::from(v.has(feature)));
+        }
+        let metric = encoder.encode_descriptor(
+            "kubernetes_feature",
+            "Whether the cluster's minor has an upstream resize behaviour resize-guard adapts to",
+            None,
+            features.metric_type(),
+        )?;
+        features.encode(metric)
     }
 }
 
@@ -203,14 +221,23 @@ pub fn append_metrics(program: String, extra: &str) -> String {
 mod tests {
     use super::*;
 
+    /// `cv`'s metrics as `/metrics` shows them (in a `resize_guard` registry).
+    fn exposition(cv: &ClusterVersion) -> String {
+        let mut registry = prometheus_client::registry::Registry::with_prefix("resize_guard");
+        registry.register_collector(cv.collector());
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        out
+    }
+
     #[test]
     fn readiness_and_metrics_follow_the_version() {
         let cv = ClusterVersion::default();
         assert!(cv.readiness().unwrap_err().contains("not known yet"));
-        assert!(!cv.render().contains("resize_guard_kubernetes_info"));
+        assert!(!exposition(&cv).contains("resize_guard_kubernetes_info"));
         cv.set(KubernetesVersion::parse("1", "35", "v1.35.4").unwrap());
         assert_eq!(cv.readiness(), Ok(()));
-        let text = cv.render();
+        let text = exposition(&cv);
         assert!(text.contains(
             "resize_guard_kubernetes_info{git_version=\"v1.35.4\",minor=\"1.35\",support=\"supported\"} 1"
         ));
@@ -230,7 +257,40 @@ mod tests {
                 .unwrap_err()
                 .contains("needs v1.33 or newer")
         );
-        assert!(old.render().contains("support=\"unsupported\"} 1"));
+        assert!(exposition(&old).contains("support=\"unsupported\"} 1"));
+    }
+
+    #[test]
+    fn counters_are_openmetrics_families_and_label_values_are_escaped() {
+        let cv = ClusterVersion::default();
+        cv.errors.fetch_add(2, Ordering::Relaxed);
+        let text = exposition(&cv);
+        for line in [
+            "# TYPE resize_guard_kubernetes_version_errors counter",
+            "resize_guard_kubernetes_version_errors_total 2",
+            "# TYPE resize_guard_kubernetes_version_changes counter",
+            "resize_guard_kubernetes_version_changes_total 0",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from\n{text}"
+            );
+        }
+        assert!(!text.contains("# TYPE resize_guard_kubernetes_version_errors_total"));
+        cv.set(KubernetesVersion::parse("1", "36", "v1.36.0-\"odd\"\\build").unwrap());
+        let text = exposition(&cv);
+        assert!(
+            text.contains("# TYPE resize_guard_kubernetes_info gauge"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE resize_guard_kubernetes_feature gauge"),
+            "{text}"
+        );
+        assert!(
+            text.contains("git_version=\"v1.36.0-\\\"odd\\\"\\\\build\""),
+            "{text}"
+        );
     }
 
     #[test]
@@ -238,13 +298,10 @@ mod tests {
         let cv = ClusterVersion::default();
         cv.set(KubernetesVersion::parse("1", "35", "v1.35.4").unwrap());
         cv.set(KubernetesVersion::parse("1", "35", "v1.35.4").unwrap());
-        assert!(
-            cv.render()
-                .contains("resize_guard_kubernetes_version_changes_total 0")
-        );
+        assert!(exposition(&cv).contains("resize_guard_kubernetes_version_changes_total 0"));
         cv.set(KubernetesVersion::parse("1", "36", "v1.36.1").unwrap());
         assert_eq!(cv.get().map(|v| v.minor), Some(36));
-        let text = cv.render();
+        let text = exposition(&cv);
         assert!(text.contains("resize_guard_kubernetes_version_changes_total 1"));
         assert!(text.contains("minor=\"1.36\""));
         assert!(!text.contains("minor=\"1.35\""));
@@ -302,18 +359,6 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(cv.get().map(|v| v.minor), Some(36));
         assert_eq!(reads.load(Ordering::Relaxed), 2);
-        assert!(
-            cv.render()
-                .contains("resize_guard_kubernetes_version_changes_total 1")
-        );
-    }
-
-    #[test]
-    fn extra_metrics_go_before_eof() {
-        assert_eq!(
-            append_metrics("a 1\n# EOF\n".into(), "b 2\n"),
-            "a 1\nb 2\n# EOF\n"
-        );
-        assert_eq!(append_metrics("a 1\n".into(), "b 2\n"), "a 1\nb 2\n");
+        assert!(exposition(&cv).contains("resize_guard_kubernetes_version_changes_total 1"));
     }
 }

@@ -10,7 +10,7 @@
 //! | health endpoints | [`health`] | `/livez`, `/readyz` (the program's readiness with its reason), `/metrics` (the program's text) on `--health-addr` |
 //! | Event publishing | [`events`] | every Event of the program (the cluster view's, the webhook's, the controller's) → one bounded queue → one publisher task |
 //! | shutdown | [`Runtime::stopped`] | the stop signal, seen by every part that drains or stops |
-//! | Kubernetes version | [`cluster_version`] | `/version` at start-up → log lines, `resize_guard_kubernetes_*` metrics, `/readyz` |
+//! | Kubernetes version | [`cluster_version`] | `/version` at start-up → log lines, `resize_guard_kubernetes_*` metrics (a collector each program registers), `/readyz` |
 //!
 //! Both programs allocate with mimalloc (the reasons are in `src/allocator.rs`).
 //!
@@ -107,25 +107,20 @@ impl Runtime {
 
     /// Serves `/livez`, `/readyz` and `/metrics` on `addr` (see [`health`]) in the background.
     /// `/livez` follows [`Runtime::liveness`]; `/readyz` also requires a live process and a known,
-    /// supported Kubernetes version; `/metrics` adds its gauges.
+    /// supported Kubernetes version; `/metrics` is `metrics` alone (register
+    /// [`ClusterVersion::collector`] in the program's registry for the version's metrics).
     pub async fn serve_health(
         &self,
         addr: SocketAddr,
         readiness: Readiness,
         metrics: RenderMetrics,
     ) -> std::io::Result<()> {
-        let (v, w, live) = (
-            self.version.clone(),
-            self.version.clone(),
-            self.liveness.clone(),
-        );
+        let (v, live) = (self.version.clone(), self.liveness.clone());
         let readiness: Readiness = Arc::new(move || {
             live.check()?;
             v.readiness()?;
             readiness()
         });
-        let metrics: RenderMetrics =
-            Arc::new(move || cluster_version::append_metrics(metrics(), &w.render()));
         let router = health::router_with_liveness(self.liveness.clone(), readiness, metrics);
         health::serve(addr, router).await
     }

@@ -1,7 +1,9 @@
-//! `resize_guard_policy_mode{mode}`: 1 for the mode of the policy in force (`enforce` or
-//! `audit`), 0 for the other; both 0 while no policy is in force. Read from the program's
-//! cluster view at each scrape, so a reloaded policy shows at the next scrape without a hook on
-//! the reload path (`cluster/src/view.rs`, `ClusterView::policy_in_force`).
+//! The policy in force on `/metrics`: `resize_guard_policy_mode{mode}` ([`PolicyMode`]), 1 for
+//! the mode of the policy in force (`enforce` or `audit`), 0 for the other, both 0 while no
+//! policy is in force; and `resize_guard_policy_in_force{origin}` ([`PolicyOrigin`]), 1 for where
+//! it came from (`configmap`, `last-good`) or `none`. Both are read from the program's cluster
+//! view at each scrape, so a reloaded policy shows at the next scrape without a hook on the
+//! reload path (`cluster/src/view.rs`, `ClusterView::policy_in_force`).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -75,5 +77,122 @@ impl Collector for PolicyMode {
             family.metric_type(),
         )?;
         family.encode(metric)
+    }
+}
+
+/// The label of `resize_guard_policy_in_force`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OriginLabels {
+    /// Where the policy in force came from, or `none`.
+    pub origin: String,
+}
+
+/// The `resize_guard_policy_in_force{origin}` collector: one series per origin of `origins`
+/// (the cluster view's list, `cluster/src/view.rs` `POLICY_ORIGINS`), 1 for the one `current`
+/// answers at the scrape, 0 for the others.
+pub struct PolicyOrigin {
+    origins: &'static [&'static str],
+    current: Box<dyn Fn() -> &'static str + Send + Sync>,
+}
+
+impl fmt::Debug for PolicyOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PolicyOrigin")
+            .field("origins", &self.origins)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PolicyOrigin {
+    /// The collector to register in the program's `resize_guard` registry.
+    pub fn collector(
+        origins: &'static [&'static str],
+        current: impl Fn() -> &'static str + Send + Sync + 'static,
+    ) -> Box<dyn Collector> {
+        Box::new(PolicyOrigin {
+            origins,
+            current: Box::new(current),
+        })
+    }
+}
+
+impl Collector for PolicyOrigin {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let family = Family::<OriginLabels, Gauge>::default();
+        let current = (self.current)();
+        for origin in self.origins {
+            family
+                .get_or_create(&OriginLabels {
+                    origin: (*origin).to_owned(),
+                })
+                .set(i64::from(*origin == current));
+        }
+        let metric = encoder.encode_descriptor(
+            "policy_in_force",
+            "Where the policy in force came from (none: nothing is denied, repaired or preempted)",
+            None,
+            family.metric_type(),
+        )?;
+        family.encode(metric)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use prometheus_client::registry::Registry;
+
+    use super::*;
+
+    fn exposition(registry: &Registry) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, registry).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_origin_gauge_follows_its_source_at_each_scrape() {
+        let live = Arc::new(Mutex::new("none"));
+        let read = live.clone();
+        let mut registry = Registry::with_prefix("resize_guard");
+        registry.register_collector(PolicyOrigin::collector(
+            &["configmap", "last-good", "none"],
+            move || *read.lock().unwrap(),
+        ));
+        let text = exposition(&registry);
+        for line in [
+            "# TYPE resize_guard_policy_in_force gauge",
+            "resize_guard_policy_in_force{origin=\"configmap\"} 0",
+            "resize_guard_policy_in_force{origin=\"last-good\"} 0",
+            "resize_guard_policy_in_force{origin=\"none\"} 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from\n{text}"
+            );
+        }
+        *live.lock().unwrap() = "last-good";
+        let text = exposition(&registry);
+        assert!(text.contains("resize_guard_policy_in_force{origin=\"last-good\"} 1"));
+        assert!(text.contains("resize_guard_policy_in_force{origin=\"none\"} 0"));
+    }
+
+    #[test]
+    fn the_mode_gauge_reads_zero_until_it_follows_a_source() {
+        let mode = PolicyMode::default();
+        let mut registry = Registry::with_prefix("resize_guard");
+        registry.register_collector(mode.collector());
+        assert!(exposition(&registry).contains("resize_guard_policy_mode{mode=\"enforce\"} 0"));
+        mode.follow(|| Some(Mode::Enforce));
+        let text = exposition(&registry);
+        assert!(
+            text.contains("resize_guard_policy_mode{mode=\"enforce\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("resize_guard_policy_mode{mode=\"audit\"} 0"),
+            "{text}"
+        );
     }
 }
