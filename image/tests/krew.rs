@@ -126,7 +126,7 @@ fn each_plugin_archive_holds_the_static_plugin_for_its_cpu_and_the_license() {
             .unwrap();
         assert_eq!(
             elf::run_version(&plugin, arch).trim(),
-            format!("kubectl-resize_guard {VERSION}")
+            format!("kubectl resize-guard {VERSION}")
         );
     }
 }
