@@ -4,8 +4,9 @@
 //! - `/metrics` of the webhook and the controller is labelled OpenMetrics and parses with
 //!   Prometheus's own scrape parser (`scrapeparse`: `model/textparse.New` with the response's
 //!   Content-Type, built from github.com/prometheus/prometheus by `scripts/build-promtool.sh`),
-//!   with `resize_guard_build_info`, the `process_*` metrics and `resize_guard_policy_mode`
-//!   present with their types;
+//!   with `resize_guard_build_info`, the `process_*` metrics, `resize_guard_policy_mode`
+//!   (`enforce` 1, `audit` 0), `resize_guard_policy_in_force` (`configmap` 1) and the
+//!   `resize_guard_kubernetes_*` metrics (v1.37, supported) present with their types;
 //! - the chart's PrometheusRule (`helm template --set prometheusRule.enabled=true`) passes
 //!   `promtool check rules`, and `promtool test rules` evaluates each alert against input series
 //!   made of the values scraped here — the programs' and the real API server's
@@ -183,6 +184,11 @@ fn check_program(what: &str, (content_type, body): &(String, String), program: &
     for (family, typ) in [
         ("resize_guard_build_info", "gauge"),
         ("resize_guard_policy_mode", "gauge"),
+        ("resize_guard_policy_in_force", "gauge"),
+        ("resize_guard_kubernetes_info", "gauge"),
+        ("resize_guard_kubernetes_feature", "gauge"),
+        ("resize_guard_kubernetes_version_errors", "counter"),
+        ("resize_guard_kubernetes_version_changes", "counter"),
         ("process_cpu_seconds", "counter"),
         ("process_resident_memory_bytes", "gauge"),
         ("process_virtual_memory_bytes", "gauge"),
@@ -202,14 +208,35 @@ fn check_program(what: &str, (content_type, body): &(String, String), program: &
     assert_eq!(build, 1.0);
     assert!(parsed.value("process_resident_memory_bytes", "").unwrap() > 1e6);
     assert!(parsed.value("process_open_fds", "").unwrap() >= 3.0);
-    for mode in ["enforce", "audit"] {
-        assert!(
-            parsed
-                .value("resize_guard_policy_mode", &format!("mode=\"{mode}\""))
-                .is_some(),
-            "{what}: resize_guard_policy_mode{{mode={mode}}} missing\n{body}"
+    // deploy/base/policy.yaml is in force, read from the ConfigMap (both programs are ready,
+    // so their views have listed it).
+    for (family, label, want) in [
+        ("resize_guard_policy_mode", "mode=\"enforce\"", 1.0),
+        ("resize_guard_policy_mode", "mode=\"audit\"", 0.0),
+        ("resize_guard_policy_in_force", "origin=\"configmap\"", 1.0),
+        ("resize_guard_policy_in_force", "origin=\"last-good\"", 0.0),
+        ("resize_guard_policy_in_force", "origin=\"none\"", 0.0),
+        ("resize_guard_kubernetes_info", "minor=\"1.37\"", 1.0),
+        ("resize_guard_kubernetes_version_changes_total", "", 0.0),
+    ] {
+        assert_eq!(
+            parsed.value(family, label),
+            Some(want),
+            "{what}: {family}{{{label}}}\n{body}"
         );
     }
+    assert!(
+        parsed
+            .value("resize_guard_kubernetes_info", "support=\"supported\"")
+            .is_some(),
+        "{what}: v1.37 is supported\n{body}"
+    );
+    assert!(
+        parsed
+            .value("resize_guard_kubernetes_version_errors_total", "")
+            .is_some(),
+        "{what}: resize_guard_kubernetes_version_errors_total missing\n{body}"
+    );
     assert_eq!(
         parsed.value("resize_guard_process_metrics_errors_total", ""),
         Some(0.0),
