@@ -59,10 +59,13 @@ pub struct QosPolicy {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct FeasibilityPolicy {
     /// Deny resizes larger than the node's allocatable.
+    #[serde(deserialize_with = "yaml::plain_bool")]
     pub reject_infeasible: bool,
     /// Deny Deferred resizes that no preemption can resolve.
+    #[serde(deserialize_with = "yaml::plain_bool")]
     pub reject_stuck_deferred: bool,
     /// Patch drifted Infeasible pods back to their actual resources (controller).
+    #[serde(deserialize_with = "yaml::plain_bool")]
     pub revert_infeasible: bool,
 }
 
@@ -81,6 +84,7 @@ impl Default for FeasibilityPolicy {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct PreemptionPolicy {
     /// Preempt at all.
+    #[serde(deserialize_with = "yaml::plain_bool")]
     pub enabled: bool,
     /// PDB handling.
     pub pdb: PdbMode,
@@ -94,25 +98,33 @@ pub struct PreemptionPolicy {
     #[serde(deserialize_with = "at_least_one_per_minute")]
     pub max_evictions_per_minute: u32,
     /// Stop preempting for a while when plans keep failing to unblock their resizes.
+    #[serde(deserialize_with = "yaml::empty_is_default")]
     pub circuit_breaker: CircuitBreaker,
     /// Cap on a victim's termination grace period; unset (the default) honours each victim's
     /// own `terminationGracePeriodSeconds`, as kube-scheduler's preemption does.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "yaml::plain_optional_u32"
+    )]
     pub max_grace_period_seconds: Option<u32>,
     /// How long a resize must have been Deferred before preempting.
+    #[serde(deserialize_with = "yaml::plain_u32")]
     pub min_deferred_seconds: u32,
     /// Namespaces whose pods are never victims, in addition to `kube-system` and the install
     /// namespace, which are always protected ([`Policy::protects_namespace`]).
+    #[serde(deserialize_with = "yaml::empty_is_default")]
     pub protected_namespaces: Vec<String>,
     /// Pods matching this label selector are never victims.
     pub protected_selector: ProtectedSelector,
     /// May pods owned by a DaemonSet be victims? Off by default: the DaemonSet controller puts
     /// the pod straight back on the same node, so the room does not stay free.
+    #[serde(deserialize_with = "yaml::plain_bool")]
     pub allow_daemon_set_victims: bool,
     /// May pods with no controlling owner be victims? Nothing recreates them, so preempting one
     /// loses it for good. Off by default: kube-scheduler's preemption does take them, but a
     /// resize is worth less than a pod nobody can bring back; `true` treats them as the
     /// scheduler does.
+    #[serde(deserialize_with = "yaml::plain_bool")]
     pub allow_bare_pod_victims: bool,
 }
 
@@ -142,10 +154,13 @@ impl Default for PreemptionPolicy {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct CircuitBreaker {
     /// Futile plans that open the breaker (0 turns it off).
+    #[serde(deserialize_with = "yaml::plain_u32")]
     pub futile_plans: u32,
     /// The window they are counted in.
+    #[serde(deserialize_with = "yaml::plain_u32")]
     pub window_seconds: u32,
     /// How long preemption stops once it opens.
+    #[serde(deserialize_with = "yaml::plain_u32")]
     pub pause_seconds: u32,
 }
 
@@ -164,6 +179,7 @@ impl Default for CircuitBreaker {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct NamespacePolicy {
     /// Namespaces resize-guard ignores (the install namespace is always added).
+    #[serde(deserialize_with = "yaml::empty_is_default")]
     pub exclude: Vec<String>,
 }
 
@@ -182,12 +198,16 @@ pub struct Policy {
     /// `mode`.
     pub mode: Mode,
     /// `qos`.
+    #[serde(deserialize_with = "yaml::empty_is_default")]
     pub qos: QosPolicy,
     /// `feasibility`.
+    #[serde(deserialize_with = "yaml::empty_is_default")]
     pub feasibility: FeasibilityPolicy,
     /// `preemption`.
+    #[serde(deserialize_with = "yaml::empty_is_default")]
     pub preemption: PreemptionPolicy,
     /// `namespaces`.
+    #[serde(deserialize_with = "yaml::empty_is_default")]
     pub namespaces: NamespacePolicy,
 }
 
@@ -242,26 +262,12 @@ impl Policy {
         if blank {
             return Ok(Policy::default());
         }
-        check_flow_openers(doc)?;
-        serde_yaml_ng::from_str(doc).map_err(|e| {
-            let loc = e.location();
-            let text = e.to_string();
-            // serde_yaml_ng appends " at line L column C"; the location is reported separately.
-            let message = match text.rfind(" at line ") {
-                Some(i) if loc.is_some() => text[..i].to_owned(),
-                _ => text,
-            };
-            PolicyError {
-                line: loc.as_ref().map(|l| l.line()),
-                column: loc.as_ref().map(|l| l.column()),
-                message,
-            }
-        })
+        yaml::parse(doc)
     }
 
     /// The policy as YAML, for logs (`effective policy`).
     pub fn to_yaml(&self) -> String {
-        serde_yaml_ng::to_string(self).unwrap_or_else(|e| format!("<unprintable policy: {e}>"))
+        serde_saphyr::to_string(self).unwrap_or_else(|e| format!("<unprintable policy: {e}>"))
     }
 
     /// True when resize-guard must leave pods of this namespace alone.
@@ -298,35 +304,6 @@ impl Policy {
     }
 }
 
-/// How many flow collections (`[`, `{`) a document may open, counted anywhere (comments and
-/// strings too, so no quoting can hide one). libyaml checks every open flow level on every token,
-/// so deep flow nesting parses in quadratic time (16 000 nested `{a: ` took 1.5 s, a ConfigMap's
-/// 1 MiB would take minutes); a policy needs a handful, and nesting deeper than 128 is refused
-/// by serde_yaml_ng anyway.
-const MAX_FLOW_OPENERS: usize = 128;
-
-fn check_flow_openers(doc: &str) -> Result<(), PolicyError> {
-    let mut seen = 0;
-    for (line, text) in doc.lines().enumerate() {
-        for (column, c) in text.chars().enumerate() {
-            if c == '[' || c == '{' {
-                seen += 1;
-                if seen > MAX_FLOW_OPENERS {
-                    return Err(PolicyError {
-                        line: Some(line + 1),
-                        column: Some(column + 1),
-                        message: format!(
-                            "more than {MAX_FLOW_OPENERS} flow collections ('[' or '{{'); \
-                             write the policy in block style"
-                        ),
-                    });
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// `preemption.protectedSelector`: a label selector in `kubectl -l` syntax, validated on load.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProtectedSelector(pub Selector);
@@ -354,7 +331,7 @@ impl Serialize for ProtectedSelector {
 }
 
 fn at_least_one_per_minute<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    let v = u32::deserialize(d)?;
+    let v = yaml::plain_u32(d)?;
     if v == 0 {
         return Err(serde::de::Error::custom(
             "maxEvictionsPerMinute must be at least 1 (set preemption.enabled: false to turn preemption off)",
@@ -364,7 +341,7 @@ fn at_least_one_per_minute<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Er
 }
 
 fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    let v = u32::deserialize(d)?;
+    let v = yaml::plain_u32(d)?;
     if v == 0 {
         return Err(serde::de::Error::custom(
             "maxVictimsPerResize must be at least 1 (set preemption.enabled: false to turn preemption off)",
@@ -372,6 +349,8 @@ fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     }
     Ok(v)
 }
+
+mod yaml;
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! Parsing, defaults and line-precise errors of `policy.yaml`.
 
+use super::yaml::{parse_options, policy_error};
 use super::*;
 
 #[test]
@@ -117,6 +118,21 @@ fn a_document_that_is_not_a_mapping_is_an_error() {
 }
 
 #[test]
+fn a_key_with_nothing_after_it_is_the_default_section_or_an_empty_list() {
+    let doc =
+        "qos:\npreemption:\n  protectedNamespaces:\n  circuitBreaker:\nnamespaces:\n  exclude:\n";
+    let p = Policy::from_yaml(doc).unwrap();
+    assert_eq!(p.qos, QosPolicy::default());
+    assert_eq!(p.preemption.circuit_breaker, CircuitBreaker::default());
+    assert!(p.preemption.protected_namespaces.is_empty());
+    assert!(p.namespaces.exclude.is_empty());
+    // A key after the empty one is still read, and refused when unknown.
+    let e =
+        Policy::from_yaml("preemption:\n  protectedNamespaces:\n  maxVictims: 3\n").unwrap_err();
+    assert_eq!(e.line, Some(3), "{e}");
+}
+
+#[test]
 fn yaml_round_trips_for_logging() {
     let p = Policy::from_yaml("mode: audit\npreemption:\n  pdb: bestEffort\n").unwrap();
     assert_eq!(Policy::from_yaml(&p.to_yaml()).unwrap(), p);
@@ -130,18 +146,161 @@ fn install_namespace_is_always_excluded() {
     assert!(!p.excludes_namespace("default", "resize-guard"));
 }
 
+/// Parses `doc`, prints how long that took, and returns the error it must give.
+fn refused(what: &str, doc: &str) -> PolicyError {
+    let start = std::time::Instant::now();
+    let result = Policy::from_yaml(doc);
+    println!(
+        "{what} ({} bytes): {:?}: {:?}",
+        doc.len(),
+        start.elapsed(),
+        result
+            .as_ref()
+            .map(|_| "accepted")
+            .map_err(|e| e.to_string())
+    );
+    // The budget alone refuses it too, where no field's type would (any YAML is read).
+    let start = std::time::Instant::now();
+    let any = serde_saphyr::from_reader_with_options::<_, serde::de::IgnoredAny>(
+        doc.as_bytes(),
+        parse_options(),
+    );
+    println!(
+        "  budget alone: {:?}: {:?}",
+        start.elapsed(),
+        any.map_err(|e| policy_error(doc, e).message)
+    );
+    match result {
+        Ok(p) => panic!("{what} accepted as {p:?}"),
+        Err(e) => e,
+    }
+}
+
 #[test]
-fn deep_flow_nesting_is_refused_before_parsing_instead_of_taking_minutes() {
-    // Found by `fuzz_policy`: libyaml parses nested flow collections in quadratic time.
-    let doc = format!("mode: {}1{}\n", "{a: ".repeat(100_000), "}".repeat(100_000));
-    let e = Policy::from_yaml(&doc).unwrap_err();
-    assert_eq!((e.line, e.column), (Some(1), Some(7 + 4 * 128)), "{e}");
-    assert!(e.message.contains("more than 128 flow collections"), "{e}");
-    let e = Policy::from_yaml(&format!("preemption: {}", "[".repeat(20_000))).unwrap_err();
-    assert!(e.message.contains("flow collections"), "{e}");
-    // A flow-style policy is far below the limit.
+fn deep_flow_nesting_is_refused_by_the_parser_budget() {
+    // Found by `fuzz_policy` against libyaml, which parses nested flow collections in
+    // quadratic time (16 000 nested `{a: ` took 1.5 s).
+    for depth in [16_000, 100_000] {
+        let doc = format!("mode: {}1{}\n", "{a: ".repeat(depth), "}".repeat(depth));
+        let e = refused(&format!("{depth} nested {{a: "), &doc);
+        assert_eq!(e.line, Some(1), "{e}");
+    }
+    refused("20 000 ['s", &format!("preemption: {}", "[".repeat(20_000)));
+    // Deep block nesting too.
+    let block: String = (0..1_000)
+        .map(|i| format!("{}a:\n", " ".repeat(i)))
+        .collect();
+    refused("1 000 nested block mappings", &block);
+    // A flow-style policy is far below the budget.
     let p = Policy::from_yaml("{mode: audit, preemption: {protectedNamespaces: [a, b]}}").unwrap();
     assert!(p.is_audit());
+}
+
+#[test]
+fn an_alias_bomb_is_refused_by_the_parser_budget() {
+    // "Billion laughs": ten aliases per level, nine levels, 10^9 strings once expanded.
+    let mut doc = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        let p = i - 1;
+        doc.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    refused("billion laughs at the top", &doc);
+    // Under a real key, where the policy would read it.
+    let nested = format!(
+        "preemption:\n  protectedNamespaces: &n0 [a, a, a, a, a, a, a, a, a, a]\nnamespaces:\n  exclude: [{}]\n",
+        vec!["*n0"; 5_000].join(", ")
+    );
+    refused("5 000 aliases of a list", &nested);
+    // A few aliases are YAML a policy may use.
+    let p = Policy::from_yaml(
+        "preemption:\n  protectedNamespaces: &ns [db, cache]\nnamespaces:\n  exclude: *ns\n",
+    )
+    .unwrap();
+    assert_eq!(p.namespaces.exclude, vec!["db", "cache"]);
+}
+
+#[test]
+fn a_document_far_larger_than_a_policy_is_refused_by_the_parser_budget() {
+    const MIB: usize = 1024 * 1024;
+    let mut comments = String::from("mode: audit\n");
+    while comments.len() < MIB {
+        comments.push_str("# a comment that goes on and on and on and on and on and on\n");
+    }
+    refused("1 MiB of comments", &comments);
+    let mut list = String::from("namespaces:\n  exclude:\n");
+    while list.len() < MIB {
+        list.push_str("  - a-namespace-name\n");
+    }
+    refused("1 MiB block list", &list);
+    let scalar = format!(
+        "preemption:\n  protectedSelector: \"{}\"\n",
+        "a".repeat(MIB)
+    );
+    refused("1 MiB scalar", &scalar);
+    refused(
+        "1 MiB of blank lines",
+        &format!("mode: audit{}", "\n".repeat(MIB)),
+    );
+}
+
+#[test]
+fn quoted_booleans_and_numbers_are_strings_not_values() {
+    for doc in [
+        "feasibility:\n  rejectInfeasible: \"true\"\n",
+        "feasibility:\n  rejectInfeasible: yes\n",
+        "preemption:\n  minDeferredSeconds: \"7\"\n",
+        "preemption:\n  maxVictimsPerResize: '3'\n",
+        "preemption:\n  maxGracePeriodSeconds: 1.5\n",
+        "preemption:\n  circuitBreaker:\n    pauseSeconds: 4294967296\n",
+    ] {
+        let e = Policy::from_yaml(doc).unwrap_err();
+        assert_eq!(e.line, Some(doc.lines().count()), "{doc:?}: {e}");
+    }
+    let p =
+        Policy::from_yaml("preemption:\n  maxGracePeriodSeconds: ~\n  minDeferredSeconds: 0x10\n")
+            .unwrap();
+    assert_eq!(p.preemption.max_grace_period_seconds, None);
+    assert_eq!(p.preemption.min_deferred_seconds, 16);
+}
+
+/// The block scalar under `key` (`key: |` then its indented lines) in a shipped file.
+fn block_under(path: &str, key: &str) -> String {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path);
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let mut lines = text.lines().skip_while(|l| l.trim() != format!("{key}: |"));
+    let header = lines
+        .next()
+        .unwrap_or_else(|| panic!("{path}: no `{key}: |`"));
+    let outer = header.len() - header.trim_start().len();
+    let body: Vec<&str> = lines
+        .take_while(|l| l.trim().is_empty() || l.len() - l.trim_start().len() > outer)
+        .collect();
+    let indent = body
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    body.iter()
+        .map(|l| l.get(indent..).unwrap_or("").to_owned() + "\n")
+        .collect()
+}
+
+#[test]
+fn every_shipped_policy_parses() {
+    for (path, key) in [
+        ("deploy/base/policy.yaml", "policy.yaml"),
+        ("charts/resize-guard/values.yaml", "config"),
+    ] {
+        let doc = block_under(path, key);
+        assert!(doc.contains("preemption:"), "{path}: read\n{doc}");
+        let p = Policy::from_yaml(&doc).unwrap_or_else(|e| panic!("{path}: {e}\n{doc}"));
+        assert_eq!(Policy::from_yaml(&p.to_yaml()).unwrap(), p, "{path}");
+    }
 }
 
 #[test]
