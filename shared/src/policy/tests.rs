@@ -81,7 +81,11 @@ fn unknown_keys_are_errors_naming_the_key_and_line() {
     let e = Policy::from_yaml("mode: enforce\npreemption:\n  maxVictim: 3\n").unwrap_err();
     assert_eq!(e.line, Some(3), "{e}");
     assert!(e.message.contains("maxVictim"), "{e}");
-    assert!(e.to_string().starts_with("policy.yaml line 3"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("policy.yaml line 3, column 3: preemption: unknown field `maxVictim`"),
+        "{e}"
+    );
     let e = Policy::from_yaml("modes: audit\n").unwrap_err();
     assert_eq!(e.line, Some(1));
     assert!(e.message.contains("modes"), "{e}");

@@ -86,10 +86,14 @@ pub(super) fn policy_error(doc: &str, e: serde_saphyr::Error) -> PolicyError {
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    if let Some((path, key)) = line.filter(|_| named).and_then(|l| key_path(doc, l))
-        && !message.contains(key)
-    {
-        message = format!("{path}: {message}");
+    if let Some(path) = line.filter(|_| named).and_then(|l| key_path(doc, l)) {
+        // A message about the key itself (unknown, duplicate, out of range) already names it:
+        // say where it is, as serde_yaml_ng did (`preemption: unknown field `maxVictim``).
+        let named_here = path.last().is_some_and(|k| message.contains(k));
+        let shown = &path[..path.len() - usize::from(named_here)];
+        if !shown.is_empty() {
+            message = format!("{}: {message}", shown.join("."));
+        }
     }
     PolicyError {
         line,
@@ -140,9 +144,9 @@ fn over_budget(e: &serde_saphyr::Error) -> Option<String> {
     Some(format!("the document {what}; no policy needs that"))
 }
 
-/// The dotted path of the block-style key on 1-based `line`, and the key itself; found by
+/// The keys leading to the block-style key on 1-based `line`, outermost first, found by
 /// walking up to the keys of lesser indentation.
-fn key_path(doc: &str, line: usize) -> Option<(String, &str)> {
+fn key_path(doc: &str, line: usize) -> Option<Vec<&str>> {
     let lines: Vec<&str> = doc.lines().collect();
     let above = lines.get(..line.checked_sub(1)?)?;
     let (indent, key) = block_key(lines.get(line - 1)?)?;
@@ -158,7 +162,7 @@ fn key_path(doc: &str, line: usize) -> Option<(String, &str)> {
         }
     }
     path.reverse();
-    Some((path.join("."), key))
+    Some(path)
 }
 
 /// `(indent, key)` of a `key:` or `key: value` line whose key is a plain word.
