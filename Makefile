@@ -4,9 +4,13 @@
 #                 and the version-sensitive suite on v1.35.4 too
 #   make test-matrix  the version-sensitive suite on v1.33, v1.34, v1.35, v1.36 and v1.37 (each minor's
 #                 binaries built on first use, ~10 min each); prints the table and writes it into the README
-#   make image    static release binaries and their images from deploy/image/Containerfile, without a
-#                 container engine: target/image/resize-guard-{webhook,controller}-<version>.oci.tar,
-#                 and the kubectl plugin as target/image/kubectl-resize_guard-<version>-linux-amd64.tar.gz
+#   make image    static, stripped release binaries for linux/amd64 and linux/arm64 (arm64 cross-compiled
+#                 with Debian's aarch64 gcc; missing cross packages and qemu-user are apt-get installed)
+#                 and their multi-platform images from deploy/image/Containerfile, without a container
+#                 engine: target/image/resize-guard-{webhook,controller}-<version>.oci.tar (OCI image
+#                 index, both platforms), the kubectl plugin as kubectl-resize_guard-<version>-linux-{amd64,arm64}.tar.gz
+#                 (+ .sha256) and the krew manifest target/image/resize-guard.yaml
+#   make krew     validate target/image/resize-guard.yaml with krew's own validate-krew-manifest
 #   make upstream build (or reuse) every upstream part the tests use: control planes, helm, VPA,
 #                 the registry, the real node's kubelet, kube-proxy, containerd and runc
 #   make push     push both images to REGISTRY=host[:port]/namespace (TAG=..., PLAIN_HTTP=1 for a registry
@@ -183,6 +187,7 @@ upstream:
 	scripts/build-registry.sh >/dev/null
 	scripts/build-promtool.sh >/dev/null
 	scripts/build-node.sh >/dev/null
+	scripts/build-krew.sh >/dev/null
 	RESIZE_GUARD_K8S_VERSION=1.35 scripts/build-control-plane.sh >/dev/null
 
 # The version-sensitive suite on v1.35, the first minor where in-place resize is GA (`unit` ran it
