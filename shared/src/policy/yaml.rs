@@ -34,7 +34,7 @@ pub(super) fn parse<'de, T: Deserialize<'de>>(doc: &'de str) -> Result<T, Policy
 /// documents (a ConfigMap may hold 1 MiB), deep nesting, many nodes, alias expansion ("billion
 /// laughs"), several documents. Flow nesting stops at [`MAX_DEPTH`] too, so libyaml's quadratic
 /// cost in deep flow nesting (the reason for the count of `[`/`{` this replaced) cannot arise.
-pub(super) fn parse_options() -> serde_saphyr::Options {
+fn parse_options() -> serde_saphyr::Options {
     serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_total_scalar_bytes: MAX_POLICY_BYTES,
@@ -77,7 +77,7 @@ const MAX_ALIASES: usize = 100;
 /// position suffix (serde-saphyr `src/de/error.rs`, `MessageFormatter::format_message`).
 /// A bad value's message is prefixed with its key's dotted path when the key is on the error's
 /// line (`preemption.pdb: unknown variant …`), since serde-saphyr names only the value.
-pub(super) fn policy_error(doc: &str, e: serde_saphyr::Error) -> PolicyError {
+fn policy_error(doc: &str, e: serde_saphyr::Error) -> PolicyError {
     use serde_saphyr::MessageFormatter;
     let loc = e.location();
     let line = loc
