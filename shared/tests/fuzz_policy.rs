@@ -7,12 +7,10 @@
 //! to it; a model document parses to exactly the model's policy, and a document with a mistake
 //! is refused naming the mistake's line.
 //!
-//! Known imprecision, reported rather than fixed here: a duplicate key, `maxVictimsPerResize: 0`
-//! and an invalid `protectedSelector` are checked after serde_yaml_ng has read the value, so the
-//! error carries the position of the enclosing mapping (its first key), not the offending line:
-//! `preemption:\n  enabled: true\n  protectedSelector: "env in prod"` says line 2, not 3.
-//! (Deserializing them through a `Visitor`, so the error is raised while the scalar is current,
-//! would mark the value.) For those the test only requires a line at or before the mistake.
+//! A duplicate key, `maxVictimsPerResize: 0` and an invalid `protectedSelector` are checked after
+//! the value was read; serde_yaml_ng marked the enclosing mapping's first line, serde-saphyr (the
+//! parser now) marks their own line (`preemption:\n  enabled: true\n  protectedSelector: "env in
+//! prod"` says line 3). For those the test still requires only a line at or before the mistake.
 //!
 //! Runs for `RESIZE_GUARD_FUZZ_SECONDS` (default 10): `make fuzz` runs it longer, or
 //! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-policy --test fuzz_policy -- --nocapture`.
@@ -423,8 +421,8 @@ fn render(
             }
             let value = wrong.get(wrong_values);
             lines[at] = format!("{key}: {value}");
-            // Checks made after the value was read (`at_least_one`, the selector syntax) are
-            // marked at the start of their mapping by serde_yaml_ng: see the module comment.
+            // Checks made after the value was read (`at_least_one`, the selector syntax): see the
+            // module comment.
             let after_reading = (key.ends_with("protectedSelector") && value.starts_with('"'))
                 || (key.ends_with("maxVictimsPerResize") && *value == "0");
             Err(Refusal {
