@@ -49,20 +49,10 @@ pub struct Global {
     #[arg(long = "as", global = true, value_name = "USER")]
     pub as_user: Option<String>,
     /// Group to impersonate for the operation; repeat for several groups (needs --as).
-    #[arg(
-        long = "as-group",
-        global = true,
-        value_name = "GROUP",
-        requires = "as_user"
-    )]
+    #[arg(long, global = true, value_name = "GROUP", requires = "as_user")]
     pub as_group: Vec<String>,
     /// UID to impersonate for the operation (needs --as).
-    #[arg(
-        long = "as-uid",
-        global = true,
-        value_name = "UID",
-        requires = "as_user"
-    )]
+    #[arg(long, global = true, value_name = "UID", requires = "as_user")]
     pub as_uid: Option<String>,
     /// How long to wait for each request to the API server: an integer number of seconds or a
     /// duration with its unit (1s, 2m, 1m30s, 500ms); 0 waits forever. As kubectl's.
@@ -258,6 +248,8 @@ mod tests {
             "a",
             "--as-group",
             "b",
+            "--as-uid",
+            "42",
             "--request-timeout",
             "1m",
             "-n",
@@ -270,6 +262,7 @@ mod tests {
         assert_eq!(g.user.as_deref(), Some("u"));
         assert_eq!(g.as_user.as_deref(), Some("jane"));
         assert_eq!(g.as_group, ["a", "b"]);
+        assert_eq!(g.as_uid.as_deref(), Some("42"));
         assert_eq!(g.request_timeout.0, Some(Duration::from_secs(60)));
         assert_eq!(g.namespace.as_deref(), Some("shop"));
         assert_eq!(parse(&["status"]).unwrap().global.request_timeout.0, None);
@@ -280,6 +273,10 @@ mod tests {
         let kind = |args: &[&str]| parse(args).unwrap_err().kind();
         assert_eq!(
             kind(&["status", "--as-group", "g"]),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            kind(&["status", "--as-uid", "42"]),
             ErrorKind::MissingRequiredArgument
         );
         assert_eq!(

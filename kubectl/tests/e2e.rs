@@ -111,6 +111,15 @@ async fn rg_until(env: &Env, args: &[&str], want: &str) -> KubectlOutput {
     }
 }
 
+/// Asserts that `out` is the error for an API server at `server` that cannot be reached through
+/// the kubeconfig context `context` (user `me`): exit 3, saying so on the first line.
+fn assert_unreachable(out: &Run, server: &str, context: &str) {
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    let want =
+        format!("error: cannot reach the API server {server} (context {context}, user me): ");
+    assert!(out.stderr.starts_with(&want), "{}", out.stderr);
+}
+
 /// The line of `text` that starts with `prefix` (after indentation).
 fn line<'a>(text: &'a str, prefix: &str) -> &'a str {
     text.lines()
@@ -371,35 +380,19 @@ async fn phases() {
     set_policy(env, &policy).await;
 
     // 2. The field test's walls, tried first with what-if.
-    let out = rg(
-        env,
-        &[
-            "what-if",
-            "app",
-            "-n",
-            f,
-            "--cpu",
-            "500m",
-            "--requests-only",
-        ],
-    )
-    .await;
+    let qos_change = [
+        "what-if",
+        "app",
+        "-n",
+        f,
+        "--cpu",
+        "500m",
+        "--requests-only",
+    ];
+    let out = rg(env, &qos_change).await;
     println!("{}", out.stdout);
     assert!(!out.success, "a refused resize exits 1");
-    let refused = rg_run(
-        env,
-        &[],
-        &[
-            "what-if",
-            "app",
-            "-n",
-            f,
-            "--cpu",
-            "500m",
-            "--requests-only",
-        ],
-    )
-    .await;
+    let refused = rg_run(env, &[], &qos_change).await;
     assert_eq!(refused.code, 1, "{}", refused.stderr);
     assert!(
         line(&out.stdout, "API server: refused (HTTP 403): admission webhook \"mutate.resize-guard.io\" denied the request: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable")
@@ -933,24 +926,11 @@ async fn laptop(env: &Env, pending_ns: &str, other_ns: &str) {
         &["status", "--kubeconfig", &clusters_arg, "--context", "work"],
     )
     .await;
-    assert_eq!(out.code, 3, "{}", out.stderr);
-    assert!(
-        out.stderr.starts_with(
-            "error: cannot reach the API server https://127.0.0.1:1 (context work, user me): "
-        ),
-        "{}",
-        out.stderr
-    );
+    assert_unreachable(&out, "https://127.0.0.1:1", "work");
     // A refused connection names the server and the context (exit 3).
     let out = rg_run(env, &vars, &["explain", "app", "--context", "dead"]).await;
-    assert_eq!(out.code, 3, "{}", out.stderr);
-    assert!(
-        out.stderr.starts_with(
-            "error: cannot reach the API server https://127.0.0.1:1 (context dead, user me): "
-        ) && out.stderr.contains("Connection refused"),
-        "{}",
-        out.stderr
-    );
+    assert_unreachable(&out, "https://127.0.0.1:1", "dead");
+    assert!(out.stderr.contains("Connection refused"), "{}", out.stderr);
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     // --cluster replaces the context's cluster.
     let out = rg_run(
@@ -1041,14 +1021,7 @@ async fn laptop(env: &Env, pending_ns: &str, other_ns: &str) {
         ],
     )
     .await;
-    assert_eq!(out.code, 3, "{}", out.stderr);
-    assert!(
-        out.stderr.starts_with(&format!(
-            "error: cannot reach the API server {silent_url} (context work, user me): "
-        )),
-        "{}",
-        out.stderr
-    );
+    assert_unreachable(&out, &silent_url, "work");
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "{:?}",

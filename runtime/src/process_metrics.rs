@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeCounterValue, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
@@ -230,60 +230,74 @@ fn open_fds(dir: &Path) -> Result<u64, ProcError> {
     Ok(entries.filter(Result::is_ok).count() as u64)
 }
 
+/// The gauges' names and help texts, in the order of [`ProcessSample::gauges`].
+const GAUGES: [(&str, &str); 5] = [
+    (
+        "process_resident_memory_bytes",
+        "Resident memory size in bytes",
+    ),
+    (
+        "process_virtual_memory_bytes",
+        "Virtual memory size in bytes",
+    ),
+    ("process_open_fds", "Number of open file descriptors"),
+    ("process_max_fds", "Maximum number of open file descriptors"),
+    (
+        "process_start_time_seconds",
+        "Start time of the process since unix epoch in seconds",
+    ),
+];
+
+impl ProcessSample {
+    /// The gauges' values, in the order of [`GAUGES`].
+    fn gauges(&self) -> [Option<f64>; 5] {
+        let float = |v: Option<u64>| v.map(|v| v as f64);
+        [
+            float(self.resident_bytes),
+            float(self.virtual_bytes),
+            float(self.open_fds),
+            float(self.max_fds),
+            self.start_time_seconds,
+        ]
+    }
+}
+
+/// Encodes one counter (the encoder adds `_total` to `name`).
+fn encode_counter<N: EncodeCounterValue>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: N,
+) -> Result<(), fmt::Error> {
+    let c = ConstCounter::new(value);
+    let m = encoder.encode_descriptor(name, help, None, c.metric_type())?;
+    c.encode(m)
+}
+
 impl Collector for ProcessMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let s = self.sample();
         if let Some(v) = s.cpu_seconds {
-            let c = ConstCounter::new(v);
-            let m = encoder.encode_descriptor(
+            encode_counter(
+                &mut encoder,
                 "process_cpu_seconds",
                 "Total user and system CPU time spent in seconds",
-                None,
-                c.metric_type(),
+                v,
             )?;
-            c.encode(m)?;
         }
-        for (name, help, value) in [
-            (
-                "process_resident_memory_bytes",
-                "Resident memory size in bytes",
-                s.resident_bytes.map(|v| v as f64),
-            ),
-            (
-                "process_virtual_memory_bytes",
-                "Virtual memory size in bytes",
-                s.virtual_bytes.map(|v| v as f64),
-            ),
-            (
-                "process_open_fds",
-                "Number of open file descriptors",
-                s.open_fds.map(|v| v as f64),
-            ),
-            (
-                "process_max_fds",
-                "Maximum number of open file descriptors",
-                s.max_fds.map(|v| v as f64),
-            ),
-            (
-                "process_start_time_seconds",
-                "Start time of the process since unix epoch in seconds",
-                s.start_time_seconds,
-            ),
-        ] {
+        for ((name, help), value) in GAUGES.into_iter().zip(s.gauges()) {
             if let Some(v) = value {
                 let g = ConstGauge::new(v);
                 let m = encoder.encode_descriptor(name, help, None, g.metric_type())?;
                 g.encode(m)?;
             }
         }
-        let c = ConstCounter::new(self.errors());
-        let m = encoder.encode_descriptor(
+        encode_counter(
+            &mut encoder,
             "resize_guard_process_metrics_errors",
             "Failed reads of /proc for the process_* metrics",
-            None,
-            c.metric_type(),
-        )?;
-        c.encode(m)
+            self.errors(),
+        )
     }
 }
 
@@ -353,8 +367,23 @@ mod tests {
         std::fs::write(dir.join("stat"), "cpu 1 2 3\nbtime 1700000000\n").unwrap();
         let m = ProcessMetrics::at(&dir);
         let s = m.sample();
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(ProcessMetrics::at(&dir)));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(m.errors(), 0);
+        for sample in [
+            "process_cpu_seconds_total 3.0",
+            "process_resident_memory_bytes 1048576.0",
+            "process_virtual_memory_bytes 2097152.0",
+            "process_open_fds 1.0",
+            "process_max_fds 1024.0",
+            "process_start_time_seconds 1700000010.0",
+            "resize_guard_process_metrics_errors_total 0",
+        ] {
+            assert!(text.lines().any(|l| l == sample), "{sample}:\n{text}");
+        }
         assert_eq!(
             s,
             ProcessSample {
