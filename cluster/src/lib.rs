@@ -9,6 +9,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 #[cfg(any(test, feature = "testing"))]
+pub mod exposition;
 pub mod fault;
 #[cfg(any(test, feature = "testing"))]
 mod fixed;

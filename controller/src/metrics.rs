@@ -2,18 +2,12 @@
 //! buckets, in the program's one registry (`runtime/src/exposition.rs`: with the process
 //! metrics, `resize_guard_build_info` and `resize_guard_policy_mode`), served as OpenMetrics text.
 
-use std::sync::Mutex;
-
-use prometheus_client::collector::Collector;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
-use resize_guard_policy::policy::Mode;
-use resize_guard_runtime::exposition;
-use resize_guard_runtime::policy_mode::PolicyMode;
+use resize_guard_runtime::exposition::Exposition;
 
 /// Outcome label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -54,8 +48,7 @@ pub struct Task {
 /// All controller metrics.
 #[derive(Debug)]
 pub struct Metrics {
-    registry: Mutex<Registry>,
-    policy_mode: PolicyMode,
+    exposition: Exposition,
     preemptions: Family<Outcome, Counter>,
     victims: Counter,
     leader: Gauge,
@@ -80,10 +73,7 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric.
     pub fn new() -> Metrics {
-        let mut root = exposition::program_registry("resize-guard-controller");
-        let policy_mode = PolicyMode::default();
-        let registry = root.sub_registry_with_prefix(exposition::PREFIX);
-        registry.register_collector(policy_mode.collector());
+        let exposition = Exposition::new("resize-guard-controller");
         let preemptions = Family::<Outcome, Counter>::default();
         let victims = Counter::default();
         let leader = Gauge::default();
@@ -94,77 +84,78 @@ impl Metrics {
         let reconcile = Histogram::new([
             0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
         ]);
-        registry.register(
-            "preemptions",
-            "Preemption decisions by outcome",
-            preemptions.clone(),
-        );
-        registry.register("victims", "Pods preempted", victims.clone());
-        registry.register(
-            "leader",
-            "Whether this replica holds the Lease (1) or not (0)",
-            leader.clone(),
-        );
-        registry.register(
-            "deferred_pods",
-            "Pods whose resize the kubelet has Deferred, as the leader sees them",
-            deferred.clone(),
-        );
-        registry.register(
-            "time_to_unblock_seconds",
-            "From recording a preemption plan to the kubelet admitting the resize",
-            unblock.clone(),
-        );
-        registry.register(
-            "reconcile_duration_seconds",
-            "Time per reconcile",
-            reconcile.clone(),
-        );
         let cert_repairs = Family::<What, Counter>::default();
         let cert_errors = Family::<What, Counter>::default();
         let cert_expiry = Family::<Certificate, Gauge>::default();
-        registry.register(
-            "certificate_repairs",
-            "Writes of the CA Secret, the serving Secret or a caBundle (creation and rotation included)",
-            cert_repairs.clone(),
-        );
-        registry.register(
-            "certificate_errors",
-            "Failed certificate reads, watches and repairs",
-            cert_errors.clone(),
-        );
-        registry.register(
-            "certificate_expiry_timestamp_seconds",
-            "notAfter of the stored serving certificate and of the current CA, in seconds since the Unix epoch",
-            cert_expiry.clone(),
-        );
         let fenced = Counter::default();
-        registry.register(
-            "fenced_writes",
-            "Writes not made because this replica did not hold the Lease (or its fence passed)",
-            fenced.clone(),
-        );
         let watch_errors = Family::<Resource, Counter>::default();
-        registry.register(
-            "watch_errors",
-            "Errors of the cluster view's watches, by resource",
-            watch_errors.clone(),
-        );
         let last_good_errors = Counter::default();
-        registry.register(
-            "last_good_policy_write_errors",
-            "Failed writes of the persisted last good policy copy",
-            last_good_errors.clone(),
-        );
         let task_exits = Family::<Task, Counter>::default();
-        registry.register(
-            "task_exits",
-            "Supervised tasks (reconcile loop, watches) that panicked or ended unasked; the replica steps down on the first",
-            task_exits.clone(),
-        );
+        exposition.register_with(|registry| {
+            registry.register(
+                "preemptions",
+                "Preemption decisions by outcome",
+                preemptions.clone(),
+            );
+            registry.register("victims", "Pods preempted", victims.clone());
+            registry.register(
+                "leader",
+                "Whether this replica holds the Lease (1) or not (0)",
+                leader.clone(),
+            );
+            registry.register(
+                "deferred_pods",
+                "Pods whose resize the kubelet has Deferred, as the leader sees them",
+                deferred.clone(),
+            );
+            registry.register(
+                "time_to_unblock_seconds",
+                "From recording a preemption plan to the kubelet admitting the resize",
+                unblock.clone(),
+            );
+            registry.register(
+                "reconcile_duration_seconds",
+                "Time per reconcile",
+                reconcile.clone(),
+            );
+            registry.register(
+                "certificate_repairs",
+                "Writes of the CA Secret, the serving Secret or a caBundle (creation and rotation included)",
+                cert_repairs.clone(),
+            );
+            registry.register(
+                "certificate_errors",
+                "Failed certificate reads, watches and repairs",
+                cert_errors.clone(),
+            );
+            registry.register(
+                "certificate_expiry_timestamp_seconds",
+                "notAfter of the stored serving certificate and of the current CA, in seconds since the Unix epoch",
+                cert_expiry.clone(),
+            );
+            registry.register(
+                "fenced_writes",
+                "Writes not made because this replica did not hold the Lease (or its fence passed)",
+                fenced.clone(),
+            );
+            registry.register(
+                "watch_errors",
+                "Errors of the cluster view's watches, by resource",
+                watch_errors.clone(),
+            );
+            registry.register(
+                "last_good_policy_write_errors",
+                "Failed writes of the persisted last good policy copy",
+                last_good_errors.clone(),
+            );
+            registry.register(
+                "task_exits",
+                "Supervised tasks (reconcile loop, watches) that panicked or ended unasked; the replica steps down on the first",
+                task_exits.clone(),
+            );
+        });
         Metrics {
-            registry: Mutex::new(root),
-            policy_mode,
+            exposition,
             preemptions,
             victims,
             leader,
@@ -278,43 +269,27 @@ impl Metrics {
         self.cert_expiry.clear();
     }
 
-    /// Reads the mode of the policy in force from `source` at each scrape, for
-    /// `resize_guard_policy_mode` (both series 0 until called; `source` answers `None` while no
-    /// policy is in force).
-    pub fn follow_policy_mode(&self, source: impl Fn() -> Option<Mode> + Send + Sync + 'static) {
-        self.policy_mode.follow(source);
-    }
-
-    /// Registers `collector` in the program's `resize_guard` registry (for what is read from
-    /// parts made after the metrics: the Kubernetes version, the cluster view's policy origin).
-    pub fn register_collector(&self, collector: Box<dyn Collector>) {
-        let mut registry = match self.registry.lock() {
-            Ok(registry) => registry,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        registry
-            .sub_registry_with_prefix(exposition::PREFIX)
-            .register_collector(collector);
+    /// The program's registry: its policy-mode source and later collectors go there.
+    pub fn exposition(&self) -> &Exposition {
+        &self.exposition
     }
 
     /// The OpenMetrics exposition of the program's one registry (process metrics, build info,
     /// policy mode and the metrics above), `# EOF` included.
     pub fn render(&self) -> String {
-        match self.registry.lock() {
-            Ok(registry) => exposition::encode(&registry),
-            Err(poisoned) => exposition::encode(&poisoned.into_inner()),
-        }
+        self.exposition.render()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use resize_guard_policy::policy::Mode;
 
     #[test]
     fn one_registry_carries_build_info_and_the_live_mode() {
         let m = Metrics::new();
-        m.follow_policy_mode(|| Some(Mode::Enforce));
+        m.exposition().follow_policy_mode(|| Some(Mode::Enforce));
         let text = m.render();
         for line in [
             "program=\"resize-guard-controller\"} 1",

@@ -19,9 +19,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::events::Reporter;
 use resize_guard_cluster::ClusterView;
-use resize_guard_cluster::view::{POLICY_ORIGINS, ViewConfig};
+use resize_guard_cluster::view::ViewConfig;
 use resize_guard_runtime::Runtime;
-use resize_guard_runtime::policy_mode::PolicyOrigin;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::actuate::Actuator;
@@ -111,20 +110,8 @@ pub async fn serve(
         config.on_watch_error = Arc::new(move |w| m.watch_error(w.as_str()));
         config
     });
-    // `/metrics` reads the version and the policy in force at each scrape (a weak handle: the
-    // view holds the metrics through its callbacks).
-    metrics.register_collector(runtime.version().collector());
-    {
-        let view = Arc::downgrade(&view);
-        metrics
-            .follow_policy_mode(move || view.upgrade()?.policy_in_force().map(|f| f.policy.mode));
-    }
-    {
-        let view = Arc::downgrade(&view);
-        metrics.register_collector(PolicyOrigin::collector(POLICY_ORIGINS, move || {
-            view.upgrade().map_or("none", |v| v.policy_origin())
-        }));
-    }
+    // `/metrics` reads the version and the policy in force at each scrape.
+    resize_guard_cluster::exposition::expose(&view, metrics.exposition(), runtime.version());
     let pods = view
         .pod_store()
         .ok_or_else(|| anyhow::anyhow!("the cluster view keeps no pod store"))?;

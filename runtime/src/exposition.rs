@@ -15,9 +15,14 @@
 //! classic `text/plain; version=0.0.4` would find samples `x_total` under a family `x` and lose
 //! the counter type.
 
+use std::sync::Mutex;
+
+use prometheus_client::collector::Collector;
 use prometheus_client::registry::Registry;
+use resize_guard_policy::policy::Mode;
 
 use crate::build_info;
+use crate::policy_mode::PolicyMode;
 use crate::process_metrics::ProcessMetrics;
 
 /// The OpenMetrics 1.0 text `Content-Type` (what Prometheus's scraper expects for it,
@@ -35,6 +40,61 @@ pub fn program_registry(program: &str) -> Registry {
     root.register_collector(Box::new(ProcessMetrics::default()));
     build_info::register(root.sub_registry_with_prefix(PREFIX), program);
     root
+}
+
+/// A program's one registry, behind its `Metrics`: the process collector,
+/// `resize_guard_build_info`, `resize_guard_policy_mode`, the program's metrics
+/// ([`Exposition::register_with`]) and collectors of parts made after the metrics (the
+/// Kubernetes version, the cluster view's policy origin).
+#[derive(Debug)]
+pub struct Exposition {
+    registry: Mutex<Registry>,
+    policy_mode: PolicyMode,
+}
+
+impl Exposition {
+    /// `program`'s registry (`resize-guard-webhook`, `resize-guard-controller`).
+    pub fn new(program: &str) -> Exposition {
+        let mut root = program_registry(program);
+        let policy_mode = PolicyMode::default();
+        root.sub_registry_with_prefix(PREFIX)
+            .register_collector(policy_mode.collector());
+        Exposition {
+            registry: Mutex::new(root),
+            policy_mode,
+        }
+    }
+
+    /// Lets `register` add metrics to the `resize_guard` sub-registry.
+    pub fn register_with(&self, register: impl FnOnce(&mut Registry)) {
+        // A panic while the lock was held leaves nothing half-written that matters more than
+        // losing /metrics: take the registry back.
+        let mut registry = match self.registry.lock() {
+            Ok(registry) => registry,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        register(registry.sub_registry_with_prefix(PREFIX));
+    }
+
+    /// Reads the mode of the policy in force from `source` at each scrape, for
+    /// `resize_guard_policy_mode` (both series 0 until called; `source` answers `None` while no
+    /// policy is in force).
+    pub fn follow_policy_mode(&self, source: impl Fn() -> Option<Mode> + Send + Sync + 'static) {
+        self.policy_mode.follow(source);
+    }
+
+    /// Registers `collector` in the program's `resize_guard` registry.
+    pub fn register_collector(&self, collector: Box<dyn Collector>) {
+        self.register_with(|registry| registry.register_collector(collector));
+    }
+
+    /// The OpenMetrics exposition of the registry, `# EOF` included.
+    pub fn render(&self) -> String {
+        match self.registry.lock() {
+            Ok(registry) => encode(&registry),
+            Err(poisoned) => encode(&poisoned.into_inner()),
+        }
+    }
 }
 
 /// The registry's OpenMetrics text, `# EOF` included. An encoding error (a collector that

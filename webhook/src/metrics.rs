@@ -3,18 +3,12 @@
 //! `resize_guard_policy_mode`), served as OpenMetrics text on `/metrics`. Durations are
 //! histograms in seconds with millisecond-scale buckets (ARCHITECTURE.md §7).
 
-use std::sync::Mutex;
-
-use prometheus_client::collector::Collector;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
-use resize_guard_policy::policy::Mode;
-use resize_guard_runtime::exposition;
-use resize_guard_runtime::policy_mode::PolicyMode;
+use resize_guard_runtime::exposition::Exposition;
 
 /// Buckets from 0.25 ms to 2.5 s.
 pub const BUCKETS: [f64; 12] = [
@@ -65,8 +59,7 @@ pub struct RefusalLabels {
 /// All webhook metrics.
 #[derive(Debug)]
 pub struct Metrics {
-    registry: Mutex<Registry>,
-    policy_mode: PolicyMode,
+    exposition: Exposition,
     reviews: Family<ReviewLabels, Counter>,
     duration: Family<ReviewLabels, Histogram>,
     policy_reloads: Family<ResultLabels, Counter>,
@@ -90,10 +83,7 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric.
     pub fn new() -> Metrics {
-        let mut root = exposition::program_registry("resize-guard-webhook");
-        let policy_mode = PolicyMode::default();
-        let registry = root.sub_registry_with_prefix(exposition::PREFIX);
-        registry.register_collector(policy_mode.collector());
+        let exposition = Exposition::new("resize-guard-webhook");
         let reviews = Family::<ReviewLabels, Counter>::default();
         let duration =
             Family::<ReviewLabels, Histogram>::new_with_constructor(|| Histogram::new(BUCKETS));
@@ -107,69 +97,70 @@ impl Metrics {
         let connections_refused = Counter::default();
         let connection_errors = Counter::default();
         let events_withheld = Counter::default();
-        registry.register(
-            "admission_reviews",
-            "Admission reviews answered",
-            reviews.clone(),
-        );
-        registry.register(
-            "admission_duration_seconds",
-            "Time to answer an admission review",
-            duration.clone(),
-        );
-        registry.register(
-            "policy_reloads",
-            "Policy ConfigMap reloads",
-            policy_reloads.clone(),
-        );
-        registry.register(
-            "certificate_reloads",
-            "TLS certificate reloads",
-            cert_reloads.clone(),
-        );
-        registry.register(
-            "certificate_expiry_timestamp_seconds",
-            "notAfter of the certificate served, in seconds since the Unix epoch",
-            cert_expiry.clone(),
-        );
-        registry.register(
-            "admission_bad_requests",
-            "Requests refused before review (malformed, wrong type, too large)",
-            bad_requests.clone(),
-        );
-        registry.register(
-            "watch_errors",
-            "Errors of the cluster view's watches (list, watch start, stream), by resource",
-            watch_errors.clone(),
-        );
-        registry.register(
-            "admission_refusals",
-            "Admission requests answered before review by the intake (too large, shed under load, body too slow), by reason and lane",
-            refusals.clone(),
-        );
-        registry.register(
-            "connections_open",
-            "Open connections to the admission port",
-            connections_open.clone(),
-        );
-        registry.register(
-            "connections_refused",
-            "Connections to the admission port closed at once because --max-connections were open",
-            connections_refused.clone(),
-        );
-        registry.register(
-            "connection_errors",
-            "Connections to the admission port that failed before a request (TLS handshake failed or timed out)",
-            connection_errors.clone(),
-        );
-        registry.register(
-            "events_withheld",
-            "Events a decision called for but not recorded: the request named a pod the cluster view does not know with that UID",
-            events_withheld.clone(),
-        );
+        exposition.register_with(|registry| {
+            registry.register(
+                "admission_reviews",
+                "Admission reviews answered",
+                reviews.clone(),
+            );
+            registry.register(
+                "admission_duration_seconds",
+                "Time to answer an admission review",
+                duration.clone(),
+            );
+            registry.register(
+                "policy_reloads",
+                "Policy ConfigMap reloads",
+                policy_reloads.clone(),
+            );
+            registry.register(
+                "certificate_reloads",
+                "TLS certificate reloads",
+                cert_reloads.clone(),
+            );
+            registry.register(
+                "certificate_expiry_timestamp_seconds",
+                "notAfter of the certificate served, in seconds since the Unix epoch",
+                cert_expiry.clone(),
+            );
+            registry.register(
+                "admission_bad_requests",
+                "Requests refused before review (malformed, wrong type, too large)",
+                bad_requests.clone(),
+            );
+            registry.register(
+                "watch_errors",
+                "Errors of the cluster view's watches (list, watch start, stream), by resource",
+                watch_errors.clone(),
+            );
+            registry.register(
+                "admission_refusals",
+                "Admission requests answered before review by the intake (too large, shed under load, body too slow), by reason and lane",
+                refusals.clone(),
+            );
+            registry.register(
+                "connections_open",
+                "Open connections to the admission port",
+                connections_open.clone(),
+            );
+            registry.register(
+                "connections_refused",
+                "Connections to the admission port closed at once because --max-connections were open",
+                connections_refused.clone(),
+            );
+            registry.register(
+                "connection_errors",
+                "Connections to the admission port that failed before a request (TLS handshake failed or timed out)",
+                connection_errors.clone(),
+            );
+            registry.register(
+                "events_withheld",
+                "Events a decision called for but not recorded: the request named a pod the cluster view does not know with that UID",
+                events_withheld.clone(),
+            );
+        });
         Metrics {
-            registry: Mutex::new(root),
-            policy_mode,
+            exposition,
             reviews,
             duration,
             policy_reloads,
@@ -267,32 +258,15 @@ impl Metrics {
             .inc();
     }
 
-    /// Reads the mode of the policy in force from `source` at each scrape, for
-    /// `resize_guard_policy_mode` (both series 0 until called; `source` answers `None` while no
-    /// policy is in force).
-    pub fn follow_policy_mode(&self, source: impl Fn() -> Option<Mode> + Send + Sync + 'static) {
-        self.policy_mode.follow(source);
-    }
-
-    /// Registers `collector` in the program's `resize_guard` registry (for what is read from
-    /// parts made after the metrics: the Kubernetes version, the cluster view's policy origin).
-    pub fn register_collector(&self, collector: Box<dyn Collector>) {
-        let mut registry = match self.registry.lock() {
-            Ok(registry) => registry,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        registry
-            .sub_registry_with_prefix(exposition::PREFIX)
-            .register_collector(collector);
+    /// The program's registry: its policy-mode source and later collectors go there.
+    pub fn exposition(&self) -> &Exposition {
+        &self.exposition
     }
 
     /// The OpenMetrics exposition of the program's one registry (process metrics, build info,
     /// policy mode and the metrics above), `# EOF` included.
     pub fn render(&self) -> String {
-        match self.registry.lock() {
-            Ok(registry) => exposition::encode(&registry),
-            Err(poisoned) => exposition::encode(&poisoned.into_inner()),
-        }
+        self.exposition.render()
     }
 }
 
@@ -305,6 +279,7 @@ fn result(ok: bool) -> ResultLabels {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use resize_guard_policy::policy::Mode;
 
     #[test]
     fn one_registry_carries_build_info_process_metrics_and_the_live_mode() {
@@ -316,7 +291,8 @@ mod tests {
         );
         let mode = std::sync::Arc::new(std::sync::Mutex::new(Some(Mode::Audit)));
         let live = mode.clone();
-        m.follow_policy_mode(move || *live.lock().unwrap());
+        m.exposition()
+            .follow_policy_mode(move || *live.lock().unwrap());
         let text = m.render();
         for line in [
             "program=\"resize-guard-webhook\"} 1",

@@ -22,7 +22,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum_server::tls_rustls::RustlsConfig;
 use kube::runtime::events::{Event as KubeEvent, EventType, Reporter};
-use resize_guard_runtime::policy_mode::PolicyOrigin;
 use resize_guard_runtime::{Events, Runtime, health};
 use serde_json::json;
 
@@ -33,7 +32,6 @@ use crate::metrics::Metrics;
 use crate::review::{Cluster, EventIntent, Reviewed, Stage, review};
 use crate::serving_secret::SecretRef;
 use crate::tls::ServingCert;
-use resize_guard_cluster::view::POLICY_ORIGINS;
 use resize_guard_cluster::{ClusterView, ViewConfig};
 
 /// Shared state of the HTTP handlers.
@@ -312,20 +310,8 @@ pub async fn serve(
             )
         },
     );
-    // `/metrics` reads the version and the policy in force at each scrape (a weak handle: the
-    // view holds the metrics through its callbacks).
-    metrics.register_collector(runtime.version().collector());
-    {
-        let view = Arc::downgrade(&view);
-        metrics
-            .follow_policy_mode(move || view.upgrade()?.policy_in_force().map(|f| f.policy.mode));
-    }
-    {
-        let view = Arc::downgrade(&view);
-        metrics.register_collector(PolicyOrigin::collector(POLICY_ORIGINS, move || {
-            view.upgrade().map_or("none", |v| v.policy_origin())
-        }));
-    }
+    // `/metrics` reads the version and the policy in force at each scrape.
+    resize_guard_cluster::exposition::expose(&view, metrics.exposition(), runtime.version());
     // A watch task that panicked or ended leaves a cache that no longer moves: the view is
     // unready for good, and `/livez` fails so the kubelet restarts the process with fresh caches.
     {
