@@ -133,10 +133,12 @@ image:
 		&& (cd $(dir $(PLUGIN)) && sha256sum $(notdir $(PLUGIN))-linux-$$arch.tar.gz > $(notdir $(PLUGIN))-linux-$$arch.tar.gz.sha256) \
 		|| exit 1; \
 	done
-	sed -e "s/@VERSION@/$(VERSION)/g" \
+	{ echo "# krew manifest of kubectl resize-guard $(VERSION) (linux/amd64, linux/arm64), written by make image"; \
+	  echo "# from plugins/resize-guard.yaml with the sha256 of the archives beside it."; \
+	  sed -e '1,/^apiVersion:/{/^#/d;}' -e "s/@VERSION@/$(VERSION)/g" \
 		-e "s/@SHA256_LINUX_AMD64@/$$(cut -d' ' -f1 $(PLUGIN_ARCHIVE).sha256)/" \
 		-e "s/@SHA256_LINUX_ARM64@/$$(cut -d' ' -f1 $(PLUGIN_ARCHIVE_ARM64).sha256)/" \
-		plugins/resize-guard.yaml > $(KREW_MANIFEST)
+		plugins/resize-guard.yaml; } > $(KREW_MANIFEST)
 	$(IMAGE_BIN)/kubectl-resize_guard --version
 	qemu-aarch64 $(IMAGE_BIN_ARM64)/kubectl-resize_guard --version
 	@echo "image: $(PLUGIN_ARCHIVE) $(PLUGIN_ARCHIVE_ARM64) $(KREW_MANIFEST)"

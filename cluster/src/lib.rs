@@ -8,8 +8,8 @@
 //! and `fault`'s injected panics for supervision tests.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
-#[cfg(any(test, feature = "testing"))]
 pub mod exposition;
+#[cfg(any(test, feature = "testing"))]
 pub mod fault;
 #[cfg(any(test, feature = "testing"))]
 mod fixed;
