@@ -12,10 +12,16 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+
+use crate::admission::{CONFIG_NAME, Webhooks, set_ca_bundle};
 use crate::env::Env;
 
 /// The field manager the stand-in writes with.
@@ -65,19 +71,10 @@ fn certificate_resource() -> ApiResource {
 /// Installs CRDs for cert-manager's `Issuer` and `Certificate` that accept any spec (the
 /// stand-in checks only what it reads), and waits until the API server serves them.
 pub async fn install_cert_manager_crds(env: &Env) -> anyhow::Result<()> {
-    let crds: Api<DynamicObject> = Api::all_with(
-        env.client().await,
-        &ApiResource {
-            group: "apiextensions.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "apiextensions.k8s.io/v1".into(),
-            kind: "CustomResourceDefinition".into(),
-            plural: "customresourcedefinitions".into(),
-        },
-    );
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client().await);
     for (kind, plural) in [("Issuer", "issuers"), ("Certificate", "certificates")] {
         let name = format!("{plural}.cert-manager.io");
-        let crd: DynamicObject = serde_json::from_value(json!({
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": name},
             "spec": {"group": "cert-manager.io", "scope": "Namespaced",
@@ -171,39 +168,33 @@ pub async fn issue(env: &Env, namespace: &str, name: &str) -> anyhow::Result<Vec
     Ok(names)
 }
 
-/// Does what cert-manager's CA injector does for the webhook configuration `kind`
-/// (`MutatingWebhookConfiguration` or `ValidatingWebhookConfiguration`) `name`: reads its
-/// `cert-manager.io/inject-ca-from` annotation, the Certificate it names and that Certificate's
-/// Secret, and writes the Secret's `ca.crt` as every webhook's caBundle. Returns the annotation.
-pub async fn inject(env: &Env, kind: &str, name: &str) -> anyhow::Result<String> {
+/// Does what cert-manager's CA injector does for the webhook configuration `which` installs:
+/// reads its `cert-manager.io/inject-ca-from` annotation, the Certificate it names and that
+/// Certificate's Secret, and writes the Secret's `ca.crt` as caBundle
+/// ([`crate::admission::set_ca_bundle`]). Returns the annotation.
+pub async fn inject(env: &Env, which: Webhooks) -> anyhow::Result<String> {
     let client = env.client().await;
-    let (plural, api_version) = match kind {
-        "MutatingWebhookConfiguration" => (
-            "mutatingwebhookconfigurations",
-            "admissionregistration.k8s.io/v1",
-        ),
-        "ValidatingWebhookConfiguration" => (
-            "validatingwebhookconfigurations",
-            "admissionregistration.k8s.io/v1",
-        ),
-        other => anyhow::bail!("not a webhook configuration kind: {other}"),
+    let annotations = match which {
+        Webhooks::Mutating => {
+            Api::<MutatingWebhookConfiguration>::all(client.clone())
+                .get(CONFIG_NAME)
+                .await?
+                .metadata
+                .annotations
+        }
+        Webhooks::ValidatingOnly => {
+            Api::<ValidatingWebhookConfiguration>::all(client.clone())
+                .get(CONFIG_NAME)
+                .await?
+                .metadata
+                .annotations
+        }
     };
-    let resource = ApiResource {
-        group: "admissionregistration.k8s.io".into(),
-        version: "v1".into(),
-        api_version: api_version.into(),
-        kind: kind.into(),
-        plural: plural.into(),
-    };
-    let configs: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let config = configs.get(name).await?;
-    let from = config
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get("cert-manager.io/inject-ca-from"))
-        .cloned()
-        .ok_or_else(|| anyhow::anyhow!("{kind} {name} has no cert-manager.io/inject-ca-from"))?;
+    let from = annotations
+        .and_then(|a| a.get("cert-manager.io/inject-ca-from").cloned())
+        .ok_or_else(|| {
+            anyhow::anyhow!("{which:?} {CONFIG_NAME} has no cert-manager.io/inject-ca-from")
+        })?;
     let (namespace, certificate) = from
         .split_once('/')
         .ok_or_else(|| anyhow::anyhow!("inject-ca-from {from:?} is not <namespace>/<name>"))?;
@@ -214,26 +205,19 @@ pub async fn inject(env: &Env, kind: &str, name: &str) -> anyhow::Result<String>
         .as_str()
         .ok_or_else(|| anyhow::anyhow!("Certificate {from} has no spec.secretName"))?
         .to_owned();
-    let secret = Api::<Secret>::namespaced(client, namespace)
+    let ca = Api::<Secret>::namespaced(client.clone(), namespace)
         .get(&secret_name)
-        .await?;
-    let ca = secret
+        .await?
         .data
         .and_then(|d| d.get("ca.crt").cloned())
         .ok_or_else(|| anyhow::anyhow!("Secret {namespace}/{secret_name} has no ca.crt"))?;
-    let webhooks: Vec<serde_json::Value> = config.data["webhooks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|w| json!({"name": w["name"], "clientConfig": {"caBundle": ca}}))
-        .collect();
-    let patch = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "webhooks": webhooks});
-    configs
-        .patch(
-            name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
+    // ByteString serializes as the base64 text caBundle holds.
+    let ca_base64 = serde_json::to_value(&ca)?
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            anyhow::anyhow!("ca.crt of Secret {namespace}/{secret_name} did not encode")
+        })?;
+    set_ca_bundle(&client, &ca_base64, which).await?;
     Ok(from)
 }

@@ -1128,8 +1128,7 @@ async fn helm_install_create_namespace_runs_what_notes_prints_in_every_mode() {
                 .unwrap();
             resize_guard_harness::issuer::inject(
                 env,
-                "MutatingWebhookConfiguration",
-                "resize-guard",
+                resize_guard_harness::admission::Webhooks::Mutating,
             )
             .await
             .unwrap();

@@ -553,10 +553,12 @@ async fn an_install_moved_to_another_namespace_judges_resizes_by_default_and_wit
         names.contains(&format!("resize-guard-webhook.{MOVED}.svc")),
         "{names:?}"
     );
-    let from =
-        resize_guard_harness::issuer::inject(env, "MutatingWebhookConfiguration", "resize-guard")
-            .await
-            .unwrap();
+    let from = resize_guard_harness::issuer::inject(
+        env,
+        resize_guard_harness::admission::Webhooks::Mutating,
+    )
+    .await
+    .unwrap();
     assert_eq!(from, format!("{MOVED}/resize-guard-webhook"));
     judged_by_the_moved_install(env, &ns, "cert-manager", &["--certificates=external"]).await;
     // The other tests here install into resize-guard: take the moved install's cluster-scoped
