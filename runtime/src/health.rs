@@ -5,7 +5,7 @@
 //! serves but cannot do all of its job, e.g. the webhook with no policy in force, which allows
 //! every resize with a warning rather than fail open unseen; or 503 `not ready: <why>`) and
 //! `/metrics` (the program's one registry as OpenMetrics text, labelled
-//! [`METRICS_CONTENT_TYPE`]; `src/exposition.rs`).
+//! [`crate::exposition::CONTENT_TYPE`]).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
@@ -54,9 +54,6 @@ impl Liveness {
     }
 }
 
-/// The `Content-Type` of `/metrics`: OpenMetrics 1.0 text, what prometheus_client encodes.
-pub const METRICS_CONTENT_TYPE: &str = crate::exposition::CONTENT_TYPE;
-
 /// `GET /livez` (always `ok`), `/readyz` (503 with the reason `readiness` gives) and `/metrics`.
 pub fn router(readiness: Readiness, metrics: RenderMetrics) -> Router {
     router_with_liveness(Liveness::default(), readiness, metrics)
@@ -98,7 +95,12 @@ pub fn router_with_liveness(
             "/metrics",
             get(move || {
                 let text = metrics();
-                async move { ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text) }
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, crate::exposition::CONTENT_TYPE)],
+                        text,
+                    )
+                }
             }),
         )
 }
