@@ -53,6 +53,8 @@ WITH_REGISTRY = RESIZE_GUARD_REGISTRY_BIN="$$(scripts/build-registry.sh | tail -
 # pause (first run ~6 min), for the real-node suite (tests/node/).
 WITH_NODE = RESIZE_GUARD_NODE_BIN_DIR="$$(scripts/build-node.sh | tail -n 1)"
 WITH_PROMTOOL = RESIZE_GUARD_PROMTOOL_BIN="$$(scripts/build-promtool.sh | tail -n 1)/promtool"
+# metrics-server v0.8.0 from Go modules (first run a few minutes), for the metrics API tests.
+WITH_METRICS_SERVER = RESIZE_GUARD_METRICS_SERVER_BIN="$$(scripts/build-metrics-server.sh | tail -n 1)/metrics-server"
 
 .PHONY: demo-node upstream push krew test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
@@ -179,7 +181,7 @@ deps-check:
 	else echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"; fi
 
 unit:
-	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(WITH_PROMTOOL) $(CARGO) test --workspace --locked
+	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) $(CARGO) test --workspace --locked
 
 # Every upstream part `make test` uses, built or reused (.ci/run builds them beside the Rust builds).
 upstream:
@@ -188,6 +190,7 @@ upstream:
 	scripts/build-vpa.sh >/dev/null
 	scripts/build-registry.sh >/dev/null
 	scripts/build-promtool.sh >/dev/null
+	scripts/build-metrics-server.sh >/dev/null
 	scripts/build-node.sh >/dev/null
 	scripts/build-krew.sh >/dev/null
 	RESIZE_GUARD_K8S_VERSION=1.35 scripts/build-control-plane.sh >/dev/null
