@@ -9,19 +9,20 @@
 #   scripts/build-metrics-server.sh --no-build           # exit 3 if not cached yet
 #   RESIZE_GUARD_METRICS_SERVER_BIN="$(scripts/build-metrics-server.sh | tail -n 1)/metrics-server" cargo test ...
 #
-# The LAST line of stdout is the absolute path of the directory holding `metrics-server`;
-# everything else goes to stderr (same contract as scripts/build-control-plane.sh).
+# The LAST line of stdout is the absolute path of the directory holding `metrics-server` and the
+# module's own manifests the harness applies, `rbac.yaml` and `apiservice.yaml` (from
+# manifests/base/); everything else goes to stderr (same contract as scripts/build-vpa.sh).
 #
 # Caching: $HOME/.cache/resize-guard/metrics-server-<key>/metrics-server, where <key> is
 # derived from tests/metrics-server/go.mod, go.sum, `go version` and the build flags. A hit
-# costs ~0.05 s; a miss with Go caches warm from the control plane's build ~1 min 40 s on 2
-# busy cores (tests/metrics-server/README.md). $HOME/.cache/resize-guard/metrics-server-current
+# costs ~0.08 s; a cold miss took 9 min 7 s on 2 cores at load 13 (Go caches warm from the
+# control plane, whose k8s.io libraries differ; tests/metrics-server/README.md). $HOME/.cache/resize-guard/metrics-server-current
 # is a symlink to the last used stamp dir; metrics-server-* stamp dirs with other keys are pruned
 # once unused for RESIZE_GUARD_CACHE_KEEP_DAYS days (default 2).
 #
 # Environment:
-#   RESIZE_GUARD_METRICS_SERVER_BIN   use this executable and never build; its directory is
-#                                     printed.
+#   RESIZE_GUARD_METRICS_SERVER_BIN   use this executable and never build; its directory (which
+#                                     must hold rbac.yaml and apiservice.yaml too) is printed.
 #   RESIZE_GUARD_CACHE_DIR            cache root (default $HOME/.cache/resize-guard).
 #   RESIZE_GUARD_METRICS_SERVER_MIN_FREE_GB  free space demanded before a cold build (default 2).
 #   RESIZE_GUARD_CACHE_KEEP_DAYS      keep other keys' stamp dirs this long (default 2).
@@ -36,7 +37,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
 log() { printf '%s\n' "build-metrics-server: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-have() { [[ -f "$1/metrics-server" && -x "$1/metrics-server" ]]; }
+MANIFESTS=(rbac.yaml apiservice.yaml)
+have() { [[ -f "$1/metrics-server" && -x "$1/metrics-server" && -f "$1/rbac.yaml" && -f "$1/apiservice.yaml" ]]; }
 
 stamp_cache_args 30 "$@"
 # The override names the binary (as the Makefile exports it), not a directory.
@@ -45,6 +47,7 @@ if [[ -n "${RESIZE_GUARD_METRICS_SERVER_BIN:-}" ]]; then
   [[ -f "$bin" && -x "$bin" && "$(basename -- "$bin")" == metrics-server ]] \
     || die "RESIZE_GUARD_METRICS_SERVER_BIN=$bin must be an executable named metrics-server"
   d="$(cd "$(dirname -- "$bin")" && pwd -P)"
+  have "$d" || die "RESIZE_GUARD_METRICS_SERVER_BIN=$bin: $d must hold ${MANIFESTS[*]} too"
   log "using RESIZE_GUARD_METRICS_SERVER_BIN=$bin (no build)"
   printf '%s\n' "$d"
   exit 0
@@ -71,7 +74,7 @@ PACKAGE=$MODULE/cmd/metrics-server
 KEY="$(
   {
     cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"
-    printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "$PACKAGE"
+    printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "$PACKAGE" "${MANIFESTS[*]}"
   } | sha256sum | cut -c1-16
 )"
 
@@ -84,7 +87,16 @@ start=$SECONDS
 if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/metrics-server" "$PACKAGE") >&2; then
   die "go build failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
 fi
-have "$TMP_OUT" || die "go build succeeded but $TMP_OUT/metrics-server is missing"
+[[ -x "$TMP_OUT/metrics-server" ]] || die "go build succeeded but $TMP_OUT/metrics-server is missing"
+
+# The RBAC and APIService the release ships, from the module itself.
+MS_MOD_DIR="$(cd "$MOD_DIR" && go list -mod=readonly -m -f '{{.Dir}}' "$MODULE")" || die "go list -m $MODULE failed"
+for f in "${MANIFESTS[@]}"; do
+  [[ -f "$MS_MOD_DIR/manifests/base/$f" ]] || die "$MS_MOD_DIR/manifests/base/$f not found"
+  cp -- "$MS_MOD_DIR/manifests/base/$f" "$TMP_OUT/$f"
+  chmod 644 "$TMP_OUT/$f"
+done
+have "$TMP_OUT" || die "build finished but $TMP_OUT is incomplete"
 
 # Sanity: the binary runs, knows the flags the harness passes, and carries the version.
 out="$("$TMP_OUT/metrics-server" --help 2>&1 || true)"
