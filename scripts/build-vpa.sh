@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Build (or reuse) the Vertical Pod Autoscaler's updater and admission-controller
-# (k8s.io/autoscaler/vertical-pod-autoscaler v1.6.0, unpatched, pinned by
-# tests/vpa/go.mod + go.sum) that the VPA tests run against the harness's
-# kube-apiserver (tests/harness/src/vpa.rs). The recommender is not built.
+# Build (or reuse) the Vertical Pod Autoscaler's recommender, updater and
+# admission-controller (k8s.io/autoscaler/vertical-pod-autoscaler v1.6.0,
+# unpatched, pinned by tests/vpa/go.mod + go.sum) that the VPA tests run against
+# the harness's kube-apiserver (tests/harness/src/vpa.rs).
 #
 # Usage:
 #   dir=$(scripts/build-vpa.sh | tail -n 1)         # build if needed, print the dir
@@ -10,23 +10,27 @@
 #   RESIZE_GUARD_VPA_DIR="$(scripts/build-vpa.sh | tail -n 1)" cargo test ...
 #
 # The LAST line of stdout is the absolute path of a directory holding
-# `vpa-updater`, `vpa-admission-controller` and `vpa-v1-crd-gen.yaml` (the
-# module's own CRD, deploy/vpa-v1-crd-gen.yaml); everything else goes to stderr
+# `vpa-recommender`, `vpa-updater`, `vpa-admission-controller`,
+# `vpa-v1-crd-gen.yaml` and `vpa-rbac.yaml` (the module's own CRD and RBAC
+# files, deploy/); everything else goes to stderr
 # (same contract as scripts/build-control-plane.sh and scripts/build-helm.sh).
 #
 # Caching: the files live in $HOME/.cache/resize-guard/vpa-<key>/, where <key>
 # is derived from tests/vpa/go.mod, go.sum, `go version` and the build flags. A
-# hit costs ~0.03 s; a miss is a cold build (measured with empty Go caches on 2
-# cores shared with another engineer's work, load ~2.5: 3 min 54 s wall, 6 min
-# 14 s CPU; 219 MB GOMODCACHE + 1.05 GB GOCACHE + two 51 MB binaries; with warm
-# Go caches a miss takes ~4 s). $HOME/.cache/resize-guard/vpa-current is a
+# hit costs ~0.03 s; a miss is a cold build. Measured on 2 shared cores: updater +
+# admission-controller with empty Go caches, load ~2.5: 3 min 54 s wall, 6 min
+# 14 s CPU, 219 MB GOMODCACHE + 1.05 GB GOCACHE. All three with an empty GOCACHE
+# (modules already downloaded), `nice -n 10`, load ~8: 8 min 11 s wall, 4 min
+# 40 s CPU, 1.1 GB GOCACHE; three ~51 MB binaries (recommender 51.4 MB). Adding
+# the recommender to warm Go caches took 29 s; a miss with warm caches ~25 s. $HOME/.cache/resize-guard/vpa-current is a
 # symlink to the last used stamp dir; vpa-* stamp dirs with other keys are
 # pruned once unused for RESIZE_GUARD_CACHE_KEEP_DAYS days (default 2).
 #
 # Environment:
 #   RESIZE_GUARD_VPA_DIR       use this directory (must hold executable
-#                              vpa-updater and vpa-admission-controller, and
-#                              vpa-v1-crd-gen.yaml) and never build.
+#                              vpa-recommender, vpa-updater and
+#                              vpa-admission-controller, vpa-v1-crd-gen.yaml
+#                              and vpa-rbac.yaml) and never build.
 #   RESIZE_GUARD_CACHE_DIR     cache root (default $HOME/.cache/resize-guard).
 #   RESIZE_GUARD_VPA_MIN_FREE_GB   free space demanded before a cold build (default 2).
 #   RESIZE_GUARD_CACHE_KEEP_DAYS   keep other keys' stamp dirs this long (default 2).
@@ -42,14 +46,16 @@ log() { printf '%s\n' "build-vpa: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 CRD=vpa-v1-crd-gen.yaml
+RBAC=vpa-rbac.yaml
 have() {
-  [[ -f "$1/vpa-updater" && -x "$1/vpa-updater" \
+  [[ -f "$1/vpa-recommender" && -x "$1/vpa-recommender" \
+    && -f "$1/vpa-updater" && -x "$1/vpa-updater" \
     && -f "$1/vpa-admission-controller" && -x "$1/vpa-admission-controller" \
-    && -f "$1/$CRD" ]]
+    && -f "$1/$CRD" && -f "$1/$RBAC" ]]
 }
 
 stamp_cache_args 35 "$@"
-stamp_cache_override RESIZE_GUARD_VPA_DIR "executable vpa-updater and vpa-admission-controller, and $CRD"
+stamp_cache_override RESIZE_GUARD_VPA_DIR "executable vpa-recommender, vpa-updater and vpa-admission-controller, $CRD and $RBAC"
 
 # --- inputs -------------------------------------------------------------------
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -65,14 +71,14 @@ VPA_VERSION="$(awk -v m="$MODULE" '($1 == m && $2 ~ /^v/) { print $2; exit } ($1
 LDFLAGS="-s -w"
 BUILD_FLAGS=(-trimpath -buildvcs=false -mod=readonly)
 # package → output name
-PACKAGES=("$MODULE/pkg/updater" "$MODULE/pkg/admission-controller")
-NAMES=(vpa-updater vpa-admission-controller)
+PACKAGES=("$MODULE/pkg/recommender" "$MODULE/pkg/updater" "$MODULE/pkg/admission-controller")
+NAMES=(vpa-recommender vpa-updater vpa-admission-controller)
 
 KEY="$(
   {
     cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"
     printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" \
-      "${PACKAGES[*]}" "${NAMES[*]}" "$CRD"
+      "${PACKAGES[*]}" "${NAMES[*]}" "$CRD" "$RBAC"
   } | sha256sum | cut -c1-16
 )"
 
@@ -82,10 +88,10 @@ stamp_cache_init vpa "$KEY"
 # (GOMODCACHE + GOCACHE + binaries).
 stamp_cache_begin "vpa $VPA_VERSION" "${RESIZE_GUARD_VPA_MIN_FREE_GB:-2}" "VPA" RESIZE_GUARD_VPA_DIR
 
-log "building VPA $VPA_VERSION updater + admission-controller (first run only; ~4 min on 2 busy cores with empty Go caches) …"
+log "building VPA $VPA_VERSION recommender + updater + admission-controller (first run only; 4-8 min on 2 busy cores with empty Go caches) …"
 log "  module: $MOD_DIR   key: $KEY   $GO_VERSION"
 start=$SECONDS
-# One invocation builds both (shared packages compiled once); -o DIR/ names each binary
+# One invocation builds all three (shared packages compiled once); -o DIR/ names each binary
 # after its package's last path element.
 mkdir -p "$TMP_OUT/bin"
 if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/bin/" "${PACKAGES[@]}") >&2; then
@@ -98,12 +104,15 @@ for i in "${!PACKAGES[@]}"; do
 done
 rmdir -- "$TMP_OUT/bin"
 
-# The CRD the binaries were released with, from the module itself.
+# The CRD and RBAC (ServiceAccounts, ClusterRoles, bindings) the binaries were released with,
+# from the module itself.
 VPA_MOD_DIR="$(cd "$MOD_DIR" && go list -mod=readonly -m -f '{{.Dir}}' "$MODULE")" \
   || die "go list -m $MODULE failed"
-[[ -f "$VPA_MOD_DIR/deploy/$CRD" ]] || die "$VPA_MOD_DIR/deploy/$CRD not found"
-cp -- "$VPA_MOD_DIR/deploy/$CRD" "$TMP_OUT/$CRD"
-chmod 644 "$TMP_OUT/$CRD"
+for f in "$CRD" "$RBAC"; do
+  [[ -f "$VPA_MOD_DIR/deploy/$f" ]] || die "$VPA_MOD_DIR/deploy/$f not found"
+  cp -- "$VPA_MOD_DIR/deploy/$f" "$TMP_OUT/$f"
+  chmod 644 "$TMP_OUT/$f"
+done
 have "$TMP_OUT" || die "build finished but $TMP_OUT is incomplete"
 
 # Sanity: each binary runs and knows its own flags (`--help` prints usage and exits).
@@ -112,6 +121,8 @@ expect_flag() {
   out="$("$TMP_OUT/$1" --help 2>&1 || true)"
   grep -q -- "$2" <<<"$out" || die "$1 --help does not mention $2; it printed: ${out:0:2000}"
 }
+expect_flag vpa-recommender --recommender-interval
+expect_flag vpa-recommender --memory-aggregation-interval
 expect_flag vpa-updater --updater-interval
 expect_flag vpa-updater --in-place-skip-disruption-budget
 expect_flag vpa-admission-controller --register-by-url
@@ -121,6 +132,7 @@ expect_flag vpa-admission-controller --webhook-address
   echo "key=$KEY"
   echo "vpa=$VPA_VERSION"
   echo "crd=$MODULE@$VPA_VERSION/deploy/$CRD"
+  echo "rbac=$MODULE@$VPA_VERSION/deploy/$RBAC"
   echo "go=$GO_VERSION"
   echo "ldflags=$LDFLAGS"
   echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"

@@ -1,4 +1,4 @@
-// Standalone build module for the Vertical Pod Autoscaler's updater and admission-controller
+// Standalone build module for the Vertical Pod Autoscaler's recommender, updater and admission-controller
 // (k8s.io/autoscaler/vertical-pod-autoscaler v1.6.0, unpatched) used by the VPA tests. See README.md.
 module resize-guard.io/vpa
 
@@ -42,6 +42,7 @@ require (
 	github.com/prometheus/procfs v0.19.2 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/stretchr/objx v0.5.3 // indirect
 	github.com/stretchr/testify v1.11.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/otel v1.40.0 // indirect
@@ -65,6 +66,7 @@ require (
 	k8s.io/component-base v0.35.1 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20260127142750-a19766b6e2d4 // indirect
+	k8s.io/metrics v0.35.1 // indirect
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
@@ -74,6 +76,7 @@ require (
 
 tool (
 	k8s.io/autoscaler/vertical-pod-autoscaler/pkg/admission-controller
+	k8s.io/autoscaler/vertical-pod-autoscaler/pkg/recommender
 	k8s.io/autoscaler/vertical-pod-autoscaler/pkg/updater
 )
 

@@ -1,8 +1,9 @@
-//! The Vertical Pod Autoscaler's updater and admission-controller, v1.6.0 and unpatched, run as
-//! processes against the harness's real kube-apiserver, so tests can watch resize-guard and VPA's
-//! in-place updates (`updateMode: InPlaceOrRecreate`) meet on the same pods.
+//! The Vertical Pod Autoscaler's recommender, updater and admission-controller, v1.6.0 and
+//! unpatched, run as processes against the harness's real kube-apiserver, so tests can watch
+//! resize-guard and VPA's in-place updates (`updateMode: InPlaceOrRecreate`) meet on the same pods.
 //!
-//! The binaries and VPA's own CRD file come from `scripts/build-vpa.sh` ([`VpaBinaries`]).
+//! The binaries and VPA's own CRD and RBAC files come from `scripts/build-vpa.sh`
+//! ([`VpaBinaries`]).
 //! [`Vpa::start`] applies the CRDs (server-side apply) and waits until they are Established, makes
 //! a throwaway CA and a serving certificate for `127.0.0.1`, starts `vpa-admission-controller`
 //! (which registers the MutatingWebhookConfiguration [`WEBHOOK_CONFIG_NAME`] by URL itself, after
@@ -11,11 +12,16 @@
 //! `vpa-updater`. Both log at `--v=4` to files in the control plane's directory; tests search them
 //! with [`Vpa::updater_log`] / [`Vpa::admission_log`].
 //!
-//! **The recommender does not run.** Tests write `status.recommendation` in its place with
-//! [`write_recommendation`] (through the CRD's `status` subresource, as the recommender does);
-//! everything downstream of that — the updater's choice of pods, its in-place resizes through
-//! `pods/resize`, its fall-back to eviction, and the admission controller's patches of new pods —
-//! is VPA's own code.
+//! **The recommender is optional.** [`Vpa::start`] does not run it: tests write
+//! `status.recommendation` in its place with [`write_recommendation`] (through the CRD's `status`
+//! subresource, as the recommender does); everything downstream of that — the updater's choice of
+//! pods, its in-place resizes through `pods/resize`, its fall-back to eviction, and the admission
+//! controller's patches of new pods — is VPA's own code. [`Recommender::start`] runs the real one,
+//! as ServiceAccount `kube-system/vpa-recommender` with the RBAC of VPA's `deploy/vpa-rbac.yaml`
+//! (applied as shipped), with one of the flag presets of [`intervals`] (VPA's defaults, or the
+//! shortest intervals it supports); it reads usage from `metrics.k8s.io`, so it recommends only
+//! where metrics-server serves that API, and otherwise logs [`RECOMMENDER_NO_METRICS_LOG`] every
+//! loop. [`VpaOptions::with_intervals`] gives the updater the matching preset.
 //!
 //! The webhook intercepts pod creation in every namespace once registered (failing open), so a
 //! suite that starts VPA should have a control plane of its own. The configuration and the CRDs
@@ -27,7 +33,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -38,12 +47,31 @@ use serde_json::json;
 use crate::control_plane::ControlPlane;
 use crate::process::{Process, free_port};
 
-/// Environment variable naming a directory with `vpa-updater`, `vpa-admission-controller` and
-/// [`CRD_FILE`].
+#[path = "vpa_intervals.rs"]
+pub mod intervals;
+pub use intervals::VpaIntervals;
+
+/// Environment variable naming a directory with `vpa-recommender`, `vpa-updater`,
+/// `vpa-admission-controller`, [`CRD_FILE`] and [`RBAC_FILE`].
 pub const VPA_DIR_ENV: &str = "RESIZE_GUARD_VPA_DIR";
 /// VPA's CRD file (`deploy/vpa-v1-crd-gen.yaml` of the module): VerticalPodAutoscaler and
 /// VerticalPodAutoscalerCheckpoint.
 pub const CRD_FILE: &str = "vpa-v1-crd-gen.yaml";
+/// VPA's RBAC file (`deploy/vpa-rbac.yaml` of the module): the three components' ServiceAccounts
+/// in `kube-system`, their ClusterRoles and bindings.
+pub const RBAC_FILE: &str = "vpa-rbac.yaml";
+/// The recommender's ServiceAccount in [`STATUS_NAMESPACE`] (`deploy/vpa-rbac.yaml`).
+pub const RECOMMENDER_ACCOUNT: &str = "vpa-recommender";
+/// What the recommender logs (error) each loop when `metrics.k8s.io` cannot be read
+/// (`pkg/recommender/input/cluster_feeder.go` `LoadRealTimeMetrics`).
+pub const RECOMMENDER_NO_METRICS_LOG: &str =
+    "Cannot get ContainerMetricsSnapshot from MetricsClient";
+/// What the recommender logs (`--v=3`) each loop after listing VPAs, with `count=<n>`
+/// (`cluster_feeder.go` `LoadVPAs`).
+pub const RECOMMENDER_LISTED_VPAS_LOG: &str = "Fetching VPAs";
+/// What the recommender logs (`--v=3`) once its informers have synced, before its first loop
+/// (`cluster_feeder.go` `InitFromCheckpoints`).
+pub const RECOMMENDER_SYNCED_LOG: &str = "Initializing VPA from checkpoints";
 /// The VerticalPodAutoscaler CRD's name.
 pub const VPA_CRD: &str = "verticalpodautoscalers.autoscaling.k8s.io";
 /// The MutatingWebhookConfiguration the admission controller registers
@@ -60,12 +88,16 @@ pub const FIELD_MANAGER: &str = "resize-guard-harness-vpa";
 /// Where the VPA binaries and CRD file are.
 #[derive(Debug, Clone)]
 pub struct VpaBinaries {
+    /// `vpa-recommender` (`pkg/recommender`).
+    pub recommender: PathBuf,
     /// `vpa-updater` (`pkg/updater`).
     pub updater: PathBuf,
     /// `vpa-admission-controller` (`pkg/admission-controller`).
     pub admission_controller: PathBuf,
     /// [`CRD_FILE`].
     pub crd: PathBuf,
+    /// [`RBAC_FILE`].
+    pub rbac: PathBuf,
 }
 
 impl VpaBinaries {
@@ -89,16 +121,18 @@ impl VpaBinaries {
             anyhow::ensure!(
                 p.is_file(),
                 "VPA file {name} not found in {} — build VPA v1.6.0 with `scripts/build-vpa.sh` \
-                 (first run ~4 min) or point {VPA_DIR_ENV} at a directory holding vpa-updater, \
-                 vpa-admission-controller and {CRD_FILE}",
+                 (first run ~4 min) or point {VPA_DIR_ENV} at a directory holding \
+                 vpa-recommender, vpa-updater, vpa-admission-controller, {CRD_FILE} and {RBAC_FILE}",
                 dir.display()
             );
             Ok(p)
         };
         Ok(VpaBinaries {
+            recommender: pick("vpa-recommender")?,
             updater: pick("vpa-updater")?,
             admission_controller: pick("vpa-admission-controller")?,
             crd: pick(CRD_FILE)?,
+            rbac: pick(RBAC_FILE)?,
         })
     }
 }
@@ -118,6 +152,21 @@ pub struct VpaOptions {
     pub updater_args: Vec<String>,
     /// More `vpa-admission-controller` flags, after the harness's.
     pub admission_args: Vec<String>,
+}
+
+impl VpaOptions {
+    /// The updater's flags of `intervals` ([`intervals::UpdaterPreset`]); the rest as
+    /// [`VpaOptions::default`].
+    pub fn with_intervals(intervals: VpaIntervals) -> VpaOptions {
+        let preset = intervals.updater();
+        VpaOptions {
+            updater_interval: preset.interval,
+            min_replicas: preset.min_replicas,
+            in_place_skip_disruption_budget: preset.in_place_skip_disruption_budget,
+            updater_args: preset.extra_args(),
+            ..VpaOptions::default()
+        }
+    }
 }
 
 impl Default for VpaOptions {
@@ -324,6 +373,101 @@ impl Drop for VpaLogGuard<'_> {
     }
 }
 
+/// The running `vpa-recommender`. Dropping it stops it.
+#[derive(Debug)]
+pub struct Recommender {
+    process: Process,
+    args: Vec<String>,
+}
+
+impl Recommender {
+    /// Applies VPA's CRDs and [`RBAC_FILE`], gets a 2-hour token of ServiceAccount
+    /// `kube-system/`[`RECOMMENDER_ACCOUNT`] from the TokenRequest API into a kubeconfig of its
+    /// own, and starts `vpa-recommender` with it and the flags of `intervals` (then `extra_args`;
+    /// a repeated flag's last value wins), logging at `--v=4` to `vpa-recommender.log` in the
+    /// control plane's directory. Returns once its informers have synced
+    /// ([`RECOMMENDER_SYNCED_LOG`]); its first loop follows one `--recommender-interval` later.
+    /// It needs neither the updater nor the admission controller.
+    pub async fn start(
+        cp: &ControlPlane,
+        intervals: VpaIntervals,
+        extra_args: &[String],
+    ) -> anyhow::Result<Recommender> {
+        let binaries = VpaBinaries::locate()?;
+        let client = cp.client().await?;
+        apply_crds(&client, &binaries.crd).await?;
+        apply_rbac(&client, &binaries.rbac).await?;
+        let kubeconfig = account_kubeconfig(cp, &client, RECOMMENDER_ACCOUNT).await?;
+
+        let port = free_port()?;
+        let mut args = vec![
+            format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--address=127.0.0.1:{port}"),
+            "--v=4".to_owned(),
+        ];
+        args.extend(intervals.recommender().args());
+        args.extend(extra_args.iter().cloned());
+        let mut process = spawn(
+            "vpa-recommender",
+            &binaries.recommender,
+            &args,
+            &cp.dir().join("vpa-recommender.log"),
+        )?;
+        // Its metrics listener opens first; the informers (pods, VPAs, checkpoints, the targets'
+        // controllers) sync after, and only with the RBAC above.
+        let synced = poll("vpa-recommender synced", Duration::from_secs(60), || {
+            anyhow::ensure!(process.is_running(), "vpa-recommender exited");
+            anyhow::ensure!(
+                read_log(&process).contains(RECOMMENDER_SYNCED_LOG),
+                "not yet"
+            );
+            Ok(())
+        })
+        .await;
+        if let Err(e) = synced {
+            let tail = process.log_tail(6000);
+            process.stop(Duration::from_secs(5));
+            anyhow::bail!("{e:#}\n{tail}");
+        }
+        Ok(Recommender { process, args })
+    }
+
+    /// The flags it runs with.
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
+    /// Its whole log so far.
+    pub fn log(&self) -> String {
+        read_log(&self.process)
+    }
+
+    /// Waits until its log contains `needle`.
+    pub async fn wait_log(&self, needle: &str, timeout: Duration) -> anyhow::Result<()> {
+        wait_log(&self.process, needle, timeout).await
+    }
+
+    /// The tail of its log, for a failing test's output.
+    pub fn dump_log(&self) -> String {
+        format!(
+            "--- vpa-recommender ({}) ---\n{}\n",
+            self.process.log_path().display(),
+            self.process.log_tail(6000)
+        )
+    }
+
+    /// Stops it (SIGTERM, SIGKILL after 5 s).
+    pub fn stop(&mut self) {
+        self.process.stop(Duration::from_secs(5));
+    }
+}
+
+impl Drop for Recommender {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// The `ApiResource` of `autoscaling.k8s.io/v1` VerticalPodAutoscalers.
 pub fn vpa_resource() -> ApiResource {
     ApiResource {
@@ -490,6 +634,95 @@ async fn apply_crds(client: &kube::Client, file: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Server-side applies every object of VPA's RBAC file (ServiceAccounts, ClusterRoles, Roles and
+/// their bindings), each through its typed API.
+async fn apply_rbac(client: &kube::Client, file: &Path) -> anyhow::Result<()> {
+    let text = fs::read_to_string(file)?;
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let value = serde_json::Value::deserialize(doc)?;
+        if value.is_null() {
+            continue;
+        }
+        let kind = value["kind"].as_str().unwrap_or_default();
+        let ns = value["metadata"]["namespace"].as_str().unwrap_or("default");
+        let c = client.clone();
+        match kind {
+            "ServiceAccount" => apply_typed(Api::<ServiceAccount>::namespaced(c, ns), &value).await,
+            "ClusterRole" => apply_typed(Api::<ClusterRole>::all(c), &value).await,
+            "ClusterRoleBinding" => apply_typed(Api::<ClusterRoleBinding>::all(c), &value).await,
+            "Role" => apply_typed(Api::<Role>::namespaced(c, ns), &value).await,
+            "RoleBinding" => apply_typed(Api::<RoleBinding>::namespaced(c, ns), &value).await,
+            other => Err(anyhow::anyhow!("unexpected kind {other:?}")),
+        }
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{}: {kind} {}: {e:#}",
+                file.display(),
+                value["metadata"]["name"]
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Server-side applies one object, after reading it as `K` (so a malformed manifest fails here).
+async fn apply_typed<K>(api: Api<K>, value: &serde_json::Value) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
+{
+    let object: K = serde_json::from_value(value.clone())?;
+    let name = object
+        .meta()
+        .name
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("no metadata.name"))?;
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&object),
+    )
+    .await?;
+    Ok(())
+}
+
+/// A kubeconfig (`<account>.kubeconfig` in the control plane's directory) that authenticates as
+/// ServiceAccount `kube-system/<account>` with a 2-hour token from the TokenRequest API, as a
+/// pod's projected token would.
+async fn account_kubeconfig(
+    cp: &ControlPlane,
+    client: &kube::Client,
+    account: &str,
+) -> anyhow::Result<PathBuf> {
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(7200),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(client.clone(), STATUS_NAMESPACE)
+        .create_token_request(account, &PostParams::default(), &request)
+        .await
+        .map_err(|e| anyhow::anyhow!("TokenRequest for {STATUS_NAMESPACE}/{account}: {e}"))?
+        .status
+        .and_then(|s| s.token)
+        .ok_or_else(|| {
+            anyhow::anyhow!("TokenRequest for {STATUS_NAMESPACE}/{account}: no status")
+        })?;
+    let path = cp.dir().join(format!("{account}.kubeconfig"));
+    fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: harness\n  cluster:\n    server: {}\n    \
+             insecure-skip-tls-verify: true\nusers:\n- name: {account}\n  user:\n    token: {token}\n\
+             contexts:\n- name: harness\n  context:\n    cluster: harness\n    user: {account}\n\
+             current-context: harness\n",
+            cp.url()
+        ),
+    )?;
+    Ok(path)
 }
 
 fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> anyhow::Result<Process> {
