@@ -5,7 +5,10 @@
 //! `system:masters` and a ServiceAccount-style user for RBAC checks), RBAC authorization, the
 //! `ServiceAccount` and `TaintNodesByCondition` admission plugins off (no ServiceAccount or node
 //! lifecycle controller runs),
-//! `Priority` kept, and an audit log at `Metadata` level so tests can read `auditAnnotations`.
+//! `Priority` kept, an audit log at `Metadata` level so tests can read `auditAnnotations`, and
+//! the aggregation layer's front proxy (a client CA and certificate, the `--requestheader-*` and
+//! `--proxy-client-*` flags as kubeadm sets them), so aggregated API servers such as
+//! metrics-server ([`crate::metrics_server`]) can be registered.
 //! kube-controller-manager, when a test asks for it, runs only the controllers the suites need
 //! ([`CONTROLLERS`]).
 //! Everything lives in one temporary directory; process logs are kept there and their tails are
@@ -225,6 +228,7 @@ impl ControlPlane {
             // (upstream's own resolver), since no kube-proxy routes a ClusterIP here.
             "--enable-aggregator-routing=true".to_owned(),
         ];
+        args.extend(front_proxy(root)?);
         if !options.feature_gates.is_empty() {
             args.push(format!(
                 "--feature-gates={}",
@@ -605,6 +609,57 @@ fn serving_certificate(root: &Path, host: &str) -> anyhow::Result<Vec<String>> {
             "--tls-private-key-file={}",
             root.join("apiserver.key").display()
         ),
+    ])
+}
+
+/// The client certificate's common name kube-apiserver proxies to aggregated API servers with
+/// (kubeadm's `front-proxy-client`).
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
+
+/// The aggregation layer's front proxy, as kubeadm configures it (`front-proxy-ca.crt`,
+/// `front-proxy-client.crt`): a CA of its own, whose client certificate kube-apiserver presents to
+/// aggregated API servers with the user in `X-Remote-User`; they trust it through the
+/// `extension-apiserver-authentication` ConfigMap kube-apiserver publishes in `kube-system`.
+fn front_proxy(root: &Path) -> anyhow::Result<Vec<String>> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, KeyUsagePurpose,
+    };
+    let ca_key = KeyPair::generate()?;
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name
+        .push(DnType::CommonName, "front-proxy-ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate()?;
+    let mut client = CertificateParams::default();
+    client
+        .distinguished_name
+        .push(DnType::CommonName, FRONT_PROXY_CLIENT);
+    client.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = client.signed_by(&key, &issuer)?;
+    let (ca_path, cert_path, key_path) = (
+        root.join("front-proxy-ca.crt"),
+        root.join("front-proxy-client.crt"),
+        root.join("front-proxy-client.key"),
+    );
+    fs::write(&ca_path, ca_cert.pem())?;
+    fs::write(&cert_path, cert.pem())?;
+    fs::write(&key_path, key.serialize_pem())?;
+    Ok(vec![
+        format!("--requestheader-client-ca-file={}", ca_path.display()),
+        format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT}"),
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-".to_owned(),
+        "--requestheader-group-headers=X-Remote-Group".to_owned(),
+        "--requestheader-username-headers=X-Remote-User".to_owned(),
+        format!("--proxy-client-cert-file={}", cert_path.display()),
+        format!("--proxy-client-key-file={}", key_path.display()),
     ])
 }
 

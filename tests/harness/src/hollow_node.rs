@@ -27,7 +27,18 @@
 //!   taints: ["dedicated=batch:NoSchedule"]
 //!   featureGates: ["InPlacePodLevelResourcesVerticalScaling=false"]
 //!   podMemoryUsage: 200Mi
+//!   kubeletApi: true
 //! ```
+//!
+//! Usage: what each container "uses" is set at runtime with [`HollowNode::set_usage`] (or
+//! [`UsageFile::of`] by node name), `{"<ns>/<pod>/<container>": {"memory": "150Mi", "cpu":
+//! "200m"}}` in `usage-<node>.json` next to the control-plane logs, which the node re-reads when it
+//! changes. The kubelet then reports it in its CRI container stats and cAdvisor pod cgroups, so
+//! `/metrics/resource` (metrics-server, [`crate::metrics_server`]) and its own check before lowering
+//! a memory limit see the same numbers; a pod with no entry keeps `podMemoryUsage` for its cgroup
+//! and has no container stats. `kubeletApi: true` serves the kubelet's HTTPS API on this machine's
+//! address ([`crate::replica::host_ip`]) at a free port, with webhook authentication and
+//! authorization, advertised in the Node's status; off by default, so many nodes start cheaply.
 //!
 //! Each process lives in its own work directory inside the control plane's temporary directory
 //! (kubelet root dir, checkpoints, CRI socket), logs to `hollow-node-<name>.log` (`.<n>.log` for a
@@ -94,6 +105,10 @@ pub struct HollowNodeConfig {
     /// memory limit to this or below.
     #[serde(default = "zero")]
     pub pod_memory_usage: String,
+    /// Serve the kubelet's HTTPS API (`/metrics/resource`, `/stats`, …) on this machine's address
+    /// at a free port, as the Node's status advertises it: what metrics-server scrapes.
+    #[serde(default)]
+    pub kubelet_api: bool,
 }
 
 fn zero() -> String {
@@ -118,6 +133,7 @@ impl HollowNodeConfig {
             taints: Vec::new(),
             feature_gates: Vec::new(),
             pod_memory_usage: zero(),
+            kubelet_api: false,
         }
     }
 
@@ -156,6 +172,12 @@ impl HollowNodeConfig {
     /// Sets the memory usage reported for every pod.
     pub fn pod_memory_usage(mut self, usage: &str) -> HollowNodeConfig {
         self.pod_memory_usage = usage.to_owned();
+        self
+    }
+
+    /// Serves the kubelet's HTTPS API (for metrics-server).
+    pub fn kubelet_api(mut self) -> HollowNodeConfig {
+        self.kubelet_api = true;
         self
     }
 
@@ -292,6 +314,8 @@ pub struct HollowNode {
     name: String,
     process: Process,
     registration: Duration,
+    usage: UsageFile,
+    kubelet_port: Option<u16>,
     // Declared after `process`: the directory goes once the process is stopped.
     work_dir: tempfile::TempDir,
 }
@@ -341,10 +365,13 @@ impl HollowNode {
             .prefix("hn-")
             .tempdir_in(cp.dir())
             .context("hollow node work dir")?;
+        let (process, kubelet_port) = spawn_kubelet(cp, config, work_dir.path())?;
         Ok(HollowNode {
             name: config.name.clone(),
-            process: spawn_kubelet(cp, config, work_dir.path())?,
+            process,
             registration: Duration::ZERO,
+            usage: UsageFile::of(cp, &config.name),
+            kubelet_port,
             work_dir,
         })
     }
@@ -375,7 +402,7 @@ impl HollowNode {
             Instant::now(),
             k8s_openapi::jiff::Timestamp::now().as_second(),
         );
-        self.process = spawn_kubelet(cp, config, self.work_dir.path())?;
+        (self.process, self.kubelet_port) = spawn_kubelet(cp, config, self.work_dir.path())?;
         let client = cp.client().await?;
         self.wait_ready(client, config, started, since).await
     }
@@ -433,6 +460,31 @@ impl HollowNode {
     /// From process start to the Node being Ready with the expected allocatable.
     pub fn registration_time(&self) -> Duration {
         self.registration
+    }
+
+    /// Sets what container `namespace/pod/container` uses: `memory` (a quantity, e.g. `150Mi`:
+    /// usage = working set) and `cpu` (a rate, e.g. `200m`, integrated into its cumulative CPU).
+    /// The kubelet sees it on its next stats read.
+    pub fn set_usage(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        memory: &str,
+        cpu: &str,
+    ) -> anyhow::Result<()> {
+        self.usage.set(namespace, pod, container, memory, cpu)
+    }
+
+    /// The node's usage file.
+    pub fn usage_file(&self) -> &UsageFile {
+        &self.usage
+    }
+
+    /// The kubelet API's port on [`crate::replica::host_ip`], if
+    /// [`HollowNodeConfig::kubelet_api`] is on.
+    pub fn kubelet_port(&self) -> Option<u16> {
+        self.kubelet_port
     }
 
     /// The process id.
@@ -521,14 +573,27 @@ impl Drop for HollowNode {
 }
 
 /// Spawns one `hollow-node` process for `config` on `work_dir`, logging next to the control
-/// plane's logs (a node restarted under the same name gets a numbered log).
+/// plane's logs (a node restarted under the same name gets a numbered log); with its kubelet API
+/// port, if on.
 fn spawn_kubelet(
     cp: &ControlPlane,
     config: &HollowNodeConfig,
     work_dir: &Path,
-) -> anyhow::Result<Process> {
+) -> anyhow::Result<(Process, Option<u16>)> {
     let mut cmd = Command::new(&cp.binaries().hollow_node);
     cmd.args(config.args(work_dir, &cp.kubeconfig_path()));
+    cmd.arg(format!(
+        "--usage-file={}",
+        UsageFile::of(cp, &config.name).path().display()
+    ));
+    let kubelet_port = if config.kubelet_api {
+        let port = crate::process::free_port()?;
+        cmd.arg(format!("--kubelet-port={port}"))
+            .arg(format!("--node-ip={}", crate::replica::host_ip()?));
+        Some(port)
+    } else {
+        None
+    };
     // A node restarted under the same name keeps the earlier process's log.
     let log = (0..)
         .map(|n| match n {
@@ -539,12 +604,106 @@ fn spawn_kubelet(
         })
         .find(|p| !p.exists())
         .context("hollow node log file")?;
-    Process::spawn_with_cleanup(
+    let process = Process::spawn_with_cleanup(
         &format!("hollow-node {}", config.name),
         cmd,
         &log,
         Some(work_dir),
-    )
+    )?;
+    Ok((process, kubelet_port))
+}
+
+/// A hollow node's usage file: `{"<namespace>/<pod>/<container>": {"memory": "<quantity>",
+/// "cpu": "<quantity>"}}`, re-read by the node whenever it changes (format and semantics:
+/// `tests/control-plane/cmd/hollow-node/usage.go`). Writes are atomic (a temporary file renamed
+/// over it) and serialised within the test binary, so tests sharing a node keep each other's
+/// entries.
+#[derive(Debug, Clone)]
+pub struct UsageFile {
+    path: PathBuf,
+}
+
+/// Serialises read-modify-write of usage files within this process.
+static USAGE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl UsageFile {
+    /// The usage file of node `node` of `cp` (whether or not it runs yet): `usage-<node>.json`
+    /// in the control plane's directory, so it survives a restart of the node.
+    pub fn of(cp: &ControlPlane, node: &str) -> UsageFile {
+        UsageFile {
+            path: cp.dir().join(format!("usage-{node}.json")),
+        }
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sets container `namespace/pod/container`'s memory (bytes quantity) and CPU (cores
+    /// quantity, a rate); both must be non-negative quantities.
+    pub fn set(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        memory: &str,
+        cpu: &str,
+    ) -> anyhow::Result<()> {
+        for (what, value) in [("memory", memory), ("cpu", cpu)] {
+            let v = parse_milli(value).with_context(|| format!("usage {what} {value:?}"))?;
+            anyhow::ensure!(v >= 0, "usage {what} {value} is negative");
+        }
+        let key = usage_key(namespace, pod, container)?;
+        self.update(|entries| {
+            entries.insert(key, serde_json::json!({"memory": memory, "cpu": cpu}));
+        })
+    }
+
+    /// Removes container `namespace/pod/container`'s entry: it reports no container stats again.
+    pub fn remove(&self, namespace: &str, pod: &str, container: &str) -> anyhow::Result<()> {
+        let key = usage_key(namespace, pod, container)?;
+        self.update(|entries| {
+            entries.remove(&key);
+        })
+    }
+
+    fn update(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, serde_json::Value>),
+    ) -> anyhow::Result<()> {
+        let _guard = USAGE_LOCK
+            .lock()
+            .map_err(|_| anyhow::anyhow!("usage file lock poisoned"))?;
+        let mut entries: BTreeMap<String, serde_json::Value> = match std::fs::read(&self.path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .with_context(|| format!("usage file {}", self.path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(e).with_context(|| format!("read {}", self.path.display())),
+        };
+        change(&mut entries);
+        let tmp = self
+            .path
+            .with_extension(format!("json.tmp-{}", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&entries)?)
+            .with_context(|| format!("write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &self.path)
+            .with_context(|| format!("rename {} to {}", tmp.display(), self.path.display()))
+    }
+}
+
+fn usage_key(namespace: &str, pod: &str, container: &str) -> anyhow::Result<String> {
+    for (what, name) in [
+        ("namespace", namespace),
+        ("pod", pod),
+        ("container", container),
+    ] {
+        anyhow::ensure!(
+            !name.is_empty() && !name.contains('/'),
+            "usage {what} {name:?}: want a non-empty name without '/'"
+        );
+    }
+    Ok(format!("{namespace}/{pod}/{container}"))
 }
 
 /// Ready=True, heartbeat at or after `since` (Unix seconds), and the allocatable the
@@ -720,6 +879,37 @@ mod tests {
             "{name: a, cpu: 2, memory: 4Gi, reservedCPU: 1}",
         );
         assert!(typo.unwrap_err().to_string().contains("reservedCPU"));
+    }
+
+    #[test]
+    fn usage_file_keeps_other_entries_and_refuses_bad_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = UsageFile {
+            path: dir.path().join("usage-n.json"),
+        };
+        file.set("ns", "p", "a", "150Mi", "200m").unwrap();
+        file.set("ns", "p", "b", "1Gi", "0").unwrap();
+        file.set("ns", "p", "a", "300Mi", "1").unwrap();
+        let read = || -> serde_json::Value {
+            serde_json::from_slice(&std::fs::read(file.path()).unwrap()).unwrap()
+        };
+        assert_eq!(
+            read(),
+            serde_json::json!({"ns/p/a": {"memory": "300Mi", "cpu": "1"},
+                               "ns/p/b": {"memory": "1Gi", "cpu": "0"}})
+        );
+        file.remove("ns", "p", "b").unwrap();
+        assert_eq!(read().as_object().unwrap().len(), 1);
+        let err = |r: anyhow::Result<()>| format!("{:#}", r.unwrap_err());
+        assert!(err(file.set("ns", "p", "a", "lots", "1")).contains("memory"));
+        assert!(err(file.set("ns", "p", "a", "1Mi", "-1")).contains("negative"));
+        assert!(err(file.set("ns", "p/q", "a", "1Mi", "1")).contains("pod"));
+        assert!(err(file.set("ns", "p", "", "1Mi", "1")).contains("container"));
+        assert_eq!(
+            read()["ns/p/a"]["memory"],
+            "300Mi",
+            "a refused value changes nothing"
+        );
     }
 
     #[test]

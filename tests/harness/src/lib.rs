@@ -25,6 +25,7 @@ pub mod install;
 pub mod issuer;
 pub mod kubectl;
 pub mod matrix;
+pub mod metrics_server;
 pub mod objects;
 pub mod process;
 pub mod programs;

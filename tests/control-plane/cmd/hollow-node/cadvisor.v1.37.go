@@ -23,24 +23,27 @@ func (m *machine) MachineInfo(logger klog.Logger) (*cadvisorapi.MachineInfo, err
 }
 
 // ContainerInfoV2 replaces cadvisorClient.ContainerInfoV2 (pkg/kubelet/cadvisor/cadvisor_linux.go)
-// for pod cgroups: the kubelet reads a pod's memory usage from it before lowering a memory limit
-// (kuberuntime validateMemoryResizeAction via cadvisorStatsProvider.PodCPUAndMemoryStats).
+// for the root and pod cgroups (machine.sampleOf): the kubelet reads a pod's memory usage from it
+// before lowering a memory limit (kuberuntime validateMemoryResizeAction via
+// cadvisorStatsProvider.PodCPUAndMemoryStats), and the node's from the root. Only the named
+// cgroup is returned, also when the request is recursive: container cgroups are not modelled,
+// their stats come from the CRI (cri_stats.go).
 func (m *machine) ContainerInfoV2(name string, options cadvisorapi.RequestOptions) (map[string]cadvisorapi.ContainerInfo, error) {
-	limit, created, ok := m.cgroups.memoryOf(name)
+	s, ok := m.sampleOf(name)
 	if !ok {
 		return m.Fake.ContainerInfoV2(name, options)
 	}
-	usage := m.cgroups.usage
 	return map[string]cadvisorapi.ContainerInfo{name: {
 		Spec: cadvisorapi.ContainerSpec{
-			CreationTime: created,
+			CreationTime: s.created,
 			HasCpu:       true,
 			HasMemory:    true,
-			Memory:       cadvisorapi.MemorySpec{Limit: limit},
+			Memory:       cadvisorapi.MemorySpec{Limit: s.memoryLimit},
 		},
 		Stats: []*cadvisorapi.ContainerStats{{
 			Timestamp: time.Now(),
-			Memory:    &cadvisorapi.MemoryStats{Usage: usage, WorkingSet: usage, RSS: usage},
+			Cpu:       &cadvisorapi.CpuStats{Usage: cadvisorapi.CpuUsage{Total: s.cpuNanos}},
+			Memory:    &cadvisorapi.MemoryStats{Usage: s.memory, WorkingSet: s.memory, RSS: s.memory},
 		}},
 	}}, nil
 }

@@ -77,21 +77,39 @@ type podCgroup struct {
 // memoryUnlimited is what cgroup v1 memory.limit_in_bytes reads when unlimited (4 KiB pages).
 const memoryUnlimited = int64(9223372036854771712)
 
-// podCgroups is the in-memory cgroupfs of the pod cgroups, by literal cgroupfs name.
+// podCgroups is the in-memory cgroupfs of the pod cgroups, by literal cgroupfs name, and what
+// their processes use (usage.go).
 type podCgroups struct {
 	mu     sync.Mutex
 	byName map[string]*podCgroup
-	usage  uint64
+	usage  *usageBook
 }
 
-func (s *podCgroups) memoryOf(name string) (uint64, time.Time, bool) {
+// cgroupSample is what the fake cAdvisor reports for one cgroup (cadvisor.v1.*.go): its
+// creation, memory limit, memory usage (= working set = RSS) and cumulative CPU.
+type cgroupSample struct {
+	created     time.Time
+	memoryLimit uint64
+	memory      uint64
+	cpuNanos    uint64
+}
+
+// sampleOf is the pod cgroup literally named `name`, with its usage; ok is false for any other
+// name.
+func (s *podCgroups) sampleOf(name string) (cgroupSample, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	g, ok := s.byName[name]
-	if !ok {
-		return 0, time.Time{}, false
+	var info cgroupSample
+	var uid types.UID
+	if ok {
+		info, uid = cgroupSample{memoryLimit: uint64(g.memoryLimit), created: g.created}, g.uid
 	}
-	return uint64(g.memoryLimit), g.created, true
+	s.mu.Unlock()
+	if !ok {
+		return info, false
+	}
+	info.memory, info.cpuNanos = s.usage.podUsage(string(uid))
+	return info, true
 }
 
 // podContainerManager replaces podContainerManagerImpl (pkg/kubelet/cm/pod_container_manager_linux.go)
@@ -218,11 +236,13 @@ func (m *podContainerManager) IsPodCgroup(cgroupfs string) (bool, types.UID) {
 func (m *podContainerManager) GetPodCgroupMemoryUsage(pod *v1.Pod) (uint64, error) {
 	_, literal := m.GetPodContainerName(pod)
 	m.cgroups.mu.Lock()
-	defer m.cgroups.mu.Unlock()
-	if _, err := m.get(literal); err != nil {
+	_, err := m.get(literal)
+	m.cgroups.mu.Unlock()
+	if err != nil {
 		return 0, err
 	}
-	return m.cgroups.usage, nil
+	memory, _ := m.cgroups.usage.podUsage(string(pod.UID))
+	return memory, nil
 }
 
 // GetPodCgroupConfig mirrors podContainerManagerImpl.GetPodCgroupConfig over cgroupV1impl.GetCgroupConfig.

@@ -11,8 +11,12 @@
 //     instead of fake.GenerateEndpoint()'s /tmp/kubelet_remote_<n>.sock, and the fake image
 //     service (kubemark's --use-host-image-service=false).
 //   - cAdvisor: kubemark's pkg/kubelet/cadvisor/testing Fake, with MachineInfo sized by
-//     --cores/--memory and ContainerInfoV2 reporting --pod-memory-usage for pod cgroups
+//     --cores/--memory and ContainerInfoV2 reporting the root and pod cgroups' usage
 //     (replacing cadvisorClient.MachineInfo / ContainerInfoV2 in pkg/kubelet/cadvisor/cadvisor_linux.go).
+//   - Resource usage: per container, from the usage file (--usage-file, usage.go), reported as the
+//     CRI's container stats (cri_stats.go, on the kubelet's side of the CRI) and cAdvisor's pod
+//     and root cgroups, so /metrics/resource and the kubelet's own check before lowering a memory
+//     limit see the same numbers; a pod with no entry reports --pod-memory-usage for its cgroup.
 //   - Container manager: kubemark's cm.NewStubContainerManager() (pkg/kubelet/cm/container_manager_stub.go)
 //     with two methods replaced: GetNodeAllocatableReservation (containerManagerImpl's in
 //     pkg/kubelet/cm/node_container_manager_linux.go: system-reserved; no eviction thresholds are
@@ -30,8 +34,10 @@
 // /dev/kmsg must be readable (checked at start).
 //
 // Everything the kubelet writes (root dir, checkpoints, pod logs, sockets) lives under --work-dir;
-// TMPDIR is pointed there too, so nothing lands in /tmp. No port is opened (the kubelet server is
-// disabled, as with --kubelet-port=0 --kubelet-read-only-port=0).
+// TMPDIR is pointed there too, so nothing lands in /tmp. By default no port is opened (the kubelet
+// server is disabled, as with kubemark's --kubelet-port=0 --kubelet-read-only-port=0);
+// --kubelet-port with --node-ip serves the kubelet's HTTPS API there, with webhook authentication
+// and authorization against the API server (kubelet_server.go).
 package main
 
 import (
@@ -73,6 +79,9 @@ type config struct {
 	reservedCPU    string
 	reservedMemory string
 	podMemoryUsage string
+	usageFile      string
+	kubeletPort    int
+	nodeIP         string
 	maxPods        int
 	nodeLabels     map[string]string
 	taints         []v1.Taint
@@ -96,7 +105,10 @@ func run() error {
 	fs.StringVar(&c.memory, "memory", "3840Mi", "Memory of the fake cAdvisor machine (node capacity memory).")
 	fs.StringVar(&c.reservedCPU, "reserved-cpu", "0", "CPU reserved for the system (capacity - reserved = allocatable).")
 	fs.StringVar(&c.reservedMemory, "reserved-memory", "0", "Memory reserved for the system (capacity - reserved = allocatable).")
-	fs.StringVar(&c.podMemoryUsage, "pod-memory-usage", "0", "Memory usage the fake cAdvisor reports for every pod cgroup.")
+	fs.StringVar(&c.podMemoryUsage, "pod-memory-usage", "0", "Memory usage the fake cAdvisor reports for a pod cgroup none of whose containers has a usage-file entry.")
+	fs.StringVar(&c.usageFile, "usage-file", "", "JSON file of per-container usage, re-read when it changes: {\"<namespace>/<pod>/<container>\": {\"memory\": \"150Mi\", \"cpu\": \"200m\"}} (default <work-dir>/usage.json).")
+	fs.IntVar(&c.kubeletPort, "kubelet-port", 0, "Serve the kubelet's HTTPS API on --node-ip at this port (0: no kubelet server).")
+	fs.StringVar(&c.nodeIP, "node-ip", "", "The node's InternalIP, a non-loopback address of this machine (required with --kubelet-port).")
 	fs.IntVar(&c.maxPods, "max-pods", 110, "Pod capacity.")
 	labels := cliflag.ConfigurationMap(c.nodeLabels)
 	fs.Var(&labels, "node-labels", "Extra node labels (key=value,...).")
@@ -126,6 +138,20 @@ func run() error {
 	usage, err := resource.ParseQuantity(c.podMemoryUsage)
 	if err != nil {
 		return fmt.Errorf("--pod-memory-usage: %w", err)
+	}
+	var serving *kubeletServer
+	if c.kubeletPort < 0 || c.kubeletPort > 65535 {
+		return fmt.Errorf("--kubelet-port %d is not a port", c.kubeletPort)
+	}
+	if c.nodeIP != "" || c.kubeletPort != 0 {
+		if c.kubeletPort == 0 || c.nodeIP == "" {
+			return fmt.Errorf("--kubelet-port and --node-ip go together")
+		}
+		ip, err := parseNodeIP(c.nodeIP)
+		if err != nil {
+			return err
+		}
+		serving = &kubeletServer{nodeIP: ip, port: c.kubeletPort}
 	}
 	reservation := v1.ResourceList{}
 	for name, value := range map[v1.ResourceName]string{v1.ResourceCPU: c.reservedCPU, v1.ResourceMemory: c.reservedMemory} {
@@ -184,8 +210,13 @@ func run() error {
 		}
 	}
 	endpoint := "unix://" + filepath.Join(workDir, "cri.sock")
-	kc.EnableServer = false // no kubelet HTTPS port (kubemark's --kubelet-port=0)
+	kc.EnableServer = false // no kubelet HTTPS port (kubemark's --kubelet-port=0) unless serving
 	kc.ReadOnlyPort = 0
+	if serving != nil {
+		if err := serving.configure(flags, kc, c.nodeName); err != nil {
+			return err
+		}
+	}
 	kc.ContainerRuntimeEndpoint = endpoint
 	kc.ImageServiceEndpoint = endpoint
 	kc.FeatureGates = c.featureGates
@@ -242,7 +273,11 @@ func run() error {
 		return fmt.Errorf("CRI runtime service: %w", err)
 	}
 
-	cgroups := &podCgroups{byName: map[string]*podCgroup{}, usage: uint64(usage.Value())}
+	usageFile := c.usageFile
+	if usageFile == "" {
+		usageFile = filepath.Join(workDir, "usage.json")
+	}
+	cgroups := &podCgroups{byName: map[string]*podCgroup{}, usage: newUsageBook(usageFile, uint64(usage.Value()), runtime.RuntimeService)}
 	machine := newMachine(c.nodeName, c.cores, uint64(memory.Value()), cgroups)
 	containerManager := &containerManager{
 		ContainerManager: cm.NewStubContainerManager(),
@@ -254,10 +289,15 @@ func run() error {
 		pods:        &podContainerManager{cgroups: cgroups, cpuPeriod: uint64(kc.CPUCFSQuotaPeriod.Duration / time.Microsecond), enforceCPULimits: kc.CPUCFSQuota},
 	}
 
-	hollow := kubemark.NewHollowKubelet(flags, kc, client, heartbeatClient, machine, runtime.ImageService, slowStop{runtimeService}, containerManager)
+	hollow := kubemark.NewHollowKubelet(flags, kc, client, heartbeatClient, machine, runtime.ImageService, slowStop{usageStats{runtimeService, cgroups.usage}}, containerManager)
 	// The kubelet's own recorder instead of kubemark's record.FakeRecorder.
 	hollow.KubeletDeps.Recorder = nil
 	hollow.KubeletDeps.EventClient = eventClient.CoreV1()
+	if serving != nil {
+		if err := serving.dependencies(ctx, hollow, client, c.nodeName); err != nil {
+			return err
+		}
+	}
 	// kubemark.HollowKubelet.Run, minus its klog.Fatalf and endless select.
 	if err := kubeletapp.RunKubelet(ctx, &options.KubeletServer{
 		KubeletFlags:         *hollow.KubeletFlags,
