@@ -7,11 +7,13 @@
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::jiff::Timestamp;
 use resize_guard_policy::ledger::NodeLedger;
+use resize_guard_policy::memory::{MemoryCheck, judge, unapplied_lowerings};
 use resize_guard_policy::plan::PlanRecord;
 use resize_guard_policy::pod::{self, PodKey, resize_pending};
 use resize_guard_policy::qos::qos_reason;
 use resize_guard_policy::requests::{Accounting, spec_requests};
 use resize_guard_policy::resources::Resources;
+use resize_guard_policy::usage::Evidence;
 use resize_guard_policy::{Context, assess};
 use serde::Serialize;
 
@@ -39,6 +41,8 @@ pub struct Explanation {
     pub resize: Option<PendingView>,
     /// What resize-guard decides now.
     pub decision: DecisionView,
+    /// A memory limit the spec holds below the one applied, judged against usage.
+    pub memory: Option<MemoryView>,
     /// The plan the controller recorded on the pod.
     pub recorded_plan: Option<PlanView>,
     /// The controller's leadership.
@@ -105,6 +109,15 @@ pub struct PendingView {
     pub age: Option<String>,
 }
 
+/// The memory rule on limits the kubelet has not applied (a decrease waiting or refused).
+#[derive(Debug, Serialize)]
+pub struct MemoryView {
+    /// `below-usage`, `clear` or `unjudged`.
+    pub verdict: String,
+    /// What it means, with the numbers.
+    pub text: String,
+}
+
 /// The recorded plan.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -142,6 +155,7 @@ pub fn explain(
     ctx: &Context<'_>,
     lease: Option<&LeaseState>,
     events: &[Event],
+    usage: &Evidence,
     now: Timestamp,
 ) -> Explanation {
     let spec = pod.spec.clone().unwrap_or_default();
@@ -187,6 +201,7 @@ pub fn explain(
     } else {
         DecisionView::idle(resize_pending(pod).is_none())
     };
+    let memory = memory_view(pod, ctx, usage);
     let generation = pod.metadata.generation.unwrap_or(0);
     let recorded_plan = PlanRecord::of(pod).map(|p| PlanView {
         generation: p.generation,
@@ -230,11 +245,39 @@ pub fn explain(
         ledger: ledger_view,
         resize,
         decision,
+        memory,
         recorded_plan,
         controller,
         events,
         notes: Vec::new(),
     }
+}
+
+/// The memory rule on what the kubelet has yet to apply; `None` when nothing is lowered or the
+/// rule is off.
+fn memory_view(pod: &Pod, ctx: &Context<'_>, usage: &Evidence) -> Option<MemoryView> {
+    let rule = &ctx.policy.memory.decrease;
+    let check = judge(unapplied_lowerings(pod), usage, rule);
+    let (verdict, text) = match &check {
+        MemoryCheck::NotApplicable => return None,
+        MemoryCheck::Below { .. } => ("below-usage", check.message(rule)),
+        MemoryCheck::Clear(judged) => (
+            "clear",
+            format!(
+                "the lower limit stays above usage plus headroom ({}); the kubelet should apply it",
+                judged
+                    .iter()
+                    .map(|j| j.brief())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        ),
+        MemoryCheck::Unjudged(_) | MemoryCheck::NeedsUsage(_) => ("unjudged", check.summary()),
+    };
+    Some(MemoryView {
+        verdict: verdict.to_owned(),
+        text,
+    })
 }
 
 fn victim_state(v: &PodKey, ledger: Option<&NodeLedger>) -> &'static str {
@@ -342,6 +385,9 @@ pub fn render_text(x: &Explanation, wide: bool) -> String {
         out.push_str(&format!("  {line}\n"));
     }
     out.push_str(&victims_table(&x.decision.victims, true));
+    if let Some(m) = &x.memory {
+        out.push_str(&format!("  memory ({}): {}\n", m.verdict, m.text));
+    }
     if let Some(p) = &x.recorded_plan {
         out.push_str(&format!(
             "  recorded plan ({} ago, generation {}{}): {}\n",
@@ -430,7 +476,15 @@ mod tests {
             minor: None,
         };
         let now = Timestamp::from_second(1_796_126_500).unwrap();
-        let x = explain(&app, Some(&ledger), &ctx, None, &[], now);
+        let x = explain(
+            &app,
+            Some(&ledger),
+            &ctx,
+            None,
+            &[],
+            &Evidence::NotFetched,
+            now,
+        );
         assert_eq!(x.decision.label, "deferred-awaiting-termination");
         let text = render_text(&x, false);
         assert!(

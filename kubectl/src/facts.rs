@@ -16,6 +16,7 @@ use resize_guard_policy::Context;
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::{POLICY_KEY, Policy};
+use resize_guard_policy::usage::{Evidence, PodUsage};
 use resize_guard_policy::version::KubernetesVersion;
 
 use crate::connection::Connection;
@@ -158,6 +159,25 @@ pub async fn pod(conn: &Connection, namespace: &str, name: &str) -> anyhow::Resu
         .await
         .with_context(|| format!("reading pod {namespace}/{name}"))?
         .with_context(|| format!("pods \"{name}\" not found in namespace {namespace}"))
+}
+
+/// Pod `namespace/name`'s memory usage from `metrics.k8s.io` (metrics-server), as the webhook
+/// reads it for the memory rule; a failure is the reason, never a usage.
+pub async fn usage(conn: &Connection, namespace: &str, name: &str) -> Evidence {
+    let path = format!("/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods/{name}");
+    let request = match http::Request::get(&path).body(Vec::new()) {
+        Ok(r) => r,
+        Err(e) => return Evidence::Unavailable(format!("could not build the request: {e}")),
+    };
+    let read = tokio::time::timeout(Duration::from_secs(5), conn.client.request_text(request));
+    match read.await {
+        Ok(Ok(body)) => match PodUsage::from_pod_metrics(body.as_bytes(), Timestamp::now()) {
+            Ok(u) => Evidence::Measured(u),
+            Err(e) => Evidence::Unavailable(format!("metrics.k8s.io: {e}")),
+        },
+        Ok(Err(e)) => Evidence::Unavailable(format!("metrics.k8s.io: {e}")),
+        Err(_) => Evidence::Unavailable("metrics.k8s.io did not answer within 5 s".to_owned()),
+    }
 }
 
 /// The ledger of `node`: its allocatable and every pod bound to it.

@@ -32,6 +32,8 @@ pub mod table;
 pub mod what_if;
 
 use k8s_openapi::jiff::Timestamp;
+use resize_guard_policy::memory::unapplied_lowerings;
+use resize_guard_policy::usage::Evidence;
 use serde::Serialize;
 
 use crate::args::{Cli, Command, Output};
@@ -88,12 +90,19 @@ async fn execute(cli: Cli, target: &mut Option<Target>) -> anyhow::Result<Exit> 
                 Vec::new()
             });
             let ctx = judge.context(ledger.as_ref());
+            // Usage is read only for a memory limit the kubelet has yet to apply.
+            let usage = if unapplied_lowerings(&p).is_empty() {
+                Evidence::NotFetched
+            } else {
+                facts::usage(&conn, &conn.namespace, name).await
+            };
             let mut x = explain::explain(
                 &p,
                 ledger.as_ref(),
                 &ctx,
                 lease.as_ref(),
                 &events,
+                &usage,
                 Timestamp::now(),
             );
             x.notes = notes;

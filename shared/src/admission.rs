@@ -23,6 +23,8 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::memory::{MemoryCheck, judge, lowered_limits};
+use crate::usage::Evidence;
 use crate::verdict::clip;
 use crate::{Context, Ruling, Verdict, classify};
 
@@ -96,10 +98,27 @@ pub struct Admission {
     pub annotations: HashMap<String, String>,
     /// Whether this stage acts on the verdict (else it only annotates).
     pub acts: bool,
+    /// The resize lowers a memory limit and was judged without usage
+    /// ([`Evidence::NotFetched`]): fetch the pod's usage and call [`admit_with`] again.
+    pub wants_usage: bool,
 }
 
-/// Judges the resize `old` → `new` for `stage`.
+/// Judges the resize `old` → `new` for `stage`, without the pod's usage: a resize that lowers a
+/// memory limit comes back with [`Admission::wants_usage`].
 pub fn admit(stage: Stage, old: &Pod, new: &Pod, ctx: &Context<'_>) -> Admission {
+    admit_with(stage, old, new, ctx, &Evidence::NotFetched)
+}
+
+/// Judges the resize `old` → `new` for `stage` with what is known of the pod's memory usage
+/// (the memory rule, [`crate::memory`], judges the pod as it will be admitted: repaired or as
+/// sent, and only when nothing else refuses it).
+pub fn admit_with(
+    stage: Stage,
+    old: &Pod,
+    new: &Pod,
+    ctx: &Context<'_>,
+    usage: &Evidence,
+) -> Admission {
     let verdict = classify(old, new, ctx);
     let mut annotations = annotations_for(&verdict);
     // The mutating stage acts on everything but a validation error: built-in validation runs
@@ -121,6 +140,7 @@ pub fn admit(stage: Stage, old: &Pod, new: &Pod, ctx: &Context<'_>) -> Admission
             warnings: vec![],
             annotations,
             acts,
+            wants_usage: false,
         };
     }
     let outcome = verdict.outcome(ctx.policy);
@@ -155,6 +175,23 @@ pub fn admit(stage: Stage, old: &Pod, new: &Pod, ctx: &Context<'_>) -> Admission
             }
         }
     };
+    let mut judged = Judged {
+        effect,
+        decision,
+        warnings,
+        annotations,
+        wants_usage: false,
+    };
+    if !matches!(verdict, Verdict::Skipped(_)) {
+        judged.memory(old, new, ctx, usage);
+    }
+    let Judged {
+        effect,
+        decision,
+        warnings,
+        mut annotations,
+        wants_usage,
+    } = judged;
     annotations.insert("decision".into(), decision.clone());
     if let Effect::Repair { describe, .. } = &effect {
         annotations.insert("repair".into(), clip(describe, 1024));
@@ -165,6 +202,62 @@ pub fn admit(stage: Stage, old: &Pod, new: &Pod, ctx: &Context<'_>) -> Admission
         warnings,
         annotations,
         acts,
+        wants_usage,
+    }
+}
+
+/// An answer being built: the memory rule may still turn it into a denial.
+struct Judged {
+    effect: Effect,
+    decision: String,
+    warnings: Vec<String>,
+    annotations: HashMap<String, String>,
+    wants_usage: bool,
+}
+
+impl Judged {
+    /// Applies the memory rule to a resize the rest of the policy lets through.
+    fn memory(&mut self, old: &Pod, new: &Pod, ctx: &Context<'_>, usage: &Evidence) {
+        let admitted = match &self.effect {
+            Effect::Deny { .. } => return,
+            Effect::Allow => new,
+            Effect::Repair { pod, .. } => pod.as_ref(),
+        };
+        let rule = &ctx.policy.memory.decrease;
+        let check = judge(lowered_limits(old, admitted), usage, rule);
+        if let Some(a) = check.annotation() {
+            self.annotations.insert("memory".into(), clip(&a, 1024));
+        }
+        match &check {
+            MemoryCheck::NotApplicable | MemoryCheck::Clear(_) => {}
+            MemoryCheck::NeedsUsage(_) => {
+                self.wants_usage = true;
+                self.warnings.push(clip(&check.summary(), 256));
+            }
+            MemoryCheck::Unjudged(_) => self.warnings.push(clip(&check.summary(), 256)),
+            MemoryCheck::Below { .. } => {
+                let reject = rule.below_usage == crate::policy::BelowUsage::Reject;
+                if reject && !ctx.policy.is_audit() {
+                    self.effect = Effect::Deny {
+                        message: check.message(rule),
+                        label: MemoryCheck::LABEL,
+                    };
+                    self.decision = MemoryCheck::LABEL.to_owned();
+                    self.warnings.clear();
+                } else if reject {
+                    self.decision = format!("would-deny:{}", MemoryCheck::LABEL);
+                    self.warnings.push(clip(
+                        &format!(
+                            "resize-guard (audit mode) would deny this resize: {}",
+                            check.summary().trim_start_matches("resize-guard: ")
+                        ),
+                        256,
+                    ));
+                } else {
+                    self.warnings.push(clip(&check.summary(), 256));
+                }
+            }
+        }
     }
 }
 

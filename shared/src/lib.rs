@@ -18,6 +18,7 @@ pub mod classify;
 #[cfg(any(test, feature = "testing"))]
 pub mod fixture;
 pub mod ledger;
+pub mod memory;
 pub mod node_features;
 pub mod pending;
 pub mod plan;
@@ -30,6 +31,7 @@ pub mod requests;
 pub mod resources;
 pub mod selector;
 pub mod strategy;
+pub mod usage;
 pub mod validation;
 pub mod verdict;
 pub mod version;

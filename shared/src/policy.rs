@@ -174,6 +174,56 @@ impl Default for CircuitBreaker {
     }
 }
 
+/// What to do with a resize that lowers a memory limit below what the container uses
+/// ([`crate::memory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BelowUsage {
+    /// Deny it with the numbers (usage, its age, the new limit, the headroom).
+    #[default]
+    Reject,
+    /// Allow it with a warning carrying the same numbers.
+    Warn,
+    /// Do not judge it: usage is never fetched.
+    Allow,
+}
+
+/// `memory:` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct MemoryPolicy {
+    /// `memory.decrease`.
+    #[serde(deserialize_with = "yaml::empty_is_default")]
+    pub decrease: MemoryDecrease,
+}
+
+/// `memory.decrease:` — lowering a memory limit, the wall CPU does not have: the kubelet refuses
+/// a limit at or below current usage and leaves the resize in progress with an error, and a
+/// spike between its check and the cgroup write is an OOM kill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct MemoryDecrease {
+    /// `reject`, `warn` or `allow`.
+    pub below_usage: BelowUsage,
+    /// The new limit must exceed the working set by this much (percent of the working set; 0
+    /// judges exactly as the kubelet does, 0–1000).
+    #[serde(deserialize_with = "percent")]
+    pub headroom_percent: u32,
+    /// Usage measured longer ago than this is not judged with (at least 1).
+    #[serde(deserialize_with = "at_least_one_second")]
+    pub max_usage_age_seconds: u32,
+}
+
+impl Default for MemoryDecrease {
+    fn default() -> Self {
+        MemoryDecrease {
+            below_usage: BelowUsage::Reject,
+            headroom_percent: 10,
+            max_usage_age_seconds: 120,
+        }
+    }
+}
+
 /// `namespaces:` section.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -206,6 +256,9 @@ pub struct Policy {
     /// `preemption`.
     #[serde(deserialize_with = "yaml::empty_is_default")]
     pub preemption: PreemptionPolicy,
+    /// `memory`.
+    #[serde(deserialize_with = "yaml::empty_is_default")]
+    pub memory: MemoryPolicy,
     /// `namespaces`.
     #[serde(deserialize_with = "yaml::empty_is_default")]
     pub namespaces: NamespacePolicy,
@@ -335,6 +388,26 @@ fn at_least_one_per_minute<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Er
     if v == 0 {
         return Err(serde::de::Error::custom(
             "maxEvictionsPerMinute must be at least 1 (set preemption.enabled: false to turn preemption off)",
+        ));
+    }
+    Ok(v)
+}
+
+fn percent<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let v = yaml::plain_u32(d)?;
+    if v > 1000 {
+        return Err(serde::de::Error::custom(
+            "headroomPercent must be between 0 and 1000",
+        ));
+    }
+    Ok(v)
+}
+
+fn at_least_one_second<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let v = yaml::plain_u32(d)?;
+    if v == 0 {
+        return Err(serde::de::Error::custom(
+            "maxUsageAgeSeconds must be at least 1 (set belowUsage: allow to turn the rule off)",
         ));
     }
     Ok(v)

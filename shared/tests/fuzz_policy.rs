@@ -249,6 +249,9 @@ fn model() -> impl Strategy<Value = Case<Expect>> {
                     allow_daemon_set_victims: false,
                     allow_bare_pod_victims: false,
                 },
+                // Nested two levels deep, which this model does not render: the parser's
+                // tests cover `memory.decrease` (shared/src/policy/tests.rs).
+                memory: Default::default(),
                 namespaces: NamespacePolicy {
                     exclude: exclude.clone(),
                 },

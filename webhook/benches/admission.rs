@@ -136,6 +136,7 @@ fn https(cluster: FixedCluster, body: Vec<u8>) -> serde_json::Value {
         metrics: Arc::new(Metrics::new()),
         events: None,
         ready: Arc::new(|| true),
+        usage: None,
     };
     // The server gets a runtime (and so a core) of its own.
     let server_rt = tokio::runtime::Builder::new_multi_thread()

@@ -79,6 +79,11 @@ pub struct Args {
     #[arg(long, env = "RESIZE_GUARD_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
 
+    /// How long reading a pod's memory usage from `metrics.k8s.io` may take, for a resize that
+    /// lowers a memory limit; after it the memory rule does not judge (allowed with a warning).
+    #[arg(long, env = "RESIZE_GUARD_USAGE_TIMEOUT", default_value = "1s", value_parser = parse_duration)]
+    pub usage_timeout: Duration,
+
     /// How long a TLS handshake may take; the connection is closed after.
     #[arg(long, env = "RESIZE_GUARD_TLS_HANDSHAKE_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub tls_handshake_timeout: Duration,
@@ -167,6 +172,7 @@ mod tests {
         assert_eq!(a.header_read_timeout, Duration::from_secs(5));
         assert_eq!(a.tls_handshake_timeout, Duration::from_secs(5));
         assert_eq!(a.body_read_timeout, Duration::from_secs(3));
+        assert_eq!(a.usage_timeout, Duration::from_secs(1));
         assert_eq!(a.admission_queue_timeout, Duration::from_secs(1));
         let limits = a.limits();
         assert_eq!(limits.max_reviews, 32);

@@ -72,6 +72,8 @@ pub struct Metrics {
     connections_refused: Counter,
     connection_errors: Counter,
     events_withheld: Counter,
+    usage_lookups: Family<ResultLabels, Counter>,
+    usage_duration: Histogram,
 }
 
 impl Default for Metrics {
@@ -97,6 +99,8 @@ impl Metrics {
         let connections_refused = Counter::default();
         let connection_errors = Counter::default();
         let events_withheld = Counter::default();
+        let usage_lookups = Family::<ResultLabels, Counter>::default();
+        let usage_duration = Histogram::new(BUCKETS);
         exposition.register_with(|registry| {
             registry.register(
                 "admission_reviews",
@@ -158,6 +162,16 @@ impl Metrics {
                 "Events a decision called for but not recorded: the request named a pod the cluster view does not know with that UID",
                 events_withheld.clone(),
             );
+            registry.register(
+                "usage_lookups",
+                "Memory usage reads from metrics.k8s.io for resizes that lower a memory limit, by result (ok, not_found, unavailable, timeout, malformed, error)",
+                usage_lookups.clone(),
+            );
+            registry.register(
+                "usage_lookup_duration_seconds",
+                "Time to read a pod's memory usage from metrics.k8s.io",
+                usage_duration.clone(),
+            );
         });
         Metrics {
             exposition,
@@ -173,7 +187,19 @@ impl Metrics {
             connections_refused,
             connection_errors,
             events_withheld,
+            usage_lookups,
+            usage_duration,
         }
+    }
+
+    /// Records a read of `metrics.k8s.io` for the memory rule.
+    pub fn usage_lookup(&self, result: &str, seconds: f64) {
+        self.usage_lookups
+            .get_or_create(&ResultLabels {
+                result: result.to_owned(),
+            })
+            .inc();
+        self.usage_duration.observe(seconds);
     }
 
     /// Records a request the intake refused (`lane` is `None` before a lane was chosen).

@@ -15,8 +15,9 @@ use serde::de::IgnoredAny;
 
 use crate::incoming::{Incoming, IncomingRequest};
 use resize_guard_policy::Context;
-use resize_guard_policy::admission::{Admission, Effect, admit, dry_run_note};
+use resize_guard_policy::admission::{Admission, Effect, admit_with, dry_run_note};
 use resize_guard_policy::pod::node_name;
+use resize_guard_policy::usage::Evidence;
 use resize_guard_policy::verdict::clip;
 
 pub use resize_guard_cluster::Cluster;
@@ -62,6 +63,9 @@ pub struct Reviewed {
     /// Who asked what about which pod (`request.namespace`, `name`, `userInfo.username`), for
     /// the log line of a denial; empty for a request not judged.
     pub asked: Asked,
+    /// The resize lowers a memory limit and was judged without the pod's usage: read it and
+    /// judge again ([`Resize::judge`]).
+    pub wants_usage: bool,
 }
 
 /// The request's pod and user, as the API server sent them.
@@ -117,21 +121,75 @@ impl ReviewError {
     }
 }
 
-/// Answers one AdmissionReview body.
+/// Answers one AdmissionReview body without the pod's memory usage (a resize that lowers a
+/// memory limit is admitted with a warning that usage was not read; the server reads it:
+/// [`decode`] and [`Resize::judge`]).
+pub fn review(stage: Stage, body: &[u8], cluster: &dyn Cluster) -> Result<Reviewed, ReviewError> {
+    Ok(match decode(stage, body)? {
+        Decoded::Answered(reviewed) => *reviewed,
+        Decoded::Resize(resize) => resize.judge(cluster, &Evidence::NotFetched),
+    })
+}
+
+/// A decoded AdmissionReview: already answered (not a resize this webhook judges), or a resize
+/// to judge.
+#[derive(Debug)]
+pub enum Decoded {
+    /// The answer.
+    Answered(Box<Reviewed>),
+    /// A `pods/resize` UPDATE.
+    Resize(Box<Resize>),
+}
+
+/// A `pods/resize` UPDATE to judge.
+#[derive(Debug)]
+pub struct Resize {
+    stage: Stage,
+    old: Pod,
+    new: Pod,
+    dry_run: bool,
+    uid: String,
+    asked: Asked,
+}
+
+impl Resize {
+    /// The pod's namespace and name, as the API server sent them.
+    pub fn asked(&self) -> &Asked {
+        &self.asked
+    }
+
+    /// Judges it with what is known of the pod's usage ([`Reviewed::wants_usage`] says when
+    /// reading it would change the answer).
+    pub fn judge(&self, cluster: &dyn Cluster, usage: &Evidence) -> Reviewed {
+        let mut reviewed = judge(
+            self.stage,
+            &self.old,
+            &self.new,
+            self.dry_run,
+            cluster,
+            self.uid.clone(),
+            usage,
+        );
+        reviewed.asked = self.asked.clone();
+        reviewed
+    }
+}
+
+/// Decodes one AdmissionReview body.
 ///
 /// One streaming pass decodes the routing fields and both pods ([`crate::incoming`]); only when
 /// that fails does a second pass, which skips the objects, tell a request this webhook does not
 /// judge (allowed with a warning) from a malformed one (an error).
-pub fn review(stage: Stage, body: &[u8], cluster: &dyn Cluster) -> Result<Reviewed, ReviewError> {
+pub fn decode(stage: Stage, body: &[u8]) -> Result<Decoded, ReviewError> {
     let typed_error = match serde_json::from_slice::<Incoming<Pod>>(body) {
-        Ok(incoming) => return route(stage, incoming, cluster),
+        Ok(incoming) => return route(stage, incoming),
         Err(e) => e,
     };
     let envelope: Incoming<IgnoredAny> =
         serde_json::from_slice(body).map_err(ReviewError::NotJson)?;
     let request = routed(envelope)?;
     match request.not_ours() {
-        Some(why) => Ok(ignored(request.uid, &why)),
+        Some(why) => Ok(Decoded::Answered(Box::new(ignored(request.uid, &why)))),
         None => Err(ReviewError::NotPods(typed_error)),
     }
 }
@@ -148,26 +206,26 @@ fn routed<O>(incoming: Incoming<O>) -> Result<IncomingRequest<O>, ReviewError> {
     Ok(request)
 }
 
-fn route(
-    stage: Stage,
-    incoming: Incoming<Pod>,
-    cluster: &dyn Cluster,
-) -> Result<Reviewed, ReviewError> {
+fn route(stage: Stage, incoming: Incoming<Pod>) -> Result<Decoded, ReviewError> {
     let request = routed(incoming)?;
     if let Some(why) = request.not_ours() {
-        return Ok(ignored(request.uid, &why));
+        return Ok(Decoded::Answered(Box::new(ignored(request.uid, &why))));
     }
-    let (Some(old), Some(new)) = (request.old_object.as_ref(), request.object.as_ref()) else {
+    let (Some(old), Some(new)) = (request.old_object, request.object) else {
         return Err(ReviewError::NoObjects);
     };
-    let dry_run = request.dry_run.unwrap_or(false);
-    let mut reviewed = judge(stage, old, new, dry_run, cluster, request.uid.clone());
-    reviewed.asked = Asked {
-        namespace: request.namespace,
-        pod: request.name,
-        user: request.user_info.username,
-    };
-    Ok(reviewed)
+    Ok(Decoded::Resize(Box::new(Resize {
+        stage,
+        old,
+        new,
+        dry_run: request.dry_run.unwrap_or(false),
+        uid: request.uid,
+        asked: Asked {
+            namespace: request.namespace,
+            pod: request.name,
+            user: request.user_info.username,
+        },
+    })))
 }
 
 /// Anything but a `pods/resize` UPDATE is allowed: never block what we do not judge.
@@ -196,6 +254,7 @@ fn judge(
     dry_run: bool,
     cluster: &dyn Cluster,
     uid: String,
+    usage: &Evidence,
 ) -> Reviewed {
     let Some(policy) = cluster.policy() else {
         // Fail safe: no policy read and parsed, so nothing is denied or repaired. Allowed with
@@ -228,7 +287,8 @@ fn judge(
         mut warnings,
         mut annotations,
         acts: _,
-    } = admit(stage, old, new, &ctx);
+        wants_usage,
+    } = admit_with(stage, old, new, &ctx, usage);
     let mut resp = response(&uid);
     let mut event = None;
     let target = known_pod(ledger.as_deref(), new);
@@ -283,6 +343,7 @@ fn judge(
     };
     let mut reviewed = finish(resp, decision, event, uid);
     reviewed.event_withheld = event_withheld;
+    reviewed.wants_usage = wants_usage;
     reviewed
 }
 
@@ -333,6 +394,7 @@ fn finish(
         event_withheld: None,
         uid,
         asked: Asked::default(),
+        wants_usage: false,
     }
 }
 

@@ -29,10 +29,12 @@ use crate::args::Args;
 use crate::connections::ConnectionLimit;
 use crate::intake::{Intake, Lane, Limits};
 use crate::metrics::Metrics;
-use crate::review::{Cluster, EventIntent, Reviewed, Stage, review};
+use crate::review::{Cluster, Decoded, EventIntent, Reviewed, Stage, decode};
 use crate::serving_secret::SecretRef;
 use crate::tls::ServingCert;
+use crate::usage::MetricsApi;
 use resize_guard_cluster::{ClusterView, ViewConfig};
+use resize_guard_policy::usage::Evidence;
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone)]
@@ -45,6 +47,9 @@ pub struct AppState {
     pub events: Option<Events>,
     /// Readiness (caches synced, a usable serving certificate, not shutting down).
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Reads a pod's memory usage for a resize that lowers a memory limit; `None` (tests
+    /// without a cluster) judges those without it.
+    pub usage: Option<MetricsApi>,
 }
 
 /// `POST /mutate` and `POST /validate` behind the [`crate::intake`] with its default limits
@@ -182,17 +187,22 @@ fn refused(
 /// stall both async workers, and with them every TLS handshake and real review, for that long;
 /// a review of the regular lane's size is a fraction of that, and most are a few KiB, cheaper
 /// than the hand-off to another thread.
+///
+/// A resize that lowers a memory limit is judged twice: first without usage (which is how it is
+/// found to lower one), then after one read of `metrics.k8s.io` ([`MetricsApi`]); every other
+/// review is answered from the first pass, with no I/O.
 async fn judged(
     stage: Stage,
     state: &AppState,
     lane: Lane,
     body: Bytes,
 ) -> Result<Reviewed, Response> {
-    let result = match lane {
-        Lane::Regular => review(stage, &body, state.cluster.as_ref()),
+    let first = match lane {
+        Lane::Regular => first_pass(stage, &body, state.cluster.as_ref()),
         Lane::Large => {
             let cluster = state.cluster.clone();
-            match tokio::task::spawn_blocking(move || review(stage, &body, cluster.as_ref())).await
+            match tokio::task::spawn_blocking(move || first_pass(stage, &body, cluster.as_ref()))
+                .await
             {
                 Ok(result) => result,
                 Err(e) => {
@@ -206,11 +216,37 @@ async fn judged(
             }
         }
     };
-    result.map_err(|e| {
+    let (reviewed, resize) = first.map_err(|e| {
         state.metrics.bad_request();
         let why = resize_guard_runtime::error_chain(&e);
         tracing::warn!(stage = stage.name(), reason = e.reason(), error = %why, "refused a malformed admission request");
         error(StatusCode::BAD_REQUEST, why)
+    })?;
+    let Some(resize) = resize.filter(|_| reviewed.wants_usage) else {
+        return Ok(reviewed);
+    };
+    let usage = match &state.usage {
+        Some(api) => {
+            api.fetch(&resize.asked().namespace, &resize.asked().pod)
+                .await
+        }
+        None => Evidence::Unavailable("this webhook has no metrics.k8s.io client".to_owned()),
+    };
+    Ok(resize.judge(state.cluster.as_ref(), &usage))
+}
+
+/// Decodes and judges without usage; the resize comes back too, for a second pass with usage.
+fn first_pass(
+    stage: Stage,
+    body: &[u8],
+    cluster: &dyn Cluster,
+) -> Result<(Reviewed, Option<Box<crate::review::Resize>>), crate::review::ReviewError> {
+    Ok(match decode(stage, body)? {
+        Decoded::Answered(reviewed) => (*reviewed, None),
+        Decoded::Resize(resize) => {
+            let reviewed = resize.judge(cluster, &Evidence::NotFetched);
+            (reviewed, Some(resize))
+        }
     })
 }
 
@@ -368,6 +404,11 @@ pub async fn serve(
     let render = render_metrics_of(&metrics);
     let state = AppState {
         cluster: view,
+        usage: Some(MetricsApi::new(
+            client.clone(),
+            args.usage_timeout,
+            metrics.clone(),
+        )),
         metrics,
         events: Some(runtime.events().clone()),
         ready,

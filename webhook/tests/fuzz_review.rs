@@ -737,6 +737,7 @@ fn policy_gen() -> impl Strategy<Value = Policy> {
                     protected_namespaces: protected,
                     ..defaults.preemption
                 },
+                memory: defaults.memory,
                 namespaces: if b[6] {
                     NamespacePolicy { exclude }
                 } else {

@@ -91,6 +91,7 @@ fn state(cluster: FixedCluster) -> AppState {
         metrics: Arc::new(Metrics::new()),
         events: None,
         ready: Arc::new(|| true),
+        usage: None,
     }
 }
 

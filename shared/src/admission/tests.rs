@@ -223,3 +223,149 @@ fn the_dry_run_note_reads_back_as_stage_and_decision() {
         None
     );
 }
+
+mod memory {
+    //! The memory rule inside a stage's answer: judged after everything else lets the resize
+    //! through, on the pod as it will be admitted.
+
+    use std::time::Duration;
+
+    use super::*;
+    use crate::policy::{BelowUsage, Mode};
+    use crate::usage::{Evidence, PodUsage};
+
+    fn lowered(pod: &Pod, memory: &str) -> Pod {
+        let mut p = pod.clone();
+        let r = p.spec.as_mut().unwrap().containers[0]
+            .resources
+            .get_or_insert_with(Default::default);
+        for list in [&mut r.requests, &mut r.limits] {
+            list.get_or_insert_with(BTreeMap::new)
+                .insert("memory".into(), Quantity(memory.into()));
+        }
+        p
+    }
+
+    fn used(mib: i64) -> Evidence {
+        Evidence::Measured(PodUsage {
+            containers: [("app".to_owned(), mib << 20)].into(),
+            age: Duration::from_secs(5),
+            window: "10s".into(),
+        })
+    }
+
+    fn with(stage: Stage, old: &Pod, new: &Pod, policy: &Policy, usage: &Evidence) -> Admission {
+        let ledger = NodeLedger::new(&node("n1", "1930m", "3Gi"), std::slice::from_ref(old));
+        let budgets = Budgets::default();
+        admit_with(
+            stage,
+            old,
+            new,
+            &Context {
+                ledger: Some(&ledger),
+                budgets: &budgets,
+                policy,
+                install_namespace: "resize-guard",
+                minor: None,
+            },
+            usage,
+        )
+    }
+
+    #[test]
+    fn a_lowered_limit_asks_for_usage_and_a_cpu_resize_does_not() {
+        let old = app("250m");
+        let policy = Policy::default();
+        let first = judge(
+            Stage::Mutate,
+            &old,
+            &lowered(&old, "100Mi"),
+            &policy,
+            "1930m",
+        );
+        assert!(first.wants_usage, "{first:?}");
+        let cpu = judge(Stage::Mutate, &old, &app("300m"), &policy, "1930m");
+        assert!(!cpu.wants_usage && !cpu.annotations.contains_key("memory"));
+    }
+
+    #[test]
+    fn below_usage_is_denied_with_the_numbers_and_above_is_admitted() {
+        let old = app("250m");
+        let new = lowered(&old, "100Mi");
+        let policy = Policy::default();
+        for stage in [Stage::Mutate, Stage::Validate] {
+            let a = with(stage, &old, &new, &policy, &used(150));
+            let Effect::Deny { message, label } = &a.effect else {
+                panic!("{a:?}")
+            };
+            assert_eq!(*label, "memory-below-usage");
+            assert!(message.contains("working set 150Mi"), "{message}");
+            assert_eq!(a.decision, "memory-below-usage");
+            assert!(!a.wants_usage);
+            assert_eq!(
+                a.annotations["memory"],
+                "container \"app\" 256Mi->100Mi usage 150Mi needed 165Mi"
+            );
+        }
+        let fine = with(Stage::Mutate, &old, &new, &policy, &used(80));
+        assert_eq!(fine.effect, Effect::Allow);
+        assert_eq!(fine.decision, "fits");
+    }
+
+    #[test]
+    fn audit_mode_and_warn_admit_with_a_warning() {
+        let old = app("250m");
+        let new = lowered(&old, "100Mi");
+        let audit = Policy {
+            mode: Mode::Audit,
+            ..Policy::default()
+        };
+        let a = with(Stage::Mutate, &old, &new, &audit, &used(150));
+        assert_eq!(a.effect, Effect::Allow);
+        assert_eq!(a.decision, "would-deny:memory-below-usage");
+        assert!(a.warnings[0].contains("(audit mode) would deny"), "{a:?}");
+        let mut warn = Policy::default();
+        warn.memory.decrease.below_usage = BelowUsage::Warn;
+        let w = with(Stage::Mutate, &old, &new, &warn, &used(150));
+        assert_eq!(w.effect, Effect::Allow);
+        assert_eq!(w.decision, "fits");
+        assert!(w.warnings[0].contains("below usage plus headroom"), "{w:?}");
+    }
+
+    #[test]
+    fn no_metrics_admits_with_a_warning_saying_so() {
+        let old = app("250m");
+        let new = lowered(&old, "100Mi");
+        let down = Evidence::Unavailable("metrics.k8s.io did not answer within 1s".into());
+        let a = with(Stage::Mutate, &old, &new, &Policy::default(), &down);
+        assert_eq!(a.effect, Effect::Allow);
+        assert!(a.warnings[0].contains("within 1s"), "{a:?}");
+        assert!(a.annotations["memory"].starts_with("unjudged: "));
+    }
+
+    #[test]
+    fn a_refusal_for_another_reason_is_not_judged_for_memory() {
+        // Infeasible: 3 cpus on a 1930m node; the kubelet would never get to the memory.
+        let old = app("250m");
+        let mut new = lowered(&old, "100Mi");
+        let c = &mut new.spec.as_mut().unwrap().containers[0];
+        let r = c.resources.as_mut().unwrap();
+        for list in [&mut r.requests, &mut r.limits] {
+            list.as_mut()
+                .unwrap()
+                .insert("cpu".into(), Quantity("3".into()));
+        }
+        let a = with(Stage::Mutate, &old, &new, &Policy::default(), &used(150));
+        assert!(
+            matches!(
+                a.effect,
+                Effect::Deny {
+                    label: "infeasible",
+                    ..
+                }
+            ),
+            "{a:?}"
+        );
+        assert!(!a.annotations.contains_key("memory"));
+    }
+}

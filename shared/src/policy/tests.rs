@@ -30,6 +30,48 @@ fn defaults_match_the_design() {
         "resize-guard.io/protected=true"
     );
     assert_eq!(p.namespaces.exclude, vec!["kube-system"]);
+    assert_eq!(p.memory.decrease.below_usage, BelowUsage::Reject);
+    assert_eq!(p.memory.decrease.headroom_percent, 10);
+    assert_eq!(p.memory.decrease.max_usage_age_seconds, 120);
+}
+
+#[test]
+fn the_memory_rule_parses_and_refuses_bad_values() {
+    let p = Policy::from_yaml(
+        "memory:\n  decrease:\n    belowUsage: warn\n    headroomPercent: 0\n    maxUsageAgeSeconds: 30\n",
+    )
+    .unwrap();
+    assert_eq!(
+        p.memory.decrease,
+        MemoryDecrease {
+            below_usage: BelowUsage::Warn,
+            headroom_percent: 0,
+            max_usage_age_seconds: 30
+        }
+    );
+    assert_eq!(
+        Policy::from_yaml("memory:\n").unwrap().memory,
+        MemoryPolicy::default()
+    );
+    for (doc, want) in [
+        ("memory:\n  decrease:\n    belowUsage: deny\n", "belowUsage"),
+        (
+            "memory:\n  decrease:\n    headroomPercent: 1001\n",
+            "between 0 and 1000",
+        ),
+        (
+            "memory:\n  decrease:\n    maxUsageAgeSeconds: 0\n",
+            "at least 1",
+        ),
+        (
+            "memory:\n  decrease:\n    headroom: 5\n",
+            "unknown field `headroom`",
+        ),
+        ("memory:\n  shrink: {}\n", "unknown field `shrink`"),
+    ] {
+        let e = Policy::from_yaml(doc).unwrap_err().to_string();
+        assert!(e.contains(want) && e.contains("line"), "{doc}: {e}");
+    }
 }
 
 #[test]

@@ -211,6 +211,7 @@ async fn each_service_account_may_do_exactly_what_its_program_needs() {
         (WEBHOOK, "watch", "nodes", "", true),
         (WEBHOOK, "watch", "poddisruptionbudgets.policy", "", true),
         (WEBHOOK, "create", "events.events.k8s.io", "shop", true),
+        (WEBHOOK, "get", "pods.metrics.k8s.io", "shop", true),
         (
             WEBHOOK,
             "get",
@@ -251,6 +252,7 @@ async fn each_service_account_may_do_exactly_what_its_program_needs() {
         (WEBHOOK, "delete", "pods", "shop", false),
         (WEBHOOK, "create", "pods/eviction", "shop", false),
         (WEBHOOK, "patch", "pods/resize", "shop", false),
+        (WEBHOOK, "list", "pods.metrics.k8s.io", "shop", false),
         (
             WEBHOOK,
             "get",
