@@ -253,7 +253,8 @@ impl MetricsServer {
     }
 
     /// Stops the process (SIGTERM); its EndpointSlice and the APIService stay, so the aggregator
-    /// reports it unavailable and `metrics.k8s.io` requests fail, as when its pod is down.
+    /// reports it unavailable ([`api_service_available`]) and `metrics.k8s.io` requests get 503,
+    /// as when its pod is down.
     pub fn stop(&mut self) {
         self.process.stop(Duration::from_secs(5));
     }
@@ -322,8 +323,11 @@ pub fn container_usage(metrics: &serde_json::Value, container: &str) -> Option<(
     ))
 }
 
-/// The APIService's Available condition: (status is True, its reason and message).
-async fn api_service_available(cp: &ControlPlane) -> anyhow::Result<(bool, String)> {
+/// The APIService's Available condition as the aggregator last checked it (every ~10 s): (status
+/// is True, its status, reason and message). Use it to see "metrics-server is down": a
+/// `metrics.k8s.io` request while it is down gets 503, which the kube client retries for a long
+/// time (seen as repeated 503s in the audit log).
+pub async fn api_service_available(cp: &ControlPlane) -> anyhow::Result<(bool, String)> {
     let client = cp.client().await?;
     let req = http::Request::get(format!(
         "/apis/apiregistration.k8s.io/v1/apiservices/{API_SERVICE}"

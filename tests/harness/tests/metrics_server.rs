@@ -13,7 +13,7 @@ use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig, parse_milli};
 use resize_guard_harness::kubectl::Kubectl;
 use resize_guard_harness::metrics_server::{
-    METRIC_RESOLUTION, MetricsServer, container_usage, pod_metrics,
+    METRIC_RESOLUTION, MetricsServer, api_service_available, container_usage,
 };
 use resize_guard_harness::objects::{condition, create_running, guaranteed_pod, wait_pod};
 use resize_guard_harness::replica::host_ip;
@@ -36,6 +36,7 @@ fn app_usage(m: &serde_json::Value) -> Option<(i128, i128)> {
 
 #[tokio::test]
 async fn metrics_api_and_kubelet_report_the_usage_set_on_the_hollow_node() {
+    let t0 = Instant::now();
     let cp = start_cp();
     let client = cp.client().await.unwrap();
     let diag = |what: &str| format!("{what}\n==== logs ====\n{}", cp.dump_logs());
@@ -180,10 +181,26 @@ async fn metrics_api_and_kubelet_report_the_usage_set_on_the_hollow_node() {
         condition(&failed, "PodResizeInProgress").unwrap().1
     );
 
+    eprintln!("[{:?}] resize refused by the kubelet", t0.elapsed());
     // Down: the metrics API fails; up again: it serves the pod after two new scrapes.
     ms.stop();
-    let down = pod_metrics(&client, "ms", "app").await;
-    assert!(down.is_err(), "metrics-server is down, yet: {down:?}");
+    let stopped = Instant::now();
+    let down = loop {
+        let (available, why) = api_service_available(&cp).await.unwrap();
+        if !available {
+            break why;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(60),
+            "metrics-server is down, yet the APIService is still Available"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    eprintln!(
+        "[{:?}] stopped; APIService unavailable after {:?}: {down}",
+        t0.elapsed(),
+        stopped.elapsed()
+    );
     let restarted = Instant::now();
     ms.restart(&cp).await.unwrap();
     ms.wait_for_pod(&cp, "ms", "app", |m| {
