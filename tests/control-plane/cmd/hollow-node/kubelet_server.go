@@ -14,7 +14,6 @@ import (
 	kubeletapp "k8s.io/kubernetes/cmd/kubelet/app"
 	"k8s.io/kubernetes/cmd/kubelet/app/options"
 	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
-	"k8s.io/kubernetes/pkg/kubelet/server"
 	"k8s.io/kubernetes/pkg/kubemark"
 )
 
@@ -60,12 +59,18 @@ func (s kubeletServer) configure(flags *options.KubeletFlags, kc *kubeletconfig.
 }
 
 // dependencies sets the kubelet dependencies cmd/kubelet/app/server.go run() builds and
-// kubemark leaves empty: TLS options (NewMainKubelet turns them into the server's tls.Config) and
+// kubemark leaves empty: TLS options (InitializeTLS, tls.v1.*.go) and
 // the authenticator/authorizer (BuildAuth in cmd/kubelet/app/auth.go); without Auth the server
 // would serve every request unauthenticated.
 func (s kubeletServer) dependencies(ctx context.Context, hollow *kubemark.HollowKubelet, client clientset.Interface, nodeName string) error {
 	kc := hollow.KubeletConfiguration
-	hollow.KubeletDeps.TLSOptions = &server.TLSOptions{CertFile: kc.TLSCertFile, KeyFile: kc.TLSPrivateKeyFile}
+	// InitializeTLS keeps the certificate configure wrote; its TLSOptions differ between minors
+	// (v1.34–v1.35 carry a tls.Config NewMainKubelet fills in, v1.37 builds its own).
+	tlsOptions, err := initializeTLS(ctx, hollow.KubeletFlags, kc)
+	if err != nil {
+		return fmt.Errorf("kubelet TLS: %w", err)
+	}
+	hollow.KubeletDeps.TLSOptions = tlsOptions
 	auth, runAuthenticatorCAReload, err := kubeletapp.BuildAuth(types.NodeName(nodeName), client, *kc)
 	if err != nil {
 		return fmt.Errorf("kubelet authentication/authorization: %w", err)
