@@ -15,10 +15,11 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use resize_guard_policy::admission::{Stage, admit};
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::packed_node;
 use resize_guard_policy::ledger::NodeLedger;
-use resize_guard_policy::policy::Policy;
+use resize_guard_policy::policy::{BelowUsage, Policy};
 use resize_guard_policy::{Context, Verdict, classify};
 
 use bench::{percentile, us, write_summary};
@@ -62,6 +63,38 @@ fn main() {
     c.bench_function("ledger_build_110_pods", |b| {
         b.iter(|| NodeLedger::new(black_box(&n), black_box(&pods)))
     });
+
+    // The memory rule's cost on a resize that lowers no memory limit: the same admission with
+    // the rule on (the default) and off (`belowUsage: allow`, which skips it), interleaved.
+    let rule_off = Policy {
+        memory: resize_guard_policy::policy::MemoryPolicy {
+            decrease: resize_guard_policy::policy::MemoryDecrease {
+                below_usage: BelowUsage::Allow,
+                ..Default::default()
+            },
+        },
+        ..Policy::default()
+    };
+    let ctx_off = Context {
+        policy: &rule_off,
+        ..ctx
+    };
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    for round in 0..20 {
+        for (samples, ctx) in [(&mut on, &ctx), (&mut off, &ctx_off)] {
+            for i in 0..1_000 {
+                let t = Instant::now();
+                black_box(admit(Stage::Mutate, &old, &new, ctx));
+                if round > 0 || i >= 200 {
+                    samples.push(t.elapsed());
+                }
+            }
+        }
+    }
+    on.sort();
+    off.sort();
+    let (on_p50, off_p50) = (percentile(&on, 0.5), percentile(&off, 0.5));
+    let memory_rule_ratio = on_p50.as_secs_f64() / off_p50.as_secs_f64();
 
     let mut rows = Vec::new();
     for (name, f) in [
@@ -113,8 +146,16 @@ fn main() {
         println!("{name:<40} {a:>10.2} {b:>10.2}");
         results.push(serde_json::json!({"operation": name, "p50_us": a, "p99_us": b}));
     }
+    println!(
+        "{:<40} {:>10.2} (memory rule on) vs {:.2} (off): ratio {memory_rule_ratio:.3}, goal ≤ 1.05",
+        "admit, cpu resize (no memory lowered)",
+        us(on_p50),
+        us(off_p50)
+    );
     write_summary(
         "policy",
-        &serde_json::json!({"pods_per_node": PODS_PER_NODE, "victims": victims, "results": results}),
+        &serde_json::json!({"pods_per_node": PODS_PER_NODE, "victims": victims, "results": results,
+            "admit_cpu_resize_p50_us": {"memory_rule_on": us(on_p50), "memory_rule_off": us(off_p50),
+                "ratio": memory_rule_ratio}}),
     );
 }

@@ -224,6 +224,9 @@ impl Judged {
             Effect::Repair { pod, .. } => pod.as_ref(),
         };
         let rule = &ctx.policy.memory.decrease;
+        if rule.below_usage == crate::policy::BelowUsage::Allow {
+            return;
+        }
         let check = judge(lowered_limits(old, admitted), usage, rule);
         if let Some(a) = check.annotation() {
             self.annotations.insert("memory".into(), clip(&a, 1024));

@@ -352,6 +352,9 @@ pub fn packed_node(pods: usize) -> (Node, Vec<Pod>, Pod, Pod) {
             .node("n1")
             .priority((i % 7) as i32 * 1000)
             .label("app", &format!("app-{}", i % 10))
+            // Owned, as a Deployment's pods are: bare pods are never victims by default
+            // (`preemption.allowBarePodVictims`).
+            .owned_by("ReplicaSet")
             .container(container("c").guaranteed("560m", "2Gi"))
             .running(i as i64)
             .build(),

@@ -72,7 +72,8 @@ pub fn lowered_limits(old: &Pod, new: &Pod) -> Vec<Lowering> {
     }
     // The pod's own limit adds a judgement only when it is set at pod level: a sum of the
     // containers' limits stays above the sum of their usage whenever each container's does.
-    if let Some(to) = pod_memory_limit(new_spec).filter(|_| pod_level_limit(new_spec).is_some()) {
+    let pod_level = pod_level_limit(new_spec).is_some();
+    if let Some(to) = pod_level.then(|| pod_memory_limit(new_spec)).flatten() {
         let from = pod_memory_limit(old_spec);
         if from.is_none_or(|f| to < f) {
             lowered.push(Lowering {
