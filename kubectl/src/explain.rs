@@ -511,4 +511,54 @@ mod tests {
         assert_eq!(json["recordedPlan"]["current"], true);
         assert_eq!(json["ledger"]["terminating"]["cpu"], "1500m");
     }
+
+    #[test]
+    fn a_memory_decrease_the_kubelet_refused_is_judged_against_usage() {
+        let mut app = PodBuilder::new("shop", "app")
+            .node("n")
+            .container(container("app").guaranteed("250m", "256Mi"))
+            .running(20)
+            .resize("app", "memory", "100Mi")
+            .build();
+        app.status = Some(
+            serde_json::from_value(serde_json::json!({
+                "conditions": [{"type": "PodResizeInProgress", "status": "True", "reason": "Error",
+                    "message": "cannot decrease memory limits: attempting to set container \"app\" memory limit (104857600) below current usage (157286400)"}],
+                "containerStatuses": [{"name": "app", "image": "i", "imageID": "", "ready": true,
+                    "restartCount": 0, "resources": {"limits": {"memory": "256Mi"}}}]
+            }))
+            .unwrap(),
+        );
+        let (policy, budgets) = (Policy::default(), Budgets::default());
+        let ctx = Context {
+            ledger: None,
+            budgets: &budgets,
+            policy: &policy,
+            install_namespace: "resize-guard",
+            minor: None,
+        };
+        let now = Timestamp::from_second(1_796_126_500).unwrap();
+        let usage = Evidence::Measured(resize_guard_policy::usage::PodUsage {
+            containers: [("app".to_owned(), 150 << 20)].into(),
+            age: std::time::Duration::from_secs(8),
+            window: "10s".into(),
+        });
+        let x = explain(&app, None, &ctx, None, &[], &usage, now);
+        let text = render_text(&x, false);
+        assert!(
+            text.contains("  memory (below-usage): resize-guard: this resize lowers a memory limit below what is in use (working set from metrics.k8s.io, measured 8s ago): container \"app\" memory limit 256Mi → 100Mi, working set 150Mi"),
+            "{text}"
+        );
+        let down = Evidence::Unavailable("metrics.k8s.io is unavailable".into());
+        let x = explain(&app, None, &ctx, None, &[], &down, now);
+        assert_eq!(x.memory.unwrap().verdict, "unjudged");
+        let settled = PodBuilder::new("shop", "app")
+            .container(container("app").guaranteed("250m", "256Mi"))
+            .build();
+        assert!(
+            explain(&settled, None, &ctx, None, &[], &usage, now)
+                .memory
+                .is_none()
+        );
+    }
 }
