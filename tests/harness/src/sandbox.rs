@@ -6,6 +6,7 @@
 //! nodes:                      # HollowNodeConfig: machine cores and memory, minus reservations
 //!   - {name: node-a, cpu: 2, memory: 4Gi, reservedCpu: 70m, reservedMemory: 1Gi}
 //! scheduler: false            # start kube-scheduler v1.37.2
+//! metricsServer: false        # start metrics-server v0.8.0 (needs a node with kubeletApi: true)
 //! featureGates: []            # kube-apiserver (and scheduler) gates
 //! ```
 
@@ -24,6 +25,9 @@ pub struct SandboxConfig {
     /// Start kube-scheduler.
     #[serde(default)]
     pub scheduler: bool,
+    /// Start metrics-server ([`crate::metrics_server`]), scraping the nodes with `kubeletApi`.
+    #[serde(default)]
+    pub metrics_server: bool,
     /// Feature gates for kube-apiserver and kube-scheduler.
     #[serde(default)]
     pub feature_gates: Vec<String>,
@@ -42,6 +46,12 @@ impl SandboxConfig {
         for n in &cfg.nodes {
             n.validate()
                 .map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
+        }
+        if cfg.metrics_server && !cfg.nodes.iter().any(|n| n.kubelet_api) {
+            anyhow::bail!(
+                "{}: metricsServer: true needs a node with kubeletApi: true to scrape",
+                path.display()
+            );
         }
         Ok(cfg)
     }
@@ -72,5 +82,18 @@ mod tests {
         );
         std::fs::write(&p, "nodes: []\n").unwrap();
         assert!(SandboxConfig::load(&p).is_err());
+        std::fs::write(
+            &p,
+            "nodes:\n- {name: a, cpu: 1, memory: 1Gi}\nmetricsServer: true\n",
+        )
+        .unwrap();
+        let e = SandboxConfig::load(&p).unwrap_err().to_string();
+        assert!(e.contains("kubeletApi: true"), "{e}");
+        std::fs::write(
+            &p,
+            "nodes:\n- {name: a, cpu: 1, memory: 1Gi, kubeletApi: true}\nmetricsServer: true\n",
+        )
+        .unwrap();
+        assert!(SandboxConfig::load(&p).unwrap().metrics_server);
     }
 }

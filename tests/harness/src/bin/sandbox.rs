@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
-use resize_guard_harness::hollow_node::HollowNode;
+use resize_guard_harness::hollow_node::{HollowNode, UsageFile};
+use resize_guard_harness::metrics_server::MetricsServer;
 use resize_guard_harness::real_node::{self, RealNode};
 use resize_guard_harness::sandbox::SandboxConfig;
 
@@ -44,7 +45,18 @@ fn main() -> anyhow::Result<()> {
     }
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
+        // The PriorityClasses the harness's environments have (the example pod names `high`).
+        let client = cp.client().await?;
+        for (name, value) in resize_guard_harness::env::PRIORITY_CLASSES {
+            resize_guard_harness::objects::priority_class(&client, name, value, false).await?;
+        }
         let nodes = HollowNode::start_all(&cp, &cfg.nodes).await?;
+        let metrics = if cfg.metrics_server {
+            eprintln!("starting metrics-server …");
+            Some(MetricsServer::start(&cp).await?)
+        } else {
+            None
+        };
         if let Some(node) = real.as_mut() {
             let ready = node.start(&cp).await?;
             println!(
@@ -69,10 +81,11 @@ fn main() -> anyhow::Result<()> {
              EOF\n\
              kubectl patch pod app --subresource resize -p '{{\"spec\":{{\"containers\":[{{\"name\":\"app\",\"resources\":{{\"requests\":{{\"cpu\":\"550m\"}},\"limits\":{{\"cpu\":\"550m\"}}}}}}]}}}}'\n\
              kubectl get pod app -o jsonpath='{{.status.conditions}}'\n\
-             kubectl events --for pod/app\n\n\
+             kubectl events --for pod/app\n{}\n\
              Logs and audit log: {}\nPress Ctrl-C to stop (the control plane goes with it).",
             cfg.nodes.len(),
             if cfg.scheduler { ", kube-scheduler" } else { "" },
+            usage_hint(&cp, &cfg, metrics.is_some()),
             cp.dir().display()
         );
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -81,6 +94,7 @@ fn main() -> anyhow::Result<()> {
             _ = term.recv() => {}
         }
         eprintln!("stopping …");
+        drop(metrics);
         for n in nodes {
             n.stop();
         }
@@ -91,4 +105,20 @@ fn main() -> anyhow::Result<()> {
         node.stop()?;
     }
     Ok(())
+}
+
+/// How to make a container use memory and see it with `kubectl top`, when metrics-server runs.
+fn usage_hint(cp: &ControlPlane, cfg: &SandboxConfig, metrics: bool) -> String {
+    let Some(node) = cfg.nodes.iter().find(|n| n.kubelet_api).filter(|_| metrics) else {
+        return String::new();
+    };
+    let file = UsageFile::of(cp, &node.name);
+    format!(
+        "\n# metrics-server scrapes {node}'s kubelet; a pod there uses what its usage file says\n\
+         # (re-read on change; metrics.k8s.io shows it 10-20 s later):\n\
+         echo '{{\"default/app/app\": {{\"memory\": \"150Mi\", \"cpu\": \"200m\"}}}}' > {}\n\
+         kubectl top pod app\n",
+        file.path().display(),
+        node = node.name
+    )
 }
