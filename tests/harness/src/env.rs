@@ -15,6 +15,7 @@ use kube::api::{Api, PostParams};
 
 use crate::control_plane::{ControlPlane, Options};
 use crate::hollow_node::{HollowNode, HollowNodeConfig};
+use crate::hollow_usage::UsageFile;
 use crate::kubectl::Kubectl;
 
 /// PriorityClasses every environment has: (name, value).
@@ -145,6 +146,21 @@ impl Env {
             },
             Err(e) => panic!("add node {}: {e:#}", cfg.name),
         }
+    }
+
+    /// Sets what container `namespace/pod/container` on hollow node `node` uses (`memory` a
+    /// quantity, the working set; `cpu` a rate), through the node's usage file
+    /// ([`UsageFile::of`]); the node need not run yet. The kubelet sees it on its next stats read.
+    pub fn set_usage(
+        &self,
+        node: &str,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        memory: &str,
+        cpu: &str,
+    ) -> anyhow::Result<()> {
+        UsageFile::of(&self.cp, node).set(namespace, pod, container, memory, cpu)
     }
 
     /// Sets `spec.podPreemptionPolicy.disableResizePreemption` on a node, as an administrator
