@@ -35,9 +35,21 @@ fn requests_only(pod: &Pod, cpu: &str) -> Pod {
 }
 
 fn judge(stage: Stage, old: &Pod, new: &Pod, policy: &Policy, cpu: &str) -> Admission {
+    judge_with(stage, old, new, policy, cpu, &crate::usage::Evidence::NotFetched)
+}
+
+/// [`judge`] with what is known of the pod's usage, on a node of `cpu` and 3Gi.
+fn judge_with(
+    stage: Stage,
+    old: &Pod,
+    new: &Pod,
+    policy: &Policy,
+    cpu: &str,
+    usage: &crate::usage::Evidence,
+) -> Admission {
     let ledger = NodeLedger::new(&node("n1", cpu, "3Gi"), std::slice::from_ref(old));
     let budgets = Budgets::default();
-    admit(
+    admit_with(
         stage,
         old,
         new,
@@ -48,6 +60,7 @@ fn judge(stage: Stage, old: &Pod, new: &Pod, policy: &Policy, cpu: &str) -> Admi
             install_namespace: "resize-guard",
             minor: None,
         },
+        usage,
     )
 }
 
@@ -255,21 +268,7 @@ mod memory {
     }
 
     fn with(stage: Stage, old: &Pod, new: &Pod, policy: &Policy, usage: &Evidence) -> Admission {
-        let ledger = NodeLedger::new(&node("n1", "1930m", "3Gi"), std::slice::from_ref(old));
-        let budgets = Budgets::default();
-        admit_with(
-            stage,
-            old,
-            new,
-            &Context {
-                ledger: Some(&ledger),
-                budgets: &budgets,
-                policy,
-                install_namespace: "resize-guard",
-                minor: None,
-            },
-            usage,
-        )
+        judge_with(stage, old, new, policy, "1930m", usage)
     }
 
     #[test]
