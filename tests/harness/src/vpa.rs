@@ -12,16 +12,18 @@
 //! `vpa-updater`. Both log at `--v=4` to files in the control plane's directory; tests search them
 //! with [`Vpa::updater_log`] / [`Vpa::admission_log`].
 //!
-//! **The recommender is optional.** [`Vpa::start`] does not run it: tests write
+//! **The recommender is optional.** [`Vpa::start`] does not run it. Tests either write
 //! `status.recommendation` in its place with [`write_recommendation`] (through the CRD's `status`
-//! subresource, as the recommender does); everything downstream of that — the updater's choice of
-//! pods, its in-place resizes through `pods/resize`, its fall-back to eviction, and the admission
-//! controller's patches of new pods — is VPA's own code. [`Recommender::start`] runs the real one,
-//! as ServiceAccount `kube-system/vpa-recommender` with the RBAC of VPA's `deploy/vpa-rbac.yaml`
-//! (applied as shipped), with one of the flag presets of [`intervals`] (VPA's defaults, or the
-//! shortest intervals it supports); it reads usage from `metrics.k8s.io`, so it recommends only
-//! where metrics-server serves that API, and otherwise logs [`RECOMMENDER_NO_METRICS_LOG`] every
-//! loop. [`VpaOptions::with_intervals`] gives the updater the matching preset.
+//! subresource, as the recommender does) — everything downstream of that (the updater's choice of
+//! pods, its in-place resizes through `pods/resize`, its fall-back to eviction, the admission
+//! controller's patches of new pods) is VPA's own code — or start the real one,
+//! [`Recommender::start`] (`vpa_recommender.rs`): ServiceAccount `kube-system/vpa-recommender`
+//! with the RBAC of VPA's `deploy/vpa-rbac.yaml` (applied as shipped), one of the flag presets of
+//! [`intervals`] (VPA's defaults, or the shortest intervals it supports). It reads usage from
+//! `metrics.k8s.io`, so it recommends only where metrics-server serves that API, and otherwise
+//! logs [`RECOMMENDER_NO_METRICS_LOG`] every loop. [`VpaOptions::with_intervals`] gives the
+//! updater the matching preset; [`usage_loop`] plays the whole loop from a usage change on a
+//! hollow node to the resize the kubelet applies.
 //!
 //! The webhook intercepts pod creation in every namespace once registered (failing open), so a
 //! suite that starts VPA should have a control plane of its own. The configuration and the CRDs
@@ -50,6 +52,11 @@ use crate::process::{Process, free_port};
 #[path = "vpa_intervals.rs"]
 pub mod intervals;
 pub use intervals::VpaIntervals;
+#[path = "vpa_recommender.rs"]
+mod recommender;
+pub use recommender::Recommender;
+#[path = "vpa_loop.rs"]
+pub mod usage_loop;
 
 /// Environment variable naming a directory with `vpa-recommender`, `vpa-updater`,
 /// `vpa-admission-controller`, [`CRD_FILE`] and [`RBAC_FILE`].
@@ -370,101 +377,6 @@ impl Drop for VpaLogGuard<'_> {
         if std::thread::panicking() {
             eprintln!("==== VPA logs ====\n{}", self.vpa.dump_logs());
         }
-    }
-}
-
-/// The running `vpa-recommender`. Dropping it stops it.
-#[derive(Debug)]
-pub struct Recommender {
-    process: Process,
-    args: Vec<String>,
-}
-
-impl Recommender {
-    /// Applies VPA's CRDs and [`RBAC_FILE`], gets a 2-hour token of ServiceAccount
-    /// `kube-system/`[`RECOMMENDER_ACCOUNT`] from the TokenRequest API into a kubeconfig of its
-    /// own, and starts `vpa-recommender` with it and the flags of `intervals` (then `extra_args`;
-    /// a repeated flag's last value wins), logging at `--v=4` to `vpa-recommender.log` in the
-    /// control plane's directory. Returns once its informers have synced
-    /// ([`RECOMMENDER_SYNCED_LOG`]); its first loop follows one `--recommender-interval` later.
-    /// It needs neither the updater nor the admission controller.
-    pub async fn start(
-        cp: &ControlPlane,
-        intervals: VpaIntervals,
-        extra_args: &[String],
-    ) -> anyhow::Result<Recommender> {
-        let binaries = VpaBinaries::locate()?;
-        let client = cp.client().await?;
-        apply_crds(&client, &binaries.crd).await?;
-        apply_rbac(&client, &binaries.rbac).await?;
-        let kubeconfig = account_kubeconfig(cp, &client, RECOMMENDER_ACCOUNT).await?;
-
-        let port = free_port()?;
-        let mut args = vec![
-            format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--address=127.0.0.1:{port}"),
-            "--v=4".to_owned(),
-        ];
-        args.extend(intervals.recommender().args());
-        args.extend(extra_args.iter().cloned());
-        let mut process = spawn(
-            "vpa-recommender",
-            &binaries.recommender,
-            &args,
-            &cp.dir().join("vpa-recommender.log"),
-        )?;
-        // Its metrics listener opens first; the informers (pods, VPAs, checkpoints, the targets'
-        // controllers) sync after, and only with the RBAC above.
-        let synced = poll("vpa-recommender synced", Duration::from_secs(60), || {
-            anyhow::ensure!(process.is_running(), "vpa-recommender exited");
-            anyhow::ensure!(
-                read_log(&process).contains(RECOMMENDER_SYNCED_LOG),
-                "not yet"
-            );
-            Ok(())
-        })
-        .await;
-        if let Err(e) = synced {
-            let tail = process.log_tail(6000);
-            process.stop(Duration::from_secs(5));
-            anyhow::bail!("{e:#}\n{tail}");
-        }
-        Ok(Recommender { process, args })
-    }
-
-    /// The flags it runs with.
-    pub fn args(&self) -> &[String] {
-        &self.args
-    }
-
-    /// Its whole log so far.
-    pub fn log(&self) -> String {
-        read_log(&self.process)
-    }
-
-    /// Waits until its log contains `needle`.
-    pub async fn wait_log(&self, needle: &str, timeout: Duration) -> anyhow::Result<()> {
-        wait_log(&self.process, needle, timeout).await
-    }
-
-    /// The tail of its log, for a failing test's output.
-    pub fn dump_log(&self) -> String {
-        format!(
-            "--- vpa-recommender ({}) ---\n{}\n",
-            self.process.log_path().display(),
-            self.process.log_tail(6000)
-        )
-    }
-
-    /// Stops it (SIGTERM, SIGKILL after 5 s).
-    pub fn stop(&mut self) {
-        self.process.stop(Duration::from_secs(5));
-    }
-}
-
-impl Drop for Recommender {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 
