@@ -12,12 +12,13 @@
 #                 (+ .sha256) and the krew manifest target/image/resize-guard.yaml
 #   make krew     validate target/image/resize-guard.yaml with krew's own validate-krew-manifest
 #   make upstream build (or reuse) every upstream part the tests use: control planes, helm, VPA,
-#                 the registry, the real node's kubelet, kube-proxy, containerd and runc
+#                 the registry, promtool, metrics-server, krew's validator, the real node's kubelet,
+#                 kube-proxy, containerd and runc
 #   make push     push both images to REGISTRY=host[:port]/namespace (TAG=..., PLAIN_HTTP=1 for a registry
 #                 on loopback) with the OCI distribution API; credentials from docker/podman login
 #   make bench    benchmarks, printed as tables and written under target/bench/
-#   make sandbox  a real control plane with hollow nodes (upstream kubelet) to try resizes by hand (Ctrl-C stops;
-#                 REAL_NODE=1 adds a real node)
+#   make sandbox  a real control plane with hollow nodes (upstream kubelet) and metrics-server to try resizes
+#                 by hand (Ctrl-C stops; REAL_NODE=1 adds a real node)
 #   make demo     the field test's three walls, narrated, with resize-guard installed; exits non-zero on any miss
 #   make demo-node the same walls on a real node (kubelet + containerd + runc), resize-guard running
 #                 from its images as shipped; needs root (network namespace, cgroups)
@@ -25,7 +26,7 @@
 #   make rss      resident memory of the release webhook and controller on 3,000 realistic pods (PODS=N)
 #   make bench-scale  both release programs on a real kube-apiserver holding 1,000 nodes and
 #                 3,000 -> 10,000 -> 30,000 running pods (STEPS=..., NODES=...; ~30 min)
-#   make vpa      build (or reuse) VPA v1.6.0's updater and admission-controller for the VPA tests
+#   make vpa      build (or reuse) VPA v1.6.0's recommender, updater and admission-controller for the VPA tests
 #   make flood    the brakes under 200 Deferred resizes on 20 hollow nodes (~10 min; `make test` runs 20 on 4)
 #   make fuzz     the four fuzz targets for FUZZ_SECONDS each (default 300; `make test` runs them 10 s each)
 
@@ -44,7 +45,7 @@ MINORS = 1.33 1.34 1.35 1.36 1.37
 MATRIX_DIR = $(CURDIR)/target/test-matrix
 # helm v3 from Go modules (first run a few minutes), for the chart's lint/template/dry-run tests.
 WITH_HELM = RESIZE_GUARD_HELM_BIN="$$(scripts/build-helm.sh | tail -n 1)/helm"
-# VPA v1.6.0 updater + admission-controller from Go modules (first run ~4 min), for the VPA tests.
+# VPA v1.6.0 recommender + updater + admission-controller from Go modules (first run 4-8 min), for the VPA tests.
 WITH_VPA = RESIZE_GUARD_VPA_DIR="$$(scripts/build-vpa.sh | tail -n 1)"
 # CNCF distribution's registry from Go modules (first run a few minutes), for the push test and
 # the real node.
@@ -63,20 +64,20 @@ WITH_METRICS_SERVER = RESIZE_GUARD_METRICS_SERVER_BIN="$$(scripts/build-metrics-
 # CARGO_TARGET_DIR puts it); RESIZE_GUARD_BIN_DIR overrides.
 demo:
 	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-kubectl -p resize-guard-harness --bins
-	$(WITH_K8S) $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo
+	$(WITH_K8S) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo
 
 # The three walls on a real node (kubelet, kube-proxy, containerd, runc; tests/node/), resize-guard
 # installed from its images as the README says: make push to a local registry, kubectl apply -k.
 demo-node: image
 	$(CARGO) build --locked -p resize-guard-kubectl -p resize-guard-harness --bins
-	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo-node
+	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo-node
 
 # The field report's VPA walls: VPA v1.6.0's updater and admission-controller, kube-scheduler and
 # kube-controller-manager, without resize-guard and then with it; FULL=1 also waits out VPA's
 # 5-minute Deferred fall-back without resize-guard.
 demo-vpa:
 	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-harness --bins
-	$(WITH_K8S) $(WITH_VPA) $(CARGO) run --locked -q -p resize-guard-harness \
+	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-harness \
 		--bin resize-guard-demo-vpa -- $(if $(FULL),--full,)
 
 test: fmt-check clippy deps-check image unit test-versions
@@ -162,7 +163,7 @@ push:
 control-plane:
 	scripts/build-control-plane.sh >/dev/null
 
-# The Vertical Pod Autoscaler v1.6.0 updater and admission-controller (tests/vpa), built or reused.
+# The Vertical Pod Autoscaler v1.6.0 recommender, updater and admission-controller (tests/vpa), built or reused.
 vpa:
 	scripts/build-vpa.sh >/dev/null
 
@@ -232,7 +233,7 @@ flood:
 		--test e2e_failover -- a_flood_of_deferred_resizes --nocapture
 
 sandbox:
-	$(WITH_K8S) $(if $(REAL_NODE),$(WITH_NODE) $(WITH_REGISTRY)) $(CARGO) run --locked -p resize-guard-harness \
+	$(WITH_K8S) $(WITH_METRICS_SERVER) $(if $(REAL_NODE),$(WITH_NODE) $(WITH_REGISTRY)) $(CARGO) run --locked -p resize-guard-harness \
 		--bin resize-guard-sandbox -- tests/harness/sandbox.yaml $(if $(REAL_NODE),--real-node)
 
 bench:
