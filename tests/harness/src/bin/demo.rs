@@ -1,7 +1,9 @@
 //! `make demo`: a real Kubernetes v1.37.2 control plane with a t3.medium-sized hollow node
 //! (upstream's kubelet; 1930m allocatable), resize-guard's webhook and controller installed as in `deploy/` (RBAC, policy,
 //! webhook configurations), and the three walls of the field test played as narrated steps with
-//! the real `kubectl` output. Exits non-zero if any step does not behave as described.
+//! the real `kubectl` output; then the memory wall, with upstream metrics-server scraping the
+//! node's kubelet and a container's usage set on the hollow node. Exits non-zero if any step does
+//! not behave as described.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
@@ -9,7 +11,9 @@ use resize_guard_harness::admission::wait_active;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::demo::{Demo, T};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
+use resize_guard_harness::metrics_server::{MetricsServer, container_usage};
 use resize_guard_harness::objects::*;
+use resize_guard_harness::quantity::parse_milli;
 use std::time::Duration;
 
 const NS: &str = "shop";
@@ -21,8 +25,9 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     let code = rt.block_on(async {
         let client = cp.client().await?;
-        // The field test's node, run by upstream's kubelet (a hollow node): 1930m, 3Gi allocatable.
-        let node = HollowNode::start(&cp, &HollowNodeConfig::t3_medium("t3-medium")).await?;
+        // The field test's node, run by upstream's kubelet (a hollow node): 1930m, 3Gi allocatable,
+        // serving its API to metrics-server.
+        let node = HollowNode::start(&cp, &HollowNodeConfig::t3_medium("t3-medium").kubelet_api()).await?;
         let mut demo = Demo::new(&cp);
         let installed = demo.install(&cp).await?;
         for (name, value) in resize_guard_harness::env::PRIORITY_CLASSES {
@@ -95,10 +100,136 @@ fn main() -> anyhow::Result<()> {
             && out.stdout.lines().any(|l| l.contains("PreemptingForResize") && l.contains("preempting shop/batch")),
             "kubectl resize-guard explain tells the story: Deferred, preempted shop/batch, completed");
 
+        memory_wall(&cp, &node, &mut demo, &pods).await?;
+
         node.stop();
         drop(installed);
-        anyhow::Ok(demo.finish("All three walls behaved as described.", cp.dir()))
+        anyhow::Ok(demo.finish("All three walls and the memory wall behaved as described.", cp.dir()))
     })?;
     drop(cp);
     std::process::exit(code);
+}
+
+/// The fifth act, the memory wall: metrics-server scraping the node's kubelet, a cache pod whose
+/// container uses 150Mi, a resize to 100Mi refused with the numbers, one to 200Mi admitted and
+/// applied by the kubelet.
+async fn memory_wall(
+    cp: &ControlPlane,
+    node: &HollowNode,
+    demo: &mut Demo,
+    pods: &Api<Pod>,
+) -> anyhow::Result<()> {
+    demo.say("The memory wall — memory is not compressible: a limit below what a container uses is refused by the \
+              kubelet (the spec then says one limit while the container keeps another) or, if usage grows between \
+              the kubelet's check and its cgroup write, OOM-kills the container. resize-guard reads the working set \
+              from metrics.k8s.io; here upstream metrics-server scrapes the node's kubelet, and a cache pod uses \
+              150Mi of its 256Mi:");
+    create_running(
+        pods,
+        &guaranteed_pod("cache", "t3-medium", "mid", "100m", "256Mi"),
+    )
+    .await?;
+    node.set_usage(NS, "cache", "app", "150Mi", "50m")?;
+    let mut metrics = MetricsServer::start(cp).await?;
+    let served = metrics
+        .wait_for_pod(cp, NS, "cache", |m| {
+            container_usage(m, "app")
+                .is_some_and(|(_, mem)| parse_milli(&mem).is_ok_and(|b| b == (150 << 20) * 1000))
+        })
+        .await;
+    demo.expect(
+        served.is_ok(),
+        "metrics-server serves the container's working set, 150Mi",
+    );
+    demo.run(&["top", "pod", "cache", "-n", NS, "--containers"])
+        .await;
+
+    demo.say("Lowering its limit to 100Mi, below what it uses: resize-guard refuses it up front, with the numbers:");
+    let out = demo
+        .run(&[
+            "patch",
+            "pod",
+            "cache",
+            "-n",
+            NS,
+            "--subresource",
+            "resize",
+            "-p",
+            &memory_resize("100Mi"),
+        ])
+        .await;
+    demo.expect(!out.success
+        && out.stderr.contains("resize-guard: this resize lowers a memory limit below what is in use")
+        && out.stderr.contains("container \"app\" memory limit 256Mi → 100Mi, working set 150Mi")
+        && out.stderr.contains("at least 165Mi"), "refused with the container, the limits, the working set and the least limit (usage + 10 %)");
+    let stored = pods.get("cache").await?;
+    demo.expect(
+        limit(&stored).as_deref() == Some("256Mi"),
+        "nothing stored: the spec still says 256Mi",
+    );
+
+    demo.say("200Mi stays above usage plus the 10 % headroom: admitted, and the kubelet applies it in place:");
+    let out = demo
+        .run(&[
+            "patch",
+            "pod",
+            "cache",
+            "-n",
+            NS,
+            "--subresource",
+            "resize",
+            "-p",
+            &memory_resize("200Mi"),
+        ])
+        .await;
+    demo.expect(
+        out.success,
+        "the decrease above usage plus headroom is admitted",
+    );
+    let applied = wait_pod(pods, "cache", T, |p| {
+        applied_limit(p).as_deref() == Some("200Mi") && resize_pending(p).is_none()
+    })
+    .await;
+    demo.expect(
+        applied.as_ref().is_ok_and(|p| restart_count(p) == 0),
+        "the kubelet applied 200Mi in place: restartCount 0",
+    );
+    demo.run(&["get", "pod", "cache", "-n", NS, "-o", "custom-columns=NAME:.metadata.name,LIMIT:.spec.containers[0].resources.limits.memory,APPLIED:.status.containerStatuses[0].resources.limits.memory,RESTARTS:.status.containerStatuses[0].restartCount"]).await;
+    metrics.stop();
+    Ok(())
+}
+
+/// A resize of container `app`'s memory request and limit to `memory`.
+fn memory_resize(memory: &str) -> String {
+    serde_json::json!({"spec": {"containers": [{"name": "app", "resources": {
+        "requests": {"memory": memory}, "limits": {"memory": memory}}}]}})
+    .to_string()
+}
+
+/// Container `app`'s memory limit in the spec.
+fn limit(p: &Pod) -> Option<String> {
+    let c = p.spec.as_ref()?.containers.first()?;
+    Some(
+        c.resources
+            .as_ref()?
+            .limits
+            .as_ref()?
+            .get("memory")?
+            .0
+            .clone(),
+    )
+}
+
+/// Container `app`'s memory limit as the kubelet reports it applied.
+fn applied_limit(p: &Pod) -> Option<String> {
+    let s = p.status.as_ref()?.container_statuses.as_ref()?.first()?;
+    Some(
+        s.resources
+            .as_ref()?
+            .limits
+            .as_ref()?
+            .get("memory")?
+            .0
+            .clone(),
+    )
 }
