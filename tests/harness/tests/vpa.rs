@@ -1,11 +1,14 @@
-//! Smoke test of the VPA bench ([`resize_guard_harness::vpa`]): VPA v1.6.0's admission controller
+//! Smoke tests of the VPA bench ([`resize_guard_harness::vpa`]): VPA v1.6.0's admission controller
 //! and updater, unpatched, start against a real kube-apiserver v1.37.2 and do their own
 //! bookkeeping — the CRDs are Established, the webhook registers itself by URL with our CA and is
 //! really called, its status Lease is renewed, a VerticalPodAutoscaler takes a recommendation
-//! written in the recommender's place, and the updater runs its loop.
+//! written in the recommender's place, and the updater runs its loop. The recommender runs as its
+//! own ServiceAccount with either preset, lists a VPA, reports that `metrics.k8s.io` is missing,
+//! and once metrics-server serves a hollow node's usage writes the recommendation itself.
 //!
-//! Needs `RESIZE_GUARD_K8S_BIN_DIR` (scripts/build-control-plane.sh) and `RESIZE_GUARD_VPA_DIR`
-//! (scripts/build-vpa.sh), or their stamp caches.
+//! Needs `RESIZE_GUARD_K8S_BIN_DIR` (scripts/build-control-plane.sh), `RESIZE_GUARD_VPA_DIR`
+//! (scripts/build-vpa.sh) and `RESIZE_GUARD_METRICS_SERVER_BIN`
+//! (scripts/build-metrics-server.sh), or their stamp caches.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};
@@ -16,6 +19,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use resize_guard_harness::control_plane::ControlPlane;
+use resize_guard_harness::env::{EnvOptions, shared};
+use resize_guard_harness::metrics_server::MetricsServer;
 use resize_guard_harness::vpa::*;
 
 /// Prints the control plane's log tails when the test panics.
@@ -156,4 +161,116 @@ async fn vpa_admission_controller_and_updater_run_against_the_real_apiserver() {
     .await
     .unwrap();
     eprintln!("smoke test done in {:?}", t0.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vpa_recommender_runs_as_its_own_service_account_and_recommends_from_metrics_server() {
+    let t0 = Instant::now();
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    env.cp.start_scheduler(&[]).unwrap();
+    env.cp.start_controller_manager().unwrap();
+
+    // The defaults, written out.
+    let defaults = Recommender::start(&env.cp, VpaIntervals::Defaults, &[])
+        .await
+        .unwrap();
+    for flag in [
+        "--recommender-interval=60s",
+        "--memory-aggregation-interval=86400s",
+    ] {
+        assert!(defaults.args().iter().any(|a| a == flag), "{flag}");
+    }
+    drop(defaults);
+
+    // The shortest preset, before metrics.k8s.io exists: it lists the VPA and says it has no
+    // metrics.
+    let rec = Recommender::start(&env.cp, VpaIntervals::Shortest, &[])
+        .await
+        .unwrap();
+    let _rg = RecommenderLogs(&rec);
+    let web = usage_loop::Workload::start(env, "web", 1, "100m", "128Mi")
+        .await
+        .unwrap();
+    let pods = web.live_pods().await.unwrap();
+    web.set_usage(&pods, "100Mi", "50m").unwrap();
+    web.create_vpa(None).await.unwrap();
+    rec.wait_log(
+        &format!("\"{RECOMMENDER_LISTED_VPAS_LOG}\" count=1"),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    rec.wait_log(RECOMMENDER_NO_METRICS_LOG, Duration::from_secs(60))
+        .await
+        .unwrap();
+    // With no sample it still recommends: the preset's per-pod minimum
+    // (`--pod-recommendation-min-cpu-millicores` / `-memory-mb`), which an updater with the
+    // lifetime rule off would apply at once.
+    let floor = wait_recommendation(&web, |r| r.is_some()).await;
+    assert_eq!(
+        floor.target,
+        ("10m".to_owned(), "10Mi".to_owned()),
+        "{floor:?}"
+    );
+
+    // With metrics-server: the recommender reads the node's usage and writes the recommendation
+    // through the status subresource itself.
+    let _metrics = MetricsServer::start(&env.cp).await.unwrap();
+    let started = Instant::now();
+    let recommended = wait_recommendation(&web, |r| {
+        r.and_then(usage_loop::Recommended::target_memory)
+            .is_some_and(|m| m >= 100 << 20)
+    })
+    .await;
+    eprintln!(
+        "recommendation {recommended:?} {:?} after metrics-server was up ({:?} in all)",
+        started.elapsed(),
+        t0.elapsed()
+    );
+    assert_eq!(recommended.status_writers, ["vpa-recommender"]);
+    let vpa = api(&env.client().await, &web.namespace)
+        .get(&web.name)
+        .await
+        .unwrap();
+    let conditions = vpa.data["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c["type"] == "RecommendationProvided" && c["status"] == "True"),
+        "{conditions:?}"
+    );
+}
+
+/// Prints the recommender's log tail when the test panics.
+struct RecommenderLogs<'a>(&'a Recommender);
+
+impl Drop for RecommenderLogs<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.0.dump_log());
+        }
+    }
+}
+
+/// Polls the VPA's recommendation (every 500 ms, up to 90 s) until `accept` holds.
+async fn wait_recommendation(
+    web: &usage_loop::Workload,
+    accept: impl Fn(Option<&usage_loop::Recommended>) -> bool,
+) -> usage_loop::Recommended {
+    let started = Instant::now();
+    loop {
+        let r = web.recommendation().await.unwrap();
+        if accept(r.as_ref()) {
+            return r.unwrap();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "recommendation not as expected after 90 s: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
