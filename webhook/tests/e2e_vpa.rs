@@ -1,9 +1,11 @@
 //! resize-guard's main client, end to end: the real Vertical Pod Autoscaler v1.6.0 updater and
 //! admission-controller (`resize_guard_harness::vpa`) in `InPlaceOrRecreate` mode against a real
 //! kube-apiserver, kube-scheduler and kube-controller-manager v1.37.2 with hollow nodes
-//! (upstream's kubelet). The recommender does not run (it needs a metrics pipeline): the test
-//! writes each VPA's `status.recommendation` in its place; everything downstream of it is VPA's
-//! own code.
+//! (upstream's kubelet). The recommender does not run here: each wall needs an exact
+//! recommendation (target and bounds picked so the updater acts at once), so the test writes each
+//! VPA's `status.recommendation` in its place; everything downstream of it is VPA's own code. The
+//! loop with the real recommender reading metrics-server — wall 3 (usage change to applied
+//! resize) and the memory wall (`maxAllowed` below usage) — is `e2e_vpa_loop.rs`.
 //!
 //! Every wall of the field report (`resize_guard_harness::vpa_field`) is played twice in this one
 //! test: first without resize-guard, then with it installed from `deploy/` (webhook binary plus
