@@ -186,8 +186,10 @@ port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
-authentication: {anonymous: {enabled: false}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
+# As a production kubelet: bearer tokens checked by TokenReview, requests by SubjectAccessReview
+# (metrics-server's ServiceAccount scrapes /metrics/resource with the RBAC of its rbac.yaml).
+authentication: {anonymous: {enabled: false}, webhook: {enabled: true}}
+authorization: {mode: Webhook}
 # A shared test machine must not evict the tests' pods or collect their images.
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%", imagefs.inodesFree: "1%"}
 imageGCHighThresholdPercent: 100

@@ -7,16 +7,19 @@
 //! refusal with the node's numbers, and the Deferred resize completed after the real victim got
 //! SIGTERM and exited 0, the app resized in place (`restartCount` 0) with its cgroup holding the
 //! new values. Then a real rolling restart of the webhook under a stream of resizes, and the
-//! memory wall on real memory (what the kubelet and the kernel do when a limit goes below what a
-//! container holds). At the end the node is torn down and must leave nothing behind (netns, links,
-//! routes, cgroups, mounts, processes, sysctls). Prints the numbers the README quotes.
+//! memory wall on real memory ([`memory_wall`]): what the kubelet and the kernel do when a limit
+//! goes below what a container holds and resize-guard has no metrics to judge it by, then
+//! metrics-server scraping the real kubelet and resize-guard refusing the same decrease up front
+//! with the real working set. At the end the node is torn down and must leave nothing behind
+//! (netns, links, routes, cgroups, mounts, processes, sysctls). Prints the numbers the README
+//! quotes.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ContainerResizePolicy, EnvVar, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use resize_guard_harness::admission::wait_active;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
@@ -25,6 +28,9 @@ use resize_guard_harness::kubectl::Kubectl;
 use resize_guard_harness::objects::*;
 use resize_guard_harness::real_node::{self, RealNode, container_id, exit_code, runs_pause};
 use serde_json::json;
+
+#[path = "real_node/memory_wall.rs"]
+mod memory_wall;
 
 const T: Duration = Duration::from_secs(120);
 const NS: &str = "field";
@@ -289,141 +295,8 @@ async fn walls(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()> {
     );
 
     rolling_restart(cp, &kubectl).await?;
-    memory_wall(node, &kubectl, &pods).await
-}
-
-/// The fifth wall on real memory and CPU, pinned as the kubelet v1.37.2 and the kernel behave:
-/// - a container holding 150 MiB under a 256Mi limit, lowered to 100Mi with `NotRequired` (the
-///   default): the kubelet refuses to write the limit (`PodResizeInProgress` reason `Error`,
-///   "cannot decrease memory limits"), the cgroup keeps 256Mi and the container keeps running;
-/// - the same with `RestartContainer`: the kubelet restarts the container under 100Mi, it takes
-///   its 150 MiB again and the kernel OOM-kills it;
-/// - CPU lowered under a busy container: the kernel throttles it (`nr_throttled` grows); it is
-///   never killed.
-async fn memory_wall(node: &RealNode, kubectl: &Kubectl, pods: &Api<Pod>) -> anyhow::Result<()> {
-    let holder = |name: &str, policy: &str| {
-        let mut pod = runs_pause(guaranteed_pod(
-            name,
-            real_node::NAME,
-            "mid",
-            "100m",
-            "256Mi",
-        ));
-        if let Some(c) = pod.spec.as_mut().and_then(|s| s.containers.first_mut()) {
-            c.env = Some(vec![env("HOLD_MIB", "150")]);
-            c.resize_policy = Some(vec![ContainerResizePolicy {
-                resource_name: "memory".to_owned(),
-                restart_policy: policy.to_owned(),
-            }]);
-        }
-        pod
-    };
-    create_running(pods, &holder("holder", "NotRequired")).await?;
-    create_running(pods, &holder("restarter", "RestartContainer")).await?;
-    let held = pods.get("holder").await?;
-    let before = node
-        .wait_cgroup(&held, T, |v| v.memory_usage >= 150 << 20)
-        .await?;
-    let lower = json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"memory": "100Mi"}, "limits": {"memory": "100Mi"}}}]}}).to_string();
-
-    let out = kubectl.resize(NS, "holder", &lower).await?;
-    anyhow::ensure!(
-        out.success,
-        "the API server takes the resize: {}",
-        out.stderr
-    );
-    let refused = wait_pod(pods, "holder", T, |p| {
-        condition(p, "PodResizeInProgress").is_some_and(|(reason, message)| {
-            reason == "Error" && message.contains("cannot decrease memory limits")
-        })
-    })
-    .await?;
-    let (_, message) = condition(&refused, "PodResizeInProgress").unwrap_or_default();
-    let after = node
-        .cgroup(&uid(&refused), &container_id(&refused))?
-        .expect("holder's cgroup");
-    println!(
-        "real-node: memory 256Mi → 100Mi under {} MiB in use, NotRequired: {message:?}; the cgroup keeps {} MiB, restartCount {}",
-        before.memory_usage >> 20,
-        after.memory_limit >> 20,
-        restart_count(&refused)
-    );
-    anyhow::ensure!(
-        after.memory_limit == 256 << 20,
-        "the limit was not lowered: {after:?}"
-    );
-    anyhow::ensure!(restart_count(&refused) == 0, "the container kept running");
-
-    let out = kubectl.resize(NS, "restarter", &lower).await?;
-    anyhow::ensure!(
-        out.success,
-        "the API server takes the resize: {}",
-        out.stderr
-    );
-    let killed = wait_pod(pods, "restarter", T, |p| {
-        last_terminated(p).is_some_and(|(reason, _)| reason == "OOMKilled")
-    })
-    .await?;
-    let (reason, code) = last_terminated(&killed).unwrap_or_default();
-    println!(
-        "real-node: memory 256Mi → 100Mi under 150 MiB in use, RestartContainer: restarted under 100Mi, then {reason} \
-         (exit {code}), restartCount {}",
-        restart_count(&killed)
-    );
-    anyhow::ensure!(code == 137, "killed by the kernel: exit {code}");
-
-    let mut spinner = runs_pause(guaranteed_pod(
-        "spinner",
-        real_node::NAME,
-        "mid",
-        "500m",
-        "64Mi",
-    ));
-    if let Some(c) = spinner.spec.as_mut().and_then(|s| s.containers.first_mut()) {
-        c.env = Some(vec![env("SPIN", "1")]);
-    }
-    let spinner = create_running(pods, &spinner).await?;
-    let out = kubectl.resize(NS, "spinner", &cpu_resize("100m")).await?;
-    anyhow::ensure!(out.success, "cpu resize: {}", out.stderr);
-    let lowered = node
-        .wait_cgroup(&spinner, T, |v| v.cpu_quota_us == 10_000)
-        .await?;
-    let throttled = node
-        .wait_cgroup(&spinner, T, |v| v.nr_throttled >= lowered.nr_throttled + 20)
-        .await?;
-    let now = pods.get("spinner").await?;
-    println!(
-        "real-node: a busy container lowered 500m → 100m: throttled ({} → {} periods), restartCount {}",
-        lowered.nr_throttled,
-        throttled.nr_throttled,
-        restart_count(&now)
-    );
-    anyhow::ensure!(restart_count(&now) == 0, "throttled, not killed");
-    Ok(())
-}
-
-fn env(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value: Some(value.to_owned()),
-        ..EnvVar::default()
-    }
-}
-
-/// Container `app`'s last termination: reason and exit code.
-fn last_terminated(p: &Pod) -> Option<(String, i32)> {
-    let t = p
-        .status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == "app")?
-        .last_state
-        .as_ref()?
-        .terminated
-        .as_ref()?;
-    Some((t.reason.clone().unwrap_or_default(), t.exit_code))
+    memory_wall::pinned(node, &kubectl, &pods).await?;
+    memory_wall::guarded(cp, node, &kubectl, &pods).await
 }
 
 /// `kubectl rollout restart` of the webhook under a steady stream of resizes of `app`: the real
