@@ -2,19 +2,24 @@
 //! kube-proxy v1.37.2, containerd and runc (`tests/node/`) — with resize-guard installed exactly
 //! as the README says (`make push` to a local registry, `kubectl apply -k deploy/`, no overlay):
 //! both programs run as pods from their images, and the resize lands in the container's cgroup.
-//! The numbers follow the node's real allocatable CPU. Exits non-zero if any step does not behave
-//! as described, or if the node leaves anything behind.
+//! The numbers follow the node's real allocatable CPU. Then the memory wall on real memory:
+//! metrics-server scraping the real kubelet, resize-guard refusing a limit below the container's
+//! working set with the numbers and admitting one above it, which the kubelet writes into the
+//! cgroup. Exits non-zero if any step does not behave as described, or if the node leaves
+//! anything behind.
 
 use std::time::Instant;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{EnvVar, Pod, ServiceAccount};
 use kube::api::Api;
 use resize_guard_harness::admission::wait_active;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::demo::{Demo, T};
 use resize_guard_harness::install::repo_root;
+use resize_guard_harness::metrics_server::{MetricsServer, container_usage};
 use resize_guard_harness::objects::*;
+use resize_guard_harness::quantity::parse_milli;
 use resize_guard_harness::real_node::{self, RealNode, runs_pause};
 
 const NS: &str = "shop";
@@ -46,7 +51,7 @@ fn main() -> anyhow::Result<()> {
         println!("{e:#}");
     }
     let code = demo.finish(
-        "All three walls behaved as described, on real containers.",
+        "All three walls and the memory wall behaved as described, on real containers.",
         &std::env::temp_dir(),
     );
     std::process::exit(code);
@@ -218,7 +223,138 @@ async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow
         out.success && out.stdout.contains("Resize: none pending"),
         "kubectl resize-guard explain tells the story",
     );
+    memory_wall(cp, node, demo, &pods).await
+}
+
+/// The memory wall with real memory: a container holding 150 MiB under 256Mi, metrics-server
+/// scraping the real kubelet, resize-guard refusing 100Mi with the real working set and
+/// admitting 200Mi, which lands in the cgroup.
+async fn memory_wall(
+    cp: &ControlPlane,
+    node: &RealNode,
+    demo: &mut Demo,
+    pods: &Api<Pod>,
+) -> anyhow::Result<()> {
+    demo.say(
+        "The memory wall — memory is not compressible: a limit below what a container holds is refused by the \
+         kubelet (the spec then says one limit, the container keeps another) or, if usage grows between the \
+         kubelet's check and its cgroup write, OOM-kills it. A cache pod whose container really holds 150 MiB \
+         under a 256Mi limit, and upstream metrics-server scraping the real kubelet:",
+    );
+    let mut cache = runs_pause(guaranteed_pod(
+        "cache",
+        real_node::NAME,
+        "mid",
+        "100m",
+        "256Mi",
+    ));
+    if let Some(c) = cache.spec.as_mut().and_then(|s| s.containers.first_mut()) {
+        c.env = Some(vec![EnvVar {
+            name: "HOLD_MIB".to_owned(),
+            value: Some("150".to_owned()),
+            ..EnvVar::default()
+        }]);
+    }
+    let cache = create_running(pods, &cache).await?;
+    let mut metrics = MetricsServer::start(cp).await?;
+    let served = metrics
+        .wait_for_pod(cp, NS, "cache", |m| {
+            working_set(m).is_some_and(|b| b >= 150 << 20)
+        })
+        .await;
+    demo.expect(
+        served.is_ok(),
+        "metrics-server serves the container's real working set",
+    );
+    demo.run(&["top", "pod", "cache", "-n", NS, "--containers"])
+        .await;
+    let cgroup = node.cgroup(
+        cache.metadata.uid.as_deref().unwrap_or_default(),
+        &real_node::container_id(&cache),
+    )?;
+    println!(
+        "  the container's cgroup on the node: memory.usage_in_bytes {:.1} MiB, memory.limit_in_bytes {} MiB",
+        cgroup
+            .as_ref()
+            .map_or(0.0, |v| v.memory_usage as f64 / 1048576.0),
+        cgroup.as_ref().map_or(0, |v| v.memory_limit >> 20)
+    );
+
+    demo.say("Lowering its limit to 100Mi, below what it holds: resize-guard refuses it up front, with the numbers:");
+    let out = demo
+        .run(&[
+            "patch",
+            "pod",
+            "cache",
+            "-n",
+            NS,
+            "--subresource",
+            "resize",
+            "-p",
+            &memory_resize("100Mi"),
+        ])
+        .await;
+    demo.expect(
+        !out.success
+            && out
+                .stderr
+                .contains("resize-guard: this resize lowers a memory limit below what is in use")
+            && out
+                .stderr
+                .contains("container \"app\" memory limit 256Mi → 100Mi, working set "),
+        "refused with the container, the limits and the real working set",
+    );
+    let kept = node
+        .wait_cgroup(&cache, T, |v| v.memory_limit == 256 << 20)
+        .await;
+    let now = pods.get("cache").await?;
+    demo.expect(
+        kept.is_ok() && restart_count(&now) == 0,
+        "nothing changed: the cgroup keeps 256 MiB, restartCount 0",
+    );
+
+    demo.say("200Mi stays above usage plus resize-guard's 10 % headroom: admitted, and the kubelet writes it into the cgroup:");
+    let out = demo
+        .run(&[
+            "patch",
+            "pod",
+            "cache",
+            "-n",
+            NS,
+            "--subresource",
+            "resize",
+            "-p",
+            &memory_resize("200Mi"),
+        ])
+        .await;
+    demo.expect(
+        out.success,
+        "the decrease above usage plus headroom is admitted",
+    );
+    let lowered = node
+        .wait_cgroup(&cache, T, |v| v.memory_limit == 200 << 20)
+        .await;
+    println!("  the container's cgroup on the node: {lowered:?}");
+    let now = pods.get("cache").await?;
+    demo.expect(
+        lowered.is_ok() && restart_count(&now) == 0,
+        "memory.limit_in_bytes is 200 MiB, in place: restartCount 0",
+    );
+    metrics.stop();
     Ok(())
+}
+
+/// A resize of container `app`'s memory request and limit to `memory`.
+fn memory_resize(memory: &str) -> String {
+    serde_json::json!({"spec": {"containers": [{"name": "app", "resources": {
+        "requests": {"memory": memory}, "limits": {"memory": memory}}}]}})
+    .to_string()
+}
+
+/// Container `app`'s working set in a PodMetrics, in bytes.
+fn working_set(metrics: &serde_json::Value) -> Option<u64> {
+    let (_, memory) = container_usage(metrics, "app")?;
+    u64::try_from(parse_milli(&memory).ok()? / 1000).ok()
 }
 
 /// Runs and prints `kubectl patch pod shop --subresource resize -p PATCH`.
