@@ -67,6 +67,22 @@ impl Demo {
         shown(self.kubectl.run(args).await)
     }
 
+    /// Runs and prints `kubectl patch pod <pod> -n <ns> --subresource resize -p <patch>`.
+    pub async fn resize(&self, ns: &str, pod: &str, patch: &str) -> KubectlOutput {
+        self.run(&[
+            "patch",
+            "pod",
+            pod,
+            "-n",
+            ns,
+            "--subresource",
+            "resize",
+            "-p",
+            patch,
+        ])
+        .await
+    }
+
     /// Runs and prints `kubectl resize-guard args`: the plugin next to the demo's programs
     /// (`RESIZE_GUARD_BIN_DIR`, else cargo's target directory), found by kubectl on `PATH`.
     pub async fn plugin(&self, args: &[&str]) -> KubectlOutput {

@@ -145,19 +145,7 @@ async fn memory_wall(
         .await;
 
     demo.say("Lowering its limit to 100Mi, below what it uses: resize-guard refuses it up front, with the numbers:");
-    let out = demo
-        .run(&[
-            "patch",
-            "pod",
-            "cache",
-            "-n",
-            NS,
-            "--subresource",
-            "resize",
-            "-p",
-            &memory_resize("100Mi"),
-        ])
-        .await;
+    let out = demo.resize(NS, "cache", &memory_resize("100Mi")).await;
     demo.expect(!out.success
         && out.stderr.contains("resize-guard: this resize lowers a memory limit below what is in use")
         && out.stderr.contains("container \"app\" memory limit 256Mi → 100Mi, working set 150Mi")
@@ -169,19 +157,7 @@ async fn memory_wall(
     );
 
     demo.say("200Mi stays above usage plus the 10 % headroom: admitted, and the kubelet applies it in place:");
-    let out = demo
-        .run(&[
-            "patch",
-            "pod",
-            "cache",
-            "-n",
-            NS,
-            "--subresource",
-            "resize",
-            "-p",
-            &memory_resize("200Mi"),
-        ])
-        .await;
+    let out = demo.resize(NS, "cache", &memory_resize("200Mi")).await;
     demo.expect(
         out.success,
         "the decrease above usage plus headroom is admitted",

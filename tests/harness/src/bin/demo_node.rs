@@ -281,19 +281,7 @@ async fn memory_wall(
     );
 
     demo.say("Lowering its limit to 100Mi, below what it holds: resize-guard refuses it up front, with the numbers:");
-    let out = demo
-        .run(&[
-            "patch",
-            "pod",
-            "cache",
-            "-n",
-            NS,
-            "--subresource",
-            "resize",
-            "-p",
-            &memory_resize("100Mi"),
-        ])
-        .await;
+    let out = demo.resize(NS, "cache", &memory_resize("100Mi")).await;
     demo.expect(
         !out.success
             && out
@@ -314,19 +302,7 @@ async fn memory_wall(
     );
 
     demo.say("200Mi stays above usage plus resize-guard's 10 % headroom: admitted, and the kubelet writes it into the cgroup:");
-    let out = demo
-        .run(&[
-            "patch",
-            "pod",
-            "cache",
-            "-n",
-            NS,
-            "--subresource",
-            "resize",
-            "-p",
-            &memory_resize("200Mi"),
-        ])
-        .await;
+    let out = demo.resize(NS, "cache", &memory_resize("200Mi")).await;
     demo.expect(
         out.success,
         "the decrease above usage plus headroom is admitted",
