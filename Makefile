@@ -23,6 +23,7 @@
 #   make demo-node the same walls on a real node (kubelet + containerd + runc), resize-guard running
 #                 from its images as shipped; needs root (network namespace, cgroups)
 #   make demo-vpa the same walls met by the real VPA v1.6.0 updater, without and with resize-guard (FULL=1: +5 min)
+#   make vpa-lag  wall 3: VPA's lag from a usage change to the in-place resize (PRESET=defaults|shortest; ~5-12 min)
 #   make rss      resident memory of the release webhook and controller on 3,000 realistic pods (PODS=N)
 #   make bench-scale  both release programs on a real kube-apiserver holding 1,000 nodes and
 #                 3,000 -> 10,000 -> 30,000 running pods (STEPS=..., NODES=...; ~30 min)
@@ -57,7 +58,7 @@ WITH_PROMTOOL = RESIZE_GUARD_PROMTOOL_BIN="$$(scripts/build-promtool.sh | tail -
 # metrics-server v0.8.0 from Go modules (first run a few minutes), for the metrics API tests.
 WITH_METRICS_SERVER = RESIZE_GUARD_METRICS_SERVER_BIN="$$(scripts/build-metrics-server.sh | tail -n 1)/metrics-server"
 
-.PHONY: demo-node upstream push krew test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
+.PHONY: vpa-lag demo-node upstream push krew test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
@@ -79,6 +80,14 @@ demo-vpa:
 	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-harness --bins
 	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-harness \
 		--bin resize-guard-demo-vpa -- $(if $(FULL),--full,)
+
+# Wall 3, VPA's lag from a usage change to the in-place resize, with VPA's own defaults (PRESET=shortest
+# for the shortest intervals; REPLICAS=2, DROP=1 to measure a drop too; each step gives up after 12 min).
+PRESET ?= defaults
+REPLICAS ?= 2
+vpa-lag:
+	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-harness \
+		--bin resize-guard-vpa-lag -- --preset $(PRESET) --replicas $(REPLICAS) $(if $(DROP),--drop,)
 
 test: fmt-check clippy deps-check image unit test-versions
 

@@ -3,8 +3,11 @@
 //! The real-parts test bench of resize-guard: a real kube-apiserver v1.37.2 + etcd (+
 //! kube-scheduler) built from upstream Go modules ([`control_plane`]), hollow nodes running
 //! upstream's kubelet ([`hollow_node`]), `kubectl` helpers ([`kubectl`]), and a per-test-binary shared
-//! environment ([`env`]) that tests isolate from each other by namespace; and the Vertical Pod
-//! Autoscaler's updater and admission-controller v1.6.0, unpatched ([`vpa`]). The memory and
+//! environment ([`env`]) that tests isolate from each other by namespace; upstream metrics-server
+//! v0.8.0 scraping hollow nodes that report per-container usage ([`metrics_server`],
+//! [`hollow_usage`]); and the Vertical Pod Autoscaler's recommender, updater and
+//! admission-controller v1.6.0, unpatched ([`vpa`]; the loop from usage to resize in
+//! [`vpa::usage_loop`]). The memory and
 //! scale benchmarks (`resize-guard-rss`, `resize-guard-scale`) share a realistic pod set
 //! ([`scale_pods`]), the programs under measurement ([`programs`]), review timing through the API
 //! server ([`review_latency`]), a busy hollow node with a Deferred resize ([`busy_node`]) and
