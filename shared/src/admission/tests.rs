@@ -35,7 +35,14 @@ fn requests_only(pod: &Pod, cpu: &str) -> Pod {
 }
 
 fn judge(stage: Stage, old: &Pod, new: &Pod, policy: &Policy, cpu: &str) -> Admission {
-    judge_with(stage, old, new, policy, cpu, &crate::usage::Evidence::NotFetched)
+    judge_with(
+        stage,
+        old,
+        new,
+        policy,
+        cpu,
+        &crate::usage::Evidence::NotFetched,
+    )
 }
 
 /// [`judge`] with what is known of the pod's usage, on a node of `cpu` and 3Gi.
