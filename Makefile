@@ -22,7 +22,8 @@
 #   make demo     the field test's three walls, narrated, with resize-guard installed; exits non-zero on any miss
 #   make demo-node the same walls on a real node (kubelet + containerd + runc), resize-guard running
 #                 from its images as shipped; needs root (network namespace, cgroups)
-#   make demo-vpa the same walls met by the real VPA v1.6.0 updater, without and with resize-guard (FULL=1: +5 min)
+#   make demo-vpa the same walls met by the real VPA v1.6.0 updater, without and with resize-guard, then the
+#                 whole loop with metrics-server and the real recommender (~3.5 min; FULL=1: +5 min)
 #   make vpa-lag  wall 3: VPA's lag from a usage change to the in-place resize (PRESET=defaults|shortest; ~5-12 min)
 #   make rss      resident memory of the release webhook and controller on 3,000 realistic pods (PODS=N)
 #   make bench-scale  both release programs on a real kube-apiserver holding 1,000 nodes and
@@ -75,7 +76,8 @@ demo-node: image
 
 # The field report's VPA walls: VPA v1.6.0's updater and admission-controller, kube-scheduler and
 # kube-controller-manager, without resize-guard and then with it; FULL=1 also waits out VPA's
-# 5-minute Deferred fall-back without resize-guard.
+# 5-minute Deferred fall-back without resize-guard. Then the whole loop with metrics-server and the
+# real recommender: the memory wall and wall 3.
 demo-vpa:
 	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-harness --bins
 	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-harness \

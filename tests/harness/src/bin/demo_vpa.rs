@@ -2,7 +2,9 @@
 //! with the real VPA v1.6.0 updater and admission-controller against a real Kubernetes v1.37.2
 //! control plane (kube-apiserver, kube-scheduler, kube-controller-manager, hollow nodes running
 //! upstream's kubelet) — first without resize-guard, then with it installed from `deploy/`.
-//! The recommender does not run: the demo writes each VPA's recommendation in its place.
+//! The walls write each VPA's recommendation in the recommender's place (an exact target each);
+//! then the whole loop runs with no hand-written status: metrics-server, VPA's real recommender,
+//! the memory wall and wall 3 (`resize_guard_harness::vpa::usage_loop`).
 //!
 //! `--full` also plays the Deferred wall without resize-guard, which takes VPA's fixed 5 minutes
 //! before it evicts. Exits non-zero if any step does not behave as described.
@@ -14,8 +16,10 @@ use kube::api::Api;
 use resize_guard_harness::admission::wait_active;
 use resize_guard_harness::demo::{Demo, T};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::metrics_server::MetricsServer;
 use resize_guard_harness::objects::{cpu_resize, create_running, guaranteed_pod};
-use resize_guard_harness::vpa::{Vpa, VpaOptions};
+use resize_guard_harness::vpa::usage_loop::{memory_wall, wall3};
+use resize_guard_harness::vpa::{Recommender, Vpa, VpaIntervals, VpaOptions};
 use resize_guard_harness::vpa_field::{Outcome, Scenario, run};
 
 const PROBE_NS: &str = "vpa-demo-probe";
@@ -152,7 +156,52 @@ async fn play(env: &'static Env, full: bool) -> anyhow::Result<i32> {
     demo.say("All runs:");
     let all: Vec<Outcome> = without.into_iter().chain(with).chain(repaired).collect();
     table(&all);
+
+    // The hand-written recommendations are done: the real recommender would overwrite them.
+    drop(vpa);
+    whole_loop(env, &mut demo).await?;
     Ok(demo.finish("The VPA walls behaved as described.", env.cp.dir()))
+}
+
+/// The whole loop with no hand-written status: metrics-server, VPA's recommender, updater and
+/// admission controller with the shortest intervals VPA supports; the memory wall (refused by
+/// resize-guard) and wall 3 (usage up, then down, each resized in place).
+async fn whole_loop(env: &'static Env, demo: &mut Demo) -> anyhow::Result<()> {
+    demo.say(
+        "The whole loop, no hand-written status: metrics-server v0.8.0 scrapes the hollow node, and VPA's \
+         recommender, updater and admission controller run with the shortest intervals VPA supports. \
+         A container's usage is set on the node; everything after is upstream's code.",
+    );
+    let _metrics = MetricsServer::start(&env.cp).await?;
+    let vpa = Vpa::start(&env.cp, VpaOptions::with_intervals(VpaIntervals::Shortest)).await?;
+    let _recommender = Recommender::start(&env.cp, VpaIntervals::Shortest, &[]).await?;
+    let patience = Duration::from_secs(180);
+    let (wall, lag) = tokio::join!(
+        memory_wall(env, &vpa, "with resize-guard", patience),
+        wall3(env, &vpa, 1, true, patience)
+    );
+    let (wall, lag) = (wall?, lag?);
+    println!("\n  memory: 256Mi using 200Mi, maxAllowed.memory 128Mi");
+    println!("  | run | target (uncapped) | refused by | VPA | replacement |");
+    println!("  {}", wall.row());
+    if let Some(m) = wall.event("ResizeRejected") {
+        println!("    ResizeRejected: {m}");
+    }
+    demo.expect(
+        wall.event("ResizeRejected")
+            .is_some_and(|m| m.contains("working set 200Mi")),
+        "memory: the recommender capped the target below usage; resize-guard refused the shrink with the working set, and VPA fell back to eviction",
+    );
+    println!("\n  wall 3, seconds from the usage change:");
+    println!("  | step | PodMetrics | recommendation | PATCHed | applied by kubelet |");
+    for s in &lag.steps {
+        println!("  {}", s.row());
+    }
+    demo.expect(
+        lag.steps.iter().all(|s| s.applied.is_some()) && lag.same_pods && lag.restarts == 0,
+        "wall 3: usage rose and fell, the recommender followed, and the pod was resized in place each time",
+    );
+    Ok(())
 }
 
 async fn play_all(
