@@ -69,18 +69,8 @@ impl Demo {
 
     /// Runs and prints `kubectl patch pod <pod> -n <ns> --subresource resize -p <patch>`.
     pub async fn resize(&self, ns: &str, pod: &str, patch: &str) -> KubectlOutput {
-        self.run(&[
-            "patch",
-            "pod",
-            pod,
-            "-n",
-            ns,
-            "--subresource",
-            "resize",
-            "-p",
-            patch,
-        ])
-        .await
+        println!("$ kubectl patch pod {pod} -n {ns} --subresource resize -p {patch}");
+        shown(self.kubectl.resize(ns, pod, patch).await)
     }
 
     /// Runs and prints `kubectl resize-guard args`: the plugin next to the demo's programs
