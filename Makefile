@@ -24,7 +24,7 @@
 #                 from its images as shipped; needs root (network namespace, cgroups)
 #   make demo-vpa the same walls met by the real VPA v1.6.0 updater, without and with resize-guard, then the
 #                 whole loop with metrics-server and the real recommender (~3.5 min; FULL=1: +5 min)
-#   make vpa-lag  wall 3: VPA's lag from a usage change to the in-place resize (PRESET=defaults|shortest; ~5-12 min)
+#   make vpa-lag  wall 3: VPA's lag from a usage change to the in-place resize (PRESET=defaults ~9 min, shortest ~2 min)
 #   make rss      resident memory of the release webhook and controller on 3,000 realistic pods (PODS=N)
 #   make bench-scale  both release programs on a real kube-apiserver holding 1,000 nodes and
 #                 3,000 -> 10,000 -> 30,000 running pods (STEPS=..., NODES=...; ~30 min)
