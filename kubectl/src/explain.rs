@@ -7,7 +7,7 @@
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::jiff::Timestamp;
 use resize_guard_policy::ledger::NodeLedger;
-use resize_guard_policy::memory::{MemoryCheck, judge, unapplied_lowerings};
+use resize_guard_policy::memory::{MemoryCheck, briefs, judge, unapplied_lowerings};
 use resize_guard_policy::plan::PlanRecord;
 use resize_guard_policy::pod::{self, PodKey, resize_pending};
 use resize_guard_policy::qos::qos_reason;
@@ -265,11 +265,7 @@ fn memory_view(pod: &Pod, ctx: &Context<'_>, usage: &Evidence) -> Option<MemoryV
             "clear",
             format!(
                 "the lower limit stays above usage plus headroom ({}); the kubelet should apply it",
-                judged
-                    .iter()
-                    .map(|j| j.brief())
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                briefs(judged)
             ),
         ),
         MemoryCheck::Unjudged(_) | MemoryCheck::NeedsUsage(_) => ("unjudged", check.summary()),

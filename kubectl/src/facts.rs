@@ -16,7 +16,7 @@ use resize_guard_policy::Context;
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::{POLICY_KEY, Policy};
-use resize_guard_policy::usage::{Evidence, PodUsage};
+use resize_guard_policy::usage::{Evidence, PodUsage, pod_metrics_path};
 use resize_guard_policy::version::KubernetesVersion;
 
 use crate::connection::Connection;
@@ -164,7 +164,7 @@ pub async fn pod(conn: &Connection, namespace: &str, name: &str) -> anyhow::Resu
 /// Pod `namespace/name`'s memory usage from `metrics.k8s.io` (metrics-server), as the webhook
 /// reads it for the memory rule; a failure is the reason, never a usage.
 pub async fn usage(conn: &Connection, namespace: &str, name: &str) -> Evidence {
-    let path = format!("/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods/{name}");
+    let path = pod_metrics_path(namespace, name);
     let request = match http::Request::get(&path).body(Vec::new()) {
         Ok(r) => r,
         Err(e) => return Evidence::Unavailable(format!("could not build the request: {e}")),

@@ -19,6 +19,7 @@ use crate::aggregate::container_limits;
 use crate::pod::{all_containers, is_sidecar};
 use crate::policy::{BelowUsage, MemoryDecrease};
 use crate::quantity::{ResourceName, value};
+use crate::resources::ResourceList;
 use crate::usage::{Evidence, PodUsage};
 
 /// Whose limit is lowered.
@@ -119,27 +120,25 @@ fn running(spec: &PodSpec) -> impl Iterator<Item = &Container> {
 /// A container's memory limit in bytes; `None` when unset or zero (the kubelet's
 /// `Limits.Memory().IsZero()`).
 fn memory_limit(c: &Container) -> Option<i64> {
-    let q = c.resources.as_ref()?.limits.as_ref()?.get("memory")?;
-    value(q).ok().filter(|v| *v > 0)
+    memory_in(c.resources.as_ref()?.limits.as_ref())
+}
+
+/// A resource list's `memory` in bytes; `None` when absent, unreadable or zero.
+fn memory_in(list: Option<&ResourceList>) -> Option<i64> {
+    value(list?.get("memory")?).ok().filter(|v| *v > 0)
 }
 
 /// The limit the kubelet reports applied to container `name` (`status.containerStatuses[]` or
 /// `initContainerStatuses[]` `.resources.limits.memory`).
 fn applied_limit(pod: &Pod, name: &str) -> Option<i64> {
-    let status = pod.status.as_ref()?;
-    status
+    let pod_status = pod.status.as_ref()?;
+    let status = pod_status
         .container_statuses
         .iter()
         .flatten()
-        .chain(status.init_container_statuses.iter().flatten())
-        .find(|s| s.name == name)?
-        .resources
-        .as_ref()?
-        .limits
-        .as_ref()?
-        .get("memory")
-        .and_then(|q| value(q).ok())
-        .filter(|v| *v > 0)
+        .chain(pod_status.init_container_statuses.iter().flatten())
+        .find(|s| s.name == name)?;
+    memory_in(status.resources.as_ref()?.limits.as_ref())
 }
 
 /// The pod cgroup's memory limit, as v1.37.2 `ResourceConfigForPod`
@@ -158,23 +157,13 @@ pub fn pod_memory_limit(spec: &PodSpec) -> Option<i64> {
         }
         None => return None,
     };
-    let overhead = spec
-        .overhead
-        .as_ref()
-        .and_then(|o| o.get("memory"))
-        .and_then(|q| value(q).ok())
-        .unwrap_or(0);
+    let overhead = memory_in(spec.overhead.as_ref()).unwrap_or(0);
     Some(limit.saturating_add(overhead)).filter(|v| *v > 0)
 }
 
 /// `spec.resources.limits.memory` (pod-level resources), when set and not zero.
 fn pod_level_limit(spec: &PodSpec) -> Option<i64> {
-    spec.resources
-        .as_ref()
-        .and_then(|r| r.limits.as_ref())
-        .and_then(|l| l.get("memory"))
-        .and_then(|q| value(q).ok())
-        .filter(|v| *v > 0)
+    memory_in(spec.resources.as_ref()?.limits.as_ref())
 }
 
 /// A lowered limit judged against usage.
@@ -370,11 +359,7 @@ impl MemoryCheck {
             MemoryCheck::Below { offenders, age } => format!(
                 "resize-guard: memory limit below usage plus headroom ({}s old): {}",
                 age.as_secs(),
-                offenders
-                    .iter()
-                    .map(Judged::brief)
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                briefs(offenders)
             ),
             MemoryCheck::Unjudged(why) => format!(
                 "resize-guard did not check the lowered memory limit against usage: {why}"
@@ -387,25 +372,22 @@ impl MemoryCheck {
     /// The `memory` audit annotation: what was compared (or why nothing was).
     pub fn annotation(&self) -> Option<String> {
         match self {
-            MemoryCheck::Clear(judged) => Some(
-                judged
-                    .iter()
-                    .map(Judged::brief)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ),
-            MemoryCheck::Below { offenders, .. } => Some(
-                offenders
-                    .iter()
-                    .map(Judged::brief)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ),
+            MemoryCheck::Clear(judged) => Some(briefs(judged)),
+            MemoryCheck::Below { offenders, .. } => Some(briefs(offenders)),
             MemoryCheck::Unjudged(why) => Some(format!("unjudged: {why}")),
             MemoryCheck::NeedsUsage(_) => Some("unjudged: usage was not fetched".to_owned()),
             MemoryCheck::NotApplicable => None,
         }
     }
+}
+
+/// Each judged limit in brief ([`Judged::brief`]), `; `-separated.
+pub fn briefs(judged: &[Judged]) -> String {
+    judged
+        .iter()
+        .map(Judged::brief)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]

@@ -65,6 +65,11 @@ impl PodUsage {
     }
 }
 
+/// The API path of pod `namespace/name`'s `PodMetrics` (`metrics.k8s.io/v1beta1`).
+pub fn pod_metrics_path(namespace: &str, name: &str) -> String {
+    format!("/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods/{name}")
+}
+
 /// A `PodMetrics` document that cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

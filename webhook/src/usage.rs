@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
-use resize_guard_policy::usage::{Evidence, PodUsage};
+use resize_guard_policy::usage::{Evidence, PodUsage, pod_metrics_path};
 
 use crate::metrics::Metrics;
 
@@ -60,7 +60,7 @@ impl MetricsApi {
     }
 
     async fn get(&self, namespace: &str, name: &str) -> Result<PodUsage, (&'static str, String)> {
-        let path = format!("/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods/{name}");
+        let path = pod_metrics_path(namespace, name);
         let request = http::Request::get(&path)
             .body(Vec::new())
             .map_err(|e| ("error", format!("could not build the request: {e}")))?;
