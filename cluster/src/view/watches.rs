@@ -1,0 +1,91 @@
+//! The plumbing every watch of the view shares: a kube watcher retried on [`WatchBackoff`] with
+//! each object trimmed on arrival, a reflector store kept from it, each item reported to the
+//! view's [`crate::watch_health::WatchHealth`], and the supervised task that runs it (whose end
+//! is always a fault: kube's watcher never ends on its own).
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::serde::de::DeserializeOwned;
+use kube::Resource;
+#[cfg(any(test, feature = "testing"))]
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::{WatchStreamExt, watcher};
+
+use super::ClusterView;
+use crate::watch_health::{WatchBackoff, Watched};
+
+/// A watch of `api`, retried on [`WatchBackoff`], every object trimmed.
+pub(super) fn trimmed<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    trim: fn(&mut K),
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher(api, config)
+        .backoff(WatchBackoff::default())
+        .modify(trim)
+}
+
+/// Keeps a reflector store of `api`'s trimmed objects.
+pub(super) async fn reflect<K>(
+    view: Arc<ClusterView>,
+    api: Api<K>,
+    trim: fn(&mut K),
+    mut writer: Writer<K>,
+    resource: Watched,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let mut stream = trimmed(api, watcher::Config::default(), trim).boxed();
+    while let Some(item) = stream.next().await {
+        #[cfg(any(test, feature = "testing"))]
+        inject(&view, resource, &item);
+        if let Ok(ev) = &item {
+            writer.apply_watcher_event(ev);
+            if resource == Watched::PodDisruptionBudgets {
+                view.pdb_generation.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        view.health.observe(resource, &item);
+    }
+}
+
+/// A watch task of the view, boxed so the five can be spawned alike.
+type WatchTask = std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
+impl ClusterView {
+    /// Runs the watch loop `work` under the view's [`crate::supervisor::Supervisor`] as `task`.
+    /// A watch loop only returns when its stream ends, which kube's watcher never does on its
+    /// own (it retries on [`WatchBackoff`]): any end is a fault.
+    pub(super) fn supervise(&self, task: &str, work: impl Future<Output = ()> + Send + 'static) {
+        let watched: WatchTask = Box::pin(async move {
+            work.await;
+            Err::<(), String>("its watch stream ended".to_owned())
+        });
+        self.supervisor.spawn(task, watched);
+    }
+}
+
+/// Panics if a test injected a panic for this watch and the object `item` carries.
+#[cfg(any(test, feature = "testing"))]
+pub(super) fn inject<K: Resource>(
+    view: &ClusterView,
+    resource: Watched,
+    item: &watcher::Result<watcher::Event<K>>,
+) {
+    if let Ok(
+        watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) | watcher::Event::Delete(obj),
+    ) = item
+    {
+        view.injected_panics
+            .check(crate::fault::Site::Watch(resource), &obj.name_any());
+    }
+}
