@@ -136,11 +136,11 @@ pub struct CertificateArgs {
 
 impl Args {
     /// The leader-election durations, checked as client-go checks them.
-    pub fn lease_timing(&self) -> Result<crate::leader::Timing, String> {
+    pub fn lease_timing(&self) -> Result<crate::lease::elector::Timing, String> {
         let deadline = self
             .renew_deadline
             .unwrap_or_else(|| self.lease_duration.mul_f64(2.0 / 3.0));
-        crate::leader::Timing::new(self.lease_duration, deadline, self.retry_period)
+        crate::lease::elector::Timing::new(self.lease_duration, deadline, self.retry_period)
     }
 }
 

@@ -42,7 +42,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
 use crate::args::CertificateArgs;
-use crate::leadership::Leadership;
+use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
 use actuator::{Actuator, describe};
 use rotation::{Decision, Expected, decide};

@@ -15,7 +15,7 @@ use resize_guard_cluster::view::last_good_name;
 use resize_guard_policy::policy::POLICY_KEY;
 use serde_json::json;
 
-use crate::leadership::Leadership;
+use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
 
 /// How long to wait before retrying a failed copy.

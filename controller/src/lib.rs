@@ -1,27 +1,44 @@
 //! # resize-guard-controller
 //!
-//! Makes room for Deferred in-place resizes. Data flow: a pod watch (kube-runtime
-//! [`Controller`](kube::runtime::Controller)) triggers [`reconcile`] for each pod; the cluster
-//! view (`resize_guard_cluster`) gives the node's ledger, PDBs and the policy;
-//! `resize_guard_policy::assess` judges the resize; [`decision::decide`] turns that and the
-//! recorded [`plan`] into a decision; [`actuate`] records the plan, marks and evicts victims and
-//! emits Events. Only the holder of the [`leader`] Lease runs the controller ([`run`],
-//! [`leading`]), and, with `--certificates=self`, the [`certificates`] manager that keeps the
-//! webhook's CA, serving certificate and caBundle, and the [`last_good`] policy copy; every
-//! write passes the [`leadership`] fence. Recorded plans are sealed by the controller and
-//! re-checked against a fresh plan's rules before they are resumed ([`plan`], [`decision`]).
+//! Makes room for Deferred in-place resizes, and, while it leads, keeps the webhook's
+//! certificates and the last good policy copy. Three rooms and the wiring around them:
+//!
+//! - [`preemption`]: a pod watch (kube-runtime [`Controller`](kube::runtime::Controller))
+//!   triggers [`preemption::reconcile`] for each pod; the cluster view (`resize_guard_cluster`)
+//!   gives the node's ledger, PDBs and the policy; `resize_guard_policy::assess` judges the
+//!   resize; [`preemption::decision::decide`] turns that and the recorded plan into a decision;
+//!   [`preemption::actuate`] records the plan, marks and evicts victims and emits Events.
+//!   Recorded plans are sealed by the controller ([`preemption::seal`]) and re-checked against a
+//!   fresh plan's rules before they are resumed.
+//! - [`lease`]: only the holder of the Lease ([`lease::elector`]) runs the work the Lease guards
+//!   ([`lease::duties`]): the preemption controller, the [`certificates`] manager (with
+//!   `--certificates=self`) and the [`last_good`] policy copy; every write passes the
+//!   [`lease::fence`].
+//! - [`certificates`]: the webhook's CA, serving certificate and caBundle.
+//!
+//! Wiring: [`args`] (the command line), [`run`] (starts the view, the elector and the
+//! admin server), [`metrics`].
+//!
+//! The modules [`plan`] and [`reconcile`] keep the paths used outside this crate before the
+//! rooms existed.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod actuate;
 pub mod args;
-pub mod brakes;
 pub mod certificates;
-pub mod decision;
 pub mod last_good;
-pub mod leader;
-pub mod leadership;
-pub mod leading;
+pub mod lease;
 pub mod metrics;
-pub mod plan;
-pub mod reconcile;
+pub mod preemption;
 pub mod run;
+
+/// The sealed plan record, at its path from before [`preemption`] existed
+/// (`resize_guard_controller::plan::…`).
+pub mod plan {
+    pub use crate::preemption::seal::*;
+}
+
+/// The reconciler, at its path from before [`preemption`] existed
+/// (`resize_guard_controller::reconcile::concerns_controller`).
+pub mod reconcile {
+    pub use crate::preemption::reconcile::*;
+}

@@ -23,13 +23,13 @@ use resize_guard_cluster::view::ViewConfig;
 use resize_guard_runtime::Runtime;
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::actuate::Actuator;
 use crate::args::{Args, CertificateMode};
 use crate::certificates;
-use crate::leader::Elector;
-use crate::leadership::Leadership;
-use crate::leading::Leading;
+use crate::lease::duties::Leading;
+use crate::lease::elector::Elector;
+use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
+use crate::preemption::actuate::Actuator;
 
 /// Runs until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -95,7 +95,7 @@ pub async fn serve(
         );
         config.keep_pods = true;
         config.version = runtime.version().clone();
-        config.keep_pod_if = crate::reconcile::concerns_controller;
+        config.keep_pod_if = crate::preemption::reconcile::concerns_controller;
         config.unhealthy_after = common.watch_unhealthy_after;
         // The controller acts on PDBs: a stale PDB cache is as unsafe to act on as a stale pod one.
         config.acts_on_pdbs = true;
@@ -152,8 +152,8 @@ pub async fn serve(
         events: runtime.events().clone(),
         metrics: metrics.clone(),
         leadership: leadership.clone(),
-        seal: Arc::new(crate::plan::PlanSeal::new(&common.namespace)),
-        brakes: Arc::new(crate::brakes::Brakes::new()),
+        seal: Arc::new(crate::preemption::seal::PlanSeal::new(&common.namespace)),
+        brakes: Arc::new(crate::preemption::brakes::Brakes::new()),
     };
     loop {
         // Follower: take the Lease (jittered retries) or stop.
@@ -173,7 +173,7 @@ pub async fn serve(
             &view,
             &metrics,
             &actuator,
-            crate::leading::Duties {
+            crate::lease::duties::Duties {
                 certificates: certificates.clone(),
                 last_good: crate::last_good::LastGood {
                     namespace: common.namespace.clone(),

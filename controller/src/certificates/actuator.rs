@@ -1,5 +1,5 @@
 //! The side effects of the certificate manager, and nothing else: read the two Secrets and the
-//! two webhook configurations ([`Actuator::read`]), and carry out one decided [`Action`]
+//! two webhook configurations ([`Actuator::read`]), and carry out one decided [`CertWrite`]
 //! ([`Actuator::carry_out`]): generate what the plan asks for, create or replace a Secret with
 //! the resourceVersion it was read at (a concurrent change makes the write fail with a conflict
 //! and the next pass decides again), or server-side apply a caBundle. Every carried-out action is
@@ -14,10 +14,10 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use resize_guard_certs::{Authority, CertError, CertSpec};
 
-use crate::leadership::{Fenced, Leadership};
+use crate::lease::fence::{Fenced, Leadership};
 
 use super::ca_bundle::{Configuration, ConfigurationKind, apply_patch};
-use super::rotation::{Action, CaPlan, Material, Observed, chain};
+use super::rotation::{CaPlan, CertWrite, Material, Observed, chain};
 use super::secrets::{CaContents, MANAGER, Stored, ca_secret, rfc3339, serving_secret};
 
 /// Why a certificate operation failed.
@@ -180,12 +180,12 @@ impl Actuator {
     /// Carries out `action`, decided at `now` from `snapshot`.
     pub async fn carry_out(
         &self,
-        action: &Action,
+        action: &CertWrite,
         snapshot: &Snapshot,
         now: SystemTime,
     ) -> Result<(), CertificateError> {
         match action {
-            Action::WriteCa { plan, reason } => {
+            CertWrite::WriteCa { plan, reason } => {
                 let contents = self.resolve(plan, now)?;
                 let secret = ca_secret(
                     &self.namespace,
@@ -200,7 +200,7 @@ impl Actuator {
                     previous = contents.previous.is_some(),
                     %reason, "certificate repair: wrote the CA Secret");
             }
-            Action::IssueLeaf { signer, reason } => {
+            CertWrite::IssueLeaf { signer, reason } => {
                 let leaf =
                     signer
                         .sign(&self.spec, now)
@@ -223,7 +223,7 @@ impl Actuator {
                     issuer = signer.subject(), %expires, %reason,
                     "certificate repair: issued a serving certificate");
             }
-            Action::SetCaBundle {
+            CertWrite::SetCaBundle {
                 configuration,
                 webhooks,
                 bundle,

@@ -1,6 +1,6 @@
 //! The certificate decision, pure: [`decide`] takes the time, what the two Secrets and the two
 //! webhook configurations hold ([`Observed`]) and what they should hold ([`Expected`]), and
-//! returns the [`Action`]s that bring them there. No randomness and no API: a fresh key is an
+//! returns the [`CertWrite`]s that bring them there. No randomness and no API: a fresh key is an
 //! intent ([`Material::Generate`]) the actuator fulfils.
 //!
 //! The CA Secret is the source of truth and is settled first, alone: while it needs a write,
@@ -76,9 +76,10 @@ pub struct CaPlan {
     pub rotation_since: Option<SystemTime>,
 }
 
-/// One intended change, with the reason that is logged.
+/// One intended write to a certificate object (the CA Secret, the serving Secret or a
+/// configuration's caBundle), with the reason that is logged.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum CertWrite {
     /// Create or replace the CA Secret.
     WriteCa {
         /// Its new contents.
@@ -128,7 +129,7 @@ impl Repair {
     }
 }
 
-impl Action {
+impl CertWrite {
     /// What it repairs.
     pub fn what(&self) -> Repair {
         match self {
@@ -152,7 +153,7 @@ impl Action {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Decision {
     /// In order.
-    pub actions: Vec<Action>,
+    pub actions: Vec<CertWrite>,
     /// `notAfter` of the current CA, if usable.
     pub ca_expiry: Option<SystemTime>,
     /// `notAfter` of the stored serving certificate, if readable.
@@ -172,7 +173,7 @@ pub fn decide(now: SystemTime, observed: &Observed, expected: &Expected) -> Deci
         CaStep::Settled(current) => current,
         CaStep::Write(plan, reason) => {
             return Decision {
-                actions: vec![Action::WriteCa {
+                actions: vec![CertWrite::WriteCa {
                     plan: *plan,
                     reason,
                 }],
@@ -185,7 +186,7 @@ pub fn decide(now: SystemTime, observed: &Observed, expected: &Expected) -> Deci
     let bundle = trusted(ca.trusted());
     for configuration in &observed.configurations {
         if let Some(why) = configuration.mismatch(&bundle) {
-            actions.push(Action::SetCaBundle {
+            actions.push(CertWrite::SetCaBundle {
                 configuration: configuration.kind,
                 webhooks: configuration.names(),
                 bundle: bundle.clone(),
@@ -194,7 +195,7 @@ pub fn decide(now: SystemTime, observed: &Observed, expected: &Expected) -> Deci
         }
     }
     if let Err(reason) = leaf_fits(observed.serving.as_ref(), current, now, expected) {
-        actions.push(Action::IssueLeaf {
+        actions.push(CertWrite::IssueLeaf {
             signer: current.clone(),
             reason,
         });

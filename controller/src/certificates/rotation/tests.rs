@@ -70,10 +70,10 @@ impl World {
     }
 
     /// Carries `actions` out at `now`.
-    fn apply(&mut self, now: SystemTime, actions: &[Action]) {
+    fn apply(&mut self, now: SystemTime, actions: &[CertWrite]) {
         for action in actions {
             match action {
-                Action::WriteCa { plan, .. } => {
+                CertWrite::WriteCa { plan, .. } => {
                     let resolve = |m: &Material| match m {
                         Material::Keep(a) => a.clone(),
                         Material::Generate => {
@@ -89,7 +89,7 @@ impl World {
                     let secret = ca_secret("resize-guard", "resize-guard-ca", &contents, None);
                     self.observed.ca = Some(Stored::from_secret(&secret));
                 }
-                Action::IssueLeaf { signer, .. } => {
+                CertWrite::IssueLeaf { signer, .. } => {
                     let leaf = signer.sign(&self.expected.spec, now).unwrap();
                     let secret = serving_secret(
                         "resize-guard",
@@ -100,7 +100,7 @@ impl World {
                     );
                     self.observed.serving = Some(Stored::from_secret(&secret));
                 }
-                Action::SetCaBundle {
+                CertWrite::SetCaBundle {
                     configuration,
                     bundle,
                     ..
@@ -118,7 +118,7 @@ impl World {
     }
 
     /// Decides and applies until nothing is left to do; returns every action taken.
-    fn converge(&mut self, now: SystemTime) -> Vec<Action> {
+    fn converge(&mut self, now: SystemTime) -> Vec<CertWrite> {
         let mut all = Vec::new();
         for _ in 0..6 {
             let d = self.decide(now);
@@ -172,11 +172,11 @@ impl World {
 /// Damage done to a stored Secret.
 type Breakage = Box<dyn Fn(&mut Stored)>;
 
-fn kinds(actions: &[Action]) -> Vec<(Repair, Option<ConfigurationKind>)> {
+fn kinds(actions: &[CertWrite]) -> Vec<(Repair, Option<ConfigurationKind>)> {
     actions
         .iter()
         .map(|a| match a {
-            Action::SetCaBundle { configuration, .. } => (a.what(), Some(*configuration)),
+            CertWrite::SetCaBundle { configuration, .. } => (a.what(), Some(*configuration)),
             _ => (a.what(), None),
         })
         .collect()
@@ -184,14 +184,14 @@ fn kinds(actions: &[Action]) -> Vec<(Repair, Option<ConfigurationKind>)> {
 
 fn only_leaf_reason(d: &Decision) -> String {
     match d.actions.as_slice() {
-        [Action::IssueLeaf { reason, .. }] => reason.clone(),
+        [CertWrite::IssueLeaf { reason, .. }] => reason.clone(),
         other => panic!("expected one IssueLeaf, got {other:#?}"),
     }
 }
 
 fn only_ca_write(d: &Decision) -> (CaPlan, String) {
     match d.actions.as_slice() {
-        [Action::WriteCa { plan, reason }] => (plan.clone(), reason.clone()),
+        [CertWrite::WriteCa { plan, reason }] => (plan.clone(), reason.clone()),
         other => panic!("expected one WriteCa, got {other:#?}"),
     }
 }
@@ -256,7 +256,7 @@ fn a_wiped_ca_bundle_is_set_again_on_that_configuration_only() {
         kinds(&d.actions),
         vec![(Repair::CaBundle, Some(ConfigurationKind::Validating))]
     );
-    let Action::SetCaBundle {
+    let CertWrite::SetCaBundle {
         webhooks,
         bundle,
         reason,
@@ -303,7 +303,7 @@ fn every_webhook_of_a_configuration_is_checked() {
         .webhooks
         .push(("second.resize-guard.io".into(), Some(b"stale".to_vec())));
     let d = w.decide(t0());
-    let Action::SetCaBundle {
+    let CertWrite::SetCaBundle {
         webhooks, bundle, ..
     } = &d.actions[0]
     else {

@@ -21,13 +21,13 @@ use resize_guard_cluster::ClusterView;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::actuate::Actuator;
 use crate::certificates;
 use crate::last_good::LastGood;
-use crate::leader::Elector;
-use crate::leadership::Leadership;
+use crate::lease::elector::Elector;
+use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
-use crate::reconcile::{Ctx, error_policy, reconcile};
+use crate::preemption::actuate::Actuator;
+use crate::preemption::reconcile::{Ctx, error_policy, reconcile};
 
 /// Most pods reconciled at once.
 pub const RECONCILE_CONCURRENCY: u16 = 8;

@@ -25,7 +25,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 
-use crate::leadership::Leadership;
+use crate::lease::fence::Leadership;
 
 /// client-go's `JitterFactor` for followers' retries.
 pub const JITTER_FACTOR: f64 = 1.2;

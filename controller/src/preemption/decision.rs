@@ -1,5 +1,5 @@
 //! What the controller should do for one pod, as a value (ARCHITECTURE.md §5: decisions emit intents; the
-//! [`crate::actuate`] layer performs them). Pure: the pod, the verdict from
+//! [`crate::preemption::actuate`] layer performs them). Pure: the pod, the verdict from
 //! `resize_guard_policy::assess`, the recorded plan and the state of its victims in, a
 //! [`Decision`] out — so every branch is unit-tested without a cluster.
 //!
@@ -26,8 +26,8 @@ use resize_guard_policy::verdict::{Deferral, Infeasibility};
 use resize_guard_policy::victims::{Exclusion, NoPlan, exclusion, name_list};
 use resize_guard_policy::{Verdict, verdict::NAMES_IN_MESSAGES};
 
-use crate::brakes::Limits;
-use crate::plan::{PlanRecord, Untrusted};
+use crate::preemption::brakes::Limits;
+use crate::preemption::seal::{PlanRecord, Untrusted};
 
 /// Where a planned victim is now, re-checked against the rules a fresh plan obeys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +63,7 @@ pub enum Decision {
         after: Duration,
     },
     /// Record the plan when `record` says, and preempt `victims` in order — once the brakes
-    /// ([`crate::brakes`]) let it through.
+    /// ([`crate::preemption::brakes`]) let it through.
     Preempt {
         /// When the plan is written to the preemptor.
         record: Record,

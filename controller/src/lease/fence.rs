@@ -7,7 +7,7 @@
 //! fenced before its next write, whatever its wall clock or the Lease's timestamps say.
 //!
 //! Why this is safe: a follower takes over only after it has *observed* the same Lease record
-//! unchanged for a whole lease duration (see [`crate::leader`]); it observes a renewal no earlier
+//! unchanged for a whole lease duration (see [`crate::lease::elector`]); it observes a renewal no earlier
 //! than the renewal was sent, so its takeover comes at least `lease_duration - renew_deadline`
 //! after this replica's fence passed. A write is started only before the fence and is given at
 //! most the time left before it ([`Leadership::fenced`]), so it cannot outlive leadership.

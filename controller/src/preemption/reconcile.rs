@@ -1,6 +1,6 @@
 //! The kube-runtime reconciler: for each pod, read the view, judge with
-//! `resize_guard_policy::assess`, [`decide`](crate::decision::decide), and
-//! [`apply`](crate::actuate::Actuator::apply). Canonical shape: `reconcile(Arc<Pod>, Arc<Ctx>)`
+//! `resize_guard_policy::assess`, [`decide`](crate::preemption::decision::decide), and
+//! [`apply`](crate::preemption::actuate::Actuator::apply). Canonical shape: `reconcile(Arc<Pod>, Arc<Ctx>)`
 //! plus `error_policy`, explicit requeues.
 
 use std::sync::Arc;
@@ -13,9 +13,9 @@ use resize_guard_cluster::{Cluster, ClusterView};
 use resize_guard_policy::pod::{is_deferred_now, is_resize_infeasible, node_name, resize_pending};
 use resize_guard_policy::{Context, assess};
 
-use crate::actuate::{ActuateError, Actuator};
-use crate::decision::{Decision, VictimState, decide, plan_untrusted, victim_state};
-use crate::plan::{PLAN_ANNOTATION, verified};
+use crate::preemption::actuate::{ActuateError, Actuator};
+use crate::preemption::decision::{Decision, VictimState, decide, plan_untrusted, victim_state};
+use crate::preemption::seal::{PLAN_ANNOTATION, verified};
 use resize_guard_policy::pod::PodKey;
 
 /// Everything a reconcile reads.

@@ -1,7 +1,7 @@
 //! The preemption plan recorded on the preemptor, so a restarted or newly elected controller
 //! resumes the same plan instead of choosing again. The record's type lives in the policy crate
 //! ([`resize_guard_policy::plan`]) because `kubectl resize-guard explain` reads it too; when it
-//! is written is decided with the plan ([`crate::decision::Record`]).
+//! is written is decided with the plan ([`crate::preemption::decision::Record`]).
 //!
 //! The annotation is on a pod its author may edit, so the controller trusts only records it
 //! sealed: [`PlanSeal`] keeps an HMAC-SHA256 key in the Secret [`PLAN_KEY_SECRET`] of the
@@ -9,7 +9,7 @@
 //! only by the controller's ServiceAccount), seals each record it writes over the preemptor's
 //! UID and every field, and [`PlanSeal::verify`] checks a record before it is resumed. A record
 //! that does not verify is dropped with a Warning Event; one that does is still re-checked
-//! against the rules of a fresh plan (`crate::decision`).
+//! against the rules of a fresh plan (`crate::preemption::decision`).
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -19,7 +19,7 @@ use tokio::sync::OnceCell;
 
 pub use resize_guard_policy::plan::{PLAN_ANNOTATION, PlanRecord};
 
-use crate::actuate::WriteError;
+use crate::preemption::actuate::WriteError;
 
 /// The Secret (in the install namespace) holding the key that seals plan records.
 pub const PLAN_KEY_SECRET: &str = "resize-guard-plan-key";

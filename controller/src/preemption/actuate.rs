@@ -6,7 +6,7 @@
 //! recreated pod of the same name is never touched. Every call is idempotent, so a retry or the
 //! next leader can repeat it safely. The API answers that change the course — a
 //! PodDisruptionBudget refusing an eviction, or the server throttling one — go back through
-//! [`decision::eviction_refused`](crate::decision::eviction_refused), which tells them apart by
+//! [`eviction_refused`](crate::preemption::decision::eviction_refused), which tells them apart by
 //! the answer (the client does not retry evictions: `resize_guard_runtime::api_client`).
 
 use std::sync::Arc;
@@ -26,16 +26,18 @@ use resize_guard_policy::pod::{self, PodKey};
 use resize_guard_runtime::Events;
 use serde_json::json;
 
-use crate::decision::{Decision, FAILED_RETRY, Record, Removal, SHORT_WAIT, Via, eviction_refused};
+use crate::preemption::decision::{
+    Decision, FAILED_RETRY, Record, Removal, SHORT_WAIT, Via, eviction_refused,
+};
 
 /// How often a plan held by the open circuit breaker looks again.
 const PAUSED_RECHECK: Duration = Duration::from_secs(30);
 /// How often a plan held by another plan on its node looks again.
 const NODE_BUSY_WAIT: Duration = Duration::from_secs(2);
-use crate::brakes::{Brakes, Held, Limits};
-use crate::leadership::{Fenced, Leadership};
+use crate::lease::fence::{Fenced, Leadership};
 use crate::metrics::Metrics;
-use crate::plan::{KeyError, PLAN_ANNOTATION, PlanRecord, PlanSeal, seal};
+use crate::preemption::brakes::{Brakes, Held, Limits};
+use crate::preemption::seal::{KeyError, PLAN_ANNOTATION, PlanRecord, PlanSeal, seal};
 
 /// A write that was not made or failed.
 #[derive(Debug, thiserror::Error)]

@@ -11,8 +11,8 @@ use kube::runtime::events::Reporter;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::decision::{REPLAN_WAIT, Record, Removal, Via};
-use crate::plan::PlanRecord;
+use crate::preemption::decision::{REPLAN_WAIT, Record, Removal, Via};
+use crate::preemption::seal::PlanRecord;
 use resize_guard_policy::pod::PodKey;
 
 /// One request the fake saw.
@@ -122,8 +122,8 @@ fn actuator(client: kube::Client, leadership: Leadership) -> Actuator {
         client,
         metrics: Arc::new(Metrics::new()),
         leadership,
-        seal: Arc::new(crate::plan::PlanSeal::fixed(&[7; 32])),
-        brakes: Arc::new(crate::brakes::Brakes::new()),
+        seal: Arc::new(crate::preemption::seal::PlanSeal::fixed(&[7; 32])),
+        brakes: Arc::new(crate::preemption::brakes::Brakes::new()),
     }
 }
 
@@ -230,7 +230,7 @@ async fn a_multi_victim_plan_is_recorded_then_each_victim_evicted_and_marked() {
     let plan_patch = &log[0].body;
     assert_eq!(plan_patch["metadata"]["uid"], "u-app");
     assert!(
-        plan_patch["metadata"]["annotations"][crate::plan::PLAN_ANNOTATION]
+        plan_patch["metadata"]["annotations"][crate::preemption::seal::PLAN_ANNOTATION]
             .as_str()
             .unwrap()
             .contains("u-v2")
@@ -296,7 +296,7 @@ async fn a_budget_refusal_clears_the_plan_and_touches_no_further_victim() {
     );
     let cleared = seen.lock().unwrap()[2].body.clone();
     assert_eq!(
-        cleared["metadata"]["annotations"][crate::plan::PLAN_ANNOTATION],
+        cleared["metadata"]["annotations"][crate::preemption::seal::PLAN_ANNOTATION],
         Value::Null
     );
     assert!(a.metrics.render().contains("outcome=\"pdb_blocked\""));
@@ -324,7 +324,10 @@ async fn a_throttled_eviction_is_asked_once_and_the_plan_kept_for_later() {
     }));
     let a = actuator(client, Leadership::forever());
     let action = preempt_two(&a).await;
-    assert_eq!(action, Action::requeue(crate::decision::THROTTLE_WAIT));
+    assert_eq!(
+        action,
+        Action::requeue(crate::preemption::decision::THROTTLE_WAIT)
+    );
     // The plan stays recorded (no clearing patch), the eviction was sent once (not retried by
     // the client), and nothing counts as fenced.
     assert_eq!(
