@@ -30,17 +30,29 @@
 //! explain ([`crate::qos`]). The first violation found is returned, worded as upstream's
 //! `field.Error` (`<path>: <type>: <detail>`).
 
+mod containers;
+mod pod_level;
+mod requirements;
+#[cfg(test)]
+mod tests;
+
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
-
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::aggregate::{self, Amounts, amounts};
 use crate::pod::is_sidecar;
 use crate::quantity::parse_nanos;
-use crate::resources::ResourceList;
-use crate::strategy::{is_hugepages, is_overcommit_allowed, is_pod_level_resource};
+use containers::{
+    only_cpu_memory_changed, validate_container_order, validate_container_resize,
+    validate_init_container_changes,
+};
+use pod_level::{pod_level_set, validate_pod_level_resize};
+#[cfg(test)]
+use requirements::validate_requirements;
+use requirements::validate_spec_resources;
+
+pub use containers::same_requirements;
 
 /// One error of the API server's, in its own words.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,50 +203,15 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
             e.forbidden("spec", "only cpu and memory resources are mutable");
         }
     }
-    for (i, (o, n)) in olds.iter().zip(news).enumerate() {
-        if minor <= 35 {
-            // v1.33–v1.35: sidecars may change cpu and memory; other init containers nothing.
-            if is_sidecar(n) {
-                if !only_cpu_memory_changed(o, n, minor) {
-                    e.forbidden(
-                        "spec",
-                        "only cpu and memory resources for sidecar containers are mutable",
-                    );
-                }
-            } else if !same_requirements(o.resources.as_ref(), n.resources.as_ref())
-                || o.resize_policy != n.resize_policy
-            {
-                e.forbidden(
-                    "spec",
-                    "resources for non-sidecar init containers are immutable",
-                );
-            }
-            continue;
-        }
-        let path = format!("spec.initContainers[{i}]");
-        if !only_cpu_memory_changed(o, n, minor) {
-            e.forbidden(
-                path.clone(),
-                "only cpu and memory resources for init or sidecar containers are mutable",
-            );
-        }
-        let restarts = n
-            .resize_policy
-            .iter()
-            .flatten()
-            .any(|p| p.restart_policy == "RestartContainer");
-        if !is_sidecar(n)
-            && restarts
-            && !same_requirements(o.resources.as_ref(), n.resources.as_ref())
-        {
-            e.forbidden(
-                path,
-                "non-sidecar init containers with a resize policy of RestartContainer cannot be resized",
-            );
-        }
-    }
-    // The closing `Semantic.DeepEqual`, only reached without other errors: an empty pod-level
-    // object the old pod lacks (or the other way round) is a change to something else.
+    validate_init_container_changes(olds, news, minor, &mut e);
+    closing_deep_equal(old_spec, new_spec, &mut e);
+    e.result(false)
+}
+
+/// The closing `Semantic.DeepEqual` of `ValidatePodResize`, only reached without other errors:
+/// an empty pod-level object the old pod lacks (or the other way round) is a change to
+/// something else.
+fn closing_deep_equal(old_spec: &PodSpec, new_spec: &PodSpec, e: &mut Errors) {
     let claims = |s: &PodSpec| {
         s.resources
             .as_ref()
@@ -249,158 +226,11 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
     {
         e.forbidden("spec", "only cpu and memory resources are mutable");
     }
-    e.result(false)
 }
 
-/// The resource parts of `ValidatePodSpec` that a resize can break.
-fn validate_spec_resources(spec: &PodSpec, e: &mut Errors) {
-    let paths = spec
-        .containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (format!("spec.containers[{i}].resources"), c))
-        .chain(
-            spec.init_containers
-                .iter()
-                .flatten()
-                .enumerate()
-                .map(|(i, c)| (format!("spec.initContainers[{i}].resources"), c)),
-        );
-    for (path, c) in paths {
-        validate_requirements(c.resources.as_ref(), &path, false, e);
-    }
-    let Some(pod_level) = spec.resources.as_ref() else {
-        return;
-    };
-    validate_requirements(Some(pod_level), "spec.resources", true, e);
-    validate_pod_resource_consistency(spec, pod_level, e);
-}
-
+/// A quantity in nano-units; an unparsable one counts as zero.
 fn nanos(q: &Quantity) -> i128 {
     parse_nanos(&q.0).unwrap_or(0)
-}
-
-/// `validateResourceRequirements` (pod-level: with `validatePodResourceName`).
-fn validate_requirements(
-    r: Option<&ResourceRequirements>,
-    path: &str,
-    pod_level: bool,
-    e: &mut Errors,
-) {
-    let empty = ResourceList::new();
-    let requests = r.and_then(|r| r.requests.as_ref()).unwrap_or(&empty);
-    let limits = r.and_then(|r| r.limits.as_ref()).unwrap_or(&empty);
-    let mut cpu_or_memory = false;
-    let mut hugepages = false;
-    for (field, list) in [("limits", limits), ("requests", requests)] {
-        for (name, q) in list {
-            // Paths are only spelled out for an error: this runs on every admission review.
-            let at = || format!("{path}.{field}[{name}]");
-            if pod_level && !is_pod_level_resource(name) {
-                e.push(
-                    at(),
-                    format!(
-                        "Unsupported value: \"{name}\": supported values: \"cpu\", \"hugepages-\", \"memory\""
-                    ),
-                );
-            }
-            if nanos(q) < 0 {
-                e.invalid(at(), &q.0, "must be greater than or equal to 0");
-            }
-            cpu_or_memory |= name == "cpu" || name == "memory";
-            hugepages |= is_hugepages(name);
-        }
-    }
-    for (name, request) in requests {
-        match limits.get(name) {
-            Some(limit) if nanos(request) != nanos(limit) && !is_overcommit_allowed(name) => {
-                e.invalid(
-                    format!("{path}.requests"),
-                    &request.0,
-                    format!("must be equal to {name} limit of {}", limit.0),
-                );
-            }
-            Some(limit) if nanos(request) > nanos(limit) => {
-                e.invalid(
-                    format!("{path}.requests"),
-                    &request.0,
-                    format!("must be less than or equal to {name} limit of {}", limit.0),
-                );
-            }
-            None if !is_overcommit_allowed(name) => e.push(
-                format!("{path}.limits"),
-                "Required value: Limit must be set for non overcommitable resources".to_owned(),
-            ),
-            _ => {}
-        }
-    }
-    if hugepages && !cpu_or_memory {
-        e.forbidden(path, "HugePages require cpu or memory");
-    }
-}
-
-/// `validatePodResourceConsistency`: pod-level requests cover the containers' aggregate,
-/// pod-level hugepage limits cover theirs, and no regular container's limit exceeds the
-/// pod-level limit (init containers are not checked there).
-fn validate_pod_resource_consistency(
-    spec: &PodSpec,
-    pod_level: &ResourceRequirements,
-    e: &mut Errors,
-) {
-    let empty = ResourceList::new();
-    let pod_requests = pod_level.requests.as_ref().unwrap_or(&empty);
-    let pod_limits = pod_level.limits.as_ref().unwrap_or(&empty);
-    for (name, sum) in aggregate::container_requests_spelled(spec) {
-        if let Some(request) = pod_requests.get(&name)
-            && sum.0 > nanos(request)
-        {
-            e.invalid(
-                format!("spec.resources.requests[{name}]"),
-                &request.0,
-                format!(
-                    "must be greater than or equal to aggregate container requests of {}",
-                    aggregate::spell(sum)
-                ),
-            );
-        }
-    }
-    for (name, sum) in aggregate::container_limits_spelled(spec) {
-        if let Some(limit) = pod_limits.get(&name)
-            && is_hugepages(&name)
-            && sum.0 > nanos(limit)
-        {
-            e.invalid(
-                format!("spec.resources.limits[{name}]"),
-                &limit.0,
-                format!(
-                    "must be greater than or equal to aggregate container limits of {}",
-                    aggregate::spell(sum)
-                ),
-            );
-        }
-    }
-    for (i, c) in spec.containers.iter().enumerate() {
-        for (name, limit) in c
-            .resources
-            .as_ref()
-            .and_then(|r| r.limits.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            if let Some(pod_limit) = pod_limits.get(name)
-                && nanos(limit) > nanos(pod_limit)
-            {
-                e.invalid(
-                    format!("spec.resources.containers[{i}][{name}].limits"),
-                    &limit.0,
-                    format!(
-                        "must be less than or equal to pod limits of {}",
-                        pod_limit.0
-                    ),
-                );
-            }
-        }
-    }
 }
 
 /// `isPodResizeRequestSupported`: the first running container must report its resources.
@@ -415,252 +245,3 @@ fn resize_supported_by_node(old: &Pod) -> bool {
         .find(|cs| cs.state.as_ref().is_some_and(|s| s.running.is_some()))
         .is_none_or(|cs| cs.resources.is_some())
 }
-
-/// `validatePodLevelResourcesResize`, when either side has pod-level resources.
-fn validate_pod_level_resize(old: &PodSpec, new: &PodSpec, e: &mut Errors) {
-    if !pod_level_set(old) && !pod_level_set(new) {
-        return;
-    }
-    let (Some(old_r), new_r) = (old.resources.as_ref(), new.resources.as_ref()) else {
-        only_cpu_memory_at_pod_level(None, new.resources.as_ref(), e);
-        return;
-    };
-    let Some(new_r) = new_r else {
-        e.forbidden("spec.resources", "pod-level resources cannot be removed");
-        return;
-    };
-    if removed(new_r.requests.as_ref(), old_r.requests.as_ref()) {
-        e.forbidden(
-            "spec.resources.requests",
-            "pod-level resource requests cannot be removed",
-        );
-    }
-    if removed(new_r.limits.as_ref(), old_r.limits.as_ref()) {
-        e.forbidden(
-            "spec.resources.limits",
-            "pod-level resource limits cannot be removed",
-        );
-    }
-    only_cpu_memory_at_pod_level(Some(old_r), Some(new_r), e);
-}
-
-fn only_cpu_memory_at_pod_level(
-    old: Option<&ResourceRequirements>,
-    new: Option<&ResourceRequirements>,
-    e: &mut Errors,
-) {
-    let others = |r: Option<&ResourceRequirements>| {
-        (
-            non_cpu_memory(r.and_then(|r| r.requests.as_ref())),
-            non_cpu_memory(r.and_then(|r| r.limits.as_ref())),
-            r.and_then(|r| r.claims.clone()).unwrap_or_default(),
-        )
-    };
-    if others(old) != others(new) {
-        e.forbidden(
-            "spec",
-            "only cpu and memory resources are mutable at pod-level",
-        );
-    }
-}
-
-/// `validatePodResizeContainerOrdering`.
-fn validate_container_order(old: &PodSpec, new: &PodSpec, e: &mut Errors) {
-    if old.containers.len() != new.containers.len() {
-        e.forbidden(
-            "spec.containers",
-            "containers may not be added or removed on resize",
-        );
-    } else {
-        for (i, (o, n)) in old.containers.iter().zip(&new.containers).enumerate() {
-            if o.name != n.name {
-                e.forbidden(
-                    format!("spec.containers[{i}].name"),
-                    "containers may not be renamed or reordered on resize",
-                );
-            }
-        }
-    }
-    let (olds, news) = (
-        old.init_containers.as_deref().unwrap_or(&[]),
-        new.init_containers.as_deref().unwrap_or(&[]),
-    );
-    if olds.len() != news.len() {
-        e.forbidden(
-            "spec.initContainers",
-            "initContainers may not be added or removed on resize",
-        );
-    } else {
-        for (i, (o, n)) in olds.iter().zip(news).enumerate() {
-            if o.name != n.name {
-                e.forbidden(
-                    format!("spec.initContainers[{i}].name"),
-                    "initContainers may not be renamed or reordered on resize",
-                );
-            }
-        }
-    }
-}
-
-/// `validateContainerResize`: requests and limits cannot be removed.
-fn validate_container_resize(
-    old: &Container,
-    new: &Container,
-    path: &str,
-    minor: u32,
-    e: &mut Errors,
-) {
-    fn list(c: &Container, limits: bool) -> Option<&ResourceList> {
-        c.resources.as_ref().and_then(|r| {
-            if limits {
-                r.limits.as_ref()
-            } else {
-                r.requests.as_ref()
-            }
-        })
-    }
-    if removed(list(new, false), list(old, false)) {
-        e.forbidden(
-            format!("{path}.requests"),
-            "resource requests cannot be removed",
-        );
-    }
-    if removed(list(new, true), list(old, true)) {
-        e.forbidden(
-            format!("{path}.limits"),
-            "resource limits cannot be removed",
-        );
-    }
-    if minor <= 33 {
-        memory_limit_decrease_v1_33(old, new, path, e);
-    }
-}
-
-/// v1.33 `validateContainerResize`: "memory limits may not be decreased if resize policy is
-/// NotRequired" (the first memory entry of the new container's `resizePolicy`; none means
-/// NotRequired), and adding a limit counts as lowering it from unlimited.
-fn memory_limit_decrease_v1_33(old: &Container, new: &Container, path: &str, e: &mut Errors) {
-    let policy = new
-        .resize_policy
-        .iter()
-        .flatten()
-        .find(|p| p.resource_name == "memory")
-        .map(|p| p.restart_policy.as_str());
-    if !matches!(policy, None | Some("") | Some("NotRequired")) {
-        return;
-    }
-    let limit = |c: &Container| {
-        c.resources
-            .as_ref()
-            .and_then(|r| r.limits.as_ref())
-            .and_then(|l| l.get("memory"))
-            .map(nanos)
-    };
-    match (limit(new), limit(old)) {
-        (Some(n), Some(o)) if n < o => e.forbidden(
-            format!("{path}.limits[memory]"),
-            "memory limits cannot be decreased unless resizePolicy is RestartContainer",
-        ),
-        (Some(_), None) => e.forbidden(
-            format!("{path}.limits[memory]"),
-            "memory limits cannot be added unless resizePolicy is RestartContainer",
-        ),
-        _ => {}
-    }
-}
-
-/// `isPodLevelResourcesSet` as `ValidatePodResize` defines it: any request or limit at all.
-fn pod_level_set(s: &PodSpec) -> bool {
-    s.resources.as_ref().is_some_and(|r| {
-        r.requests.as_ref().map_or(0, |l| l.len()) + r.limits.as_ref().map_or(0, |l| l.len()) > 0
-    })
-}
-
-/// `resourcesRemoved`.
-fn removed(new: Option<&ResourceList>, old: Option<&ResourceList>) -> bool {
-    let (new_len, old_len) = (new.map_or(0, |l| l.len()), old.map_or(0, |l| l.len()));
-    old_len > new_len
-        || old
-            .into_iter()
-            .flatten()
-            .any(|(k, _)| !new.is_some_and(|n| n.contains_key(k)))
-}
-
-/// `dropCPUMemoryResourcesFromContainer` + `Semantic.DeepEqual`: nothing but cpu and memory
-/// values changed (the strategy already reset every other field except `resizePolicy`).
-fn only_cpu_memory_changed(old: &Container, new: &Container, minor: u32) -> bool {
-    let (o, n) = (old.resources.as_ref(), new.resources.as_ref());
-    let no_claims: &[k8s_openapi::api::core::v1::ResourceClaim] = &[];
-    let old_claims = o.and_then(|r| r.claims.as_deref()).unwrap_or(no_claims);
-    let new_claims = n.and_then(|r| r.claims.as_deref()).unwrap_or(no_claims);
-    // v1.33–v1.34 `dropCPUMemoryResourcesFromContainer` drops a whole list the old container
-    // lacks (`if oldResourceList == nil { return nil }`), so anything added there passes, and
-    // keeps no claims, so an old container with claims never compares equal.
-    let legacy = minor <= 34;
-    let same_list = |old: Option<&ResourceList>, new: Option<&ResourceList>| {
-        if legacy {
-            same_others_v1_33(old, new)
-        } else {
-            same_others(old, new)
-        }
-    };
-    let claims_ok = if legacy {
-        old_claims.is_empty()
-    } else {
-        old_claims == new_claims
-    };
-    same_list(
-        o.and_then(|r| r.requests.as_ref()),
-        n.and_then(|r| r.requests.as_ref()),
-    ) && same_list(
-        o.and_then(|r| r.limits.as_ref()),
-        n.and_then(|r| r.limits.as_ref()),
-    ) && claims_ok
-        && old.resize_policy.as_deref().unwrap_or(&[])
-            == new.resize_policy.as_deref().unwrap_or(&[])
-}
-
-/// [`same_others`] as v1.33–v1.34 compare: a list the old container lacks (unset or empty, as
-/// stored) is never compared.
-fn same_others_v1_33(old: Option<&ResourceList>, new: Option<&ResourceList>) -> bool {
-    old.is_none_or(|l| l.is_empty()) || same_others(old, new)
-}
-
-/// The entries other than cpu and memory are the same, by value.
-fn same_others(a: Option<&ResourceList>, b: Option<&ResourceList>) -> bool {
-    fn others(l: Option<&ResourceList>) -> impl Iterator<Item = (&String, &Quantity)> {
-        l.into_iter()
-            .flatten()
-            .filter(|(k, _)| k.as_str() != "cpu" && k.as_str() != "memory")
-    }
-    others(a).count() == others(b).count()
-        && others(a).all(|(k, q)| {
-            b.and_then(|b| b.get(k))
-                .is_some_and(|other| nanos(q) == nanos(other))
-        })
-}
-
-fn non_cpu_memory(list: Option<&ResourceList>) -> Amounts {
-    let mut a = amounts(list);
-    a.remove("cpu");
-    a.remove("memory");
-    a
-}
-
-/// Semantic equality of two requirements (values, not spellings).
-pub fn same_requirements(
-    a: Option<&ResourceRequirements>,
-    b: Option<&ResourceRequirements>,
-) -> bool {
-    let parts = |r: Option<&ResourceRequirements>| {
-        (
-            amounts(r.and_then(|r| r.requests.as_ref())),
-            amounts(r.and_then(|r| r.limits.as_ref())),
-            r.and_then(|r| r.claims.clone()).unwrap_or_default(),
-        )
-    };
-    parts(a) == parts(b)
-}
-
-#[cfg(test)]
-mod tests;

@@ -20,6 +20,12 @@
 //! budget covers, is not a candidate at all (the Eviction API would refuse it); budgets are then consumed least-important-first so the
 //! pods the API would let go are the ones upstream's order would sacrifice anyway.
 
+mod exclusion;
+mod no_plan;
+mod race;
+#[cfg(test)]
+mod tests;
+
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -28,10 +34,13 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 
 use crate::ledger::{LedgerEntry, NodeLedger};
 use crate::pending::PendingResize;
-use crate::pod::{Controller, PodKey};
+use crate::pod::PodKey;
 use crate::policy::{PdbMode, Policy};
 use crate::requests::{Accounting, spec_requests};
 use crate::resources::Resources;
+use exclusion::eligible;
+pub use exclusion::{Exclusion, Exclusions, exclusion};
+pub use no_plan::NoPlan;
 
 /// The pod whose resize needs room.
 #[derive(Debug, Clone)]
@@ -150,240 +159,6 @@ pub fn name_list<T: fmt::Display>(items: impl Iterator<Item = T>, limit: usize) 
     out
 }
 
-/// Pods that were not candidates, by reason.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Exclusions {
-    /// Priority equal to or above the preemptor's.
-    pub not_lower_priority: usize,
-    /// Already terminating (counted as freed space instead).
-    pub terminating: usize,
-    /// System-critical or mirror pods.
-    pub critical: usize,
-    /// In a protected namespace.
-    pub protected_namespace: usize,
-    /// Matching the protected selector.
-    pub protected_selector: usize,
-    /// Evicting them would break a PodDisruptionBudget (`pdb: respect`).
-    pub pdb: usize,
-    /// Owned by a DaemonSet (`preemption.allowDaemonSetVictims: false`).
-    pub daemon_set: usize,
-    /// No controlling owner (`preemption.allowBarePodVictims: false`).
-    pub bare: usize,
-}
-
-/// Why one pod is not a candidate victim: the rules of [`select_victims`], which a recorded
-/// plan's victims must also pass every time the plan is resumed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exclusion {
-    /// Priority equal to or above the preemptor's.
-    NotLowerPriority,
-    /// Already terminating.
-    Terminating,
-    /// System-critical or a mirror pod.
-    Critical,
-    /// In `kube-system`, the install namespace or `preemption.protectedNamespaces`.
-    ProtectedNamespace,
-    /// Matches `preemption.protectedSelector`.
-    ProtectedSelector,
-    /// Owned by a DaemonSet, and the policy does not allow those.
-    DaemonSet,
-    /// No controlling owner, and the policy does not allow those.
-    Bare,
-}
-
-impl fmt::Display for Exclusion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Exclusion::NotLowerPriority => "its priority is not below the resizing pod's",
-            Exclusion::Terminating => "it is already terminating",
-            Exclusion::Critical => "it is system-critical or a mirror pod",
-            Exclusion::ProtectedNamespace => {
-                "its namespace is protected (kube-system, the install namespace or preemption.protectedNamespaces)"
-            }
-            Exclusion::ProtectedSelector => {
-                "it matches preemption.protectedSelector"
-            }
-            Exclusion::DaemonSet => {
-                "it is owned by a DaemonSet (preemption.allowDaemonSetVictims: false)"
-            }
-            Exclusion::Bare => {
-                "it has no controlling owner (preemption.allowBarePodVictims: false)"
-            }
-        })
-    }
-}
-
-/// Why `e` may not be a victim of a resize at `priority` under `policy`, if it may not. The
-/// order of the checks decides which reason is counted when several apply.
-pub fn exclusion(
-    e: &LedgerEntry,
-    priority: i32,
-    policy: &Policy,
-    install_namespace: &str,
-) -> Option<Exclusion> {
-    let rules = &policy.preemption;
-    if e.priority >= priority {
-        Some(Exclusion::NotLowerPriority)
-    } else if e.terminating {
-        Some(Exclusion::Terminating)
-    } else if e.critical || e.mirror {
-        Some(Exclusion::Critical)
-    } else if policy.protects_namespace(&e.key.namespace, install_namespace) {
-        Some(Exclusion::ProtectedNamespace)
-    } else if !rules.protected_selector.0.is_empty()
-        && rules.protected_selector.0.matches(e.labels.as_deref())
-    {
-        Some(Exclusion::ProtectedSelector)
-    } else if e.controller == Controller::DaemonSet && !rules.allow_daemon_set_victims {
-        Some(Exclusion::DaemonSet)
-    } else if e.controller == Controller::None && !rules.allow_bare_pod_victims {
-        Some(Exclusion::Bare)
-    } else {
-        None
-    }
-}
-
-impl fmt::Display for Exclusions {
-    /// Who among the lower-priority pods was left out and by which rule, e.g. `1 protected by
-    /// policy (preemption.protectedSelector), 1 held by a PodDisruptionBudget`; empty when
-    /// nothing notable.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut parts = Vec::new();
-        for (n, why) in [
-            (
-                self.protected_namespace,
-                "protected by policy (preemption.protectedNamespaces)",
-            ),
-            (
-                self.protected_selector,
-                "protected by policy (preemption.protectedSelector)",
-            ),
-            (self.critical, "system-critical or mirror"),
-            (self.pdb, "held by a PodDisruptionBudget"),
-            (
-                self.daemon_set,
-                "owned by a DaemonSet (preemption.allowDaemonSetVictims)",
-            ),
-            (
-                self.bare,
-                "without a controlling owner (preemption.allowBarePodVictims)",
-            ),
-        ] {
-            if n > 0 {
-                parts.push(format!("{n} {why}"));
-            }
-        }
-        f.write_str(&parts.join(", "))
-    }
-}
-
-/// Why no plan exists.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NoPlan {
-    /// `preemption.enabled: false`.
-    Disabled,
-    /// The node opted out; the reason names how.
-    NodeOptedOut(String),
-    /// The resizing pod has `preemptionPolicy: Never`.
-    PreemptorNeverPreempts,
-    /// The resizing pod is system-critical; the kubelet preempts for it.
-    CriticalPreemptor,
-    /// No pod qualifies as a victim.
-    NoCandidates {
-        /// Node name.
-        node: String,
-        /// The preemptor's priority.
-        priority: i32,
-        /// Who was left out and why.
-        excluded: Exclusions,
-    },
-    /// Even preempting every candidate leaves the resize short.
-    NotEnough {
-        /// How many candidates there were.
-        candidates: usize,
-        /// What would still be missing.
-        missing: Resources,
-        /// Who was left out and why.
-        excluded: Exclusions,
-    },
-    /// The plan needs more victims than policy allows.
-    TooManyVictims {
-        /// Victims needed.
-        needed: usize,
-        /// `preemption.maxVictimsPerResize`.
-        max: u32,
-    },
-}
-
-impl NoPlan {
-    /// A stable, machine-friendly reason (metrics labels, annotations).
-    pub fn reason(&self) -> &'static str {
-        match self {
-            NoPlan::Disabled => "PreemptionDisabled",
-            NoPlan::NodeOptedOut(_) => "NodeOptedOut",
-            NoPlan::PreemptorNeverPreempts => "PreemptionPolicyNever",
-            NoPlan::CriticalPreemptor => "CriticalPod",
-            NoPlan::NoCandidates { .. } => "NoLowerPriorityPods",
-            NoPlan::NotEnough { .. } => "InsufficientEvenWithAllVictims",
-            NoPlan::TooManyVictims { .. } => "TooManyVictims",
-        }
-    }
-
-    /// A few words for a 256-character admission warning: the reason, or for the cap the
-    /// count a plan would take.
-    pub fn brief(&self) -> String {
-        match self {
-            NoPlan::TooManyVictims { needed, max } => {
-                format!("preemption needs {needed} victims, maxVictimsPerResize is {max}")
-            }
-            other => other.reason().to_owned(),
-        }
-    }
-}
-
-impl fmt::Display for NoPlan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let suffix = |e: &Exclusions| {
-            let s = e.to_string();
-            if s.is_empty() { s } else { format!(" ({s})") }
-        };
-        match self {
-            NoPlan::Disabled => {
-                f.write_str("preemption is disabled by policy (preemption.enabled: false)")
-            }
-            NoPlan::NodeOptedOut(why) => f.write_str(why),
-            NoPlan::PreemptorNeverPreempts => {
-                f.write_str("the pod has preemptionPolicy: Never, so it may not preempt others")
-            }
-            NoPlan::CriticalPreemptor => f.write_str(
-                "the pod is system-critical; the kubelet evicts other pods for it by itself",
-            ),
-            NoPlan::NoCandidates {
-                node,
-                priority,
-                excluded,
-            } => write!(
-                f,
-                "no pod on node {node} with priority below {priority} can be preempted{}",
-                suffix(excluded)
-            ),
-            NoPlan::NotEnough {
-                candidates,
-                missing,
-                excluded,
-            } => write!(
-                f,
-                "preempting all {candidates} lower-priority pods would still leave the resize short by {missing}{}",
-                suffix(excluded)
-            ),
-            NoPlan::TooManyVictims { needed, max } => write!(
-                f,
-                "making room takes {needed} victims, more than preemption.maxVictimsPerResize ({max})"
-            ),
-        }
-    }
-}
-
 /// Upstream `MoreImportantPod` as an ordering: most important first. Ties (same priority and
 /// start time) fall back to namespace/name so plans are deterministic.
 pub fn importance(a: &LedgerEntry, b: &LedgerEntry) -> Ordering {
@@ -440,28 +215,7 @@ pub fn select_victims(
         })
         .collect();
     candidates.sort_by(|&a, &b| importance(others[a], others[b]));
-    let violating = match rules.pdb {
-        PdbMode::BestEffort => budgets.violations(&subjects(candidates.iter().map(|&i| others[i]))),
-        PdbMode::Respect => {
-            let mut flags =
-                budgets.violations(&subjects(candidates.iter().rev().map(|&i| others[i])));
-            flags.reverse();
-            // The Eviction API refuses (500) a pod that more than one budget covers, whatever
-            // they allow (upstream `EvictionREST.Create`, `pkg/registry/core/pod/storage/
-            // eviction.go`): such a pod can never be evicted.
-            for (flag, s) in flags
-                .iter_mut()
-                .zip(subjects(candidates.iter().map(|&i| others[i])))
-            {
-                *flag |= budgets.covering(s).len() > 1;
-            }
-            let before = candidates.len();
-            let mut keep = flags.iter().map(|v| !v);
-            candidates.retain(|_| keep.next().unwrap_or(false));
-            excluded.pdb = before - candidates.len();
-            vec![false; candidates.len()]
-        }
-    };
+    let violating = budget_flags(&mut candidates, &others, budgets, rules.pdb, &mut excluded);
     let field = race::Field {
         preemptor,
         allocatable: ledger.allocatable,
@@ -486,6 +240,55 @@ pub fn select_victims(
             max: rules.max_victims_per_resize,
         });
     }
+    Ok(plan(&field, &chosen, shortfall))
+}
+
+fn subjects<'a>(entries: impl Iterator<Item = &'a LedgerEntry>) -> Vec<BudgetSubject<'a>> {
+    entries
+        .map(|e| BudgetSubject {
+            namespace: &e.key.namespace,
+            name: &e.key.name,
+            labels: e.labels.as_deref(),
+        })
+        .collect()
+}
+
+/// "Evicting it breaks a PodDisruptionBudget" for each candidate (most important first), under
+/// `mode`: with `bestEffort` a flag that orders the reprieve; with `respect` such pods (and pods
+/// more than one budget covers) stop being candidates, counted in `excluded.pdb`.
+fn budget_flags(
+    candidates: &mut Vec<usize>,
+    others: &[&LedgerEntry],
+    budgets: &Budgets,
+    mode: PdbMode,
+    excluded: &mut Exclusions,
+) -> Vec<bool> {
+    match mode {
+        PdbMode::BestEffort => budgets.violations(&subjects(candidates.iter().map(|&i| others[i]))),
+        PdbMode::Respect => {
+            let mut flags =
+                budgets.violations(&subjects(candidates.iter().rev().map(|&i| others[i])));
+            flags.reverse();
+            // The Eviction API refuses (500) a pod that more than one budget covers, whatever
+            // they allow (upstream `EvictionREST.Create`, `pkg/registry/core/pod/storage/
+            // eviction.go`): such a pod can never be evicted.
+            for (flag, s) in flags
+                .iter_mut()
+                .zip(subjects(candidates.iter().map(|&i| others[i])))
+            {
+                *flag |= budgets.covering(s).len() > 1;
+            }
+            let before = candidates.len();
+            let mut keep = flags.iter().map(|v| !v);
+            candidates.retain(|_| keep.next().unwrap_or(false));
+            excluded.pdb = before - candidates.len();
+            vec![false; candidates.len()]
+        }
+    }
+}
+
+/// The plan `chosen` makes on `field`, in the pods' own names.
+fn plan(field: &race::Field<'_>, chosen: &race::Chosen, shortfall: Resources) -> PreemptionPlan {
     let others = &field.others;
     let keys = |ix: &[usize]| {
         ix.iter()
@@ -501,7 +304,7 @@ pub fn select_victims(
             .map(|e| e.key.clone())
             .collect()
     };
-    Ok(PreemptionPlan {
+    PreemptionPlan {
         victims: chosen
             .victims
             .iter()
@@ -524,42 +327,5 @@ pub fn select_victims(
             keys(&chosen.racers)
         },
         shortfall,
-    })
+    }
 }
-
-fn eligible(
-    e: &LedgerEntry,
-    priority: i32,
-    policy: &Policy,
-    install_namespace: &str,
-    excluded: &mut Exclusions,
-) -> bool {
-    let Some(why) = exclusion(e, priority, policy, install_namespace) else {
-        return true;
-    };
-    *match why {
-        Exclusion::NotLowerPriority => &mut excluded.not_lower_priority,
-        Exclusion::Terminating => &mut excluded.terminating,
-        Exclusion::Critical => &mut excluded.critical,
-        Exclusion::ProtectedNamespace => &mut excluded.protected_namespace,
-        Exclusion::ProtectedSelector => &mut excluded.protected_selector,
-        Exclusion::DaemonSet => &mut excluded.daemon_set,
-        Exclusion::Bare => &mut excluded.bare,
-    } += 1;
-    false
-}
-
-fn subjects<'a>(entries: impl Iterator<Item = &'a LedgerEntry>) -> Vec<BudgetSubject<'a>> {
-    entries
-        .map(|e| BudgetSubject {
-            namespace: &e.key.namespace,
-            name: &e.key.name,
-            labels: e.labels.as_deref(),
-        })
-        .collect()
-}
-
-mod race;
-
-#[cfg(test)]
-mod tests;

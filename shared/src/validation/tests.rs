@@ -1,10 +1,13 @@
 //! Built-in `pods/resize` validation, case by case, with upstream's wording
 //! (`pkg/apis/core/validation/validation.go` and its `TestValidatePodResize`, v1.37.2).
 
-use k8s_openapi::api::core::v1::{ContainerResizePolicy, ContainerState, ContainerStateRunning};
+use k8s_openapi::api::core::v1::{
+    ContainerResizePolicy, ContainerState, ContainerStateRunning, ResourceRequirements,
+};
 
 use super::*;
 use crate::fixture::{PodBuilder, container};
+use crate::resources::ResourceList;
 use crate::strategy::prepare_resize;
 
 fn base() -> PodBuilder {
