@@ -1,49 +1,46 @@
 //! What the controller should do for one pod, as a value (ARCHITECTURE.md §5: decisions emit intents; the
 //! [`crate::preemption::actuate`] layer performs them). Pure: the pod, the verdict from
 //! `resize_guard_policy::assess`, the recorded plan and the state of its victims in, a
-//! [`Decision`] out — so every branch is unit-tested without a cluster.
+//! [`Decision`] out — with when to look again — so every branch is unit-tested without a cluster.
 //!
 //! The loop of ARCHITECTURE.md §5: only a Deferred resize of the current generation is acted on; a fresh
 //! plan is recorded on the preemptor before any victim is touched when it has several victims,
 //! and after the eviction when it has one ([`Record`]); a plan recorded for this generation is
 //! resumed (its victims still running are preempted, terminating ones awaited) rather than
-//! re-chosen; once every planned victim is gone a still-Deferred resize is planned afresh (the kubelet may have given the
+//! re-chosen ([`resume`]); once every planned victim is gone a still-Deferred resize is planned afresh (the kubelet may have given the
 //! room to someone else: it retries every pending resize when room appears); terminating pods on the node count as space being freed, so nothing new is chosen
 //! while they cover the shortfall. A Deferred resize larger than the node's allocatable is never
 //! preempted for (no victim can make it fit; a v1.37 kubelet keeps such a resize Deferred for
-//! ever instead of marking it Infeasible).
+//! ever instead of marking it Infeasible: [`infeasible`]).
+//!
+//! Also decided here, for the actuator to carry out: what a refused eviction means
+//! ([`refusal`]) and what a plan the brakes hold back becomes ([`held`]).
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
-use resize_guard_policy::pod::{
-    PodKey, REASON_INFEASIBLE, is_deferred_now, node_name, priority, resize_pending,
-};
+use resize_guard_policy::pod::{PodKey, is_deferred_now, resize_pending};
 use resize_guard_policy::policy::{PdbMode, Policy};
-use resize_guard_policy::verdict::{Deferral, Infeasibility};
-use resize_guard_policy::victims::{Exclusion, NoPlan, exclusion, name_list};
+use resize_guard_policy::verdict::Deferral;
+use resize_guard_policy::victims::{NoPlan, name_list};
 use resize_guard_policy::{Verdict, verdict::NAMES_IN_MESSAGES};
 
 use crate::preemption::brakes::Limits;
 use crate::preemption::seal::{PlanRecord, Untrusted};
 
-/// Where a planned victim is now, re-checked against the rules a fresh plan obeys.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum VictimState {
-    /// Running on the preemptor's node, and a fresh plan could still choose it.
-    Present,
-    /// Deletion started.
-    Terminating,
-    /// No longer exists (or is a different pod now).
-    Gone,
-    /// Still there, but no fresh plan under the current policy could choose it (another node,
-    /// not lower priority, protected, critical …): the sentence says why.
-    Ineligible(String),
-}
+pub mod held;
+pub mod infeasible;
+pub mod refusal;
+pub mod resume;
+pub mod victim_state;
 
-/// What to do.
+pub use held::held_back;
+pub use refusal::{budget_refused, eviction_refused};
+pub use victim_state::{VictimState, VictimStates, victim_state};
+
+/// What to do, and when to look again: every variant that requeues carries its own `after`
+/// ([`Decision::requeue`]); the actuator applies it and picks no duration itself.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     /// Not a Deferred resize: nothing to do.
@@ -76,6 +73,8 @@ pub enum Decision {
         /// Pending resizes on the node now, for the brakes' measure of progress (filled in by
         /// the reconciler from the node's ledger, which `decide` does not read).
         pending_on_node: usize,
+        /// When to look again once every victim was acted on.
+        after: Duration,
     },
     /// The recorded plan may not be acted on (not written by resize-guard, or it names a pod a
     /// fresh plan under the current policy could not choose, or more victims than the cap):
@@ -83,6 +82,8 @@ pub enum Decision {
     DropPlan {
         /// Why, for the Event and the log.
         why: String,
+        /// When to look again.
+        after: Duration,
     },
     /// A PodDisruptionBudget refused an eviction: drop the recorded plan, say so in an Event,
     /// and choose again (the budget's state is in the next verdict).
@@ -112,6 +113,8 @@ pub enum Decision {
     WouldPreempt {
         /// The Event note.
         note: String,
+        /// When to look again.
+        after: Duration,
     },
     /// `feasibility.revertInfeasible`: patch an Infeasible resize back to the pod's actual
     /// resources (through `pods/resize`), so spec and status stop drifting apart.
@@ -127,6 +130,8 @@ pub enum Decision {
         reason: &'static str,
         /// The Event note.
         note: String,
+        /// When to retry.
+        after: Duration,
     },
 }
 
@@ -183,21 +188,48 @@ pub const STALLED_RECHECK: Duration = Duration::from_secs(30);
 pub const SHORT_WAIT: Duration = Duration::from_millis(500);
 /// How long to wait before retrying when no plan exists.
 pub const FAILED_RETRY: Duration = Duration::from_secs(30);
+/// How often an audit-mode resize looks again (and says again what it would preempt).
+pub const WOULD_PREEMPT_RECHECK: Duration = Duration::from_secs(300);
+/// How often a plan held by the open circuit breaker looks again.
+pub const PAUSED_RECHECK: Duration = Duration::from_secs(30);
+/// How often a plan held by another plan on its node looks again.
+pub const NODE_BUSY_WAIT: Duration = Duration::from_secs(2);
+
+impl Decision {
+    /// When to look at the pod again: `None` waits for a change to it (nothing left to do until
+    /// then), `Some` is the duration this decision carries.
+    pub fn requeue(&self) -> Option<Duration> {
+        match self {
+            Decision::Idle
+            | Decision::Unblocked { .. }
+            | Decision::ClearPlan
+            | Decision::Revert { .. } => None,
+            Decision::Wait { after, .. }
+            | Decision::Preempt { after, .. }
+            | Decision::DropPlan { after, .. }
+            | Decision::Replan { after, .. }
+            | Decision::Throttled { after, .. }
+            | Decision::Stalled { after, .. }
+            | Decision::WouldPreempt { after, .. }
+            | Decision::Failed { after, .. } => Some(*after),
+        }
+    }
+}
 
 /// Decides for `pod`. `verdict` is `assess(pod)` on the current view; `victims` gives the state
-/// of each victim of the recorded plan (same order); `grace` a pod's own
+/// of each victim of the recorded plan, by the victim's key; `grace` a pod's own
 /// `terminationGracePeriodSeconds` when known.
 pub fn decide(
     pod: &Pod,
     verdict: &Verdict,
     plan: Option<&PlanRecord>,
-    victims: &[VictimState],
+    victims: &VictimStates,
     policy: &Policy,
     now: Timestamp,
     grace: &dyn Fn(&PodKey) -> Option<i64>,
 ) -> Decision {
     let generation = pod.metadata.generation.unwrap_or(0);
-    if let Some(revert) = revert_infeasible(pod, policy, generation) {
+    if let Some(revert) = infeasible::revert_infeasible(pod, policy, generation) {
         return revert;
     }
     if !is_deferred_now(pod) {
@@ -219,7 +251,7 @@ pub fn decide(
             };
         }
         Verdict::Skipped(_) => return Decision::Idle,
-        Verdict::Infeasible(i) => return never_fits(pod, i),
+        Verdict::Infeasible(i) => return infeasible::never_fits(pod, i),
         other => {
             return Decision::Wait {
                 why: format!("not preemptible now: {}", other.label()),
@@ -228,39 +260,10 @@ pub fn decide(
         }
     };
     if let Some(p) = plan.filter(|p| p.generation == generation) {
-        if let Some(why) = unfit_to_resume(p, victims, deferral, policy) {
-            return Decision::DropPlan { why };
+        // Every planned victim gone and the resize still Deferred: `None`, plan again below.
+        if let Some(d) = resume::resume(p, victims, deferral, policy, now, grace) {
+            return d;
         }
-        let pending: Vec<PodKey> = p
-            .victims
-            .iter()
-            .zip(victims)
-            .filter(|(_, s)| **s == VictimState::Present)
-            .map(|(v, _)| v.clone())
-            .collect();
-        let fresh_needs_victims = matches!(&deferral.plan, Ok(f) if !f.victims.is_empty());
-        if !pending.is_empty() && fresh_needs_victims {
-            return Decision::Preempt {
-                record: Record::Recorded,
-                note: format!("resuming the recorded plan: {}", join(&pending)),
-                victims: removals(pending, policy, grace),
-                limits: Limits::of(policy),
-                pending_on_node: 0,
-            };
-        }
-        if let Some(note) = stalled(p, victims, policy, now, grace) {
-            return Decision::Stalled {
-                note,
-                after: STALLED_RECHECK,
-            };
-        }
-        if victims.contains(&VictimState::Terminating) || !pending.is_empty() {
-            return Decision::Wait {
-                why: "planned victims are terminating; the room they free covers the resize".into(),
-                after: SHORT_WAIT,
-            };
-        }
-        // Every planned victim is gone and the resize is still Deferred: plan again below.
     }
     if let Some(since) = resize_pending(pod).and_then(|c| c.last_transition_time.as_ref()) {
         let min = Duration::from_secs(u64::from(policy.preemption.min_deferred_seconds));
@@ -275,186 +278,13 @@ pub fn decide(
     plan_fresh(pod, deferral, policy, generation, now, grace)
 }
 
-/// Why a recorded plan (of the current generation) may not be resumed, if it may not: a
-/// resumed plan obeys every rule a fresh one does — the victim cap, each victim still eligible
-/// on the preemptor's node ([`VictimState::Ineligible`]), preemption allowed at all for this
-/// resize now (enforce mode, and a fresh plan exists: preemption enabled, the node not opted
-/// out, the preemptor allowed to preempt, enough candidates within the cap).
-fn unfit_to_resume(
-    plan: &PlanRecord,
-    victims: &[VictimState],
-    deferral: &Deferral,
-    policy: &Policy,
-) -> Option<String> {
-    let max = policy.preemption.max_victims_per_resize;
-    if plan.victims.len() > max as usize {
-        return Some(format!(
-            "it names {} victims, more than preemption.maxVictimsPerResize ({max})",
-            plan.victims.len()
-        ));
-    }
-    let ineligible: Vec<String> = plan
-        .victims
-        .iter()
-        .zip(victims)
-        .filter_map(|(v, s)| match s {
-            VictimState::Ineligible(why) => Some(format!("{v}: {why}")),
-            _ => None,
-        })
-        .collect();
-    if !ineligible.is_empty() {
-        return Some(format!(
-            "a fresh plan could not choose {}",
-            ineligible.join("; ")
-        ));
-    }
-    if policy.is_audit() {
-        return Some("the policy is in audit mode, which never preempts".into());
-    }
-    match &deferral.plan {
-        Err(why) => Some(format!("no fresh plan can make room now: {why}")),
-        Ok(_) => None,
-    }
-}
-
-/// Where the victim `key` of a recorded plan is now, judged by the rules of a fresh plan:
-/// `entry` is its line in the view's pod index (`None` when gone or terminal), `ledger` the
-/// resizing pod's node ledger. A victim that is another pod now (same UID, other name), the
-/// preemptor itself, on another node, or excluded by [`exclusion`] (priority, critical,
-/// protected, owner) is [`VictimState::Ineligible`]; a terminating one is awaited.
-pub fn victim_state(
-    key: &PodKey,
-    entry: Option<&LedgerEntry>,
-    preemptor: &Pod,
-    ledger: Option<&NodeLedger>,
-    policy: &Policy,
-    install_namespace: &str,
-) -> VictimState {
-    let Some(e) = entry.filter(|e| e.key.name == key.name && e.key.namespace == key.namespace)
-    else {
-        return VictimState::Gone;
-    };
-    if preemptor.metadata.uid.as_deref() == Some(key.uid.as_str()) {
-        return VictimState::Ineligible("it is the resizing pod itself".into());
-    }
-    let Some(ledger) = ledger.filter(|l| l.entry(&key.uid).is_some()) else {
-        return VictimState::Ineligible(format!(
-            "it is not on the resizing pod's node {}",
-            node_name(preemptor).unwrap_or("(none)")
-        ));
-    };
-    match exclusion(e, priority(preemptor), policy, install_namespace) {
-        None => VictimState::Present,
-        Some(Exclusion::Terminating) => VictimState::Terminating,
-        Some(why) => VictimState::Ineligible(format!("{why} (node {})", ledger.node)),
-    }
-}
-
 /// What a plan annotation this controller did not seal (or cannot read) means: it is never
 /// acted on; it is removed and the resize planned afresh.
 pub fn plan_untrusted(why: &Untrusted) -> Decision {
     Decision::DropPlan {
         why: format!("{why}; it is ignored and removed"),
+        after: SHORT_WAIT,
     }
-}
-
-/// The plan's victims still terminating [`STALL_SLACK`] past their grace period since the plan
-/// was made (a finalizer nobody removes, a node that stopped reporting), as the Event's note.
-/// The room they will free still counts, so no other victim is chosen meanwhile; the Event is
-/// what tells an operator the resize waits on them.
-fn stalled(
-    plan: &PlanRecord,
-    victims: &[VictimState],
-    policy: &Policy,
-    now: Timestamp,
-    grace: &dyn Fn(&PodKey) -> Option<i64>,
-) -> Option<String> {
-    let age = now.duration_since(plan.time).as_secs_f64().max(0.0);
-    let stuck: Vec<String> = plan
-        .victims
-        .iter()
-        .zip(victims)
-        .filter(|(_, s)| **s == VictimState::Terminating)
-        .filter_map(|(v, _)| {
-            let allowed = u64::from(policy.victim_grace_seconds(grace(v))) + STALL_SLACK.as_secs();
-            (age > allowed as f64).then(|| {
-                format!(
-                    "{}/{} (grace period {}s)",
-                    v.namespace,
-                    v.name,
-                    policy.victim_grace_seconds(grace(v))
-                )
-            })
-        })
-        .collect();
-    (!stuck.is_empty()).then(|| {
-        format!(
-            "the resize waits on {} still terminating {:.0}s after the plan: a finalizer or a node that stopped reporting may hold it; the room it frees is already counted, so resize-guard chooses no other victim",
-            stuck.join(", "),
-            age
-        )
-    })
-}
-
-/// What a PodDisruptionBudget's refusal to evict `victim` means: the plan no longer holds.
-/// `detail` is the API server's own account (the budget and its numbers), when it gave one.
-pub fn budget_refused(victim: &PodKey, detail: &str) -> Decision {
-    let detail = if detail.is_empty() {
-        String::new()
-    } else {
-        format!(" ({detail})")
-    };
-    Decision::Replan {
-        why: format!(
-            "a PodDisruptionBudget refused the eviction of {}/{}{detail}; choosing again",
-            victim.namespace, victim.name
-        ),
-        after: REPLAN_WAIT,
-    }
-}
-
-/// What the Eviction API's refusal of `victim` means, told by the answer itself:
-/// - a `DisruptionBudget` cause (upstream `createTooManyRequestsError` and `checkAndDecrement`,
-///   `pkg/registry/core/pod/storage/eviction.go`: a budget allows no disruption, or its status
-///   is still being computed) → [`budget_refused`];
-/// - any other 429, or a 503/504 (API Priority and Fairness, an overloaded or restarting
-///   server; the eviction was not carried out) → [`Decision::Throttled`] for as long as the
-///   server asks (`details.retryAfterSeconds`), at least [`THROTTLE_WAIT`], at most
-///   [`MAX_THROTTLE_WAIT`];
-/// - a 500 saying more than one budget covers the victim → [`budget_refused`] too;
-/// - anything else is not a refusal this module understands: `None` (an error, retried with
-///   back-off).
-pub fn eviction_refused(victim: &PodKey, answer: &kube::core::Status) -> Option<Decision> {
-    const DISRUPTION_BUDGET: &str = "DisruptionBudget";
-    let details = answer.details.as_ref();
-    let causes = details.map(|d| d.causes.as_slice()).unwrap_or_default();
-    if answer.code == 429 && causes.iter().any(|c| c.reason == DISRUPTION_BUDGET) {
-        let detail = causes
-            .iter()
-            .filter(|c| c.reason == DISRUPTION_BUDGET && !c.message.is_empty())
-            .map(|c| c.message.as_str())
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Some(budget_refused(victim, &detail));
-    }
-    // Two budgets cover the victim: upstream answers 500 with this message and no cause
-    // (`EvictionREST.Create`); the next plan knows both budgets and leaves the pod alone.
-    if answer.code == 500 && answer.message.contains("more than one PodDisruptionBudget") {
-        return Some(budget_refused(victim, &answer.message));
-    }
-    if !matches!(answer.code, 429 | 503 | 504) {
-        return None;
-    }
-    let asked = details
-        .map(|d| Duration::from_secs(u64::from(d.retry_after_seconds)))
-        .unwrap_or_default();
-    Some(Decision::Throttled {
-        why: format!(
-            "the API server answered the eviction of {}/{} with HTTP {} ({}); going on with the same plan later",
-            victim.namespace, victim.name, answer.code, answer.message
-        ),
-        after: asked.clamp(THROTTLE_WAIT, MAX_THROTTLE_WAIT),
-    })
 }
 
 /// Each victim with its grace period (its own, 30 s when unknown as the API defaults it,
@@ -509,6 +339,7 @@ fn plan_fresh(
                 d.node,
                 plan.race_note(NAMES_IN_MESSAGES)
             ),
+            after: WOULD_PREEMPT_RECHECK,
         };
     }
     let victims: Vec<PodKey> = plan.victims.iter().map(|v| v.key.clone()).collect();
@@ -532,90 +363,9 @@ fn plan_fresh(
         victims: removals(victims, policy, grace),
         limits: Limits::of(policy),
         pending_on_node: 0,
+        after: SHORT_WAIT,
     }
 }
-
-/// The revert decision for a pod the kubelet marked Infeasible for its current generation, when
-/// the policy asks for it and the actual resources of every container are known.
-///
-/// Which kubelets mark Infeasible: v1.33–v1.35 for a resize larger than allocatable
-/// ("Node didn't have enough capacity: …"); v1.36+ no longer do (see [`never_fits`]), and a
-/// v1.37 kubelet marks Infeasible only in `podResizesAdmitHandler.Admit`
-/// (`pkg/kubelet/allocation/handlers.go`): the locked-on `InPlacePodVerticalScaling` gate off,
-/// swap-enabled containers, pod-level resources with its kubelet gate off, memory-backed
-/// `emptyDir` size limits, or a Guaranteed pod's cpu/memory under the static CPU/Memory Manager.
-fn revert_infeasible(pod: &Pod, policy: &Policy, generation: i64) -> Option<Decision> {
-    if !policy.feasibility.revert_infeasible || policy.is_audit() {
-        return None;
-    }
-    let cond = resize_pending(pod)?;
-    let current = cond.observed_generation.is_none_or(|g| g == generation);
-    if cond.reason.as_deref() != Some(REASON_INFEASIBLE) || cond.status != "True" || !current {
-        return None;
-    }
-    let spec = pod.spec.as_ref()?;
-    let status = pod.status.as_ref()?;
-    let actual =
-        |name: &str, statuses: Option<&Vec<k8s_openapi::api::core::v1::ContainerStatus>>| {
-            statuses?
-                .iter()
-                .find(|s| s.name == name)
-                .and_then(|s| s.resources.clone())
-        };
-    let mut containers = Vec::new();
-    for c in &spec.containers {
-        let r = actual(&c.name, status.container_statuses.as_ref())?;
-        containers.push(serde_json::json!({"name": c.name, "resources": r}));
-    }
-    let mut inits = Vec::new();
-    for c in spec
-        .init_containers
-        .iter()
-        .flatten()
-        .filter(|c| resize_guard_policy::pod::is_sidecar(c))
-    {
-        if let Some(r) = actual(&c.name, status.init_container_statuses.as_ref()) {
-            inits.push(serde_json::json!({"name": c.name, "resources": r}));
-        }
-    }
-    let mut patch = serde_json::json!({"spec": {"containers": containers}});
-    if !inits.is_empty() {
-        patch["spec"]["initContainers"] = serde_json::Value::Array(inits);
-    }
-    Some(Decision::Revert {
-        patch,
-        note: format!(
-            "resize-guard reverted an Infeasible resize to the pod's actual resources (feasibility.revertInfeasible); the kubelet said: {}",
-            cond.message.as_deref().unwrap_or("Infeasible")
-        ),
-    })
-}
-
-/// A Deferred resize larger than the node's allocatable: no victim can make room, so nothing is
-/// preempted. v1.36+ API servers refuse such a resize (`NodeCapacity`), but one stored before the
-/// node's allocatable shrank (a kubelet restarted with a larger reservation or on a smaller
-/// machine) reaches a v1.37 kubelet, which keeps it Deferred for ever: its resize admission
-/// (`pkg/kubelet/allocation/handlers.go`, `podResizesAdmitHandler.Admit`) has no capacity check,
-/// so the predicate's `OutOfcpu`/`OutOfmemory` becomes Deferred like any full node.
-fn never_fits(pod: &Pod, i: &Infeasibility) -> Decision {
-    let kubelet = resize_pending(pod)
-        .and_then(|c| c.message.clone())
-        .unwrap_or_else(|| "Deferred".to_owned());
-    Decision::Failed {
-        reason: "NeverFits",
-        note: format!(
-            "cannot make room on node {node} ({kubelet}): the pod would request {res} {req} but the \
-             node's allocatable {res} is {cap}, so no preemption can make this resize fit; \
-             resize-guard preempts nothing. Resize to at most {cap} {res}, or move the workload to a \
-             larger node.",
-            node = i.node,
-            res = i.resource,
-            req = i.resource.format(i.requested),
-            cap = i.resource.format(i.allocatable),
-        ),
-    }
-}
-
 fn failed(why: &NoPlan, d: &Deferral) -> Decision {
     Decision::Failed {
         reason: why.reason(),
@@ -624,6 +374,7 @@ fn failed(why: &NoPlan, d: &Deferral) -> Decision {
             d.node,
             d.kubelet_message()
         ),
+        after: FAILED_RETRY,
     }
 }
 

@@ -14,7 +14,7 @@ use resize_guard_policy::pod::{is_deferred_now, is_resize_infeasible, node_name,
 use resize_guard_policy::{Context, assess};
 
 use crate::preemption::actuate::{ActuateError, Actuator};
-use crate::preemption::decision::{Decision, VictimState, decide, plan_untrusted, victim_state};
+use crate::preemption::decision::{Decision, VictimStates, decide, plan_untrusted, victim_state};
 use crate::preemption::seal::{PLAN_ANNOTATION, verified};
 use resize_guard_policy::pod::PodKey;
 
@@ -93,18 +93,19 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
     // Victims are looked up in the view's index (every bound, non-terminal pod), not in the
     // pod store, which keeps only pods with a pending resize or a plan, and each is re-checked
     // against the rules a fresh plan obeys.
-    let states: Vec<VictimState> = plan
+    let states: VictimStates = plan
         .iter()
         .flat_map(|p| p.victims.iter())
         .map(|v| {
-            victim_state(
+            let state = victim_state(
                 v,
                 ctx.view.pod_entry(&v.uid).as_ref(),
                 &pod,
                 ledger.as_deref(),
                 &policy,
                 install_namespace,
-            )
+            );
+            (v.clone(), state)
         })
         .collect();
     let grace = |v: &PodKey| ctx.view.pod_entry(&v.uid)?.grace_seconds;

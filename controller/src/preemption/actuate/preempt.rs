@@ -1,0 +1,99 @@
+//! Carrying out a [`Decision::Preempt`]: past the brakes, the plan-sealing key first (a plan that
+//! could not be recorded is not started), the plan recorded when the decision says, each victim
+//! removed in order, the `PreemptingForResize` Event. A plan the brakes hold back, or an
+//! eviction the API server refuses, comes back as the decision to carry out instead.
+
+use k8s_openapi::api::core::v1::Pod;
+use resize_guard_policy::pod::{self, PodKey};
+
+use super::{ActuateError, Actuator, held_back, reference};
+use crate::preemption::brakes::{Held, Limits};
+use crate::preemption::decision::{Decision, Record, Removal, Via, eviction_refused};
+
+impl Actuator {
+    /// Preempts `victims` for `pod`; `Some` when the brakes or an eviction's answer turned the
+    /// plan into another decision.
+    pub(super) async fn preempt(
+        &self,
+        pod: &Pod,
+        record: Record,
+        victims: &[Removal],
+        note: String,
+        limits: Limits,
+        pending_on_node: usize,
+    ) -> Result<Option<Decision>, ActuateError> {
+        let key = PodKey::of(pod).to_string();
+        let fresh = !matches!(record, Record::Recorded);
+        let node = pod::node_name(pod).unwrap_or_default();
+        let count = u32::try_from(victims.len()).unwrap_or(u32::MAX);
+        let mut admission = match self.brakes.admit(
+            pod,
+            node,
+            count,
+            fresh,
+            pending_on_node,
+            limits,
+            std::time::Instant::now(),
+        ) {
+            Ok(admission) => admission,
+            Err(held) => return Ok(Some(self.held(pod, node, &held, limits))),
+        };
+        if fresh {
+            // A plan that could not be recorded is not started: the key first.
+            self.plan_key().await?;
+        }
+        if let Record::Before(rec) = &record {
+            self.record(pod, Some(rec)).await?;
+        }
+        self.metrics
+            .preemption(if fresh { "started" } else { "resumed" });
+        tracing::info!(pod = %key, victims = victims.len(), fresh, "preempting");
+        for v in victims {
+            match self.remove(pod, v).await {
+                Ok(true) => {
+                    admission.removed();
+                    self.metrics.victims(1);
+                }
+                Ok(false) => {}
+                Err(e)
+                    if let Some(then) = e
+                        .answer()
+                        .filter(|_| v.via == Via::Eviction)
+                        .and_then(|answer| eviction_refused(&v.victim, answer)) =>
+                {
+                    return Ok(Some(then));
+                }
+                Err(source) => {
+                    self.metrics.preemption("error");
+                    return Err(ActuateError::Preempt {
+                        victim: v.victim.to_string(),
+                        source,
+                    });
+                }
+            }
+        }
+        if let Record::After(rec) = &record {
+            self.record(pod, Some(rec)).await?;
+        }
+        self.event(&reference(pod), None, false, "PreemptingForResize", note);
+        Ok(None)
+    }
+
+    /// A plan held back by the brakes: counted, and the plan that opens the circuit breaker says
+    /// so in a Warning Event; what it becomes is decided by [`held_back`].
+    fn held(&self, pod: &Pod, node: &str, held: &Held, limits: Limits) -> Decision {
+        self.metrics.preemption(held.outcome());
+        let then = held_back(node, held, limits);
+        if let (
+            Held::Paused {
+                opened_now: true, ..
+            },
+            Decision::Wait { why, .. },
+        ) = (held, &then)
+        {
+            tracing::warn!(pod = %PodKey::of(pod), why, "circuit breaker opened");
+            self.event(&reference(pod), None, true, "PreemptionPaused", why.clone());
+        }
+        then
+    }
+}

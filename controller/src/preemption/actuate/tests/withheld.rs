@@ -1,0 +1,92 @@
+//! Writes the actuator does not make: none from a replica that does not lead, none for a plan
+//! the brakes hold back (which comes back as a wait that says why).
+
+use super::*;
+
+#[tokio::test]
+async fn a_replica_that_does_not_lead_writes_nothing() {
+    let (client, seen) = fake(Box::new(ok));
+    let a = actuator(client, Leadership::new());
+    for decision in [
+        Decision::ClearPlan,
+        Decision::Revert {
+            patch: json!({"spec": {}}),
+            note: "n".into(),
+        },
+        Decision::Preempt {
+            record: Record::Before(plan(&[])),
+            victims: vec![removal("v1", Via::Delete)],
+            note: "n".into(),
+            limits: Limits::of(&resize_guard_policy::policy::Policy::default()),
+            pending_on_node: 1,
+            after: SHORT_WAIT,
+        },
+    ] {
+        let err = a.apply(&preemptor(), decision).await.unwrap_err();
+        assert_eq!(err.reason(), "NotLeader");
+    }
+    a.apply(
+        &preemptor(),
+        Decision::Failed {
+            reason: "NoVictims",
+            note: "n".into(),
+            after: crate::preemption::decision::FAILED_RETRY,
+        },
+    )
+    .await
+    .unwrap();
+    settle().await;
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_plan_the_brakes_hold_back_writes_nothing_and_says_why() {
+    let (client, seen) = fake(Box::new(ok));
+    let a = actuator(client, Leadership::forever());
+    let mut limits = Limits::of(&resize_guard_policy::policy::Policy::default());
+    limits.per_resize = 2; // the bucket holds one plan of 2
+    let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
+    let first = Decision::Preempt {
+        record: Record::Before(plan(&victims)),
+        victims,
+        note: "n".into(),
+        limits,
+        pending_on_node: 1,
+        after: SHORT_WAIT,
+    };
+    a.apply(&preemptor(), first).await.unwrap();
+    let made = writes(&seen).len();
+    let on = |node: &str, uid: &str| {
+        let mut p = preemptor();
+        p.metadata.uid = Some(uid.into());
+        p.metadata.name = Some(uid.into());
+        p.spec.as_mut().unwrap().node_name = Some(node.into());
+        p
+    };
+    let one = |name: &str| {
+        let v = vec![removal(name, Via::Eviction)];
+        Decision::Preempt {
+            record: Record::After(plan(&v)),
+            victims: v,
+            note: "n".into(),
+            limits,
+            pending_on_node: 1,
+            after: SHORT_WAIT,
+        }
+    };
+    // Another resize on the same node waits for the plan in flight there; one elsewhere waits
+    // for the eviction rate (20 a minute: one token back in 3 s).
+    let busy = a.apply(&on("n1", "u-b"), one("v3")).await.unwrap();
+    assert_eq!(busy, Action::requeue(NODE_BUSY_WAIT));
+    let rate = a.apply(&on("n2", "u-c"), one("v4")).await.unwrap();
+    let shown = format!("{rate:?}");
+    assert!(shown.contains("Some(2.9"), "{shown}");
+    assert_eq!(writes(&seen).len(), made, "{:?}", writes(&seen));
+    let metrics = a.metrics.render();
+    for outcome in ["held_node_busy", "held_eviction_rate"] {
+        assert!(
+            metrics.contains(&format!("outcome=\"{outcome}\"")),
+            "{metrics}"
+        );
+    }
+}

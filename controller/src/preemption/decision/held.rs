@@ -1,0 +1,77 @@
+//! What a plan the brakes ([`crate::preemption::brakes`]) hold back becomes: a wait, each with
+//! when to look again, or (past the per-resize cap) no plan. The actuator records the outcome,
+//! says so in a Warning Event when this plan opened the circuit breaker, and carries out the
+//! decision returned here.
+
+use super::{Decision, FAILED_RETRY, NODE_BUSY_WAIT, PAUSED_RECHECK, SHORT_WAIT};
+use crate::preemption::brakes::{Held, Limits};
+
+/// The decision for a plan on `node` held back as `held` under `limits`.
+pub fn held_back(node: &str, held: &Held, limits: Limits) -> Decision {
+    match held {
+        Held::Paused { left, futile, .. } => Decision::Wait {
+            why: format!(
+                "resize-guard stopped preempting for {}s: {futile} plans within {}s removed their victims and their resizes still needed more (preemption.circuitBreaker)",
+                left.as_secs(),
+                limits.breaker.window_seconds
+            ),
+            after: (*left).min(PAUSED_RECHECK),
+        },
+        Held::NodeBusy { holder } => Decision::Wait {
+            why: format!("one plan at a time on node {node}: {holder}'s is in flight"),
+            after: NODE_BUSY_WAIT,
+        },
+        Held::Spent { spent, more } => Decision::Failed {
+            reason: "victims_per_resize",
+            note: format!(
+                "cannot make room on node {node}: this resize already cost {spent} victim(s) and needs {more} more, beyond preemption.maxVictimsPerResize ({}) for one resize",
+                limits.per_resize
+            ),
+            after: FAILED_RETRY,
+        },
+        Held::Rate { wait } => Decision::Wait {
+            why: format!(
+                "the cluster-wide eviction rate (preemption.maxEvictionsPerMinute: {}) is used up for now",
+                limits.per_minute
+            ),
+            after: (*wait).max(SHORT_WAIT),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use resize_guard_policy::policy::Policy;
+
+    use super::*;
+
+    #[test]
+    fn a_held_plan_waits_as_long_as_its_brake_says() {
+        let limits = Limits::of(&Policy::default());
+        let paused = |left| Held::Paused {
+            left: Duration::from_secs(left),
+            opened_now: false,
+            futile: 3,
+        };
+        let after = |held: &Held| held_back("n1", held, limits).requeue();
+        assert_eq!(after(&paused(300)), Some(PAUSED_RECHECK));
+        assert_eq!(after(&paused(5)), Some(Duration::from_secs(5)));
+        let busy = Held::NodeBusy {
+            holder: "prod/other".into(),
+        };
+        assert_eq!(after(&busy), Some(NODE_BUSY_WAIT));
+        let rate = |ms| Held::Rate {
+            wait: Duration::from_millis(ms),
+        };
+        assert_eq!(after(&rate(10)), Some(SHORT_WAIT));
+        assert_eq!(after(&rate(2_900)), Some(Duration::from_millis(2_900)));
+        match held_back("n1", &Held::Spent { spent: 5, more: 1 }, limits) {
+            Decision::Failed { reason, after, .. } => {
+                assert_eq!((reason, after), ("victims_per_resize", FAILED_RETRY));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

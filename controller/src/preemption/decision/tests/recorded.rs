@@ -1,0 +1,366 @@
+//! Resuming a recorded plan: each victim read with its own state, every rule of a fresh plan
+//! re-applied, a victim stuck terminating reported.
+
+use super::*;
+
+#[test]
+fn a_recorded_plan_is_resumed_not_rechosen() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let rec = PlanRecord {
+        generation: 2,
+        victims: vec![
+            PodKey {
+                namespace: "batch".into(),
+                name: "first".into(),
+                uid: "u1".into(),
+            },
+            PodKey {
+                namespace: "batch".into(),
+                name: "second".into(),
+                uid: "u2".into(),
+            },
+        ],
+        time: now(),
+        mac: String::new(),
+    };
+    let d = decide(
+        &pod,
+        &v,
+        Some(&rec),
+        &[VictimState::Terminating, VictimState::Present],
+        &policy,
+        now(),
+    );
+    match d {
+        Decision::Preempt {
+            record: Record::Recorded,
+            victims,
+            ..
+        } => assert_eq!(victims[0].victim.name, "second"),
+        other => panic!("{other:?}"),
+    }
+    let d = decide(
+        &pod,
+        &v,
+        Some(&rec),
+        &[VictimState::Terminating, VictimState::Gone],
+        &policy,
+        now(),
+    );
+    assert!(matches!(d, Decision::Wait { .. }), "{d:?}");
+}
+
+#[test]
+fn when_every_planned_victim_is_gone_and_still_deferred_it_plans_again() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let rec = PlanRecord {
+        generation: 2,
+        victims: vec![PodKey {
+            namespace: "batch".into(),
+            name: "old".into(),
+            uid: "u0".into(),
+        }],
+        time: now(),
+        mac: String::new(),
+    };
+    let d = decide(&pod, &v, Some(&rec), &[VictimState::Gone], &policy, now());
+    assert!(
+        matches!(
+            d,
+            Decision::Preempt {
+                record: Record::After(_),
+                ..
+            }
+        ),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn a_plan_for_an_older_generation_is_not_resumed() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let rec = PlanRecord {
+        generation: 1,
+        victims: vec![PodKey {
+            namespace: "batch".into(),
+            name: "x".into(),
+            uid: "ux".into(),
+        }],
+        time: now(),
+        mac: String::new(),
+    };
+    let d = decide(
+        &pod,
+        &v,
+        Some(&rec),
+        &[VictimState::Present],
+        &policy,
+        now(),
+    );
+    match d {
+        Decision::Preempt {
+            record: Record::After(r),
+            victims,
+            ..
+        } => {
+            assert_eq!(r.generation, 2);
+            assert_eq!(victims[0].victim.name, "filler");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn two_victim_plan() -> PlanRecord {
+    let key = |name: &str, uid: &str| PodKey {
+        namespace: "batch".into(),
+        name: name.into(),
+        uid: uid.into(),
+    };
+    PlanRecord {
+        generation: 2,
+        victims: vec![key("first", "u1"), key("second", "u2")],
+        time: now(),
+        mac: String::new(),
+    }
+}
+
+#[test]
+fn a_recorded_plan_naming_a_pod_a_fresh_plan_could_not_choose_is_dropped_with_the_reason() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let d = decide(
+        &pod,
+        &v,
+        Some(&two_victim_plan()),
+        &[
+            VictimState::Present,
+            VictimState::Ineligible("it is on node n2, not the resizing pod's node n1".into()),
+        ],
+        &policy,
+        now(),
+    );
+    match d {
+        Decision::DropPlan { why, after } => assert_eq!(
+            (why.as_str(), after),
+            (
+                "a fresh plan could not choose batch/second: it is on node n2, not the resizing pod's node n1",
+                SHORT_WAIT
+            )
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_recorded_plan_over_the_victim_cap_is_dropped_not_resumed() {
+    let pod = deferred_app();
+    let mut policy = Policy::default();
+    policy.preemption.max_victims_per_resize = 1;
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let d = decide(
+        &pod,
+        &v,
+        Some(&two_victim_plan()),
+        &[VictimState::Present, VictimState::Present],
+        &policy,
+        now(),
+    );
+    match d {
+        Decision::DropPlan { why, .. } => assert!(why.contains("maxVictimsPerResize (1)"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_recorded_plan_is_not_resumed_once_preemption_is_off_or_in_audit() {
+    let pod = deferred_app();
+    let mut policy = Policy::default();
+    policy.preemption.enabled = false;
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let both = [VictimState::Present, VictimState::Present];
+    let d = decide(&pod, &v, Some(&two_victim_plan()), &both, &policy, now());
+    assert!(
+        matches!(&d, Decision::DropPlan { why, .. } if why.contains("preemption.enabled: false")),
+        "{d:?}"
+    );
+    let mut policy = Policy::default();
+    policy.mode = resize_guard_policy::policy::Mode::Audit;
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let d = decide(&pod, &v, Some(&two_victim_plan()), &both, &policy, now());
+    assert!(
+        matches!(&d, Decision::DropPlan { why, .. } if why.contains("audit")),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn a_recorded_victim_is_not_preempted_while_terminating_pods_already_cover_the_resize() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    // The filler is terminating and frees all the room: a fresh plan needs no victim.
+    let v = verdict(&pod, vec![filler(true)], &policy);
+    let d = decide(
+        &pod,
+        &v,
+        Some(&two_victim_plan()),
+        &[VictimState::Terminating, VictimState::Present],
+        &policy,
+        now(),
+    );
+    assert!(matches!(d, Decision::Wait { .. }), "{d:?}");
+}
+
+#[test]
+fn a_recorded_victim_is_judged_where_it_is_now_by_the_rules_of_a_fresh_plan() {
+    let app = deferred_app();
+    let policy = Policy::default();
+    let low = |ns: &str, name: &str, node: &str| {
+        PodBuilder::new(ns, name)
+            .node(node)
+            .owned_by("ReplicaSet")
+            .priority(100)
+            .container(container("w").guaranteed("100m", "64Mi"))
+            .running(5)
+    };
+    let here = low("batch", "here", "n1").build();
+    let far = low("batch", "far", "n2").build();
+    let system = low("kube-system", "dns", "n1").build();
+    let going = low("batch", "going", "n1").terminating().build();
+    let higher = low("batch", "higher", "n1").priority(5000).build();
+    let cluster = FixedCluster::new(
+        policy.clone(),
+        vec![node("n1", "1930m", "3Gi"), node("n2", "1930m", "3Gi")],
+        vec![
+            app.clone(),
+            here.clone(),
+            far.clone(),
+            system.clone(),
+            going.clone(),
+            higher.clone(),
+        ],
+        vec![],
+    );
+    let ledger = cluster.ledger("n1");
+    let state = |p: &Pod| {
+        let entry = resize_guard_policy::ledger::LedgerEntry::new(p);
+        victim_state(
+            &PodKey::of(p),
+            Some(&entry),
+            &app,
+            ledger.as_deref(),
+            &policy,
+            "resize-guard",
+        )
+    };
+    let ineligible = |p: &Pod| match state(p) {
+        VictimState::Ineligible(why) => why,
+        other => panic!("{}: {other:?}", PodKey::of(p)),
+    };
+    assert_eq!(state(&here), VictimState::Present);
+    assert_eq!(state(&going), VictimState::Terminating);
+    assert_eq!(ineligible(&far), "it is not on the resizing pod's node n1");
+    assert!(ineligible(&system).starts_with("its namespace is protected"));
+    assert!(ineligible(&higher).starts_with("its priority is not below"));
+    assert_eq!(ineligible(&app), "it is the resizing pod itself");
+    // Gone, or another pod under the recorded name now.
+    let key = PodKey::of(&here);
+    assert_eq!(
+        victim_state(&key, None, &app, ledger.as_deref(), &policy, "resize-guard"),
+        VictimState::Gone
+    );
+    let mut renamed = resize_guard_policy::ledger::LedgerEntry::new(&here);
+    renamed.key.name = "other".into();
+    assert_eq!(
+        victim_state(
+            &key,
+            Some(&renamed),
+            &app,
+            ledger.as_deref(),
+            &policy,
+            "resize-guard"
+        ),
+        VictimState::Gone
+    );
+}
+
+#[test]
+fn a_victim_terminating_long_past_its_grace_period_stalls_the_plan_with_a_warning() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let rec = two_victim_plan();
+    let states = [VictimState::Terminating, VictimState::Gone];
+    let at = |secs: i64| Timestamp::from_second(now().as_second() + secs).unwrap();
+    // Grace 45 s (the tests' victims) + 60 s of slack: waiting until then, stalled after.
+    assert!(matches!(
+        decide(&pod, &v, Some(&rec), &states, &policy, at(105)),
+        Decision::Wait { .. }
+    ));
+    match decide(&pod, &v, Some(&rec), &states, &policy, at(106)) {
+        Decision::Stalled { note, after } => {
+            assert!(note.contains("batch/first (grace period 45s)"), "{note}");
+            assert!(!note.contains("batch/second"), "{note}");
+            assert_eq!(after, STALLED_RECHECK);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A grace cap shortens the wait.
+    let mut capped = Policy::default();
+    capped.preemption.max_grace_period_seconds = Some(5);
+    assert!(matches!(
+        decide(&pod, &v, Some(&rec), &states, &capped, at(66)),
+        Decision::Stalled { .. }
+    ));
+}
+
+#[test]
+fn each_victim_is_read_with_its_own_state_whatever_order_the_states_come_in() {
+    let pod = deferred_app();
+    let policy = Policy::default();
+    let v = verdict(&pod, vec![filler(false)], &policy);
+    let key = |name: &str| PodKey {
+        namespace: "batch".into(),
+        name: name.into(),
+        uid: format!("u-{name}"),
+    };
+    // The plan names zeta, then alpha; their states come alpha first (and sort alpha first):
+    // read by position, zeta would be taken for the running one.
+    let rec = PlanRecord {
+        generation: 2,
+        victims: vec![key("zeta"), key("alpha")],
+        time: now(),
+        mac: String::new(),
+    };
+    let states: VictimStates = [
+        (key("alpha"), VictimState::Present),
+        (key("zeta"), VictimState::Terminating),
+    ]
+    .into_iter()
+    .collect();
+    let d =
+        crate::preemption::decision::decide(&pod, &v, Some(&rec), &states, &policy, now(), &|_| {
+            Some(45)
+        });
+    match d {
+        Decision::Preempt {
+            record: Record::Recorded,
+            victims,
+            after,
+            ..
+        } => {
+            let names: Vec<&str> = victims.iter().map(|r| r.victim.name.as_str()).collect();
+            assert_eq!(names, ["alpha"]);
+            assert_eq!(after, SHORT_WAIT);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A victim no state was given for is gone.
+    assert_eq!(states.of(&key("omega")), &VictimState::Gone);
+}
