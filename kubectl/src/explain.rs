@@ -4,6 +4,10 @@
 //! the controller recorded, whether a controller is leading, and the resize Events. Every
 //! judgement is `resize_guard_policy::assess` on the same inputs the controller reads.
 
+#[cfg(test)]
+mod tests;
+mod text;
+
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::jiff::Timestamp;
 use resize_guard_policy::ledger::NodeLedger;
@@ -18,8 +22,9 @@ use resize_guard_policy::{Context, assess};
 use serde::Serialize;
 
 use crate::facts::{LeaseState, ago, event_time};
-use crate::judgement::{DecisionView, decision_view, victims_table};
-use crate::table::{age, bold, render};
+use crate::judgement::{DecisionView, decision_view};
+use crate::table::age;
+pub use text::render_text;
 
 /// The explanation, as `-o json|yaml` prints it.
 #[derive(Debug, Serialize)]
@@ -162,19 +167,11 @@ pub fn explain(
     let status = pod.status.as_ref();
     let key = PodKey::of(pod);
     let (computed, why) = qos_reason(&spec, ctx.minor);
-    let stored = status.and_then(|s| s.qos_class.clone());
-    let qos = match stored {
-        Some(c) if c != computed.as_str() => QosView {
-            class: c.clone(),
-            why: format!(
-                "{c} when created; the spec now reads {computed} ({why}), which the API server refuses to resize into"
-            ),
-        },
-        _ => QosView {
-            class: computed.as_str().to_owned(),
-            why,
-        },
-    };
+    let qos = qos_view(
+        status.and_then(|s| s.qos_class.clone()),
+        computed.as_str(),
+        why,
+    );
     let ledger_view = ledger.map(|l| LedgerView {
         allocatable: l.allocatable.into(),
         this_pod_holds: l.entry(&key.uid).map(|e| e.held).unwrap_or_default().into(),
@@ -213,28 +210,11 @@ pub fn explain(
             .collect(),
         age: age(ago(p.time, now)),
     });
-    let controller = lease.map(|l| match (&l.holder, l.is_held()) {
-        (Some(h), true) => format!(
-            "{h} leads (Lease renewed {} ago)",
-            l.renewed_ago.map(age).unwrap_or_default()
-        ),
-        _ => "no controller holds the Lease: nothing will be preempted until one does".to_owned(),
-    });
+    let controller = lease.map(controller_line);
     let events = events
         .iter()
         .filter(|e| is_resize_event(e))
-        .map(|e| EventView {
-            age: event_time(e).map(|t| age(ago(t, now))).unwrap_or_default(),
-            kind: e.type_.clone().unwrap_or_default(),
-            reason: e.reason.clone().unwrap_or_default(),
-            from: e
-                .reporting_component
-                .clone()
-                .filter(|c| !c.is_empty())
-                .or_else(|| e.source.as_ref().and_then(|s| s.component.clone()))
-                .unwrap_or_default(),
-            message: e.message.clone().unwrap_or_default(),
-        })
+        .map(|e| event_view(e, now))
         .collect();
     Explanation {
         pod: format!("{}/{}", key.namespace, key.name),
@@ -250,6 +230,49 @@ pub fn explain(
         controller,
         events,
         notes: Vec::new(),
+    }
+}
+
+/// The stored QoS class and why, or why the spec now reads another.
+fn qos_view(stored: Option<String>, computed: &str, why: String) -> QosView {
+    match stored {
+        Some(c) if c != computed => QosView {
+            class: c.clone(),
+            why: format!(
+                "{c} when created; the spec now reads {computed} ({why}), which the API server refuses to resize into"
+            ),
+        },
+        _ => QosView {
+            class: computed.to_owned(),
+            why,
+        },
+    }
+}
+
+/// Who leads, or that nothing will be preempted until a controller does.
+fn controller_line(l: &LeaseState) -> String {
+    match (&l.holder, l.is_held()) {
+        (Some(h), true) => format!(
+            "{h} leads (Lease renewed {} ago)",
+            l.renewed_ago.map(age).unwrap_or_default()
+        ),
+        _ => "no controller holds the Lease: nothing will be preempted until one does".to_owned(),
+    }
+}
+
+/// One Event as the explanation lists it.
+fn event_view(e: &Event, now: Timestamp) -> EventView {
+    EventView {
+        age: event_time(e).map(|t| age(ago(t, now))).unwrap_or_default(),
+        kind: e.type_.clone().unwrap_or_default(),
+        reason: e.reason.clone().unwrap_or_default(),
+        from: e
+            .reporting_component
+            .clone()
+            .filter(|c| !c.is_empty())
+            .or_else(|| e.source.as_ref().and_then(|s| s.component.clone()))
+            .unwrap_or_default(),
+        message: e.message.clone().unwrap_or_default(),
     }
 }
 
@@ -297,264 +320,4 @@ fn split(r: Resources) -> (String, String) {
         ResourceName::Cpu.format(r.cpu),
         ResourceName::Memory.format(r.memory),
     )
-}
-
-/// The text form.
-pub fn render_text(x: &Explanation, wide: bool) -> String {
-    let mut out = String::new();
-    let mut field = |k: &str, v: String| out.push_str(&format!("{:<12}{v}\n", format!("{k}:")));
-    field("Pod", x.pod.clone());
-    field("Node", x.node.clone().unwrap_or_else(|| "<none>".into()));
-    field(
-        "Priority",
-        match &x.priority_class {
-            Some(c) => format!("{} (PriorityClass {c})", x.priority),
-            None => x.priority.to_string(),
-        },
-    );
-    field("QoS class", format!("{} — {}", x.qos.class, x.qos.why));
-    if let Some(l) = &x.ledger {
-        out.push_str(&format!(
-            "\n{}\n",
-            bold(&format!(
-                "Node {} (kubelet accounting):",
-                x.node.as_deref().unwrap_or_default()
-            ))
-        ));
-        let row = |name: &str, pick: fn(&Amount) -> &String| -> Vec<String> {
-            let mut r = vec![name.to_owned()];
-            for a in [
-                &l.allocatable,
-                &l.others_hold,
-                &l.terminating,
-                &l.this_pod_holds,
-                &l.this_pod_wants,
-                &l.free,
-            ] {
-                r.push(pick(a).clone());
-            }
-            r
-        };
-        let table = render(
-            &[
-                "RESOURCE",
-                "ALLOCATABLE",
-                "OTHER PODS",
-                "TERMINATING",
-                "THIS POD HOLDS",
-                "THIS POD WANTS",
-                "FREE",
-            ],
-            &[row("cpu", |a| &a.cpu), row("memory", |a| &a.memory)],
-        );
-        out.push_str(&indent(&table));
-    }
-    out.push('\n');
-    match &x.resize {
-        Some(p) => {
-            let state = if p.reason.is_empty() {
-                p.condition.clone()
-            } else {
-                format!("{} ({})", p.reason, p.condition)
-            };
-            let since = p
-                .age
-                .as_deref()
-                .map(|a| format!(", for {a}"))
-                .unwrap_or_default();
-            out.push_str(&format!("{} {state}{since}\n", bold("Resize:")));
-            if !p.message.is_empty() {
-                out.push_str(&format!("  kubelet: {}\n", p.message));
-            }
-        }
-        None => out.push_str(&format!(
-            "{} none pending (spec and status agree)\n",
-            bold("Resize:")
-        )),
-    }
-    out.push_str(&format!(
-        "\n{} {}\n",
-        bold("resize-guard:"),
-        x.decision.label
-    ));
-    for line in x.decision.text.lines() {
-        out.push_str(&format!("  {line}\n"));
-    }
-    out.push_str(&victims_table(&x.decision.victims, true));
-    if let Some(m) = &x.memory {
-        out.push_str(&format!("  memory ({}): {}\n", m.verdict, m.text));
-    }
-    if let Some(p) = &x.recorded_plan {
-        out.push_str(&format!(
-            "  recorded plan ({} ago, generation {}{}): {}\n",
-            p.age,
-            p.generation,
-            if p.current { "" } else { ", stale" },
-            p.victims.join(", ")
-        ));
-    }
-    if let Some(c) = &x.controller {
-        out.push_str(&format!("  controller: {c}\n"));
-    }
-    for n in &x.notes {
-        out.push_str(&format!("  note: {n}\n"));
-    }
-    out.push_str(&format!("\n{}", bold("Events:")));
-    if x.events.is_empty() {
-        out.push_str(" <none>\n");
-    } else {
-        out.push('\n');
-        let rows: Vec<Vec<String>> = x
-            .events
-            .iter()
-            .map(|e| {
-                let mut r = vec![e.age.clone(), e.kind.clone(), e.reason.clone()];
-                if wide {
-                    r.push(e.from.clone());
-                }
-                r.push(e.message.clone());
-                r
-            })
-            .collect();
-        let headers: &[&str] = if wide {
-            &["LAST SEEN", "TYPE", "REASON", "FROM", "MESSAGE"]
-        } else {
-            &["LAST SEEN", "TYPE", "REASON", "MESSAGE"]
-        };
-        out.push_str(&indent(&render(headers, &rows)));
-    }
-    out
-}
-
-fn indent(text: &str) -> String {
-    text.lines().map(|l| format!("  {l}\n")).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use resize_guard_policy::budget::Budgets;
-    use resize_guard_policy::fixture::{PodBuilder, container, node};
-    use resize_guard_policy::plan::PLAN_ANNOTATION;
-    use resize_guard_policy::policy::Policy;
-
-    #[test]
-    fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
-        let filler = PodBuilder::new("batch", "filler")
-            .owned_by("ReplicaSet")
-            .node("n")
-            .priority(100)
-            .container(container("app").guaranteed("1500m", "256Mi"))
-            .running(10)
-            .terminating()
-            .build();
-        let uid = filler.metadata.uid.clone().unwrap_or_default();
-        let plan = format!(
-            r#"{{"generation":2,"victims":[{{"namespace":"batch","name":"filler","uid":"{uid}"}}],"time":"2026-12-01T10:00:00Z"}}"#
-        );
-        let app = PodBuilder::new("shop", "app")
-            .node("n")
-            .priority(1000)
-            .container(container("app").guaranteed("250m", "256Mi"))
-            .running(20)
-            .qos_status("Guaranteed")
-            .resize("app", "cpu", "550m")
-            .resize_pending("Deferred", "Node didn't have enough resource: cpu")
-            .annotation(PLAN_ANNOTATION, &plan)
-            .build();
-        let ledger = NodeLedger::new(&node("n", "1930m", "3Gi"), [&filler, &app]);
-        let (policy, budgets) = (Policy::default(), Budgets::default());
-        let ctx = Context {
-            ledger: Some(&ledger),
-            budgets: &budgets,
-            policy: &policy,
-            install_namespace: "resize-guard",
-            minor: None,
-        };
-        let now = Timestamp::from_second(1_796_126_500).unwrap();
-        let x = explain(
-            &app,
-            Some(&ledger),
-            &ctx,
-            None,
-            &[],
-            &Evidence::NotFetched,
-            now,
-        );
-        assert_eq!(x.decision.label, "deferred-awaiting-termination");
-        let text = render_text(&x, false);
-        assert!(
-            text.contains("  recorded plan (121m ago, generation 2): batch/filler (terminating)\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                "  node n lacks cpu 120m; terminating pods batch/filler are freeing that room"
-            ),
-            "{text}"
-        );
-        assert!(text.contains("Priority:   1000\n"), "{text}");
-        assert!(
-            text.contains("Resize: Deferred (PodResizePending)\n"),
-            "{text}"
-        );
-        assert!(text.ends_with("Events: <none>\n"), "{text}");
-        assert!(
-            !text.contains("VICTIM"),
-            "no victims, no table header:\n{text}"
-        );
-        let json = serde_json::to_value(&x).unwrap();
-        assert_eq!(json["recordedPlan"]["current"], true);
-        assert_eq!(json["ledger"]["terminating"]["cpu"], "1500m");
-    }
-
-    #[test]
-    fn a_memory_decrease_the_kubelet_refused_is_judged_against_usage() {
-        let mut app = PodBuilder::new("shop", "app")
-            .node("n")
-            .container(container("app").guaranteed("250m", "256Mi"))
-            .running(20)
-            .resize("app", "memory", "100Mi")
-            .build();
-        app.status = Some(
-            serde_json::from_value(serde_json::json!({
-                "conditions": [{"type": "PodResizeInProgress", "status": "True", "reason": "Error",
-                    "message": "cannot decrease memory limits: attempting to set container \"app\" memory limit (104857600) below current usage (157286400)"}],
-                "containerStatuses": [{"name": "app", "image": "i", "imageID": "", "ready": true,
-                    "restartCount": 0, "resources": {"limits": {"memory": "256Mi"}}}]
-            }))
-            .unwrap(),
-        );
-        let (policy, budgets) = (Policy::default(), Budgets::default());
-        let ctx = Context {
-            ledger: None,
-            budgets: &budgets,
-            policy: &policy,
-            install_namespace: "resize-guard",
-            minor: None,
-        };
-        let now = Timestamp::from_second(1_796_126_500).unwrap();
-        let usage = Evidence::Measured(resize_guard_policy::usage::PodUsage {
-            containers: [("app".to_owned(), 150 << 20)].into(),
-            age: std::time::Duration::from_secs(8),
-            window: "10s".into(),
-        });
-        let x = explain(&app, None, &ctx, None, &[], &usage, now);
-        let text = render_text(&x, false);
-        assert!(
-            text.contains("  memory (below-usage): resize-guard: this resize lowers a memory limit below what is in use (working set from metrics.k8s.io, measured 8s ago): container \"app\" memory limit 256Mi → 100Mi, working set 150Mi"),
-            "{text}"
-        );
-        let down = Evidence::Unavailable("metrics.k8s.io is unavailable".into());
-        let x = explain(&app, None, &ctx, None, &[], &down, now);
-        assert_eq!(x.memory.unwrap().verdict, "unjudged");
-        let settled = PodBuilder::new("shop", "app")
-            .container(container("app").guaranteed("250m", "256Mi"))
-            .build();
-        assert!(
-            explain(&settled, None, &ctx, None, &[], &usage, now)
-                .memory
-                .is_none()
-        );
-    }
 }

@@ -1,0 +1,127 @@
+//! `explain` on a Deferred resize with a recorded plan, and its text form.
+
+use super::*;
+use resize_guard_policy::budget::Budgets;
+use resize_guard_policy::fixture::{PodBuilder, container, node};
+use resize_guard_policy::plan::PLAN_ANNOTATION;
+use resize_guard_policy::policy::Policy;
+
+#[test]
+fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
+    let filler = PodBuilder::new("batch", "filler")
+        .owned_by("ReplicaSet")
+        .node("n")
+        .priority(100)
+        .container(container("app").guaranteed("1500m", "256Mi"))
+        .running(10)
+        .terminating()
+        .build();
+    let uid = filler.metadata.uid.clone().unwrap_or_default();
+    let plan = format!(
+        r#"{{"generation":2,"victims":[{{"namespace":"batch","name":"filler","uid":"{uid}"}}],"time":"2026-12-01T10:00:00Z"}}"#
+    );
+    let app = PodBuilder::new("shop", "app")
+        .node("n")
+        .priority(1000)
+        .container(container("app").guaranteed("250m", "256Mi"))
+        .running(20)
+        .qos_status("Guaranteed")
+        .resize("app", "cpu", "550m")
+        .resize_pending("Deferred", "Node didn't have enough resource: cpu")
+        .annotation(PLAN_ANNOTATION, &plan)
+        .build();
+    let ledger = NodeLedger::new(&node("n", "1930m", "3Gi"), [&filler, &app]);
+    let (policy, budgets) = (Policy::default(), Budgets::default());
+    let ctx = Context {
+        ledger: Some(&ledger),
+        budgets: &budgets,
+        policy: &policy,
+        install_namespace: "resize-guard",
+        minor: None,
+    };
+    let now = Timestamp::from_second(1_796_126_500).unwrap();
+    let x = explain(
+        &app,
+        Some(&ledger),
+        &ctx,
+        None,
+        &[],
+        &Evidence::NotFetched,
+        now,
+    );
+    assert_eq!(x.decision.label, "deferred-awaiting-termination");
+    let text = render_text(&x, false);
+    assert!(
+        text.contains("  recorded plan (121m ago, generation 2): batch/filler (terminating)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  node n lacks cpu 120m; terminating pods batch/filler are freeing that room"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("Priority:   1000\n"), "{text}");
+    assert!(
+        text.contains("Resize: Deferred (PodResizePending)\n"),
+        "{text}"
+    );
+    assert!(text.ends_with("Events: <none>\n"), "{text}");
+    assert!(
+        !text.contains("VICTIM"),
+        "no victims, no table header:\n{text}"
+    );
+    let json = serde_json::to_value(&x).unwrap();
+    assert_eq!(json["recordedPlan"]["current"], true);
+    assert_eq!(json["ledger"]["terminating"]["cpu"], "1500m");
+}
+
+#[test]
+fn a_memory_decrease_the_kubelet_refused_is_judged_against_usage() {
+    let mut app = PodBuilder::new("shop", "app")
+        .node("n")
+        .container(container("app").guaranteed("250m", "256Mi"))
+        .running(20)
+        .resize("app", "memory", "100Mi")
+        .build();
+    app.status = Some(
+        serde_json::from_value(serde_json::json!({
+            "conditions": [{"type": "PodResizeInProgress", "status": "True", "reason": "Error",
+                "message": "cannot decrease memory limits: attempting to set container \"app\" memory limit (104857600) below current usage (157286400)"}],
+            "containerStatuses": [{"name": "app", "image": "i", "imageID": "", "ready": true,
+                "restartCount": 0, "resources": {"limits": {"memory": "256Mi"}}}]
+        }))
+        .unwrap(),
+    );
+    let (policy, budgets) = (Policy::default(), Budgets::default());
+    let ctx = Context {
+        ledger: None,
+        budgets: &budgets,
+        policy: &policy,
+        install_namespace: "resize-guard",
+        minor: None,
+    };
+    let now = Timestamp::from_second(1_796_126_500).unwrap();
+    let usage = Evidence::Measured(resize_guard_policy::usage::PodUsage {
+        containers: [("app".to_owned(), 150 << 20)].into(),
+        age: std::time::Duration::from_secs(8),
+        window: "10s".into(),
+    });
+    let x = explain(&app, None, &ctx, None, &[], &usage, now);
+    let text = render_text(&x, false);
+    assert!(
+        text.contains("  memory (below-usage): resize-guard: this resize lowers a memory limit below what is in use (working set from metrics.k8s.io, measured 8s ago): container \"app\" memory limit 256Mi → 100Mi, working set 150Mi"),
+        "{text}"
+    );
+    let down = Evidence::Unavailable("metrics.k8s.io is unavailable".into());
+    let x = explain(&app, None, &ctx, None, &[], &down, now);
+    assert_eq!(x.memory.unwrap().verdict, "unjudged");
+    let settled = PodBuilder::new("shop", "app")
+        .container(container("app").guaranteed("250m", "256Mi"))
+        .build();
+    assert!(
+        explain(&settled, None, &ctx, None, &[], &usage, now)
+            .memory
+            .is_none()
+    );
+}
