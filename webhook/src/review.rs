@@ -257,20 +257,7 @@ fn judge(
     usage: &Evidence,
 ) -> Reviewed {
     let Some(policy) = cluster.policy() else {
-        // Fail safe: no policy read and parsed, so nothing is denied or repaired. Allowed with
-        // a warning and an audit annotation saying why, never under the defaults by omission.
-        let why = cluster.no_policy_reason();
-        let mut resp = response(&uid);
-        resp.warnings = Some(vec![clip(
-            &format!("resize-guard judged nothing: {why}"),
-            WARNING_LIMIT,
-        )]);
-        resp.audit_annotations = [
-            ("decision".to_owned(), "no-policy".to_owned()),
-            ("reason".to_owned(), clip(&why, 1024)),
-        ]
-        .into();
-        return finish(resp, "no-policy".to_owned(), None, uid);
+        return no_policy(cluster, uid);
     };
     let budgets = cluster.budgets();
     let ledger = node_name(old).and_then(|n| cluster.ledger(n));
@@ -301,13 +288,7 @@ fn judge(
             event = Some(intent(&target, true, "ResizeRejected", label, &message));
         }
         Effect::Repair { pod, .. } => {
-            let encoded = json_patch_between(new, &pod)
-                .map_err(|e| format!("resize-guard could not compute its repair: {e}"))
-                .and_then(|patch| {
-                    resp.clone()
-                        .with_patch(patch)
-                        .map_err(|e| format!("resize-guard could not encode its repair: {e}"))
-                });
+            let encoded = encode_repair(&resp, new, &pod);
             match encoded {
                 Ok(r) => {
                     resp = r;
@@ -345,6 +326,39 @@ fn judge(
     reviewed.event_withheld = event_withheld;
     reviewed.wants_usage = wants_usage;
     reviewed
+}
+
+/// No policy in force: allowed with a warning and an audit annotation saying why.
+fn no_policy(cluster: &dyn Cluster, uid: String) -> Reviewed {
+    // Fail safe: no policy read and parsed, so nothing is denied or repaired. Allowed with
+    // a warning and an audit annotation saying why, never under the defaults by omission.
+    let why = cluster.no_policy_reason();
+    let mut resp = response(&uid);
+    resp.warnings = Some(vec![clip(
+        &format!("resize-guard judged nothing: {why}"),
+        WARNING_LIMIT,
+    )]);
+    resp.audit_annotations = [
+        ("decision".to_owned(), "no-policy".to_owned()),
+        ("reason".to_owned(), clip(&why, 1024)),
+    ]
+    .into();
+    finish(resp, "no-policy".to_owned(), None, uid)
+}
+
+/// `resp` with the JSON patch that turns `new` into the repaired `pod`, or why it cannot carry one.
+fn encode_repair(
+    resp: &AdmissionResponse,
+    new: &Pod,
+    pod: &Pod,
+) -> Result<AdmissionResponse, String> {
+    json_patch_between(new, pod)
+        .map_err(|e| format!("resize-guard could not compute its repair: {e}"))
+        .and_then(|patch| {
+            resp.clone()
+                .with_patch(patch)
+                .map_err(|e| format!("resize-guard could not encode its repair: {e}"))
+        })
 }
 
 /// The pod an Event may be recorded on: the one the cluster view holds on the request's node
@@ -423,83 +437,4 @@ fn json_patch_between(from: &Pod, to: &Pod) -> Result<json_patch::Patch, serde_j
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn refused(body: &[u8]) -> ReviewError {
-        let cluster =
-            resize_guard_cluster::FixedCluster::new(Default::default(), vec![], vec![], vec![]);
-        review(Stage::Validate, body, &cluster).unwrap_err()
-    }
-
-    fn resize(request: serde_json::Value) -> Vec<u8> {
-        let mut r = serde_json::json!({
-            "uid": "u", "operation": "UPDATE", "subResource": "resize",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "userInfo": {}
-        });
-        if let (Some(r), Some(extra)) = (r.as_object_mut(), request.as_object()) {
-            r.extend(extra.clone());
-        }
-        serde_json::to_vec(&serde_json::json!({
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": r
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn a_judged_request_names_its_pod_namespace_and_user_for_the_denial_log() {
-        let cluster =
-            resize_guard_cluster::FixedCluster::new(Default::default(), vec![], vec![], vec![]);
-        let pod = serde_json::json!({
-            "metadata": {"name": "web-0", "namespace": "shop", "uid": "p1"},
-            "spec": {"containers": [{"name": "app"}]}
-        });
-        let body = resize(serde_json::json!({
-            "name": "web-0", "namespace": "shop",
-            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-            "object": pod, "oldObject": pod
-        }));
-        let reviewed = review(Stage::Validate, &body, &cluster).unwrap();
-        assert_eq!(
-            reviewed.asked,
-            Asked {
-                namespace: "shop".into(),
-                pod: "web-0".into(),
-                user: "alice".into()
-            }
-        );
-    }
-
-    #[test]
-    fn each_bad_input_is_refused_with_its_own_variant_and_each_cause_once() {
-        let e = refused(b"{not json");
-        assert!(matches!(e, ReviewError::NotJson(_)), "{e:?}");
-        let chain = resize_guard_runtime::error_chain(&e);
-        assert_eq!(
-            chain.matches("malformed AdmissionReview").count(),
-            1,
-            "{chain}"
-        );
-        assert!(chain.contains("line 1"), "the serde error follows: {chain}");
-
-        let e = refused(br#"{"apiVersion": "admission.k8s.io/v1beta1"}"#);
-        assert!(matches!(e, ReviewError::Version(ref v) if v == "admission.k8s.io/v1beta1"));
-        let e = refused(br#"{"apiVersion": "admission.k8s.io/v1"}"#);
-        assert!(matches!(e, ReviewError::NoRequest), "{e:?}");
-        assert!(matches!(
-            refused(&resize(serde_json::json!({"uid": ""}))),
-            ReviewError::NoUid
-        ));
-        let e = refused(&resize(serde_json::json!({"object": {"spec": 7}})));
-        assert!(matches!(e, ReviewError::NotPods(_)), "{e:?}");
-        assert_eq!(e.reason(), "NotPods");
-        assert!(matches!(
-            refused(&resize(
-                serde_json::json!({"object": {"metadata": {"name": "p"}}})
-            )),
-            ReviewError::NoObjects
-        ));
-    }
-}
+mod tests;
