@@ -33,6 +33,7 @@
 #   make fuzz     the four fuzz targets for FUZZ_SECONDS each (default 300; `make test` runs them 10 s each)
 
 CARGO ?= cargo
+comma := ,
 # Cargo's target directory as cargo resolves it (CARGO_TARGET_DIR, .cargo/config.toml or ./target),
 # for the recipes that run built binaries by path; evaluated only where used.
 TARGET_DIR = $(shell $(CARGO) metadata --format-version 1 --no-deps --locked \
@@ -59,7 +60,7 @@ WITH_PROMTOOL = RESIZE_GUARD_PROMTOOL_BIN="$$(scripts/build-promtool.sh | tail -
 # metrics-server v0.8.0 from Go modules (first run a few minutes), for the metrics API tests.
 WITH_METRICS_SERVER = RESIZE_GUARD_METRICS_SERVER_BIN="$$(scripts/build-metrics-server.sh | tail -n 1)/metrics-server"
 
-.PHONY: vpa-lag demo-node upstream push krew test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
+.PHONY: e2e vpa-lag demo-node upstream push krew test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
@@ -91,7 +92,7 @@ vpa-lag:
 	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-harness \
 		--bin resize-guard-vpa-lag -- --preset $(PRESET) --replicas $(REPLICAS) $(if $(DROP),--drop,)
 
-test: fmt-check clippy deps-check image unit test-versions
+test: fmt-check clippy deps-check image unit e2e test-versions
 
 # Static binaries (glibc, +crt-static, symbols stripped) for linux/amd64 and linux/arm64 in their
 # own target dir so the debug cache stays warm, then one multi-platform OCI archive (an image index
@@ -192,8 +193,16 @@ deps-check:
 		echo "resize-guard-policy must not depend on:"; echo "$$bad"; exit 1; \
 	else echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"; fi
 
+# The fast tier: every crate's unit and in-process tests (the image tests push to a local registry).
 unit:
-	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) $(CARGO) test --workspace --locked
+	$(WITH_REGISTRY) $(CARGO) test --workspace --locked --exclude resize-guard-e2e
+
+# The end-to-end suites (tests/e2e), one process per suite; SUITES=admission,vpa::updater picks
+# some (a substring of the module path), ARGS="--nocapture" goes to the test binary.
+SUITES ?=
+e2e:
+	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) \
+		CARGO="$(CARGO)" tests/e2e/run.sh $(subst $(comma), ,$(SUITES)) $(if $(ARGS),-- $(ARGS))
 
 # Every upstream part `make test` uses, built or reused (.ci/run builds them beside the Rust builds).
 upstream:
@@ -210,27 +219,27 @@ upstream:
 # The version-sensitive suite on v1.35, the first minor where in-place resize is GA (`unit` ran it
 # on v1.37 with everything else). `--workspace` keeps `unit`'s feature set, so nothing recompiles.
 test-versions:
-	$(call with_k8s,1.35) $(CARGO) test --workspace --locked --test e2e_versions
+	$(call with_k8s,1.35) CARGO="$(CARGO)" tests/e2e/run.sh versions
 
 # Every minor in turn (a failing one does not stop the others; logs in target/test-matrix/), then
 # the table, printed and written into the README's "Supported versions".
 test-matrix:
 	rm -rf $(MATRIX_DIR) && mkdir -p $(MATRIX_DIR)
 	$(CARGO) build --locked -p resize-guard-harness --bin resize-guard-matrix
-	$(CARGO) test --workspace --locked --test e2e_versions --test e2e_fidelity --no-run
+	$(CARGO) test --workspace --locked --no-run
 	@status=0; for m in $(MINORS); do \
 		start=$$(date +%s); \
 		echo "test-matrix: Kubernetes $$m …"; \
 		if $(call with_k8s,$$m) RESIZE_GUARD_MATRIX_DIR=$(MATRIX_DIR) \
-			$(CARGO) test --workspace --locked --test e2e_versions -- --nocapture \
+			$(CARGO) test --workspace --locked --test e2e -- versions:: --nocapture \
 			>$(MATRIX_DIR)/v$$m.log 2>&1; then \
 			echo "test-matrix: Kubernetes $$m: version-sensitive suite passed in $$(( $$(date +%s) - start ))s"; \
 		else status=1; echo "test-matrix: Kubernetes $$m: version-sensitive suite FAILED after $$(( $$(date +%s) - start ))s:"; \
 			tail -n 40 $(MATRIX_DIR)/v$$m.log; fi; \
 		start=$$(date +%s); \
 		if $(call with_k8s,$$m) RESIZE_GUARD_MATRIX_DIR=$(MATRIX_DIR) \
-			$(CARGO) test --workspace --locked --test e2e_fidelity -- --nocapture \
-			resize_guard_never_contradicts_the_api_server_on_generated_resizes >$(MATRIX_DIR)/v$$m.fidelity.log 2>&1; then \
+			$(CARGO) test --workspace --locked --test e2e -- --nocapture \
+			admission::fidelity::resize_guard_never_contradicts_the_api_server_on_generated_resizes >$(MATRIX_DIR)/v$$m.fidelity.log 2>&1; then \
 			echo "test-matrix: Kubernetes $$m: fidelity passed in $$(( $$(date +%s) - start ))s"; \
 		else status=1; echo "test-matrix: Kubernetes $$m: fidelity FAILED after $$(( $$(date +%s) - start ))s:"; \
 			tail -n 40 $(MATRIX_DIR)/v$$m.fidelity.log; fi; \
@@ -240,8 +249,8 @@ test-matrix:
 
 # The brakes at the issue's full size: 200 Deferred resizes on 20 hollow nodes, 12 evictions a minute.
 flood:
-	$(WITH_K8S) RESIZE_GUARD_FLOOD=full $(CARGO) test --locked -p resize-guard-controller \
-		--test e2e_failover -- a_flood_of_deferred_resizes --nocapture
+	$(WITH_K8S) RESIZE_GUARD_FLOOD=full $(CARGO) test --workspace --locked \
+		--test e2e -- preemption::failover::a_flood_of_deferred_resizes --nocapture
 
 sandbox:
 	$(WITH_K8S) $(WITH_METRICS_SERVER) $(if $(REAL_NODE),$(WITH_NODE) $(WITH_REGISTRY)) $(CARGO) run --locked -p resize-guard-harness \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or reuse) the `helm` CLI (Helm v3, helm.sh/helm/v3/cmd/helm, pinned by
 # tests/helm/go.mod + go.sum) used to lint and render charts/resize-guard in the
-# tests (tests/harness/tests/helm.rs).
+# tests (tests/e2e/install/helm.rs).
 #
 # Usage:
 #   dir=$(scripts/build-helm.sh | tail -n 1)        # build if needed, print bin dir

@@ -3,7 +3,7 @@
 # cmd/promtool, pinned by tests/promtool/go.mod + go.sum) and `scrapeparse` (tests/promtool/
 # scrapeparse: Prometheus's own scrape parser, model/textparse, from the same module): they
 # parse /metrics of the running programs as a scrape would and evaluate the chart's
-# PrometheusRule against series scraped from the harness (tests/harness/tests/monitoring.rs).
+# PrometheusRule against series scraped from the harness (tests/e2e/install/monitoring.rs).
 #
 # Usage:
 #   dir=$(scripts/build-promtool.sh | tail -n 1)    # build if needed, print bin dir

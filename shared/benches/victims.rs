@@ -3,7 +3,7 @@
 //! `victims/race.rs`) against the same DefaultPreemption algorithm on the v1.37
 //! alpha scheduler's accounting (every pod at max(desired, allocated, actual)), which is how
 //! upstream's plugin sizes the shortfall (KEP-5836, "Risk of Additional Preemption"). The upstream column is that
-//! model, not the scheduler binary; `controller/tests/e2e_upstream.rs` checks the model against
+//! model, not the scheduler binary; `tests/e2e/upstream/alpha_preemption.rs` checks the model against
 //! the real kube-scheduler on the KEP-5836 example (3 victims vs 1).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 

@@ -41,15 +41,30 @@ pub struct Env {
     counter: AtomicU32,
 }
 
-static ENV: OnceLock<Result<Env, String>> = OnceLock::new();
+static ENV: OnceLock<(&'static str, Result<Env, String>)> = OnceLock::new();
 
-/// The environment of this test binary, started on first use.
+/// The environment of this process, started on first use by the suite that calls it first.
+///
+/// A suite (one source file of `tests/e2e`) owns its environment: it installs webhook
+/// configurations and runs controllers that act on the whole cluster, so two suites must never
+/// share one. Any call from another source file panics with how to run one suite per process
+/// (`make e2e` does that), instead of letting their webhooks and controllers meet.
+#[track_caller]
 pub fn shared(options: EnvOptions) -> &'static Env {
-    let env = ENV.get_or_init(|| {
-        std::thread::spawn(move || Env::start(options).map_err(|e| format!("{e:#}")))
+    let suite = std::panic::Location::caller().file();
+    let (owner, env) = ENV.get_or_init(|| {
+        let env = std::thread::spawn(move || Env::start(options).map_err(|e| format!("{e:#}")))
             .join()
-            .unwrap_or_else(|_| Err("environment start panicked".to_owned()))
+            .unwrap_or_else(|_| Err("environment start panicked".to_owned()));
+        (suite, env)
     });
+    if *owner != suite {
+        panic!(
+            "this process's control plane belongs to the suite in {owner}; {suite} needs a \
+             process of its own: run the suites with `make e2e` (one process per suite), or one \
+             suite by hand with `cargo test --workspace --test e2e -- <subject>::<suite>::`"
+        );
+    }
     match env {
         Ok(env) => env,
         Err(e) => panic!("cannot start the real control plane: {e}"),

@@ -1,4 +1,4 @@
-//! `make test-matrix`'s table: the version-sensitive suite (`webhook/tests/e2e_versions.rs`)
+//! `make test-matrix`'s table: the version-sensitive suite (`tests/e2e/versions.rs`)
 //! writes one `v1.N.json` per minor (`{"kubernetes", "minor", "rows": [{"id", "behaviour",
 //! "result", "detail"}]}`); this module turns them into one Markdown table — behaviour × minor,
 //! ✓ / ✗ / n/a, with the short outcome where a pass differs between minors (a detail written

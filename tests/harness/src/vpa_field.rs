@@ -7,7 +7,7 @@
 //! fresh namespace and reports what VPA and the pods did ([`Outcome`]: VPA's
 //! `InPlaceResizedByVPA` / `EvictedByVPA` events, pod UIDs kept or replaced, restarts, final
 //! resources and QoS class, the in-place rate, and the time from the recommendation being written
-//! to every replica running at it). The e2e suite (`webhook/tests/e2e_vpa.rs`) and `make
+//! to every replica running at it). The e2e suite (`tests/e2e/vpa/updater.rs`) and `make
 //! demo-vpa` play them with and without resize-guard installed.
 //!
 //! VPA v1.6.0 behaviour the scenarios depend on (`k8s.io/autoscaler/vertical-pod-autoscaler`):

@@ -4,7 +4,7 @@
 //! (`resize_guard_harness::vpa::usage_loop::wall3`). `--preset defaults` runs VPA with its own
 //! defaults (a step may take many minutes, or never come: each gives up after `--timeout`);
 //! `--preset shortest` with the shortest intervals VPA supports (`make test` runs that one in
-//! `webhook/tests/e2e_vpa_loop.rs`). Prints one row per step, seconds from the usage change.
+//! `tests/e2e/vpa/usage_loop.rs`). Prints one row per step, seconds from the usage change.
 
 use std::time::Duration;
 

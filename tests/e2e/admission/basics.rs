@@ -1,0 +1,296 @@
+//! The webhook end to end on a real kube-apiserver v1.37.2 (default policy, the default install:
+//! the mutating webhook alone, one call per resize):
+//! what `kubectl` users see, what the audit log records, and the Events.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::scenario::webhook as support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use resize_guard_harness::admission::Webhooks;
+use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::objects::*;
+use tokio::sync::OnceCell;
+
+static HOOK: OnceCell<support::Webhook> = OnceCell::const_new();
+
+async fn setup() -> &'static Env {
+    let env = shared(EnvOptions::default());
+    HOOK.get_or_init(|| support::start(env, Webhooks::Mutating))
+        .await;
+    env
+}
+
+async fn events_text(env: &Env, ns: &str, pod: &str, want: &str) -> String {
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = env.kubectl().events_for(ns, pod).await.unwrap().stdout;
+        if text.contains(want) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    text
+}
+
+#[tokio::test]
+async fn qos_change_gets_resize_guards_message_in_kubectl() {
+    let env = setup().await;
+    let _g = env.guard();
+    let (ns, _, _) = support::field_test(env, "qos").await;
+    // VPA RequestsOnly: the request moves, the limit does not.
+    let patch =
+        r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"500m"}}}]}}"#;
+    let out = env.kubectl().resize(&ns, "app", patch).await.unwrap();
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains(r#"admission webhook "mutate.resize-guard.io" denied the request: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable"#),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("container app: cpu request 500m ≠ limit 250m"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr
+            .contains("Pod QOS Class may not change as a result of resizing\n"),
+        "our message comes first"
+    );
+    let events = events_text(env, &ns, "app", "ResizeRejected").await;
+    assert!(
+        events.contains("ResizeRejected") && events.contains("Warning"),
+        "{events}"
+    );
+}
+
+#[tokio::test]
+async fn infeasible_resize_gets_resize_guards_message_with_the_nodes_numbers() {
+    let env = setup().await;
+    let _g = env.guard();
+    let (ns, node, pods) = support::field_test(env, "infeasible").await;
+    let out = env
+        .kubectl()
+        .resize(&ns, "app", &cpu_resize("2430m"))
+        .await
+        .unwrap();
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains(&format!(r#"admission webhook "mutate.resize-guard.io" denied the request: resize-guard: this resize can never fit on node {node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m"#)),
+        "{}",
+        out.stderr
+    );
+    // On v1.37 no kubelet marks it Infeasible (it would stay Deferred): the denial must not
+    // claim otherwise (pkg/kubelet/allocation/handlers.go returns Infeasible only for
+    // static-pod/swap/pod-level/memory-backed-volume/static-manager cases).
+    assert!(
+        out.stderr.contains("so no kubelet would ever apply it (v1.33–v1.35 kubelets mark it Infeasible: \"Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930\"; later ones keep it Deferred)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        pods.get("app").await.unwrap().metadata.generation,
+        Some(1),
+        "nothing stored"
+    );
+    let events = events_text(env, &ns, "app", "ResizeRejected").await;
+    assert!(events.contains("can never fit"), "{events}");
+}
+
+#[tokio::test]
+async fn deferred_resize_is_allowed_with_a_warning_and_audit_annotations() {
+    let env = setup().await;
+    let _g = env.guard();
+    let (ns, node, pods) = support::field_test(env, "deferred").await;
+    let out = env
+        .kubectl()
+        .resize(&ns, "app", &cpu_resize("550m"))
+        .await
+        .unwrap();
+    assert!(out.success, "{}", out.stderr);
+    let expected = format!(
+        "Warning: resize-guard: node {node} lacks cpu 120m; the resize will be Deferred; resize-guard will preempt {ns}/filler"
+    );
+    assert_eq!(
+        out.stderr.matches(&expected).count(),
+        1,
+        "said once, by the one webhook: {}",
+        out.stderr
+    );
+    let p = wait_pod(&pods, "app", Duration::from_secs(30), |p| {
+        resize_pending(p).is_some()
+    })
+    .await
+    .unwrap();
+    // The real kubelet agrees, with the same numbers (550 + 1500 − 1930 = the 120m shortfall):
+    // pkg/kubelet/lifecycle/predicate.go InsufficientResourceError.Error.
+    assert_eq!(
+        resize_pending(&p).unwrap(),
+        (
+            "Deferred".to_owned(),
+            "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930"
+                .to_owned()
+        ),
+        "the kubelet agrees"
+    );
+    // And says so in its own Event (pkg/kubelet/allocation/allocation_manager.go
+    // handlePodResourcesResize, events.PodResizePendingMsg).
+    let events = events_text(env, &ns, "app", "ResizeDeferred").await;
+    assert!(
+        events.contains("ResizeDeferred") && events.contains("Pod resize OutOfcpu: {"),
+        "{events}"
+    );
+
+    let mut audit = Vec::new();
+    for _ in 0..50 {
+        audit = support::resize_audit(env, &ns, "app");
+        if !audit.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let annotations = &audit.last().expect("audit event for the resize")["annotations"];
+    assert_eq!(
+        annotations["mutate.resize-guard.io/decision"], "deferred-preemptible",
+        "{annotations}"
+    );
+    assert_eq!(
+        annotations["mutate.resize-guard.io/victims"],
+        format!("{ns}/filler")
+    );
+    assert_eq!(
+        annotations["mutate.resize-guard.io/shortfall"],
+        "cpu 120m, memory 0"
+    );
+    assert!(
+        annotations
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|k| !k.starts_with("validate.resize-guard.io/")),
+        "no validating webhook is called: {annotations}"
+    );
+}
+
+#[tokio::test]
+async fn annotation_changes_sent_to_pods_resize_are_dropped_by_the_api_server() {
+    let env = setup().await;
+    let _g = env.guard();
+    let (_, _, pods) = support::field_test(env, "annotations").await;
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {"resize-guard.io/probe": "kept?"}, "labels": {"probe": "kept"}},
+        "spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "300m"}, "limits": {"cpu": "300m"}}}]},
+    });
+    pods.patch_subresource(
+        "resize",
+        "app",
+        &PatchParams::default(),
+        &Patch::Strategic(patch),
+    )
+    .await
+    .unwrap();
+    let p = pods.get("app").await.unwrap();
+    let cpu = &p.spec.as_ref().unwrap().containers[0]
+        .resources
+        .as_ref()
+        .unwrap()
+        .requests
+        .as_ref()
+        .unwrap()["cpu"];
+    assert_eq!(cpu.0, "300m", "the resize itself was stored");
+    assert!(
+        !p.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("resize-guard.io/probe"),
+        "annotations on pods/resize are reset by the resize strategy"
+    );
+    assert!(!p.metadata.labels.unwrap_or_default().contains_key("probe"));
+}
+
+#[tokio::test]
+async fn dry_run_denials_record_no_event() {
+    let env = setup().await;
+    let _g = env.guard();
+    let (ns, _, _) = support::field_test(env, "dryrun").await;
+    let k = env.kubectl();
+    let out = k
+        .resize_dry_run(&ns, "app", &cpu_resize("2430m"))
+        .await
+        .unwrap();
+    assert!(
+        out.stderr.contains("would request cpu 2430m"),
+        "{}",
+        out.stderr
+    );
+    // The same denial for real, with other numbers, is recorded: once its Event is there, one
+    // for the earlier dry run would be too.
+    let out = k.resize(&ns, "app", &cpu_resize("2440m")).await.unwrap();
+    assert!(
+        out.stderr.contains("would request cpu 2440m"),
+        "{}",
+        out.stderr
+    );
+    let events = events_text(env, &ns, "app", "2440m").await;
+    assert!(
+        events.contains("ResizeRejected") && events.contains("2440m"),
+        "{events}"
+    );
+    assert!(!events.contains("2430m"), "{events}");
+}
+
+#[tokio::test]
+async fn health_and_metrics_endpoints_work_on_the_real_process() {
+    let env = setup().await;
+    let _g = env.guard();
+    let hook = HOOK.get().unwrap();
+    assert_eq!(hook.health("/livez").await.unwrap().trim(), "ok");
+    assert_eq!(hook.health("/readyz").await.unwrap().trim(), "ok");
+    let metrics = hook.health("/metrics").await.unwrap();
+    assert!(
+        metrics.contains("resize_guard_admission_reviews_total"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("resize_guard_admission_duration_seconds_bucket"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_rotated_certificate_is_served_without_restart() {
+    let env = setup().await;
+    let _g = env.guard();
+    let hook = HOOK.get().unwrap();
+    // Renew the leaf from the same CA, as a Secret update would.
+    let renewed = resize_guard_certs::renew_leaf(
+        &hook.bundle.ca_cert_pem,
+        &hook.bundle.ca_key_pem,
+        &resize_guard_certs::CertSpec::for_loopback(),
+    )
+    .unwrap();
+    resize_guard_certs::write_dir(&renewed, hook.cert_dir.path()).unwrap();
+    let mut reloaded = false;
+    for _ in 0..50 {
+        if hook
+            .health("/metrics")
+            .await
+            .unwrap()
+            .contains("resize_guard_certificate_reloads_total{result=\"ok\"} 1")
+        {
+            reloaded = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(reloaded, "{}", hook.process.log_tail(3000));
+    // The API server still reaches the webhook (same CA).
+    support::canary(env).await;
+    let pid_alive = std::path::Path::new(&format!("/proc/{}", hook.process.pid())).exists();
+    assert!(pid_alive, "no restart");
+    let _ = Api::<Pod>::all(env.client().await);
+}

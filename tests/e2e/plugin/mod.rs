@@ -1,0 +1,4 @@
+//! `kubectl resize-guard` against a cluster with resize-guard installed.
+
+mod basics;
+mod memory;

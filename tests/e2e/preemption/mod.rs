@@ -1,0 +1,8 @@
+//! The controller: a Deferred resize to its victims, the plan that survives a crash, failover
+//! between replicas, the brakes, and supervision of its own tasks.
+
+mod basics;
+mod chaos;
+mod failover;
+mod pending_growth;
+mod supervision;

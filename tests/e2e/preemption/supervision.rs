@@ -1,0 +1,197 @@
+//! Supervision (issue 25, item 5) on the real control plane with hollow nodes: a leader whose
+//! reconcile loop or pod watch task panics (injected with the test-only `--inject-panic`, feature
+//! `testing`) steps down — every write stops, the Lease is released, the process exits non-zero —
+//! and the follower leads within the lease duration and preempts for the field test.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::scenario::controller as support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::install::{apply_rbac, wait_ready};
+use resize_guard_harness::objects::*;
+
+const T: Duration = Duration::from_secs(30);
+/// The replicas' `--lease-duration` (as `support::start_unready` gives them).
+const LEASE: Duration = Duration::from_secs(4);
+
+/// These tests start replicas that share one Lease: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Starts replica `identity` with `--inject-panic=<inject>` and JSON logs (for the panic's
+/// timestamp), and waits until it is ready.
+async fn start_injected(env: &Env, identity: &str, inject: &str) -> support::Controller {
+    apply_rbac(env).await;
+    let c = support::start_unready_with(
+        env,
+        identity,
+        &[
+            "--log-format=json".into(),
+            format!("--inject-panic={inject}"),
+        ],
+    );
+    wait_ready(c.health_port, &c.process, T).await;
+    c
+}
+
+/// When the supervisor recorded the injected panic (from `c`'s JSON log), once it has: the
+/// positive marker that the panic happened, and the start of the takeover clock.
+async fn wait_panic(c: &support::Controller, task: &str) -> Timestamp {
+    let deadline = Instant::now() + T;
+    loop {
+        let log = std::fs::read_to_string(c.process.log_path()).unwrap_or_default();
+        for line in log.lines() {
+            let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            let fields = &entry["fields"];
+            if fields["task"] == task
+                && fields["how"]
+                    .as_str()
+                    .is_some_and(|h| h.starts_with("panicked: injected panic"))
+            {
+                return entry["timestamp"].as_str().unwrap().parse().unwrap();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no injected panic of {task} recorded by {}:\n{}",
+            c.identity,
+            c.process.log_tail(4000)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the Lease names `identity`; returns when it acquired it.
+async fn wait_lease_holder(env: &Env, identity: &str) -> Timestamp {
+    let api: Api<Lease> = Api::namespaced(env.client().await, "resize-guard");
+    let deadline = Instant::now() + T;
+    loop {
+        if let Some(spec) = api
+            .get_opt("resize-guard-controller")
+            .await
+            .unwrap()
+            .and_then(|l| l.spec)
+            && spec.holder_identity.as_deref() == Some(identity)
+        {
+            return spec.acquire_time.unwrap().0;
+        }
+        assert!(Instant::now() < deadline, "{identity} never held the Lease");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The stepped-down replica is gone, having said why and that it released the Lease.
+async fn wait_exited(c: &mut support::Controller, task: &str) {
+    let deadline = Instant::now() + T;
+    while c.process.is_running() {
+        assert!(Instant::now() < deadline, "{} still runs", c.identity);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = c.process.log_tail(20_000);
+    assert!(
+        log.contains("stepped down: every write stopped and the lease released"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("{task} panicked: injected panic")),
+        "{log}"
+    );
+}
+
+/// The field test's resize on the follower: Deferred, the filler preempted by `follower` alone,
+/// the resize admitted. Returns how long after `since` the preemption began.
+async fn follower_preempts(env: &Env, prefix: &str, follower: &str, since: Timestamp) -> f64 {
+    let (ns, _node, pods) = env.field_test(prefix).await;
+    support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
+    wait_pod(&pods, "app", T, |p| {
+        allocated_cpu(p).as_deref() == Some("550m") && !support::has_plan(p)
+    })
+    .await
+    .unwrap();
+    let acted = support::wait_event(env, &ns, "PreemptingForResize").await;
+    assert!(acted.iter().all(|e| e.2 == follower), "{acted:?}");
+    assert_eq!(
+        support::preempted(&pods, &["filler", "app"]).await,
+        ["filler"]
+    );
+    since.duration_until(Timestamp::now()).as_secs_f64()
+}
+
+#[tokio::test]
+async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_preempts() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let mut a = start_injected(env, "panicky-reconcile", "reconcile=app").await;
+    a.wait_leading().await;
+    let b = support::start(env, "steady-reconcile").await;
+    assert!(!b.is_leader().await);
+
+    // The Deferred resize reaches the leader's reconcile, which panics on `app`.
+    let (ns, _node, pods) = env.field_test("reconcile-panic").await;
+    support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
+    let panicked = wait_panic(&a, "the reconcile loop").await;
+    let acquired = wait_lease_holder(env, &b.identity).await;
+    let takeover = panicked.duration_until(acquired).as_secs_f64();
+    eprintln!(
+        "supervision: {} took the Lease {takeover:.2} s after the reconcile panicked (lease duration {LEASE:?})",
+        b.identity
+    );
+    assert!(takeover < LEASE.as_secs_f64(), "{takeover} s");
+    wait_exited(&mut a, "the reconcile loop").await;
+
+    // The same resize is seen through by the follower.
+    wait_pod(&pods, "app", T, |p| {
+        allocated_cpu(p).as_deref() == Some("550m") && !support::has_plan(p)
+    })
+    .await
+    .unwrap();
+    let acted = support::wait_event(env, &ns, "PreemptingForResize").await;
+    assert!(acted.iter().all(|e| e.2 == b.identity), "{acted:?}");
+    let preempting = panicked.duration_until(Timestamp::now()).as_secs_f64();
+    eprintln!("supervision: the follower saw the resize through {preempting:.2} s after the panic");
+    // And keeps preempting for new resizes.
+    follower_preempts(env, "reconcile-after", &b.identity, panicked).await;
+}
+
+#[tokio::test]
+async fn a_panicking_watch_task_steps_the_leader_down_and_the_follower_leads_and_preempts() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let mut a = start_injected(env, "panicky-watch", "watch-pods=watch-trigger").await;
+    a.wait_leading().await;
+    let b = support::start(env, "steady-watch").await;
+    assert!(!b.is_leader().await);
+
+    // Any pod named `watch-trigger` panics the leader's pod watch task when it arrives.
+    let ns = env.namespace("watch-panic").await;
+    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    pods.create(
+        &PostParams::default(),
+        &guaranteed_pod("watch-trigger", "nowhere", "low", "10m", "16Mi"),
+    )
+    .await
+    .unwrap();
+    let panicked = wait_panic(&a, "the pods watch").await;
+    let acquired = wait_lease_holder(env, &b.identity).await;
+    let takeover = panicked.duration_until(acquired).as_secs_f64();
+    eprintln!(
+        "supervision: {} took the Lease {takeover:.2} s after the pod watch panicked (lease duration {LEASE:?})",
+        b.identity
+    );
+    assert!(takeover < LEASE.as_secs_f64(), "{takeover} s");
+    wait_exited(&mut a, "the pods watch").await;
+
+    let preempting = follower_preempts(env, "watch-after", &b.identity, panicked).await;
+    eprintln!(
+        "supervision: the follower preempted for a new resize {preempting:.2} s after the panic"
+    );
+}
