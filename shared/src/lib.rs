@@ -9,33 +9,33 @@
 //! shortfall) and, for a Deferred resize, asks [`victims::select_victims`] for a plan; the result
 //! is a [`verdict::Verdict`] whose [`verdict::Verdict::outcome`] under a [`policy::Policy`]
 //! says allow, warn, repair or deny.
+//!
+//! [`upstream`] holds the code that mirrors upstream Kubernetes line for line (QoS, defaulting,
+//! validation, the request formula, the kubelet's queue, the victim order); everything else is
+//! resize-guard's own policy.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admission;
-pub mod aggregate;
 pub mod budget;
 pub mod classify;
 #[cfg(any(test, feature = "testing"))]
 pub mod fixture;
 pub mod ledger;
 pub mod memory;
-pub mod node_features;
-pub mod pending;
 pub mod plan;
 pub mod pod;
 pub mod policy;
-pub mod qos;
 pub mod quantity;
 pub mod repair;
-pub mod requests;
 pub mod resources;
 pub mod selector;
-pub mod strategy;
+pub mod upstream;
 pub mod usage;
-pub mod validation;
 pub mod verdict;
 pub mod version;
 pub mod victims;
 
 pub use classify::{Context, assess, classify};
+// The mirrors of upstream Kubernetes, at the paths they had before `upstream/` held them.
+pub use upstream::{aggregate, node_features, pending, qos, requests, strategy, validation};
 pub use verdict::{Outcome, Ruling, Verdict};

@@ -26,7 +26,6 @@ mod race;
 #[cfg(test)]
 mod tests;
 
-use std::cmp::Ordering;
 use std::fmt;
 
 use crate::budget::{BudgetSubject, Budgets};
@@ -38,6 +37,8 @@ use crate::pod::PodKey;
 use crate::policy::{PdbMode, Policy};
 use crate::requests::{Accounting, spec_requests};
 use crate::resources::Resources;
+/// Kept at its old path: the order is upstream's ([`crate::upstream::victim_order`]).
+pub use crate::upstream::victim_order::importance;
 use exclusion::eligible;
 pub use exclusion::{Exclusion, Exclusions, exclusion};
 pub use no_plan::NoPlan;
@@ -157,21 +158,6 @@ pub fn name_list<T: fmt::Display>(items: impl Iterator<Item = T>, limit: usize) 
         out.push_str(&format!(" and {} more", items.len() - limit));
     }
     out
-}
-
-/// Upstream `MoreImportantPod` as an ordering: most important first. Ties (same priority and
-/// start time) fall back to namespace/name so plans are deterministic.
-pub fn importance(a: &LedgerEntry, b: &LedgerEntry) -> Ordering {
-    b.priority
-        .cmp(&a.priority)
-        .then_with(|| match (a.start_time, b.start_time) {
-            (Some(x), Some(y)) => x.cmp(&y),
-            // A pod that has not started counts as starting now: the least senior.
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-            (None, None) => Ordering::Equal,
-        })
-        .then_with(|| a.key.cmp(&b.key))
 }
 
 /// Chooses the victims that let `preemptor`'s resize fit on `ledger`'s node, and keep it

@@ -1,0 +1,31 @@
+//! # upstream: what must follow Kubernetes line for line
+//!
+//! Every module here mirrors one piece of upstream Kubernetes (v1.37.2, with each older minor's
+//! differences cited where it keeps them). The rule: **change these only to follow upstream** —
+//! a new minor, or a mismatch found against upstream's own code or tests — and cite the upstream
+//! file and function you followed. Nothing here is resize-guard's choice; what is (verdicts, the
+//! policy, budgets, which victims a plan takes, the memory headroom) lives outside this folder
+//! and may change freely.
+//!
+//! | module | mirrors (upstream file, function) |
+//! |---|---|
+//! | [`qos`] | QoS class: `pkg/apis/core/helper/qos/qos.go`, `ComputePodQOS`, as `ValidatePodResize` compares it |
+//! | [`strategy`] | request/limit defaulting and the resize strategy: `pkg/apis/core/v1/defaults.go`, `SetDefaults_Pod`; `pkg/api/pod/util.go`, `DefaultPodLevelResources`; `pkg/registry/core/pod/strategy.go`, `podResizeStrategy.PrepareForUpdate` |
+//! | [`validation`] | the resize validation, in its order: `pkg/apis/core/validation/validation.go`, `ValidatePodResize`, `validateContainerResize`, `validateResourceRequirements`, `validatePodResources` |
+//! | [`node_features`] | `plugin/pkg/admission/nodedeclaredfeatures/admission.go`, `NodeDeclaredFeatureValidator` |
+//! | [`aggregate`] | `staging/src/k8s.io/component-helpers/resource/helpers.go`, `AggregateContainerRequests` / `AggregateContainerLimits` |
+//! | [`requests`] | the pod request formula and kubelet accounting: `staging/src/k8s.io/component-helpers/resource/helpers.go`, `PodRequests`; `pkg/kubelet/allocation/allocation_manager.go`, `canAdmitPod` (the [`requests::Accounting`] table lists each view) |
+//! | [`pending`] | the kubelet's pending-resize order: `pkg/kubelet/allocation/allocation_manager.go`, `retryPendingResizes` |
+//! | [`victim_order`] | the scheduler's victim order: `pkg/scheduler/util/utils.go`, `MoreImportantPod` |
+//!
+//! Each module is also re-exported at its old path (`resize_guard_policy::qos`, …;
+//! `resize_guard_policy::victims::importance`), so callers need not know which room it is in.
+
+pub mod aggregate;
+pub mod node_features;
+pub mod pending;
+pub mod qos;
+pub mod requests;
+pub mod strategy;
+pub mod validation;
+pub mod victim_order;
