@@ -170,7 +170,7 @@ impl Leading {
         }
     }
 
-    /// Shutdown: lets in-flight reconciles finish, for at most [`DRAIN`] and never past the fence.
+    /// Shutdown: lets in-flight reconciles finish, for at most `DRAIN` (5 s) and never past the fence.
     pub async fn drain(&mut self, leadership: &Leadership, elector: &Elector) {
         self.stopping.store(true, Ordering::Release);
         if let Some(stop) = self.stop_controller.take() {

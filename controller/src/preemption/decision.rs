@@ -7,11 +7,11 @@
 //! plan is recorded on the preemptor before any victim is touched when it has several victims,
 //! and after the eviction when it has one ([`Record`]); a plan recorded for this generation is
 //! resumed (its victims still running are preempted, terminating ones awaited) rather than
-//! re-chosen ([`resume`]); once every planned victim is gone a still-Deferred resize is planned afresh (the kubelet may have given the
+//! re-chosen (`decision/resume.rs`); once every planned victim is gone a still-Deferred resize is planned afresh (the kubelet may have given the
 //! room to someone else: it retries every pending resize when room appears); terminating pods on the node count as space being freed, so nothing new is chosen
 //! while they cover the shortfall. A Deferred resize larger than the node's allocatable is never
 //! preempted for (no victim can make it fit; a v1.37 kubelet keeps such a resize Deferred for
-//! ever instead of marking it Infeasible: [`infeasible`]).
+//! ever instead of marking it Infeasible: `decision/infeasible.rs`).
 //!
 //! Also decided here, for the actuator to carry out: what a refused eviction means
 //! ([`refusal`]) and what a plan the brakes hold back becomes ([`held`]).
@@ -30,9 +30,9 @@ use crate::preemption::brakes::Limits;
 use crate::preemption::seal::{PlanRecord, Untrusted};
 
 pub mod held;
-pub mod infeasible;
+mod infeasible;
 pub mod refusal;
-pub mod resume;
+mod resume;
 pub mod victim_state;
 
 pub use held::held_back;

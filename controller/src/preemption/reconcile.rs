@@ -1,5 +1,5 @@
 //! The kube-runtime reconciler: for each pod, read the view, judge with
-//! `resize_guard_policy::assess`, [`decide`](crate::preemption::decision::decide), and
+//! `resize_guard_policy::assess`, [`decide`], and
 //! [`apply`](crate::preemption::actuate::Actuator::apply). Canonical shape: `reconcile(Arc<Pod>, Arc<Ctx>)`
 //! plus `error_policy`, explicit requeues.
 
@@ -10,13 +10,22 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use resize_guard_cluster::{Cluster, ClusterView};
-use resize_guard_policy::pod::{is_deferred_now, is_resize_infeasible, node_name, resize_pending};
+use resize_guard_policy::ledger::NodeLedger;
+use resize_guard_policy::pod::{
+    PodKey, is_deferred_now, is_resize_infeasible, node_name, resize_pending,
+};
+use resize_guard_policy::policy::Policy;
 use resize_guard_policy::{Context, assess};
 
 use crate::preemption::actuate::{ActuateError, Actuator};
 use crate::preemption::decision::{Decision, VictimStates, decide, plan_untrusted, victim_state};
-use crate::preemption::seal::{PLAN_ANNOTATION, verified};
-use resize_guard_policy::pod::PodKey;
+use crate::preemption::seal::{PLAN_ANNOTATION, PlanRecord, verified};
+
+/// How long a reconcile waits for the pod and node watches to deliver again after an error.
+const STALE_CACHE_WAIT: Duration = Duration::from_secs(1);
+/// The back-off after an API failure met while carrying out a decision ([`error_policy`]): the
+/// one requeue no [`Decision`] carries, because no decision foresaw the failure.
+const ERROR_BACKOFF: Duration = Duration::from_secs(2);
 
 /// Everything a reconcile reads.
 pub struct Ctx {
@@ -62,7 +71,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
             why,
             "waiting"
         );
-        return Ok(Action::requeue(Duration::from_secs(1)));
+        return Ok(Action::requeue(STALE_CACHE_WAIT));
     }
     let started = Instant::now();
     // A plan is acted on only if this controller sealed it for this pod: the annotation is on
@@ -90,24 +99,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
             minor: ctx.view.kubernetes_minor(),
         },
     );
-    // Victims are looked up in the view's index (every bound, non-terminal pod), not in the
-    // pod store, which keeps only pods with a pending resize or a plan, and each is re-checked
-    // against the rules a fresh plan obeys.
-    let states: VictimStates = plan
-        .iter()
-        .flat_map(|p| p.victims.iter())
-        .map(|v| {
-            let state = victim_state(
-                v,
-                ctx.view.pod_entry(&v.uid).as_ref(),
-                &pod,
-                ledger.as_deref(),
-                &policy,
-                install_namespace,
-            );
-            (v.clone(), state)
-        })
-        .collect();
+    let states = victim_states(&ctx.view, &pod, plan.as_ref(), ledger.as_deref(), &policy);
     let grace = |v: &PodKey| ctx.view.pod_entry(&v.uid)?.grace_seconds;
     let mut decision = decide(
         &pod,
@@ -133,6 +125,27 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
     action
 }
 
+/// The state of each victim of `plan`, by key. Victims are looked up in the view's index (every
+/// bound, non-terminal pod), not in the pod store, which keeps only pods with a pending resize
+/// or a plan, and each is re-checked against the rules a fresh plan obeys.
+fn victim_states(
+    view: &ClusterView,
+    pod: &Pod,
+    plan: Option<&PlanRecord>,
+    ledger: Option<&NodeLedger>,
+    policy: &Policy,
+) -> VictimStates {
+    let install_namespace = view.install_namespace();
+    plan.iter()
+        .flat_map(|p| p.victims.iter())
+        .map(|v| {
+            let entry = view.pod_entry(&v.uid);
+            let state = victim_state(v, entry.as_ref(), pod, ledger, policy, install_namespace);
+            (v.clone(), state)
+        })
+        .collect()
+}
+
 /// Backs off after an API error (a fenced write is not an error: this replica stopped leading
 /// and its work is being stopped).
 pub fn error_policy(pod: Arc<Pod>, error: &ActuateError, _ctx: Arc<Ctx>) -> Action {
@@ -147,5 +160,5 @@ pub fn error_policy(pod: Arc<Pod>, error: &ActuateError, _ctx: Arc<Ctx>) -> Acti
         error = %error.chain(),
         "reconcile failed; retrying"
     );
-    Action::requeue(Duration::from_secs(2))
+    Action::requeue(ERROR_BACKOFF)
 }

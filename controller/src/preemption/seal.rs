@@ -7,7 +7,7 @@
 //! sealed: [`PlanSeal`] keeps an HMAC-SHA256 key in the Secret [`PLAN_KEY_SECRET`] of the
 //! install namespace (created by the first leader that needs it, mounted by no pod, readable
 //! only by the controller's ServiceAccount), seals each record it writes over the preemptor's
-//! UID and every field, and [`PlanSeal::verify`] checks a record before it is resumed. A record
+//! UID and every field, and [`verified`] checks a record before it is resumed. A record
 //! that does not verify is dropped with a Warning Event; one that does is still re-checked
 //! against the rules of a fresh plan (`crate::preemption::decision`).
 

@@ -31,6 +31,25 @@ fn victim_reference(r: &Removal) -> ObjectReference {
     .object_ref(&())
 }
 
+/// The Eviction body for `r`: its grace period, and its UID as a precondition.
+fn eviction(r: &Removal) -> Eviction {
+    Eviction {
+        metadata: ObjectMeta {
+            name: Some(r.victim.name.clone()),
+            namespace: Some(r.victim.namespace.clone()),
+            ..Default::default()
+        },
+        delete_options: Some(K8sDeleteOptions {
+            grace_period_seconds: Some(i64::from(r.grace_seconds)),
+            preconditions: Some(K8sPreconditions {
+                uid: Some(r.victim.uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
 impl Actuator {
     /// Removes one victim; `Ok(false)` if it is already gone or is another pod now (the UID
     /// precondition failed).
@@ -65,21 +84,7 @@ impl Actuator {
                 // ours goes on after it, naming the real cause. The body is spelled here: kube 5's
                 // `Api::evict` sends `delete_options`, a key the API server ignores, which would
                 // drop both the grace period and the UID precondition.
-                let eviction = Eviction {
-                    metadata: ObjectMeta {
-                        name: Some(r.victim.name.clone()),
-                        namespace: Some(r.victim.namespace.clone()),
-                        ..Default::default()
-                    },
-                    delete_options: Some(K8sDeleteOptions {
-                        grace_period_seconds: Some(i64::from(r.grace_seconds)),
-                        preconditions: Some(K8sPreconditions {
-                            uid: Some(r.victim.uid.clone()),
-                            resource_version: None,
-                        }),
-                        ..Default::default()
-                    }),
-                };
+                let eviction = eviction(r);
                 let post = PostParams::default();
                 let evict = api.create_subresource::<_, serde_json::Value>(
                     "eviction",
