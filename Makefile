@@ -66,22 +66,22 @@ WITH_METRICS_SERVER = RESIZE_GUARD_METRICS_SERVER_BIN="$$(scripts/build-metrics-
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
 # CARGO_TARGET_DIR puts it); RESIZE_GUARD_BIN_DIR overrides.
 demo:
-	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-kubectl -p resize-guard-harness --bins
-	$(WITH_K8S) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo
+	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-kubectl -p resize-guard-lab --bins
+	$(WITH_K8S) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-lab --bin resize-guard-demo
 
 # The three walls on a real node (kubelet, kube-proxy, containerd, runc; tests/node/), resize-guard
 # installed from its images as the README says: make push to a local registry, kubectl apply -k.
 demo-node: image
-	$(CARGO) build --locked -p resize-guard-kubectl -p resize-guard-harness --bins
-	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-harness --bin resize-guard-demo-node
+	$(CARGO) build --locked -p resize-guard-kubectl -p resize-guard-lab --bins
+	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-lab --bin resize-guard-demo-node
 
 # The field report's VPA walls: VPA v1.6.0's updater and admission-controller, kube-scheduler and
 # kube-controller-manager, without resize-guard and then with it; FULL=1 also waits out VPA's
 # 5-minute Deferred fall-back without resize-guard. Then the whole loop with metrics-server and the
 # real recommender: the memory wall and wall 3.
 demo-vpa:
-	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-harness --bins
-	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-harness \
+	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-lab --bins
+	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-lab \
 		--bin resize-guard-demo-vpa -- $(if $(FULL),--full,)
 
 # Wall 3, VPA's lag from a usage change to the in-place resize, with VPA's own defaults (PRESET=shortest
@@ -89,7 +89,7 @@ demo-vpa:
 PRESET ?= defaults
 REPLICAS ?= 2
 vpa-lag:
-	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-harness \
+	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-lab \
 		--bin resize-guard-vpa-lag -- --preset $(PRESET) --replicas $(REPLICAS) $(if $(DROP),--drop,)
 
 test: fmt-check clippy deps-check image unit e2e test-versions
@@ -225,7 +225,7 @@ test-versions:
 # the table, printed and written into the README's "Supported versions".
 test-matrix:
 	rm -rf $(MATRIX_DIR) && mkdir -p $(MATRIX_DIR)
-	$(CARGO) build --locked -p resize-guard-harness --bin resize-guard-matrix
+	$(CARGO) build --locked -p resize-guard-lab --bin resize-guard-matrix
 	$(CARGO) test --workspace --locked --no-run
 	@status=0; for m in $(MINORS); do \
 		start=$$(date +%s); \
@@ -253,17 +253,17 @@ flood:
 		--test e2e -- preemption::failover::a_flood_of_deferred_resizes --nocapture
 
 sandbox:
-	$(WITH_K8S) $(WITH_METRICS_SERVER) $(if $(REAL_NODE),$(WITH_NODE) $(WITH_REGISTRY)) $(CARGO) run --locked -p resize-guard-harness \
-		--bin resize-guard-sandbox -- tests/harness/sandbox.yaml $(if $(REAL_NODE),--real-node)
+	$(WITH_K8S) $(WITH_METRICS_SERVER) $(if $(REAL_NODE),$(WITH_NODE) $(WITH_REGISTRY)) $(CARGO) run --locked -p resize-guard-lab \
+		--bin resize-guard-sandbox -- tests/lab/sandbox.yaml $(if $(REAL_NODE),--real-node)
 
 bench:
 	$(CARGO) bench --locked -p resize-guard-policy --bench decision
 	$(CARGO) bench --locked -p resize-guard-policy --bench victims
 	$(CARGO) bench --locked -p resize-guard-webhook --bench admission
-	$(CARGO) bench --locked -p resize-guard-webhook --bench scale
-	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-webhook --bench resize_latency
-	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-controller --bench preemption_latency
-	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-controller --bench preemption_victims
+	$(CARGO) bench --locked -p resize-guard-lab --bench scale
+	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-lab --bench resize_latency
+	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-lab --bench preemption_latency
+	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-lab --bench preemption_victims
 
 fmt:
 	$(CARGO) fmt --all
@@ -273,7 +273,7 @@ fmt:
 PODS ?= 3000
 rss:
 	$(CARGO) build --locked --release -p resize-guard-webhook -p resize-guard-controller
-	$(CARGO) build --locked -p resize-guard-harness --bin resize-guard-rss
+	$(CARGO) build --locked -p resize-guard-lab --bin resize-guard-rss
 	$(WITH_K8S) $(TARGET_DIR)/debug/resize-guard-rss --webhook $(TARGET_DIR)/release/resize-guard-webhook \
 		--controller $(TARGET_DIR)/release/resize-guard-controller --pods $(PODS) --settle 10
 
@@ -283,7 +283,7 @@ rss:
 NODES ?= 1000
 STEPS ?= 3000,10000,30000
 bench-scale:
-	$(CARGO) build --locked --release -p resize-guard-webhook -p resize-guard-controller -p resize-guard-harness --bin resize-guard-webhook --bin resize-guard-controller --bin resize-guard-scale
+	$(CARGO) build --locked --release -p resize-guard-webhook -p resize-guard-controller -p resize-guard-lab --bin resize-guard-webhook --bin resize-guard-controller --bin resize-guard-scale
 	$(WITH_K8S) $(TARGET_DIR)/release/resize-guard-scale --webhook $(TARGET_DIR)/release/resize-guard-webhook \
 		--controller $(TARGET_DIR)/release/resize-guard-controller --nodes $(NODES) --steps $(STEPS)
 

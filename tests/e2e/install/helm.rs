@@ -16,9 +16,9 @@ use std::process::Stdio;
 use std::sync::{LazyLock, OnceLock};
 
 use resize_guard_harness::account::Account;
-use resize_guard_harness::demo::bin;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::install::repo_root;
+use resize_guard_harness::installed::bin;
 use serde::Deserialize;
 use serde_json::Value;
 

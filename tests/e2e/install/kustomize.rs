@@ -15,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use resize_guard_harness::account::Account;
-use resize_guard_harness::demo::bin;
+use resize_guard_harness::installed::bin;
 use resize_guard_harness::objects::cpu_resize;
 use resize_guard_harness::replica::Replica;
 

@@ -1,5 +1,5 @@
 //! Monitoring as an operator's Prometheus sees it, against a real kube-apiserver v1.37.2 and both
-//! programs installed from `deploy/` (`demo::Installed`):
+//! programs installed from `deploy/` (`installed::Installed`):
 //!
 //! - `/metrics` of the webhook and the controller is labelled OpenMetrics and parses with
 //!   Prometheus's own scrape parser (`scrapeparse`: `model/textparse.New` with the response's
@@ -21,9 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use resize_guard_harness::demo::Installed;
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::install::repo_root;
+use resize_guard_harness::installed::Installed;
 use resize_guard_harness::objects::cpu_resize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use resize_guard_harness::demo::Installed;
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::hollow_node::HollowNodeConfig;
 use resize_guard_harness::install::{policy_has, set_policy, wait_policy};
+use resize_guard_harness::installed::Installed;
 use resize_guard_harness::metrics_server::{MetricsServer, container_usage};
 use resize_guard_harness::objects::*;
 

@@ -8,7 +8,7 @@ pub mod webhook;
 /// `kubectl-resize_guard`): the binary `cargo test --workspace` built beside this test binary
 /// (each product crate's own CLI tests make cargo build it), or from `RESIZE_GUARD_BIN_DIR`.
 pub fn program(name: &str) -> String {
-    match resize_guard_harness::demo::bin(name) {
+    match resize_guard_harness::installed::bin(name) {
         Ok(path) => path.display().to_string(),
         Err(e) => panic!("{e:#}"),
     }

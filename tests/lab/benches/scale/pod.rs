@@ -1,6 +1,6 @@
 //! Pods as kube-apiserver v1.37 serves them, with holes (see `objects.rs`).
 //!
-//! The shape follows `tests/harness/src/bin/rss.rs`'s Deployment pod (two containers with env,
+//! The shape follows `tests/lab/src/bin/rss.rs`'s Deployment pod (two containers with env,
 //! probes, ports, security contexts, volumes, owner reference, a ~3.5 kB last-applied copy),
 //! plus one in three with a native sidecar init container, a priority class, `spec.nodeName`, a
 //! Running status as the kubelet writes it (conditions, IPs, container statuses with

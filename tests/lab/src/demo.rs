@@ -14,10 +14,9 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::control_plane::{ControlPlane, Identity};
-use crate::install::{Install, wait_ready, write_overlay};
-use crate::kubectl::{Kubectl, KubectlOutput};
-use crate::process::{Process, free_port};
+use resize_guard_harness::control_plane::ControlPlane;
+use resize_guard_harness::installed::{Installed, bin};
+use resize_guard_harness::kubectl::{Kubectl, KubectlOutput};
 
 /// How long a demo step waits for the cluster.
 pub const T: Duration = Duration::from_secs(60);
@@ -29,19 +28,6 @@ pub struct Demo {
     pub kubectl: Kubectl,
     /// Expectations that were not met.
     pub failures: Vec<String>,
-}
-
-/// resize-guard's two processes, stopped on drop.
-#[derive(Debug)]
-pub struct Installed {
-    /// The webhook.
-    pub webhook: Process,
-    /// The controller, unless stopped.
-    pub controller: Option<Process>,
-    /// The webhook's health port (`/readyz`, `/metrics`).
-    pub webhook_health: u16,
-    /// The controller's health port.
-    pub controller_health: u16,
 }
 
 impl Demo {
@@ -143,93 +129,6 @@ impl Demo {
     }
 }
 
-impl Installed {
-    /// Installs resize-guard from `deploy/` (`kubectl apply -k --server-side` of an overlay that
-    /// only scales its Deployments to zero and points the webhook configuration at the local
-    /// webhook process) and starts both programs as their ServiceAccounts, the certificates
-    /// managed by the controller as shipped; returns once both are ready, with the apply's output.
-    pub async fn start(
-        cp: &ControlPlane,
-        kubectl: &Kubectl,
-    ) -> anyhow::Result<(Installed, KubectlOutput)> {
-        let (port, wh_health) = (free_port()?, free_port()?);
-        let overlay = write_overlay(&Install {
-            webhook_url: Some(format!("https://127.0.0.1:{port}")),
-            ..Default::default()
-        })?;
-        let out = kubectl
-            .run([
-                "apply",
-                "-k",
-                &overlay.display().to_string(),
-                "--server-side",
-            ])
-            .await?;
-        let _ = std::fs::remove_dir_all(&overlay);
-        anyhow::ensure!(out.success, "kubectl apply -k failed: {}", out.stderr);
-        // No certificate step: the controller (its leader) creates the CA and serving Secrets and
-        // injects caBundle; the webhook reads its serving Secret through the API. The only local
-        // change is the extra name on the serving certificate (the webhook is reached at
-        // 127.0.0.1 instead of through its Service).
-        let webhook = spawn(
-            cp,
-            Identity::Webhook,
-            &bin("resize-guard-webhook")?,
-            "resize-guard-webhook",
-            &[
-                format!("--tls-addr=127.0.0.1:{port}"),
-                format!("--health-addr=127.0.0.1:{wh_health}"),
-                "--namespace=resize-guard".into(),
-            ],
-        )?;
-        let mut installed = Installed {
-            webhook,
-            controller: None,
-            webhook_health: wh_health,
-            controller_health: 0,
-        };
-        installed.start_controller(cp).await?;
-        wait_ready(wh_health, &installed.webhook, T).await;
-        Ok((installed, out))
-    }
-
-    /// (Re)starts the controller as its ServiceAccount and waits until it is ready.
-    pub async fn start_controller(&mut self, cp: &ControlPlane) -> anyhow::Result<()> {
-        self.stop_controller();
-        let health = free_port()?;
-        let controller = spawn(
-            cp,
-            Identity::Controller,
-            &bin("resize-guard-controller")?,
-            "resize-guard-controller",
-            &[
-                format!("--health-addr=127.0.0.1:{health}"),
-                "--namespace=resize-guard".into(),
-                "--identity=demo".into(),
-                "--serving-host=127.0.0.1".into(),
-            ],
-        )?;
-        wait_ready(health, &controller, T).await;
-        self.controller = Some(controller);
-        self.controller_health = health;
-        Ok(())
-    }
-
-    /// Kills the controller (SIGKILL): its Lease stays, unrenewed, until it expires.
-    pub fn kill_controller(&mut self) {
-        if let Some(mut c) = self.controller.take() {
-            c.kill();
-        }
-    }
-
-    /// Stops the controller (SIGTERM: it releases its Lease on the way out).
-    pub fn stop_controller(&mut self) {
-        if let Some(mut c) = self.controller.take() {
-            c.stop(Duration::from_secs(30));
-        }
-    }
-}
-
 /// Prints a command's output indented (a failure to run it as its stderr) and returns it.
 fn shown(out: anyhow::Result<KubectlOutput>) -> KubectlOutput {
     let out = out.unwrap_or_else(|e| KubectlOutput {
@@ -254,33 +153,6 @@ pub fn init() {
         .with_ansi(colour())
         .init();
     let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// A resize-guard binary from `RESIZE_GUARD_BIN_DIR`, or else from the directory of the running
-/// demo binary: `cargo run` starts it from the target directory (`target/debug`, or wherever
-/// `CARGO_TARGET_DIR` puts it) where `cargo build` left the webhook and the controller.
-pub fn bin(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = match std::env::var_os("RESIZE_GUARD_BIN_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let exe = std::env::current_exe()?;
-            let dir = exe
-                .parent()
-                .ok_or_else(|| anyhow::anyhow!("the running binary has no directory"))?;
-            // Test executables live in `<target>/debug/deps`, the programs one level up.
-            match dir.file_name() {
-                Some(d) if d == "deps" => dir.parent().unwrap_or(dir).to_path_buf(),
-                _ => dir.to_path_buf(),
-            }
-        }
-    };
-    let p = dir.join(name);
-    anyhow::ensure!(
-        p.is_file(),
-        "{} not found (build it with cargo build -p {name}, or set RESIZE_GUARD_BIN_DIR)",
-        p.display()
-    );
-    Ok(p)
 }
 
 const BOLD: &str = "1";
@@ -310,19 +182,6 @@ fn paint(code: &str, text: &str) -> String {
     } else {
         text.to_owned()
     }
-}
-
-fn spawn(
-    cp: &ControlPlane,
-    identity: Identity,
-    path: &PathBuf,
-    name: &str,
-    args: &[String],
-) -> anyhow::Result<Process> {
-    let mut cmd = std::process::Command::new(path);
-    cmd.env("KUBECONFIG", cp.kubeconfig_path_for(identity))
-        .args(args);
-    Process::spawn(name, cmd, &cp.dir().join(format!("{name}.log")))
 }
 
 #[cfg(test)]

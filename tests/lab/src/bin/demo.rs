@@ -9,17 +9,17 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use resize_guard_harness::admission::wait_active;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
-use resize_guard_harness::demo::{Demo, T};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::metrics_server::{MetricsServer, container_usage};
 use resize_guard_harness::objects::*;
 use resize_guard_harness::quantity::parse_milli;
+use resize_guard_lab::demo::{Demo, T};
 use std::time::Duration;
 
 const NS: &str = "shop";
 
 fn main() -> anyhow::Result<()> {
-    resize_guard_harness::demo::init();
+    resize_guard_lab::demo::init();
     println!("resize-guard demo: starting etcd and kube-apiserver …");
     let cp = ControlPlane::start(&Options::default())?;
     let rt = tokio::runtime::Runtime::new()?;

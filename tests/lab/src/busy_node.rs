@@ -1,5 +1,5 @@
 //! The busy node of the scale benchmark: one hollow node (upstream kubelet, fake runtime, see
-//! [`crate::hollow_node`]) full of low-priority pods plus one high-priority pod, whose resize
+//! [`resize_guard_harness::hollow_node`]) full of low-priority pods plus one high-priority pod, whose resize
 //! beyond the free CPU the real kubelet marks `PodResizePending`/`Deferred` — the situation
 //! resize-guard's controller exists for.
 //!
@@ -24,9 +24,11 @@ use kube::api::WatchParams;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent};
 use serde_json::json;
 
-use crate::control_plane::ControlPlane;
-use crate::hollow_node::{HollowNode, HollowNodeConfig};
-use crate::objects::{allocated_cpu, cpu_resize, guaranteed_pod, owned, resize_pending, wait_gone};
+use resize_guard_harness::control_plane::ControlPlane;
+use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
+use resize_guard_harness::objects::{
+    allocated_cpu, cpu_resize, guaranteed_pod, owned, resize_pending, wait_gone,
+};
 
 /// The namespace of the busy node's pods.
 pub const NAMESPACE: &str = "busy";
@@ -157,8 +159,8 @@ impl BusyNode {
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return Err(e).context("namespace"),
         }
-        crate::objects::priority_class(&client, LOW_CLASS, 1000, false).await?;
-        crate::objects::priority_class(&client, HIGH_CLASS, 100_000, false).await?;
+        resize_guard_harness::objects::priority_class(&client, LOW_CLASS, 1000, false).await?;
+        resize_guard_harness::objects::priority_class(&client, HIGH_CLASS, 100_000, false).await?;
         let config = HollowNodeConfig::new(NODE, scene.cores, "32Gi").pods(110);
         let node = HollowNode::start(cp, &config).await?;
         let busy = BusyNode { node, scene };

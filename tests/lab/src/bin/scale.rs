@@ -6,13 +6,13 @@
 //! only while reviews are timed), creates `--nodes` Node objects *with* their status (a kubelet
 //! registers its node that way: capacity, allocatable, conditions, addresses, nodeInfo), and then
 //! pods in steps up to each `--steps` total, `--concurrency` requests in flight. Each pod is
-//! `resize_guard_harness::scale_pods`'s Deployment pod (~20 kB as stored) and gets a `Running`
+//! `resize_guard_lab::scale_pods`'s Deployment pod (~20 kB as stored) and gets a `Running`
 //! status through the `status` subresource right after it is created (phase, conditions, IPs,
 //! `qosClass`, container statuses with `allocatedResources`/`resources`). **That status is bench
 //! data on Node objects no kubelet runs behind**: our tests never write kubelet-owned status, but
 //! the question here is resize-guard on tens of thousands of *running* pods, and no kubelet can
 //! run a thousand nodes on this machine. The one place a real kubelet matters — a Deferred resize
-//! — runs on a hollow node (upstream kubelet, fake runtime; `resize_guard_harness::busy_node`).
+//! — runs on a hollow node (upstream kubelet, fake runtime; `resize_guard_lab::busy_node`).
 //!
 //! At each step both programs are started fresh as their ServiceAccounts (as `resize-guard-rss`
 //! does) and measured: time from spawn to `/readyz` 200, `VmRSS`/`VmHWM`/`RssAnon` once ready
@@ -22,7 +22,7 @@
 //! configurations pointed at the local webhook — for p50/p99 through the API server; then the
 //! busy node's high-priority pod is resized beyond its free cpu and the tool times the kubelet's
 //! Deferred condition and the controller's plan and first `Preempted` Event
-//! (`resize_guard_harness::busy_node`). Afterwards the configurations are removed, both programs
+//! (`resize_guard_lab::busy_node`). Afterwards the configurations are removed, both programs
 //! stopped and the busy node reset, so every step measures the same situation.
 //!
 //! Prints one table per concern, a growth line per program (MiB per 1,000 pods between steps, a
@@ -35,17 +35,15 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use resize_guard_harness::bench::{self, Lcg};
-use resize_guard_harness::busy_node::{BusyNode, Scene};
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::kubectl::Kubectl;
-use resize_guard_harness::programs::{
+use resize_guard_lab::busy_node::{BusyNode, Scene};
+use resize_guard_lab::programs::{
     Memory, ProgramBinaries, Programs, copy_logs, install_deploy, mib,
 };
-use resize_guard_harness::review_latency::{
-    self, Registration, cpu_request_patch, reviews_answered,
-};
-use resize_guard_harness::scale_pods::{self, Created, Layout};
-use resize_guard_harness::scale_report::{self, Settings, Setup, Step};
+use resize_guard_lab::review_latency::{self, Registration, cpu_request_patch, reviews_answered};
+use resize_guard_lab::scale_pods::{self, Created, Layout};
+use resize_guard_lab::scale_report::{self, Settings, Setup, Step};
 
 /// The webhook and controller on a real API server holding a growing cluster.
 #[derive(Debug, Parser)]
@@ -86,7 +84,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    resize_guard_harness::programs::init_tool();
+    resize_guard_lab::programs::init_tool();
     let args = Args::parse();
     let layout = Layout {
         namespaces: args.namespaces,

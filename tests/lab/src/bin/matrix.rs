@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use resize_guard_harness::matrix;
+use resize_guard_lab::matrix;
 
 /// Collates `make test-matrix`'s results.
 #[derive(Debug, Parser)]

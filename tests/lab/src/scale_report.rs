@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::bench::{self, percentile};
 use crate::busy_node::{Deferral, Scene};
 use crate::growth::Growth;
 use crate::programs::{Memory, Readiness, mib};
 use crate::review_latency::Sample;
 use crate::scale_pods::Created;
+use resize_guard_harness::bench::{self, percentile};
 
 /// The run's settings, as the tables and summary state them.
 #[derive(Debug, Clone, Copy)]

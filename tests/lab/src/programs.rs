@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::control_plane::{ControlPlane, Identity};
-use crate::install::{Install, http_get, write_overlay};
-use crate::kubectl::Kubectl;
-use crate::process::{Process, free_port};
+use resize_guard_harness::control_plane::{ControlPlane, Identity};
+use resize_guard_harness::install::{Install, http_get, write_overlay};
+use resize_guard_harness::kubectl::Kubectl;
+use resize_guard_harness::process::{Process, free_port};
 
 /// Process set-up of a measuring tool (`resize-guard-rss`, `resize-guard-scale`): warnings to
 /// stderr (`RUST_LOG` overrides; kube-client's off), stdout kept for the tables; the rustls

@@ -15,17 +15,17 @@ use k8s_openapi::api::core::v1::{EnvVar, Pod, ServiceAccount};
 use kube::api::Api;
 use resize_guard_harness::admission::wait_active;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
-use resize_guard_harness::demo::{Demo, T};
 use resize_guard_harness::install::repo_root;
 use resize_guard_harness::metrics_server::{MetricsServer, container_usage};
 use resize_guard_harness::objects::*;
 use resize_guard_harness::quantity::parse_milli;
 use resize_guard_harness::real_node::{self, RealNode, runs_pause};
+use resize_guard_lab::demo::{Demo, T};
 
 const NS: &str = "shop";
 
 fn main() -> anyhow::Result<()> {
-    resize_guard_harness::demo::init();
+    resize_guard_lab::demo::init();
     println!("resize-guard demo on a real node: preparing its network namespace …");
     let mut node = RealNode::prepare()?;
     let cp = ControlPlane::start(&Options {

@@ -21,9 +21,9 @@
 //! none.
 //!
 //! ```text
-//! cargo bench -p resize-guard-webhook --bench scale
-//! RESIZE_GUARD_SCALE_NODES=500 RESIZE_GUARD_SCALE_PODS=15000 cargo bench -p resize-guard-webhook --bench scale
-//! RESIZE_GUARD_SCALE_STEPS=500x15000,2000x60000,5000x150000 cargo bench -p resize-guard-webhook --bench scale
+//! cargo bench -p resize-guard-lab --bench scale
+//! RESIZE_GUARD_SCALE_NODES=500 RESIZE_GUARD_SCALE_PODS=15000 cargo bench -p resize-guard-lab --bench scale
+//! RESIZE_GUARD_SCALE_STEPS=500x15000,2000x60000,5000x150000 cargo bench -p resize-guard-lab --bench scale
 //! RESIZE_GUARD_SCALE_LIST=unpaged cargo bench …   # answer resourceVersion=0 lists whole, as the watch cache does
 //! RESIZE_GUARD_SCALE_ROLES=webhook cargo bench …    # one role only
 //! ```

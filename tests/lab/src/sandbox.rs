@@ -1,5 +1,5 @@
 //! The sandbox: a real control plane and hollow nodes (upstream's kubelet, see
-//! [`crate::hollow_node`]) from a small YAML file, for trying resizes by hand with the built
+//! [`resize_guard_harness::hollow_node`]) from a small YAML file, for trying resizes by hand with the built
 //! `kubectl`.
 //!
 //! ```yaml
@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::hollow_node::HollowNodeConfig;
+use resize_guard_harness::hollow_node::HollowNodeConfig;
 
 /// The sandbox file.
 #[derive(Debug, Clone, Deserialize)]
@@ -25,7 +25,7 @@ pub struct SandboxConfig {
     /// Start kube-scheduler.
     #[serde(default)]
     pub scheduler: bool,
-    /// Start metrics-server ([`crate::metrics_server`]), scraping the nodes with `kubeletApi`.
+    /// Start metrics-server ([`resize_guard_harness::metrics_server`]), scraping the nodes with `kubeletApi`.
     #[serde(default)]
     pub metrics_server: bool,
     /// Feature gates for kube-apiserver and kube-scheduler.

@@ -21,9 +21,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::install::repo_root;
-use crate::kubectl::Kubectl;
 use crate::programs::Programs;
+use resize_guard_harness::install::repo_root;
+use resize_guard_harness::kubectl::Kubectl;
 
 /// The field manager the configurations are written with.
 pub const FIELD_MANAGER: &str = "resize-guard-scale";

@@ -8,13 +8,13 @@ use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::hollow_node::{HollowNode, UsageFile};
 use resize_guard_harness::metrics_server::MetricsServer;
 use resize_guard_harness::real_node::{self, RealNode};
-use resize_guard_harness::sandbox::SandboxConfig;
+use resize_guard_lab::sandbox::SandboxConfig;
 
 /// Start a local Kubernetes v1.37.2 control plane with hollow nodes (upstream's kubelet).
 #[derive(Debug, Parser)]
 struct Args {
     /// Sandbox file (nodes, scheduler, feature gates).
-    #[arg(default_value = "tests/harness/sandbox.yaml")]
+    #[arg(default_value = "tests/lab/sandbox.yaml")]
     config: PathBuf,
     /// Also start a real node (kubelet, kube-proxy, containerd, runc; tests/node/README.md), with
     /// kube-controller-manager; needs root and the node's binaries (`make sandbox REAL_NODE=1`).

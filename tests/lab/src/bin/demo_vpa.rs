@@ -14,18 +14,18 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use resize_guard_harness::admission::wait_active;
-use resize_guard_harness::demo::{Demo, T};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::metrics_server::MetricsServer;
 use resize_guard_harness::objects::{cpu_resize, create_running, guaranteed_pod};
 use resize_guard_harness::vpa::usage_loop::{memory_wall, wall3};
 use resize_guard_harness::vpa::{Recommender, Vpa, VpaIntervals, VpaOptions};
 use resize_guard_harness::vpa_field::{Outcome, Scenario, run};
+use resize_guard_lab::demo::{Demo, T};
 
 const PROBE_NS: &str = "vpa-demo-probe";
 
 fn main() -> anyhow::Result<()> {
-    resize_guard_harness::demo::init();
+    resize_guard_lab::demo::init();
     let full = std::env::args().any(|a| a == "--full");
     println!(
         "resize-guard VPA demo: starting etcd, kube-apiserver, kube-scheduler and kube-controller-manager …"

@@ -4,7 +4,7 @@
 //! Starts a real control plane, installs `deploy/` (RBAC, policy; no webhook configurations),
 //! creates `--nodes` Node objects (no kubelet behind them) and `--pods` pods spread over
 //! `--namespaces` namespaces, each shaped like a Deployment's pod as a real cluster stores it
-//! (`resize_guard_harness::scale_pods`: two containers with ten env vars, probes, ports and
+//! (`resize_guard_lab::scale_pods`: two containers with ten env vars, probes, ports and
 //! security contexts, three volumes and their mounts, owner reference, labels, a ~3.5 KB
 //! last-applied annotation, `spec.nodeName` and managedFields from two server-side-apply
 //! managers). By default no status is written beyond what kube-apiserver sets: only a kubelet
@@ -31,10 +31,10 @@ use std::time::Duration;
 use clap::Parser;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::kubectl::Kubectl;
-use resize_guard_harness::programs::{
+use resize_guard_lab::programs::{
     Memory, ProgramBinaries, Programs, copy_logs, install_deploy, mib,
 };
-use resize_guard_harness::scale_pods::{self, Layout};
+use resize_guard_lab::scale_pods::{self, Layout};
 
 /// Resident memory of resize-guard's webhook and controller on a realistic pod set.
 #[derive(Debug, Parser)]
@@ -91,7 +91,7 @@ impl Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    resize_guard_harness::programs::init_tool();
+    resize_guard_lab::programs::init_tool();
     let args = Args::parse();
     args.layout().validate()?;
     anyhow::ensure!(args.concurrency > 0, "--concurrency must be positive");
