@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::Controller;
 use kube::runtime::reflector::Store;
 use resize_guard_cluster::ClusterView;
+use resize_guard_cluster::supervisor::Supervisor;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -74,32 +75,15 @@ impl Leading {
             last_good,
         } = duties;
         let supervisor = view.supervisor();
-        // Both stop by themselves once leadership is revoked: only a panic is a fault.
-        let last_good = supervisor.spawn("the last good policy copier", {
-            let work = crate::last_good::run(
-                client.clone(),
-                view.clone(),
-                last_good,
-                actuator.leadership.clone(),
-                metrics.clone(),
-            );
-            async move {
-                work.await;
-                Ok(())
-            }
-        });
-        let certificates = certificates.map(|settings| {
-            let work = certificates::run(
-                client.clone(),
-                settings,
-                metrics.clone(),
-                actuator.leadership.clone(),
-            );
-            supervisor.spawn("the certificate manager", async move {
-                work.await;
-                Ok(())
-            })
-        });
+        let (certificates, last_good) = spawn_duties(
+            supervisor,
+            client,
+            view,
+            metrics,
+            &actuator.leadership,
+            certificates,
+            last_good,
+        );
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         // Bounded: at most RECONCILE_CONCURRENCY pods are reconciled at once (the rest queue,
         // deduplicated), so a flood of Deferred resizes cannot open a write storm.
@@ -145,21 +129,7 @@ impl Leading {
                 }
             }
         });
-        // resize_guard_deferred_pods, from the shared pod cache.
-        let gauge = {
-            let metrics = metrics.clone();
-            supervisor.spawn("the deferred-pods gauge", async move {
-                loop {
-                    let n = pods
-                        .state()
-                        .iter()
-                        .filter(|p| resize_guard_policy::pod::is_deferred_now(p))
-                        .count();
-                    metrics.set_deferred(n);
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                }
-            })
-        };
+        let gauge = deferred_gauge(supervisor, pods, metrics.clone());
         Leading {
             controller: Some(controller),
             stop_controller: Some(stop_tx),
@@ -207,4 +177,62 @@ impl Leading {
             }
         }
     }
+}
+
+/// Starts the certificate manager (when asked for) and the last good policy copier. Both stop
+/// by themselves once leadership is revoked: only a panic is a fault.
+fn spawn_duties(
+    supervisor: &Supervisor,
+    client: &kube::Client,
+    view: &Arc<ClusterView>,
+    metrics: &Arc<Metrics>,
+    leadership: &Leadership,
+    certificates: Option<certificates::Settings>,
+    last_good: LastGood,
+) -> (Option<JoinHandle<()>>, JoinHandle<()>) {
+    let last_good = supervisor.spawn("the last good policy copier", {
+        let work = crate::last_good::run(
+            client.clone(),
+            view.clone(),
+            last_good,
+            leadership.clone(),
+            metrics.clone(),
+        );
+        async move {
+            work.await;
+            Ok(())
+        }
+    });
+    let certificates = certificates.map(|settings| {
+        let work = certificates::run(
+            client.clone(),
+            settings,
+            metrics.clone(),
+            leadership.clone(),
+        );
+        supervisor.spawn("the certificate manager", async move {
+            work.await;
+            Ok(())
+        })
+    });
+    (certificates, last_good)
+}
+
+/// `resize_guard_deferred_pods`, counted from the shared pod cache every 5 s.
+fn deferred_gauge(
+    supervisor: &Supervisor,
+    pods: Store<Pod>,
+    metrics: Arc<Metrics>,
+) -> JoinHandle<()> {
+    supervisor.spawn("the deferred-pods gauge", async move {
+        loop {
+            let n = pods
+                .state()
+                .iter()
+                .filter(|p| resize_guard_policy::pod::is_deferred_now(p))
+                .count();
+            metrics.set_deferred(n);
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    })
 }
