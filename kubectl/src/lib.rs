@@ -36,7 +36,7 @@ use resize_guard_policy::memory::unapplied_lowerings;
 use resize_guard_policy::usage::Evidence;
 use serde::Serialize;
 
-use crate::args::{Cli, Command, Output};
+use crate::args::{Cli, Command, Output, WhatIf};
 use crate::connection::Connection;
 use crate::exit::{Exit, Target};
 use crate::facts::{Judge, LeaseState};
@@ -79,69 +79,8 @@ async fn execute(cli: Cli, target: &mut Option<Target>) -> anyhow::Result<Exit> 
     *target = Some(conn.target.clone());
     let name = pod_name.as_deref().unwrap_or_default();
     match cli.command {
-        Command::Explain { .. } => {
-            let p = facts::pod(&conn, &conn.namespace, name).await?;
-            let judge = Judge::load(&conn).await;
-            let mut notes = judge.notes.clone();
-            let ledger = facts::pod_ledger(&conn, &p).await?;
-            let lease = controller_lease(&conn, &mut notes).await;
-            let events = facts::events(&conn, &p).await.unwrap_or_else(|e| {
-                notes.push(format!("{e:#}"));
-                Vec::new()
-            });
-            let ctx = judge.context(ledger.as_ref());
-            // Usage is read only for a memory limit the kubelet has yet to apply.
-            let usage = if unapplied_lowerings(&p).is_empty() {
-                Evidence::NotFetched
-            } else {
-                facts::usage(&conn, &conn.namespace, name).await
-            };
-            let mut x = explain::explain(
-                &p,
-                ledger.as_ref(),
-                &ctx,
-                lease.as_ref(),
-                &events,
-                &usage,
-                Timestamp::now(),
-            );
-            x.notes = notes;
-            print(out, &x, |x| explain::render_text(x, out == Output::Wide))?;
-            Ok(Exit::Done)
-        }
-        Command::WhatIf(args) => {
-            let p = facts::pod(&conn, &conn.namespace, name).await?;
-            let proposal = what_if::propose(&p, &args).map_err(exit::usage)?;
-            let judge = Judge::load(&conn).await;
-            let ledger = facts::pod_ledger(&conn, &p).await?;
-            let answer =
-                dry_run::resize(&conn.client, &conn.namespace, name, &proposal.patch).await?;
-            if !answer.accepted && !answer.refused_the_resize() {
-                // Not a "no" to the resize: the caller may not ask, or the server failed.
-                let said = answer.message.clone().unwrap_or_default();
-                anyhow::bail!(
-                    "the dry-run resize of pod {}/{name} failed (HTTP {}): {said} ({})",
-                    conn.namespace,
-                    answer.code,
-                    conn.target
-                );
-            }
-            let ctx = judge.context(ledger.as_ref());
-            let report = what_if::Report {
-                pod: format!("{}/{name}", conn.namespace),
-                container: proposal.container.clone(),
-                changes: proposal.changes.clone(),
-                plan: what_if::local_plan(&p, &proposal, &ctx),
-                command: what_if::command(&conn.namespace, name, &proposal),
-                api_server: answer,
-            };
-            print(out, &report, what_if::render_text)?;
-            Ok(if report.api_server.accepted {
-                Exit::Done
-            } else {
-                Exit::Refused
-            })
-        }
+        Command::Explain { .. } => explain_pod(&conn, name, out).await,
+        Command::WhatIf(args) => what_if_pod(&conn, name, &args, out).await,
         Command::Status { all_namespaces } => {
             // As `kubectl get pods`: -n, else the context's namespace; -A for every namespace.
             let namespace = (!all_namespaces).then_some(conn.namespace.as_str());
@@ -170,6 +109,77 @@ async fn execute(cli: Cli, target: &mut Option<Target>) -> anyhow::Result<Exit> 
             })
         }
     }
+}
+
+/// `explain POD`: reads what the explanation needs (a read that fails becomes a note) and prints it.
+async fn explain_pod(conn: &Connection, name: &str, out: Output) -> anyhow::Result<Exit> {
+    let p = facts::pod(conn, &conn.namespace, name).await?;
+    let judge = Judge::load(conn).await;
+    let mut notes = judge.notes.clone();
+    let ledger = facts::pod_ledger(conn, &p).await?;
+    let lease = controller_lease(conn, &mut notes).await;
+    let events = facts::events(conn, &p).await.unwrap_or_else(|e| {
+        notes.push(format!("{e:#}"));
+        Vec::new()
+    });
+    let ctx = judge.context(ledger.as_ref());
+    // Usage is read only for a memory limit the kubelet has yet to apply.
+    let usage = if unapplied_lowerings(&p).is_empty() {
+        Evidence::NotFetched
+    } else {
+        facts::usage(conn, &conn.namespace, name).await
+    };
+    let mut x = explain::explain(
+        &p,
+        ledger.as_ref(),
+        &ctx,
+        lease.as_ref(),
+        &events,
+        &usage,
+        Timestamp::now(),
+    );
+    x.notes = notes;
+    print(out, &x, |x| explain::render_text(x, out == Output::Wide))?;
+    Ok(Exit::Done)
+}
+
+/// `what-if POD`: the API server's dry-run answer to the proposed resize, beside resize-guard's.
+async fn what_if_pod(
+    conn: &Connection,
+    name: &str,
+    args: &WhatIf,
+    out: Output,
+) -> anyhow::Result<Exit> {
+    let p = facts::pod(conn, &conn.namespace, name).await?;
+    let proposal = what_if::propose(&p, args).map_err(exit::usage)?;
+    let judge = Judge::load(conn).await;
+    let ledger = facts::pod_ledger(conn, &p).await?;
+    let answer = dry_run::resize(&conn.client, &conn.namespace, name, &proposal.patch).await?;
+    if !answer.accepted && !answer.refused_the_resize() {
+        // Not a "no" to the resize: the caller may not ask, or the server failed.
+        let said = answer.message.clone().unwrap_or_default();
+        anyhow::bail!(
+            "the dry-run resize of pod {}/{name} failed (HTTP {}): {said} ({})",
+            conn.namespace,
+            answer.code,
+            conn.target
+        );
+    }
+    let ctx = judge.context(ledger.as_ref());
+    let report = what_if::Report {
+        pod: format!("{}/{name}", conn.namespace),
+        container: proposal.container.clone(),
+        changes: proposal.changes.clone(),
+        plan: what_if::local_plan(&p, &proposal, &ctx),
+        command: what_if::command(&conn.namespace, name, &proposal),
+        api_server: answer,
+    };
+    print(out, &report, what_if::render_text)?;
+    Ok(if report.api_server.accepted {
+        Exit::Done
+    } else {
+        Exit::Refused
+    })
 }
 
 /// The controller's Lease, or a note saying why it could not be read.

@@ -326,63 +326,8 @@ pub async fn serve(
         instance,
     };
     let runtime = Runtime::start(client.clone(), reporter, shutdown);
-    let view = ClusterView::start(
-        client.clone(),
-        ViewConfig {
-            unhealthy_after: args.common.watch_unhealthy_after,
-            on_policy_reload: {
-                let metrics = metrics.clone();
-                Arc::new(move |ok| metrics.policy_reload(ok))
-            },
-            on_watch_error: {
-                let metrics = metrics.clone();
-                Arc::new(move |resource| metrics.watch_error(resource.as_str()))
-            },
-            version: runtime.version().clone(),
-            ..ViewConfig::new(
-                &args.common.namespace,
-                &args.common.policy_configmap,
-                runtime.events().clone(),
-            )
-        },
-    );
-    // `/metrics` reads the version and the policy in force at each scrape.
-    resize_guard_cluster::exposition::expose(&view, metrics.exposition(), runtime.version());
-    // A watch task that panicked or ended leaves a cache that no longer moves: the view is
-    // unready for good, and `/livez` fails so the kubelet restarts the process with fresh caches.
-    {
-        let (view, runtime) = (view.clone(), runtime.clone());
-        tokio::spawn(async move {
-            let exit = view.supervisor().exited().await;
-            tracing::error!(%exit, "a watch task stopped; /livez fails so the process is restarted");
-            runtime.liveness().fail(exit.to_string());
-        });
-    }
-    let cert = Arc::new(ServingCert::new());
-    match &args.cert_dir {
-        Some(dir) => {
-            let files = crate::cert_dir::load(dir, &cert, &metrics)?;
-            tracing::info!(dir = %dir.display(), "serving the TLS certificate from files");
-            tokio::spawn(crate::cert_dir::reload_loop(
-                dir.clone(),
-                cert.clone(),
-                files,
-                args.cert_reload_interval,
-                metrics.clone(),
-            ));
-        }
-        None => {
-            tokio::spawn(crate::serving_secret::watch(
-                client.clone(),
-                SecretRef {
-                    namespace: args.common.namespace.clone(),
-                    name: args.tls_secret.clone(),
-                },
-                cert.clone(),
-                metrics.clone(),
-            ));
-        }
-    }
+    let view = start_view(&args, client.clone(), &metrics, &runtime);
+    let cert = load_cert(&args, client.clone(), &metrics)?;
     let tls = RustlsConfig::from_config(Arc::new(crate::tls::server_config(cert.clone())?));
     let readiness: Readiness = {
         let (view, runtime, cert) = (view.clone(), runtime.clone(), cert.clone());
@@ -434,6 +379,84 @@ pub async fn serve(
     serve_admission(&args, tls, handle, metrics, guarded_router(state, limits)).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the cluster view with the webhook's hooks, exposes what it reads on `/metrics`, and
+/// fails `/livez` for good when one of its watch tasks stops.
+fn start_view(
+    args: &Args,
+    client: kube::Client,
+    metrics: &Arc<Metrics>,
+    runtime: &Runtime,
+) -> Arc<ClusterView> {
+    let view = ClusterView::start(
+        client,
+        ViewConfig {
+            unhealthy_after: args.common.watch_unhealthy_after,
+            on_policy_reload: {
+                let metrics = metrics.clone();
+                Arc::new(move |ok| metrics.policy_reload(ok))
+            },
+            on_watch_error: {
+                let metrics = metrics.clone();
+                Arc::new(move |resource| metrics.watch_error(resource.as_str()))
+            },
+            version: runtime.version().clone(),
+            ..ViewConfig::new(
+                &args.common.namespace,
+                &args.common.policy_configmap,
+                runtime.events().clone(),
+            )
+        },
+    );
+    // `/metrics` reads the version and the policy in force at each scrape.
+    resize_guard_cluster::exposition::expose(&view, metrics.exposition(), runtime.version());
+    // A watch task that panicked or ended leaves a cache that no longer moves: the view is
+    // unready for good, and `/livez` fails so the kubelet restarts the process with fresh caches.
+    {
+        let (view, runtime) = (view.clone(), runtime.clone());
+        tokio::spawn(async move {
+            let exit = view.supervisor().exited().await;
+            tracing::error!(%exit, "a watch task stopped; /livez fails so the process is restarted");
+            runtime.liveness().fail(exit.to_string());
+        });
+    }
+    view
+}
+
+/// The serving certificate, from `--cert-dir` (reloaded from files) or the `--tls-secret`
+/// Secret (watched through the API).
+fn load_cert(
+    args: &Args,
+    client: kube::Client,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<Arc<ServingCert>> {
+    let cert = Arc::new(ServingCert::new());
+    match &args.cert_dir {
+        Some(dir) => {
+            let files = crate::cert_dir::load(dir, &cert, metrics)?;
+            tracing::info!(dir = %dir.display(), "serving the TLS certificate from files");
+            tokio::spawn(crate::cert_dir::reload_loop(
+                dir.clone(),
+                cert.clone(),
+                files,
+                args.cert_reload_interval,
+                metrics.clone(),
+            ));
+        }
+        None => {
+            tokio::spawn(crate::serving_secret::watch(
+                client,
+                SecretRef {
+                    namespace: args.common.namespace.clone(),
+                    name: args.tls_secret.clone(),
+                },
+                cert.clone(),
+                metrics.clone(),
+            ));
+        }
+    }
+    Ok(cert)
 }
 
 /// The TLS listener: the connection limit runs first (a refused connection costs no
