@@ -30,15 +30,3 @@ pub mod lease;
 pub mod metrics;
 pub mod preemption;
 pub mod run;
-
-/// The sealed plan record, at its path from before [`preemption`] existed
-/// (`resize_guard_controller::plan::…`).
-pub mod plan {
-    pub use crate::preemption::seal::*;
-}
-
-/// The reconciler, at its path from before [`preemption`] existed
-/// (`resize_guard_controller::reconcile::concerns_controller`).
-pub mod reconcile {
-    pub use crate::preemption::reconcile::*;
-}

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use resize_guard_controller::plan::{PLAN_KEY_FIELD, PLAN_KEY_SECRET, PlanRecord, seal};
+use resize_guard_controller::preemption::seal::{
+    PLAN_KEY_FIELD, PLAN_KEY_SECRET, PlanRecord, seal,
+};
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::install::wait_ready;
 use resize_guard_harness::objects::*;

@@ -136,7 +136,7 @@ async fn measure(role: Role, nodes: usize, pods: usize, mode: ListMode) -> Value
     if role == Role::Controller {
         // As `controller/src/run.rs` configures its view.
         config.keep_pods = true;
-        config.keep_pod_if = resize_guard_controller::reconcile::concerns_controller;
+        config.keep_pod_if = resize_guard_controller::preemption::reconcile::concerns_controller;
     }
     config.on_watch_error = {
         let errors = watch_errors.clone();
