@@ -165,7 +165,7 @@ krew: image
 	"$$(scripts/build-krew.sh | tail -n 1)/validate-krew-manifest" -manifest $(KREW_MANIFEST) -skip-install
 
 # The images `make image` wrote, pushed under REGISTRY by the release build of resize-guard-push
-# (image/src/push.rs; image/tests/push.rs runs this target against a real registry).
+# (image/src/push.rs; image/tests/images/push.rs runs this target against a real registry).
 push:
 	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=host[:port]/namespace [TAG=tag] [PLAIN_HTTP=1]" >&2; exit 2; }
 	@test -x $(IMAGE_BIN)/resize-guard-push || { echo "make push: run make image first" >&2; exit 2; }
@@ -193,9 +193,10 @@ deps-check:
 		echo "resize-guard-policy must not depend on:"; echo "$$bad"; exit 1; \
 	else echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"; fi
 
-# The fast tier: every crate's unit and in-process tests (the image tests push to a local registry).
+# The fast tier: every crate's unit and in-process tests, no API server (the image tests push to a
+# local registry and run krew as `kubectl krew`).
 unit:
-	$(WITH_REGISTRY) $(CARGO) test --workspace --locked --exclude resize-guard-e2e
+	$(call with_k8s,1.37) $(WITH_REGISTRY) $(CARGO) test --workspace --locked --exclude resize-guard-e2e
 
 # The end-to-end suites (tests/e2e), one process per suite; SUITES=admission,vpa::updater picks
 # some (a substring of the module path), ARGS="--nocapture" goes to the test binary.
@@ -291,7 +292,7 @@ bench-scale:
 # generation until the budget is spent; a failure is shrunk and saved under target/fuzz-artifacts/.
 FUZZ_SECONDS ?= 300
 fuzz:
-	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test fuzz_quantity -- --nocapture
-	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test fuzz_selector -- --nocapture
-	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test fuzz_policy -- --nocapture
-	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-webhook --test fuzz_review -- --nocapture
+	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test generated -- fuzz_quantity:: --nocapture
+	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test generated -- fuzz_selector:: --nocapture
+	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test generated -- fuzz_policy:: --nocapture
+	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-webhook --test review -- fuzz_review:: --nocapture

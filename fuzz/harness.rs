@@ -1,5 +1,5 @@
 //! The time-boxed fuzz loop behind the four fuzz targets (`shared/tests/fuzz_{policy,quantity,
-//! selector}.rs`, `webhook/tests/fuzz_review.rs`), which include this file with `#[path]`.
+//! selector}.rs`, `webhook/tests/review/fuzz_review.rs`), which include this file with `#[path]`.
 //!
 //! Stable Rust has no `cargo fuzz`, so each target is a proptest strategy run for a wall-clock
 //! budget instead of a case count: [`Fuzz::run`] first replays every seed file of

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or reuse) `registry`, the CNCF distribution registry (github.com/distribution/
 # distribution/v3/cmd/registry, pinned by tests/registry/go.mod + go.sum): the real OCI registry
-# that `make push` is tested against on loopback (image/tests/push.rs).
+# that `make push` is tested against on loopback (image/tests/images/push.rs).
 #
 # Usage:
 #   dir=$(scripts/build-registry.sh | tail -n 1)    # build if needed, print bin dir

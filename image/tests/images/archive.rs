@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-mod elf;
+use crate::elf;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const BINARIES: [&str; 2] = ["resize-guard-webhook", "resize-guard-controller"];

@@ -7,16 +7,12 @@
 //! `Display` to an equal one.
 //!
 //! Runs for `RESIZE_GUARD_FUZZ_SECONDS` (default 10): `make fuzz` runs it longer, or
-//! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-policy --test fuzz_selector -- --nocapture`.
+//! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-policy --test generated -- fuzz_selector:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-
-#[allow(dead_code)]
-#[path = "../../fuzz/harness.rs"]
-mod harness;
 
 use std::collections::BTreeMap;
 
-use harness::{Case, Fuzz};
+use crate::harness::{self, Case, Fuzz};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use proptest::prelude::*;
 use resize_guard_policy::selector::Selector;

@@ -15,17 +15,13 @@
 //!
 //! Runs for `RESIZE_GUARD_FUZZ_SECONDS` (default 10; each execution reviews one input at both
 //! stages): `make fuzz` runs it longer, or
-//! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-webhook --test fuzz_review -- --nocapture`.
+//! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-webhook --test review -- fuzz_review:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-
-#[allow(dead_code)]
-#[path = "../../fuzz/harness.rs"]
-mod harness;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use harness::{Case, Fuzz};
+use crate::harness::{self, Case, Fuzz};
 use k8s_openapi::api::core::v1::{
     Container, ContainerResizePolicy, ContainerStatus, EphemeralContainer, Node, Pod, PodCondition,
     PodOS, PodSpec, PodStatus, ResourceRequirements,

@@ -20,7 +20,7 @@ use std::process::Command;
 
 use sha2::{Digest as _, Sha256};
 
-mod elf;
+use crate::elf;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
