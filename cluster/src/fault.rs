@@ -3,7 +3,7 @@
 //! panic at a chosen moment by creating an object with a chosen name.
 //!
 //! `reconcile=<pod>` panics the controller's reconcile loop when it reconciles pod `<pod>` (any
-//! namespace; `controller/src/leading.rs`); `watch-pods=<pod>` and `watch-nodes=<node>` panic the
+//! namespace; `controller/src/lease/duties.rs`); `watch-pods=<pod>` and `watch-nodes=<node>` panic the
 //! view's pod or node watch task when it receives that object (`crate::view`).
 
 use crate::watch_health::Watched;
