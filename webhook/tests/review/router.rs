@@ -42,6 +42,21 @@ fn field_test(policy: Policy) -> (FixedCluster, Pod) {
     (cluster, app)
 }
 
+/// The field test under `policy` with the app's CPU resized to `(request, limit)`, answered at
+/// `path`: the state (for further requests), the app as it was, and the answer.
+async fn field_resize(
+    policy: Policy,
+    path: &str,
+    (request, limit): (&str, &str),
+    dry_run: bool,
+) -> (AppState, Pod, Value) {
+    let (cluster, app) = field_test(policy);
+    let st = state(cluster);
+    let review = resize_review(&app, &with_cpu(&app, request, limit), dry_run);
+    let answer = post(&st, path, &review).await;
+    (st, app, answer)
+}
+
 fn with_cpu(pod: &Pod, request: &str, limit: &str) -> Pod {
     let mut p = pod.clone();
     let r = p.spec.as_mut().unwrap().containers[0]
@@ -141,14 +156,7 @@ async fn post(state: &AppState, path: &str, review: &Value) -> Value {
 
 #[tokio::test]
 async fn mutate_denies_a_qos_change_naming_the_container_and_the_fix() {
-    let (cluster, app) = field_test(Policy::default());
-    let st = state(cluster);
-    let r = post(
-        &st,
-        "/mutate",
-        &resize_review(&app, &with_cpu(&app, "500m", "250m"), false),
-    )
-    .await;
+    let (_, _, r) = field_resize(Policy::default(), "/mutate", ("500m", "250m"), false).await;
     assert_eq!(r["allowed"], false);
     assert_eq!(r["status"]["code"], 403);
     let msg = r["status"]["message"].as_str().unwrap();
@@ -234,14 +242,7 @@ async fn mutate_repairs_a_qos_change_with_a_json_patch_when_policy_says_so() {
 async fn a_repair_that_would_be_infeasible_is_denied_instead() {
     let mut policy = Policy::default();
     policy.qos.on_change = resize_guard_policy::policy::OnQosChange::Repair;
-    let (cluster, app) = field_test(policy);
-    let st = state(cluster);
-    let r = post(
-        &st,
-        "/mutate",
-        &resize_review(&app, &with_cpu(&app, "2430m", "250m"), false),
-    )
-    .await;
+    let (_, _, r) = field_resize(policy, "/mutate", ("2430m", "250m"), false).await;
     assert_eq!(r["allowed"], false);
     assert!(
         r["status"]["message"]
@@ -306,14 +307,7 @@ async fn with_no_policy_in_force_nothing_is_denied_or_repaired_and_the_warning_s
 
 #[tokio::test]
 async fn validate_warns_about_a_deferred_resize_and_names_the_victim() {
-    let (cluster, app) = field_test(Policy::default());
-    let st = state(cluster);
-    let r = post(
-        &st,
-        "/validate",
-        &resize_review(&app, &with_cpu(&app, "550m", "550m"), false),
-    )
-    .await;
+    let (_, _, r) = field_resize(Policy::default(), "/validate", ("550m", "550m"), false).await;
     assert_eq!(r["allowed"], true);
     assert_eq!(
         r["warnings"][0],
@@ -347,14 +341,7 @@ async fn mutate_judges_a_deferred_resize_as_validate_does() {
 
 #[tokio::test]
 async fn a_resize_that_fits_is_allowed_silently() {
-    let (cluster, app) = field_test(Policy::default());
-    let st = state(cluster);
-    let r = post(
-        &st,
-        "/validate",
-        &resize_review(&app, &with_cpu(&app, "400m", "400m"), false),
-    )
-    .await;
+    let (_, _, r) = field_resize(Policy::default(), "/validate", ("400m", "400m"), false).await;
     assert_eq!(r["allowed"], true);
     assert!(r["warnings"].is_null(), "{r}");
     assert_eq!(r["auditAnnotations"]["decision"], "fits");
@@ -393,14 +380,7 @@ async fn stuck_deferred_resizes_warn_or_are_denied_by_policy() {
 async fn audit_mode_allows_and_records_what_it_would_have_done() {
     let mut policy = Policy::default();
     policy.mode = resize_guard_policy::policy::Mode::Audit;
-    let (cluster, app) = field_test(policy);
-    let st = state(cluster);
-    let r = post(
-        &st,
-        "/mutate",
-        &resize_review(&app, &with_cpu(&app, "2430m", "2430m"), false),
-    )
-    .await;
+    let (_, _, r) = field_resize(policy, "/mutate", ("2430m", "2430m"), false).await;
     assert_eq!(r["allowed"], true);
     assert_eq!(r["auditAnnotations"]["decision"], "would-deny:infeasible");
     assert!(
