@@ -62,7 +62,7 @@ pub fn start_unready_with(env: &Env, identity: &str, extra: &[String]) -> Contro
     }
 }
 
-/// The controller `cell` holds for this test binary, started once as `identity`, once it leads
+/// The controller `cell` holds for this suite's process, started once as `identity`, once it leads
 /// (or after 10 s, when the tests will show why not).
 pub async fn leading(
     cell: &'static tokio::sync::OnceCell<Controller>,

@@ -1,4 +1,4 @@
-//! One environment per test binary: a control plane, hollow nodes (upstream's kubelet, one
+//! One environment per process, owned by one suite ([`shared`]): a control plane, hollow nodes (upstream's kubelet, one
 //! process per node, see [`crate::hollow_node`]) added by the tests, a runtime of its own for
 //! background work that must outlive each `#[tokio::test]`'s runtime, and PriorityClasses. Tests
 //! isolate by namespace and by the nodes they add; the first caller's [`EnvOptions`] win.
@@ -33,9 +33,9 @@ pub struct EnvOptions {
 pub struct Env {
     /// The control plane.
     pub cp: ControlPlane,
-    /// Runs background work for the life of the test binary.
+    /// Runs background work for the life of the process.
     runtime: tokio::runtime::Runtime,
-    /// The hollow nodes, kept running until the test binary exits (the process watchdog then
+    /// The hollow nodes, kept running until the process exits (the process watchdog then
     /// stops them and removes their work directories).
     nodes: Mutex<Vec<HollowNode>>,
     counter: AtomicU32,
