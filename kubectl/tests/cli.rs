@@ -3,49 +3,41 @@
 //! crate, it also makes `cargo test` build the plugin the end-to-end suites run (`tests/e2e`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn plugin(args: &[&str], kubeconfig: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubectl-resize_guard"))
+/// The plugin's exit status and everything it printed (stdout, then stderr), run with no
+/// environment but `KUBECONFIG`.
+fn plugin(args: &[&str], kubeconfig: &str) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-resize_guard"))
         .args(args)
         .env_clear()
         .env("HOME", "/nonexistent")
         .env("KUBECONFIG", kubeconfig)
         .output()
-        .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+        .unwrap();
+    let mut printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    printed.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), printed)
 }
 
 #[test]
 fn version_names_the_release() {
-    let out = plugin(&["--version"], "");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(
-        text(&out).contains(env!("CARGO_PKG_VERSION")),
-        "{}",
-        text(&out)
-    );
+    let (code, printed) = plugin(&["--version"], "");
+    assert_eq!(code, Some(0), "{printed}");
+    assert!(printed.contains(env!("CARGO_PKG_VERSION")), "{printed}");
 }
 
 #[test]
 fn an_unknown_command_is_a_usage_error() {
-    let out = plugin(&["resize-everything"], "");
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("resize-everything"), "{}", text(&out));
+    let (code, printed) = plugin(&["resize-everything"], "");
+    assert_eq!(code, Some(2), "{printed}");
+    assert!(printed.contains("resize-everything"), "{printed}");
 }
 
 #[test]
 fn no_cluster_exits_3_naming_the_kubeconfig() {
-    let out = plugin(&["explain", "app"], "/nonexistent/kubeconfig");
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
-    let all = text(&out);
-    assert!(all.contains("/nonexistent/kubeconfig"), "{all}");
-    assert!(!all.contains("panicked"), "{all}");
+    let (code, printed) = plugin(&["explain", "app"], "/nonexistent/kubeconfig");
+    assert_eq!(code, Some(3), "{printed}");
+    assert!(printed.contains("/nonexistent/kubeconfig"), "{printed}");
+    assert!(!printed.contains("panicked"), "{printed}");
 }
