@@ -193,10 +193,11 @@ deps-check:
 		echo "resize-guard-policy must not depend on:"; echo "$$bad"; exit 1; \
 	else echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"; fi
 
-# The fast tier: every crate's unit and in-process tests, no API server (the image tests push to a
+# The fast tier: every crate's unit and in-process tests, no API server (tests/e2e's binary is
+# `test = false`: it runs only when named) (the image tests push to a
 # local registry and run krew as `kubectl krew`).
 unit:
-	$(call with_k8s,1.37) $(WITH_REGISTRY) $(CARGO) test --workspace --locked --exclude resize-guard-e2e
+	$(call with_k8s,1.37) $(WITH_REGISTRY) $(CARGO) test --workspace --locked
 
 # The end-to-end suites (tests/e2e), one process per suite; SUITES=admission,vpa::updater picks
 # some (a substring of the module path), ARGS="--nocapture" goes to the test binary.

@@ -20,8 +20,10 @@ while [ $# -gt 0 ]; do
 done
 
 # `--workspace` everywhere: one feature set, so nothing recompiles between the commands, and the
-# product crates' own tests make cargo build the programs the suites run.
+# product crates' own tests make cargo build the programs the suites run. The e2e binary is
+# `test = false`, so it is built when named.
 $CARGO test --workspace --locked --no-run
+$CARGO test --workspace --locked --test e2e --no-run
 names=$($CARGO test --workspace --locked --test e2e -- --list 2>/dev/null | sed -n 's/: test$//p')
 [ -n "$names" ] || { echo "e2e: the test binary lists no tests" >&2; exit 1; }
 suites=$(printf '%s\n' "$names" | sed 's/::[^:]*$//' | sort -u)
