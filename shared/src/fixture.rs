@@ -16,8 +16,58 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use crate::budget::Budgets;
+use crate::classify::Context;
+use crate::ledger::NodeLedger;
 use crate::pod::{RESIZE_PENDING, is_sidecar};
+use crate::policy::Policy;
 use crate::resources::ResourceList;
+
+/// The namespace resize-guard is installed in, in every test and benchmark.
+pub const INSTALL_NAMESPACE: &str = "resize-guard";
+
+/// A decision [`Context`] for resize-guard installed in [`INSTALL_NAMESPACE`], judged as the
+/// newest Kubernetes minor has it (`minor: None`).
+pub fn context<'a>(
+    ledger: Option<&'a NodeLedger>,
+    budgets: &'a Budgets,
+    policy: &'a Policy,
+) -> Context<'a> {
+    Context {
+        ledger,
+        budgets,
+        policy,
+        install_namespace: INSTALL_NAMESPACE,
+        minor: None,
+    }
+}
+
+/// The field test's node (ARCHITECTURE.md, "The field test"): a t3.medium, `n1`, with 1930m
+/// cpu and 3Gi allocatable.
+pub fn field_node() -> Node {
+    node("n1", "1930m", "3Gi")
+}
+
+/// The field test's resizing pod: `prod/app` on `n1`, priority 1000, one Guaranteed container
+/// `app` of `cpu` and 256Mi, Running since 0 with `qosClass: Guaranteed`.
+pub fn field_app(cpu: &str) -> PodBuilder {
+    PodBuilder::new("prod", "app")
+        .node("n1")
+        .priority(1000)
+        .container(container("app").guaranteed(cpu, "256Mi"))
+        .running(0)
+        .qos_status("Guaranteed")
+}
+
+/// The field test's filler: `batch/filler` on `n1`, owned by a ReplicaSet, one Guaranteed
+/// container `work` of 1500m and 256Mi, Running since 5, priority unset (0).
+pub fn field_filler() -> PodBuilder {
+    PodBuilder::new("batch", "filler")
+        .owned_by("ReplicaSet")
+        .node("n1")
+        .container(container("work").guaranteed("1500m", "256Mi"))
+        .running(5)
+}
 
 /// Builds one container's resources.
 #[derive(Debug, Clone)]

@@ -8,18 +8,13 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::*;
 use crate::budget::Budgets;
-use crate::fixture::{PodBuilder, container, node};
+use crate::fixture::{PodBuilder, container, context, field_app, node};
 use crate::ledger::NodeLedger;
 use crate::policy::{OnQosChange, Policy};
 
+/// The field test's app at `cpu`.
 fn app(cpu: &str) -> Pod {
-    PodBuilder::new("prod", "app")
-        .node("n1")
-        .priority(1000)
-        .container(container("app").guaranteed(cpu, "256Mi"))
-        .running(0)
-        .qos_status("Guaranteed")
-        .build()
+    field_app(cpu).build()
 }
 
 /// `pod` with the first container's `requests.cpu` set to `cpu` (a requests-only resize).
@@ -56,19 +51,8 @@ fn judge_with(
 ) -> Admission {
     let ledger = NodeLedger::new(&node("n1", cpu, "3Gi"), std::slice::from_ref(old));
     let budgets = Budgets::default();
-    admit_with(
-        stage,
-        old,
-        new,
-        &Context {
-            ledger: Some(&ledger),
-            budgets: &budgets,
-            policy,
-            install_namespace: "resize-guard",
-            minor: None,
-        },
-        usage,
-    )
+    let ctx = context(Some(&ledger), &budgets, policy);
+    admit_with(stage, old, new, &ctx, usage)
 }
 
 #[test]
@@ -140,13 +124,7 @@ fn a_repair_that_would_not_fit_the_node_is_denied_instead() {
 #[test]
 fn a_resize_that_fits_is_allowed_by_both_stages_with_its_label() {
     let old = app("250m");
-    let new = PodBuilder::new("prod", "app")
-        .node("n1")
-        .priority(1000)
-        .container(container("app").guaranteed("300m", "256Mi"))
-        .running(0)
-        .qos_status("Guaranteed")
-        .build();
+    let new = app("300m");
     let policy = Policy::default();
     for stage in [Stage::Mutate, Stage::Validate] {
         let a = judge(stage, &old, &new, &policy, "1930m");
@@ -161,13 +139,7 @@ fn a_resize_that_fits_is_allowed_by_both_stages_with_its_label() {
 #[test]
 fn the_mutating_stage_alone_warns_of_a_deferred_resize_and_refuses_a_stuck_one_on_request() {
     let old = app("1");
-    let new = PodBuilder::new("prod", "app")
-        .node("n1")
-        .priority(1000)
-        .container(container("app").guaranteed("1500m", "256Mi"))
-        .running(0)
-        .qos_status("Guaranteed")
-        .build();
+    let new = app("1500m");
     let low = PodBuilder::new("batch", "low")
         .owned_by("ReplicaSet")
         .node("n1")
@@ -178,18 +150,7 @@ fn the_mutating_stage_alone_warns_of_a_deferred_resize_and_refuses_a_stuck_one_o
     let ledger = NodeLedger::new(&node("n1", "2", "3Gi"), [&old, &low]);
     let budgets = Budgets::default();
     let judge = |stage, policy: &Policy| {
-        admit(
-            stage,
-            &old,
-            &new,
-            &Context {
-                ledger: Some(&ledger),
-                budgets: &budgets,
-                policy,
-                install_namespace: "resize-guard",
-                minor: None,
-            },
-        )
+        admit(stage, &old, &new, &context(Some(&ledger), &budgets, policy))
     };
     let policy = Policy::default();
     let (m, v) = (

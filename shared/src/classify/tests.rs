@@ -2,34 +2,28 @@
 //! each policy knob.
 
 use super::*;
-use crate::fixture::{PodBuilder, container, node};
+use crate::fixture::{
+    INSTALL_NAMESPACE, PodBuilder, container, context, field_app, field_filler, field_node,
+};
 use crate::policy::{Mode, OnQosChange};
 use crate::verdict::{Outcome, Ruling};
-use k8s_openapi::api::core::v1::Node;
-
-const NS: &str = "resize-guard";
-
-/// The field-test node: t3.medium, 1930m allocatable.
-fn t3_medium() -> Node {
-    node("n1", "1930m", "3Gi")
-}
 
 fn app(cpu: &str) -> PodBuilder {
-    PodBuilder::new("prod", "app")
-        .node("n1")
-        .priority(1000)
-        .container(container("app").guaranteed(cpu, "256Mi"))
-        .running(0)
-        .qos_status("Guaranteed")
+    field_app(cpu)
 }
 
 fn filler() -> Pod {
-    PodBuilder::new("batch", "filler")
+    field_filler().build()
+}
+
+/// A pod of `batch`, owned by a ReplicaSet, on `n1`: one Guaranteed container `w` of `cpu` and
+/// `memory`, Running since `start`.
+fn batch(name: &str, cpu: &str, memory: &str, start: i64) -> PodBuilder {
+    PodBuilder::new("batch", name)
         .owned_by("ReplicaSet")
         .node("n1")
-        .container(container("work").guaranteed("1500m", "256Mi"))
-        .running(5)
-        .build()
+        .container(container("w").guaranteed(cpu, memory))
+        .running(start)
 }
 
 struct World {
@@ -41,19 +35,17 @@ struct World {
 impl World {
     fn new(pods: &[Pod]) -> World {
         World {
-            ledger: NodeLedger::new(&t3_medium(), pods),
+            ledger: NodeLedger::new(&field_node(), pods),
             budgets: Budgets::default(),
             policy: Policy::default(),
         }
     }
+    /// The field-test node holding only `old`.
+    fn alone(old: &Pod) -> World {
+        World::new(std::slice::from_ref(old))
+    }
     fn ctx(&self) -> Context<'_> {
-        Context {
-            ledger: Some(&self.ledger),
-            budgets: &self.budgets,
-            policy: &self.policy,
-            install_namespace: NS,
-            minor: None,
-        }
+        context(Some(&self.ledger), &self.budgets, &self.policy)
     }
     fn classify(&self, old: &Pod, new: &Pod) -> Verdict {
         classify(old, new, &self.ctx())
@@ -72,6 +64,14 @@ fn set_first(pod: &mut Pod, field: &str, resource: &str, q: &str) {
     };
     list.get_or_insert_with(Default::default)
         .insert(resource.into(), Quantity(q.into()));
+}
+
+/// The field-test app at 250m with `requests` or `limits` of `resource` set to `q` on its
+/// container, the spec alone changed.
+fn app_with(field: &str, resource: &str, q: &str) -> Pod {
+    let mut new = app("250m").build();
+    set_first(&mut new, field, resource, q);
+    new
 }
 
 fn resized(cpu: &str) -> Pod {
@@ -134,7 +134,7 @@ fn infeasible_reports_memory_first_like_the_kubelet() {
     let mut new = resized("2430m");
     set_first(&mut new, "requests", "memory", "4Gi");
     set_first(&mut new, "limits", "memory", "4Gi");
-    let w = World::new(std::slice::from_ref(&old));
+    let w = World::alone(&old);
     let Verdict::Infeasible(i) = w.classify(&old, &new) else {
         panic!()
     };
@@ -144,7 +144,7 @@ fn infeasible_reports_memory_first_like_the_kubelet() {
 #[test]
 fn infeasible_can_be_allowed_with_a_warning_by_policy() {
     let old = app("250m").build();
-    let mut w = World::new(std::slice::from_ref(&old));
+    let mut w = World::alone(&old);
     w.policy.feasibility.reject_infeasible = false;
     let out = w.classify(&old, &resized("2430m")).outcome(&w.policy);
     assert_eq!(out.action, Ruling::Allow);
@@ -154,7 +154,7 @@ fn infeasible_can_be_allowed_with_a_warning_by_policy() {
 #[test]
 fn a_resize_that_fits_is_allowed_silently() {
     let old = app("250m").build();
-    let w = World::new(std::slice::from_ref(&old));
+    let w = World::alone(&old);
     let v = w.classify(&old, &resized("550m"));
     assert!(matches!(v, Verdict::Fits(_)), "{v:?}");
     let out = v.outcome(&w.policy);
@@ -165,7 +165,7 @@ fn a_resize_that_fits_is_allowed_silently() {
 #[test]
 fn deleting_the_filler_makes_the_deferred_resize_fit() {
     let old = app("250m").build();
-    let w = World::new(std::slice::from_ref(&old));
+    let w = World::alone(&old);
     assert!(matches!(
         w.classify(&old, &resized("550m")),
         Verdict::Fits(_)
@@ -175,29 +175,17 @@ fn deleting_the_filler_makes_the_deferred_resize_fit() {
 #[test]
 fn unchanged_values_in_other_spelling_are_no_change() {
     let old = app("250m").build();
-    let mut new = old.clone();
-    let r = new.spec.as_mut().unwrap().containers[0]
-        .resources
-        .as_mut()
-        .unwrap();
-    r.requests
-        .as_mut()
-        .unwrap()
-        .insert("cpu".into(), Quantity("0.25".into()));
-    r.limits
-        .as_mut()
-        .unwrap()
-        .insert("cpu".into(), Quantity("0.25".into()));
-    let w = World::new(std::slice::from_ref(&old));
+    let mut new = app_with("requests", "cpu", "0.25");
+    set_first(&mut new, "limits", "cpu", "0.25");
+    let w = World::alone(&old);
     assert_eq!(w.classify(&old, &new), Verdict::NoChange);
 }
 
 #[test]
 fn qos_change_is_denied_by_default_with_culprits_and_the_fix() {
     let old = app("250m").build();
-    let mut new = old.clone();
-    set_first(&mut new, "requests", "cpu", "500m");
-    let w = World::new(std::slice::from_ref(&old));
+    let new = app_with("requests", "cpu", "500m");
+    let w = World::alone(&old);
     let v = w.classify(&old, &new);
     let Verdict::QosChange(q) = &v else {
         panic!("{v:?}")
@@ -222,9 +210,8 @@ fn qos_change_is_denied_by_default_with_culprits_and_the_fix() {
 #[test]
 fn qos_change_is_repaired_when_policy_says_so() {
     let old = app("250m").build();
-    let mut new = old.clone();
-    set_first(&mut new, "requests", "cpu", "500m");
-    let mut w = World::new(std::slice::from_ref(&old));
+    let new = app_with("requests", "cpu", "500m");
+    let mut w = World::alone(&old);
     w.policy.qos.on_change = OnQosChange::Repair;
     let out = w.classify(&old, &new).outcome(&w.policy);
     let Ruling::Repair(fix) = &out.action else {
@@ -250,7 +237,7 @@ fn qos_change_without_a_repair_is_denied_even_in_repair_mode() {
         .node("n1")
         .container(container("app").request("cpu", "100m"))
         .build();
-    let mut w = World::new(std::slice::from_ref(&old));
+    let mut w = World::alone(&old);
     w.policy.qos.on_change = OnQosChange::Repair;
     let v = w.classify(&old, &new);
     let Ruling::Deny(msg) = v.outcome(&w.policy).action else {
@@ -262,9 +249,8 @@ fn qos_change_without_a_repair_is_denied_even_in_repair_mode() {
 #[test]
 fn qos_is_checked_before_feasibility() {
     let old = app("250m").build();
-    let mut new = old.clone();
-    set_first(&mut new, "requests", "cpu", "5");
-    let w = World::new(std::slice::from_ref(&old));
+    let new = app_with("requests", "cpu", "5");
+    let w = World::alone(&old);
     assert!(matches!(w.classify(&old, &new), Verdict::QosChange(_)));
 }
 
@@ -296,13 +282,7 @@ fn stuck_deferred_is_warned_or_denied_by_policy() {
 #[test]
 fn deferred_awaiting_termination_says_so() {
     let old = app("250m").build();
-    let leaving = PodBuilder::new("batch", "leaving")
-        .owned_by("ReplicaSet")
-        .node("n1")
-        .container(container("w").guaranteed("1500m", "256Mi"))
-        .running(5)
-        .terminating()
-        .build();
+    let leaving = batch("leaving", "1500m", "256Mi", 5).terminating().build();
     let w = World::new(&[old.clone(), leaving]);
     let v = w.classify(&old, &resized("550m"));
     assert_eq!(v.label(), "deferred-awaiting-termination");
@@ -332,7 +312,7 @@ fn audit_mode_never_denies_but_says_what_it_would_do() {
 #[test]
 fn excluded_namespaces_and_the_install_namespace_are_skipped() {
     let w = World::new(&[]);
-    for ns in ["kube-system", NS] {
+    for ns in ["kube-system", INSTALL_NAMESPACE] {
         let old = PodBuilder::new(ns, "x")
             .node("n1")
             .container(container("c").guaranteed("1", "1Gi"))
@@ -352,13 +332,7 @@ fn excluded_namespaces_and_the_install_namespace_are_skipped() {
 fn unbound_pods_and_unknown_nodes_are_skipped() {
     let policy = Policy::default();
     let budgets = Budgets::default();
-    let ctx = Context {
-        ledger: None,
-        budgets: &budgets,
-        policy: &policy,
-        install_namespace: NS,
-        minor: None,
-    };
+    let ctx = context(None, &budgets, &policy);
     let old = app("250m").build();
     let v = classify(&old, &resized("550m"), &ctx);
     assert!(
@@ -375,7 +349,7 @@ fn a_node_without_allocatable_is_not_judged_infeasible_nor_preempted_on() {
         ("status.allocatable", None),
         ("allocatable memory", Some("memory")),
     ] {
-        let mut n = t3_medium();
+        let mut n = field_node();
         let status = n.status.as_mut().unwrap();
         match strip {
             None => status.allocatable = None,
@@ -416,9 +390,8 @@ fn a_node_without_allocatable_is_not_judged_infeasible_nor_preempted_on() {
 #[test]
 fn invalid_quantities_are_denied_not_panicked_on() {
     let old = app("250m").build();
-    let mut new = old.clone();
-    set_first(&mut new, "requests", "cpu", "lots");
-    let w = World::new(std::slice::from_ref(&old));
+    let new = app_with("requests", "cpu", "lots");
+    let w = World::alone(&old);
     let v = w.classify(&old, &new);
     assert!(matches!(v, Verdict::Denied(_)));
     assert!(v.message().contains("lots"));
@@ -499,7 +472,7 @@ fn pod_level_limit_defaulting_turns_the_pod_guaranteed() {
     assert_eq!(crate::qos::qos_class(&old), QosClass::Burstable);
     let mut new = stored(false);
     set_first(&mut new, "limits", "memory", "128Mi");
-    let w = World::new(std::slice::from_ref(&old));
+    let w = World::alone(&old);
     let v = w.classify(&old, &new);
     let Verdict::QosChange(q) = &v else {
         panic!("{v:?}")
@@ -530,7 +503,7 @@ fn request_above_limit_is_left_to_the_api_server() {
         .both("cpu", "100m")
         .request("memory", "1Gi")
         .limit("memory", "256Mi"));
-    let w = World::new(std::slice::from_ref(&old));
+    let w = World::alone(&old);
     let v = w.classify(&old, &new);
     let Verdict::Invalid(why) = &v else {
         panic!("{v:?}")
@@ -556,7 +529,7 @@ fn invalid_resize_is_never_denied_as_infeasible() {
         .container(container("app").request("cpu", "9").limit("cpu", "8"))
         .running(0)
         .build();
-    let w = World::new(std::slice::from_ref(&old));
+    let w = World::alone(&old);
     let v = w.classify(&old, &new);
     assert!(matches!(v, Verdict::Invalid(_)), "{v:?}");
     assert_eq!(v.outcome(&w.policy).action, Ruling::Allow);
@@ -576,7 +549,7 @@ fn node_declared_features_are_checked_after_qos() {
             .build()
     };
     let (old, new) = (pod("100m"), pod("200m"));
-    let mut w = World::new(std::slice::from_ref(&old));
+    let mut w = World::alone(&old);
     let v = w.classify(&old, &new);
     let Verdict::Invalid(why) = &v else {
         panic!("{v:?}")
@@ -595,9 +568,8 @@ fn node_declared_features_are_checked_after_qos() {
 #[test]
 fn requests_only_on_guaranteed_is_a_qos_change_that_also_quotes_the_limit_error() {
     let old = app("250m").build();
-    let mut new = old.clone();
-    set_first(&mut new, "requests", "cpu", "500m");
-    let w = World::new(std::slice::from_ref(&old));
+    let new = app_with("requests", "cpu", "500m");
+    let w = World::alone(&old);
     let v = w.classify(&old, &new);
     let Verdict::QosChange(q) = &v else {
         panic!("{v:?}")
@@ -622,7 +594,7 @@ fn static_pods_are_left_to_the_api_server_even_when_qos_changes() {
         .as_mut()
         .unwrap()
         .limits = None;
-    let w = World::new(std::slice::from_ref(&old));
+    let w = World::alone(&old);
     assert_eq!(
         w.classify(&old, &new),
         Verdict::Invalid("[]: Forbidden: static pods cannot be resized".into())
@@ -633,14 +605,7 @@ fn static_pods_are_left_to_the_api_server_even_when_qos_changes() {
 fn the_victim_cap_is_stated_with_the_count_a_plan_would_take() {
     let old = app("250m").build();
     let mut pods = vec![old.clone()];
-    pods.extend((0..5).map(|i| {
-        PodBuilder::new("batch", &format!("small{i}"))
-            .owned_by("ReplicaSet")
-            .node("n1")
-            .container(container("w").guaranteed("300m", "64Mi"))
-            .running(5 + i)
-            .build()
-    }));
+    pods.extend((0..5).map(|i| batch(&format!("small{i}"), "300m", "64Mi", 5 + i).build()));
     let mut w = World::new(&pods);
     w.policy.preemption.max_victims_per_resize = 2;
     let v = w.classify(&old, &app("250m").resize("app", "cpu", "1600m").build());
@@ -672,14 +637,7 @@ fn a_plan_that_leaves_room_for_a_racing_resize_says_so() {
         .resize("w", "cpu", "700m")
         .resize_pending("Deferred", "Node didn't have enough resource: cpu")
         .build();
-    let low = |name: &str, cpu: &str, start: i64| {
-        PodBuilder::new("batch", name)
-            .owned_by("ReplicaSet")
-            .node("n1")
-            .container(container("w").guaranteed(cpu, "64Mi"))
-            .running(start)
-            .build()
-    };
+    let low = |name: &str, cpu: &str, start: i64| batch(name, cpu, "64Mi", start).build();
     let w = World::new(&[
         old.clone(),
         mid,

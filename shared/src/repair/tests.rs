@@ -1,68 +1,47 @@
 //! QoS repair and culprit naming.
 
 use super::*;
-use crate::fixture::{PodBuilder, container};
+use crate::fixture::{ContainerBuilder, PodBuilder, container};
 use k8s_openapi::api::core::v1::Pod;
 
 fn spec(p: &Pod) -> &PodSpec {
     p.spec.as_ref().unwrap()
 }
 
-fn guaranteed() -> PodBuilder {
-    PodBuilder::new("ns", "p").container(container("app").guaranteed("250m", "64Mi"))
+/// Pod `ns/p` with the one container `app`.
+fn pod(app: ContainerBuilder) -> Pod {
+    PodBuilder::new("ns", "p").container(app).build()
 }
 
+fn guaranteed_app() -> ContainerBuilder {
+    container("app").guaranteed("250m", "64Mi")
+}
+
+fn guaranteed() -> Pod {
+    pod(guaranteed_app())
+}
+
+/// The Guaranteed pod with only its cpu request changed.
 fn requests_only(cpu: &str) -> Pod {
-    guaranteed().build().tap_request("app", "cpu", cpu)
+    pod(guaranteed_app().request("cpu", cpu))
 }
 
-trait Tap {
-    fn tap_request(self, c: &str, r: &str, q: &str) -> Pod;
-    fn tap_limit(self, c: &str, r: &str, q: &str) -> Pod;
+/// Burstable: cpu request 100m below its 200m limit, memory 1Gi both.
+fn burstable() -> Pod {
+    pod(container("app")
+        .request("cpu", "100m")
+        .limit("cpu", "200m")
+        .both("memory", "1Gi"))
 }
 
-impl Tap for Pod {
-    fn tap_request(mut self, c: &str, r: &str, q: &str) -> Pod {
-        let ctr = self
-            .spec
-            .as_mut()
-            .unwrap()
-            .containers
-            .iter_mut()
-            .find(|x| x.name == c)
-            .unwrap();
-        ctr.resources
-            .as_mut()
-            .unwrap()
-            .requests
-            .as_mut()
-            .unwrap()
-            .insert(r.into(), Quantity(q.into()));
-        self
-    }
-    fn tap_limit(mut self, c: &str, r: &str, q: &str) -> Pod {
-        let ctr = self
-            .spec
-            .as_mut()
-            .unwrap()
-            .containers
-            .iter_mut()
-            .find(|x| x.name == c)
-            .unwrap();
-        ctr.resources
-            .as_mut()
-            .unwrap()
-            .limits
-            .as_mut()
-            .unwrap()
-            .insert(r.into(), Quantity(q.into()));
-        self
-    }
+/// The Burstable pod's cpu request raised to its limit: Guaranteed.
+fn now_equal() -> Pod {
+    pod(container("app").guaranteed("200m", "1Gi"))
 }
 
 #[test]
 fn requests_only_resize_of_a_guaranteed_pod_moves_the_limit_along() {
-    let old = guaranteed().build();
+    let old = guaranteed();
     let new = requests_only("500m");
     assert_eq!(spec_qos_class(spec(&new)), QosClass::Burstable);
     let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
@@ -79,8 +58,8 @@ fn requests_only_resize_of_a_guaranteed_pod_moves_the_limit_along() {
 
 #[test]
 fn limits_only_resize_moves_the_request_along() {
-    let old = guaranteed().build();
-    let new = guaranteed().build().tap_limit("app", "memory", "128Mi");
+    let old = guaranteed();
+    let new = pod(guaranteed_app().limit("memory", "128Mi"));
     let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
     assert_eq!(fix.changes.len(), 1);
     assert_eq!(fix.changes[0].field, Field::Requests);
@@ -89,8 +68,8 @@ fn limits_only_resize_moves_the_request_along() {
 
 #[test]
 fn when_both_changed_differently_the_request_wins() {
-    let old = guaranteed().build();
-    let new = requests_only("500m").tap_limit("app", "cpu", "400m");
+    let old = guaranteed();
+    let new = pod(guaranteed_app().request("cpu", "500m").limit("cpu", "400m"));
     let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
     assert_eq!(fix.changes.len(), 1);
     assert_eq!(
@@ -107,10 +86,18 @@ fn repairs_every_container_that_needs_it() {
             .container(container("b").guaranteed("250m", "64Mi"))
     };
     let old = two().build();
-    let new = two()
-        .build()
-        .tap_request("a", "cpu", "300m")
-        .tap_request("b", "memory", "100Mi");
+    let new = PodBuilder::new("ns", "p")
+        .container(
+            container("a")
+                .guaranteed("250m", "64Mi")
+                .request("cpu", "300m"),
+        )
+        .container(
+            container("b")
+                .guaranteed("250m", "64Mi")
+                .request("memory", "100Mi"),
+        )
+        .build();
     let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
     assert_eq!(fix.changes.len(), 2);
 }
@@ -134,36 +121,21 @@ fn pod_level_guaranteed_pods_are_repaired_at_pod_level() {
 
 #[test]
 fn no_repair_for_best_effort_or_burstable_pods() {
-    let be = PodBuilder::new("ns", "p")
-        .container(container("app"))
-        .build();
-    let gaining = PodBuilder::new("ns", "p")
-        .container(container("app").request("cpu", "100m"))
-        .build();
+    let be = pod(container("app"));
+    let gaining = pod(container("app").request("cpu", "100m"));
     assert_eq!(
         repair(spec(&be), QosClass::BestEffort, spec(&gaining)),
         None
     );
-    let burstable = PodBuilder::new("ns", "p")
-        .container(
-            container("app")
-                .request("cpu", "100m")
-                .limit("cpu", "200m")
-                .both("memory", "1Gi"),
-        )
-        .build();
-    let now_equal = PodBuilder::new("ns", "p")
-        .container(container("app").guaranteed("200m", "1Gi"))
-        .build();
     assert_eq!(
-        repair(spec(&burstable), QosClass::Burstable, spec(&now_equal)),
+        repair(spec(&burstable()), QosClass::Burstable, spec(&now_equal())),
         None
     );
 }
 
 #[test]
 fn culprits_name_the_container_resource_and_values() {
-    let old = guaranteed().build();
+    let old = guaranteed();
     let new = requests_only("500m");
     let c = culprits(
         spec(&old),
@@ -180,17 +152,7 @@ fn culprits_name_the_container_resource_and_values() {
 
 #[test]
 fn culprits_for_burstable_becoming_guaranteed_name_the_changed_values() {
-    let old = PodBuilder::new("ns", "p")
-        .container(
-            container("app")
-                .request("cpu", "100m")
-                .limit("cpu", "200m")
-                .both("memory", "1Gi"),
-        )
-        .build();
-    let new = PodBuilder::new("ns", "p")
-        .container(container("app").guaranteed("200m", "1Gi"))
-        .build();
+    let (old, new) = (burstable(), now_equal());
     let c = culprits(
         spec(&old),
         QosClass::Burstable,
@@ -207,12 +169,8 @@ fn culprits_for_burstable_becoming_guaranteed_name_the_changed_values() {
 
 #[test]
 fn culprits_for_best_effort_gaining_resources() {
-    let old = PodBuilder::new("ns", "p")
-        .container(container("app"))
-        .build();
-    let new = PodBuilder::new("ns", "p")
-        .container(container("app").request("memory", "1Gi"))
-        .build();
+    let old = pod(container("app"));
+    let new = pod(container("app").request("memory", "1Gi"));
     let c = culprits(
         spec(&old),
         QosClass::BestEffort,
