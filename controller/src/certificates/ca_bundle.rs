@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use serde_json::{Value, json};
 
@@ -44,26 +44,31 @@ pub struct Configuration {
 impl Configuration {
     /// What a MutatingWebhookConfiguration trusts.
     pub fn mutating(c: &MutatingWebhookConfiguration) -> Configuration {
-        Configuration {
-            kind: ConfigurationKind::Mutating,
-            webhooks: c
-                .webhooks
-                .iter()
-                .flatten()
-                .map(|w| (w.name.clone(), bytes(w.client_config.ca_bundle.as_ref())))
-                .collect(),
-        }
+        let webhooks = c.webhooks.iter().flatten();
+        Configuration::of(
+            ConfigurationKind::Mutating,
+            webhooks.map(|w| (&w.name, &w.client_config)),
+        )
     }
 
     /// What a ValidatingWebhookConfiguration trusts.
     pub fn validating(c: &ValidatingWebhookConfiguration) -> Configuration {
+        let webhooks = c.webhooks.iter().flatten();
+        Configuration::of(
+            ConfigurationKind::Validating,
+            webhooks.map(|w| (&w.name, &w.client_config)),
+        )
+    }
+
+    /// Either kind, from its webhooks' names and client configs.
+    fn of<'a>(
+        kind: ConfigurationKind,
+        webhooks: impl Iterator<Item = (&'a String, &'a WebhookClientConfig)>,
+    ) -> Configuration {
         Configuration {
-            kind: ConfigurationKind::Validating,
-            webhooks: c
-                .webhooks
-                .iter()
-                .flatten()
-                .map(|w| (w.name.clone(), bytes(w.client_config.ca_bundle.as_ref())))
+            kind,
+            webhooks: webhooks
+                .map(|(name, client)| (name.clone(), bytes(client.ca_bundle.as_ref())))
                 .collect(),
         }
     }

@@ -188,26 +188,18 @@ impl Actuator {
             Decision::DropPlan { why, .. } => {
                 self.metrics.preemption("plan_rejected");
                 tracing::warn!(pod = %key, why, "recorded plan rejected");
-                self.record(pod, None).await?;
-                self.event(
-                    &reference(pod),
-                    None,
-                    true,
-                    "PreemptionPlanRejected",
-                    format!("resize-guard did not act on the recorded preemption plan: {why}; a fresh plan is chosen instead"),
+                let note = format!(
+                    "resize-guard did not act on the recorded preemption plan: {why}; a fresh plan is chosen instead"
                 );
+                self.forget_plan(pod, true, "PreemptionPlanRejected", note)
+                    .await?;
             }
             Decision::Replan { why, .. } => {
                 self.metrics.preemption("pdb_blocked");
                 tracing::info!(pod = %key, why, "re-planning");
-                self.record(pod, None).await?;
-                self.event(
-                    &reference(pod),
-                    None,
-                    false,
-                    "PreemptionReplanned",
-                    format!("resize-guard: {why}"),
-                );
+                let note = format!("resize-guard: {why}");
+                self.forget_plan(pod, false, "PreemptionReplanned", note)
+                    .await?;
             }
             Decision::Throttled { why, .. } => {
                 self.metrics.preemption("throttled");
@@ -243,6 +235,19 @@ impl Actuator {
             }
         }
         Ok(None)
+    }
+
+    /// Removes the plan annotation and says why in an Event on the pod (a fresh plan follows).
+    async fn forget_plan(
+        &self,
+        pod: &Pod,
+        warning: bool,
+        reason: &str,
+        note: String,
+    ) -> Result<(), ActuateError> {
+        self.record(pod, None).await?;
+        self.event(&reference(pod), None, warning, reason, note);
+        Ok(())
     }
 
     /// Patches an Infeasible resize back to the pod's actual resources through `pods/resize`.

@@ -135,6 +135,11 @@ impl World {
         self.observed.ca.as_ref().unwrap()
     }
 
+    /// The stored CA Secret, to damage it.
+    fn ca_mut(&mut self) -> &mut Stored {
+        self.observed.ca.as_mut().unwrap()
+    }
+
     fn ca_text(&self, key: &str) -> String {
         self.ca().text(key).unwrap().to_owned()
     }
@@ -166,6 +171,14 @@ impl World {
         let mut w = World::new(shipped());
         w.converge(t0());
         w
+    }
+
+    /// A healthy install converged at t0+201m, in phase 1 of a CA rotation; with that time.
+    fn rotating() -> (World, SystemTime) {
+        let mut w = World::installed();
+        let t2 = t0() + 201 * MIN;
+        w.converge(t2);
+        (w, t2)
     }
 }
 

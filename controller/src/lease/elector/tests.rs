@@ -12,6 +12,18 @@ fn record(holder: &str, renewed_second: i64, lease_seconds: i32) -> LeaseSpec {
     }
 }
 
+/// Follower `b` still sees `a` holding the lease `held` seconds after `t0`, and takes it `free`
+/// seconds after.
+fn b_takes_over_between(seen: &Observation, t0: Instant, held: u64, free: u64) {
+    let at = |secs| t0 + Duration::from_secs(secs);
+    assert_eq!(
+        seen.judge("b", at(held)),
+        Judgement::HeldBy("a".into()),
+        "at +{held}s"
+    );
+    assert_eq!(seen.judge("b", at(free)), Judgement::Take, "at +{free}s");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_follower_takes_over_only_after_the_record_stood_still_for_a_whole_lease() {
     let mut seen = Observation::default();
@@ -20,14 +32,7 @@ async fn a_follower_takes_over_only_after_the_record_stood_still_for_a_whole_lea
     assert_eq!(seen.judge("b", t0), Judgement::HeldBy("a".into()));
     // The same record read again later does not restart the clock.
     seen.observe(&record("a", 100, 15), t0 + Duration::from_secs(10));
-    assert_eq!(
-        seen.judge("b", t0 + Duration::from_secs(14)),
-        Judgement::HeldBy("a".into())
-    );
-    assert_eq!(
-        seen.judge("b", t0 + Duration::from_secs(15)),
-        Judgement::Take
-    );
+    b_takes_over_between(&seen, t0, 14, 15);
 }
 
 #[tokio::test(start_paused = true)]
@@ -36,14 +41,7 @@ async fn a_renewal_restarts_the_followers_clock() {
     let t0 = Instant::now();
     seen.observe(&record("a", 100, 15), t0);
     seen.observe(&record("a", 102, 15), t0 + Duration::from_secs(12));
-    assert_eq!(
-        seen.judge("b", t0 + Duration::from_secs(20)),
-        Judgement::HeldBy("a".into())
-    );
-    assert_eq!(
-        seen.judge("b", t0 + Duration::from_secs(27)),
-        Judgement::Take
-    );
+    b_takes_over_between(&seen, t0, 20, 27);
 }
 
 #[tokio::test(start_paused = true)]
@@ -53,14 +51,7 @@ async fn the_holders_wall_clock_does_not_matter() {
     for skewed in [0, 100, 4_000_000_000] {
         let mut seen = Observation::default();
         seen.observe(&record("a", skewed, 15), t0);
-        assert_eq!(
-            seen.judge("b", t0 + Duration::from_secs(1)),
-            Judgement::HeldBy("a".into())
-        );
-        assert_eq!(
-            seen.judge("b", t0 + Duration::from_secs(16)),
-            Judgement::Take
-        );
+        b_takes_over_between(&seen, t0, 1, 16);
     }
 }
 

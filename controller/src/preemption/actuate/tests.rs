@@ -111,6 +111,24 @@ fn ok(seen: &Seen) -> (StatusCode, Value) {
     )
 }
 
+/// Refuses requests whose path ends with `suffix` with `refusal`; answers the rest as [`ok`].
+fn refusing(suffix: &'static str, refusal: (StatusCode, Value)) -> Answer {
+    Box::new(move |s: &Seen| {
+        if s.path.ends_with(suffix) {
+            refusal.clone()
+        } else {
+            ok(s)
+        }
+    })
+}
+
+/// The actuator of a replica that leads for good, on a fake API server answering with `answer`;
+/// with the requests seen.
+fn leading(answer: Answer) -> (Actuator, Arc<Mutex<Vec<Seen>>>) {
+    let (client, seen) = fake(answer);
+    (actuator(client, Leadership::forever()), seen)
+}
+
 fn actuator(client: kube::Client, leadership: Leadership) -> Actuator {
     Actuator {
         events: Events::start(
@@ -214,8 +232,7 @@ async fn settle() {
 
 #[tokio::test]
 async fn a_multi_victim_plan_is_recorded_then_each_victim_evicted_and_marked() {
-    let (client, seen) = fake(Box::new(ok));
-    let a = actuator(client, Leadership::forever());
+    let (a, seen) = leading(Box::new(ok));
     let action = preempt_two(&a).await;
     assert_eq!(action, Action::requeue(SHORT_WAIT));
     assert_eq!(
@@ -260,8 +277,7 @@ async fn a_multi_victim_plan_is_recorded_then_each_victim_evicted_and_marked() {
 
 #[tokio::test]
 async fn a_one_victim_plan_is_recorded_after_its_eviction() {
-    let (client, seen) = fake(Box::new(ok));
-    let a = actuator(client, Leadership::forever());
+    let (a, seen) = leading(Box::new(ok));
     let victims = vec![removal("v1", Via::Eviction)];
     preempt(&a, Record::After(plan(&victims)), victims)
         .await
@@ -278,14 +294,7 @@ async fn a_one_victim_plan_is_recorded_after_its_eviction() {
 
 #[tokio::test]
 async fn a_budget_refusal_clears_the_plan_and_touches_no_further_victim() {
-    let (client, seen) = fake(Box::new(|s: &Seen| {
-        if s.path.ends_with("v1/eviction") {
-            budget_refusal()
-        } else {
-            ok(s)
-        }
-    }));
-    let a = actuator(client, Leadership::forever());
+    let (a, seen) = leading(refusing("v1/eviction", budget_refusal()));
     let action = preempt_two(&a).await;
     assert_eq!(action, Action::requeue(REPLAN_WAIT));
     assert_eq!(
@@ -317,14 +326,7 @@ async fn a_budget_refusal_clears_the_plan_and_touches_no_further_victim() {
 #[tokio::test]
 async fn a_throttled_eviction_is_asked_once_and_the_plan_kept_for_later() {
     // API Priority and Fairness: 429 with Retry-After, a plain-text body, no budget cause.
-    let (client, seen) = fake(Box::new(|s: &Seen| {
-        if s.path.ends_with("/eviction") {
-            status(429, "TooManyRequests")
-        } else {
-            ok(s)
-        }
-    }));
-    let a = actuator(client, Leadership::forever());
+    let (a, seen) = leading(refusing("/eviction", status(429, "TooManyRequests")));
     let action = preempt_two(&a).await;
     assert_eq!(
         action,
@@ -350,7 +352,7 @@ async fn a_throttled_eviction_is_asked_once_and_the_plan_kept_for_later() {
 #[tokio::test(start_paused = true)]
 async fn a_throttled_plan_record_is_retried_by_the_client_and_the_plan_goes_on() {
     let mut throttled = false;
-    let (client, seen) = fake(Box::new(move |s: &Seen| {
+    let (a, seen) = leading(Box::new(move |s: &Seen| {
         if s.method == Method::PATCH && s.path.ends_with("pods/app") && !throttled {
             throttled = true;
             status(429, "TooManyRequests")
@@ -358,7 +360,7 @@ async fn a_throttled_plan_record_is_retried_by_the_client_and_the_plan_goes_on()
             ok(s)
         }
     }));
-    let a = actuator(client, Leadership::forever());
+
     let action = preempt_two(&a).await;
     assert_eq!(action, Action::requeue(SHORT_WAIT));
     assert_eq!(
@@ -373,8 +375,7 @@ async fn a_throttled_plan_record_is_retried_by_the_client_and_the_plan_goes_on()
 
 #[tokio::test]
 async fn best_effort_marks_then_deletes_with_the_uid_precondition_and_grace() {
-    let (client, seen) = fake(Box::new(ok));
-    let a = actuator(client, Leadership::forever());
+    let (a, seen) = leading(Box::new(ok));
     let victims = vec![removal("v1", Via::Delete)];
     preempt(&a, Record::Recorded, victims).await.unwrap();
     assert_eq!(
@@ -391,7 +392,7 @@ async fn best_effort_marks_then_deletes_with_the_uid_precondition_and_grace() {
 
 #[tokio::test]
 async fn a_victim_already_gone_or_replaced_is_skipped_and_the_plan_goes_on() {
-    let (client, seen) = fake(Box::new(|s: &Seen| {
+    let (a, seen) = leading(Box::new(|s: &Seen| {
         if s.path.ends_with("gone/eviction") {
             status(404, "NotFound")
         } else if s.path.ends_with("replaced/eviction") {
@@ -401,7 +402,7 @@ async fn a_victim_already_gone_or_replaced_is_skipped_and_the_plan_goes_on() {
             ok(s)
         }
     }));
-    let a = actuator(client, Leadership::forever());
+
     let victims = vec![
         removal("gone", Via::Eviction),
         removal("replaced", Via::Eviction),
@@ -452,8 +453,7 @@ async fn losing_the_lease_mid_plan_stops_every_later_write_events_included() {
 
 #[tokio::test]
 async fn the_requeue_is_the_decisions_own() {
-    let (client, _seen) = fake(Box::new(ok));
-    let a = actuator(client, Leadership::forever());
+    let (a, _seen) = leading(Box::new(ok));
     let failed = Decision::Failed {
         reason: "NoVictims",
         note: "n".into(),

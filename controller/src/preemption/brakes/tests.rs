@@ -71,18 +71,8 @@ fn a_plan_waits_until_the_bucket_holds_all_its_victims_and_unused_tokens_go_back
         Err(Held::Rate { wait }) => assert_eq!(wait, Duration::from_secs(20)),
         other => panic!("{other:?}"),
     }
-    assert!(
-        b.admit(
-            &pod("c", 1),
-            "n3",
-            2,
-            true,
-            1,
-            l,
-            now + Duration::from_secs(20)
-        )
-        .is_ok()
-    );
+    let refilled = now + Duration::from_secs(20);
+    assert!(b.admit(&pod("c", 1), "n3", 2, true, 1, l, refilled).is_ok());
 }
 
 #[test]
@@ -103,18 +93,8 @@ fn one_plan_in_flight_per_node_until_it_ends_or_goes_quiet() {
     assert!(b.admit(&p, "n1", 1, false, 1, l, now).is_ok());
     // Kept fresh while its victims terminate, then released when the plan ends.
     b.touch(&p, Some("n1"), now + CLAIM_TTL);
-    assert!(
-        b.admit(
-            &q,
-            "n1",
-            1,
-            true,
-            1,
-            l,
-            now + CLAIM_TTL + Duration::from_secs(1)
-        )
-        .is_err()
-    );
+    let fresh_still = now + CLAIM_TTL + Duration::from_secs(1);
+    assert!(b.admit(&q, "n1", 1, true, 1, l, fresh_still).is_err());
     b.release(&p, Some("n1"), false);
     assert!(b.admit(&q, "n1", 1, true, 1, l, now).is_ok());
     // A claim nobody hears of expires.
@@ -165,34 +145,19 @@ fn futile_plans_open_the_breaker_for_every_resize_until_the_pause_ends() {
         other => panic!("{other:?}"),
     }
     assert!(b.paused(now));
+    let (pausing, ended) = (
+        now + Duration::from_secs(299),
+        now + Duration::from_secs(300),
+    );
     assert!(matches!(
-        b.admit(
-            &pod("r", 1),
-            "n3",
-            1,
-            true,
-            1,
-            l,
-            now + Duration::from_secs(299)
-        ),
+        b.admit(&pod("r", 1), "n3", 1, true, 1, l, pausing),
         Err(Held::Paused {
             opened_now: false,
             ..
         })
     ));
-    assert!(
-        b.admit(
-            &pod("r", 1),
-            "n3",
-            1,
-            true,
-            1,
-            l,
-            now + Duration::from_secs(300)
-        )
-        .is_ok()
-    );
-    assert!(!b.paused(now + Duration::from_secs(300)));
+    assert!(b.admit(&pod("r", 1), "n3", 1, true, 1, l, ended).is_ok());
+    assert!(!b.paused(ended));
 }
 
 #[test]

@@ -11,18 +11,25 @@ fn now() -> Timestamp {
     Timestamp::from_second(1_000).unwrap()
 }
 
-fn deferred_app() -> Pod {
-    let mut p = PodBuilder::new("prod", "app")
+/// prod/app on n1 (250m CPU, guaranteed) resizing to `cpu`, pending with the kubelet's `reason`
+/// and `message`.
+fn resizing_app(cpu: &str, reason: &str, message: &str) -> PodBuilder {
+    PodBuilder::new("prod", "app")
         .node("n1")
-        .priority(1000)
         .container(container("app").guaranteed("250m", "256Mi"))
         .running(0)
-        .resize("app", "cpu", "550m")
-        .resize_pending(
-            REASON_DEFERRED,
-            "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930",
-        )
-        .build();
+        .resize("app", "cpu", cpu)
+        .resize_pending(reason, message)
+}
+
+fn deferred_app() -> Pod {
+    let mut p = resizing_app(
+        "550m",
+        REASON_DEFERRED,
+        "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930",
+    )
+    .priority(1000)
+    .build();
     let cond = &mut p.status.as_mut().unwrap().conditions.as_mut().unwrap()[0];
     cond.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         Timestamp::from_second(990).unwrap(),
@@ -82,12 +89,64 @@ fn decide(
     super::decide(pod, verdict, plan, &states, policy, now, &|_| Some(45))
 }
 
+/// The deferred app on n1 beside the filler, judged under a policy: most tests' starting point.
+struct Scene {
+    pod: Pod,
+    policy: Policy,
+    verdict: Verdict,
+}
+
+impl Scene {
+    /// The filler running (a victim to choose) or already terminating (room being freed).
+    fn new(policy: Policy, filler_terminating: bool) -> Self {
+        let pod = deferred_app();
+        let verdict = verdict(&pod, vec![filler(filler_terminating)], &policy);
+        Scene {
+            pod,
+            policy,
+            verdict,
+        }
+    }
+
+    /// `decide` at `now()` with no plan recorded.
+    fn fresh(&self) -> Decision {
+        self.resume(None, &[])
+    }
+
+    /// `decide` at `now()` with `plan` recorded and its victims in `victims`, in the plan's order.
+    fn resume(&self, plan: Option<&PlanRecord>, victims: &[VictimState]) -> Decision {
+        decide(&self.pod, &self.verdict, plan, victims, &self.policy, now())
+    }
+}
+
+/// A victim's key in the tests' `batch` namespace.
+fn batch_key(name: &str, uid: &str) -> PodKey {
+    PodKey {
+        namespace: "batch".into(),
+        name: name.into(),
+        uid: uid.into(),
+    }
+}
+
+/// A plan recorded at `at` for `generation`, naming `victims` in order, unsealed.
+fn plan_at(generation: i64, victims: Vec<PodKey>, at: Timestamp) -> PlanRecord {
+    PlanRecord {
+        generation,
+        victims,
+        time: at,
+        mac: String::new(),
+    }
+}
+
+/// A plan recorded now for `generation`, naming `batch` pods `(name, uid)` in order.
+fn plan(generation: i64, victims: &[(&str, &str)]) -> PlanRecord {
+    let keys = victims.iter().map(|(n, u)| batch_key(n, u)).collect();
+    plan_at(generation, keys, now())
+}
+
 #[test]
 fn a_deferred_resize_gets_a_fresh_one_victim_plan_recorded_after_the_eviction() {
-    let pod = deferred_app();
-    let policy = Policy::default();
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    match decide(&pod, &v, None, &[], &policy, now()) {
+    match Scene::new(Policy::default(), false).fresh() {
         Decision::Preempt {
             record: Record::After(rec),
             victims,
@@ -111,10 +170,7 @@ fn a_deferred_resize_gets_a_fresh_one_victim_plan_recorded_after_the_eviction() 
 
 #[test]
 fn terminating_pods_covering_the_shortfall_mean_waiting_not_preempting() {
-    let pod = deferred_app();
-    let policy = Policy::default();
-    let v = verdict(&pod, vec![filler(true)], &policy);
-    let d = decide(&pod, &v, None, &[], &policy, now());
+    let d = Scene::new(Policy::default(), true).fresh();
     assert!(
         matches!(&d, Decision::Wait { why, .. } if why.contains("batch/filler")),
         "{d:?}"
@@ -123,11 +179,9 @@ fn terminating_pods_covering_the_shortfall_mean_waiting_not_preempting() {
 
 #[test]
 fn no_plan_is_reported_with_its_reason() {
-    let pod = deferred_app();
     let mut policy = Policy::default();
     policy.preemption.enabled = false;
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    match decide(&pod, &v, None, &[], &policy, now()) {
+    match Scene::new(policy, false).fresh() {
         Decision::Failed {
             reason,
             note,
@@ -143,11 +197,9 @@ fn no_plan_is_reported_with_its_reason() {
 
 #[test]
 fn audit_mode_only_says_what_it_would_preempt() {
-    let pod = deferred_app();
     let mut policy = Policy::default();
     policy.mode = resize_guard_policy::policy::Mode::Audit;
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    let d = decide(&pod, &v, None, &[], &policy, now());
+    let d = Scene::new(policy, false).fresh();
     assert!(
         matches!(&d, Decision::WouldPreempt { note, after } if note.contains("batch/filler") && *after == WOULD_PREEMPT_RECHECK),
         "{d:?}"
@@ -156,11 +208,9 @@ fn audit_mode_only_says_what_it_would_preempt() {
 
 #[test]
 fn min_deferred_seconds_delays_preemption() {
-    let pod = deferred_app();
     let mut policy = Policy::default();
     policy.preemption.min_deferred_seconds = 30;
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    match decide(&pod, &v, None, &[], &policy, now()) {
+    match Scene::new(policy, false).fresh() {
         Decision::Wait { after, .. } => assert_eq!(after, Duration::from_secs(20)),
         other => panic!("{other:?}"),
     }
@@ -179,12 +229,7 @@ fn not_deferred_pods_are_idle_and_unblocked_ones_clear_their_plan() {
         decide(&running, &v, None, &[], &policy, now()),
         Decision::Idle
     );
-    let rec = PlanRecord {
-        generation: 2,
-        victims: vec![],
-        time: Timestamp::from_second(997).unwrap(),
-        mac: String::new(),
-    };
+    let rec = plan_at(2, vec![], Timestamp::from_second(997).unwrap());
     assert_eq!(
         decide(&running, &v, Some(&rec), &[], &policy, now()),
         Decision::Unblocked { seconds: 3.0 }
@@ -204,16 +249,12 @@ fn a_deferred_resize_that_fits_now_waits_for_the_kubelet() {
 
 #[test]
 fn infeasible_resizes_are_reverted_to_actual_resources_when_policy_asks() {
-    let pod = PodBuilder::new("prod", "app")
-        .node("n1")
-        .container(container("app").guaranteed("250m", "256Mi"))
-        .running(0)
-        .resize("app", "cpu", "2430m")
-        .resize_pending(
-            REASON_INFEASIBLE,
-            "Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930",
-        )
-        .build();
+    let pod = resizing_app(
+        "2430m",
+        REASON_INFEASIBLE,
+        "Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930",
+    )
+    .build();
     let mut policy = Policy::default();
     let v = verdict(&pod, vec![], &policy);
     assert_eq!(
@@ -249,17 +290,13 @@ fn infeasible_resizes_are_reverted_to_actual_resources_when_policy_asks() {
 /// on the node, yet nothing is preempted — not afresh, not by resuming a recorded plan.
 #[test]
 fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
-    let pod = PodBuilder::new("prod", "app")
-        .node("n1")
-        .priority(1000)
-        .container(container("app").guaranteed("250m", "256Mi"))
-        .running(0)
-        .resize("app", "cpu", "2430m")
-        .resize_pending(
-            REASON_DEFERRED,
-            "Node didn't have enough resource: cpu, requested: 2430, used: 1500, capacity: 1930",
-        )
-        .build();
+    let pod = resizing_app(
+        "2430m",
+        REASON_DEFERRED,
+        "Node didn't have enough resource: cpu, requested: 2430, used: 1500, capacity: 1930",
+    )
+    .priority(1000)
+    .build();
     let policy = Policy::default();
     let v = verdict(&pod, vec![filler(false)], &policy);
     assert!(matches!(v, Verdict::Infeasible(_)), "{v:?}");
@@ -283,16 +320,7 @@ fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
         other => panic!("{other:?}"),
     };
     never(decide(&pod, &v, None, &[], &policy, now()));
-    let rec = PlanRecord {
-        generation: 2,
-        victims: vec![PodKey {
-            namespace: "batch".into(),
-            name: "filler".into(),
-            uid: "u1".into(),
-        }],
-        time: now(),
-        mac: String::new(),
-    };
+    let rec = plan(2, &[("filler", "u1")]);
     never(decide(
         &pod,
         &v,
@@ -306,48 +334,42 @@ fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
 #[test]
 fn each_victim_goes_with_its_own_grace_period_capped_only_when_policy_says_through_the_api_policy_names()
  {
-    let pod = deferred_app();
-    let mut policy = Policy::default();
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    let removal = |d: Decision| match d {
-        Decision::Preempt { victims, .. } => victims[0].clone(),
-        other => panic!("{other:?}"),
-    };
-    // No cap by default: the victim's own 45 s, as kube-scheduler honours it.
-    let r = removal(decide(&pod, &v, None, &[], &policy, now()));
-    assert_eq!((r.grace_seconds, r.via), (45, Via::Eviction));
-    policy.preemption.max_grace_period_seconds = Some(60);
-    let r = removal(decide(&pod, &v, None, &[], &policy, now()));
-    assert_eq!((r.grace_seconds, r.via), (45, Via::Eviction));
-
-    policy.preemption.max_grace_period_seconds = Some(10);
-    policy.preemption.pdb = resize_guard_policy::policy::PdbMode::BestEffort;
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    let r = removal(decide(&pod, &v, None, &[], &policy, now()));
-    assert_eq!((r.grace_seconds, r.via), (10, Via::Delete));
-
-    // Unknown (not cached): the API's default of 30 s, still capped.
-    let d = super::decide(
-        &pod,
-        &v,
-        None,
-        &VictimStates::default(),
-        &policy,
-        now(),
-        &|_| None,
-    );
-    assert_eq!(removal(d).grace_seconds, 10);
-    policy.preemption.max_grace_period_seconds = Some(300);
-    let d = super::decide(
-        &pod,
-        &v,
-        None,
-        &VictimStates::default(),
-        &policy,
-        now(),
-        &|_| None,
-    );
-    assert_eq!(removal(d).grace_seconds, 30);
+    use resize_guard_policy::policy::PdbMode::{BestEffort, Respect};
+    // (the policy's cap, its PDB mode, the victim's own grace period 45 s known or not cached,
+    // the grace period sent, how)
+    let cases = [
+        // No cap by default: the victim's own 45 s, as kube-scheduler honours it.
+        (None, Respect, true, 45, Via::Eviction),
+        (Some(60), Respect, true, 45, Via::Eviction),
+        (Some(10), BestEffort, true, 10, Via::Delete),
+        // Unknown (not cached): the API's default of 30 s, still capped.
+        (Some(10), BestEffort, false, 10, Via::Delete),
+        (Some(300), BestEffort, false, 30, Via::Delete),
+    ];
+    for (cap, pdb, known, grace_seconds, via) in cases {
+        let mut policy = Policy::default();
+        policy.preemption.max_grace_period_seconds = cap;
+        policy.preemption.pdb = pdb;
+        let s = Scene::new(policy, false);
+        let own = |_: &PodKey| known.then_some(45);
+        let d = super::decide(
+            &s.pod,
+            &s.verdict,
+            None,
+            &VictimStates::default(),
+            &s.policy,
+            now(),
+            &own,
+        );
+        match d {
+            Decision::Preempt { victims, .. } => assert_eq!(
+                (victims[0].grace_seconds, victims[0].via),
+                (grace_seconds, via),
+                "cap {cap:?}, {pdb:?}, own grace known: {known}"
+            ),
+            other => panic!("cap {cap:?}, {pdb:?}, own grace known: {known}: {other:?}"),
+        }
+    }
 }
 
 #[test]
@@ -391,10 +413,7 @@ mod recorded;
 
 #[test]
 fn every_decision_says_when_to_look_again() {
-    let pod = deferred_app();
-    let policy = Policy::default();
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    let d = decide(&pod, &v, None, &[], &policy, now());
+    let d = Scene::new(Policy::default(), false).fresh();
     assert_eq!(d.requeue(), Some(SHORT_WAIT), "{d:?}");
     let untrusted = plan_untrusted(&Untrusted::BadSeal);
     assert_eq!(untrusted.requeue(), Some(SHORT_WAIT));

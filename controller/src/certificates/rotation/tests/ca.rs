@@ -27,7 +27,7 @@ fn unreadable_ca_secret_data_means_a_new_ca_with_the_problem_logged() {
     ];
     for (break_it, want) in cases {
         let mut w = World::installed();
-        break_it(w.observed.ca.as_mut().unwrap());
+        break_it(w.ca_mut());
         let (plan, reason) = only_ca_write(&w.decide(t0()));
         assert_eq!(plan.current, Material::Generate);
         assert!(
@@ -47,9 +47,8 @@ fn unreadable_ca_secret_data_means_a_new_ca_with_the_problem_logged() {
 fn a_leaf_posing_as_the_ca_is_not_a_ca() {
     let mut w = World::installed();
     let (cert, key) = (w.serving_text(TLS_CERT), w.serving_text(TLS_KEY));
-    let ca = w.observed.ca.as_mut().unwrap();
-    ca.data.insert(CA_CERT.into(), cert.into_bytes());
-    ca.data.insert(CA_KEY.into(), key.into_bytes());
+    w.ca_mut().data.insert(CA_CERT.into(), cert.into_bytes());
+    w.ca_mut().data.insert(CA_KEY.into(), key.into_bytes());
     let (_, reason) = only_ca_write(&w.decide(t0()));
     assert!(reason.contains("is not a CA certificate"), "{reason}");
 }
@@ -64,6 +63,16 @@ fn an_expired_ca_is_replaced() {
     assert!(reason.contains("expired at"), "{reason}");
     w.converge(late);
     assert!(w.decide(late).actions.is_empty());
+}
+
+/// The next phase of a rotation begins one overlap (10 minutes) after `since` and not a second
+/// before (the previous phase still holds then): its time, and the CA write decided then.
+fn next_phase(w: &World, since: SystemTime) -> (SystemTime, CaPlan, String) {
+    let at = since + 10 * MIN;
+    let before = w.decide(at - Duration::from_secs(1));
+    assert!(before.actions.is_empty(), "a second early: {before:#?}");
+    let (plan, reason) = only_ca_write(&w.decide(at));
+    (at, plan, reason)
 }
 
 /// Phase 1 at 2/3 of the CA's life, phase 2 `overlap` later, phase 3 `overlap` after that;
@@ -115,16 +124,8 @@ fn a_ca_rotates_in_three_phases_without_a_moment_of_distrust() {
     );
     assert_eq!(w.ca().annotations[ROTATION_SINCE], rfc3339(t2));
 
-    // Still phase 1 just before the overlap ends.
-    assert!(
-        w.decide(t2 + 10 * MIN - Duration::from_secs(1))
-            .actions
-            .is_empty()
-    );
-
     // Phase 2: the new CA signs; the old one stays trusted; the leaf is re-issued.
-    let t3 = t2 + 10 * MIN;
-    let (plan, reason) = only_ca_write(&w.decide(t3));
+    let (t3, plan, reason) = next_phase(&w, t2);
     assert_eq!(plan.previous.as_deref(), Some(old_ca.as_str()));
     assert_eq!(plan.next, None);
     assert!(reason.contains("it signs from now on"), "{reason}");
@@ -140,13 +141,7 @@ fn a_ca_rotates_in_three_phases_without_a_moment_of_distrust() {
     assert!(signed_by(&w.serving_text(TLS_CERT), &new_ca).unwrap());
 
     // Phase 3: the old CA leaves the bundle another overlap later.
-    assert!(
-        w.decide(t3 + 10 * MIN - Duration::from_secs(1))
-            .actions
-            .is_empty()
-    );
-    let t4 = t3 + 10 * MIN;
-    let (plan, reason) = only_ca_write(&w.decide(t4));
+    let (t4, plan, reason) = next_phase(&w, t3);
     assert_eq!((plan.previous, plan.rotation_since), (None, None));
     assert!(reason.contains("removing it"), "{reason}");
     let all = w.converge(t4);
@@ -165,15 +160,8 @@ fn a_ca_rotates_in_three_phases_without_a_moment_of_distrust() {
 
 #[test]
 fn a_rotation_without_its_timestamp_restarts_the_overlap() {
-    let mut w = World::installed();
-    let t2 = t0() + 201 * MIN;
-    w.converge(t2);
-    w.observed
-        .ca
-        .as_mut()
-        .unwrap()
-        .annotations
-        .remove(ROTATION_SINCE);
+    let (mut w, t2) = World::rotating();
+    w.ca_mut().annotations.remove(ROTATION_SINCE);
     let later = t2 + 30 * MIN;
     let (plan, reason) = only_ca_write(&w.decide(later));
     assert!(
@@ -183,10 +171,7 @@ fn a_rotation_without_its_timestamp_restarts_the_overlap() {
     assert_eq!(plan.rotation_since, Some(later));
     assert!(reason.contains("restarting the overlap"), "{reason}");
 
-    w.observed
-        .ca
-        .as_mut()
-        .unwrap()
+    w.ca_mut()
         .annotations
         .insert(ROTATION_SINCE.into(), "garbage".into());
     let (plan, _) = only_ca_write(&w.decide(later));
@@ -195,13 +180,8 @@ fn a_rotation_without_its_timestamp_restarts_the_overlap() {
 
 #[test]
 fn an_unreadable_next_ca_is_dropped_and_the_rotation_starts_over() {
-    let mut w = World::installed();
-    let t2 = t0() + 201 * MIN;
-    w.converge(t2);
-    w.observed
-        .ca
-        .as_mut()
-        .unwrap()
+    let (mut w, t2) = World::rotating();
+    w.ca_mut()
         .data
         .insert(NEXT_CA_KEY.into(), b"garbage".to_vec());
     let t = t2 + MIN;
@@ -215,16 +195,9 @@ fn an_unreadable_next_ca_is_dropped_and_the_rotation_starts_over() {
 
 #[test]
 fn an_unusable_current_ca_with_a_usable_successor_promotes_it_at_once() {
-    let mut w = World::installed();
-    let t2 = t0() + 201 * MIN;
-    w.converge(t2);
+    let (mut w, t2) = World::rotating();
     let next = w.ca_text(NEXT_CA_CERT);
-    w.observed
-        .ca
-        .as_mut()
-        .unwrap()
-        .data
-        .insert(CA_CERT.into(), b"garbage".to_vec());
+    w.ca_mut().data.insert(CA_CERT.into(), b"garbage".to_vec());
     let (plan, reason) = only_ca_write(&w.decide(t2));
     assert!(matches!(&plan.current, Material::Keep(a) if a.cert_pem() == next));
     assert!(reason.ends_with("promoting the next CA now"), "{reason}");
@@ -232,14 +205,9 @@ fn an_unusable_current_ca_with_a_usable_successor_promotes_it_at_once() {
 
 #[test]
 fn a_garbage_previous_ca_is_dropped() {
-    let mut w = World::installed();
-    let t2 = t0() + 201 * MIN;
-    w.converge(t2);
+    let (mut w, t2) = World::rotating();
     w.converge(t2 + 10 * MIN);
-    w.observed
-        .ca
-        .as_mut()
-        .unwrap()
+    w.ca_mut()
         .data
         .insert(PREVIOUS_CA_CERT.into(), b"garbage".to_vec());
     let (plan, reason) = only_ca_write(&w.decide(t2 + 11 * MIN));

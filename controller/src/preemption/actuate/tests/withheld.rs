@@ -41,8 +41,7 @@ async fn a_replica_that_does_not_lead_writes_nothing() {
 
 #[tokio::test]
 async fn a_plan_the_brakes_hold_back_writes_nothing_and_says_why() {
-    let (client, seen) = fake(Box::new(ok));
-    let a = actuator(client, Leadership::forever());
+    let (a, seen) = leading(Box::new(ok));
     let mut limits = Limits::of(&resize_guard_policy::policy::Policy::default());
     limits.per_resize = 2; // the bucket holds one plan of 2
     let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];

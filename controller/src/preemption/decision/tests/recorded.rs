@@ -5,35 +5,12 @@ use super::*;
 
 #[test]
 fn a_recorded_plan_is_resumed_not_rechosen() {
-    let pod = deferred_app();
-    let policy = Policy::default();
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    let rec = PlanRecord {
-        generation: 2,
-        victims: vec![
-            PodKey {
-                namespace: "batch".into(),
-                name: "first".into(),
-                uid: "u1".into(),
-            },
-            PodKey {
-                namespace: "batch".into(),
-                name: "second".into(),
-                uid: "u2".into(),
-            },
-        ],
-        time: now(),
-        mac: String::new(),
-    };
-    let d = decide(
-        &pod,
-        &v,
+    let s = Scene::new(Policy::default(), false);
+    let rec = two_victim_plan();
+    match s.resume(
         Some(&rec),
         &[VictimState::Terminating, VictimState::Present],
-        &policy,
-        now(),
-    );
-    match d {
+    ) {
         Decision::Preempt {
             record: Record::Recorded,
             victims,
@@ -41,33 +18,14 @@ fn a_recorded_plan_is_resumed_not_rechosen() {
         } => assert_eq!(victims[0].victim.name, "second"),
         other => panic!("{other:?}"),
     }
-    let d = decide(
-        &pod,
-        &v,
-        Some(&rec),
-        &[VictimState::Terminating, VictimState::Gone],
-        &policy,
-        now(),
-    );
+    let d = s.resume(Some(&rec), &[VictimState::Terminating, VictimState::Gone]);
     assert!(matches!(d, Decision::Wait { .. }), "{d:?}");
 }
 
 #[test]
 fn when_every_planned_victim_is_gone_and_still_deferred_it_plans_again() {
-    let pod = deferred_app();
-    let policy = Policy::default();
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    let rec = PlanRecord {
-        generation: 2,
-        victims: vec![PodKey {
-            namespace: "batch".into(),
-            name: "old".into(),
-            uid: "u0".into(),
-        }],
-        time: now(),
-        mac: String::new(),
-    };
-    let d = decide(&pod, &v, Some(&rec), &[VictimState::Gone], &policy, now());
+    let rec = plan(2, &[("old", "u0")]);
+    let d = Scene::new(Policy::default(), false).resume(Some(&rec), &[VictimState::Gone]);
     assert!(
         matches!(
             d,
@@ -82,28 +40,8 @@ fn when_every_planned_victim_is_gone_and_still_deferred_it_plans_again() {
 
 #[test]
 fn a_plan_for_an_older_generation_is_not_resumed() {
-    let pod = deferred_app();
-    let policy = Policy::default();
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    let rec = PlanRecord {
-        generation: 1,
-        victims: vec![PodKey {
-            namespace: "batch".into(),
-            name: "x".into(),
-            uid: "ux".into(),
-        }],
-        time: now(),
-        mac: String::new(),
-    };
-    let d = decide(
-        &pod,
-        &v,
-        Some(&rec),
-        &[VictimState::Present],
-        &policy,
-        now(),
-    );
-    match d {
+    let rec = plan(1, &[("x", "ux")]);
+    match Scene::new(Policy::default(), false).resume(Some(&rec), &[VictimState::Present]) {
         Decision::Preempt {
             record: Record::After(r),
             victims,
@@ -117,34 +55,17 @@ fn a_plan_for_an_older_generation_is_not_resumed() {
 }
 
 fn two_victim_plan() -> PlanRecord {
-    let key = |name: &str, uid: &str| PodKey {
-        namespace: "batch".into(),
-        name: name.into(),
-        uid: uid.into(),
-    };
-    PlanRecord {
-        generation: 2,
-        victims: vec![key("first", "u1"), key("second", "u2")],
-        time: now(),
-        mac: String::new(),
-    }
+    plan(2, &[("first", "u1"), ("second", "u2")])
 }
 
 #[test]
 fn a_recorded_plan_naming_a_pod_a_fresh_plan_could_not_choose_is_dropped_with_the_reason() {
-    let pod = deferred_app();
-    let policy = Policy::default();
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    let d = decide(
-        &pod,
-        &v,
+    let d = Scene::new(Policy::default(), false).resume(
         Some(&two_victim_plan()),
         &[
             VictimState::Present,
             VictimState::Ineligible("it is on node n2, not the resizing pod's node n1".into()),
         ],
-        &policy,
-        now(),
     );
     match d {
         Decision::DropPlan { why, after } => assert_eq!(
@@ -160,17 +81,11 @@ fn a_recorded_plan_naming_a_pod_a_fresh_plan_could_not_choose_is_dropped_with_th
 
 #[test]
 fn a_recorded_plan_over_the_victim_cap_is_dropped_not_resumed() {
-    let pod = deferred_app();
     let mut policy = Policy::default();
     policy.preemption.max_victims_per_resize = 1;
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    let d = decide(
-        &pod,
-        &v,
+    let d = Scene::new(policy, false).resume(
         Some(&two_victim_plan()),
         &[VictimState::Present, VictimState::Present],
-        &policy,
-        now(),
     );
     match d {
         Decision::DropPlan { why, .. } => assert!(why.contains("maxVictimsPerResize (1)"), "{why}"),
@@ -180,20 +95,17 @@ fn a_recorded_plan_over_the_victim_cap_is_dropped_not_resumed() {
 
 #[test]
 fn a_recorded_plan_is_not_resumed_once_preemption_is_off_or_in_audit() {
-    let pod = deferred_app();
     let mut policy = Policy::default();
     policy.preemption.enabled = false;
-    let v = verdict(&pod, vec![filler(false)], &policy);
     let both = [VictimState::Present, VictimState::Present];
-    let d = decide(&pod, &v, Some(&two_victim_plan()), &both, &policy, now());
+    let d = Scene::new(policy, false).resume(Some(&two_victim_plan()), &both);
     assert!(
         matches!(&d, Decision::DropPlan { why, .. } if why.contains("preemption.enabled: false")),
         "{d:?}"
     );
     let mut policy = Policy::default();
     policy.mode = resize_guard_policy::policy::Mode::Audit;
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    let d = decide(&pod, &v, Some(&two_victim_plan()), &both, &policy, now());
+    let d = Scene::new(policy, false).resume(Some(&two_victim_plan()), &both);
     assert!(
         matches!(&d, Decision::DropPlan { why, .. } if why.contains("audit")),
         "{d:?}"
@@ -202,17 +114,10 @@ fn a_recorded_plan_is_not_resumed_once_preemption_is_off_or_in_audit() {
 
 #[test]
 fn a_recorded_victim_is_not_preempted_while_terminating_pods_already_cover_the_resize() {
-    let pod = deferred_app();
-    let policy = Policy::default();
     // The filler is terminating and frees all the room: a fresh plan needs no victim.
-    let v = verdict(&pod, vec![filler(true)], &policy);
-    let d = decide(
-        &pod,
-        &v,
+    let d = Scene::new(Policy::default(), true).resume(
         Some(&two_victim_plan()),
         &[VictimState::Terminating, VictimState::Present],
-        &policy,
-        now(),
     );
     assert!(matches!(d, Decision::Wait { .. }), "{d:?}");
 }
@@ -322,32 +227,26 @@ fn a_victim_terminating_long_past_its_grace_period_stalls_the_plan_with_a_warnin
 
 #[test]
 fn each_victim_is_read_with_its_own_state_whatever_order_the_states_come_in() {
-    let pod = deferred_app();
-    let policy = Policy::default();
-    let v = verdict(&pod, vec![filler(false)], &policy);
-    let key = |name: &str| PodKey {
-        namespace: "batch".into(),
-        name: name.into(),
-        uid: format!("u-{name}"),
-    };
+    let s = Scene::new(Policy::default(), false);
+    let key = |name: &str| batch_key(name, &format!("u-{name}"));
     // The plan names zeta, then alpha; their states come alpha first (and sort alpha first):
     // read by position, zeta would be taken for the running one.
-    let rec = PlanRecord {
-        generation: 2,
-        victims: vec![key("zeta"), key("alpha")],
-        time: now(),
-        mac: String::new(),
-    };
+    let rec = plan_at(2, vec![key("zeta"), key("alpha")], now());
     let states: VictimStates = [
         (key("alpha"), VictimState::Present),
         (key("zeta"), VictimState::Terminating),
     ]
     .into_iter()
     .collect();
-    let d =
-        crate::preemption::decision::decide(&pod, &v, Some(&rec), &states, &policy, now(), &|_| {
-            Some(45)
-        });
+    let d = crate::preemption::decision::decide(
+        &s.pod,
+        &s.verdict,
+        Some(&rec),
+        &states,
+        &s.policy,
+        now(),
+        &|_| Some(45),
+    );
     match d {
         Decision::Preempt {
             record: Record::Recorded,
