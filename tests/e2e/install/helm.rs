@@ -255,19 +255,8 @@ async fn dry_run(env: &Env, what: &str, rendered: &str, skip_groups: &[&str]) ->
                 .any(|g| api.starts_with(&format!("{g}/")))
         })
         .collect();
-    let file = tempfile::NamedTempFile::new().unwrap();
     let stream: Vec<String> = docs.iter().map(Value::to_string).collect();
-    std::fs::write(file.path(), stream.join("\n---\n")).unwrap();
-    let out = env
-        .kubectl()
-        .run([
-            "apply",
-            "--dry-run=server",
-            "-f",
-            &file.path().display().to_string(),
-        ])
-        .await
-        .unwrap();
+    let out = super::dry_run(env, "apply", &stream.join("\n---\n")).await;
     assert!(
         out.success,
         "{what}: kubectl apply --dry-run=server:\n{}\n{}",

@@ -102,18 +102,7 @@ async fn the_shipped_install_applies_passes_restricted_and_has_no_ca_bundle() {
         pod["kind"] = "Pod".into();
         pod["metadata"]["name"] = format!("{deployment}-psa-check").into();
         pod["metadata"]["namespace"] = "resize-guard".into();
-        let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(file.path(), pod.to_string()).unwrap();
-        let out = env
-            .kubectl()
-            .run([
-                "create",
-                "--dry-run=server",
-                "-f",
-                &file.path().display().to_string(),
-            ])
-            .await
-            .unwrap();
+        let out = super::dry_run(env, "create", &pod.to_string()).await;
         assert!(
             out.success && !out.stderr.contains("violate"),
             "{deployment}'s pod under enforce=restricted: {}",

@@ -5,3 +5,23 @@ mod helm;
 mod kustomize;
 mod monitoring;
 mod webhook;
+
+/// `kubectl <verb> --dry-run=server -f <file>` as admin on `text` written to a temporary file:
+/// what the API server (and its admission, Pod Security included) says to it.
+async fn dry_run(
+    env: &resize_guard_harness::env::Env,
+    verb: &str,
+    text: &str,
+) -> resize_guard_harness::kubectl::KubectlOutput {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), text).unwrap();
+    env.kubectl()
+        .run([
+            verb,
+            "--dry-run=server",
+            "-f",
+            &file.path().display().to_string(),
+        ])
+        .await
+        .unwrap()
+}

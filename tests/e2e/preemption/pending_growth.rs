@@ -10,8 +10,6 @@ use crate::scenario::controller as support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::objects::*;
 use tokio::sync::OnceCell;
@@ -41,15 +39,30 @@ fn plans(history: &support::History) -> BTreeSet<String> {
         .collect()
 }
 
+/// Resizes pod `high` (its watch `high`) to `cpu` and waits, on that watch, until the kubelet has
+/// allocated it with no resize pending.
+async fn grows_in_place(env: &Env, ns: &str, high: &support::History, cpu: &str) {
+    let out = env
+        .kubectl()
+        .resize(ns, "high", &cpu_resize(cpu))
+        .await
+        .unwrap();
+    assert!(out.success, "{}", out.stderr);
+    high.wait(T, |p| {
+        allocated_cpu(p).as_deref() == Some(cpu) && resize_pending(p).is_none()
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn issue_example_preempts_the_two_growing_pods_instead_of_four() {
     // Issue 17: upstream's alpha took low2, low4, low5 and mid1; the kubelet-accounting plan
     // (low3, low4, low5) lost the room to mid0's growth and needed a second round of two more.
     let env = setup().await;
     let _g = env.guard();
-    let ns = env.namespace("race-example").await;
-    let node = env.node("race", "3930m", "8Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let (ns, node, pods) = env
+        .scenario("race-example", ("race", "3930m", "8Gi"), &[])
+        .await;
     let lows = ["510m", "420m", "390m", "230m", "310m", "420m"];
     for (i, cpu) in lows.iter().enumerate() {
         let p = guaranteed_pod(&format!("low{i}"), &node, "low", cpu, "64Mi");
@@ -63,26 +76,14 @@ async fn issue_example_preempts_the_two_growing_pods_instead_of_four() {
             .await
             .unwrap();
     }
-    create_running(
-        &pods,
-        &guaranteed_pod("high", &node, "high", "300m", "64Mi"),
-    )
-    .await
-    .unwrap();
+    create_all(&pods, &node, &[("high", "high", "300m", "64Mi")])
+        .await
+        .unwrap();
     support::resize_pending_on(env, &pods, &ns, "mid0", "1160m").await;
     support::resize_pending_on(env, &pods, &ns, "mid1", "1310m").await;
 
     let high = support::History::start(&pods, "high").await;
-    let out = env
-        .kubectl()
-        .resize(&ns, "high", &cpu_resize("1530m"))
-        .await
-        .unwrap();
-    assert!(out.success, "{}", out.stderr);
-    high.wait(T, |p| {
-        allocated_cpu(p).as_deref() == Some("1530m") && resize_pending(p).is_none()
-    })
-    .await;
+    grows_in_place(env, &ns, &high, "1530m").await;
 
     let everyone: Vec<String> = (0..6)
         .map(|i| format!("low{i}"))
@@ -116,9 +117,9 @@ async fn room_is_left_for_growth_the_kubelet_admits_first_while_victims_go_one_b
     // soon as a is gone, and high once c is.
     let env = setup().await;
     let _g = env.guard();
-    let ns = env.namespace("race-protected").await;
-    let node = env.node("race", "1930m", "4Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let (ns, node, pods) = env
+        .scenario("race-protected", ("race", "1930m", "4Gi"), &[])
+        .await;
     let mid = labelled(
         guaranteed_pod("mid", &node, "mid-never", "300m", "64Mi"),
         "resize-guard.io/protected",
@@ -135,26 +136,14 @@ async fn room_is_left_for_growth_the_kubelet_admits_first_while_victims_go_one_b
             .await
             .unwrap();
     }
-    create_running(
-        &pods,
-        &guaranteed_pod("high", &node, "high", "300m", "64Mi"),
-    )
-    .await
-    .unwrap();
+    create_all(&pods, &node, &[("high", "high", "300m", "64Mi")])
+        .await
+        .unwrap();
     support::resize_pending_on(env, &pods, &ns, "mid", "700m").await;
 
     let high = support::History::start(&pods, "high").await;
     let mid = support::History::start(&pods, "mid").await;
-    let out = env
-        .kubectl()
-        .resize(&ns, "high", &cpu_resize("900m"))
-        .await
-        .unwrap();
-    assert!(out.success, "{}", out.stderr);
-    high.wait(T, |p| {
-        allocated_cpu(p).as_deref() == Some("900m") && resize_pending(p).is_none()
-    })
-    .await;
+    grows_in_place(env, &ns, &high, "900m").await;
     // The race happened: mid was admitted on the way (seconds before high), in the room the
     // plan left for it.
     let mid_allocations: Vec<Option<String>> = mid.all().iter().map(allocated_cpu).collect();

@@ -72,15 +72,13 @@ async fn field_test_deferred_resize_completes_after_the_filler_leaves() {
 async fn resize_past_allocatable_is_refused_by_the_api_server() {
     let env = env();
     let _g = env.guard();
-    let ns = env.namespace("infeasible").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, _, pods) = env
+        .scenario(
+            "infeasible",
+            ("t3-medium", "1930m", "3Gi"),
+            &[("app", "high", "250m", "256Mi")],
+        )
+        .await;
     let out = env
         .kubectl()
         .resize(&ns, "app", &cpu_resize("2430m"))
@@ -122,15 +120,13 @@ async fn resize_past_allocatable_is_refused_by_the_api_server() {
 async fn qos_changing_resize_is_refused_by_built_in_validation() {
     let env = env();
     let _g = env.guard();
-    let ns = env.namespace("qos").await;
-    let node = env.node("big", "8", "16Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, _, _) = env
+        .scenario(
+            "qos",
+            ("big", "8", "16Gi"),
+            &[("app", "high", "250m", "256Mi")],
+        )
+        .await;
     // VPA RequestsOnly: only the request moves.
     let patch =
         r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"500m"}}}]}}"#;
@@ -188,12 +184,13 @@ async fn kubectl_events_shows_the_kubelet_resize_events() {
 async fn a_pod_bound_to_a_full_node_is_rejected_out_of_cpu() {
     let env = env();
     let _g = env.guard();
-    let ns = env.namespace("reject").await;
-    let node = env.node("small", "1", "1Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(&pods, &guaranteed_pod("a", &node, "low", "800m", "64Mi"))
-        .await
-        .unwrap();
+    let (_, node, pods) = env
+        .scenario(
+            "reject",
+            ("small", "1", "1Gi"),
+            &[("a", "low", "800m", "64Mi")],
+        )
+        .await;
     pods.create(
         &Default::default(),
         &guaranteed_pod("b", &node, "low", "800m", "64Mi"),
@@ -216,9 +213,9 @@ async fn a_pod_bound_to_a_full_node_is_rejected_out_of_cpu() {
 async fn terminating_pods_hold_resources_until_gone() {
     let env = env();
     let _g = env.guard();
-    let ns = env.namespace("grace").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let (ns, node, pods) = env
+        .scenario("grace", ("t3-medium", "1930m", "3Gi"), &[])
+        .await;
     let mut slow = guaranteed_pod("slow", &node, "low", "1500m", "256Mi");
     slow.spec.as_mut().unwrap().termination_grace_period_seconds = Some(600);
     create_running(&pods, &slow).await.unwrap();
@@ -253,28 +250,19 @@ async fn terminating_pods_hold_resources_until_gone() {
 async fn room_goes_to_the_higher_priority_deferred_resize_first() {
     let env = env();
     let _g = env.guard();
-    let ns = env.namespace("order").await;
-    let node = env.node("n", "2", "4Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
     // 400 + 400 + 700 + 300 = 1800 of 2000; freeing the 700m filler leaves room for one +500m.
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "700m", "64Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("other", &node, "low", "300m", "64Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(&pods, &guaranteed_pod("mid", &node, "mid", "400m", "64Mi"))
-        .await
-        .unwrap();
-    create_running(&pods, &guaranteed_pod("top", &node, "high", "400m", "64Mi"))
-        .await
-        .unwrap();
+    let (ns, _, pods) = env
+        .scenario(
+            "order",
+            ("n", "2", "4Gi"),
+            &[
+                ("filler", "low", "700m", "64Mi"),
+                ("other", "low", "300m", "64Mi"),
+                ("mid", "mid", "400m", "64Mi"),
+                ("top", "high", "400m", "64Mi"),
+            ],
+        )
+        .await;
     let k = env.kubectl();
     k.resize(&ns, "mid", &cpu_resize("900m")).await.unwrap();
     wait_pod(&pods, "mid", T, |p| resize_pending(p).is_some())

@@ -62,18 +62,7 @@ impl Kubectl {
 
     /// `kubectl patch pod NAME -n NS --subresource resize -p PATCH`.
     pub async fn resize(&self, ns: &str, pod: &str, patch: &str) -> anyhow::Result<KubectlOutput> {
-        self.run([
-            "patch",
-            "pod",
-            pod,
-            "-n",
-            ns,
-            "--subresource",
-            "resize",
-            "-p",
-            patch,
-        ])
-        .await
+        self.patch_resize(ns, pod, &[], patch).await
     }
 
     /// The same resize on server-side dry run: admission answers (warnings, denials), nothing
@@ -84,19 +73,22 @@ impl Kubectl {
         pod: &str,
         patch: &str,
     ) -> anyhow::Result<KubectlOutput> {
-        self.run([
-            "patch",
-            "pod",
-            pod,
-            "-n",
-            ns,
-            "--subresource",
-            "resize",
-            "--dry-run=server",
-            "-p",
-            patch,
-        ])
-        .await
+        self.patch_resize(ns, pod, &["--dry-run=server"], patch)
+            .await
+    }
+
+    /// `kubectl patch pod NAME -n NS --subresource resize FLAGS… -p PATCH`.
+    async fn patch_resize(
+        &self,
+        ns: &str,
+        pod: &str,
+        flags: &[&str],
+        patch: &str,
+    ) -> anyhow::Result<KubectlOutput> {
+        let mut args = vec!["patch", "pod", pod, "-n", ns, "--subresource", "resize"];
+        args.extend_from_slice(flags);
+        args.extend(["-p", patch]);
+        self.run(args).await
     }
 
     /// `kubectl events -n NS --for pod/NAME`.

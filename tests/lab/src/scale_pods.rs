@@ -18,7 +18,7 @@
 //! Without it no status is written beyond what kube-apiserver sets (the pods stay Pending).
 
 pub mod status;
-mod template;
+pub mod template;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,6 +4,7 @@
 //! declared features, managedFields from four managers), and `policy/v1` budgets with their
 //! status as kube-controller-manager writes it.
 
+use resize_guard_lab::scale_pods::status::NODE_CONDITIONS;
 use resize_guard_policy::node_features::KUBELET_DEFAULTS_V1_37;
 use serde_json::{Value, json};
 
@@ -86,12 +87,7 @@ pub fn node_json(busy: bool) -> Value {
             "hugepages-2Mi": "0", "memory": mem_cap, "pods": "110"},
         "allocatable": {"cpu": hole(N_ALLOC_CPU), "ephemeral-storage": "95551679124", "hugepages-1Gi": "0",
             "hugepages-2Mi": "0", "memory": mem_alloc, "pods": "110"},
-        "conditions": [
-            cond("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available", "False"),
-            cond("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", "False"),
-            cond("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available", "False"),
-            cond("Ready", "KubeletReady", "kubelet is posting ready status", "True"),
-        ],
+        "conditions": NODE_CONDITIONS.map(|(t, status, reason, message)| cond(t, reason, message, status)),
         "addresses": [
             {"type": "InternalIP", "address": hole(N_IP)},
             {"type": "InternalDNS", "address": name},

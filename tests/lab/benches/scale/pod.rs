@@ -8,6 +8,7 @@
 //! server-side apply manager and the kubelet (status) — and the resize's manager on pods with a
 //! pending resize, whose `PodResizePending` condition says Deferred.
 
+use resize_guard_lab::scale_pods::template::{app_env, log_shipper_env};
 use serde_json::{Value, json};
 
 use super::objects::{at, field_set, fields_v1, hole, managed};
@@ -44,39 +45,6 @@ pub fn holes(world: &World, place: PodPlace) -> [String; 10] {
         hex(seed ^ 0xb2, 64),
         hex(seed ^ 0xc3, 64),
     ]
-}
-
-/// The env of the app container.
-fn app_env(app: &str, ns: &str) -> Value {
-    let fields = |path: &str| json!({"fieldRef": {"apiVersion": "v1", "fieldPath": path}});
-    json!([
-        {"name": "POD_NAME", "valueFrom": fields("metadata.name")},
-        {"name": "POD_NAMESPACE", "valueFrom": fields("metadata.namespace")},
-        {"name": "POD_IP", "valueFrom": fields("status.podIP")},
-        {"name": "NODE_NAME", "valueFrom": fields("spec.nodeName")},
-        {"name": "GOMAXPROCS", "valueFrom": {"resourceFieldRef": {"containerName": "app", "resource": "limits.cpu", "divisor": "1"}}},
-        {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": format!("{app}-db"), "key": "password"}}},
-        {"name": "DB_HOST", "value": format!("postgres-primary.{ns}.svc.cluster.local")},
-        {"name": "LOG_LEVEL", "value": "info"},
-        {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://otel-collector.observability.svc.cluster.local:4317"},
-        {"name": "FEATURE_FLAGS", "value": "checkout-v2=true,recommendations=false,async-invoices=true,new-pricing=false"},
-    ])
-}
-
-fn shipper_env(app: &str) -> Value {
-    let fields = |path: &str| json!({"fieldRef": {"apiVersion": "v1", "fieldPath": path}});
-    json!([
-        {"name": "POD_NAME", "valueFrom": fields("metadata.name")},
-        {"name": "POD_NAMESPACE", "valueFrom": fields("metadata.namespace")},
-        {"name": "NODE_NAME", "valueFrom": fields("spec.nodeName")},
-        {"name": "APP_NAME", "value": app},
-        {"name": "FLUENT_BIT_HTTP_PORT", "value": "2020"},
-        {"name": "LOKI_URL", "value": "http://loki-gateway.observability.svc.cluster.local/loki/api/v1/push"},
-        {"name": "LOG_PATH", "value": "/var/log/app/*.log"},
-        {"name": "BUFFER_SIZE", "value": "5MB"},
-        {"name": "FLUSH_INTERVAL", "value": "5"},
-        {"name": "TENANT_ID", "valueFrom": {"configMapKeyRef": {"name": "logging", "key": "tenant"}}},
-    ])
 }
 
 fn probe(path: &str, port: Value, period: u32, timeout: u32, failures: u32) -> Value {
@@ -161,7 +129,7 @@ fn pod_spec(rs: &ReplicaSet, cpu_milli: u64) -> Value {
         "image": "registry.example.com/platform/fluent-bit:3.2.4@sha256:9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c",
         "args": ["--config=/fluent-bit/etc/fluent-bit.yaml", "--http", "--port=2020"],
         "ports": [{"name": "shipper-http", "containerPort": 2020, "protocol": "TCP"}],
-        "env": shipper_env(app),
+        "env": log_shipper_env(app),
         "resources": shipper_resources(),
         "volumeMounts": [
             {"name": "logs", "readOnly": true, "mountPath": "/var/log/app"},

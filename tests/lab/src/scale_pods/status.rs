@@ -89,6 +89,36 @@ pub fn pod_ip(n: usize, slot: usize) -> String {
     )
 }
 
+/// The conditions a healthy kubelet reports on its Node: (type, status, reason, message), as
+/// kubelet v1.37 writes them (kubernetes `pkg/kubelet/nodestatus/setters.go`, `ReadyCondition`
+/// and `MemoryPressureCondition`).
+pub const NODE_CONDITIONS: [(&str, &str, &str, &str); 4] = [
+    (
+        "MemoryPressure",
+        "False",
+        "KubeletHasSufficientMemory",
+        "kubelet has sufficient memory available",
+    ),
+    (
+        "DiskPressure",
+        "False",
+        "KubeletHasNoDiskPressure",
+        "kubelet has no disk pressure",
+    ),
+    (
+        "PIDPressure",
+        "False",
+        "KubeletHasSufficientPID",
+        "kubelet has sufficient PID available",
+    ),
+    (
+        "Ready",
+        "True",
+        "KubeletReady",
+        "kubelet is posting ready status",
+    ),
+];
+
 /// The Node object a kubelet registers for node `n` called `name`; `with_status` adds the
 /// status the registration carries (without it, only metadata and spec).
 pub fn node_json(n: usize, name: &str, with_status: bool, now: &str) -> Value {
@@ -135,12 +165,7 @@ pub fn node_json(n: usize, name: &str, with_status: bool, now: &str) -> Value {
             "cpu": NODE_ALLOCATABLE_CPU, "memory": "63436964Ki", "pods": NODE_PODS.to_string(),
             "ephemeral-storage": "95551679124", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
         },
-        "conditions": [
-            condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-            condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-            condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
-        ],
+        "conditions": NODE_CONDITIONS.map(|(t, status, reason, message)| condition(t, status, reason, message)),
         "addresses": [
             {"type": "InternalIP", "address": ip},
             {"type": "InternalDNS", "address": dns},

@@ -28,10 +28,11 @@ pub(super) fn app_image(app: &str, ns: &str) -> String {
 /// The name of the projected ServiceAccount token volume.
 pub(super) const TOKEN_VOLUME: &str = "kube-api-access-7x2kq";
 
-/// The pod template of Deployment `app`: an application container and a log-shipping sidecar.
-pub(super) fn pod_template(app: &str, hash: &str, ns: &str) -> Value {
+/// The env of Deployment `app`'s application container in namespace `ns`: the downward API,
+/// a Secret, plain values (the realistic pod's, shared with `benches/scale/pod.rs`).
+pub fn app_env(app: &str, ns: &str) -> Value {
     let fields = |path: &str| json!({"fieldRef": {"apiVersion": "v1", "fieldPath": path}});
-    let app_env = json!([
+    json!([
         {"name": "POD_NAME", "valueFrom": fields("metadata.name")},
         {"name": "POD_NAMESPACE", "valueFrom": fields("metadata.namespace")},
         {"name": "POD_IP", "valueFrom": fields("status.podIP")},
@@ -42,8 +43,13 @@ pub(super) fn pod_template(app: &str, hash: &str, ns: &str) -> Value {
         {"name": "LOG_LEVEL", "value": "info"},
         {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://otel-collector.observability.svc.cluster.local:4317"},
         {"name": "FEATURE_FLAGS", "value": "checkout-v2=true,recommendations=false,async-invoices=true,new-pricing=false"},
-    ]);
-    let sidecar_env = json!([
+    ])
+}
+
+/// The env of Deployment `app`'s log-shipping sidecar.
+pub fn log_shipper_env(app: &str) -> Value {
+    let fields = |path: &str| json!({"fieldRef": {"apiVersion": "v1", "fieldPath": path}});
+    json!([
         {"name": "POD_NAME", "valueFrom": fields("metadata.name")},
         {"name": "POD_NAMESPACE", "valueFrom": fields("metadata.namespace")},
         {"name": "NODE_NAME", "valueFrom": fields("spec.nodeName")},
@@ -54,7 +60,12 @@ pub(super) fn pod_template(app: &str, hash: &str, ns: &str) -> Value {
         {"name": "BUFFER_SIZE", "value": "5MB"},
         {"name": "FLUSH_INTERVAL", "value": "5"},
         {"name": "TENANT_ID", "valueFrom": {"configMapKeyRef": {"name": "logging", "key": "tenant"}}},
-    ]);
+    ])
+}
+
+/// The pod template of Deployment `app`: an application container and a log-shipping sidecar.
+pub(super) fn pod_template(app: &str, hash: &str, ns: &str) -> Value {
+    let (app_env, sidecar_env) = (app_env(app, ns), log_shipper_env(app));
     let (mounts_app, mounts_sidecar) = (app_mounts(), sidecar_mounts());
     let secure = json!({
         "runAsNonRoot": true, "runAsUser": 10001, "allowPrivilegeEscalation": false,
