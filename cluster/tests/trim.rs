@@ -21,14 +21,14 @@ use proptest::prelude::*;
 use resize_guard_cluster::index::PodIndex;
 use resize_guard_cluster::trim::{LAST_APPLIED, trim_node, trim_pod};
 use resize_guard_policy::budget::Budgets;
-use resize_guard_policy::fixture::{PodBuilder, container, node};
+use resize_guard_policy::fixture::{PodBuilder, container, context, node};
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger, PREEMPTION_LABEL, counts_on};
 use resize_guard_policy::pending::PendingResize;
 use resize_guard_policy::pod::{self, PodKey};
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::qos::{current_qos_class, qos_class};
 use resize_guard_policy::requests::{Accounting, pod_requests};
-use resize_guard_policy::{Context, assess, classify};
+use resize_guard_policy::{assess, classify};
 use trim_cases::{add_noise, build, pod_case};
 
 fn trimmed(p: &Pod) -> Pod {
@@ -259,13 +259,7 @@ fn decisions(p: &Pod, trim: bool) -> Vec<String> {
         let ledger = view_ledger(&pods, &n);
         out.push(format!("{ledger:?}"));
         for policy in policies() {
-            let ctx = Context {
-                ledger: Some(&ledger),
-                budgets: &budgets,
-                policy: &policy,
-                install_namespace: "resize-guard",
-                minor: None,
-            };
+            let ctx = context(Some(&ledger), &budgets, &policy);
             out.push(format!("{:?}", assess(&me, &ctx)));
             out.push(format!("{:?}", classify(&me, &new, &ctx)));
         }

@@ -17,7 +17,7 @@ use criterion::Criterion;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use resize_guard_policy::admission::{Stage, admit};
 use resize_guard_policy::budget::Budgets;
-use resize_guard_policy::fixture::packed_node;
+use resize_guard_policy::fixture::{context, packed_node};
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::{BelowUsage, Policy};
 use resize_guard_policy::{Context, Verdict, classify};
@@ -35,13 +35,7 @@ fn main() {
     let policy = Policy::default();
     let budgets = Budgets::default();
     let ledger = NodeLedger::new(&n, &pods);
-    let ctx = Context {
-        ledger: Some(&ledger),
-        budgets: &budgets,
-        policy: &policy,
-        install_namespace: "resize-guard",
-        minor: None,
-    };
+    let ctx = context(Some(&ledger), &budgets, &policy);
     let verdict = classify(&old, &new, &ctx);
     let victims = match &verdict {
         Verdict::Deferred(d) => d

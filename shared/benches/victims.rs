@@ -15,11 +15,11 @@ mod bench;
 use bench::{Lcg, write_summary};
 use k8s_openapi::api::core::v1::Pod;
 use resize_guard_policy::budget::Budgets;
-use resize_guard_policy::fixture::{PodBuilder, container, node};
-use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
-
+use resize_guard_policy::fixture::{
+    INSTALL_NAMESPACE, PodBuilder, container, node, scheduler_ledger,
+};
+use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::Policy;
-use resize_guard_policy::requests::{Accounting, pod_requests};
 use resize_guard_policy::victims::{Preemptor, select_victims};
 
 fn scenario(rng: &mut Lcg) -> (Vec<Pod>, usize) {
@@ -65,18 +65,11 @@ fn scenario(rng: &mut Lcg) -> (Vec<Pod>, usize) {
 
 fn victims(pods: &[Pod], scheduler_view: bool) -> Option<usize> {
     let n = node("n1", "8", "64Gi");
-    let mut ledger = NodeLedger::new(&n, pods);
-    if scheduler_view {
-        ledger.pods = pods
-            .iter()
-            .map(|p| LedgerEntry {
-                held: pod_requests(p, Accounting::Scheduler),
-                // The scheduler counts pending growth as held and does not race it.
-                pending: None,
-                ..LedgerEntry::new(p)
-            })
-            .collect();
-    }
+    let ledger = if scheduler_view {
+        scheduler_ledger(&n, pods)
+    } else {
+        NodeLedger::new(&n, pods)
+    };
     let h = &pods[0];
     let preemptor = Preemptor::new(h, h.spec.as_ref().unwrap(), h.status.as_ref());
     let mut policy = Policy::default();
@@ -86,7 +79,7 @@ fn victims(pods: &[Pod], scheduler_view: bool) -> Option<usize> {
         &ledger,
         &Budgets::default(),
         &policy,
-        "resize-guard",
+        INSTALL_NAMESPACE,
     )
     .ok()
     .map(|p| p.victims.len())

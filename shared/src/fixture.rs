@@ -18,9 +18,10 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::budget::Budgets;
 use crate::classify::Context;
-use crate::ledger::NodeLedger;
+use crate::ledger::{LedgerEntry, NodeLedger};
 use crate::pod::{RESIZE_PENDING, is_sidecar};
 use crate::policy::Policy;
+use crate::requests::{Accounting, pod_requests};
 use crate::resources::ResourceList;
 
 /// The namespace resize-guard is installed in, in every test and benchmark.
@@ -40,6 +41,22 @@ pub fn context<'a>(
         install_namespace: INSTALL_NAMESPACE,
         minor: None,
     }
+}
+
+/// The node as the v1.37 alpha scheduler's preemption sees it (KEP-5836): every pod held at
+/// [`Accounting::Scheduler`] (max of desired, allocated and actual), its pending growth counted
+/// as held and not raced.
+pub fn scheduler_ledger(node: &Node, pods: &[Pod]) -> NodeLedger {
+    let mut ledger = NodeLedger::new(node, pods);
+    ledger.pods = pods
+        .iter()
+        .map(|p| LedgerEntry {
+            held: pod_requests(p, Accounting::Scheduler),
+            pending: None,
+            ..LedgerEntry::new(p)
+        })
+        .collect();
+    ledger
 }
 
 /// The field test's node (ARCHITECTURE.md, "The field test"): a t3.medium, `n1`, with 1930m

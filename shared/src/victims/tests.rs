@@ -2,10 +2,8 @@
 //! example, and resize-guard's own rules (policy protection, PDB respect, terminating pods).
 
 use super::*;
-use crate::fixture::{PodBuilder, container, node};
-use crate::ledger::LedgerEntry;
+use crate::fixture::{INSTALL_NAMESPACE, PodBuilder, container, node, scheduler_ledger};
 use crate::policy::PdbMode;
-use crate::requests::{Accounting, pod_requests};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::{
     PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
@@ -43,17 +41,42 @@ fn plan_with(
     policy: &Policy,
 ) -> Result<PreemptionPlan, NoPlan> {
     let ledger = NodeLedger::new(&node("n1", alloc_cpu, "64Gi"), pods);
+    plan_on(&pods[0], &ledger, budgets, policy)
+}
+
+/// The plan for `resizing`, with resize-guard installed in its usual namespace.
+fn plan_on(
+    resizing: &Pod,
+    ledger: &NodeLedger,
+    budgets: &Budgets,
+    policy: &Policy,
+) -> Result<PreemptionPlan, NoPlan> {
     select_victims(
-        &preemptor(&pods[0]),
-        &ledger,
+        &preemptor(resizing),
+        ledger,
         budgets,
         policy,
-        "resize-guard",
+        INSTALL_NAMESPACE,
     )
 }
 
 fn names(p: &PreemptionPlan) -> Vec<&str> {
     p.victims.iter().map(|v| v.key.name.as_str()).collect()
+}
+
+/// The victims' names under the default policy, on a node of `alloc_cpu` (there must be a plan).
+fn chosen(alloc_cpu: &str, pods: &[Pod]) -> Vec<String> {
+    let p = plan(alloc_cpu, pods, &Policy::default()).unwrap();
+    names(&p).into_iter().map(str::to_owned).collect()
+}
+
+/// A pod of `namespace` on `n1` that nothing owns: one Guaranteed 500m container, Running.
+fn unowned(namespace: &str, name: &str) -> Pod {
+    PodBuilder::new(namespace, name)
+        .node("n1")
+        .container(container("c").guaranteed("500m", "64Mi"))
+        .running(10)
+        .build()
 }
 
 #[test]
@@ -113,13 +136,7 @@ fn disabled_policy_and_opted_out_nodes_get_no_plan() {
     let mut n = node("n1", "1930m", "64Gi");
     n.metadata.labels = Some([("resize-guard.io/preemption".into(), "disabled".into())].into());
     let ledger = NodeLedger::new(&n, &pods);
-    let e = select_victims(
-        &preemptor(&pods[0]),
-        &ledger,
-        &Budgets::default(),
-        &Policy::default(),
-        "resize-guard",
-    );
+    let e = plan_on(&pods[0], &ledger, &Budgets::default(), &Policy::default());
     assert!(matches!(e, Err(NoPlan::NodeOptedOut(_))));
 }
 
@@ -132,10 +149,7 @@ fn reprieves_higher_priority_victims_first() {
         pod("p100", 100, "500m", 10).build(),
         pod("p300", 300, "500m", 10).build(),
     ];
-    assert_eq!(
-        names(&plan("1930m", &pods, &Policy::default()).unwrap()),
-        ["p100"]
-    );
+    assert_eq!(chosen("1930m", &pods), ["p100"]);
 }
 
 #[test]
@@ -146,10 +160,7 @@ fn among_equal_priority_the_youngest_is_preempted() {
         pod("young", 0, "500m", 99).build(),
         pod("mid", 0, "500m", 50).build(),
     ];
-    assert_eq!(
-        names(&plan("1930m", &pods, &Policy::default()).unwrap()),
-        ["young"]
-    );
+    assert_eq!(chosen("1930m", &pods), ["young"]);
 }
 
 #[test]
@@ -164,10 +175,7 @@ fn a_pod_that_has_not_started_counts_as_youngest() {
         pod("old", 0, "500m", 10).build(),
         unstarted,
     ];
-    assert_eq!(
-        names(&plan("1500m", &pods, &Policy::default()).unwrap()),
-        ["unstarted"]
-    );
+    assert_eq!(chosen("1500m", &pods), ["unstarted"]);
 }
 
 #[test]
@@ -181,10 +189,7 @@ fn keeps_a_more_important_victim_if_a_less_important_one_suffices() {
     ];
     // Need 1250 + 1300 = 2550 in 2000: remove all -> 1250 fits; reprieve big (2250) no -> victim;
     // reprieve small (1550) yes.
-    assert_eq!(
-        names(&plan("2000m", &pods, &Policy::default()).unwrap()),
-        ["big"]
-    );
+    assert_eq!(chosen("2000m", &pods), ["big"]);
 }
 
 #[test]
@@ -196,10 +201,7 @@ fn several_victims_when_one_is_not_enough() {
         pod("c", 0, "400m", 30).build(),
     ];
     // 1250 + 1200 = 2450 in 1700: need 750 -> two victims, the two youngest.
-    assert_eq!(
-        names(&plan("1700m", &pods, &Policy::default()).unwrap()),
-        ["b", "c"]
-    );
+    assert_eq!(chosen("1700m", &pods), ["b", "c"]);
 }
 
 #[test]
@@ -272,10 +274,7 @@ fn terminating_pods_that_are_not_enough_reduce_the_victims_needed() {
     // In 1700: short 450; leaving frees 300 -> 150 more: youngest-first reprieve keeps `small`
     // only if `big` goes... reprieve order is importance: small (older) first: 1050+0+200 fits,
     // then big: 1050+200+600=1850 > 1700 -> big is the victim.
-    assert_eq!(
-        names(&plan("1700m", &pods, &Policy::default()).unwrap()),
-        ["big"]
-    );
+    assert_eq!(chosen("1700m", &pods), ["big"]);
 }
 
 #[test]
@@ -309,11 +308,7 @@ fn daemon_set_and_bare_pods_are_victims_only_when_policy_allows() {
 
 #[test]
 fn the_install_namespace_is_protected_whatever_the_list_says() {
-    let ours = PodBuilder::new("resize-guard", "webhook")
-        .node("n1")
-        .container(container("c").guaranteed("500m", "64Mi"))
-        .running(10)
-        .build();
+    let ours = unowned(INSTALL_NAMESPACE, "webhook");
     let mut policy = Policy::default();
     policy.preemption.protected_namespaces = vec!["databases".into()];
     match plan("1000m", &[resizer("750m"), ours], &policy).unwrap_err() {
@@ -324,11 +319,7 @@ fn the_install_namespace_is_protected_whatever_the_list_says() {
 
 #[test]
 fn protected_namespaces_selectors_critical_and_mirror_pods_are_never_victims() {
-    let sys = PodBuilder::new("kube-system", "dns")
-        .node("n1")
-        .container(container("c").guaranteed("500m", "64Mi"))
-        .running(10)
-        .build();
+    let sys = unowned("kube-system", "dns");
     let labelled = pod("db", 0, "500m", 10)
         .label("resize-guard.io/protected", "true")
         .build();
@@ -479,24 +470,8 @@ fn kep_5836_example_one_victim_where_upstream_takes_three() {
     assert_eq!(names(&ours), ["l2"]);
 
     // The same algorithm on the scheduler's accounting (every pod at max(desired, …)).
-    let mut ledger = NodeLedger::new(&node("n1", "4", "64Gi"), &pods);
-    ledger.pods = pods
-        .iter()
-        .map(|p| LedgerEntry {
-            held: pod_requests(p, Accounting::Scheduler),
-            // The scheduler counts pending growth as held and does not race it.
-            pending: None,
-            ..LedgerEntry::new(p)
-        })
-        .collect();
-    let upstream = select_victims(
-        &preemptor(&pods[0]),
-        &ledger,
-        &Budgets::default(),
-        &Policy::default(),
-        "resize-guard",
-    )
-    .unwrap();
+    let ledger = scheduler_ledger(&node("n1", "4", "64Gi"), &pods);
+    let upstream = plan_on(&pods[0], &ledger, &Budgets::default(), &Policy::default()).unwrap();
     assert_eq!(upstream.victims.len(), 3);
 }
 
@@ -535,14 +510,7 @@ fn memory_shortfall_is_planned_like_cpu() {
         .running(5)
         .build();
     let ledger = NodeLedger::new(&node("n1", "4", "4Gi"), &[h.clone(), low]);
-    let p = select_victims(
-        &preemptor(&h),
-        &ledger,
-        &Budgets::default(),
-        &Policy::default(),
-        "resize-guard",
-    )
-    .unwrap();
+    let p = plan_on(&h, &ledger, &Budgets::default(), &Policy::default()).unwrap();
     assert_eq!(names(&p), ["low"]);
     assert_eq!(p.shortfall.memory, 1 << 30);
 }

@@ -16,6 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use resize_guard_policy::budget::Budgets;
+use resize_guard_policy::fixture::INSTALL_NAMESPACE;
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
 use resize_guard_policy::pending::PendingResize;
 use resize_guard_policy::pod::PodKey;
@@ -190,7 +191,7 @@ impl Node {
             &self.ledger(view),
             &Budgets::default(),
             &policy,
-            "resize-guard",
+            INSTALL_NAMESPACE,
         )
     }
 

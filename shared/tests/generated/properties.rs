@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use resize_guard_policy::budget::Budgets;
-use resize_guard_policy::fixture::{PodBuilder, container, node};
+use resize_guard_policy::fixture::{INSTALL_NAMESPACE, PodBuilder, container, context, node};
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::pod::Controller;
 use resize_guard_policy::policy::{PdbMode, Policy};
@@ -24,7 +24,7 @@ use resize_guard_policy::repair::repair;
 use resize_guard_policy::requests::{Accounting, pod_requests};
 use resize_guard_policy::resources::Resources;
 use resize_guard_policy::victims::{PreemptionPlan, Preemptor, select_victims};
-use resize_guard_policy::{Context, Verdict, classify};
+use resize_guard_policy::{Verdict, classify};
 
 #[derive(Debug, Clone)]
 struct PodSpecGen {
@@ -222,7 +222,7 @@ const PLANNED_PERCENT: usize = 20;
 fn planned(s: &Scenario) -> (Preemptor, NodeLedger, Policy, Option<PreemptionPlan>) {
     let (resizer, ledger, policy) = world(s);
     let p = preemptor(&resizer);
-    let plan = select_victims(&p, &ledger, &Budgets::default(), &policy, "resize-guard").ok();
+    let plan = select_victims(&p, &ledger, &Budgets::default(), &policy, INSTALL_NAMESPACE).ok();
     (p, ledger, policy, plan)
 }
 
@@ -388,13 +388,7 @@ fn classification_never_panics_on_arbitrary_pods() {
         );
         new.status.as_mut().unwrap().qos_class = Some(quantities[6].clone());
         let budgets = Budgets::default();
-        let ctx = Context {
-            ledger: Some(&ledger),
-            budgets: &budgets,
-            policy: &policy,
-            install_namespace: "resize-guard",
-            minor: None,
-        };
+        let ctx = context(Some(&ledger), &budgets, &policy);
         let v = classify(&resizer, &new, &ctx);
         let _ = v.message();
         let _ = v.outcome(&policy);
@@ -425,7 +419,7 @@ proptest! {
             .sum();
         let all_gone = (p.request + ledger.used_by_others(&p.key.uid) - candidates_free)
             .fits_in(ledger.allocatable);
-        let result = select_victims(&p, &ledger, &Budgets::default(), &policy, "resize-guard");
+        let result = select_victims(&p, &ledger, &Budgets::default(), &policy, INSTALL_NAMESPACE);
         prop_assert_eq!(result.is_ok(), all_gone, "{:?}", result);
     }
 
