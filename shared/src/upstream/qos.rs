@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 
 use crate::quantity::{ResourceName, parse_nanos};
 use crate::resources::ResourceList;
@@ -91,14 +91,7 @@ pub fn spec_qos_class(spec: &PodSpec) -> QosClass {
         return requirements_qos(r.requests.as_ref(), r.limits.as_ref());
     }
     let mut pod: Option<QosClass> = None;
-    for c in spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(spec.containers.iter())
-    {
-        let requests = effective_requests(c.resources.as_ref());
-        let limits = c.resources.as_ref().and_then(|r| r.limits.as_ref());
+    for (_, requests, limits) in container_requirements(spec) {
         match (requirements_qos(Some(&requests), limits), pod) {
             (QosClass::Burstable, _) => return QosClass::Burstable,
             (class, None) => pod = Some(class),
@@ -215,6 +208,21 @@ pub fn pod_level_resources(spec: &PodSpec) -> Option<&ResourceRequirements> {
     let sets =
         |l: Option<&ResourceList>| l.is_some_and(|l| l.keys().any(|k| is_pod_level_resource(k)));
     (sets(r.requests.as_ref()) || sets(r.limits.as_ref())).then_some(r)
+}
+
+/// Every container, init containers first as `qos.go` walks them, with its requests as QoS
+/// reads them ([`effective_requests`]) and its limits.
+fn container_requirements(
+    spec: &PodSpec,
+) -> impl Iterator<Item = (&Container, ResourceList, Option<&ResourceList>)> {
+    spec.init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+        .map(|c| {
+            let limits = c.resources.as_ref().and_then(|r| r.limits.as_ref());
+            (c, effective_requests(c.resources.as_ref()), limits)
+        })
 }
 
 /// A container's requests after `SetDefaults_Pod`: a limit without a request is the request.

@@ -5,7 +5,9 @@
 
 use k8s_openapi::api::core::v1::PodSpec;
 
-use super::{QosClass, effective_requests, pod_level_resources, spec_qos_class_on};
+use super::{
+    QosClass, container_requirements, effective_requests, pod_level_resources, spec_qos_class_on,
+};
 use crate::quantity::{ResourceName, parse_nanos};
 use crate::resources::ResourceList;
 
@@ -40,14 +42,7 @@ pub fn qos_reason(spec: &PodSpec, minor: Option<u32>) -> (QosClass, String) {
 /// The first container that is not Guaranteed on its own, and how.
 fn burstable_reason(spec: &PodSpec) -> String {
     let mut empty = Vec::new();
-    for c in spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(spec.containers.iter())
-    {
-        let requests = effective_requests(c.resources.as_ref());
-        let limits = c.resources.as_ref().and_then(|r| r.limits.as_ref());
+    for (c, requests, limits) in container_requirements(spec) {
         if requests.is_empty() && limits.is_none_or(|l| l.is_empty()) {
             empty.push(c.name.clone());
         } else if let Some(m) = mismatch(&requests, limits) {
