@@ -27,172 +27,145 @@ pub struct Permission {
     pub name: Option<&'static str>,
 }
 
-const fn p(
-    verb: &'static str,
-    group: &'static str,
-    resource: &'static str,
-    namespaced: bool,
-    name: Option<&'static str>,
-) -> Permission {
+/// Cluster-wide, any object.
+const fn any(verb: &'static str, group: &'static str, resource: &'static str) -> Permission {
     Permission {
         verb,
         group,
         resource,
-        namespaced,
+        namespaced: false,
+        name: None,
+    }
+}
+
+/// Cluster-scoped, the object `name` only.
+const fn one(
+    verb: &'static str,
+    group: &'static str,
+    resource: &'static str,
+    name: &'static str,
+) -> Permission {
+    Permission {
+        name: Some(name),
+        ..any(verb, group, resource)
+    }
+}
+
+/// In the install namespace: the object `name`, or any (`None`).
+const fn here(
+    verb: &'static str,
+    group: &'static str,
+    resource: &'static str,
+    name: Option<&'static str>,
+) -> Permission {
+    Permission {
+        namespaced: true,
         name,
+        ..any(verb, group, resource)
     }
 }
 
 /// What both programs read: watches of pods, nodes and PDBs (the node ledgers).
 const LEDGER_READS: &[Permission] = &[
-    p("list", "", "pods", false, None),
-    p("watch", "", "pods", false, None),
-    p("list", "", "nodes", false, None),
-    p("watch", "", "nodes", false, None),
-    p("list", "policy", "poddisruptionbudgets", false, None),
-    p("watch", "policy", "poddisruptionbudgets", false, None),
+    any("list", "", "pods"),
+    any("watch", "", "pods"),
+    any("list", "", "nodes"),
+    any("watch", "", "nodes"),
+    any("list", "policy", "poddisruptionbudgets"),
+    any("watch", "policy", "poddisruptionbudgets"),
 ];
 
 /// What the webhook calls besides [`LEDGER_READS`]: its policy and its serving Secret by name,
 /// and Events.
 const WEBHOOK_OWN: &[Permission] = &[
-    p("create", "events.k8s.io", "events", false, None),
-    p("patch", "events.k8s.io", "events", false, None),
-    p("get", "", "configmaps", true, Some("resize-guard")),
-    p("watch", "", "configmaps", true, Some("resize-guard")),
-    p(
-        "watch",
-        "",
-        "configmaps",
-        true,
-        Some("resize-guard-last-good"),
-    ),
-    p("get", "", "secrets", true, Some("resize-guard-webhook-tls")),
-    p(
-        "watch",
-        "",
-        "secrets",
-        true,
-        Some("resize-guard-webhook-tls"),
-    ),
+    any("create", "events.k8s.io", "events"),
+    any("patch", "events.k8s.io", "events"),
+    here("get", "", "configmaps", Some("resize-guard")),
+    here("watch", "", "configmaps", Some("resize-guard")),
+    here("watch", "", "configmaps", Some("resize-guard-last-good")),
+    here("get", "", "secrets", Some("resize-guard-webhook-tls")),
+    here("watch", "", "secrets", Some("resize-guard-webhook-tls")),
 ];
 
 /// What the network-facing webhook must never be able to do.
 pub const WEBHOOK_MUST_NOT: &[Permission] = &[
-    p("patch", "", "pods", false, None),
-    p("delete", "", "pods", false, None),
-    p("create", "", "pods/eviction", false, None),
-    p("patch", "", "pods/resize", false, None),
-    p("get", "", "secrets", true, Some("resize-guard-ca")),
-    p("get", "", "secrets", true, Some("resize-guard-plan-key")),
-    p("list", "", "secrets", false, None),
-    p("update", "", "configmaps", true, Some("resize-guard")),
-    p(
-        "patch",
-        "",
-        "configmaps",
-        true,
-        Some("resize-guard-last-good"),
-    ),
-    p(
+    any("patch", "", "pods"),
+    any("delete", "", "pods"),
+    any("create", "", "pods/eviction"),
+    any("patch", "", "pods/resize"),
+    here("get", "", "secrets", Some("resize-guard-ca")),
+    here("get", "", "secrets", Some("resize-guard-plan-key")),
+    any("list", "", "secrets"),
+    here("update", "", "configmaps", Some("resize-guard")),
+    here("patch", "", "configmaps", Some("resize-guard-last-good")),
+    one(
         "patch",
         "admissionregistration.k8s.io",
         "mutatingwebhookconfigurations",
-        false,
-        Some("resize-guard"),
+        "resize-guard",
     ),
 ];
 
 /// What the controller calls besides [`LEDGER_READS`].
 const CONTROLLER_OWN: &[Permission] = &[
-    p("create", "events.k8s.io", "events", false, None),
-    p("create", "", "pods/eviction", false, None),
-    p("patch", "", "pods", false, None),
-    p("delete", "", "pods", false, None),
-    p("patch", "", "pods/status", false, None),
-    p("patch", "", "pods/resize", false, None),
-    p(
+    any("create", "events.k8s.io", "events"),
+    any("create", "", "pods/eviction"),
+    any("patch", "", "pods"),
+    any("delete", "", "pods"),
+    any("patch", "", "pods/status"),
+    any("patch", "", "pods/resize"),
+    one(
         "patch",
         "admissionregistration.k8s.io",
         "mutatingwebhookconfigurations",
-        false,
-        Some("resize-guard"),
+        "resize-guard",
     ),
-    p(
+    one(
         "patch",
         "admissionregistration.k8s.io",
         "validatingwebhookconfigurations",
-        false,
-        Some("resize-guard"),
+        "resize-guard",
     ),
-    p("get", "", "configmaps", true, Some("resize-guard")),
-    p("watch", "", "configmaps", true, Some("resize-guard")),
-    p(
-        "watch",
-        "",
-        "configmaps",
-        true,
-        Some("resize-guard-last-good"),
-    ),
-    p(
-        "patch",
-        "",
-        "configmaps",
-        true,
-        Some("resize-guard-last-good"),
-    ),
-    p("get", "", "secrets", true, Some("resize-guard-plan-key")),
-    p("get", "", "secrets", true, Some("resize-guard-ca")),
-    p("update", "", "secrets", true, Some("resize-guard-ca")),
-    p("get", "", "secrets", true, Some("resize-guard-webhook-tls")),
-    p(
-        "update",
-        "",
-        "secrets",
-        true,
-        Some("resize-guard-webhook-tls"),
-    ),
-    p("create", "", "secrets", true, None),
-    p(
+    here("get", "", "configmaps", Some("resize-guard")),
+    here("watch", "", "configmaps", Some("resize-guard")),
+    here("watch", "", "configmaps", Some("resize-guard-last-good")),
+    here("patch", "", "configmaps", Some("resize-guard-last-good")),
+    here("get", "", "secrets", Some("resize-guard-plan-key")),
+    here("get", "", "secrets", Some("resize-guard-ca")),
+    here("update", "", "secrets", Some("resize-guard-ca")),
+    here("get", "", "secrets", Some("resize-guard-webhook-tls")),
+    here("update", "", "secrets", Some("resize-guard-webhook-tls")),
+    here("create", "", "secrets", None),
+    here(
         "get",
         "coordination.k8s.io",
         "leases",
-        true,
         Some("resize-guard-controller"),
     ),
-    p(
+    here(
         "update",
         "coordination.k8s.io",
         "leases",
-        true,
         Some("resize-guard-controller"),
     ),
-    p("create", "coordination.k8s.io", "leases", true, None),
+    here("create", "coordination.k8s.io", "leases", None),
 ];
 
 /// What the controller must never be able to do.
 pub const CONTROLLER_MUST_NOT: &[Permission] = &[
-    p("list", "", "secrets", false, None),
-    p("get", "", "secrets", false, None),
-    p("create", "", "pods", false, None),
-    p("patch", "", "nodes", false, None),
-    p("delete", "", "nodes", false, None),
-    p("update", "", "configmaps", true, Some("resize-guard")),
-    p(
+    any("list", "", "secrets"),
+    any("get", "", "secrets"),
+    any("create", "", "pods"),
+    any("patch", "", "nodes"),
+    any("delete", "", "nodes"),
+    here("update", "", "configmaps", Some("resize-guard")),
+    any(
         "patch",
         "admissionregistration.k8s.io",
         "mutatingwebhookconfigurations",
-        false,
-        None,
     ),
-    p(
-        "create",
-        "rbac.authorization.k8s.io",
-        "clusterrolebindings",
-        false,
-        None,
-    ),
-    p("impersonate", "", "serviceaccounts", false, None),
+    any("create", "rbac.authorization.k8s.io", "clusterrolebindings"),
+    any("impersonate", "", "serviceaccounts"),
 ];
 
 /// Everything the webhook calls.

@@ -20,48 +20,53 @@ pub(super) struct Entry {
     pub(super) client: WebhookClientConfig,
 }
 
+/// The configuration of kind `K` named `resize-guard`, as its entries' names and client configs
+/// (`None` when there is none).
+async fn configuration<K>(
+    conn: &Connection,
+    webhooks: impl FnOnce(K) -> Vec<(String, WebhookClientConfig)>,
+) -> Result<Option<Vec<(String, WebhookClientConfig)>>, kube::Error>
+where
+    K: kube::Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let found = Api::<K>::all(conn.client.clone())
+        .get_opt("resize-guard")
+        .await?;
+    Ok(found.map(webhooks))
+}
+
 /// The webhook configurations, and for each entry its target and its certificate.
 pub async fn webhooks(conn: &Connection, out: &mut Vec<Line>) {
     const S: &str = "webhook";
+    let mutating = configuration(conn, |c: MutatingWebhookConfiguration| {
+        let webhooks = c.webhooks.into_iter().flatten();
+        webhooks.map(|w| (w.name, w.client_config)).collect()
+    });
+    let validating = configuration(conn, |c: ValidatingWebhookConfiguration| {
+        let webhooks = c.webhooks.into_iter().flatten();
+        webhooks.map(|w| (w.name, w.client_config)).collect()
+    });
     let mut entries = Vec::new();
     let mut present = Vec::new();
-    match Api::<MutatingWebhookConfiguration>::all(conn.client.clone())
-        .get_opt("resize-guard")
-        .await
-    {
-        Ok(Some(c)) => {
-            present.push("MutatingWebhookConfiguration");
-            entries.extend(c.webhooks.into_iter().flatten().map(|w| Entry {
-                kind: "MutatingWebhookConfiguration",
-                name: w.name,
-                client: w.client_config,
-            }));
+    for (kind, read) in [
+        ("MutatingWebhookConfiguration", mutating.await),
+        ("ValidatingWebhookConfiguration", validating.await),
+    ] {
+        match read {
+            Ok(Some(found)) => {
+                present.push(kind);
+                entries.extend(found.into_iter().map(|(name, client)| Entry {
+                    kind,
+                    name,
+                    client,
+                }));
+            }
+            Ok(None) => {}
+            Err(e) => out.push(line(S, Mark::Warn, format!("cannot read {kind}s: {e}"))),
         }
-        Ok(None) => {}
-        Err(e) => out.push(line(
-            S,
-            Mark::Warn,
-            format!("cannot read MutatingWebhookConfigurations: {e}"),
-        )),
-    }
-    match Api::<ValidatingWebhookConfiguration>::all(conn.client.clone())
-        .get_opt("resize-guard")
-        .await
-    {
-        Ok(Some(c)) => {
-            present.push("ValidatingWebhookConfiguration");
-            entries.extend(c.webhooks.into_iter().flatten().map(|w| Entry {
-                kind: "ValidatingWebhookConfiguration",
-                name: w.name,
-                client: w.client_config,
-            }));
-        }
-        Ok(None) => {}
-        Err(e) => out.push(line(
-            S,
-            Mark::Warn,
-            format!("cannot read ValidatingWebhookConfigurations: {e}"),
-        )),
     }
     if entries.is_empty() {
         out.push(fail(

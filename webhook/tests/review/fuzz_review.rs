@@ -21,6 +21,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use crate::field;
 use crate::harness::{self, Case, Fuzz};
 use k8s_openapi::api::core::v1::{
     Container, ContainerResizePolicy, ContainerStatus, EphemeralContainer, Node, Pod, PodCondition,
@@ -212,25 +213,10 @@ struct Expect {
 /// The field test: node n1 (1930m, 3Gi), a 250m Guaranteed high-priority app and a 1500m
 /// low-priority filler (as in `router.rs`).
 fn field_test(policy: Policy) -> World {
-    let app = PodBuilder::new("prod", "app")
-        .node("n1")
-        .priority(1000)
-        .container(container("app").guaranteed("250m", "256Mi"))
-        .running(0)
-        .qos_status("Guaranteed")
-        .build();
-    let filler = PodBuilder::new("batch", "filler")
-        .owned_by("ReplicaSet")
-        .node("n1")
-        .priority(100)
-        .label("app", "batch")
-        .container(container("work").guaranteed("1500m", "256Mi"))
-        .running(5)
-        .build();
     World {
         policy,
-        nodes: vec![node("n1", "1930m", "3Gi")],
-        pods: vec![app, filler],
+        nodes: vec![field::n1()],
+        pods: vec![field::app(), field::filler().label("app", "batch").build()],
         pdbs: vec![],
     }
 }
@@ -602,6 +588,15 @@ fn edit() -> impl Strategy<Value = Edit> {
     ]
 }
 
+/// The limits or the requests of `r`.
+fn side(r: &mut ResourceRequirements, limit: bool) -> &mut Option<BTreeMap<String, Quantity>> {
+    if limit {
+        &mut r.limits
+    } else {
+        &mut r.requests
+    }
+}
+
 fn set(list: &mut Option<BTreeMap<String, Quantity>>, resource: &str, value: &Option<String>) {
     match value {
         Some(v) => {
@@ -646,15 +641,7 @@ fn apply(pod: &mut Pod, edit: &Edit) {
             }
             let i = at.index(cs.len());
             let r = cs[i].resources.get_or_insert_with(Default::default);
-            set(
-                if *limit {
-                    &mut r.limits
-                } else {
-                    &mut r.requests
-                },
-                resource,
-                value,
-            );
+            set(side(r, *limit), resource, value);
         }
         Edit::PodLevel {
             limit,
@@ -662,15 +649,7 @@ fn apply(pod: &mut Pod, edit: &Edit) {
             value,
         } => {
             let r = spec.resources.get_or_insert_with(Default::default);
-            set(
-                if *limit {
-                    &mut r.limits
-                } else {
-                    &mut r.requests
-                },
-                resource,
-                value,
-            );
+            set(side(r, *limit), resource, value);
         }
         Edit::Both(at, resource, value) if !spec.containers.is_empty() => {
             let i = at.index(spec.containers.len());

@@ -8,5 +8,6 @@
 #[path = "../../../fuzz/harness.rs"]
 mod harness;
 
+mod field;
 mod fuzz_review;
 mod router;

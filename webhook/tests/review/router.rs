@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::field;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use k8s_openapi::api::core::v1::Pod;
@@ -19,27 +20,12 @@ use tower::ServiceExt;
 /// The field-test world: a t3.medium node with a 1500m low-priority filler and a 250m
 /// Guaranteed high-priority app.
 fn field_test(policy: Policy) -> (FixedCluster, Pod) {
-    let app = PodBuilder::new("prod", "app")
-        .node("n1")
-        .priority(1000)
-        .container(container("app").guaranteed("250m", "256Mi"))
-        .running(0)
-        .qos_status("Guaranteed")
-        .build();
-    let filler = PodBuilder::new("batch", "filler")
-        .owned_by("ReplicaSet")
-        .node("n1")
-        .priority(100)
-        .container(container("work").guaranteed("1500m", "256Mi"))
-        .running(5)
-        .build();
-    let cluster = FixedCluster::new(
-        policy,
-        vec![node("n1", "1930m", "3Gi")],
-        vec![app.clone(), filler],
-        vec![],
-    );
-    (cluster, app)
+    let app = field::app();
+    let pods = vec![app.clone(), field::filler().build()];
+    (
+        FixedCluster::new(policy, vec![field::n1()], pods, vec![]),
+        app,
+    )
 }
 
 /// The field test under `policy` with the app's CPU resized to `(request, limit)`, answered at
@@ -55,6 +41,16 @@ async fn field_resize(
     let review = resize_review(&app, &with_cpu(&app, request, limit), dry_run);
     let answer = post(&st, path, &review).await;
     (st, app, answer)
+}
+
+/// An answer's first warning (empty when it has none).
+fn warning(answer: &Value) -> &str {
+    answer["warnings"][0].as_str().unwrap_or_default()
+}
+
+/// A denial's message (empty when there is none).
+fn denial(answer: &Value) -> &str {
+    answer["status"]["message"].as_str().unwrap_or_default()
 }
 
 fn with_cpu(pod: &Pod, request: &str, limit: &str) -> Pod {
@@ -159,7 +155,7 @@ async fn mutate_denies_a_qos_change_naming_the_container_and_the_fix() {
     let (_, _, r) = field_resize(Policy::default(), "/mutate", ("500m", "250m"), false).await;
     assert_eq!(r["allowed"], false);
     assert_eq!(r["status"]["code"], 403);
-    let msg = r["status"]["message"].as_str().unwrap();
+    let msg = denial(&r);
     assert!(msg.contains("from Guaranteed to Burstable"), "{msg}");
     assert!(
         msg.contains("container app: cpu request 500m ≠ limit 250m"),
@@ -228,13 +224,7 @@ async fn mutate_repairs_a_qos_change_with_a_json_patch_when_policy_says_so() {
         .limits
         .unwrap();
     assert_eq!(limits["cpu"].0, "400m");
-    assert!(
-        r["warnings"][0]
-            .as_str()
-            .unwrap()
-            .contains("limits.cpu 250m → 400m"),
-        "{r}"
-    );
+    assert!(warning(&r).contains("limits.cpu 250m → 400m"), "{r}");
     assert_eq!(r["auditAnnotations"]["decision"], "qos-repaired");
 }
 
@@ -244,12 +234,7 @@ async fn a_repair_that_would_be_infeasible_is_denied_instead() {
     policy.qos.on_change = resize_guard_policy::policy::OnQosChange::Repair;
     let (_, _, r) = field_resize(policy, "/mutate", ("2430m", "250m"), false).await;
     assert_eq!(r["allowed"], false);
-    assert!(
-        r["status"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("can never fit on node n1")
-    );
+    assert!(denial(&r).contains("can never fit on node n1"), "{r}");
     assert_eq!(
         r["auditAnnotations"]["decision"],
         "qos-repaired-then-infeasible"
@@ -264,7 +249,7 @@ async fn infeasible_resizes_are_denied_at_both_stages_with_the_nodes_numbers() {
     for path in ["/mutate", "/validate"] {
         let r = post(&st, path, &review).await;
         assert_eq!(r["allowed"], false, "{path}");
-        let msg = r["status"]["message"].as_str().unwrap();
+        let msg = denial(&r);
         assert!(
             msg.contains("node n1") && msg.contains("2430m") && msg.contains("1930m"),
             "{msg}"
@@ -329,10 +314,7 @@ async fn mutate_judges_a_deferred_resize_as_validate_does() {
     assert_eq!(m, v, "one call is enough");
     assert_eq!(m["allowed"], true);
     assert!(
-        m["warnings"][0]
-            .as_str()
-            .unwrap()
-            .contains("resize-guard will preempt batch/filler"),
+        warning(&m).contains("resize-guard will preempt batch/filler"),
         "{m}"
     );
     assert!(m.get("patch").is_none() || m["patch"].is_null());
@@ -356,24 +338,13 @@ async fn stuck_deferred_resizes_warn_or_are_denied_by_policy() {
     let review = resize_review(&app, &with_cpu(&app, "550m", "550m"), false);
     let r = post(&st, "/validate", &review).await;
     assert_eq!(r["allowed"], true);
-    assert!(
-        r["warnings"][0]
-            .as_str()
-            .unwrap()
-            .contains("wait: PreemptionDisabled"),
-        "{r}"
-    );
+    assert!(warning(&r).contains("wait: PreemptionDisabled"), "{r}");
     assert_eq!(r["auditAnnotations"]["no-plan"], "PreemptionDisabled");
     policy.feasibility.reject_stuck_deferred = true;
     let (cluster, _) = field_test(policy);
     let r = post(&state(cluster), "/validate", &review).await;
     assert_eq!(r["allowed"], false);
-    assert!(
-        r["status"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("this resize will wait")
-    );
+    assert!(denial(&r).contains("this resize will wait"), "{r}");
 }
 
 #[tokio::test]
@@ -384,10 +355,8 @@ async fn audit_mode_allows_and_records_what_it_would_have_done() {
     assert_eq!(r["allowed"], true);
     assert_eq!(r["auditAnnotations"]["decision"], "would-deny:infeasible");
     assert!(
-        r["warnings"][0]
-            .as_str()
-            .unwrap()
-            .starts_with("resize-guard (audit mode) would deny")
+        warning(&r).starts_with("resize-guard (audit mode) would deny"),
+        "{r}"
     );
 }
 
@@ -418,13 +387,7 @@ async fn other_resources_and_operations_are_allowed_with_a_warning() {
         serde_json::from_str(include_str!("fixtures/deployment-update.json")).unwrap();
     let r = post(&st, "/validate", &review).await;
     assert_eq!(r["allowed"], true);
-    assert!(
-        r["warnings"][0]
-            .as_str()
-            .unwrap()
-            .contains("apps/deployments/"),
-        "{r}"
-    );
+    assert!(warning(&r).contains("apps/deployments/"), "{r}");
     let mut status_update = resize_review(&app, &app, false);
     status_update["request"]["subResource"] = json!("status");
     let r = post(&st, "/validate", &status_update).await;
@@ -432,7 +395,7 @@ async fn other_resources_and_operations_are_allowed_with_a_warning() {
     let mut create = resize_review(&app, &app, false);
     create["request"]["operation"] = json!("CREATE");
     let r = post(&st, "/mutate", &create).await;
-    assert!(r["warnings"][0].as_str().unwrap().contains("CREATE"));
+    assert!(warning(&r).contains("CREATE"), "{r}");
 }
 
 #[tokio::test]
