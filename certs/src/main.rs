@@ -7,7 +7,7 @@
 //! resize-guard-certs check    --out-dir DIR --within 720h   # exit 0: fine, 10: renew now
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
@@ -16,7 +16,7 @@ use clap::{Args, Parser, Subcommand};
 // The duration syntax of every resize-guard command line (`720h`, `30d`, `1h30m`, `90s`).
 use humantime::parse_duration;
 use resize_guard_certs::{
-    CertSpec, expires_within, generate, not_after, read_dir, renew_leaf, write_dir,
+    Bundle, CertSpec, expires_within, generate, not_after, read_dir, renew_leaf, write_dir,
 };
 
 /// Exit code of `check` when the serving certificate must be renewed.
@@ -116,12 +116,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Generate { target } => {
             let spec = target.spec();
             let bundle = generate(&spec).context("generating certificates")?;
-            write_dir(&bundle, &target.out_dir)?;
+            let expires = write(&bundle, &target.out_dir)?;
             eprintln!(
-                "resize-guard-certs: wrote a new CA and serving certificate for {} to {} (leaf expires {})",
+                "resize-guard-certs: wrote a new CA and serving certificate for {} to {} (leaf expires {expires})",
                 names(&spec),
                 target.out_dir.display(),
-                rfc3339(not_after(&bundle.cert_pem)?),
             );
         }
         Command::Renew { target } => {
@@ -129,12 +128,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let current = read_dir(&target.out_dir)?;
             let bundle = renew_leaf(&current.ca_cert_pem, &current.ca_key_pem, &spec)
                 .context("renewing the serving certificate")?;
-            write_dir(&bundle, &target.out_dir)?;
+            let expires = write(&bundle, &target.out_dir)?;
             eprintln!(
-                "resize-guard-certs: renewed the serving certificate for {} in {} (same CA; leaf expires {})",
+                "resize-guard-certs: renewed the serving certificate for {} in {} (same CA; leaf expires {expires})",
                 names(&spec),
                 target.out_dir.display(),
-                rfc3339(not_after(&bundle.cert_pem)?),
             );
         }
         Command::Check { out_dir, within } => {
@@ -158,6 +156,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `bundle` into `dir` like a Secret volume; the leaf's expiry, for the report.
+fn write(bundle: &Bundle, dir: &Path) -> anyhow::Result<String> {
+    write_dir(bundle, dir)?;
+    Ok(rfc3339(not_after(&bundle.cert_pem)?))
 }
 
 fn names(spec: &CertSpec) -> String {
@@ -225,37 +229,20 @@ mod tests {
 
     #[test]
     fn cli_requires_a_choice_of_names() {
-        assert!(Cli::try_parse_from(["x", "generate", "--out-dir", "d"]).is_err());
-        assert!(
-            Cli::try_parse_from(["x", "generate", "--out-dir", "d", "--service", "s"]).is_err()
-        );
-        assert!(
-            Cli::try_parse_from([
-                "x",
-                "generate",
-                "--out-dir",
-                "d",
-                "--loopback",
-                "--service",
-                "s",
-                "--namespace",
-                "n"
-            ])
-            .is_err()
-        );
-        assert!(Cli::try_parse_from(["x", "renew", "--out-dir", "d", "--loopback"]).is_ok());
-        assert!(
-            Cli::try_parse_from([
-                "x",
-                "generate",
-                "--out-dir",
-                "d",
-                "--service",
-                "s",
-                "--namespace",
-                "n"
-            ])
-            .is_ok()
-        );
+        // (arguments, accepted)
+        let cases = [
+            ("x generate --out-dir d", false),
+            ("x generate --out-dir d --service s", false),
+            (
+                "x generate --out-dir d --loopback --service s --namespace n",
+                false,
+            ),
+            ("x renew --out-dir d --loopback", true),
+            ("x generate --out-dir d --service s --namespace n", true),
+        ];
+        for (args, accepted) in cases {
+            let parsed = Cli::try_parse_from(args.split(' '));
+            assert_eq!(parsed.is_ok(), accepted, "{args}");
+        }
     }
 }

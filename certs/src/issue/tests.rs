@@ -17,33 +17,29 @@ fn x509(block: &Pem) -> X509Certificate<'_> {
     block.parse_x509().unwrap()
 }
 
-fn dns_sans(cert: &X509Certificate<'_>) -> Vec<String> {
+/// The subject alternative names `pick` takes.
+fn sans<T>(cert: &X509Certificate<'_>, pick: impl Fn(&GeneralName) -> Option<T>) -> Vec<T> {
     let san = cert.subject_alternative_name().unwrap().unwrap();
-    san.value
-        .general_names
-        .iter()
-        .filter_map(|n| match n {
-            GeneralName::DNSName(d) => Some((*d).to_owned()),
-            _ => None,
-        })
-        .collect()
+    san.value.general_names.iter().filter_map(pick).collect()
+}
+
+fn dns_sans(cert: &X509Certificate<'_>) -> Vec<String> {
+    sans(cert, |n| match n {
+        GeneralName::DNSName(d) => Some((*d).to_owned()),
+        _ => None,
+    })
 }
 
 fn ip_sans(cert: &X509Certificate<'_>) -> Vec<IpAddr> {
-    let san = cert.subject_alternative_name().unwrap().unwrap();
-    san.value
-        .general_names
-        .iter()
-        .filter_map(|n| match n {
-            GeneralName::IPAddress(b) if b.len() == 4 => {
-                Some(IpAddr::from(<[u8; 4]>::try_from(*b).unwrap()))
-            }
-            GeneralName::IPAddress(b) if b.len() == 16 => {
-                Some(IpAddr::from(<[u8; 16]>::try_from(*b).unwrap()))
-            }
-            _ => None,
-        })
-        .collect()
+    sans(cert, |n| match n {
+        GeneralName::IPAddress(b) if b.len() == 4 => {
+            Some(IpAddr::from(<[u8; 4]>::try_from(*b).unwrap()))
+        }
+        GeneralName::IPAddress(b) if b.len() == 16 => {
+            Some(IpAddr::from(<[u8; 16]>::try_from(*b).unwrap()))
+        }
+        _ => None,
+    })
 }
 
 fn subject_key_id(cert: &X509Certificate<'_>) -> Vec<u8> {
@@ -252,23 +248,26 @@ fn renewing_with_garbage_is_a_parse_error() {
     assert_eq!(bad_key.reason(), "ParseFailed");
 }
 
+/// Renewing from this CA certificate and key fails as an unusable CA; the message.
+fn refused_ca(ca_cert_pem: &str, ca_key_pem: &str) -> String {
+    let err = renew_leaf(ca_cert_pem, ca_key_pem, &CertSpec::for_loopback()).unwrap_err();
+    assert!(matches!(err, CertError::Ca { .. }), "{err}");
+    err.to_string()
+}
+
 #[test]
 fn renewing_refuses_a_key_from_another_ca() {
     let spec = CertSpec::for_loopback();
-    let a = generate(&spec).unwrap();
-    let b = generate(&spec).unwrap();
-    let err = renew_leaf(&a.ca_cert_pem, &b.ca_key_pem, &spec).unwrap_err();
-    assert!(matches!(err, CertError::Ca { .. }), "{err}");
-    assert!(err.to_string().contains("does not belong"), "{err}");
+    let (a, b) = (generate(&spec).unwrap(), generate(&spec).unwrap());
+    let err = refused_ca(&a.ca_cert_pem, &b.ca_key_pem);
+    assert!(err.contains("does not belong"), "{err}");
 }
 
 #[test]
 fn renewing_refuses_a_leaf_posing_as_the_ca() {
-    let spec = CertSpec::for_loopback();
-    let bundle = generate(&spec).unwrap();
-    let err = renew_leaf(&bundle.cert_pem, &bundle.key_pem, &spec).unwrap_err();
-    assert!(matches!(err, CertError::Ca { .. }), "{err}");
-    assert!(err.to_string().contains("not a CA"), "{err}");
+    let bundle = generate(&CertSpec::for_loopback()).unwrap();
+    let err = refused_ca(&bundle.cert_pem, &bundle.key_pem);
+    assert!(err.contains("not a CA"), "{err}");
 }
 
 #[test]

@@ -91,6 +91,16 @@ fn handshake(
     Ok(())
 }
 
+/// A handshake for `name` with a fresh bundle for `spec`, the client trusting its own CA.
+fn own_ca_handshake(
+    spec: &CertSpec,
+    name: &str,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Result<(), rustls::Error> {
+    let bundle = generate(spec).unwrap();
+    handshake(&bundle, &bundle.ca_cert_pem, name, versions)
+}
+
 const ALL: &[&rustls::SupportedProtocolVersion] = rustls::DEFAULT_VERSIONS;
 const TLS12: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS12];
 
@@ -107,8 +117,7 @@ fn server_config_accepts_the_generated_leaf_and_key() {
 
 #[test]
 fn client_trusting_ca_crt_completes_a_handshake_for_127_0_0_1() {
-    let bundle = generate(&CertSpec::for_loopback()).unwrap();
-    handshake(&bundle, &bundle.ca_cert_pem, "127.0.0.1", ALL).unwrap();
+    own_ca_handshake(&CertSpec::for_loopback(), "127.0.0.1", ALL).unwrap();
 }
 
 #[test]
@@ -120,20 +129,19 @@ fn loopback_leaf_also_serves_ipv6_loopback_and_localhost() {
 
 #[test]
 fn handshake_also_works_over_tls12() {
-    let bundle = generate(&CertSpec::for_loopback()).unwrap();
-    handshake(&bundle, &bundle.ca_cert_pem, "127.0.0.1", TLS12).unwrap();
+    own_ca_handshake(&CertSpec::for_loopback(), "127.0.0.1", TLS12).unwrap();
 }
 
 #[test]
 fn service_leaf_serves_the_service_dns_name() {
-    let bundle = generate(&CertSpec::for_service("resize-guard", "ops")).unwrap();
-    handshake(&bundle, &bundle.ca_cert_pem, "resize-guard.ops.svc", ALL).unwrap();
+    let spec = CertSpec::for_service("resize-guard", "ops");
+    own_ca_handshake(&spec, "resize-guard.ops.svc", ALL).unwrap();
 }
 
 #[test]
 fn client_refuses_a_name_outside_the_sans() {
-    let bundle = generate(&CertSpec::for_service("resize-guard", "ops")).unwrap();
-    let err = handshake(&bundle, &bundle.ca_cert_pem, "127.0.0.1", ALL).unwrap_err();
+    let spec = CertSpec::for_service("resize-guard", "ops");
+    let err = own_ca_handshake(&spec, "127.0.0.1", ALL).unwrap_err();
     assert!(
         matches!(err, rustls::Error::InvalidCertificate(_)),
         "{err:?}"
