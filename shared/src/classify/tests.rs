@@ -44,6 +44,12 @@ impl World {
     fn alone(old: &Pod) -> World {
         World::new(std::slice::from_ref(old))
     }
+    /// The field test's app at 250m on the field-test node with `others`: (the app, the world).
+    fn field(others: impl IntoIterator<Item = Pod>) -> (Pod, World) {
+        let old = app("250m").build();
+        let pods: Vec<Pod> = std::iter::once(old.clone()).chain(others).collect();
+        (old, World::new(&pods))
+    }
     fn ctx(&self) -> Context<'_> {
         context(Some(&self.ledger), &self.budgets, &self.policy)
     }
@@ -80,8 +86,7 @@ fn resized(cpu: &str) -> Pod {
 
 #[test]
 fn field_test_550m_is_deferred_with_the_kubelet_message_and_a_plan() {
-    let old = app("250m").build();
-    let w = World::new(&[old.clone(), filler()]);
+    let (old, w) = World::field([filler()]);
     let v = w.classify(&old, &resized("550m"));
     let Verdict::Deferred(d) = &v else {
         panic!("{v:?}")
@@ -106,8 +111,7 @@ fn field_test_550m_is_deferred_with_the_kubelet_message_and_a_plan() {
 
 #[test]
 fn field_test_2430m_is_infeasible_and_denied_with_the_nodes_numbers() {
-    let old = app("250m").build();
-    let w = World::new(&[old.clone(), filler()]);
+    let (old, w) = World::field([filler()]);
     let v = w.classify(&old, &resized("2430m"));
     let Verdict::Infeasible(i) = &v else {
         panic!("{v:?}")
@@ -143,8 +147,7 @@ fn infeasible_reports_memory_first_like_the_kubelet() {
 
 #[test]
 fn infeasible_can_be_allowed_with_a_warning_by_policy() {
-    let old = app("250m").build();
-    let mut w = World::alone(&old);
+    let (old, mut w) = World::field([]);
     w.policy.feasibility.reject_infeasible = false;
     let out = w.classify(&old, &resized("2430m")).outcome(&w.policy);
     assert_eq!(out.action, Ruling::Allow);
@@ -153,8 +156,7 @@ fn infeasible_can_be_allowed_with_a_warning_by_policy() {
 
 #[test]
 fn a_resize_that_fits_is_allowed_silently() {
-    let old = app("250m").build();
-    let w = World::alone(&old);
+    let (old, w) = World::field([]);
     let v = w.classify(&old, &resized("550m"));
     assert!(matches!(v, Verdict::Fits(_)), "{v:?}");
     let out = v.outcome(&w.policy);
@@ -164,8 +166,7 @@ fn a_resize_that_fits_is_allowed_silently() {
 
 #[test]
 fn deleting_the_filler_makes_the_deferred_resize_fit() {
-    let old = app("250m").build();
-    let w = World::alone(&old);
+    let (old, w) = World::field([]);
     assert!(matches!(
         w.classify(&old, &resized("550m")),
         Verdict::Fits(_)
@@ -174,18 +175,16 @@ fn deleting_the_filler_makes_the_deferred_resize_fit() {
 
 #[test]
 fn unchanged_values_in_other_spelling_are_no_change() {
-    let old = app("250m").build();
+    let (old, w) = World::field([]);
     let mut new = app_with("requests", "cpu", "0.25");
     set_first(&mut new, "limits", "cpu", "0.25");
-    let w = World::alone(&old);
     assert_eq!(w.classify(&old, &new), Verdict::NoChange);
 }
 
 #[test]
 fn qos_change_is_denied_by_default_with_culprits_and_the_fix() {
-    let old = app("250m").build();
+    let (old, w) = World::field([]);
     let new = app_with("requests", "cpu", "500m");
-    let w = World::alone(&old);
     let v = w.classify(&old, &new);
     let Verdict::QosChange(q) = &v else {
         panic!("{v:?}")
@@ -209,9 +208,8 @@ fn qos_change_is_denied_by_default_with_culprits_and_the_fix() {
 
 #[test]
 fn qos_change_is_repaired_when_policy_says_so() {
-    let old = app("250m").build();
+    let (old, mut w) = World::field([]);
     let new = app_with("requests", "cpu", "500m");
-    let mut w = World::alone(&old);
     w.policy.qos.on_change = OnQosChange::Repair;
     let out = w.classify(&old, &new).outcome(&w.policy);
     let Ruling::Repair(fix) = &out.action else {
@@ -248,9 +246,8 @@ fn qos_change_without_a_repair_is_denied_even_in_repair_mode() {
 
 #[test]
 fn qos_is_checked_before_feasibility() {
-    let old = app("250m").build();
+    let (old, w) = World::field([]);
     let new = app_with("requests", "cpu", "5");
-    let w = World::alone(&old);
     assert!(matches!(w.classify(&old, &new), Verdict::QosChange(_)));
 }
 
@@ -281,9 +278,8 @@ fn stuck_deferred_is_warned_or_denied_by_policy() {
 
 #[test]
 fn deferred_awaiting_termination_says_so() {
-    let old = app("250m").build();
     let leaving = batch("leaving", "1500m", "256Mi", 5).terminating().build();
-    let w = World::new(&[old.clone(), leaving]);
+    let (old, w) = World::field([leaving]);
     let v = w.classify(&old, &resized("550m"));
     assert_eq!(v.label(), "deferred-awaiting-termination");
     assert!(
@@ -295,8 +291,7 @@ fn deferred_awaiting_termination_says_so() {
 
 #[test]
 fn audit_mode_never_denies_but_says_what_it_would_do() {
-    let old = app("250m").build();
-    let mut w = World::new(&[old.clone(), filler()]);
+    let (old, mut w) = World::field([filler()]);
     w.policy.mode = Mode::Audit;
     let out = w.classify(&old, &resized("2430m")).outcome(&w.policy);
     assert_eq!(out.action, Ruling::Allow);
@@ -389,9 +384,8 @@ fn a_node_without_allocatable_is_not_judged_infeasible_nor_preempted_on() {
 
 #[test]
 fn invalid_quantities_are_denied_not_panicked_on() {
-    let old = app("250m").build();
+    let (old, w) = World::field([]);
     let new = app_with("requests", "cpu", "lots");
-    let w = World::alone(&old);
     let v = w.classify(&old, &new);
     assert!(matches!(v, Verdict::Denied(_)));
     assert!(v.message().contains("lots"));
@@ -567,9 +561,8 @@ fn node_declared_features_are_checked_after_qos() {
 /// the other error; the repair (limit follows) is valid.
 #[test]
 fn requests_only_on_guaranteed_is_a_qos_change_that_also_quotes_the_limit_error() {
-    let old = app("250m").build();
+    let (old, w) = World::field([]);
     let new = app_with("requests", "cpu", "500m");
-    let w = World::alone(&old);
     let v = w.classify(&old, &new);
     let Verdict::QosChange(q) = &v else {
         panic!("{v:?}")

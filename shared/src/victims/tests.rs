@@ -70,6 +70,17 @@ fn chosen(alloc_cpu: &str, pods: &[Pod]) -> Vec<String> {
     names(&p).into_iter().map(str::to_owned).collect()
 }
 
+/// The resizer growing to `to`, then one [`pod`] per `(name, priority, cpu, start)`.
+fn node_pods(to: &str, others: &[(&str, i32, &str, i64)]) -> Vec<Pod> {
+    let mut pods = vec![resizer(to)];
+    pods.extend(
+        others
+            .iter()
+            .map(|&(name, priority, cpu, start)| pod(name, priority, cpu, start).build()),
+    );
+    pods
+}
+
 /// A pod of `namespace` on `n1` that nothing owns: one Guaranteed 500m container, Running.
 fn unowned(namespace: &str, name: &str) -> Pod {
     PodBuilder::new(namespace, name)
@@ -81,7 +92,7 @@ fn unowned(namespace: &str, name: &str) -> Pod {
 
 #[test]
 fn field_test_preempts_the_low_priority_filler() {
-    let pods = [resizer("550m"), pod("filler", 0, "1500m", 10).build()];
+    let pods = node_pods("550m", &[("filler", 0, "1500m", 10)]);
     let p = plan("1930m", &pods, &Policy::default()).unwrap();
     assert_eq!(names(&p), ["filler"]);
     assert_eq!(p.shortfall.cpu, 120);
@@ -89,11 +100,10 @@ fn field_test_preempts_the_low_priority_filler() {
 
 #[test]
 fn never_preempts_equal_or_higher_priority() {
-    let pods = [
-        resizer("550m"),
-        pod("same", 1000, "800m", 10).build(),
-        pod("higher", 2000, "800m", 10).build(),
-    ];
+    let pods = node_pods(
+        "550m",
+        &[("same", 1000, "800m", 10), ("higher", 2000, "800m", 10)],
+    );
     let e = plan("1930m", &pods, &Policy::default()).unwrap_err();
     assert!(matches!(e, NoPlan::NoCandidates { excluded, .. } if excluded.not_lower_priority == 2));
 }
@@ -129,7 +139,7 @@ fn critical_preemptor_is_left_to_the_kubelet() {
 
 #[test]
 fn disabled_policy_and_opted_out_nodes_get_no_plan() {
-    let pods = [resizer("550m"), pod("filler", 0, "1500m", 10).build()];
+    let pods = node_pods("550m", &[("filler", 0, "1500m", 10)]);
     let mut off = Policy::default();
     off.preemption.enabled = false;
     assert_eq!(plan("1930m", &pods, &off), Err(NoPlan::Disabled));
@@ -140,27 +150,74 @@ fn disabled_policy_and_opted_out_nodes_get_no_plan() {
     assert!(matches!(e, Err(NoPlan::NodeOptedOut(_))));
 }
 
+/// Upstream DefaultPreemption's choice on one node (`default_preemption_test.go` is a table of
+/// such cases too): the resizer growing to `to` on a node of `alloc` cpu among candidates
+/// `(name, priority, cpu, start)`, and the victims, most important first.
 #[test]
-fn reprieves_higher_priority_victims_first() {
-    // Any one of the three frees enough; the lowest priority one goes.
-    let pods = [
-        resizer("550m"),
-        pod("p500", 500, "500m", 10).build(),
-        pod("p100", 100, "500m", 10).build(),
-        pod("p300", 300, "500m", 10).build(),
+fn victims_are_chosen_like_upstream_default_preemption() {
+    type Candidate = (&'static str, i32, &'static str, i64);
+    let cases: [(&str, &str, &str, &[Candidate], &[&str]); 5] = [
+        (
+            // Any one of the three frees enough; the lowest priority one goes.
+            "reprieves higher priority victims first",
+            "550m",
+            "1930m",
+            &[
+                ("p500", 500, "500m", 10),
+                ("p100", 100, "500m", 10),
+                ("p300", 300, "500m", 10),
+            ],
+            &["p100"],
+        ),
+        (
+            "among equal priority the youngest is preempted",
+            "550m",
+            "1930m",
+            &[
+                ("old", 0, "500m", 10),
+                ("young", 0, "500m", 99),
+                ("mid", 0, "500m", 50),
+            ],
+            &["young"],
+        ),
+        (
+            // Upstream reprieve: the big important pod is reprieved only if it fits back; here
+            // the small one is not enough alone, so both priorities are tried in order. Need
+            // 1250 + 1300 = 2550 in 2000: remove all -> 1250 fits; reprieve big (2250) no ->
+            // victim; reprieve small (1550) yes.
+            "keeps a more important victim if a less important one suffices",
+            "1250m",
+            "2000m",
+            &[("big", 200, "1000m", 10), ("small", 100, "300m", 10)],
+            &["big"],
+        ),
+        (
+            // 1250 + 1200 = 2450 in 1700: need 750 -> two victims, the two youngest.
+            "several victims when one is not enough",
+            "1250m",
+            "1700m",
+            &[
+                ("a", 0, "400m", 10),
+                ("b", 0, "400m", 20),
+                ("c", 0, "400m", 30),
+            ],
+            &["b", "c"],
+        ),
+        (
+            "victims are listed most important first",
+            "1850m",
+            "2000m",
+            &[
+                ("a", 5, "500m", 10),
+                ("b", 1, "500m", 10),
+                ("c", 3, "500m", 10),
+            ],
+            &["a", "c", "b"],
+        ),
     ];
-    assert_eq!(chosen("1930m", &pods), ["p100"]);
-}
-
-#[test]
-fn among_equal_priority_the_youngest_is_preempted() {
-    let pods = [
-        resizer("550m"),
-        pod("old", 0, "500m", 10).build(),
-        pod("young", 0, "500m", 99).build(),
-        pod("mid", 0, "500m", 50).build(),
-    ];
-    assert_eq!(chosen("1930m", &pods), ["young"]);
+    for (what, to, alloc, others, victims) in cases {
+        assert_eq!(chosen(alloc, &node_pods(to, others)), victims, "{what}");
+    }
 }
 
 #[test]
@@ -179,38 +236,11 @@ fn a_pod_that_has_not_started_counts_as_youngest() {
 }
 
 #[test]
-fn keeps_a_more_important_victim_if_a_less_important_one_suffices() {
-    // Upstream reprieve: the big important pod is reprieved only if it fits back; here the
-    // small one is not enough alone, so both priorities are tried in order.
-    let pods = [
-        resizer("1250m"),
-        pod("big", 200, "1000m", 10).build(),
-        pod("small", 100, "300m", 10).build(),
-    ];
-    // Need 1250 + 1300 = 2550 in 2000: remove all -> 1250 fits; reprieve big (2250) no -> victim;
-    // reprieve small (1550) yes.
-    assert_eq!(chosen("2000m", &pods), ["big"]);
-}
-
-#[test]
-fn several_victims_when_one_is_not_enough() {
-    let pods = [
-        resizer("1250m"),
-        pod("a", 0, "400m", 10).build(),
-        pod("b", 0, "400m", 20).build(),
-        pod("c", 0, "400m", 30).build(),
-    ];
-    // 1250 + 1200 = 2450 in 1700: need 750 -> two victims, the two youngest.
-    assert_eq!(chosen("1700m", &pods), ["b", "c"]);
-}
-
-#[test]
 fn no_plan_when_even_all_victims_are_not_enough() {
-    let pods = [
-        resizer("1500m"),
-        pod("low", 0, "100m", 10).build(),
-        pod("high", 5000, "1000m", 10).build(),
-    ];
+    let pods = node_pods(
+        "1500m",
+        &[("low", 0, "100m", 10), ("high", 5000, "1000m", 10)],
+    );
     let e = plan("2000m", &pods, &Policy::default()).unwrap_err();
     match e {
         NoPlan::NotEnough {
@@ -477,21 +507,9 @@ fn kep_5836_example_one_victim_where_upstream_takes_three() {
 
 #[test]
 fn no_shortfall_means_an_empty_plan() {
-    let pods = [resizer("550m"), pod("small", 0, "100m", 10).build()];
+    let pods = node_pods("550m", &[("small", 0, "100m", 10)]);
     let p = plan("1930m", &pods, &Policy::default()).unwrap();
     assert!(p.victims.is_empty() && p.awaiting.is_empty() && p.shortfall.is_zero());
-}
-
-#[test]
-fn victims_are_listed_most_important_first() {
-    let pods = [
-        resizer("1850m"),
-        pod("a", 5, "500m", 10).build(),
-        pod("b", 1, "500m", 10).build(),
-        pod("c", 3, "500m", 10).build(),
-    ];
-    let p = plan("2000m", &pods, &Policy::default()).unwrap();
-    assert_eq!(names(&p), ["a", "c", "b"]);
 }
 
 #[test]
@@ -599,31 +617,35 @@ fn growth_that_can_only_fit_after_the_preemptor_is_not_planned_for() {
     // removed" (the preemptor is retried first), so mid's growth cannot win the room.
     let pods = [
         resizer("1250m"),
-        pod("mid", 500, "500m", 1)
-            .resize("c", "cpu", "900m")
-            .resize_pending("Deferred", "full")
-            .build(),
+        deferred(pod("mid", 500, "500m", 1), "900m"),
         pod("low", 0, "1000m", 2).build(),
     ];
-    let p = plan("2", &pods, &Policy::default()).unwrap();
-    assert_eq!(names(&p), ["low"]);
+    assert_eq!(chosen("2", &pods), ["low"]);
+}
+
+/// `p` with its cpu resized to `to` and Deferred by the kubelet.
+fn deferred(p: PodBuilder, to: &str) -> Pod {
+    p.resize("c", "cpu", to)
+        .resize_pending("Deferred", "full")
+        .build()
+}
+
+/// The resizer growing to 1250m; `peer`, of the same priority, Deferred growing 250m -> `to`;
+/// two 500m candidates `a` and `b`.
+fn with_peer(to: &str) -> [Pod; 4] {
+    [
+        resizer("1250m"),
+        deferred(pod("peer", 1000, "250m", 1), to),
+        pod("a", 0, "500m", 2).build(),
+        pod("b", 0, "500m", 3).build(),
+    ]
 }
 
 #[test]
 fn a_resize_the_kubelet_may_retry_first_gets_its_room_counted() {
     // Same priority and QoS, neither with a PodResizePending time: the queue may hold the
     // other pod first, so its growth is reserved and a second victim goes.
-    let pods = [
-        resizer("1250m"),
-        pod("peer", 1000, "250m", 1)
-            .resize("c", "cpu", "500m")
-            .resize_pending("Deferred", "full")
-            .build(),
-        pod("a", 0, "500m", 2).build(),
-        pod("b", 0, "500m", 3).build(),
-    ];
-    let p = plan("2", &pods, &Policy::default()).unwrap();
-    assert_eq!(names(&p), ["a", "b"]);
+    assert_eq!(chosen("2", &with_peer("500m")), ["a", "b"]);
 }
 
 #[test]
@@ -631,16 +653,7 @@ fn growth_of_pods_that_may_not_be_preempted_leaves_a_plan_that_may_race() {
     // The kubelet may retry the peer first, and its growth fits once b is gone; even with every
     // candidate gone the node cannot hold both resizes, so no plan wins in every order: the
     // kubelet-accounting plan stands and names the racer.
-    let pods = [
-        resizer("1250m"),
-        pod("peer", 1000, "250m", 1)
-            .resize("c", "cpu", "1000m")
-            .resize_pending("Deferred", "full")
-            .build(),
-        pod("a", 0, "500m", 2).build(),
-        pod("b", 0, "500m", 3).build(),
-    ];
-    let p = plan("2", &pods, &Policy::default()).unwrap();
+    let p = plan("2", &with_peer("1000m"), &Policy::default()).unwrap();
     assert_eq!(names(&p), ["b"]);
     assert_eq!(
         p.racing.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(),
