@@ -314,9 +314,9 @@ async fn optout(env: &'static Env, ns: &str, node: &str, why: &str) -> String {
 /// A sidecar's resize is judged with the pod's sidecar-aware request and completes in place
 /// once the filler is preempted.
 async fn sidecar_resize(env: &'static Env) -> String {
-    let ns = env.namespace("v-sidecar").await;
-    let node = env.node("sidecar", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let (ns, node, pods) = env
+        .scenario("v-sidecar", ("sidecar", "1930m", "3Gi"), &[])
+        .await;
     create_running(
         &pods,
         &guaranteed_pod("filler", &node, "low", "1000m", "256Mi"),

@@ -106,12 +106,7 @@ async fn deferred_resize_is_allowed_with_a_warning_and_audit_annotations() {
     let env = setup().await;
     let _g = env.guard();
     let (ns, node, pods) = support::field_test(env, "deferred").await;
-    let out = env
-        .kubectl()
-        .resize(&ns, "app", &cpu_resize("550m"))
-        .await
-        .unwrap();
-    assert!(out.success, "{}", out.stderr);
+    let out = env.resize_cpu(&ns, "app", "550m").await;
     let expected = format!(
         "Warning: resize-guard: node {node} lacks cpu 120m; the resize will be Deferred; resize-guard will preempt {ns}/filler"
     );

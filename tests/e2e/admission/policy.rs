@@ -169,16 +169,10 @@ async fn policy_modes_and_live_reload() {
 
 /// `kubectl events` for the policy ConfigMap.
 async fn configmap_events(k: &resize_guard_harness::kubectl::Kubectl) -> String {
-    k.run([
-        "events",
-        "-n",
-        "resize-guard",
-        "--for",
-        "configmap/resize-guard",
-    ])
-    .await
-    .unwrap()
-    .stdout
+    k.events_of("resize-guard", "configmap/resize-guard")
+        .await
+        .unwrap()
+        .stdout
 }
 
 /// Waits for an Event with `reason` on the policy ConfigMap; returns all its Events.

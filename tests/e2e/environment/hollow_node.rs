@@ -92,13 +92,7 @@ fn memory_resize(memory: &str) -> serde_json::Value {
 
 /// Container `app`'s `status.resources` value, as the kubelet reports what it actuated.
 fn actual(p: &Pod, which: &str, resource: &str) -> Option<String> {
-    let r = p
-        .status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == "app")?
+    let r = resize_guard_harness::objects::container_status(p, "app")?
         .resources
         .as_ref()?;
     let list = if which == "limits" {

@@ -89,10 +89,7 @@ async fn metrics_api_and_kubelet_report_the_usage_set_on_the_hollow_node() {
         refused.is_err() && format!("{refused:?}").contains("401"),
         "an anonymous request to the kubelet must get 401: {refused:?}"
     );
-    let kubectl = Kubectl {
-        bin: cp.binaries().kubectl.clone(),
-        kubeconfig: cp.kubeconfig_path(),
-    };
+    let kubectl = Kubectl::admin(&cp);
 
     Api::<Namespace>::all(client.clone())
         .create(

@@ -128,6 +128,14 @@ fn line<'a>(text: &'a str, prefix: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{text}"))
 }
 
+/// Asserts, for each (prefix, line), that the first line of `text` starting with `prefix` is
+/// `line`.
+fn assert_lines(text: &str, want: &[(&str, &str)]) {
+    for (prefix, want) in want {
+        assert_eq!(line(text, prefix), *want, "the line starting {prefix:?}");
+    }
+}
+
 /// The cells of a table row (kubectl pads columns with at least three spaces).
 fn cells(row: &str) -> Vec<&str> {
     row.split("   ")
@@ -429,27 +437,32 @@ async fn phases() {
     let out = rg(env, &["what-if", "app", "-n", f, "--cpu", "550m"]).await;
     println!("{}", out.stdout);
     assert!(out.success, "{}\n{}", out.stdout, out.stderr);
-    assert_eq!(
-        line(&out.stdout, "Resize pod"),
-        format!(
-            "Resize pod {f}/app, container app: cpu request 250m → 550m, cpu limit 250m → 550m"
-        )
+    assert_lines(
+        &out.stdout,
+        &[
+            (
+                "Resize pod",
+                &format!(
+                    "Resize pod {f}/app, container app: cpu request 250m → 550m, cpu limit 250m → 550m"
+                ),
+            ),
+            (
+                "API server:",
+                "API server: accepted (dry run: nothing was changed)",
+            ),
+            (
+                "Warning:",
+                &format!(
+                    "Warning: resize-guard: node {field_node} lacks cpu 120m; the resize will be Deferred; resize-guard will preempt {f}/filler"
+                ),
+            ),
+            (
+                "resize-guard's mutate webhook decided:",
+                "resize-guard's mutate webhook decided: deferred-preemptible",
+            ),
+            ("Plan:", "Plan: deferred-preemptible"),
+        ],
     );
-    assert_eq!(
-        line(&out.stdout, "API server:"),
-        "API server: accepted (dry run: nothing was changed)"
-    );
-    assert_eq!(
-        line(&out.stdout, "Warning:"),
-        format!(
-            "Warning: resize-guard: node {field_node} lacks cpu 120m; the resize will be Deferred; resize-guard will preempt {f}/filler"
-        )
-    );
-    assert_eq!(
-        line(&out.stdout, "resize-guard's mutate webhook decided:"),
-        "resize-guard's mutate webhook decided: deferred-preemptible"
-    );
-    assert_eq!(line(&out.stdout, "Plan:"), "Plan: deferred-preemptible");
     assert_eq!(
         cells(line(&out.stdout, &format!("{f}/filler"))),
         [format!("{f}/filler").as_str(), "100", "1500m", "256Mi"]
@@ -640,17 +653,19 @@ async fn phases() {
         .unwrap();
     let out = rg(env, &["explain", "app", "-n", f]).await;
     println!("{}", out.stdout);
-    assert_eq!(
-        line(&out.stdout, "resize-guard:"),
-        "resize-guard: deferred-preemptible"
-    );
-    assert_eq!(
-        line(&out.stdout, &format!("node {field_node} lacks")),
-        format!("node {field_node} lacks cpu 120m; resize-guard will preempt {f}/filler:")
-    );
-    assert_eq!(
-        line(&out.stdout, "but no controller"),
-        "but no controller holds the Lease, so nobody acts on this plan now"
+    assert_lines(
+        &out.stdout,
+        &[
+            ("resize-guard:", "resize-guard: deferred-preemptible"),
+            (
+                &format!("node {field_node} lacks"),
+                &format!("node {field_node} lacks cpu 120m; resize-guard will preempt {f}/filler:"),
+            ),
+            (
+                "but no controller",
+                "but no controller holds the Lease, so nobody acts on this plan now",
+            ),
+        ],
     );
     assert_eq!(
         cells(line(&out.stdout, &format!("{f}/filler"))),
@@ -662,13 +677,18 @@ async fn phases() {
             "no"
         ]
     );
-    assert_eq!(
-        line(&out.stdout, "controller:"),
-        "controller: no controller holds the Lease: nothing will be preempted until one does"
-    );
-    assert_eq!(
-        line(&out.stdout, "QoS class:"),
-        "QoS class:  Guaranteed — every container sets cpu and memory limits equal to its requests"
+    assert_lines(
+        &out.stdout,
+        &[
+            (
+                "controller:",
+                "controller: no controller holds the Lease: nothing will be preempted until one does",
+            ),
+            (
+                "QoS class:",
+                "QoS class:  Guaranteed — every container sets cpu and memory limits equal to its requests",
+            ),
+        ],
     );
     assert_eq!(
         cells(line(&out.stdout, "cpu ")),
@@ -712,14 +732,16 @@ async fn phases() {
     }
     let out = rg_until(env, &["explain", "app", "-n", f], "PreemptingForResize").await;
     println!("{}", out.stdout);
-    assert_eq!(
-        line(&out.stdout, "Resize:"),
-        "Resize: none pending (spec and status agree)"
-    );
-    assert_eq!(line(&out.stdout, "resize-guard:"), "resize-guard: none");
-    assert_eq!(
-        line(&out.stdout, "nothing to decide"),
-        "nothing to decide: no resize is pending"
+    assert_lines(
+        &out.stdout,
+        &[
+            ("Resize:", "Resize: none pending (spec and status agree)"),
+            ("resize-guard:", "resize-guard: none"),
+            (
+                "nothing to decide",
+                "nothing to decide: no resize is pending",
+            ),
+        ],
     );
     assert!(
         !out.stdout.contains("VICTIM"),

@@ -36,7 +36,8 @@ async fn what_if_and_explain_judge_a_memory_decrease_against_usage() {
     create_running(&pods, &guaranteed_pod("app", &node, "low", "250m", "256Mi"))
         .await
         .unwrap();
-    env.set_usage(&node, &ns, "app", "app", "150Mi", "100m")
+    env.usage_file(&node)
+        .set(&ns, "app", "app", "150Mi", "100m")
         .unwrap();
     metrics
         .wait_for_pod(&env.cp, &ns, "app", |m| {

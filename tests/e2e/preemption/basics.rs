@@ -159,9 +159,9 @@ async fn a_preemptor_with_preemption_policy_never_gets_no_victims_and_an_event()
 async fn protected_pods_and_opted_out_nodes_are_respected() {
     let env = setup().await;
     let _g = env.guard();
-    let ns = env.namespace("protected").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let (ns, node, pods) = env
+        .scenario("protected", ("t3-medium", "1930m", "3Gi"), &[])
+        .await;
     let mut guarded = guaranteed_pod("guarded", &node, "low", "1500m", "256Mi");
     guarded
         .metadata
@@ -199,9 +199,9 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
 async fn a_bare_pod_is_not_a_victim_by_default_and_the_event_names_the_rule() {
     let env = setup().await;
     let _g = env.guard();
-    let ns = env.namespace("bare").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let (ns, node, pods) = env
+        .scenario("bare", ("t3-medium", "1930m", "3Gi"), &[])
+        .await;
     let (name, class, cpu, memory) = FILLER;
     let bare = guaranteed_pod(name, &node, class, cpu, memory);
     let created = create_running_as_is(&pods, &bare).await.unwrap();
@@ -493,12 +493,7 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
 
     // Stored while the kubelet is down: the API server checks 1500m against the Node's 1930m.
     node.stop_kubelet();
-    let out = env
-        .kubectl()
-        .resize(&ns, "app", &cpu_resize("1500m"))
-        .await
-        .unwrap();
-    assert!(out.success, "{}", out.stderr);
+    env.resize_cpu(&ns, "app", "1500m").await;
     // Back with 1000m reserved on its 2 cores: allocatable 1000m, below the pod's 1500m.
     node.restart(&env.cp, &cfg.clone().reserved("1000m", "0"))
         .await

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::install::{http_get, set_policy};
 use resize_guard_harness::objects::*;
@@ -196,9 +195,7 @@ async fn an_api_server_restart_mid_plan_neither_loses_the_plan_nor_adds_a_victim
         assert!(Instant::now() < deadline, "the controller never led");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let ns = env.namespace("apirestart").await;
-    let node = env.node("n", "2500m", "4Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let (ns, node, pods) = env.scenario("apirestart", ("n", "2500m", "4Gi"), &[]).await;
     let names = ["v1", "v2", "v3", "v4"];
     for name in names {
         // Each victim takes 3 s to stop, so the plan is still in flight across the restart.

@@ -116,9 +116,7 @@ async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_vic
     let env = shared(EnvOptions::default());
     let _serial = SERIAL.lock().await;
     let _g = env.guard();
-    let ns = env.namespace("resume").await;
-    let node = env.node("n", "2500m", "4Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let (ns, node, pods) = env.scenario("resume", ("n", "2500m", "4Gi"), &[]).await;
     for name in ["v1", "v2", "v3", "v4"] {
         create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
             .await
@@ -275,9 +273,7 @@ async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_p
     let env = shared(EnvOptions::default());
     let _serial = SERIAL.lock().await;
     let _g = env.guard();
-    let ns = env.namespace("crash").await;
-    let node = env.node("n", "2500m", "4Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let (ns, node, pods) = env.scenario("crash", ("n", "2500m", "4Gi"), &[]).await;
     for name in ["v1", "v2", "v3", "v4"] {
         let mut p = guaranteed_pod(name, &node, "low", "500m", "64Mi");
         p.spec.as_mut().unwrap().termination_grace_period_seconds = Some(30);
@@ -342,6 +338,38 @@ async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_p
     );
 }
 
+/// Plants a plan naming `victims` on the field test's `app` (`sealed` with the controller's key
+/// or not), resizes `app` to 550m, starts a controller as `identity` and waits until the resize
+/// completed with no plan left; returns the `PreemptionPlanRejected` Events and the controller.
+async fn planted_plan_rejected(
+    env: &'static resize_guard_harness::env::Env,
+    ns: &str,
+    pods: &Api<Pod>,
+    victims: Vec<serde_json::Value>,
+    sealed: bool,
+    identity: &str,
+) -> (Vec<(String, String, String)>, support::Controller) {
+    plant(
+        env,
+        pods,
+        "app",
+        json!({"generation": 2, "time": "2026-11-30T00:00:00Z", "victims": victims}),
+        sealed,
+    )
+    .await;
+    support::resize_pending_on(env, pods, ns, "app", "550m").await;
+    let c = support::start(env, identity).await;
+    wait_pod(pods, "app", T, |p| {
+        allocated_cpu(p).as_deref() == Some("550m") && !support::has_plan(p)
+    })
+    .await
+    .unwrap();
+    (
+        support::wait_event(env, ns, "PreemptionPlanRejected").await,
+        c,
+    )
+}
+
 #[tokio::test]
 async fn a_plan_planted_by_the_pods_author_is_dropped_and_only_the_fresh_plan_acts() {
     let env = shared(EnvOptions::default());
@@ -355,22 +383,7 @@ async fn a_plan_planted_by_the_pods_author_is_dropped_and_only_the_fresh_plan_ac
     victims.push(
         json!({"namespace": ns, "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}),
     );
-    plant(
-        env,
-        &pods,
-        "app",
-        json!({"generation": 2, "time": "2026-11-30T00:00:00Z", "victims": victims}),
-        false,
-    )
-    .await;
-    support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
-    let c = support::start(env, "planted").await;
-    wait_pod(&pods, "app", T, |p| {
-        allocated_cpu(p).as_deref() == Some("550m") && !support::has_plan(p)
-    })
-    .await
-    .unwrap();
-    let rejected = support::wait_event(env, &ns, "PreemptionPlanRejected").await;
+    let (rejected, c) = planted_plan_rejected(env, &ns, &pods, victims, false, "planted").await;
     assert!(
         rejected[0].1.contains("its seal does not verify"),
         "{rejected:?}"
@@ -389,22 +402,7 @@ async fn a_sealed_plan_naming_pods_a_fresh_plan_could_not_choose_is_dropped_with
     let (victims, targets) = targets(env, "recheck", &node).await;
     // Sealed with the controller's own key: only the re-check of every rule can refuse it.
     let named: Vec<serde_json::Value> = victims[..2].to_vec();
-    plant(
-        env,
-        &pods,
-        "app",
-        json!({"generation": 2, "time": "2026-11-30T00:00:00Z", "victims": named}),
-        true,
-    )
-    .await;
-    support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
-    let c = support::start(env, "recheck").await;
-    wait_pod(&pods, "app", T, |p| {
-        allocated_cpu(p).as_deref() == Some("550m") && !support::has_plan(p)
-    })
-    .await
-    .unwrap();
-    let rejected = support::wait_event(env, &ns, "PreemptionPlanRejected").await;
+    let (rejected, c) = planted_plan_rejected(env, &ns, &pods, named, true, "recheck").await;
     let note = &rejected[0].1;
     assert!(
         note.contains("kube-system/recheck-system: its namespace is protected")
@@ -500,13 +498,7 @@ async fn restarted_with_a_broken_or_missing_policy_it_keeps_the_last_good_one_or
         assert!(metric(&health("/metrics").await.unwrap(), "none"), "{step}");
         let events = env
             .kubectl()
-            .run([
-                "events",
-                "-n",
-                "resize-guard",
-                "--for",
-                "configmap/resize-guard",
-            ])
+            .events_of("resize-guard", "configmap/resize-guard")
             .await
             .unwrap()
             .stdout;

@@ -42,12 +42,7 @@ fn plans(history: &support::History) -> BTreeSet<String> {
 /// Resizes pod `high` (its watch `high`) to `cpu` and waits, on that watch, until the kubelet has
 /// allocated it with no resize pending.
 async fn grows_in_place(env: &Env, ns: &str, high: &support::History, cpu: &str) {
-    let out = env
-        .kubectl()
-        .resize(ns, "high", &cpu_resize(cpu))
-        .await
-        .unwrap();
-    assert!(out.success, "{}", out.stderr);
+    env.resize_cpu(ns, "high", cpu).await;
     high.wait(T, |p| {
         allocated_cpu(p).as_deref() == Some(cpu) && resize_pending(p).is_none()
     })

@@ -306,13 +306,7 @@ fn env(name: &str, value: &str) -> EnvVar {
 
 /// Container `app`'s last termination: reason and exit code.
 fn last_terminated(p: &Pod) -> Option<(String, i32)> {
-    let t = p
-        .status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == "app")?
+    let t = container_status(p, "app")?
         .last_state
         .as_ref()?
         .terminated

@@ -21,7 +21,6 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
-use resize_guard_harness::admission::wait_active;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::install::repo_root;
 use resize_guard_harness::kubectl::Kubectl;
@@ -111,25 +110,13 @@ async fn walls(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()> {
         "real-node: both Deployments available (2/2, images pulled from the registry) {} ms after kubectl apply",
         applied.elapsed().as_millis()
     );
-    let bundle = kubectl
-        .run([
-            "get",
-            "mutatingwebhookconfiguration",
-            "resize-guard",
-            "-o",
-            "jsonpath={.webhooks[0].clientConfig.caBundle}",
-        ])
-        .await?;
+    let bundle = kubectl.ca_bundle().await?;
     anyhow::ensure!(!bundle.stdout.trim().is_empty(), "no caBundle injected");
 
     // The field test, sized from the node's real allocatable and what the install requests.
     let (alloc, free) = real_node::free_millicores(&client).await?;
     let filler = free - 250 - 100;
-    for (name, value) in resize_guard_harness::env::PRIORITY_CLASSES {
-        kubectl
-            .run(["create", "priorityclass", name, &format!("--value={value}")])
-            .await?;
-    }
+    kubectl.create_priority_classes().await?;
     kubectl.run(["create", "namespace", NS]).await?;
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
     wait_object(&accounts, "default", T, |_| true).await?;
@@ -171,16 +158,9 @@ async fn walls(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()> {
         "250m should be a 25000 µs quota: {before:?}"
     );
 
-    wait_active(T, || {
-        let k = kubectl.clone();
-        let patch = cpu_resize(&format!("{}m", alloc + 500));
-        async move {
-            k.resize_dry_run(NS, "app", &patch)
-                .await
-                .is_ok_and(|o| o.stderr.contains("resize-guard"))
-        }
-    })
-    .await?;
+    kubectl
+        .wait_answered(NS, "app", &cpu_resize(&format!("{}m", alloc + 500)), T)
+        .await?;
 
     // Wall 1: a requests-only resize would make the Guaranteed pod Burstable.
     let out = kubectl

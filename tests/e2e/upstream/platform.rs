@@ -28,12 +28,7 @@ async fn field_test_deferred_resize_completes_after_the_filler_leaves() {
         Some("Guaranteed")
     );
 
-    let out = env
-        .kubectl()
-        .resize(&ns, "app", &cpu_resize("550m"))
-        .await
-        .unwrap();
-    assert!(out.success, "kubectl: {}", out.stderr);
+    env.resize_cpu(&ns, "app", "550m").await;
     let deferred = wait_pod(&pods, "app", T, |p| resize_pending(p).is_some())
         .await
         .unwrap();

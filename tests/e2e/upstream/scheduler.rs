@@ -32,12 +32,7 @@ async fn upstream_scheduler_preempts_a_lower_priority_pod_for_a_deferred_resize(
     let _g = env.guard();
     let (ns, node, pods) = env.field_test("upstream").await;
 
-    let out = env
-        .kubectl()
-        .resize(&ns, "app", &cpu_resize("550m"))
-        .await
-        .unwrap();
-    assert!(out.success, "{}", out.stderr);
+    env.resize_cpu(&ns, "app", "550m").await;
 
     // The victim is marked and deleted by the scheduler…
     let victim = wait_pod(&pods, "filler", T, |p| {

@@ -64,7 +64,16 @@ impl Account {
 /// Writes a kubeconfig for the harness's API server that authenticates with `token`, into
 /// the control plane's directory as `<name>.kubeconfig`.
 pub fn token_kubeconfig(env: &Env, name: &str, token: &str) -> anyhow::Result<PathBuf> {
-    let path = env.cp.dir().join(format!("{name}.kubeconfig"));
+    token_kubeconfig_of(&env.cp, name, token)
+}
+
+/// [`token_kubeconfig`] for control plane `cp`.
+pub fn token_kubeconfig_of(
+    cp: &crate::control_plane::ControlPlane,
+    name: &str,
+    token: &str,
+) -> anyhow::Result<PathBuf> {
+    let path = cp.dir().join(format!("{name}.kubeconfig"));
     std::fs::write(
         &path,
         format!(
@@ -72,7 +81,7 @@ pub fn token_kubeconfig(env: &Env, name: &str, token: &str) -> anyhow::Result<Pa
              insecure-skip-tls-verify: true\nusers:\n- name: {name}\n  user:\n    token: {token}\n\
              contexts:\n- name: harness\n  context:\n    cluster: harness\n    user: {name}\n\
              current-context: harness\n",
-            env.cp.url()
+            cp.url()
         ),
     )?;
     Ok(path)

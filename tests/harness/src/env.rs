@@ -116,10 +116,7 @@ impl Env {
 
     /// kubectl as admin.
     pub fn kubectl(&self) -> Kubectl {
-        Kubectl {
-            bin: self.cp.binaries().kubectl.clone(),
-            kubeconfig: self.cp.kubeconfig_path(),
-        }
+        Kubectl::admin(&self.cp)
     }
 
     /// A name unique in this environment: `prefix-N`.
@@ -163,19 +160,10 @@ impl Env {
         }
     }
 
-    /// Sets what container `namespace/pod/container` on hollow node `node` uses (`memory` a
-    /// quantity, the working set; `cpu` a rate), through the node's usage file
-    /// ([`UsageFile::of`]); the node need not run yet. The kubelet sees it on its next stats read.
-    pub fn set_usage(
-        &self,
-        node: &str,
-        namespace: &str,
-        pod: &str,
-        container: &str,
-        memory: &str,
-        cpu: &str,
-    ) -> anyhow::Result<()> {
-        UsageFile::of(&self.cp, node).set(namespace, pod, container, memory, cpu)
+    /// The usage file of hollow node `node` ([`UsageFile::of`]): what its containers use, set with
+    /// [`UsageFile::set`]; the node need not run yet. The kubelet sees it on its next stats read.
+    pub fn usage_file(&self, node: &str) -> UsageFile {
+        UsageFile::of(&self.cp, node)
     }
 
     /// Sets `spec.podPreemptionPolicy.disableResizePreemption` on a node, as an administrator
@@ -268,14 +256,20 @@ impl Env {
     }
 
     /// Resizes container `app` of pod `pod` in `ns` to `cpu` (requests and limits) through
-    /// `kubectl patch --subresource resize`; panics unless the API server stored it.
-    pub async fn resize_cpu(&self, ns: &str, pod: &str, cpu: &str) {
+    /// `kubectl patch --subresource resize`; panics unless the API server stored it, else returns
+    /// what kubectl printed (warnings on stderr).
+    pub async fn resize_cpu(
+        &self,
+        ns: &str,
+        pod: &str,
+        cpu: &str,
+    ) -> crate::kubectl::KubectlOutput {
         match self
             .kubectl()
             .resize(ns, pod, &crate::objects::cpu_resize(cpu))
             .await
         {
-            Ok(out) if out.success => {}
+            Ok(out) if out.success => out,
             Ok(out) => panic!("resize {ns}/{pod} to cpu {cpu}: {}", out.stderr),
             Err(e) => panic!("resize {ns}/{pod} to cpu {cpu}: {e:#}"),
         }

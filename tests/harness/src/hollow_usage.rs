@@ -5,7 +5,7 @@
 //! (metrics-server, [`crate::metrics_server`]) and the kubelet's own check before lowering a memory
 //! limit see the same numbers; a pod with no entry keeps the node's `podMemoryUsage` for its cgroup
 //! and has no container stats. Set it through [`crate::hollow_node::HollowNode::set_usage`],
-//! [`crate::env::Env::set_usage`] or [`UsageFile::of`] by node name.
+//! [`crate::env::Env::usage_file`] or [`UsageFile::of`] by node name.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -25,6 +25,14 @@ pub struct KubectlOutput {
 }
 
 impl Kubectl {
+    /// kubectl as admin of control plane `cp`.
+    pub fn admin(cp: &crate::control_plane::ControlPlane) -> Kubectl {
+        Kubectl {
+            bin: cp.binaries().kubectl.clone(),
+            kubeconfig: cp.kubeconfig_path(),
+        }
+    }
+
     /// Runs `kubectl <args>` and captures its output.
     pub async fn run<I, S>(&self, args: I) -> anyhow::Result<KubectlOutput>
     where
@@ -91,10 +99,52 @@ impl Kubectl {
         self.run(args).await
     }
 
+    /// `kubectl create priorityclass` for each of [`crate::env::PRIORITY_CLASSES`].
+    pub async fn create_priority_classes(&self) -> anyhow::Result<()> {
+        for (name, value) in crate::env::PRIORITY_CLASSES {
+            self.run(["create", "priorityclass", name, &format!("--value={value}")])
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The `caBundle` of resize-guard's MutatingWebhookConfiguration (empty until injected).
+    pub async fn ca_bundle(&self) -> anyhow::Result<KubectlOutput> {
+        self.run([
+            "get",
+            "mutatingwebhookconfiguration",
+            "resize-guard",
+            "-o",
+            "jsonpath={.webhooks[0].clientConfig.caBundle}",
+        ])
+        .await
+    }
+
+    /// Waits until resize-guard answers a server-side dry run of `patch` on pod `ns/pod` (its
+    /// name on stderr): kube-apiserver picks up new webhook configurations asynchronously.
+    pub async fn wait_answered(
+        &self,
+        ns: &str,
+        pod: &str,
+        patch: &str,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<()> {
+        crate::admission::wait_active(timeout, || async move {
+            self.resize_dry_run(ns, pod, patch)
+                .await
+                .is_ok_and(|o| o.stderr.contains("resize-guard"))
+        })
+        .await
+    }
+
     /// `kubectl events -n NS --for pod/NAME`.
     pub async fn events_for(&self, ns: &str, pod: &str) -> anyhow::Result<KubectlOutput> {
-        self.run(["events", "-n", ns, "--for", &format!("pod/{pod}")])
-            .await
+        self.events_of(ns, &format!("pod/{pod}")).await
+    }
+
+    /// `kubectl events -n NS --for OBJECT` (`kind/name`).
+    pub async fn events_of(&self, ns: &str, object: &str) -> anyhow::Result<KubectlOutput> {
+        self.run(["events", "-n", ns, "--for", object]).await
     }
 }
 

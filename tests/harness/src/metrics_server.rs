@@ -350,10 +350,7 @@ pub async fn api_service_available(cp: &ControlPlane) -> anyhow::Result<(bool, S
 }
 
 fn admin_kubectl(cp: &ControlPlane) -> Kubectl {
-    Kubectl {
-        bin: cp.binaries().kubectl.clone(),
-        kubeconfig: cp.kubeconfig_path(),
-    }
+    Kubectl::admin(cp)
 }
 
 fn token_kubeconfig(server: &str, token: &str) -> String {

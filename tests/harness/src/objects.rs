@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -257,12 +257,7 @@ pub fn condition(p: &Pod, type_: &str) -> Option<(String, String)> {
 
 /// The allocated request of `resource` of container `app`, as the kubelet reports it.
 pub fn allocated(p: &Pod, resource: &str) -> Option<String> {
-    p.status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == "app")?
+    container_status(p, "app")?
         .allocated_resources
         .as_ref()?
         .get(resource)
@@ -276,11 +271,17 @@ pub fn allocated_cpu(p: &Pod) -> Option<String> {
 
 /// Restart count of container `app`.
 pub fn restart_count(p: &Pod) -> i32 {
+    container_status(p, "app").map_or(-1, |c| c.restart_count)
+}
+
+/// The status of container `name` of a pod, as its kubelet reports it.
+pub fn container_status<'a>(p: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
     p.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.name == "app"))
-        .map_or(-1, |c| c.restart_count)
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == name)
 }
 
 /// A resize patch for container `app` setting cpu requests and limits to `cpu`.

@@ -298,10 +298,7 @@ pub fn runs_pause(mut pod: Pod) -> Pod {
 
 /// The runtime id of container `app` (after `containerd://`), empty until it has one.
 pub fn container_id(pod: &Pod) -> String {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.name == "app"))
+    crate::objects::container_status(pod, "app")
         .and_then(|c| c.container_id.as_deref())
         .and_then(|id| id.split("://").nth(1))
         .unwrap_or_default()
@@ -310,12 +307,7 @@ pub fn container_id(pod: &Pod) -> String {
 
 /// The exit code of container `app` once it has terminated.
 pub fn exit_code(pod: &Pod) -> Option<i32> {
-    pod.status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == "app")?
+    crate::objects::container_status(pod, "app")?
         .state
         .as_ref()?
         .terminated

@@ -623,18 +623,7 @@ async fn account_kubeconfig(
         .ok_or_else(|| {
             anyhow::anyhow!("TokenRequest for {STATUS_NAMESPACE}/{account}: no status")
         })?;
-    let path = cp.dir().join(format!("{account}.kubeconfig"));
-    fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: harness\n  cluster:\n    server: {}\n    \
-             insecure-skip-tls-verify: true\nusers:\n- name: {account}\n  user:\n    token: {token}\n\
-             contexts:\n- name: harness\n  context:\n    cluster: harness\n    user: {account}\n\
-             current-context: harness\n",
-            cp.url()
-        ),
-    )?;
-    Ok(path)
+    crate::account::token_kubeconfig_of(cp, account, &token)
 }
 
 fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> anyhow::Result<Process> {

@@ -216,12 +216,7 @@ impl Recommended {
 /// (`status.containerStatuses[].resources`), otherwise the spec.
 pub fn memory_request(p: &Pod, applied: bool) -> Option<i128> {
     let resources = if applied {
-        p.status
-            .as_ref()?
-            .container_statuses
-            .as_ref()?
-            .iter()
-            .find(|c| c.name == CONTAINER)?
+        crate::objects::container_status(p, CONTAINER)?
             .resources
             .clone()?
     } else {

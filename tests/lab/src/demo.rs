@@ -34,10 +34,7 @@ impl Demo {
     /// A demo driving `cp` with kubectl.
     pub fn new(cp: &ControlPlane) -> Demo {
         Demo {
-            kubectl: Kubectl {
-                bin: cp.binaries().kubectl.clone(),
-                kubeconfig: cp.kubeconfig_path(),
-            },
+            kubectl: Kubectl::admin(cp),
             failures: Vec::new(),
         }
     }
@@ -111,22 +108,20 @@ impl Demo {
         for line in out.stdout.lines().chain(out.stderr.lines()) {
             println!("  {line}");
         }
-        let bundle = self
-            .kubectl
-            .run([
-                "get",
-                "mutatingwebhookconfiguration",
-                "resize-guard",
-                "-o",
-                "jsonpath={.webhooks[0].clientConfig.caBundle}",
-            ])
-            .await?;
+        let bundle = self.kubectl.ca_bundle().await?;
         self.expect(
             bundle.success && !bundle.stdout.trim().is_empty(),
             "the controller injected caBundle; no certificate was prepared by hand",
         );
         Ok(installed)
     }
+}
+
+/// A resize of container `app`'s memory request and limit to `memory`.
+pub fn memory_resize(memory: &str) -> String {
+    serde_json::json!({"spec": {"containers": [{"name": "app", "resources": {
+        "requests": {"memory": memory}, "limits": {"memory": memory}}}]}})
+    .to_string()
 }
 
 /// Prints a command's output indented (a failure to run it as its stderr) and returns it.

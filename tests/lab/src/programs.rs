@@ -35,6 +35,17 @@ pub fn init_tool() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// The command-line options naming the two binaries to measure.
+#[derive(Debug, clap::Args)]
+pub struct ProgramPaths {
+    /// The `resize-guard-webhook` binary to measure.
+    #[arg(long)]
+    pub webhook: PathBuf,
+    /// The `resize-guard-controller` binary to measure.
+    #[arg(long)]
+    pub controller: PathBuf,
+}
+
 /// The binaries to measure, checked.
 #[derive(Debug, Clone)]
 pub struct ProgramBinaries {

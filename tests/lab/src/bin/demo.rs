@@ -7,13 +7,12 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use resize_guard_harness::admission::wait_active;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::metrics_server::{MetricsServer, container_usage};
 use resize_guard_harness::objects::*;
 use resize_guard_harness::quantity::parse_milli;
-use resize_guard_lab::demo::{Demo, T};
+use resize_guard_lab::demo::{Demo, T, memory_resize};
 use std::time::Duration;
 
 const NS: &str = "shop";
@@ -30,11 +29,7 @@ fn main() -> anyhow::Result<()> {
         let node = HollowNode::start(&cp, &HollowNodeConfig::t3_medium("t3-medium").kubelet_api()).await?;
         let mut demo = Demo::new(&cp);
         let installed = demo.install(&cp).await?;
-        for (name, value) in resize_guard_harness::env::PRIORITY_CLASSES {
-            demo.kubectl
-                .run(["create", "priorityclass", name, &format!("--value={value}")])
-                .await?;
-        }
+        demo.kubectl.create_priority_classes().await?;
 
         demo.say("The field test: a t3.medium node (1930m CPU allocatable), a low-priority batch pod \
                   using 1500m, and a high-priority Guaranteed shop pod at 250m.");
@@ -44,16 +39,9 @@ fn main() -> anyhow::Result<()> {
         create_running(&pods, &guaranteed_pod("shop", "t3-medium", "high", "250m", "256Mi")).await?;
         // kube-apiserver picks up new webhook configurations asynchronously: wait until a
         // dry-run resize is answered by resize-guard.
-        let k = demo.kubectl.clone();
-        wait_active(T, || {
-            let k = k.clone();
-            async move {
-                k.resize_dry_run(NS, "shop", &cpu_resize("2430m"))
-                    .await
-                    .is_ok_and(|o| o.stderr.contains("resize-guard"))
-            }
-        })
-        .await?;
+        demo.kubectl
+            .wait_answered(NS, "shop", &cpu_resize("2430m"), T)
+            .await?;
         demo.run(&["get", "pods", "-n", NS, "-o", "custom-columns=NAME:.metadata.name,PRIORITY:.spec.priority,CPU:.spec.containers[0].resources.requests.cpu,QOS:.status.qosClass"]).await;
 
         demo.say("Wall 1 — a requests-only resize (what VPA RequestsOnly sends) would turn the Guaranteed \
@@ -173,13 +161,6 @@ async fn memory_wall(
     demo.run(&["get", "pod", "cache", "-n", NS, "-o", "custom-columns=NAME:.metadata.name,LIMIT:.spec.containers[0].resources.limits.memory,APPLIED:.status.containerStatuses[0].resources.limits.memory,RESTARTS:.status.containerStatuses[0].restartCount"]).await;
     metrics.stop();
     Ok(())
-}
-
-/// A resize of container `app`'s memory request and limit to `memory`.
-fn memory_resize(memory: &str) -> String {
-    serde_json::json!({"spec": {"containers": [{"name": "app", "resources": {
-        "requests": {"memory": memory}, "limits": {"memory": memory}}}]}})
-    .to_string()
 }
 
 /// Container `app`'s memory limit in the spec.

@@ -13,14 +13,13 @@ use std::time::Instant;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{EnvVar, Pod, ServiceAccount};
 use kube::api::Api;
-use resize_guard_harness::admission::wait_active;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::install::repo_root;
 use resize_guard_harness::metrics_server::{MetricsServer, container_usage};
 use resize_guard_harness::objects::*;
 use resize_guard_harness::quantity::parse_milli;
 use resize_guard_harness::real_node::{self, RealNode, runs_pause};
-use resize_guard_lab::demo::{Demo, T};
+use resize_guard_lab::demo::{Demo, T, memory_resize};
 
 const NS: &str = "shop";
 
@@ -117,11 +116,7 @@ async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow
 
     let (alloc, free) = real_node::free_millicores(&client).await?;
     let batch = free - 250 - 100;
-    for (name, value) in resize_guard_harness::env::PRIORITY_CLASSES {
-        demo.kubectl
-            .run(["create", "priorityclass", name, &format!("--value={value}")])
-            .await?;
-    }
+    demo.kubectl.create_priority_classes().await?;
     demo.say(&format!(
         "The field test on this node ({alloc}m CPU allocatable, {} used by resize-guard): a low-priority \
          batch pod using {batch}m and a high-priority Guaranteed shop pod at 250m, both real containers.",
@@ -149,16 +144,9 @@ async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow
     )
     .await?;
     let too_much = format!("{}m", alloc + 500);
-    let k = demo.kubectl.clone();
-    wait_active(T, || {
-        let (k, too_much) = (k.clone(), too_much.clone());
-        async move {
-            k.resize_dry_run(NS, "shop", &cpu_resize(&too_much))
-                .await
-                .is_ok_and(|o| o.stderr.contains("resize-guard"))
-        }
-    })
-    .await?;
+    demo.kubectl
+        .wait_answered(NS, "shop", &cpu_resize(&too_much), T)
+        .await?;
     demo.run(&["get", "pods", "-n", NS, "-o", "custom-columns=NAME:.metadata.name,PRIORITY:.spec.priority,CPU:.spec.containers[0].resources.requests.cpu,QOS:.status.qosClass,NODE:.spec.nodeName"]).await;
 
     demo.say("Wall 1 — a requests-only resize (what VPA RequestsOnly sends) would turn the Guaranteed pod Burstable:");
@@ -318,13 +306,6 @@ async fn memory_wall(
     );
     metrics.stop();
     Ok(())
-}
-
-/// A resize of container `app`'s memory request and limit to `memory`.
-fn memory_resize(memory: &str) -> String {
-    serde_json::json!({"spec": {"containers": [{"name": "app", "resources": {
-        "requests": {"memory": memory}, "limits": {"memory": memory}}}]}})
-    .to_string()
 }
 
 /// Container `app`'s working set in a PodMetrics, in bytes.

@@ -32,19 +32,15 @@ use clap::Parser;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::kubectl::Kubectl;
 use resize_guard_lab::programs::{
-    Memory, ProgramBinaries, Programs, copy_logs, install_deploy, mib,
+    Memory, ProgramBinaries, ProgramPaths, Programs, copy_logs, install_deploy, mib,
 };
 use resize_guard_lab::scale_pods::{self, Layout};
 
 /// Resident memory of resize-guard's webhook and controller on a realistic pod set.
 #[derive(Debug, Parser)]
 struct Args {
-    /// The `resize-guard-webhook` binary to measure.
-    #[arg(long)]
-    webhook: PathBuf,
-    /// The `resize-guard-controller` binary to measure.
-    #[arg(long)]
-    controller: PathBuf,
+    #[command(flatten)]
+    programs: ProgramPaths,
     /// Pods to create.
     #[arg(long, default_value_t = 3000)]
     pods: usize,
@@ -95,7 +91,7 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     args.layout().validate()?;
     anyhow::ensure!(args.concurrency > 0, "--concurrency must be positive");
-    let bins = ProgramBinaries::new(&args.webhook, &args.controller)?;
+    let bins = ProgramBinaries::new(&args.programs.webhook, &args.programs.controller)?;
 
     eprintln!("rss: starting etcd and kube-apiserver …");
     let cp = ControlPlane::start(&Options::default())?;
@@ -122,10 +118,7 @@ async fn measure(
     bins: &ProgramBinaries,
 ) -> anyhow::Result<Vec<String>> {
     let client = cp.client().await?;
-    let kubectl = Kubectl {
-        bin: cp.binaries().kubectl.clone(),
-        kubeconfig: cp.kubeconfig_path(),
-    };
+    let kubectl = Kubectl::admin(cp);
     install_deploy(&kubectl).await?;
     if !args.programs_first {
         create_all(&client, args).await?;

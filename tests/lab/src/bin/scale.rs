@@ -39,7 +39,7 @@ use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::kubectl::Kubectl;
 use resize_guard_lab::busy_node::{BusyNode, Scene};
 use resize_guard_lab::programs::{
-    Memory, ProgramBinaries, Programs, copy_logs, install_deploy, mib,
+    Memory, ProgramBinaries, ProgramPaths, Programs, copy_logs, install_deploy, mib,
 };
 use resize_guard_lab::review_latency::{self, Registration, cpu_request_patch, reviews_answered};
 use resize_guard_lab::scale_pods::{self, Created, Layout};
@@ -48,12 +48,8 @@ use resize_guard_lab::scale_report::{self, Settings, Setup, Step};
 /// The webhook and controller on a real API server holding a growing cluster.
 #[derive(Debug, Parser)]
 struct Args {
-    /// The `resize-guard-webhook` binary to measure.
-    #[arg(long)]
-    webhook: PathBuf,
-    /// The `resize-guard-controller` binary to measure.
-    #[arg(long)]
-    controller: PathBuf,
+    #[command(flatten)]
+    programs: ProgramPaths,
     /// Node objects to create (with status; no kubelet behind them).
     #[arg(long, default_value_t = 1000)]
     nodes: usize,
@@ -106,7 +102,7 @@ fn main() -> anyhow::Result<()> {
             args.nodes
         );
     }
-    let bins = ProgramBinaries::new(&args.webhook, &args.controller)?;
+    let bins = ProgramBinaries::new(&args.programs.webhook, &args.programs.controller)?;
     let wall = Instant::now();
     eprintln!("scale: starting etcd and kube-apiserver …");
     let cp = ControlPlane::start(&Options::default())?;
@@ -143,10 +139,7 @@ async fn run(
     bins: &ProgramBinaries,
 ) -> anyhow::Result<(Vec<Step>, Setup)> {
     let client = cp.client().await?;
-    let kubectl = Kubectl {
-        bin: cp.binaries().kubectl.clone(),
-        kubeconfig: cp.kubeconfig_path(),
-    };
+    let kubectl = Kubectl::admin(cp);
     install_deploy(&kubectl).await?;
     let started = Instant::now();
     scale_pods::create_namespaces(&client, layout).await?;
