@@ -156,7 +156,15 @@ fn disabled_policy_and_opted_out_nodes_get_no_plan() {
 #[test]
 fn victims_are_chosen_like_upstream_default_preemption() {
     type Candidate = (&'static str, i32, &'static str, i64);
-    let cases: [(&str, &str, &str, &[Candidate], &[&str]); 5] = [
+    /// What the case shows, `to`, `alloc`, the candidates, the victims.
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static [Candidate],
+        &'static [&'static str],
+    );
+    let cases: [Case; 5] = [
         (
             // Any one of the three frees enough; the lowest priority one goes.
             "reprieves higher priority victims first",
