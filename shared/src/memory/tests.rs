@@ -16,6 +16,19 @@ fn pod(app_limit: &str) -> PodBuilder {
         .container(container("app").guaranteed("500m", app_limit))
 }
 
+/// [`pod`] at `app_limit` whose status still reports the 256Mi limit the kubelet applied.
+fn applied_256mi(app_limit: &str) -> Pod {
+    let mut p = pod(app_limit).build();
+    p.status = Some(
+        serde_json::from_value(serde_json::json!({
+            "containerStatuses": [{"name": "app", "image": "i", "imageID": "", "ready": true,
+                "restartCount": 0, "resources": {"limits": {"memory": "256Mi"}}}]
+        }))
+        .unwrap(),
+    );
+    p
+}
+
 fn usage(containers: &[(&str, i64)], age: u64) -> Evidence {
     Evidence::Measured(PodUsage {
         containers: containers
@@ -125,14 +138,7 @@ fn sidecars_count_and_ordinary_init_containers_do_not_run() {
 #[test]
 fn the_applied_limit_is_the_before_when_the_status_reports_it() {
     // An earlier 256Mi → 200Mi the kubelet refused: the container still has 256Mi.
-    let mut old = pod("200Mi").build();
-    old.status = Some(
-        serde_json::from_value(serde_json::json!({
-            "containerStatuses": [{"name": "app", "image": "i", "imageID": "", "ready": true,
-                "restartCount": 0, "resources": {"limits": {"memory": "256Mi"}}}]
-        }))
-        .unwrap(),
-    );
+    let old = applied_256mi("200Mi");
     let new = pod("200Mi").resize("app", "memory", "220Mi").build();
     assert_eq!(
         lowered_limits(&old, &new)[0],
@@ -145,14 +151,7 @@ fn the_applied_limit_is_the_before_when_the_status_reports_it() {
 
 #[test]
 fn a_limit_below_the_applied_one_is_unapplied() {
-    let mut refused = pod("100Mi").build();
-    refused.status = Some(
-        serde_json::from_value(serde_json::json!({
-            "containerStatuses": [{"name": "app", "image": "i", "imageID": "", "ready": true,
-                "restartCount": 0, "resources": {"limits": {"memory": "256Mi"}}}]
-        }))
-        .unwrap(),
-    );
+    let refused = applied_256mi("100Mi");
     assert_eq!(
         unapplied_lowerings(&refused),
         vec![container_lowering("app", Some(256 * MI), 100 * MI)]
