@@ -14,17 +14,27 @@ fn fake_binary(dir: &Path, name: &str, content: &[u8]) -> std::path::PathBuf {
     path
 }
 
+/// The project Containerfile's build of `binary` from `contexts`: version 0.1.0, revision abc,
+/// epoch 0.
+fn project<'a>(binary: &'a str, contexts: &'a [(Platform, &'a Path)]) -> Build<'a> {
+    Build {
+        containerfile: PROJECT,
+        binary,
+        contexts,
+        version: "0.1.0",
+        revision: "abc",
+        registry: "ghcr.io/resize-guard",
+        epoch: 0,
+    }
+}
+
 /// The image of `binary`'s stage from its directory, as linux/amd64 only.
 fn build_with(binary: &Path, revision: &str, epoch: u64) -> Image {
     let name = binary.file_name().unwrap().to_str().unwrap();
     build(&Build {
-        containerfile: PROJECT,
-        binary: name,
-        contexts: &[(Platform::LINUX_AMD64, binary.parent().unwrap())],
-        version: "0.1.0",
         revision,
-        registry: "ghcr.io/resize-guard",
         epoch,
+        ..project(name, &[(Platform::LINUX_AMD64, binary.parent().unwrap())])
     })
     .unwrap()
 }
@@ -91,15 +101,10 @@ fn names_the_image_after_the_binary() {
 fn rejects_a_binary_with_no_stage_of_its_name() {
     let dir = tempfile::tempdir().unwrap();
     fake_binary(dir.path(), "other-tool", b"x");
-    let err = build(&Build {
-        containerfile: PROJECT,
-        binary: "other-tool",
-        contexts: &[(Platform::LINUX_AMD64, dir.path())],
-        version: "0.1.0",
-        revision: "abc",
-        registry: "ghcr.io/resize-guard",
-        epoch: 0,
-    })
+    let err = build(&project(
+        "other-tool",
+        &[(Platform::LINUX_AMD64, dir.path())],
+    ))
     .unwrap_err();
     assert!(err.to_string().contains("FROM other-tool"), "{err}");
 }
@@ -143,19 +148,11 @@ fn two_platforms(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
 fn indexes_one_manifest_per_platform_built_from_that_platforms_binaries() {
     let dir = tempfile::tempdir().unwrap();
     let (amd64, arm64) = two_platforms(dir.path());
-    let image = build(&Build {
-        containerfile: PROJECT,
-        binary: "resize-guard-controller",
-        contexts: &[
-            (Platform::LINUX_AMD64, &amd64),
-            (Platform::LINUX_ARM64, &arm64),
-        ],
-        version: "0.1.0",
-        revision: "abc",
-        registry: "ghcr.io/resize-guard",
-        epoch: 0,
-    })
-    .unwrap();
+    let contexts = [
+        (Platform::LINUX_AMD64, amd64.as_path()),
+        (Platform::LINUX_ARM64, arm64.as_path()),
+    ];
+    let image = build(&project("resize-guard-controller", &contexts)).unwrap();
     let index: serde_json::Value = serde_json::from_slice(&image.index.bytes).unwrap();
     assert_eq!(
         index["mediaType"],
@@ -185,19 +182,11 @@ fn indexes_one_manifest_per_platform_built_from_that_platforms_binaries() {
 fn refuses_a_platform_given_twice_and_an_unknown_one() {
     let dir = tempfile::tempdir().unwrap();
     let (amd64, _) = two_platforms(dir.path());
-    let err = build(&Build {
-        containerfile: PROJECT,
-        binary: "resize-guard-controller",
-        contexts: &[
-            (Platform::LINUX_AMD64, &amd64),
-            (Platform::LINUX_AMD64, &amd64),
-        ],
-        version: "0.1.0",
-        revision: "abc",
-        registry: "ghcr.io/resize-guard",
-        epoch: 0,
-    })
-    .unwrap_err();
+    let twice = [
+        (Platform::LINUX_AMD64, amd64.as_path()),
+        (Platform::LINUX_AMD64, amd64.as_path()),
+    ];
+    let err = build(&project("resize-guard-controller", &twice)).unwrap_err();
     assert!(
         err.to_string().contains("platform linux/amd64 given twice"),
         "{err}"

@@ -34,8 +34,8 @@ fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{hex}")
 }
 
-/// The archive's files by path.
-fn read_archive(binary: &str) -> HashMap<String, Vec<u8>> {
+/// The archive `make image` wrote for `binary`: its files by path (also read by `push.rs`).
+pub(crate) fn read_archive(binary: &str) -> HashMap<String, Vec<u8>> {
     let path = image_dir().join(format!("{binary}-{VERSION}.oci.tar"));
     let bytes = std::fs::read(&path).unwrap_or_else(|e| {
         panic!(

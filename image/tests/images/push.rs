@@ -180,24 +180,6 @@ fn push(args: &[String]) -> std::process::Output {
         .unwrap()
 }
 
-/// The archive `make image` wrote for `binary`: its files by path.
-fn archive_files(binary: &str) -> HashMap<String, Vec<u8>> {
-    let path = repo_root().join(format!("target/image/{binary}-{VERSION}.oci.tar"));
-    let bytes = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}: run `make image` first", path.display()));
-    let mut files = HashMap::new();
-    for entry in tar::Archive::new(bytes.as_slice()).entries().unwrap() {
-        let mut entry = entry.unwrap();
-        if entry.header().entry_type().is_file() {
-            let name = entry.path().unwrap().display().to_string();
-            let mut content = Vec::new();
-            entry.read_to_end(&mut content).unwrap();
-            files.insert(name, content);
-        }
-    }
-    files
-}
-
 const INDEX: &str = "application/vnd.oci.image.index.v1+json";
 const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 
@@ -320,7 +302,7 @@ fn both_multi_platform_images_are_pushed_and_read_back_as_built() {
     );
     for binary in BINARIES {
         // What the archive names, and the layout the push reads says the same.
-        let archive = archive_files(binary);
+        let archive = crate::archive::read_archive(binary);
         let index_json: Value = serde_json::from_slice(&archive["index.json"]).unwrap();
         let layout_json = std::fs::read(layout(binary).join("index.json")).unwrap();
         assert_eq!(
