@@ -35,6 +35,32 @@ fn set(list: &mut Option<ResourceList>, k: &str, v: &str) {
     );
 }
 
+/// Where [`change`] sets quantities: a container, an init container or the pod-level object.
+#[derive(Clone, Copy)]
+enum At {
+    Container(usize),
+    Init(usize),
+    Pod,
+}
+
+/// `pod` with `requests` and `limits` (resource, quantity) set at `at`, created if missing.
+fn change(pod: &Pod, at: At, requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Pod {
+    with(pod, |s| {
+        let r = match at {
+            At::Container(i) => &mut s.containers[i].resources,
+            At::Init(i) => &mut s.init_containers.as_mut().unwrap()[i].resources,
+            At::Pod => &mut s.resources,
+        }
+        .get_or_insert_with(Default::default);
+        for (k, v) in requests {
+            set(&mut r.requests, k, v);
+        }
+        for (k, v) in limits {
+            set(&mut r.limits, k, v);
+        }
+    })
+}
+
 #[test]
 fn an_empty_pod_level_object_the_old_pod_lacks_is_another_change() {
     let old = base().build();
@@ -50,11 +76,12 @@ fn an_empty_pod_level_object_the_old_pod_lacks_is_another_change() {
 #[test]
 fn a_plain_resize_is_valid() {
     let old = base().build();
-    let new = with(&old, |s| {
-        let r = s.containers[1].resources.as_mut().unwrap();
-        set(&mut r.requests, "cpu", "200m");
-        set(&mut r.limits, "cpu", "200m");
-    });
+    let new = change(
+        &old,
+        At::Container(1),
+        &[("cpu", "200m")],
+        &[("cpu", "200m")],
+    );
     assert_eq!(check(&old, &new), Ok(()));
 }
 
@@ -62,11 +89,12 @@ fn a_plain_resize_is_valid() {
 fn request_above_limit_is_upstreams_error() {
     // Issue case 2: per-container QoS stays Burstable; only this error remains.
     let old = base().build();
-    let new = with(&old, |s| {
-        let r = s.containers[1].resources.as_mut().unwrap();
-        set(&mut r.requests, "memory", "1Gi");
-        set(&mut r.limits, "memory", "256Mi");
-    });
+    let new = change(
+        &old,
+        At::Container(1),
+        &[("memory", "1Gi")],
+        &[("memory", "256Mi")],
+    );
     assert_eq!(
         check(&old, &new).unwrap_err(),
         "spec.containers[1].resources.requests: Invalid value: \"1Gi\": must be less than or equal to memory limit of 256Mi"
@@ -96,13 +124,7 @@ fn removing_a_limit_or_request_is_forbidden() {
 #[test]
 fn other_resources_and_resize_policies_are_immutable() {
     let old = base().build();
-    let new = with(&old, |s| {
-        set(
-            &mut s.containers[0].resources.as_mut().unwrap().requests,
-            "ephemeral-storage",
-            "1Gi",
-        );
-    });
+    let new = change(&old, At::Container(0), &[("ephemeral-storage", "1Gi")], &[]);
     assert_eq!(
         check(&old, &new).unwrap_err(),
         "spec: Forbidden: only cpu and memory resources are mutable"
@@ -145,40 +167,24 @@ fn pod_level_rules() {
         .pod_limit("cpu", "1")
         .build();
     // Pod-level request below the containers' aggregate.
-    let below = with(&old, |s| {
-        set(
-            &mut s.containers[0].resources.as_mut().unwrap().requests,
-            "cpu",
-            "600m",
-        );
-        set(
-            &mut s.containers[0].resources.as_mut().unwrap().limits,
-            "cpu",
-            "600m",
-        );
-    });
+    let below = change(
+        &old,
+        At::Container(0),
+        &[("cpu", "600m")],
+        &[("cpu", "600m")],
+    );
     assert_eq!(
         check(&old, &below).unwrap_err(),
         "spec.resources.requests[cpu]: Invalid value: \"500m\": must be greater than or equal to aggregate container requests of 600m"
     );
     // A container limit above the pod-level limit.
-    let above = with(&old, |s| {
-        set(
-            &mut s.containers[0].resources.as_mut().unwrap().limits,
-            "cpu",
-            "2",
-        );
-    });
+    let above = change(&old, At::Container(0), &[], &[("cpu", "2")]);
     assert_eq!(
         check(&old, &above).unwrap_err(),
         "spec.resources.containers[0][cpu].limits: Invalid value: \"2\": must be less than or equal to pod limits of 1"
     );
     // Several errors are listed together, as `ToAggregate` prints them.
-    let both = with(&old, |s| {
-        let r = s.containers[0].resources.as_mut().unwrap();
-        set(&mut r.requests, "cpu", "3");
-        set(&mut r.limits, "cpu", "2");
-    });
+    let both = change(&old, At::Container(0), &[("cpu", "3")], &[("cpu", "2")]);
     let msg = check(&old, &both).unwrap_err();
     assert!(msg.starts_with('[') && msg.ends_with(']'), "{msg}");
     assert!(
@@ -190,13 +196,7 @@ fn pod_level_rules() {
         "{msg}"
     );
     // Pod-level: only cpu and memory may change; nothing may be removed.
-    let other = with(&old, |s| {
-        set(
-            &mut s.resources.as_mut().unwrap().limits,
-            "hugepages-2Mi",
-            "2Mi",
-        );
-    });
+    let other = change(&old, At::Pod, &[], &[("hugepages-2Mi", "2Mi")]);
     assert!(check(&old, &other).is_err());
     // With every container limited, a dropped pod-level limit is defaulted back (to
     // max(request, containers' limits)) before validation; without that it is a removal.
@@ -271,14 +271,7 @@ fn non_sidecar_init_containers_with_restart_policy_cannot_be_resized() {
             resource_name: "cpu".into(),
             restart_policy: "RestartContainer".into(),
         }]);
-    let new = with(&old, |s| {
-        let r = s.init_containers.as_mut().unwrap()[0]
-            .resources
-            .as_mut()
-            .unwrap();
-        set(&mut r.requests, "cpu", "200m");
-        set(&mut r.limits, "cpu", "200m");
-    });
+    let new = change(&old, At::Init(0), &[("cpu", "200m")], &[("cpu", "200m")]);
     assert_eq!(
         check(&old, &new).unwrap_err(),
         "spec.initContainers[0]: Forbidden: non-sidecar init containers with a resize policy of RestartContainer cannot be resized"
@@ -290,10 +283,7 @@ fn check_on(old: &Pod, new: &Pod, minor: u32) -> Result<(), String> {
 }
 
 fn memory_limit(pod: &Pod, limit: &str) -> Pod {
-    with(pod, |s| {
-        let r = s.containers[1].resources.as_mut().unwrap();
-        set(&mut r.limits, "memory", limit);
-    })
+    change(pod, At::Container(1), &[], &[("memory", limit)])
 }
 
 #[test]
@@ -301,10 +291,7 @@ fn v1_33_refuses_lowering_or_adding_a_memory_limit_without_restart() {
     // v1.33.13 validateContainerResize; the rule is gone from v1.34.
     let old = base().build();
     let lower = memory_limit(&old, "64Mi");
-    let lowered_requests = with(&lower, |s| {
-        let r = s.containers[1].resources.as_mut().unwrap();
-        set(&mut r.requests, "memory", "64Mi");
-    });
+    let lowered_requests = change(&lower, At::Container(1), &[("memory", "64Mi")], &[]);
     assert_eq!(
         check_on(&old, &lowered_requests, 33).unwrap_err(),
         "spec.containers[1].resources.limits[memory]: Forbidden: memory limits cannot be decreased unless resizePolicy is RestartContainer"
@@ -341,10 +328,7 @@ fn v1_33_refuses_lowering_or_adding_a_memory_limit_without_restart() {
         )
         .running(0)
         .build();
-    let added = with(&unlimited, |s| {
-        let r = s.containers[0].resources.as_mut().unwrap();
-        set(&mut r.limits, "memory", "128Mi");
-    });
+    let added = change(&unlimited, At::Container(0), &[], &[("memory", "128Mi")]);
     assert_eq!(
         check_on(&unlimited, &added, 33).unwrap_err(),
         "spec.containers[0].resources.limits[memory]: Forbidden: memory limits cannot be added unless resizePolicy is RestartContainer"
@@ -359,17 +343,8 @@ fn pod_level_resources_per_minor() {
         .container(container("app").guaranteed("100m", "64Mi"))
         .running(0)
         .build();
-    let old = with(&old, |s| {
-        let mut r = ResourceRequirements::default();
-        set(&mut r.requests, "cpu", "200m");
-        set(&mut r.limits, "cpu", "200m");
-        s.resources = Some(r);
-    });
-    let new = with(&old, |s| {
-        let r = s.resources.as_mut().unwrap();
-        set(&mut r.requests, "cpu", "300m");
-        set(&mut r.limits, "cpu", "300m");
-    });
+    let old = change(&old, At::Pod, &[("cpu", "200m")], &[("cpu", "200m")]);
+    let new = change(&old, At::Pod, &[("cpu", "300m")], &[("cpu", "300m")]);
     for minor in [33, 34] {
         let e = validate_resize_on(&old, &prepare_resize(&old, &new), Some(minor)).unwrap_err();
         assert!(e.alone, "v1.{minor} returns it alone");
@@ -395,16 +370,7 @@ fn init_containers_before_v1_36_only_resize_sidecars() {
         .init_container(container("proxy").guaranteed("100m", "64Mi").sidecar())
         .running(0)
         .build();
-    let cpu = |i: usize, v: &str| {
-        with(&old, |s| {
-            let r = s.init_containers.as_mut().unwrap()[i]
-                .resources
-                .as_mut()
-                .unwrap();
-            set(&mut r.requests, "cpu", v);
-            set(&mut r.limits, "cpu", v);
-        })
-    };
+    let cpu = |i: usize, v: &str| change(&old, At::Init(i), &[("cpu", v)], &[("cpu", v)]);
     // A non-sidecar init container: immutable through v1.35 (SidecarContainers branch of
     // ValidatePodResize), resizable from v1.36 (InPlacePodVerticalScalingInitContainers, beta).
     for minor in [33, 34, 35] {
@@ -417,13 +383,7 @@ fn init_containers_before_v1_36_only_resize_sidecars() {
     }
     assert_eq!(check_on(&old, &cpu(0, "200m"), 36), Ok(()));
     // A sidecar's other resources, worded per minor.
-    let storage = with(&old, |s| {
-        let r = s.init_containers.as_mut().unwrap()[1]
-            .resources
-            .as_mut()
-            .unwrap();
-        set(&mut r.requests, "ephemeral-storage", "1Gi");
-    });
+    let storage = change(&old, At::Init(1), &[("ephemeral-storage", "1Gi")], &[]);
     assert_eq!(
         check_on(&old, &storage, 35).unwrap_err(),
         "spec: Forbidden: only cpu and memory resources for sidecar containers are mutable"
@@ -442,12 +402,7 @@ fn before_v1_35_a_list_the_old_container_lacks_is_not_compared() {
         .container(container("app"))
         .running(0)
         .build();
-    let new = with(&old, |s| {
-        let r = s.containers[0]
-            .resources
-            .get_or_insert_with(Default::default);
-        set(&mut r.requests, "ephemeral-storage", "1Gi");
-    });
+    let new = change(&old, At::Container(0), &[("ephemeral-storage", "1Gi")], &[]);
     assert_eq!(check_on(&old, &new, 34), Ok(()));
     assert_eq!(
         check_on(&old, &new, 35).unwrap_err(),
