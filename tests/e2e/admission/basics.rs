@@ -116,22 +116,8 @@ async fn deferred_resize_is_allowed_with_a_warning_and_audit_annotations() {
         "said once, by the one webhook: {}",
         out.stderr
     );
-    let p = wait_pod(&pods, "app", Duration::from_secs(30), |p| {
-        resize_pending(p).is_some()
-    })
-    .await
-    .unwrap();
-    // The real kubelet agrees, with the same numbers (550 + 1500 − 1930 = the 120m shortfall):
-    // pkg/kubelet/lifecycle/predicate.go InsufficientResourceError.Error.
-    assert_eq!(
-        resize_pending(&p).unwrap(),
-        (
-            "Deferred".to_owned(),
-            "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930"
-                .to_owned()
-        ),
-        "the kubelet agrees"
-    );
+    // The real kubelet agrees, with the same numbers (550 + 1500 − 1930 = the 120m shortfall).
+    crate::scenario::wait_field_test_deferred(&pods).await;
     // And says so in its own Event (pkg/kubelet/allocation/allocation_manager.go
     // handlePodResourcesResize, events.PodResizePendingMsg).
     let events = events_text(env, &ns, "app", "ResizeDeferred").await;

@@ -127,16 +127,9 @@ impl Helm {
     }
 }
 
+/// [`super::kubectl`]'s stdout.
 async fn kubectl(env: &Env, args: &[&str]) -> String {
-    let out = env.kubectl().run(args).await.unwrap();
-    assert!(
-        out.success,
-        "kubectl {}:\n{}\n{}",
-        args.join(" "),
-        out.stdout,
-        out.stderr
-    );
-    out.stdout
+    super::kubectl(env, args).await.stdout
 }
 
 /// The objects of a YAML stream by (kind, namespace, name); empty documents skipped.

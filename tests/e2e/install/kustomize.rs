@@ -12,6 +12,7 @@
 //! injects the CA its annotation names.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use super::kubectl;
 use std::time::{Duration, Instant};
 
 use resize_guard_harness::account::Account;
@@ -21,7 +22,6 @@ use resize_guard_harness::replica::Replica;
 
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::install::repo_root;
-use resize_guard_harness::kubectl::KubectlOutput;
 
 /// Held by every test here: the moved install rebinds the cluster-scoped RBAC and webhook
 /// configuration the others check (tests in one binary run concurrently).
@@ -33,18 +33,6 @@ const CONTROLLER: &str = "system:serviceaccount:resize-guard:resize-guard-contro
 
 fn path(rel: &str) -> String {
     repo_root().join(rel).display().to_string()
-}
-
-async fn kubectl(env: &Env, args: &[&str]) -> KubectlOutput {
-    let out = env.kubectl().run(args).await.unwrap();
-    assert!(
-        out.success,
-        "kubectl {}:\n{}\n{}",
-        args.join(" "),
-        out.stdout,
-        out.stderr
-    );
-    out
 }
 
 #[tokio::test]

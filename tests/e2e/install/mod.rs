@@ -25,3 +25,19 @@ async fn dry_run(
         .await
         .unwrap()
 }
+
+/// `kubectl <args>` as admin; panics unless it succeeds.
+async fn kubectl(
+    env: &resize_guard_harness::env::Env,
+    args: &[&str],
+) -> resize_guard_harness::kubectl::KubectlOutput {
+    let out = env.kubectl().run(args).await.unwrap();
+    assert!(
+        out.success,
+        "kubectl {}:\n{}\n{}",
+        args.join(" "),
+        out.stdout,
+        out.stderr
+    );
+    out
+}

@@ -13,3 +13,28 @@ pub fn program(name: &str) -> String {
         Err(e) => panic!("{e:#}"),
     }
 }
+
+/// The message of the `PodResizePending` condition the kubelet sets when it defers the field
+/// test's resize of `app` to 550m (550 + 1500 > 1930; kubernetes
+/// `pkg/kubelet/lifecycle/predicate.go`, `InsufficientResourceError.Error`).
+pub const FIELD_TEST_DEFERRED: &str =
+    "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930";
+
+/// Waits (30 s) until the field test's `app` has a pending resize and asserts the kubelet holds
+/// it Deferred with [`FIELD_TEST_DEFERRED`]; returns the pod.
+pub async fn wait_field_test_deferred(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+) -> k8s_openapi::api::core::v1::Pod {
+    use resize_guard_harness::objects::{resize_pending, wait_pod};
+    let p = wait_pod(pods, "app", std::time::Duration::from_secs(30), |p| {
+        resize_pending(p).is_some()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        resize_pending(&p).unwrap(),
+        ("Deferred".to_owned(), FIELD_TEST_DEFERRED.to_owned()),
+        "the kubelet's condition"
+    );
+    p
+}

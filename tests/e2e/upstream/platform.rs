@@ -29,17 +29,7 @@ async fn field_test_deferred_resize_completes_after_the_filler_leaves() {
     );
 
     env.resize_cpu(&ns, "app", "550m").await;
-    let deferred = wait_pod(&pods, "app", T, |p| resize_pending(p).is_some())
-        .await
-        .unwrap();
-    assert_eq!(
-        resize_pending(&deferred).unwrap(),
-        (
-            "Deferred".to_owned(),
-            "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930"
-                .to_owned()
-        )
-    );
+    let deferred = crate::scenario::wait_field_test_deferred(&pods).await;
     assert_eq!(allocated_cpu(&deferred).as_deref(), Some("250m"));
     let cond = resize_pending_condition(&deferred).unwrap();
     assert_eq!(cond.observed_generation, deferred.metadata.generation);
