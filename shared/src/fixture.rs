@@ -108,6 +108,11 @@ fn insert(list: &mut Option<ResourceList>, resource: &str, q: &str) {
         .insert(resource.to_owned(), Quantity(q.to_owned()));
 }
 
+fn insert_pair(map: &mut Option<BTreeMap<String, String>>, key: &str, value: &str) {
+    map.get_or_insert_with(BTreeMap::new)
+        .insert(key.to_owned(), value.to_owned());
+}
+
 impl ContainerBuilder {
     fn resources(&mut self) -> &mut ResourceRequirements {
         self.container
@@ -195,21 +200,13 @@ impl PodBuilder {
 
     /// Adds a label.
     pub fn label(mut self, key: &str, value: &str) -> Self {
-        self.pod
-            .metadata
-            .labels
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key.to_owned(), value.to_owned());
+        insert_pair(&mut self.pod.metadata.labels, key, value);
         self
     }
 
     /// Adds an annotation.
     pub fn annotation(mut self, key: &str, value: &str) -> Self {
-        self.pod
-            .metadata
-            .annotations
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key.to_owned(), value.to_owned());
+        insert_pair(&mut self.pod.metadata.annotations, key, value);
         self
     }
 

@@ -394,33 +394,41 @@ fn at_least_one_per_minute<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Er
 }
 
 fn percent<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    let v = yaml::plain_u32(d)?;
-    if v > 1000 {
-        return Err(serde::de::Error::custom(
-            "headroomPercent must be between 0 and 1000",
-        ));
-    }
-    Ok(v)
+    u32_where(
+        d,
+        |v| v <= 1000,
+        "headroomPercent must be between 0 and 1000",
+    )
 }
 
 fn at_least_one_second<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    let v = yaml::plain_u32(d)?;
-    if v == 0 {
-        return Err(serde::de::Error::custom(
-            "maxUsageAgeSeconds must be at least 1 (set belowUsage: allow to turn the rule off)",
-        ));
-    }
-    Ok(v)
+    u32_where(
+        d,
+        |v| v > 0,
+        "maxUsageAgeSeconds must be at least 1 (set belowUsage: allow to turn the rule off)",
+    )
 }
 
 fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    u32_where(
+        d,
+        |v| v > 0,
+        "maxVictimsPerResize must be at least 1 (set preemption.enabled: false to turn preemption off)",
+    )
+}
+
+/// A plain unsigned number that `ok` accepts, else `message`.
+fn u32_where<'de, D: Deserializer<'de>>(
+    d: D,
+    ok: fn(u32) -> bool,
+    message: &'static str,
+) -> Result<u32, D::Error> {
     let v = yaml::plain_u32(d)?;
-    if v == 0 {
-        return Err(serde::de::Error::custom(
-            "maxVictimsPerResize must be at least 1 (set preemption.enabled: false to turn preemption off)",
-        ));
+    if ok(v) {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom(message))
     }
-    Ok(v)
 }
 
 mod yaml;

@@ -169,6 +169,37 @@ fn find<'a>(spec: &'a PodSpec, target: &Target) -> Option<&'a ResourceRequiremen
         .and_then(|(_, r)| r)
 }
 
+/// One target's requests (as defaulted) and limits before and after a resize.
+struct Sides {
+    target: Target,
+    old_req: ResourceList,
+    old_lim: ResourceList,
+    new_req: ResourceList,
+    new_lim: ResourceList,
+}
+
+/// The targets that decide `new`'s QoS class, with their sides in `old` and `new`: with
+/// pod-level resources only they decide it; otherwise only the containers do.
+fn deciding<'a>(old: &'a PodSpec, new: &'a PodSpec) -> impl Iterator<Item = Sides> + 'a {
+    let pod_level = pod_level_resources(new).is_some();
+    targets(new)
+        .into_iter()
+        .filter(move |(target, _)| (*target == Target::Pod) == pod_level)
+        .map(move |(target, res)| {
+            let old_res = find(old, &target);
+            let limits = |r: Option<&ResourceRequirements>| {
+                r.and_then(|r| r.limits.clone()).unwrap_or_default()
+            };
+            Sides {
+                old_req: effective_requests(old_res),
+                old_lim: limits(old_res),
+                new_req: effective_requests(res),
+                new_lim: limits(res),
+                target,
+            }
+        })
+}
+
 fn positive(list: &ResourceList, name: ResourceName) -> Option<(&Quantity, i128)> {
     let q = list.get(name.key())?;
     let n = parse_nanos(&q.0).ok()?;
@@ -180,18 +211,15 @@ pub fn repair(old: &PodSpec, from: QosClass, new: &PodSpec) -> Option<QosRepair>
     if from != QosClass::Guaranteed || spec_qos_class(new) == QosClass::Guaranteed {
         return None;
     }
-    let pod_level = pod_level_resources(new).is_some();
     let mut changes = Vec::new();
-    for (target, res) in targets(new) {
-        // With pod-level resources only they decide QoS; otherwise only containers do.
-        if (target == Target::Pod) != pod_level {
-            continue;
-        }
-        let old_res = find(old, &target);
-        let old_req = effective_requests(old_res);
-        let old_lim = old_res.and_then(|r| r.limits.clone()).unwrap_or_default();
-        let new_req = effective_requests(res);
-        let new_lim = res.and_then(|r| r.limits.clone()).unwrap_or_default();
+    for Sides {
+        target,
+        old_req,
+        old_lim,
+        new_req,
+        new_lim,
+    } in deciding(old, new)
+    {
         for name in ResourceName::ALL {
             let req = positive(&new_req, name);
             let lim = positive(&new_lim, name);
@@ -264,16 +292,15 @@ impl Culprit {
 
 /// The containers and resources that move a resize from class `from` to class `to`.
 pub fn culprits(old: &PodSpec, from: QosClass, new: &PodSpec, to: QosClass) -> Vec<Culprit> {
-    let pod_level = pod_level_resources(new).is_some();
     let mut out = Vec::new();
-    for (target, res) in targets(new) {
-        if (target == Target::Pod) != pod_level {
-            continue;
-        }
-        let old_res = find(old, &target);
-        let (old_req, new_req) = (effective_requests(old_res), effective_requests(res));
-        let old_lim = old_res.and_then(|r| r.limits.clone()).unwrap_or_default();
-        let new_lim = res.and_then(|r| r.limits.clone()).unwrap_or_default();
+    for Sides {
+        target,
+        old_req,
+        old_lim,
+        new_req,
+        new_lim,
+    } in deciding(old, new)
+    {
         for name in ResourceName::ALL {
             let show = |l: &ResourceList| {
                 l.get(name.key())

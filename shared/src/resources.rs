@@ -119,13 +119,17 @@ impl Resources {
     }
 }
 
+impl Resources {
+    /// `op` applied to cpu and to memory alike.
+    fn each(self, rhs: Resources, op: fn(i64, i64) -> i64) -> Resources {
+        Resources::new(op(self.cpu, rhs.cpu), op(self.memory, rhs.memory))
+    }
+}
+
 impl Add for Resources {
     type Output = Resources;
     fn add(self, rhs: Resources) -> Resources {
-        Resources::new(
-            self.cpu.saturating_add(rhs.cpu),
-            self.memory.saturating_add(rhs.memory),
-        )
+        self.each(rhs, i64::saturating_add)
     }
 }
 
@@ -138,10 +142,7 @@ impl AddAssign for Resources {
 impl Sub for Resources {
     type Output = Resources;
     fn sub(self, rhs: Resources) -> Resources {
-        Resources::new(
-            self.cpu.saturating_sub(rhs.cpu),
-            self.memory.saturating_sub(rhs.memory),
-        )
+        self.each(rhs, i64::saturating_sub)
     }
 }
 

@@ -184,27 +184,26 @@ fn parse_term(term: &str) -> Result<Requirement, String> {
 }
 
 fn valid_key(key: &str) -> Result<String, String> {
-    let ok = !key.is_empty()
-        && key.len() <= 317
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
-    if ok {
-        Ok(key.to_owned())
-    } else {
-        Err(format!("invalid label key {key:?}"))
-    }
+    let ok = !key.is_empty() && key.len() <= 317 && label_chars(key, "-_./");
+    valid("key", key, ok)
 }
 
 fn valid_value(value: &str) -> Result<String, String> {
-    let ok = value.len() <= 63
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    let ok = value.len() <= 63 && label_chars(value, "-_.");
+    valid("value", value, ok)
+}
+
+/// Every character of `text` is ASCII alphanumeric or one of `punctuation`.
+fn label_chars(text: &str, punctuation: &str) -> bool {
+    text.chars()
+        .all(|c| c.is_ascii_alphanumeric() || punctuation.contains(c))
+}
+
+fn valid(what: &str, text: &str, ok: bool) -> Result<String, String> {
     if ok {
-        Ok(value.to_owned())
+        Ok(text.to_owned())
     } else {
-        Err(format!("invalid label value {value:?}"))
+        Err(format!("invalid label {what} {text:?}"))
     }
 }
 
