@@ -169,34 +169,28 @@ fn find<'a>(spec: &'a PodSpec, target: &Target) -> Option<&'a ResourceRequiremen
         .and_then(|(_, r)| r)
 }
 
-/// One target's requests (as defaulted) and limits before and after a resize.
-struct Sides {
-    target: Target,
-    old_req: ResourceList,
-    old_lim: ResourceList,
-    new_req: ResourceList,
-    new_lim: ResourceList,
-}
-
-/// The targets that decide `new`'s QoS class, with their sides in `old` and `new`: with
-/// pod-level resources only they decide it; otherwise only the containers do.
-fn deciding<'a>(old: &'a PodSpec, new: &'a PodSpec) -> impl Iterator<Item = Sides> + 'a {
+/// The targets that decide `new`'s QoS class, each with its requests (as defaulted) and limits
+/// in `old`, then in `new`: with pod-level resources only they decide it; otherwise only the
+/// containers do.
+fn deciding<'a>(
+    old: &'a PodSpec,
+    new: &'a PodSpec,
+) -> impl Iterator<Item = (Target, [ResourceList; 4])> + 'a {
     let pod_level = pod_level_resources(new).is_some();
+    let limits =
+        |r: Option<&ResourceRequirements>| r.and_then(|r| r.limits.clone()).unwrap_or_default();
     targets(new)
         .into_iter()
         .filter(move |(target, _)| (*target == Target::Pod) == pod_level)
         .map(move |(target, res)| {
             let old_res = find(old, &target);
-            let limits = |r: Option<&ResourceRequirements>| {
-                r.and_then(|r| r.limits.clone()).unwrap_or_default()
-            };
-            Sides {
-                old_req: effective_requests(old_res),
-                old_lim: limits(old_res),
-                new_req: effective_requests(res),
-                new_lim: limits(res),
-                target,
-            }
+            let sides = [
+                effective_requests(old_res),
+                limits(old_res),
+                effective_requests(res),
+                limits(res),
+            ];
+            (target, sides)
         })
 }
 
@@ -212,14 +206,7 @@ pub fn repair(old: &PodSpec, from: QosClass, new: &PodSpec) -> Option<QosRepair>
         return None;
     }
     let mut changes = Vec::new();
-    for Sides {
-        target,
-        old_req,
-        old_lim,
-        new_req,
-        new_lim,
-    } in deciding(old, new)
-    {
+    for (target, [old_req, old_lim, new_req, new_lim]) in deciding(old, new) {
         for name in ResourceName::ALL {
             let req = positive(&new_req, name);
             let lim = positive(&new_lim, name);
@@ -293,14 +280,7 @@ impl Culprit {
 /// The containers and resources that move a resize from class `from` to class `to`.
 pub fn culprits(old: &PodSpec, from: QosClass, new: &PodSpec, to: QosClass) -> Vec<Culprit> {
     let mut out = Vec::new();
-    for Sides {
-        target,
-        old_req,
-        old_lim,
-        new_req,
-        new_lim,
-    } in deciding(old, new)
-    {
+    for (target, [old_req, old_lim, new_req, new_lim]) in deciding(old, new) {
         for name in ResourceName::ALL {
             let show = |l: &ResourceList| {
                 l.get(name.key())
