@@ -135,11 +135,7 @@ async fn qos_upstream(env: &'static Env) -> String {
 /// minors store it and the kubelet marks it Infeasible. Returns the namespace of a stored one.
 async fn infeasible_upstream(env: &'static Env, minor: u32) -> (String, Option<String>) {
     let (ns, _, pods) = env.field_test("v-inf-up").await;
-    let out = env
-        .kubectl()
-        .resize(&ns, "app", &cpu_resize(TOO_BIG))
-        .await
-        .unwrap();
+    let out = env.try_resize_cpu(&ns, "app", TOO_BIG).await;
     if minor >= 36 {
         assert!(!out.success, "v1.{minor} stored it: {}", out.stdout);
         let want = "node didn't have enough allocatable resources: cpu, requested: 2430, allocatable: 1930";
@@ -222,11 +218,7 @@ async fn qos_explained(env: &'static Env) -> String {
 /// resize-guard refuses a resize above allocatable with the node's numbers, on every minor.
 async fn infeasible_refused(env: &'static Env) -> String {
     let (ns, node, pods) = env.field_test("v-inf").await;
-    let out = env
-        .kubectl()
-        .resize(&ns, "app", &cpu_resize(TOO_BIG))
-        .await
-        .unwrap();
+    let out = env.try_resize_cpu(&ns, "app", TOO_BIG).await;
     assert!(!out.success, "stored: {}", out.stdout);
     let want = format!(
         "resize-guard: this resize can never fit on node {node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m"

@@ -73,11 +73,7 @@ async fn infeasible_resize_gets_resize_guards_message_with_the_nodes_numbers() {
     let env = setup().await;
     let _g = env.guard();
     let (ns, node, pods) = support::field_test(env, "infeasible").await;
-    let out = env
-        .kubectl()
-        .resize(&ns, "app", &cpu_resize("2430m"))
-        .await
-        .unwrap();
+    let out = env.try_resize_cpu(&ns, "app", "2430m").await;
     assert!(!out.success);
     assert!(
         out.stderr.contains(&format!(r#"admission webhook "mutate.resize-guard.io" denied the request: resize-guard: this resize can never fit on node {node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m"#)),

@@ -120,10 +120,7 @@ async fn a_paused_etcd_neither_makes_resize_guard_refuse_resizes_nor_stops_its_p
 
     // The controller still makes room for a Deferred resize (the field test's third wall).
     let (ns2, _node, pods2) = support::field_test(env, "etcd-after").await;
-    env.kubectl()
-        .resize(&ns2, "app", &cpu_resize("550m"))
-        .await
-        .unwrap();
+    env.try_resize_cpu(&ns2, "app", "550m").await;
     wait_pod(&pods2, "app", T, |p| {
         allocated_cpu(p).as_deref() == Some("550m")
     })

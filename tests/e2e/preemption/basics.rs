@@ -37,6 +37,13 @@ async fn deferred(pods: &Api<Pod>, env: &Env, ns: &str, name: &str, cpu: &str) {
     support::resize_pending_on(env, pods, ns, name, cpu).await;
 }
 
+/// Resizes `app` to 550m, waits until the kubelet holds it pending and returns the
+/// `ResizePreemptionFailed` Events the controller answered with.
+async fn preemption_failed(env: &Env, pods: &Api<Pod>, ns: &str) -> Vec<(String, String, String)> {
+    deferred(pods, env, ns, "app", "550m").await;
+    support::wait_event(env, ns, "ResizePreemptionFailed").await
+}
+
 #[tokio::test]
 async fn field_test_the_filler_is_preempted_and_the_resize_completes_in_place() {
     let env = setup().await;
@@ -45,10 +52,7 @@ async fn field_test_the_filler_is_preempted_and_the_resize_completes_in_place() 
     // The real kubelet finishes a graceful deletion quickly with its fake runtime, and the
     // resize may complete while the victim still terminates: watch the victim, don't poll it.
     let filler = support::History::start(&pods, "filler").await;
-    env.kubectl()
-        .resize(&ns, "app", &cpu_resize("550m"))
-        .await
-        .unwrap();
+    env.try_resize_cpu(&ns, "app", "550m").await;
 
     // The Eviction API writes DisruptionTarget (EvictionByEvictionAPI); resize-guard's own
     // reason follows right after it, while the victim terminates.
@@ -125,8 +129,7 @@ async fn never_preempts_equal_or_higher_priority_and_says_why() {
             &[("peer", "high", "1500m", "256Mi"), APP],
         )
         .await;
-    deferred(&pods, env, &ns, "app", "550m").await;
-    let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
+    let failed = preemption_failed(env, &pods, &ns).await;
     assert!(
         failed[0].1.contains("no pod on node") && failed[0].1.contains("priority below 1000000"),
         "{failed:?}"
@@ -146,8 +149,7 @@ async fn a_preemptor_with_preemption_policy_never_gets_no_victims_and_an_event()
             &[FILLER, ("app", "high-never", "250m", "256Mi")],
         )
         .await;
-    deferred(&pods, env, &ns, "app", "550m").await;
-    let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
+    let failed = preemption_failed(env, &pods, &ns).await;
     assert!(
         failed[0].1.contains("preemptionPolicy: Never"),
         "{failed:?}"
@@ -159,9 +161,7 @@ async fn a_preemptor_with_preemption_policy_never_gets_no_victims_and_an_event()
 async fn protected_pods_and_opted_out_nodes_are_respected() {
     let env = setup().await;
     let _g = env.guard();
-    let (ns, node, pods) = env
-        .scenario("protected", ("t3-medium", "1930m", "3Gi"), &[])
-        .await;
+    let (ns, node, pods) = env.scenario("protected", T3_MEDIUM, &[]).await;
     let mut guarded = guaranteed_pod("guarded", &node, "low", "1500m", "256Mi");
     guarded
         .metadata
@@ -171,8 +171,7 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
         .insert("resize-guard.io/protected".into(), "true".into());
     create_running(&pods, &guarded).await.unwrap();
     create_all(&pods, &node, &[APP]).await.unwrap();
-    deferred(&pods, env, &ns, "app", "550m").await;
-    let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
+    let failed = preemption_failed(env, &pods, &ns).await;
     assert!(failed[0].1.contains("protected by policy"), "{failed:?}");
 
     // A node labelled resize-guard.io/preemption=disabled never gets victims.
@@ -183,8 +182,7 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
     env.add_node(cfg.clone()).await;
     let pods2: Api<Pod> = Api::namespaced(env.client().await, &ns2);
     create_all(&pods2, &cfg.name, &[FILLER, APP]).await.unwrap();
-    deferred(&pods2, env, &ns2, "app", "550m").await;
-    let failed = support::wait_event(env, &ns2, "ResizePreemptionFailed").await;
+    let failed = preemption_failed(env, &pods2, &ns2).await;
     assert!(
         failed[0].1.contains("resize-guard.io/preemption=disabled"),
         "{failed:?}"
@@ -199,16 +197,13 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
 async fn a_bare_pod_is_not_a_victim_by_default_and_the_event_names_the_rule() {
     let env = setup().await;
     let _g = env.guard();
-    let (ns, node, pods) = env
-        .scenario("bare", ("t3-medium", "1930m", "3Gi"), &[])
-        .await;
+    let (ns, node, pods) = env.scenario("bare", T3_MEDIUM, &[]).await;
     let (name, class, cpu, memory) = FILLER;
     let bare = guaranteed_pod(name, &node, class, cpu, memory);
     let created = create_running_as_is(&pods, &bare).await.unwrap();
     assert!(created.metadata.owner_references.is_none());
     create_all(&pods, &node, &[APP]).await.unwrap();
-    deferred(&pods, env, &ns, "app", "550m").await;
-    let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
+    let failed = preemption_failed(env, &pods, &ns).await;
     assert!(
         failed[0]
             .1

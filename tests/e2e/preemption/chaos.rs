@@ -205,10 +205,7 @@ async fn an_api_server_restart_mid_plan_neither_loses_the_plan_nor_adds_a_victim
     create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
         .await
         .unwrap();
-    env.kubectl()
-        .resize(&ns, "app", &cpu_resize("1250m"))
-        .await
-        .unwrap();
+    env.try_resize_cpu(&ns, "app", "1250m").await;
     // The plan is recorded before any victim is touched; restart once a victim is terminating.
     let deadline = Instant::now() + T;
     while support::preempted(&pods, &names).await.is_empty() {

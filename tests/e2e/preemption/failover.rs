@@ -126,10 +126,7 @@ async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_vic
     create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
         .await
         .unwrap();
-    env.kubectl()
-        .resize(&ns, "app", &cpu_resize("1250m"))
-        .await
-        .unwrap();
+    env.try_resize_cpu(&ns, "app", "1250m").await;
     wait_pod(&pods, "app", T, |p| resize_pending(p).is_some())
         .await
         .unwrap();
@@ -157,11 +154,7 @@ async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_vic
 
     let c = support::start(env, "resume").await;
     // Admitted, and the plan cleared: the controller saw the resize through and is done with it.
-    wait_pod(&pods, "app", T, |p| {
-        allocated_cpu(p).as_deref() == Some("1250m") && !support::has_plan(p)
-    })
-    .await
-    .unwrap();
+    support::wait_app_done(&pods, "1250m", T).await;
     assert_eq!(
         support::preempted(&pods, &["v1", "v2", "v3", "v4"]).await,
         ["v1", "v2"],
@@ -207,17 +200,10 @@ async fn only_the_leader_acts_and_a_follower_takes_over_when_it_dies() {
     let leader = leader.expect("a leader");
 
     let (ns, _node, pods) = env.field_test("leader").await;
-    env.kubectl()
-        .resize(&ns, "app", &cpu_resize("550m"))
-        .await
-        .unwrap();
+    env.try_resize_cpu(&ns, "app", "550m").await;
     // Admitted, and the plan cleared: the leader has seen the resize through, so every replica
     // had its chance to act by now.
-    wait_pod(&pods, "app", T, |p| {
-        allocated_cpu(p).as_deref() == Some("550m") && !support::has_plan(p)
-    })
-    .await
-    .unwrap();
+    support::wait_app_done(&pods, "550m", T).await;
     let acted = support::wait_event(env, &ns, "PreemptingForResize").await;
     assert!(
         acted.iter().all(|e| e.2 == leader),
@@ -255,15 +241,8 @@ async fn only_the_leader_acts_and_a_follower_takes_over_when_it_dies() {
     assert!(took_over < Duration::from_secs(12), "{took_over:?}");
 
     let (ns2, _node2, pods2) = env.field_test("failover").await;
-    env.kubectl()
-        .resize(&ns2, "app", &cpu_resize("550m"))
-        .await
-        .unwrap();
-    wait_pod(&pods2, "app", T, |p| {
-        allocated_cpu(p).as_deref() == Some("550m") && !support::has_plan(p)
-    })
-    .await
-    .unwrap();
+    env.try_resize_cpu(&ns2, "app", "550m").await;
+    support::wait_app_done(&pods2, "550m", T).await;
     let acted = support::wait_event(env, &ns2, "PreemptingForResize").await;
     assert!(acted.iter().all(|e| e.2 == follower.identity), "{acted:?}");
 }
@@ -291,10 +270,7 @@ async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_p
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(first.is_leader().await);
-    env.kubectl()
-        .resize(&ns, "app", &cpu_resize("1250m"))
-        .await
-        .unwrap();
+    env.try_resize_cpu(&ns, "app", "1250m").await;
     // SIGKILL the moment the first victim starts terminating.
     loop {
         if !support::preempted(&pods, &["v1", "v2", "v3", "v4"])
@@ -323,11 +299,7 @@ async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_p
     let _second = support::start(env, "crash-2").await;
     // Admitted, and the plan cleared by the new replica: it has finished with the resize, so any
     // extra victim it would take is taken by now.
-    wait_pod(&pods, "app", Duration::from_secs(60), |p| {
-        allocated_cpu(p).as_deref() == Some("1250m") && !support::has_plan(p)
-    })
-    .await
-    .unwrap();
+    support::wait_app_done(&pods, "1250m", Duration::from_secs(60)).await;
     let mut gone = support::preempted(&pods, &["v1", "v2", "v3", "v4"]).await;
     gone.sort();
     let mut planned = planned;
@@ -359,11 +331,7 @@ async fn planted_plan_rejected(
     .await;
     support::resize_pending_on(env, pods, ns, "app", "550m").await;
     let c = support::start(env, identity).await;
-    wait_pod(pods, "app", T, |p| {
-        allocated_cpu(p).as_deref() == Some("550m") && !support::has_plan(p)
-    })
-    .await
-    .unwrap();
+    support::wait_app_done(pods, "550m", T).await;
     (
         support::wait_event(env, ns, "PreemptionPlanRejected").await,
         c,

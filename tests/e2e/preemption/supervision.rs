@@ -110,11 +110,7 @@ async fn wait_exited(c: &mut support::Controller, task: &str) {
 async fn follower_preempts(env: &Env, prefix: &str, follower: &str, since: Timestamp) -> f64 {
     let (ns, _node, pods) = env.field_test(prefix).await;
     support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
-    wait_pod(&pods, "app", T, |p| {
-        allocated_cpu(p).as_deref() == Some("550m") && !support::has_plan(p)
-    })
-    .await
-    .unwrap();
+    support::wait_app_done(&pods, "550m", T).await;
     let acted = support::wait_event(env, &ns, "PreemptingForResize").await;
     assert!(acted.iter().all(|e| e.2 == follower), "{acted:?}");
     assert_eq!(
@@ -148,11 +144,7 @@ async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_
     wait_exited(&mut a, "the reconcile loop").await;
 
     // The same resize is seen through by the follower.
-    wait_pod(&pods, "app", T, |p| {
-        allocated_cpu(p).as_deref() == Some("550m") && !support::has_plan(p)
-    })
-    .await
-    .unwrap();
+    support::wait_app_done(&pods, "550m", T).await;
     let acted = support::wait_event(env, &ns, "PreemptingForResize").await;
     assert!(acted.iter().all(|e| e.2 == b.identity), "{acted:?}");
     let preempting = panicked.duration_until(Timestamp::now()).as_secs_f64();

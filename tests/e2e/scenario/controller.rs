@@ -225,6 +225,16 @@ pub async fn wait_preempted(pods: &Api<Pod>, names: &[&str], want: &[&str], time
     }
 }
 
+/// Waits until pod `app` has `cpu` allocated and no plan annotation left: the controller saw its
+/// resize through.
+pub async fn wait_app_done(pods: &Api<Pod>, cpu: &str, timeout: Duration) -> Pod {
+    resize_guard_harness::objects::wait_pod(pods, "app", timeout, |p| {
+        resize_guard_harness::objects::allocated_cpu(p).as_deref() == Some(cpu) && !has_plan(p)
+    })
+    .await
+    .unwrap()
+}
+
 /// True while the pod carries the controller's plan annotation.
 pub fn has_plan(p: &Pod) -> bool {
     p.metadata

@@ -64,11 +64,7 @@ async fn resize_past_allocatable_is_refused_by_the_api_server() {
             &[("app", "high", "250m", "256Mi")],
         )
         .await;
-    let out = env
-        .kubectl()
-        .resize(&ns, "app", &cpu_resize("2430m"))
-        .await
-        .unwrap();
+    let out = env.try_resize_cpu(&ns, "app", "2430m").await;
     assert!(!out.success);
     assert_eq!(
         out.stderr.trim(),
@@ -131,10 +127,7 @@ async fn kubectl_events_shows_the_kubelet_resize_events() {
     let env = env();
     let _g = env.guard();
     let (ns, _, pods) = env.field_test("events").await;
-    env.kubectl()
-        .resize(&ns, "app", &cpu_resize("550m"))
-        .await
-        .unwrap();
+    env.try_resize_cpu(&ns, "app", "550m").await;
     wait_pod(&pods, "app", T, |p| resize_pending(p).is_some())
         .await
         .unwrap();
@@ -211,10 +204,7 @@ async fn terminating_pods_hold_resources_until_gone() {
     .await
     .unwrap();
     // Deferred while `slow` runs…
-    env.kubectl()
-        .resize(&ns, "app", &cpu_resize("550m"))
-        .await
-        .unwrap();
+    env.try_resize_cpu(&ns, "app", "550m").await;
     let p = wait_pod(&pods, "app", T, |p| resize_pending(p).is_some())
         .await
         .unwrap();

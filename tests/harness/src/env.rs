@@ -255,10 +255,10 @@ impl Env {
         (ns, node, pods)
     }
 
-    /// Resizes container `app` of pod `pod` in `ns` to `cpu` (requests and limits) through
-    /// `kubectl patch --subresource resize`; panics unless the API server stored it, else returns
-    /// what kubectl printed (warnings on stderr).
-    pub async fn resize_cpu(
+    /// Sends a resize of container `app` of pod `pod` in `ns` to `cpu` (requests and limits)
+    /// through `kubectl patch --subresource resize` and returns what kubectl printed, whatever the
+    /// API server answered; panics only if kubectl could not run.
+    pub async fn try_resize_cpu(
         &self,
         ns: &str,
         pod: &str,
@@ -269,10 +269,27 @@ impl Env {
             .resize(ns, pod, &crate::objects::cpu_resize(cpu))
             .await
         {
-            Ok(out) if out.success => out,
-            Ok(out) => panic!("resize {ns}/{pod} to cpu {cpu}: {}", out.stderr),
+            Ok(out) => out,
             Err(e) => panic!("resize {ns}/{pod} to cpu {cpu}: {e:#}"),
         }
+    }
+
+    /// Resizes container `app` of pod `pod` in `ns` to `cpu` (requests and limits) through
+    /// `kubectl patch --subresource resize`; panics unless the API server stored it, else returns
+    /// what kubectl printed (warnings on stderr).
+    pub async fn resize_cpu(
+        &self,
+        ns: &str,
+        pod: &str,
+        cpu: &str,
+    ) -> crate::kubectl::KubectlOutput {
+        let out = self.try_resize_cpu(ns, pod, cpu).await;
+        assert!(
+            out.success,
+            "resize {ns}/{pod} to cpu {cpu}: {}",
+            out.stderr
+        );
+        out
     }
 
     /// Creates (if missing) a PriorityClass; `never` sets `preemptionPolicy: Never`
