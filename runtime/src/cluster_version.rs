@@ -225,9 +225,7 @@ mod tests {
     fn exposition(cv: &ClusterVersion) -> String {
         let mut registry = prometheus_client::registry::Registry::with_prefix("resize_guard");
         registry.register_collector(cv.collector());
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
-        out
+        crate::exposition::encode(&registry)
     }
 
     #[test]
@@ -265,17 +263,15 @@ mod tests {
         let cv = ClusterVersion::default();
         cv.errors.fetch_add(2, Ordering::Relaxed);
         let text = exposition(&cv);
-        for line in [
-            "# TYPE resize_guard_kubernetes_version_errors counter",
-            "resize_guard_kubernetes_version_errors_total 2",
-            "# TYPE resize_guard_kubernetes_version_changes counter",
-            "resize_guard_kubernetes_version_changes_total 0",
-        ] {
-            assert!(
-                text.lines().any(|l| l == line),
-                "{line} missing from\n{text}"
-            );
-        }
+        crate::exposition::assert_lines(
+            &text,
+            &[
+                "# TYPE resize_guard_kubernetes_version_errors counter",
+                "resize_guard_kubernetes_version_errors_total 2",
+                "# TYPE resize_guard_kubernetes_version_changes counter",
+                "resize_guard_kubernetes_version_changes_total 0",
+            ],
+        );
         assert!(!text.contains("# TYPE resize_guard_kubernetes_version_errors_total"));
         cv.set(KubernetesVersion::parse("1", "36", "v1.36.0-\"odd\"\\build").unwrap());
         let text = exposition(&cv);

@@ -107,6 +107,17 @@ pub fn encode(registry: &Registry) -> String {
     out
 }
 
+/// Asserts that each of `lines` is a whole line of the exposition `text` (tests only).
+#[cfg(test)]
+pub(crate) fn assert_lines(text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(
+            text.lines().any(|l| l == *line),
+            "{line} missing from\n{text}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,11 +8,11 @@
 //! [`crate::exposition::CONTENT_TYPE`]).
 
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use axum::Router;
 use axum::http::{StatusCode, header};
-use axum::routing::get;
+use axum::routing::{MethodRouter, get};
 
 /// Why the process is not ready (`Err`), or `Ok` with what it cannot do while it serves
 /// (`Some`: degraded).
@@ -30,18 +30,10 @@ pub struct Liveness {
 impl Liveness {
     /// Marks the process dead for `why` (the first reason is kept).
     pub fn fail(&self, why: impl Into<String>) {
-        match self.dead.write() {
-            Ok(mut dead) => {
-                if dead.is_none() {
-                    *dead = Some(why.into());
-                }
-            }
-            Err(poisoned) => {
-                let mut dead = poisoned.into_inner();
-                if dead.is_none() {
-                    *dead = Some(why.into());
-                }
-            }
+        // A poisoned lock still holds the state: a panic elsewhere must not hide this reason.
+        let mut dead = self.dead.write().unwrap_or_else(PoisonError::into_inner);
+        if dead.is_none() {
+            *dead = Some(why.into());
         }
     }
 
@@ -68,28 +60,24 @@ pub fn router_with_liveness(
     Router::new()
         .route(
             "/livez",
-            get(move || {
-                let answer = liveness.check();
-                async move {
-                    match answer {
-                        Ok(()) => (StatusCode::OK, "ok".to_owned()),
-                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("dead: {why}")),
-                    }
-                }
-            }),
+            probe(
+                move || liveness.check(),
+                |answer| match answer {
+                    Ok(()) => (StatusCode::OK, "ok".to_owned()),
+                    Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("dead: {why}")),
+                },
+            ),
         )
         .route(
             "/readyz",
-            get(move || {
-                let answer = readiness();
-                async move {
-                    match answer {
-                        Ok(None) => (StatusCode::OK, "ok".to_owned()),
-                        Ok(Some(why)) => (StatusCode::OK, format!("ok (degraded: {why})")),
-                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}")),
-                    }
-                }
-            }),
+            probe(
+                move || readiness(),
+                |answer| match answer {
+                    Ok(None) => (StatusCode::OK, "ok".to_owned()),
+                    Ok(Some(why)) => (StatusCode::OK, format!("ok (degraded: {why})")),
+                    Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}")),
+                },
+            ),
         )
         .route(
             "/metrics",
@@ -103,6 +91,17 @@ pub fn router_with_liveness(
                 }
             }),
         )
+}
+
+/// A `GET` route that runs `check` as the request arrives and answers with `answer` of it.
+fn probe<T: Send + 'static>(
+    check: impl Fn() -> T + Clone + Send + Sync + 'static,
+    answer: fn(T) -> (StatusCode, String),
+) -> MethodRouter {
+    get(move || {
+        let result = check();
+        async move { answer(result) }
+    })
 }
 
 /// Binds `addr` and serves `router` on it in the background, for as long as the process runs

@@ -145,11 +145,7 @@ mod tests {
 
     use super::*;
 
-    fn exposition(registry: &Registry) -> String {
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, registry).unwrap();
-        out
-    }
+    use crate::exposition::{assert_lines, encode as exposition};
 
     #[test]
     fn the_origin_gauge_follows_its_source_at_each_scrape() {
@@ -161,17 +157,15 @@ mod tests {
             move || *read.lock().unwrap(),
         ));
         let text = exposition(&registry);
-        for line in [
-            "# TYPE resize_guard_policy_in_force gauge",
-            "resize_guard_policy_in_force{origin=\"configmap\"} 0",
-            "resize_guard_policy_in_force{origin=\"last-good\"} 0",
-            "resize_guard_policy_in_force{origin=\"none\"} 1",
-        ] {
-            assert!(
-                text.lines().any(|l| l == line),
-                "{line} missing from\n{text}"
-            );
-        }
+        assert_lines(
+            &text,
+            &[
+                "# TYPE resize_guard_policy_in_force gauge",
+                "resize_guard_policy_in_force{origin=\"configmap\"} 0",
+                "resize_guard_policy_in_force{origin=\"last-good\"} 0",
+                "resize_guard_policy_in_force{origin=\"none\"} 1",
+            ],
+        );
         *live.lock().unwrap() = "last-good";
         let text = exposition(&registry);
         assert!(text.contains("resize_guard_policy_in_force{origin=\"last-good\"} 1"));

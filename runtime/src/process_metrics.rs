@@ -373,17 +373,18 @@ mod tests {
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(m.errors(), 0);
-        for sample in [
-            "process_cpu_seconds_total 3.0",
-            "process_resident_memory_bytes 1048576.0",
-            "process_virtual_memory_bytes 2097152.0",
-            "process_open_fds 1.0",
-            "process_max_fds 1024.0",
-            "process_start_time_seconds 1700000010.0",
-            "resize_guard_process_metrics_errors_total 0",
-        ] {
-            assert!(text.lines().any(|l| l == sample), "{sample}:\n{text}");
-        }
+        crate::exposition::assert_lines(
+            &text,
+            &[
+                "process_cpu_seconds_total 3.0",
+                "process_resident_memory_bytes 1048576.0",
+                "process_virtual_memory_bytes 2097152.0",
+                "process_open_fds 1.0",
+                "process_max_fds 1024.0",
+                "process_start_time_seconds 1700000010.0",
+                "resize_guard_process_metrics_errors_total 0",
+            ],
+        );
         assert_eq!(
             s,
             ProcessSample {

@@ -31,7 +31,12 @@ fn health() -> WatchHealth {
 }
 
 fn list_all(h: &WatchHealth, at: Instant) {
-    for w in Watched::ALL {
+    list_all_but(h, None, at);
+}
+
+/// Every resource listed at `at` but `unlisted`.
+fn list_all_but(h: &WatchHealth, unlisted: Option<Watched>, at: Instant) {
+    for w in Watched::ALL.into_iter().filter(|w| Some(*w) != unlisted) {
         h.observe_at(w, &ok(watcher::Event::InitDone), at);
     }
 }
@@ -51,14 +56,7 @@ fn a_resource_never_listed_reports_its_last_error_and_when() {
     let h = health();
     list_all(&h, t0);
     let h2 = health();
-    for w in [
-        Watched::Nodes,
-        Watched::PodDisruptionBudgets,
-        Watched::ConfigMap,
-        Watched::LastGoodPolicy,
-    ] {
-        h2.observe_at(w, &ok(watcher::Event::InitDone), t0);
-    }
+    list_all_but(&h2, Some(Watched::Pods), t0);
     h2.observe_at(Watched::Pods, &err(), t0);
     let why = h2.readiness_at(t0 + secs(12)).unwrap_err();
     assert!(
@@ -340,14 +338,7 @@ fn a_resumed_watch_is_current_at_its_first_change() {
 fn an_advisory_resource_degrades_instead_of_making_the_view_unready() {
     let t0 = Instant::now();
     let h = health().advisory(&[Watched::PodDisruptionBudgets]);
-    for w in [
-        Watched::Pods,
-        Watched::Nodes,
-        Watched::ConfigMap,
-        Watched::LastGoodPolicy,
-    ] {
-        h.observe_at(w, &ok(watcher::Event::InitDone), t0);
-    }
+    list_all_but(&h, Some(Watched::PodDisruptionBudgets), t0);
     h.observe_at(Watched::PodDisruptionBudgets, &err(), t0);
     assert_eq!(h.readiness_at(t0 + secs(1)), Ok(()));
     assert!(
