@@ -158,6 +158,12 @@ mod tests {
         }
     }
 
+    /// How `error`, met while `doing`, is reported against [`target`].
+    fn reported(error: anyhow::Error, doing: &str) -> (Exit, String) {
+        let e = Err::<(), _>(error).context(doing.to_owned()).unwrap_err();
+        report(&e, Some(&target()))
+    }
+
     #[test]
     fn each_outcome_has_its_own_status() {
         let codes = [
@@ -174,9 +180,8 @@ mod tests {
     #[test]
     fn a_usage_error_keeps_its_message_and_exits_2() {
         let e = usage(anyhow::anyhow!("\"a/b\" is not a pod name"));
-        let e = Err::<(), _>(e).context("explain").unwrap_err();
         assert_eq!(
-            report(&e, Some(&target())),
+            reported(e, "explain"),
             (Exit::Usage, "explain: \"a/b\" is not a pod name".into())
         );
     }
@@ -188,11 +193,8 @@ mod tests {
             "Forbidden",
         )
         .with_code(403);
-        let e = Err::<(), _>(kube::Error::Api(Box::new(status)))
-            .context("listing pods")
-            .unwrap_err();
         assert_eq!(
-            report(&e, Some(&target())),
+            reported(kube::Error::Api(Box::new(status)).into(), "listing pods"),
             (
                 Exit::Cluster,
                 "listing pods: pods is forbidden: User \"nobody\" cannot list resource \"pods\" \
@@ -205,11 +207,9 @@ mod tests {
     #[test]
     fn a_failed_connection_names_the_server_and_context() {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
-        let e = Err::<(), _>(kube::Error::Service(Box::new(io)))
-            .context("reading pod shop/web-0")
-            .unwrap_err();
+        let e = kube::Error::Service(Box::new(io));
         assert_eq!(
-            report(&e, Some(&target())),
+            reported(e.into(), "reading pod shop/web-0"),
             (
                 Exit::Cluster,
                 "cannot reach the API server https://10.0.0.1:6443 (context prod, user jane): \

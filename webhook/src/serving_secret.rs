@@ -170,14 +170,39 @@ mod tests {
         ])
     }
 
+    /// A serving certificate and its metrics, offered Secrets as the watched
+    /// `resize-guard/resize-guard-webhook-tls`.
+    struct Slot {
+        cert: ServingCert,
+        metrics: Metrics,
+    }
+
+    impl Slot {
+        fn new() -> Slot {
+            Slot {
+                cert: ServingCert::new(),
+                metrics: Metrics::new(),
+            }
+        }
+
+        fn offer(&self, secret: &Secret) {
+            offer(&self.cert, secret, &at(), &self.metrics);
+        }
+
+        fn serves(&self, bundle: &Bundle) -> bool {
+            let (cert, key) = (bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes());
+            self.cert.serves(cert, key)
+        }
+    }
+
     #[test]
     fn a_usable_secret_is_served_and_ready() {
-        let (cert, metrics) = (ServingCert::new(), Metrics::new());
+        let slot = Slot::new();
         let bundle = generate(&CertSpec::for_loopback()).unwrap();
-        offer(&cert, &tls(&bundle), &at(), &metrics);
-        assert_eq!(cert.readiness(SystemTime::now()), Ok(()));
-        assert!(cert.serves(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes()));
-        let text = metrics.render();
+        slot.offer(&tls(&bundle));
+        assert_eq!(slot.cert.readiness(SystemTime::now()), Ok(()));
+        assert!(slot.serves(&bundle));
+        let text = slot.metrics.render();
         assert!(
             text.contains(
                 "resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"}"
@@ -200,9 +225,9 @@ mod tests {
                 "has an empty tls.crt",
             ),
         ] {
-            let (cert, metrics) = (ServingCert::new(), Metrics::new());
-            offer(&cert, &s, &at(), &metrics);
-            let why = cert.readiness(SystemTime::now()).unwrap_err();
+            let slot = Slot::new();
+            slot.offer(&s);
+            let why = slot.cert.readiness(SystemTime::now()).unwrap_err();
             assert!(why.contains(want), "{why}");
             assert!(
                 why.contains("Secret resize-guard/resize-guard-webhook-tls"),
@@ -213,23 +238,23 @@ mod tests {
 
     #[test]
     fn unreadable_pem_is_unready_and_keeps_the_last_good_certificate() {
-        let (cert, metrics) = (ServingCert::new(), Metrics::new());
+        let slot = Slot::new();
         let good = generate(&CertSpec::for_loopback()).unwrap();
-        offer(&cert, &tls(&good), &at(), &metrics);
+        slot.offer(&tls(&good));
         let garbage = secret(&[("tls.crt", b"garbage"), ("tls.key", b"garbage")]);
-        offer(&cert, &garbage, &at(), &metrics);
-        let why = cert.readiness(SystemTime::now()).unwrap_err();
+        slot.offer(&garbage);
+        let why = slot.cert.readiness(SystemTime::now()).unwrap_err();
         assert!(why.contains("key tls.crt"), "{why}");
-        assert!(cert.serves(good.cert_pem.as_bytes(), good.key_pem.as_bytes()));
+        assert!(slot.serves(&good));
         assert!(
-            metrics
+            slot.metrics
                 .render()
                 .contains("resize_guard_certificate_reloads_total{result=\"error\"} 1")
         );
         // The good version again: ready, no reload counted.
-        offer(&cert, &tls(&good), &at(), &metrics);
-        assert_eq!(cert.readiness(SystemTime::now()), Ok(()));
-        assert!(!metrics.render().contains("result=\"ok\""));
+        slot.offer(&tls(&good));
+        assert_eq!(slot.cert.readiness(SystemTime::now()), Ok(()));
+        assert!(!slot.metrics.render().contains("result=\"ok\""));
     }
 
     #[test]
@@ -251,7 +276,7 @@ mod tests {
 
     #[test]
     fn a_rotated_secret_is_a_counted_reload() {
-        let (cert, metrics) = (ServingCert::new(), Metrics::new());
+        let slot = Slot::new();
         let first = generate(&CertSpec::for_loopback()).unwrap();
         let renewed = resize_guard_certs::renew_leaf(
             &first.ca_cert_pem,
@@ -259,11 +284,11 @@ mod tests {
             &CertSpec::for_loopback(),
         )
         .unwrap();
-        offer(&cert, &tls(&first), &at(), &metrics);
-        offer(&cert, &tls(&renewed), &at(), &metrics);
-        assert!(cert.serves(renewed.cert_pem.as_bytes(), renewed.key_pem.as_bytes()));
+        slot.offer(&tls(&first));
+        slot.offer(&tls(&renewed));
+        assert!(slot.serves(&renewed));
         assert!(
-            metrics
+            slot.metrics
                 .render()
                 .contains("resize_guard_certificate_reloads_total{result=\"ok\"} 1")
         );

@@ -233,24 +233,17 @@ impl Actuator {
                 let params = PatchParams::apply(MANAGER).force();
                 let name = &self.configuration;
                 let what = self.configuration_name(*configuration);
+                let client = &self.client;
                 let result = match configuration {
                     ConfigurationKind::Mutating => {
-                        self.fenced(&what, async {
-                            Api::<MutatingWebhookConfiguration>::all(self.client.clone())
-                                .patch(name, &params, &Patch::Apply(&patch))
-                                .await
-                                .map(|_| ())
-                        })
-                        .await?
+                        let apply = apply::<MutatingWebhookConfiguration>;
+                        self.fenced(&what, apply(client, name, &params, &patch))
+                            .await?
                     }
                     ConfigurationKind::Validating => {
-                        self.fenced(&what, async {
-                            Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
-                                .patch(name, &params, &Patch::Apply(&patch))
-                                .await
-                                .map(|_| ())
-                        })
-                        .await?
+                        let apply = apply::<ValidatingWebhookConfiguration>;
+                        self.fenced(&what, apply(client, name, &params, &patch))
+                            .await?
                     }
                 };
                 result.map_err(|source| CertificateError::Apply { what, source })?;
@@ -358,4 +351,23 @@ impl Actuator {
 /// An error with its causes, for logs.
 pub fn describe(e: &CertificateError) -> String {
     chain(e)
+}
+
+/// Server-side applies `patch` to the webhook configuration `name` of kind `K`.
+async fn apply<K>(
+    client: &kube::Client,
+    name: &str,
+    params: &PatchParams,
+    patch: &serde_json::Value,
+) -> kube::Result<()>
+where
+    K: kube::Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api = Api::<K>::all(client.clone());
+    api.patch(name, params, &Patch::Apply(patch))
+        .await
+        .map(|_| ())
 }

@@ -188,15 +188,8 @@ impl Elector {
                 },
                 spec: Some(spec.clone()),
             };
-            return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => {
-                    observed.observe(&spec, Instant::now());
-                    leadership.extend(sent + self.timing.renew_deadline);
-                    Ok(true)
-                }
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-                Err(e) => Err(e),
-            };
+            let written = self.api.create(&PostParams::default(), &lease).await;
+            return self.wrote(written, &spec, &mut observed, leadership, sent);
         };
         let spec = lease.spec.clone().unwrap_or_default();
         observed.observe(&spec, Instant::now());
@@ -209,17 +202,29 @@ impl Elector {
             Judgement::Take => self.spec(now, now, spec.lease_transitions.unwrap_or(0) + 1),
         };
         lease.spec = Some(new_spec.clone());
-        match self
-            .api
+        let written = (self.api)
             .replace(&self.name, &PostParams::default(), &lease)
-            .await
-        {
+            .await;
+        self.wrote(written, &new_spec, &mut observed, leadership, sent)
+    }
+
+    /// The answer to writing `spec` (a create or a replace sent at `sent`): leading until `sent`
+    /// plus the renew deadline once it is stored; not leading on a conflict (someone else
+    /// created or updated it first: they won this round).
+    fn wrote(
+        &self,
+        written: kube::Result<Lease>,
+        spec: &LeaseSpec,
+        observed: &mut Observation,
+        leadership: &Leadership,
+        sent: Instant,
+    ) -> kube::Result<bool> {
+        match written {
             Ok(_) => {
-                observed.observe(&new_spec, Instant::now());
+                observed.observe(spec, Instant::now());
                 leadership.extend(sent + self.timing.renew_deadline);
                 Ok(true)
             }
-            // Someone else updated it first: they won this round.
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
             Err(e) => Err(e),
         }

@@ -535,23 +535,15 @@ async fn events_are_only_for_a_pod_the_cluster_view_knows_with_the_same_uid() {
 async fn denials_carry_an_event_intent_except_on_dry_run() {
     use resize_guard_webhook::review::{Stage, review};
     let (cluster, app) = field_test(Policy::default());
-    let body = serde_json::to_vec(&resize_review(
-        &app,
-        &with_cpu(&app, "2430m", "2430m"),
-        false,
-    ))
-    .unwrap();
-    let r = review(Stage::Validate, &body, &cluster).unwrap();
+    let body = |dry_run| {
+        let review = resize_review(&app, &with_cpu(&app, "2430m", "2430m"), dry_run);
+        serde_json::to_vec(&review).unwrap()
+    };
+    let r = review(Stage::Validate, &body(false), &cluster).unwrap();
     let ev = r.event.expect("event");
     assert_eq!((ev.reason, ev.warning), ("ResizeRejected", true));
     assert_eq!(ev.regarding.name.as_deref(), Some("app"));
-    let dry = serde_json::to_vec(&resize_review(
-        &app,
-        &with_cpu(&app, "2430m", "2430m"),
-        true,
-    ))
-    .unwrap();
-    let r = review(Stage::Validate, &dry, &cluster).unwrap();
+    let r = review(Stage::Validate, &body(true), &cluster).unwrap();
     assert!(!r.allowed);
     assert!(r.event.is_none(), "no side effects on dry-run");
     // The decision comes back as a warning (audit annotations reach only the audit log), on
@@ -569,7 +561,7 @@ async fn denials_carry_an_event_intent_except_on_dry_run() {
         warnings(&r).last().map(String::as_str),
         Some("resize-guard (dry run): validate decision infeasible")
     );
-    let real = review(Stage::Validate, &body, &cluster).unwrap();
+    let real = review(Stage::Validate, &body(false), &cluster).unwrap();
     assert!(
         warnings(&real).iter().all(|w| !w.contains("dry run")),
         "{:?}",

@@ -23,6 +23,12 @@ fn limits(per_resize: u32, per_minute: u32, futile_plans: u32) -> Limits {
     }
 }
 
+/// Fresh brakes under `limits(per_resize, per_minute, futile_plans)`, and the time they start at.
+fn brakes(per_resize: u32, per_minute: u32, futile_plans: u32) -> (Brakes, Limits, Instant) {
+    let l = limits(per_resize, per_minute, futile_plans);
+    (Brakes::new(), l, Instant::now())
+}
+
 /// Admits and removes every victim (the node's pending resizes: 1, so no progress).
 fn run(b: &Brakes, p: &Pod, node: &str, n: u32, fresh: bool, l: Limits, now: Instant) {
     let mut a = b.admit(p, node, n, fresh, 1, l, now).unwrap();
@@ -33,9 +39,7 @@ fn run(b: &Brakes, p: &Pod, node: &str, n: u32, fresh: bool, l: Limits, now: Ins
 
 #[test]
 fn evictions_never_exceed_the_rate_over_any_minute() {
-    let b = Brakes::new();
-    let l = limits(5, 12, 0);
-    let t0 = Instant::now();
+    let (b, l, t0) = brakes(5, 12, 0);
     let mut removed = Vec::new();
     // One-victim plans on distinct nodes by distinct pods, tried every second for 3 minutes.
     for s in 0..180u64 {
@@ -57,9 +61,7 @@ fn evictions_never_exceed_the_rate_over_any_minute() {
 
 #[test]
 fn a_plan_waits_until_the_bucket_holds_all_its_victims_and_unused_tokens_go_back() {
-    let b = Brakes::new();
-    let l = limits(3, 6, 0);
-    let now = Instant::now();
+    let (b, l, now) = brakes(3, 6, 0);
     // Three reserved, one removed: two go back.
     {
         let mut a = b.admit(&pod("a", 1), "n1", 3, true, 1, l, now).unwrap();
@@ -77,9 +79,7 @@ fn a_plan_waits_until_the_bucket_holds_all_its_victims_and_unused_tokens_go_back
 
 #[test]
 fn one_plan_in_flight_per_node_until_it_ends_or_goes_quiet() {
-    let b = Brakes::new();
-    let l = limits(5, 60, 0);
-    let now = Instant::now();
+    let (b, l, now) = brakes(5, 60, 0);
     let (p, q) = (pod("p", 1), pod("q", 1));
     run(&b, &p, "n1", 1, true, l, now);
     assert_eq!(
@@ -105,9 +105,7 @@ fn one_plan_in_flight_per_node_until_it_ends_or_goes_quiet() {
 
 #[test]
 fn a_resize_costs_at_most_max_victims_per_resize_over_all_its_plans() {
-    let b = Brakes::new();
-    let l = limits(3, 600, 0);
-    let now = Instant::now();
+    let (b, l, now) = brakes(3, 600, 0);
     let p = pod("p", 1);
     run(&b, &p, "n1", 2, true, l, now);
     b.release(&p, Some("n1"), false);
@@ -126,9 +124,7 @@ fn a_resize_costs_at_most_max_victims_per_resize_over_all_its_plans() {
 
 #[test]
 fn futile_plans_open_the_breaker_for_every_resize_until_the_pause_ends() {
-    let b = Brakes::new();
-    let l = limits(10, 600, 2);
-    let now = Instant::now();
+    let (b, l, now) = brakes(10, 600, 2);
     let (p, q) = (pod("p", 1), pod("q", 1));
     // Each resize's first plan removes a victim; the second plan of p is futile (1), not yet
     // enough; a plan after a refusal (nothing removed) is not futile.
@@ -162,9 +158,7 @@ fn futile_plans_open_the_breaker_for_every_resize_until_the_pause_ends() {
 
 #[test]
 fn the_breaker_is_off_with_zero_futile_plans() {
-    let b = Brakes::new();
-    let l = limits(10, 600, 0);
-    let now = Instant::now();
+    let (b, l, now) = brakes(10, 600, 0);
     let p = pod("p", 1);
     for _ in 0..5 {
         run(&b, &p, "n1", 1, true, l, now);
@@ -174,9 +168,7 @@ fn the_breaker_is_off_with_zero_futile_plans() {
 
 #[test]
 fn room_taken_by_the_nodes_other_resizes_is_progress_not_futility() {
-    let b = Brakes::new();
-    let l = limits(2, 600, 1);
-    let now = Instant::now();
+    let (b, l, now) = brakes(2, 600, 1);
     let p = pod("p", 1);
     // Five resizes pending on the node; p's plan removes 2 victims; three others were admitted
     // (2 pending now) but not p: its next plan is neither futile nor charged the first 2.

@@ -119,6 +119,21 @@ impl Scene {
     }
 }
 
+/// A `Failed` decision's reason and note, after checking it retries after [`FAILED_RETRY`].
+fn failed(d: Decision) -> (&'static str, String) {
+    match d {
+        Decision::Failed {
+            reason,
+            note,
+            after,
+        } => {
+            assert_eq!(after, FAILED_RETRY, "{reason}: {note}");
+            (reason, note)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// A victim's key in the tests' `batch` namespace.
 fn batch_key(name: &str, uid: &str) -> PodKey {
     PodKey {
@@ -181,18 +196,9 @@ fn terminating_pods_covering_the_shortfall_mean_waiting_not_preempting() {
 fn no_plan_is_reported_with_its_reason() {
     let mut policy = Policy::default();
     policy.preemption.enabled = false;
-    match Scene::new(policy, false).fresh() {
-        Decision::Failed {
-            reason,
-            note,
-            after,
-        } => {
-            assert_eq!(reason, "PreemptionDisabled");
-            assert_eq!(after, FAILED_RETRY);
-            assert!(note.contains("Node didn't have enough resource"), "{note}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let (reason, note) = failed(Scene::new(policy, false).fresh());
+    assert_eq!(reason, "PreemptionDisabled");
+    assert!(note.contains("Node didn't have enough resource"), "{note}");
 }
 
 #[test]
@@ -300,24 +306,16 @@ fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
     let policy = Policy::default();
     let v = verdict(&pod, vec![filler(false)], &policy);
     assert!(matches!(v, Verdict::Infeasible(_)), "{v:?}");
-    let never = |d: Decision| match d {
-        Decision::Failed {
-            reason,
-            note,
-            after,
-            ..
-        } => {
-            assert_eq!(reason, "NeverFits");
-            assert_eq!(after, FAILED_RETRY);
-            assert!(
-                note.contains("cpu 2430m")
-                    && note.contains("allocatable cpu is 1930m")
-                    && note.contains("requested: 2430, used: 1500, capacity: 1930")
-                    && note.contains("preempts nothing"),
-                "{note}"
-            );
-        }
-        other => panic!("{other:?}"),
+    let never = |d: Decision| {
+        let (reason, note) = failed(d);
+        assert_eq!(reason, "NeverFits");
+        assert!(
+            note.contains("cpu 2430m")
+                && note.contains("allocatable cpu is 1930m")
+                && note.contains("requested: 2430, used: 1500, capacity: 1930")
+                && note.contains("preempts nothing"),
+            "{note}"
+        );
     };
     never(decide(&pod, &v, None, &[], &policy, now()));
     let rec = plan(2, &[("filler", "u1")]);

@@ -65,6 +65,13 @@ fn an_expired_ca_is_replaced() {
     assert!(w.decide(late).actions.is_empty());
 }
 
+/// What a CA write brings about: the CA Secret, then the caBundle of both configurations.
+const NEW_CA_IN_BOTH_BUNDLES: &[(Repair, Option<ConfigurationKind>)] = &[
+    (Repair::Ca, None),
+    (Repair::CaBundle, Some(ConfigurationKind::Mutating)),
+    (Repair::CaBundle, Some(ConfigurationKind::Validating)),
+];
+
 /// The next phase of a rotation begins one overlap (10 minutes) after `since` and not a second
 /// before (the previous phase still holds then): its time, and the CA write decided then.
 fn next_phase(w: &World, since: SystemTime) -> (SystemTime, CaPlan, String) {
@@ -102,14 +109,7 @@ fn a_ca_rotates_in_three_phases_without_a_moment_of_distrust() {
     assert!(reason.contains("past 2/3 of its lifetime"), "{reason}");
     let leaf_before = w.serving_text(TLS_CERT);
     let all = w.converge(t2);
-    assert_eq!(
-        kinds(&all),
-        vec![
-            (Repair::Ca, None),
-            (Repair::CaBundle, Some(ConfigurationKind::Mutating)),
-            (Repair::CaBundle, Some(ConfigurationKind::Validating)),
-        ]
-    );
+    assert_eq!(kinds(&all), NEW_CA_IN_BOTH_BUNDLES);
     let new_ca = w.ca_text(NEXT_CA_CERT);
     let both = format!("{old_ca}{new_ca}");
     assert_eq!(
@@ -145,14 +145,7 @@ fn a_ca_rotates_in_three_phases_without_a_moment_of_distrust() {
     assert_eq!((plan.previous, plan.rotation_since), (None, None));
     assert!(reason.contains("removing it"), "{reason}");
     let all = w.converge(t4);
-    assert_eq!(
-        kinds(&all),
-        vec![
-            (Repair::Ca, None),
-            (Repair::CaBundle, Some(ConfigurationKind::Mutating)),
-            (Repair::CaBundle, Some(ConfigurationKind::Validating)),
-        ]
-    );
+    assert_eq!(kinds(&all), NEW_CA_IN_BOTH_BUNDLES);
     assert_eq!(w.bundles(), vec![new_ca.clone().into_bytes(); 2]);
     assert!(!w.ca().has(PREVIOUS_CA_CERT) && !w.ca().annotations.contains_key(ROTATION_SINCE));
     assert!(w.decide(t4).actions.is_empty());
