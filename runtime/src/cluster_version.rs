@@ -275,17 +275,13 @@ mod tests {
         assert!(!text.contains("# TYPE resize_guard_kubernetes_version_errors_total"));
         cv.set(KubernetesVersion::parse("1", "36", "v1.36.0-\"odd\"\\build").unwrap());
         let text = exposition(&cv);
-        assert!(
-            text.contains("# TYPE resize_guard_kubernetes_info gauge"),
-            "{text}"
-        );
-        assert!(
-            text.contains("# TYPE resize_guard_kubernetes_feature gauge"),
-            "{text}"
-        );
-        assert!(
-            text.contains("git_version=\"v1.36.0-\\\"odd\\\"\\\\build\""),
-            "{text}"
+        crate::exposition::assert_contains(
+            &text,
+            &[
+                "# TYPE resize_guard_kubernetes_info gauge",
+                "# TYPE resize_guard_kubernetes_feature gauge",
+                "git_version=\"v1.36.0-\\\"odd\\\"\\\\build\"",
+            ],
         );
     }
 

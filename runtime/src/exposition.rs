@@ -118,6 +118,14 @@ pub(crate) fn assert_lines(text: &str, lines: &[&str]) {
     }
 }
 
+/// Asserts that `text` contains each of `parts` (tests only).
+#[cfg(test)]
+pub(crate) fn assert_contains(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part} missing from\n{text}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,21 +138,22 @@ mod tests {
             .register("things", "Things", c.clone());
         c.inc();
         let text = encode(&root);
-        for line in [
-            "# TYPE resize_guard_build_info gauge",
-            &format!(
-                "resize_guard_build_info{{version=\"{}\",revision=\"{}\",program=\"resize-guard-webhook\"}} 1",
-                build_info::VERSION,
-                build_info::REVISION
-            ),
-            "# TYPE process_cpu_seconds counter",
-            "# TYPE process_resident_memory_bytes gauge",
-            "# TYPE process_start_time_seconds gauge",
-            "# TYPE resize_guard_things counter",
-            "resize_guard_things_total 1",
-        ] {
-            assert!(text.contains(line), "{line} missing from\n{text}");
-        }
+        assert_contains(
+            &text,
+            &[
+                "# TYPE resize_guard_build_info gauge",
+                &format!(
+                    "resize_guard_build_info{{version=\"{}\",revision=\"{}\",program=\"resize-guard-webhook\"}} 1",
+                    build_info::VERSION,
+                    build_info::REVISION
+                ),
+                "# TYPE process_cpu_seconds counter",
+                "# TYPE process_resident_memory_bytes gauge",
+                "# TYPE process_start_time_seconds gauge",
+                "# TYPE resize_guard_things counter",
+                "resize_guard_things_total 1",
+            ],
+        );
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

@@ -145,7 +145,7 @@ mod tests {
 
     use super::*;
 
-    use crate::exposition::{assert_lines, encode as exposition};
+    use crate::exposition::{assert_contains, assert_lines, encode as exposition};
 
     #[test]
     fn the_origin_gauge_follows_its_source_at_each_scrape() {
@@ -180,13 +180,12 @@ mod tests {
         assert!(exposition(&registry).contains("resize_guard_policy_mode{mode=\"enforce\"} 0"));
         mode.follow(|| Some(Mode::Enforce));
         let text = exposition(&registry);
-        assert!(
-            text.contains("resize_guard_policy_mode{mode=\"enforce\"} 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("resize_guard_policy_mode{mode=\"audit\"} 0"),
-            "{text}"
+        assert_contains(
+            &text,
+            &[
+                "resize_guard_policy_mode{mode=\"enforce\"} 1",
+                "resize_guard_policy_mode{mode=\"audit\"} 0",
+            ],
         );
     }
 }

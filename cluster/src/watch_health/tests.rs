@@ -26,6 +26,14 @@ fn ok(ev: watcher::Event<Pod>) -> Result<watcher::Event<Pod>, watcher::Error> {
     Ok(ev)
 }
 
+/// A watch listed now, and when.
+fn listed() -> (Instant, WatchState) {
+    let t0 = Instant::now();
+    let mut s = WatchState::default();
+    s.on_event(t0, Progress::Listed);
+    (t0, s)
+}
+
 fn health() -> WatchHealth {
     WatchHealth::new(DEFAULT_UNHEALTHY_AFTER, Arc::new(|_| {}))
 }
@@ -103,9 +111,7 @@ fn the_threshold_is_configurable() {
 
 #[test]
 fn a_successful_event_ends_the_streak() {
-    let t0 = Instant::now();
-    let mut s = WatchState::default();
-    s.on_event(t0, Progress::Listed);
+    let (t0, mut s) = listed();
     s.on_error(t0, "boom".into());
     s.on_error(t0 + secs(40), "boom".into());
     s.on_error(t0 + secs(70), "boom".into());
@@ -131,9 +137,7 @@ fn a_successful_event_ends_the_streak() {
 
 #[test]
 fn a_single_error_never_makes_the_view_unready() {
-    let t0 = Instant::now();
-    let mut s = WatchState::default();
-    s.on_event(t0, Progress::Listed);
+    let (t0, mut s) = listed();
     s.on_error(t0, "connection reset".into());
     for at in [1, 30, 44, 45, 61, 200] {
         assert_eq!(s.problem(t0 + secs(at), secs(60)), None, "at {at}s");
@@ -143,9 +147,7 @@ fn a_single_error_never_makes_the_view_unready() {
 
 #[test]
 fn a_streak_that_goes_quiet_has_ended_and_the_next_error_starts_a_new_one() {
-    let t0 = Instant::now();
-    let mut s = WatchState::default();
-    s.on_event(t0, Progress::Listed);
+    let (t0, mut s) = listed();
     for i in 0..=7 {
         s.on_error(t0 + secs(10 * i), "timeout".into());
     }
@@ -166,9 +168,7 @@ fn a_streak_that_goes_quiet_has_ended_and_the_next_error_starts_a_new_one() {
 
 #[test]
 fn a_relist_error_does_not_unlist_a_listed_resource() {
-    let t0 = Instant::now();
-    let mut s = WatchState::default();
-    s.on_event(t0, Progress::Listed);
+    let (t0, mut s) = listed();
     s.on_event(t0 + secs(1), Progress::Changed);
     s.on_error(t0 + secs(2), "410 Gone".into());
     assert!(s.synced);
