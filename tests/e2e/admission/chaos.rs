@@ -44,13 +44,7 @@ async fn a_paused_etcd_neither_makes_resize_guard_refuse_resizes_nor_stops_its_p
     resize_guard_harness::install::wait_ready(controller.health_port, &hook.process, T).await;
 
     // A pod with room to grow, resized back and forth for the whole test.
-    let (ns, _, _) = env
-        .scenario(
-            "etcd",
-            ("roomy", "8", "16Gi"),
-            &[("steady", "high", "250m", "256Mi")],
-        )
-        .await;
+    let (ns, _, _) = support::steady(env, "etcd").await;
     let outcomes: Arc<Mutex<Vec<Outcome>>> = Arc::default();
     let (stream_stop, mut stream_stopped) = tokio::sync::oneshot::channel::<()>();
     let stream = {

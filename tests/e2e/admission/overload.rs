@@ -268,13 +268,7 @@ async fn under_a_slowloris_and_a_flood_of_maximum_size_bodies_real_reviews_are_a
     let hook = support::start(env, Webhooks::Mutating).await;
     let (limit, deadline) = (memory_limit(), timeout_seconds());
     let client = env.client().await;
-    let (ns, _, pods) = env
-        .scenario(
-            "overload",
-            ("roomy", "8", "16Gi"),
-            &[("steady", "high", "250m", "256Mi")],
-        )
-        .await;
+    let (ns, _, pods) = support::steady(env, "overload").await;
     let fail_open_before = fail_open(&client).await;
     let reviews = |text: &str| {
         metric_sum(

@@ -118,6 +118,17 @@ pub async fn canary(env: &Env) {
     .unwrap();
 }
 
+/// A unique namespace on a roomy node (8 cores, 16Gi) with one running `high` pod `steady`
+/// (250m, 256Mi): room to resize it back and forth. Returns the namespace, the node and the pods.
+pub async fn steady(env: &Env, prefix: &str) -> (String, String, Api<Pod>) {
+    env.scenario(
+        prefix,
+        ("roomy", "8", "16Gi"),
+        &[("steady", "high", "250m", "256Mi")],
+    )
+    .await
+}
+
 /// A unique namespace, a node and a started field-test pair (1500m low filler, 250m high app).
 pub async fn field_test(env: &Env, prefix: &str) -> (String, String, Api<Pod>) {
     env.field_test(prefix).await

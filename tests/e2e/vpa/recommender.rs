@@ -168,8 +168,7 @@ async fn vpa_recommender_runs_as_its_own_service_account_and_recommends_from_met
     let t0 = Instant::now();
     let env = shared(EnvOptions::default());
     let _g = env.guard();
-    env.cp.start_scheduler(&[]).unwrap();
-    env.cp.start_controller_manager().unwrap();
+    env.cp.start_workload_controllers().unwrap();
 
     // The defaults, written out.
     let defaults = Recommender::start(&env.cp, VpaIntervals::Defaults, &[])

@@ -90,8 +90,7 @@ async fn wait_repair_policy(env: &Env) {
 async fn the_vpa_updater_resizes_in_place_with_resize_guard_where_it_evicted_without() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
-    env.cp.start_scheduler(&[]).unwrap();
-    env.cp.start_controller_manager().unwrap();
+    env.cp.start_workload_controllers().unwrap();
     let vpa = Vpa::start(&env.cp, VpaOptions::default()).await.unwrap();
     let _vg = vpa.guard();
 

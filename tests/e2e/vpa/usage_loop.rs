@@ -114,8 +114,7 @@ async fn vpa_recommends_from_usage_and_resizes_in_place_and_resize_guard_refuses
  {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
-    env.cp.start_scheduler(&[]).unwrap();
-    env.cp.start_controller_manager().unwrap();
+    env.cp.start_workload_controllers().unwrap();
     let _metrics = MetricsServer::start(&env.cp).await.unwrap();
     let vpa = Vpa::start(&env.cp, VpaOptions::with_intervals(VpaIntervals::Shortest))
         .await

@@ -432,6 +432,13 @@ impl ControlPlane {
         self.wait_ready(Duration::from_secs(120))
     }
 
+    /// Starts kube-scheduler (no feature gates) and kube-controller-manager: what a workload
+    /// (a Deployment's pods, scheduled to nodes) needs.
+    pub fn start_workload_controllers(&self) -> anyhow::Result<()> {
+        self.start_scheduler(&[])?;
+        self.start_controller_manager()
+    }
+
     /// Starts kube-scheduler with the given feature gates (replacing a running one).
     pub fn start_scheduler(&self, feature_gates: &[&str]) -> anyhow::Result<()> {
         let mut slot = self

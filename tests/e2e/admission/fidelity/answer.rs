@@ -523,30 +523,23 @@ mod tests {
 
     #[test]
     fn validation_errors_compare_in_any_order() {
-        let a = refused(
-            422,
-            "Invalid",
+        // A 422 Invalid for pod "c" with `FieldValueInvalid` causes (field, detail), in order.
+        let invalid = |message: &str, causes: &[(&str, &str)]| {
+            let causes: Vec<(&str, &str, &str)> = causes
+                .iter()
+                .map(|(field, detail)| ("FieldValueInvalid", *field, *detail))
+                .collect();
+            refused(422, "Invalid", message, &causes)
+        };
+        let a = invalid(
             "Pod \"c\" is invalid: [a: x, b: y]",
-            &[
-                ("FieldValueInvalid", "a", "x"),
-                ("FieldValueInvalid", "b", "y"),
-            ],
+            &[("a", "x"), ("b", "y")],
         );
-        let b = refused(
-            422,
-            "Invalid",
+        let b = invalid(
             "Pod \"c\" is invalid: [b: y, a: x]",
-            &[
-                ("FieldValueInvalid", "b", "y"),
-                ("FieldValueInvalid", "a", "x"),
-            ],
+            &[("b", "y"), ("a", "x")],
         );
-        let c = refused(
-            422,
-            "Invalid",
-            "Pod \"c\" is invalid: [a: x]",
-            &[("FieldValueInvalid", "a", "x")],
-        );
+        let c = invalid("Pod \"c\" is invalid: [a: x]", &[("a", "x")]);
         assert!(a.same_refusal(&b));
         assert!(!a.same_refusal(&c));
         assert_eq!(a.errors(), ["a: x", "b: y"]);

@@ -31,8 +31,7 @@ fn main() -> anyhow::Result<()> {
         real_node_host: Some(real_node::HOST.to_owned()),
         ..Options::default()
     })?;
-    cp.start_scheduler(&[])?;
-    cp.start_controller_manager()?;
+    cp.start_workload_controllers()?;
     let rt = tokio::runtime::Runtime::new()?;
     let mut demo = Demo::new(&cp);
     let played = rt.block_on(Box::pin(play(&cp, &mut node, &mut demo)));

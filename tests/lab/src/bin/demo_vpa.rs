@@ -31,8 +31,7 @@ fn main() -> anyhow::Result<()> {
         "resize-guard VPA demo: starting etcd, kube-apiserver, kube-scheduler and kube-controller-manager …"
     );
     let env = shared(EnvOptions::default());
-    env.cp.start_scheduler(&[])?;
-    env.cp.start_controller_manager()?;
+    env.cp.start_workload_controllers()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -52,8 +52,7 @@ fn main() -> anyhow::Result<()> {
         args.preset
     );
     let env = shared(EnvOptions::default());
-    env.cp.start_scheduler(&[])?;
-    env.cp.start_controller_manager()?;
+    env.cp.start_workload_controllers()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
