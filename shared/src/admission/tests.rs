@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::*;
 use crate::budget::Budgets;
-use crate::fixture::{PodBuilder, container, context, field_app, node};
+use crate::fixture::{PodBuilder, container, context, field_app, field_node, node};
 use crate::ledger::NodeLedger;
 use crate::policy::{OnQosChange, Policy};
 
@@ -29,30 +29,30 @@ fn requests_only(pod: &Pod, cpu: &str) -> Pod {
     p
 }
 
-fn judge(stage: Stage, old: &Pod, new: &Pod, policy: &Policy, cpu: &str) -> Admission {
-    judge_with(
-        stage,
-        old,
-        new,
-        policy,
-        cpu,
-        &crate::usage::Evidence::NotFetched,
-    )
+/// How `stage` answers the resize from `old`, alone on the field-test node, to `new`.
+fn judge(stage: Stage, old: &Pod, new: &Pod, policy: &Policy) -> Admission {
+    judge_with(stage, old, new, policy, &crate::usage::Evidence::NotFetched)
 }
 
-/// [`judge`] with what is known of the pod's usage, on a node of `cpu` and 3Gi.
+/// [`judge`] with what is known of the pod's usage.
 fn judge_with(
     stage: Stage,
     old: &Pod,
     new: &Pod,
     policy: &Policy,
-    cpu: &str,
     usage: &crate::usage::Evidence,
 ) -> Admission {
-    let ledger = NodeLedger::new(&node("n1", cpu, "3Gi"), std::slice::from_ref(old));
+    let ledger = NodeLedger::new(&field_node(), std::slice::from_ref(old));
     let budgets = Budgets::default();
     let ctx = context(Some(&ledger), &budgets, policy);
     admit_with(stage, old, new, &ctx, usage)
+}
+
+/// The default policy, but repairing a QoS change instead of denying it.
+fn repair_mode() -> Policy {
+    let mut policy = Policy::default();
+    policy.qos.on_change = OnQosChange::Repair;
+    policy
 }
 
 #[test]
@@ -60,7 +60,7 @@ fn a_qos_change_is_denied_at_mutate_and_only_annotated_at_validate() {
     let old = app("250m");
     let new = requests_only(&old, "400m");
     let policy = Policy::default();
-    let m = judge(Stage::Mutate, &old, &new, &policy, "1930m");
+    let m = judge(Stage::Mutate, &old, &new, &policy);
     assert!(m.acts);
     assert!(
         matches!(
@@ -74,7 +74,7 @@ fn a_qos_change_is_denied_at_mutate_and_only_annotated_at_validate() {
     );
     assert_eq!(m.annotations["qos"], "Guaranteed->Burstable");
     assert_eq!(m.annotations["decision"], m.decision);
-    let v = judge(Stage::Validate, &old, &new, &policy, "1930m");
+    let v = judge(Stage::Validate, &old, &new, &policy);
     assert!(!v.acts);
     assert_eq!(v.effect, Effect::Allow);
     assert!(v.warnings.is_empty());
@@ -84,9 +84,8 @@ fn a_qos_change_is_denied_at_mutate_and_only_annotated_at_validate() {
 fn a_repair_is_offered_with_its_description_when_the_repaired_resize_fits() {
     let old = app("250m");
     let new = requests_only(&old, "400m");
-    let mut policy = Policy::default();
-    policy.qos.on_change = OnQosChange::Repair;
-    let m = judge(Stage::Mutate, &old, &new, &policy, "1930m");
+    let policy = repair_mode();
+    let m = judge(Stage::Mutate, &old, &new, &policy);
     let Effect::Repair { pod, describe } = &m.effect else {
         panic!("{m:?}")
     };
@@ -107,10 +106,9 @@ fn a_repair_is_offered_with_its_description_when_the_repaired_resize_fits() {
 fn a_repair_that_would_not_fit_the_node_is_denied_instead() {
     let old = app("250m");
     let new = requests_only(&old, "3");
-    let mut policy = Policy::default();
-    policy.qos.on_change = OnQosChange::Repair;
+    let policy = repair_mode();
     // Node of 1930m: the repaired 3-CPU resize is larger than allocatable.
-    let m = judge(Stage::Mutate, &old, &new, &policy, "1930m");
+    let m = judge(Stage::Mutate, &old, &new, &policy);
     assert!(matches!(&m.effect, Effect::Deny { .. }), "{m:?}");
     assert!(
         m.decision.starts_with("qos-repaired-then-"),
@@ -127,7 +125,7 @@ fn a_resize_that_fits_is_allowed_by_both_stages_with_its_label() {
     let new = app("300m");
     let policy = Policy::default();
     for stage in [Stage::Mutate, Stage::Validate] {
-        let a = judge(stage, &old, &new, &policy, "1930m");
+        let a = judge(stage, &old, &new, &policy);
         assert_eq!(a.effect, Effect::Allow, "{stage:?}");
         assert_eq!(a.annotations["decision"], a.decision);
     }
@@ -182,7 +180,7 @@ fn a_validation_error_is_left_to_the_api_server_by_both_stages() {
     new.spec.as_mut().unwrap().containers[0].name = "renamed".into();
     let policy = Policy::default();
     for stage in [Stage::Mutate, Stage::Validate] {
-        let a = judge(stage, &old, &new, &policy, "1930m");
+        let a = judge(stage, &old, &new, &policy);
         assert!(!a.acts, "{stage:?}: {a:?}");
         assert_eq!(a.effect, Effect::Allow);
     }
@@ -235,23 +233,13 @@ mod memory {
         })
     }
 
-    fn with(stage: Stage, old: &Pod, new: &Pod, policy: &Policy, usage: &Evidence) -> Admission {
-        judge_with(stage, old, new, policy, "1930m", usage)
-    }
-
     #[test]
     fn a_lowered_limit_asks_for_usage_and_a_cpu_resize_does_not() {
         let old = app("250m");
         let policy = Policy::default();
-        let first = judge(
-            Stage::Mutate,
-            &old,
-            &lowered(&old, "100Mi"),
-            &policy,
-            "1930m",
-        );
+        let first = judge(Stage::Mutate, &old, &lowered(&old, "100Mi"), &policy);
         assert!(first.wants_usage, "{first:?}");
-        let cpu = judge(Stage::Mutate, &old, &app("300m"), &policy, "1930m");
+        let cpu = judge(Stage::Mutate, &old, &app("300m"), &policy);
         assert!(!cpu.wants_usage && !cpu.annotations.contains_key("memory"));
     }
 
@@ -261,7 +249,7 @@ mod memory {
         let new = lowered(&old, "100Mi");
         let policy = Policy::default();
         for stage in [Stage::Mutate, Stage::Validate] {
-            let a = with(stage, &old, &new, &policy, &used(150));
+            let a = judge_with(stage, &old, &new, &policy, &used(150));
             let Effect::Deny { message, label } = &a.effect else {
                 panic!("{a:?}")
             };
@@ -274,7 +262,7 @@ mod memory {
                 "container \"app\" 256Mi->100Mi usage 150Mi needed 165Mi"
             );
         }
-        let fine = with(Stage::Mutate, &old, &new, &policy, &used(80));
+        let fine = judge_with(Stage::Mutate, &old, &new, &policy, &used(80));
         assert_eq!(fine.effect, Effect::Allow);
         assert_eq!(fine.decision, "fits");
     }
@@ -287,13 +275,13 @@ mod memory {
             mode: Mode::Audit,
             ..Policy::default()
         };
-        let a = with(Stage::Mutate, &old, &new, &audit, &used(150));
+        let a = judge_with(Stage::Mutate, &old, &new, &audit, &used(150));
         assert_eq!(a.effect, Effect::Allow);
         assert_eq!(a.decision, "would-deny:memory-below-usage");
         assert!(a.warnings[0].contains("(audit mode) would deny"), "{a:?}");
         let mut warn = Policy::default();
         warn.memory.decrease.below_usage = BelowUsage::Warn;
-        let w = with(Stage::Mutate, &old, &new, &warn, &used(150));
+        let w = judge_with(Stage::Mutate, &old, &new, &warn, &used(150));
         assert_eq!(w.effect, Effect::Allow);
         assert_eq!(w.decision, "fits");
         assert!(w.warnings[0].contains("below usage plus headroom"), "{w:?}");
@@ -304,7 +292,7 @@ mod memory {
         let old = app("250m");
         let new = lowered(&old, "100Mi");
         let down = Evidence::Unavailable("metrics.k8s.io did not answer within 1s".into());
-        let a = with(Stage::Mutate, &old, &new, &Policy::default(), &down);
+        let a = judge_with(Stage::Mutate, &old, &new, &Policy::default(), &down);
         assert_eq!(a.effect, Effect::Allow);
         assert!(a.warnings[0].contains("within 1s"), "{a:?}");
         assert!(a.annotations["memory"].starts_with("unjudged: "));
@@ -322,7 +310,7 @@ mod memory {
                 .unwrap()
                 .insert("cpu".into(), Quantity("3".into()));
         }
-        let a = with(Stage::Mutate, &old, &new, &Policy::default(), &used(150));
+        let a = judge_with(Stage::Mutate, &old, &new, &Policy::default(), &used(150));
         assert!(
             matches!(
                 a.effect,

@@ -8,6 +8,15 @@ fn spec(p: &Pod) -> &PodSpec {
     p.spec.as_ref().unwrap()
 }
 
+/// The repair of a resize of a Guaranteed `old` to `new` (there must be one).
+fn fix(old: &Pod, new: &Pod) -> QosRepair {
+    repair(spec(old), QosClass::Guaranteed, spec(new)).unwrap()
+}
+
+fn culprits_of(old: &Pod, from: QosClass, new: &Pod, to: QosClass) -> Vec<Culprit> {
+    culprits(spec(old), from, spec(new), to)
+}
+
 /// Pod `ns/p` with the one container `app`.
 fn pod(app: ContainerBuilder) -> Pod {
     PodBuilder::new("ns", "p").container(app).build()
@@ -44,7 +53,7 @@ fn requests_only_resize_of_a_guaranteed_pod_moves_the_limit_along() {
     let old = guaranteed();
     let new = requests_only("500m");
     assert_eq!(spec_qos_class(spec(&new)), QosClass::Burstable);
-    let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
+    let fix = fix(&old, &new);
     assert_eq!(fix.changes.len(), 1);
     let c = &fix.changes[0];
     assert_eq!(c.target, Target::Container("app".into()));
@@ -60,7 +69,7 @@ fn requests_only_resize_of_a_guaranteed_pod_moves_the_limit_along() {
 fn limits_only_resize_moves_the_request_along() {
     let old = guaranteed();
     let new = pod(guaranteed_app().limit("memory", "128Mi"));
-    let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
+    let fix = fix(&old, &new);
     assert_eq!(fix.changes.len(), 1);
     assert_eq!(fix.changes[0].field, Field::Requests);
     assert_eq!(fix.changes[0].to, "128Mi");
@@ -70,7 +79,7 @@ fn limits_only_resize_moves_the_request_along() {
 fn when_both_changed_differently_the_request_wins() {
     let old = guaranteed();
     let new = pod(guaranteed_app().request("cpu", "500m").limit("cpu", "400m"));
-    let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
+    let fix = fix(&old, &new);
     assert_eq!(fix.changes.len(), 1);
     assert_eq!(
         (fix.changes[0].field, fix.changes[0].to.as_str()),
@@ -98,7 +107,7 @@ fn repairs_every_container_that_needs_it() {
                 .request("memory", "100Mi"),
         )
         .build();
-    let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
+    let fix = fix(&old, &new);
     assert_eq!(fix.changes.len(), 2);
 }
 
@@ -114,7 +123,7 @@ fn pod_level_guaranteed_pods_are_repaired_at_pod_level() {
     };
     let old = b().build();
     let new = b().pod_request("cpu", "2").build();
-    let fix = repair(spec(&old), QosClass::Guaranteed, spec(&new)).unwrap();
+    let fix = fix(&old, &new);
     assert_eq!(fix.changes[0].target, Target::Pod);
     assert_eq!(fix.changes[0].to, "2");
 }
@@ -137,12 +146,7 @@ fn no_repair_for_best_effort_or_burstable_pods() {
 fn culprits_name_the_container_resource_and_values() {
     let old = guaranteed();
     let new = requests_only("500m");
-    let c = culprits(
-        spec(&old),
-        QosClass::Guaranteed,
-        spec(&new),
-        QosClass::Burstable,
-    );
+    let c = culprits_of(&old, QosClass::Guaranteed, &new, QosClass::Burstable);
     assert_eq!(c.len(), 1);
     assert_eq!(
         c[0].describe(),
@@ -153,12 +157,7 @@ fn culprits_name_the_container_resource_and_values() {
 #[test]
 fn culprits_for_burstable_becoming_guaranteed_name_the_changed_values() {
     let (old, new) = (burstable(), now_equal());
-    let c = culprits(
-        spec(&old),
-        QosClass::Burstable,
-        spec(&new),
-        QosClass::Guaranteed,
-    );
+    let c = culprits_of(&old, QosClass::Burstable, &new, QosClass::Guaranteed);
     assert_eq!(c.len(), 1);
     assert!(
         c[0].describe().contains("request 200m = limit 200m"),
@@ -171,12 +170,7 @@ fn culprits_for_burstable_becoming_guaranteed_name_the_changed_values() {
 fn culprits_for_best_effort_gaining_resources() {
     let old = pod(container("app"));
     let new = pod(container("app").request("memory", "1Gi"));
-    let c = culprits(
-        spec(&old),
-        QosClass::BestEffort,
-        spec(&new),
-        QosClass::Burstable,
-    );
+    let c = culprits_of(&old, QosClass::BestEffort, &new, QosClass::Burstable);
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].resource, ResourceName::Memory);
 }
