@@ -189,6 +189,12 @@ mod tests {
             offer(&self.cert, secret, &at(), &self.metrics);
         }
 
+        /// Asserts the metrics hold `sample`.
+        fn shows(&self, sample: &str) {
+            let text = self.metrics.render();
+            assert!(text.contains(sample), "{sample} not in {text}");
+        }
+
         fn serves(&self, bundle: &Bundle) -> bool {
             let (cert, key) = (bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes());
             self.cert.serves(cert, key)
@@ -202,13 +208,7 @@ mod tests {
         slot.offer(&tls(&bundle));
         assert_eq!(slot.cert.readiness(SystemTime::now()), Ok(()));
         assert!(slot.serves(&bundle));
-        let text = slot.metrics.render();
-        assert!(
-            text.contains(
-                "resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"}"
-            ),
-            "{text}"
-        );
+        slot.shows("resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"}");
     }
 
     #[test]
@@ -246,11 +246,7 @@ mod tests {
         let why = slot.cert.readiness(SystemTime::now()).unwrap_err();
         assert!(why.contains("key tls.crt"), "{why}");
         assert!(slot.serves(&good));
-        assert!(
-            slot.metrics
-                .render()
-                .contains("resize_guard_certificate_reloads_total{result=\"error\"} 1")
-        );
+        slot.shows("resize_guard_certificate_reloads_total{result=\"error\"} 1");
         // The good version again: ready, no reload counted.
         slot.offer(&tls(&good));
         assert_eq!(slot.cert.readiness(SystemTime::now()), Ok(()));
@@ -287,10 +283,6 @@ mod tests {
         slot.offer(&tls(&first));
         slot.offer(&tls(&renewed));
         assert!(slot.serves(&renewed));
-        assert!(
-            slot.metrics
-                .render()
-                .contains("resize_guard_certificate_reloads_total{result=\"ok\"} 1")
-        );
+        slot.shows("resize_guard_certificate_reloads_total{result=\"ok\"} 1");
     }
 }

@@ -582,24 +582,16 @@ async fn health_endpoints_reflect_readiness_and_metrics() {
     st.ready = Arc::new(|| false);
     let app_router = health_router(st.clone());
     let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
-    assert_eq!(
+    let status = async |path| {
         app_router
             .clone()
-            .oneshot(get("/livez"))
+            .oneshot(get(path))
             .await
             .unwrap()
-            .status(),
-        StatusCode::OK
-    );
-    assert_eq!(
-        app_router
-            .clone()
-            .oneshot(get("/readyz"))
-            .await
-            .unwrap()
-            .status(),
-        StatusCode::SERVICE_UNAVAILABLE
-    );
+            .status()
+    };
+    assert_eq!(status("/livez").await, StatusCode::OK);
+    assert_eq!(status("/readyz").await, StatusCode::SERVICE_UNAVAILABLE);
     let resp = app_router.oneshot(get("/metrics")).await.unwrap();
     let text = String::from_utf8(
         axum::body::to_bytes(resp.into_body(), 1 << 20)
