@@ -10,9 +10,18 @@ fn req(p: &Pod, a: Accounting) -> Resources {
 
 const MI: i64 = 1 << 20;
 
+fn pod() -> PodBuilder {
+    PodBuilder::new("ns", "p")
+}
+
+/// What the built pod requests as its spec asks ([`Accounting::Desired`]).
+fn desired(b: PodBuilder) -> Resources {
+    pod_requests(&b.build(), Accounting::Desired)
+}
+
 #[test]
 fn sums_regular_containers() {
-    let p = PodBuilder::new("ns", "p")
+    let p = pod()
         .container(
             container("a")
                 .request("cpu", "100m")
@@ -22,76 +31,68 @@ fn sums_regular_containers() {
             container("b")
                 .request("cpu", "200m")
                 .request("memory", "20Mi"),
-        )
-        .build();
-    assert_eq!(req(&p, Accounting::Desired), Resources::new(300, 30 * MI));
+        );
+    assert_eq!(desired(p), Resources::new(300, 30 * MI));
 }
 
 #[test]
 fn largest_init_container_wins_when_bigger_than_the_sum() {
-    let p = PodBuilder::new("ns", "p")
+    let p = pod()
         .container(container("a").request("cpu", "100m"))
         .init_container(container("i1").request("cpu", "500m"))
-        .init_container(container("i2").request("cpu", "300m"))
-        .build();
-    assert_eq!(req(&p, Accounting::Desired).cpu, 500);
+        .init_container(container("i2").request("cpu", "300m"));
+    assert_eq!(desired(p).cpu, 500);
 }
 
 #[test]
 fn sidecars_add_to_the_sum_and_to_later_init_containers() {
     // KEP-753: sidecar 100m started before init 300m -> init phase needs 400m; steady state
     // needs app 200m + sidecar 100m = 300m. The pod requests the max, 400m.
-    let p = PodBuilder::new("ns", "p")
+    let p = pod()
         .container(container("app").request("cpu", "200m"))
         .init_container(container("sidecar").request("cpu", "100m").sidecar())
-        .init_container(container("init").request("cpu", "300m"))
-        .build();
-    assert_eq!(req(&p, Accounting::Desired).cpu, 400);
+        .init_container(container("init").request("cpu", "300m"));
+    assert_eq!(desired(p).cpu, 400);
 }
 
 #[test]
 fn sidecars_started_after_an_init_container_do_not_add_to_it() {
-    let p = PodBuilder::new("ns", "p")
+    let p = pod()
         .container(container("app").request("cpu", "200m"))
         .init_container(container("init").request("cpu", "250m"))
-        .init_container(container("sidecar").request("cpu", "100m").sidecar())
-        .build();
+        .init_container(container("sidecar").request("cpu", "100m").sidecar());
     // init alone: 250m; steady: 300m.
-    assert_eq!(req(&p, Accounting::Desired).cpu, 300);
+    assert_eq!(desired(p).cpu, 300);
 }
 
 #[test]
 fn overhead_is_added() {
-    let p = PodBuilder::new("ns", "p")
+    let p = pod()
         .container(container("a").request("cpu", "100m"))
         .overhead("cpu", "50m")
-        .overhead("memory", "5Mi")
-        .build();
-    assert_eq!(req(&p, Accounting::Desired), Resources::new(150, 5 * MI));
+        .overhead("memory", "5Mi");
+    assert_eq!(desired(p), Resources::new(150, 5 * MI));
 }
 
 #[test]
 fn pod_level_requests_override_only_the_resources_they_set() {
-    let p = PodBuilder::new("ns", "p")
+    let p = pod()
         .pod_request("cpu", "1")
         .container(
             container("a")
                 .request("cpu", "100m")
                 .request("memory", "10Mi"),
         )
-        .overhead("cpu", "10m")
-        .build();
-    assert_eq!(req(&p, Accounting::Desired), Resources::new(1010, 10 * MI));
+        .overhead("cpu", "10m");
+    assert_eq!(desired(p), Resources::new(1010, 10 * MI));
 }
 
 #[test]
 fn limits_alone_are_not_requests_here() {
     // The API server defaults requests from limits before anything reads them; this function
     // reads what is stored.
-    let p = PodBuilder::new("ns", "p")
-        .container(container("a").limit("cpu", "1"))
-        .build();
-    assert_eq!(req(&p, Accounting::Desired).cpu, 0);
+    let p = pod().container(container("a").limit("cpu", "1"));
+    assert_eq!(desired(p).cpu, 0);
 }
 
 fn resized_pod() -> Pod {
