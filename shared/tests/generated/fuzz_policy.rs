@@ -16,7 +16,7 @@
 //! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-policy --test generated -- fuzz_policy:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use crate::harness::{self, Case, Fuzz};
+use crate::harness::{Case, Fuzz};
 use proptest::prelude::*;
 use resize_guard_policy::policy::{
     FeasibilityPolicy, Mode, NamespacePolicy, OnQosChange, PdbMode, Policy, PreemptionPolicy,
@@ -530,9 +530,7 @@ fn tree() -> impl Strategy<Value = Case<Expect>> {
 
 fn inputs(fuzz: &Fuzz) -> impl Strategy<Value = Case<Expect>> + use<> {
     prop_oneof![
-        1 => harness::bytes(128).prop_map(Case::raw),
-        2 => harness::tokens(DICTIONARY, 24).prop_map(Case::raw),
-        3 => fuzz.mutated(DICTIONARY).prop_map(Case::raw),
+        6 => crate::unstructured(fuzz, DICTIONARY, 128, 24, 2),
         2 => tree(),
         3 => model(),
     ]

@@ -18,7 +18,7 @@
 //! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-policy --test generated -- fuzz_quantity:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use crate::harness::{self, Case, Fuzz};
+use crate::harness::{Case, Fuzz};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
 use resize_guard_policy::quantity::{
@@ -120,9 +120,7 @@ fn valid() -> impl Strategy<Value = Case<Expect>> {
 
 fn inputs(fuzz: &Fuzz) -> impl Strategy<Value = Case<Expect>> + use<> {
     prop_oneof![
-        1 => harness::bytes(24).prop_map(Case::raw),
-        3 => harness::tokens(DICTIONARY, 8).prop_map(Case::raw),
-        3 => fuzz.mutated(DICTIONARY).prop_map(Case::raw),
+        7 => crate::unstructured(fuzz, DICTIONARY, 24, 8, 3),
         4 => valid(),
     ]
 }

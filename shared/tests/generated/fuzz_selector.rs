@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::harness::{self, Case, Fuzz};
+use crate::harness::{Case, Fuzz};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use proptest::prelude::*;
 use resize_guard_policy::selector::Selector;
@@ -205,9 +205,7 @@ fn structured() -> impl Strategy<Value = Case<Expect>> {
 
 fn inputs(fuzz: &Fuzz) -> impl Strategy<Value = Case<Expect>> + use<> {
     prop_oneof![
-        1 => harness::bytes(64).prop_map(Case::raw),
-        3 => harness::tokens(DICTIONARY, 16).prop_map(Case::raw),
-        3 => fuzz.mutated(DICTIONARY).prop_map(Case::raw),
+        7 => crate::unstructured(fuzz, DICTIONARY, 64, 16, 3),
         3 => model(),
         1 => structured(),
     ]

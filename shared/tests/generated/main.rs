@@ -14,3 +14,26 @@ mod fuzz_quantity;
 mod fuzz_selector;
 mod pending_growth;
 mod properties;
+
+use std::fmt::Debug;
+
+use harness::{Case, Fuzz};
+use proptest::prelude::*;
+
+/// The inputs every fuzz target mixes in, of which nothing is known: random bytes up to `bytes`
+/// long (weight 1), runs of up to `tokens` words of the target's dictionary (weight
+/// `token_weight`) and mutations of its seeds (weight 3).
+fn unstructured<E: Default + Clone + Debug + 'static>(
+    fuzz: &Fuzz,
+    dictionary: &'static [&'static str],
+    bytes: usize,
+    tokens: usize,
+    token_weight: u32,
+) -> BoxedStrategy<Case<E>> {
+    prop_oneof![
+        1 => harness::bytes(bytes).prop_map(Case::raw),
+        token_weight => harness::tokens(dictionary, tokens).prop_map(Case::raw),
+        3 => fuzz.mutated(dictionary).prop_map(Case::raw),
+    ]
+    .boxed()
+}
