@@ -55,6 +55,15 @@ async fn setup() -> (&'static Env, &'static Baseline) {
     (env, base)
 }
 
+/// The baseline's scenario `name`, after asserting that the API server without resize-guard
+/// refused it as an invalid spec with a message containing `says`.
+fn invalid_upstream<'a>(base: &'a Baseline, name: &str, says: &str) -> &'a Probe {
+    let p = base.named(name);
+    assert_eq!(answer::upstream(&p.upstream), Upstream::InvalidSpec);
+    assert!(p.upstream.message().contains(says), "{}", p.upstream);
+    p
+}
+
 /// The real (not dry-run) resize through kubectl must fail with exactly upstream's message,
 /// and resize-guard must not be in it.
 async fn assert_user_sees_upstreams_refusal(env: &Env, p: &Probe) {
@@ -135,14 +144,10 @@ async fn pod_level_limit_defaulting_qos_change_gets_resize_guards_message() {
 async fn request_above_limit_per_container_gets_upstreams_message() {
     let (env, base) = setup().await;
     let _g = env.guard();
-    let p = base.named("per-container-qos");
-    assert_eq!(answer::upstream(&p.upstream), Upstream::InvalidSpec);
-    assert!(
-        p.upstream
-            .message()
-            .contains("must be less than or equal to memory limit"),
-        "{}",
-        p.upstream
+    let p = invalid_upstream(
+        base,
+        "per-container-qos",
+        "must be less than or equal to memory limit",
     );
     assert!(!p.upstream.message().contains(answer::QOS_RULE));
     assert_user_sees_upstreams_refusal(env, p).await;
@@ -298,14 +303,10 @@ async fn adding_pod_level_resources_to_a_pod_with_overhead_is_accepted() {
 async fn an_empty_pod_level_resources_object_gets_upstreams_message_not_infeasible() {
     let (env, base) = setup().await;
     let _g = env.guard();
-    let p = base.named("empty-pod-level-resources");
-    assert_eq!(answer::upstream(&p.upstream), Upstream::InvalidSpec);
-    assert!(
-        p.upstream
-            .message()
-            .contains("only cpu and memory resources are mutable"),
-        "{}",
-        p.upstream
+    let p = invalid_upstream(
+        base,
+        "empty-pod-level-resources",
+        "only cpu and memory resources are mutable",
     );
     assert_user_sees_upstreams_refusal(env, p).await;
 }

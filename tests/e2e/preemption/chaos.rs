@@ -84,15 +84,7 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_wakes() {
     let _serial = SERIAL.lock().await;
     let _g = env.guard();
     let old = support::start(env, "stopped-a").await;
-    let mut led = false;
-    for _ in 0..400 {
-        if old.is_leader().await {
-            led = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(led, "stopped-a never led");
+    assert!(old.leads_within(400).await, "stopped-a never led");
     let new = support::start(env, "stopped-b").await;
     // Every Deferred resize waits 8 s before anyone preempts for it: the leader is frozen while
     // its timer for the resize is pending, and that timer has long fired when it wakes. (Set
@@ -123,14 +115,7 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_wakes() {
     .await;
     signal("-STOP", old.process.pid());
 
-    let mut took_over = false;
-    for _ in 0..300 {
-        if new.is_leader().await {
-            took_over = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let took_over = new.leads_within(300).await;
     assert!(
         took_over,
         "stopped-b never took over from the frozen leader"

@@ -222,14 +222,7 @@ async fn only_the_leader_acts_and_a_follower_takes_over_when_it_dies() {
         .args(["-KILL", &dead.process.pid().to_string()])
         .status()
         .unwrap();
-    let mut took_over = None;
-    for _ in 0..200 {
-        if follower.is_leader().await {
-            took_over = Some(killed.elapsed());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let took_over = follower.leads_within(200).await.then(|| killed.elapsed());
     let took_over = took_over.expect("the follower never took over");
     eprintln!(
         "failover: {} took the lease {:.1} s after the leader was killed",
@@ -263,12 +256,7 @@ async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_p
         .unwrap();
     // Wait for any other test's replica to let go of the Lease, so this one leads.
     let first = support::start(env, "crash-1").await;
-    for _ in 0..400 {
-        if first.is_leader().await {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    first.leads_within(400).await;
     assert!(first.is_leader().await);
     env.try_resize_cpu(&ns, "app", "1250m").await;
     // SIGKILL the moment the first victim starts terminating.
@@ -310,32 +298,41 @@ async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_p
     );
 }
 
-/// Plants a plan naming `victims` on the field test's `app` (`sealed` with the controller's key
-/// or not), resizes `app` to 550m, starts a controller as `identity` and waits until the resize
-/// completed with no plan left; returns the `PreemptionPlanRejected` Events and the controller.
+/// A plan planted on the field test's `app`: the victims it names, sealed with the controller's
+/// key or not, and the identity of the controller then started.
+struct Planted {
+    victims: Vec<serde_json::Value>,
+    sealed: bool,
+    identity: &'static str,
+}
+
+/// Plants `planted` on `app`, resizes `app` to 550m, starts a controller and waits until the
+/// resize completed with no plan left; then asserts the first `PreemptionPlanRejected` Event's
+/// note passes `rejected`, the fresh plan took the filler and left `targets` alone.
 async fn planted_plan_rejected(
     env: &'static resize_guard_harness::env::Env,
     ns: &str,
     pods: &Api<Pod>,
-    victims: Vec<serde_json::Value>,
-    sealed: bool,
-    identity: &str,
-) -> (Vec<(String, String, String)>, support::Controller) {
+    planted: Planted,
+    targets: &[(Api<Pod>, String)],
+    rejected: impl Fn(&str) -> bool,
+) {
     plant(
         env,
         pods,
         "app",
-        json!({"generation": 2, "time": "2026-11-30T00:00:00Z", "victims": victims}),
-        sealed,
+        json!({"generation": 2, "time": "2026-11-30T00:00:00Z", "victims": planted.victims}),
+        planted.sealed,
     )
     .await;
     support::resize_pending_on(env, pods, ns, "app", "550m").await;
-    let c = support::start(env, identity).await;
+    let c = support::start(env, planted.identity).await;
     support::wait_app_done(pods, "550m", T).await;
-    (
-        support::wait_event(env, ns, "PreemptionPlanRejected").await,
-        c,
-    )
+    let events = support::wait_event(env, ns, "PreemptionPlanRejected").await;
+    assert!(rejected(&events[0].1), "{events:?}");
+    assert_eq!(support::preempted(pods, &["filler"]).await, ["filler"]);
+    untouched(targets).await;
+    drop(c);
 }
 
 #[tokio::test]
@@ -351,14 +348,15 @@ async fn a_plan_planted_by_the_pods_author_is_dropped_and_only_the_fresh_plan_ac
     victims.push(
         json!({"namespace": ns, "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}),
     );
-    let (rejected, c) = planted_plan_rejected(env, &ns, &pods, victims, false, "planted").await;
-    assert!(
-        rejected[0].1.contains("its seal does not verify"),
-        "{rejected:?}"
-    );
-    assert_eq!(support::preempted(&pods, &["filler"]).await, ["filler"]);
-    untouched(&targets).await;
-    drop(c);
+    let planted = Planted {
+        victims,
+        sealed: false,
+        identity: "planted",
+    };
+    planted_plan_rejected(env, &ns, &pods, planted, &targets, |note| {
+        note.contains("its seal does not verify")
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -370,16 +368,16 @@ async fn a_sealed_plan_naming_pods_a_fresh_plan_could_not_choose_is_dropped_with
     let (victims, targets) = targets(env, "recheck", &node).await;
     // Sealed with the controller's own key: only the re-check of every rule can refuse it.
     let named: Vec<serde_json::Value> = victims[..2].to_vec();
-    let (rejected, c) = planted_plan_rejected(env, &ns, &pods, named, true, "recheck").await;
-    let note = &rejected[0].1;
-    assert!(
+    let planted = Planted {
+        victims: named,
+        sealed: true,
+        identity: "recheck",
+    };
+    planted_plan_rejected(env, &ns, &pods, planted, &targets, |note| {
         note.contains("kube-system/recheck-system: its namespace is protected")
-            && note.contains("recheck-higher: its priority is not below the resizing pod's"),
-        "{note}"
-    );
-    assert_eq!(support::preempted(&pods, &["filler"]).await, ["filler"]);
-    untouched(&targets).await;
-    drop(c);
+            && note.contains("recheck-higher: its priority is not below the resizing pod's")
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -101,17 +101,25 @@ impl Controller {
     /// Waits until this replica leads (another test's replica may hold the Lease until it
     /// expires).
     pub async fn wait_leading(&self) {
-        for _ in 0..400 {
-            if self.is_leader().await {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        if self.leads_within(400).await {
+            return;
         }
         panic!(
             "{} never led:\n{}",
             self.identity,
             self.process.log_tail(4000)
         );
+    }
+
+    /// Polls [`Self::is_leader`] every 50 ms, at most `polls` times: true as soon as it leads.
+    pub async fn leads_within(&self, polls: u32) -> bool {
+        for _ in 0..polls {
+            if self.is_leader().await {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
     }
 
     /// `resize_guard_leader` from /metrics.
