@@ -161,28 +161,20 @@ fn a_limit_below_the_applied_one_is_unapplied() {
 
 #[test]
 fn pod_level_limits_and_overhead_make_the_pod_limit() {
-    let spec = PodBuilder::new("shop", "app")
+    let limit_of = |b: PodBuilder| pod_memory_limit(&b.build().spec.unwrap());
+    let declared = PodBuilder::new("shop", "app")
         .pod_limit("memory", "1Gi")
         .overhead("memory", "10Mi")
-        .container(container("app").request("memory", "100Mi"))
-        .build()
-        .spec
-        .unwrap();
-    assert_eq!(pod_memory_limit(&spec), Some(1024 * MI + 10 * MI));
+        .container(container("app").request("memory", "100Mi"));
+    assert_eq!(limit_of(declared), Some(1024 * MI + 10 * MI));
     let undeclared = PodBuilder::new("shop", "app")
         .container(container("app").guaranteed("1", "1Gi"))
-        .container(container("log").request("memory", "10Mi"))
-        .build()
-        .spec
-        .unwrap();
-    assert_eq!(pod_memory_limit(&undeclared), None);
+        .container(container("log").request("memory", "10Mi"));
+    assert_eq!(limit_of(undeclared), None);
     let summed = PodBuilder::new("shop", "app")
         .container(container("app").guaranteed("1", "1Gi"))
-        .container(container("log").guaranteed("1", "10Mi"))
-        .build()
-        .spec
-        .unwrap();
-    assert_eq!(pod_memory_limit(&summed), Some(1034 * MI));
+        .container(container("log").guaranteed("1", "10Mi"));
+    assert_eq!(limit_of(summed), Some(1034 * MI));
 }
 
 #[test]
