@@ -2,7 +2,7 @@
 
 use super::*;
 use resize_guard_policy::budget::Budgets;
-use resize_guard_policy::fixture::{PodBuilder, container, node};
+use resize_guard_policy::fixture::{PodBuilder, container, context, node};
 use resize_guard_policy::plan::PLAN_ANNOTATION;
 use resize_guard_policy::policy::Policy;
 
@@ -32,13 +32,7 @@ fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
         .build();
     let ledger = NodeLedger::new(&node("n", "1930m", "3Gi"), [&filler, &app]);
     let (policy, budgets) = (Policy::default(), Budgets::default());
-    let ctx = Context {
-        ledger: Some(&ledger),
-        budgets: &budgets,
-        policy: &policy,
-        install_namespace: "resize-guard",
-        minor: None,
-    };
+    let ctx = context(Some(&ledger), &budgets, &policy);
     let now = Timestamp::from_second(1_796_126_500).unwrap();
     let x = explain(
         &app,
@@ -94,13 +88,7 @@ fn a_memory_decrease_the_kubelet_refused_is_judged_against_usage() {
         .unwrap(),
     );
     let (policy, budgets) = (Policy::default(), Budgets::default());
-    let ctx = Context {
-        ledger: None,
-        budgets: &budgets,
-        policy: &policy,
-        install_namespace: "resize-guard",
-        minor: None,
-    };
+    let ctx = context(None, &budgets, &policy);
     let now = Timestamp::from_second(1_796_126_500).unwrap();
     let usage = Evidence::Measured(resize_guard_policy::usage::PodUsage {
         containers: [("app".to_owned(), 150 << 20)].into(),

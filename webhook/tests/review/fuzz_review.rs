@@ -21,7 +21,6 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use crate::field;
 use crate::harness::{self, Case, Fuzz};
 use k8s_openapi::api::core::v1::{
     Container, ContainerResizePolicy, ContainerStatus, EphemeralContainer, Node, Pod, PodCondition,
@@ -37,14 +36,16 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use resize_guard_cluster::FixedCluster;
 use resize_guard_policy::budget::Budgets;
-use resize_guard_policy::fixture::{PodBuilder, container, node};
+use resize_guard_policy::fixture::{
+    PodBuilder, container, context, field_app, field_filler, field_node, node,
+};
 use resize_guard_policy::node_features::KUBELET_DEFAULTS_V1_37;
 use resize_guard_policy::policy::{
     FeasibilityPolicy, Mode, NamespacePolicy, OnQosChange, PdbMode, Policy, PreemptionPolicy,
     ProtectedSelector, QosPolicy,
 };
 use resize_guard_policy::selector::Selector;
-use resize_guard_policy::{Context, Verdict, classify};
+use resize_guard_policy::{Verdict, classify};
 use resize_guard_webhook::review::{Stage, review};
 use serde_json::{Value, json};
 
@@ -215,8 +216,11 @@ struct Expect {
 fn field_test(policy: Policy) -> World {
     World {
         policy,
-        nodes: vec![field::n1()],
-        pods: vec![field::app(), field::filler().label("app", "batch").build()],
+        nodes: vec![field_node()],
+        pods: vec![
+            field_app("250m").build(),
+            field_filler().priority(100).label("app", "batch").build(),
+        ],
         pdbs: vec![],
     }
 }
@@ -1135,13 +1139,7 @@ fn check(case: Case<Expect>) -> Result<(), TestCaseError> {
                 .map_err(|e| TestCaseError::fail(format!("patched object is no Pod: {e}")))?;
             let old: Pod = serde_json::from_value(objects.old_object).unwrap();
             let budgets = Budgets::default();
-            let ctx = Context {
-                ledger: None,
-                budgets: &budgets,
-                policy: &policy,
-                install_namespace: "resize-guard",
-                minor: None,
-            };
+            let ctx = context(None, &budgets, &policy);
             seen("mutate:patch-applied");
             let verdict = classify(&old, &repaired, &ctx);
             prop_assert!(

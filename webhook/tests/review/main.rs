@@ -8,6 +8,5 @@
 #[path = "../../../fuzz/harness.rs"]
 mod harness;
 
-mod field;
 mod fuzz_review;
 mod router;

@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use crate::field;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use k8s_openapi::api::core::v1::Pod;
 use resize_guard_cluster::FixedCluster;
-use resize_guard_policy::fixture::{PodBuilder, container, node};
+use resize_guard_policy::fixture::{
+    PodBuilder, container, field_app, field_filler, field_node, node,
+};
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::qos::{QosClass, qos_class};
 use resize_guard_webhook::metrics::Metrics;
@@ -20,10 +21,10 @@ use tower::ServiceExt;
 /// The field-test world: a t3.medium node with a 1500m low-priority filler and a 250m
 /// Guaranteed high-priority app.
 fn field_test(policy: Policy) -> (FixedCluster, Pod) {
-    let app = field::app();
-    let pods = vec![app.clone(), field::filler().build()];
+    let app = field_app("250m").build();
+    let pods = vec![app.clone(), field_filler().priority(100).build()];
     (
-        FixedCluster::new(policy, vec![field::n1()], pods, vec![]),
+        FixedCluster::new(policy, vec![field_node()], pods, vec![]),
         app,
     )
 }

@@ -3,21 +3,20 @@
 use super::*;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use resize_guard_cluster::{Cluster, FixedCluster};
-use resize_guard_policy::fixture::{PodBuilder, container, node};
+use resize_guard_policy::assess;
+use resize_guard_policy::fixture::{
+    PodBuilder, container, context, field_app, field_filler, field_node, node,
+};
 use resize_guard_policy::pod::{REASON_DEFERRED, REASON_INFEASIBLE};
-use resize_guard_policy::{Context, assess};
 
 fn now() -> Timestamp {
     Timestamp::from_second(1_000).unwrap()
 }
 
-/// prod/app on n1 (250m CPU, guaranteed) resizing to `cpu`, pending with the kubelet's `reason`
-/// and `message`.
+/// The field test's app (prod/app on n1, 250m Guaranteed, priority 1000) resizing to `cpu`,
+/// pending with the kubelet's `reason` and `message`.
 fn resizing_app(cpu: &str, reason: &str, message: &str) -> PodBuilder {
-    PodBuilder::new("prod", "app")
-        .node("n1")
-        .container(container("app").guaranteed("250m", "256Mi"))
-        .running(0)
+    field_app("250m")
         .resize("app", "cpu", cpu)
         .resize_pending(reason, message)
 }
@@ -28,7 +27,6 @@ fn deferred_app() -> Pod {
         REASON_DEFERRED,
         "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930",
     )
-    .priority(1000)
     .build();
     let cond = &mut p.status.as_mut().unwrap().conditions.as_mut().unwrap()[0];
     cond.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
@@ -38,37 +36,17 @@ fn deferred_app() -> Pod {
 }
 
 fn filler(terminating: bool) -> Pod {
-    let b = PodBuilder::new("batch", "filler")
-        .owned_by("ReplicaSet")
-        .node("n1")
-        .owned_by("ReplicaSet")
-        .priority(100)
-        .container(container("w").guaranteed("1500m", "256Mi"))
-        .running(5);
+    let b = field_filler().priority(100);
     if terminating { b.terminating() } else { b }.build()
 }
 
 fn verdict(pod: &Pod, others: Vec<Pod>, policy: &Policy) -> Verdict {
     let mut pods = vec![pod.clone()];
     pods.extend(others);
-    let cluster = FixedCluster::new(
-        policy.clone(),
-        vec![node("n1", "1930m", "3Gi")],
-        pods,
-        vec![],
-    );
+    let cluster = FixedCluster::new(policy.clone(), vec![field_node()], pods, vec![]);
     let ledger = cluster.ledger("n1");
     let budgets = cluster.budgets();
-    assess(
-        pod,
-        &Context {
-            ledger: ledger.as_deref(),
-            budgets: &budgets,
-            policy,
-            install_namespace: "resize-guard",
-            minor: None,
-        },
-    )
+    assess(pod, &context(ledger.as_deref(), &budgets, policy))
 }
 
 /// `decide` with every victim's own grace period 45 s, and the recorded plan's victims in the
@@ -301,7 +279,6 @@ fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
         REASON_DEFERRED,
         "Node didn't have enough resource: cpu, requested: 2430, used: 1500, capacity: 1930",
     )
-    .priority(1000)
     .build();
     let policy = Policy::default();
     let v = verdict(&pod, vec![filler(false)], &policy);
