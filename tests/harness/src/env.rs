@@ -71,6 +71,23 @@ pub fn shared(options: EnvOptions) -> &'static Env {
     }
 }
 
+/// For a tool's `main` (no test runtime): the [`shared`] environment with kube-scheduler and
+/// kube-controller-manager running
+/// ([`crate::control_plane::ControlPlane::start_workload_controllers`]), and a two-worker
+/// runtime to drive it.
+#[track_caller]
+pub fn shared_with_workloads(
+    options: EnvOptions,
+) -> anyhow::Result<(&'static Env, tokio::runtime::Runtime)> {
+    let env = shared(options);
+    env.cp.start_workload_controllers()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    Ok((env, runtime))
+}
+
 impl Env {
     fn start(options: EnvOptions) -> anyhow::Result<Env> {
         let cp = ControlPlane::start(&Options {

@@ -240,10 +240,10 @@ impl Vpa {
         admission_args.extend(options.admission_args.iter().cloned());
         let started = Timestamp::now();
         let mut admission = spawn(
+            cp,
             "vpa-admission-controller",
             &binaries.admission_controller,
             &admission_args,
-            &cp.dir().join("vpa-admission-controller.log"),
         )?;
         wait_admission_ready(&client, &mut admission, &webhook_url, started).await?;
 
@@ -264,12 +264,7 @@ impl Vpa {
             "--v=4".to_owned(),
         ];
         updater_args.extend(options.updater_args.iter().cloned());
-        let mut updater = spawn(
-            "vpa-updater",
-            &binaries.updater,
-            &updater_args,
-            &cp.dir().join("vpa-updater.log"),
-        )?;
+        let mut updater = spawn(cp, "vpa-updater", &binaries.updater, &updater_args)?;
         // The metrics listener opens before the informers sync; the first loop follows one
         // interval after they have.
         poll("vpa-updater listening", Duration::from_secs(60), || {
@@ -626,10 +621,17 @@ async fn account_kubeconfig(
     crate::account::token_kubeconfig_of(cp, account, &token)
 }
 
-fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> anyhow::Result<Process> {
+/// Starts VPA program `name` with `args` (and [`STATUS_NAMESPACE`] as its `NAMESPACE`), logging
+/// to `<control-plane dir>/<name>.log`.
+fn spawn(
+    cp: &ControlPlane,
+    name: &str,
+    program: &Path,
+    args: &[String],
+) -> anyhow::Result<Process> {
     let mut c = Command::new(program);
     c.args(args).env("NAMESPACE", STATUS_NAMESPACE);
-    Process::spawn(name, c, log)
+    Process::spawn(name, c, &cp.dir().join(format!("{name}.log")))
 }
 
 /// Waits until the admission controller has registered [`WEBHOOK_CONFIG_NAME`] at `url` and

@@ -48,12 +48,7 @@ impl Recommender {
         ];
         args.extend(intervals.recommender().args());
         args.extend(extra_args.iter().cloned());
-        let mut process = spawn(
-            "vpa-recommender",
-            &binaries.recommender,
-            &args,
-            &cp.dir().join("vpa-recommender.log"),
-        )?;
+        let mut process = spawn(cp, "vpa-recommender", &binaries.recommender, &args)?;
         // Its metrics listener opens first; the informers (pods, VPAs, checkpoints, the targets'
         // controllers) sync after, and only with the RBAC above.
         let synced = poll("vpa-recommender synced", Duration::from_secs(60), || {

@@ -252,18 +252,8 @@ impl BusyNode {
         let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
         let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
         let watch = WatchParams::default().timeout(290);
-        let pod_rv = pods
-            .list(&ListParams::default())
-            .await?
-            .metadata
-            .resource_version
-            .unwrap_or_default();
-        let event_rv = events
-            .list(&ListParams::default())
-            .await?
-            .metadata
-            .resource_version
-            .unwrap_or_default();
+        let pod_rv = list_version(&pods).await?;
+        let event_rv = list_version(&events).await?;
         let mut pod_stream = pods.watch(&watch, &pod_rv).await?.boxed();
         let mut event_stream = events.watch(&watch, &event_rv).await?.boxed();
 
@@ -383,6 +373,19 @@ async fn wait_pods(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The resourceVersion of a list of `api`: where a watch that misses nothing starts.
+async fn list_version<K>(api: &Api<K>) -> anyhow::Result<String>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use resize_guard_harness::admission::wait_active;
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, EnvOptions, shared_with_workloads};
 use resize_guard_harness::metrics_server::MetricsServer;
 use resize_guard_harness::objects::{cpu_resize, create_running, guaranteed_pod};
 use resize_guard_harness::vpa::usage_loop::{memory_wall, wall3};
@@ -30,12 +30,7 @@ fn main() -> anyhow::Result<()> {
     println!(
         "resize-guard VPA demo: starting etcd, kube-apiserver, kube-scheduler and kube-controller-manager …"
     );
-    let env = shared(EnvOptions::default());
-    env.cp.start_workload_controllers()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let (env, rt) = shared_with_workloads(EnvOptions::default())?;
     let code = rt.block_on(play(env, full))?;
     std::process::exit(code);
 }

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use resize_guard_harness::env::{EnvOptions, shared};
+use resize_guard_harness::env::{EnvOptions, shared_with_workloads};
 use resize_guard_harness::metrics_server::MetricsServer;
 use resize_guard_harness::vpa::usage_loop::wall3;
 use resize_guard_harness::vpa::{Recommender, Vpa, VpaIntervals, VpaOptions};
@@ -51,12 +51,7 @@ fn main() -> anyhow::Result<()> {
         "vpa-lag: starting the control plane, metrics-server and VPA ({:?}) …",
         args.preset
     );
-    let env = shared(EnvOptions::default());
-    env.cp.start_workload_controllers()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let (env, rt) = shared_with_workloads(EnvOptions::default())?;
     rt.block_on(async {
         let _metrics = MetricsServer::start(&env.cp).await?;
         let vpa = Vpa::start(&env.cp, VpaOptions::with_intervals(intervals)).await?;
