@@ -48,11 +48,13 @@ fn judge_with(
     admit_with(stage, old, new, &ctx, usage)
 }
 
-/// The default policy, but repairing a QoS change instead of denying it.
-fn repair_mode() -> Policy {
+/// The field app's requests-only resize to `cpu`, answered at `/mutate` by a policy that repairs
+/// a QoS change instead of denying it.
+fn repaired_at_mutate(cpu: &str) -> Admission {
+    let old = app("250m");
     let mut policy = Policy::default();
     policy.qos.on_change = OnQosChange::Repair;
-    policy
+    judge(Stage::Mutate, &old, &requests_only(&old, cpu), &policy)
 }
 
 #[test]
@@ -82,10 +84,7 @@ fn a_qos_change_is_denied_at_mutate_and_only_annotated_at_validate() {
 
 #[test]
 fn a_repair_is_offered_with_its_description_when_the_repaired_resize_fits() {
-    let old = app("250m");
-    let new = requests_only(&old, "400m");
-    let policy = repair_mode();
-    let m = judge(Stage::Mutate, &old, &new, &policy);
+    let m = repaired_at_mutate("400m");
     let Effect::Repair { pod, describe } = &m.effect else {
         panic!("{m:?}")
     };
@@ -104,11 +103,8 @@ fn a_repair_is_offered_with_its_description_when_the_repaired_resize_fits() {
 
 #[test]
 fn a_repair_that_would_not_fit_the_node_is_denied_instead() {
-    let old = app("250m");
-    let new = requests_only(&old, "3");
-    let policy = repair_mode();
     // Node of 1930m: the repaired 3-CPU resize is larger than allocatable.
-    let m = judge(Stage::Mutate, &old, &new, &policy);
+    let m = repaired_at_mutate("3");
     assert!(matches!(&m.effect, Effect::Deny { .. }), "{m:?}");
     assert!(
         m.decision.starts_with("qos-repaired-then-"),

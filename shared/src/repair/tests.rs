@@ -89,24 +89,15 @@ fn when_both_changed_differently_the_request_wins() {
 
 #[test]
 fn repairs_every_container_that_needs_it() {
-    let two = || {
-        PodBuilder::new("ns", "p")
-            .container(container("a").guaranteed("250m", "64Mi"))
-            .container(container("b").guaranteed("250m", "64Mi"))
+    let two = |a: ContainerBuilder, b: ContainerBuilder| {
+        PodBuilder::new("ns", "p").container(a).container(b).build()
     };
-    let old = two().build();
-    let new = PodBuilder::new("ns", "p")
-        .container(
-            container("a")
-                .guaranteed("250m", "64Mi")
-                .request("cpu", "300m"),
-        )
-        .container(
-            container("b")
-                .guaranteed("250m", "64Mi")
-                .request("memory", "100Mi"),
-        )
-        .build();
+    let g = |name: &str| container(name).guaranteed("250m", "64Mi");
+    let old = two(g("a"), g("b"));
+    let new = two(
+        g("a").request("cpu", "300m"),
+        g("b").request("memory", "100Mi"),
+    );
     let fix = fix(&old, &new);
     assert_eq!(fix.changes.len(), 2);
 }
