@@ -1,7 +1,6 @@
 //! Every branch of the controller's decision.
 
 use super::*;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use resize_guard_cluster::{Cluster, FixedCluster};
 use resize_guard_policy::assess;
 use resize_guard_policy::fixture::{
@@ -21,13 +20,18 @@ fn resizing_app(cpu: &str, reason: &str, message: &str) -> PodBuilder {
         .resize_pending(reason, message)
 }
 
+/// The field test's resize to 550m, Deferred since 990 s.
 fn deferred_app() -> Pod {
-    let mut p = resizing_app(
-        "550m",
-        REASON_DEFERRED,
-        "Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930",
-    )
-    .build();
+    deferred_to(550)
+}
+
+/// The field test's app resizing to `milli` CPU, Deferred since 990 s (the kubelet saw 1500m
+/// used of 1930m).
+fn deferred_to(milli: u32) -> Pod {
+    let message = format!(
+        "Node didn't have enough resource: cpu, requested: {milli}, used: 1500, capacity: 1930"
+    );
+    let mut p = resizing_app(&format!("{milli}m"), REASON_DEFERRED, &message).build();
     let cond = &mut p.status.as_mut().unwrap().conditions.as_mut().unwrap()[0];
     cond.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         Timestamp::from_second(990).unwrap(),
@@ -349,15 +353,7 @@ fn each_victim_goes_with_its_own_grace_period_capped_only_when_policy_says_throu
 
 #[test]
 fn a_plan_with_several_victims_is_recorded_before_any_is_touched() {
-    let mut pod = deferred_app();
-    pod.spec.as_mut().unwrap().containers[0]
-        .resources
-        .as_mut()
-        .unwrap()
-        .requests
-        .as_mut()
-        .unwrap()
-        .insert("cpu".into(), Quantity("1000m".into()));
+    let pod = deferred_to(1000);
     let small = |name: &str| {
         PodBuilder::new("batch", name)
             .owned_by("ReplicaSet")
