@@ -40,6 +40,10 @@ impl World {
             policy: Policy::default(),
         }
     }
+    /// The field-test node with the field test's app at 250m and `others`.
+    fn with_app(others: impl IntoIterator<Item = Pod>) -> World {
+        World::field(others).1
+    }
     /// The field-test node holding only `old`.
     fn alone(old: &Pod) -> World {
         World::new(std::slice::from_ref(old))
@@ -52,6 +56,10 @@ impl World {
     }
     fn ctx(&self) -> Context<'_> {
         context(Some(&self.ledger), &self.budgets, &self.policy)
+    }
+    /// The field test's app resized from 250m to `cpu`.
+    fn field_resize(&self, cpu: &str) -> Verdict {
+        self.classify(&app("250m").build(), &resized(cpu))
     }
     fn classify(&self, old: &Pod, new: &Pod) -> Verdict {
         classify(old, new, &self.ctx())
@@ -86,8 +94,8 @@ fn resized(cpu: &str) -> Pod {
 
 #[test]
 fn field_test_550m_is_deferred_with_the_kubelet_message_and_a_plan() {
-    let (old, w) = World::field([filler()]);
-    let v = w.classify(&old, &resized("550m"));
+    let w = World::with_app([filler()]);
+    let v = w.field_resize("550m");
     let Verdict::Deferred(d) = &v else {
         panic!("{v:?}")
     };
@@ -111,8 +119,8 @@ fn field_test_550m_is_deferred_with_the_kubelet_message_and_a_plan() {
 
 #[test]
 fn field_test_2430m_is_infeasible_and_denied_with_the_nodes_numbers() {
-    let (old, w) = World::field([filler()]);
-    let v = w.classify(&old, &resized("2430m"));
+    let w = World::with_app([filler()]);
+    let v = w.field_resize("2430m");
     let Verdict::Infeasible(i) = &v else {
         panic!("{v:?}")
     };
@@ -147,17 +155,17 @@ fn infeasible_reports_memory_first_like_the_kubelet() {
 
 #[test]
 fn infeasible_can_be_allowed_with_a_warning_by_policy() {
-    let (old, mut w) = World::field([]);
+    let mut w = World::with_app([]);
     w.policy.feasibility.reject_infeasible = false;
-    let out = w.classify(&old, &resized("2430m")).outcome(&w.policy);
+    let out = w.field_resize("2430m").outcome(&w.policy);
     assert_eq!(out.action, Ruling::Allow);
     assert_eq!(out.warnings.len(), 1);
 }
 
 #[test]
 fn a_resize_that_fits_is_allowed_silently() {
-    let (old, w) = World::field([]);
-    let v = w.classify(&old, &resized("550m"));
+    let w = World::with_app([]);
+    let v = w.field_resize("550m");
     assert!(matches!(v, Verdict::Fits(_)), "{v:?}");
     let out = v.outcome(&w.policy);
     assert_eq!(out.action, Ruling::Allow);
@@ -166,11 +174,8 @@ fn a_resize_that_fits_is_allowed_silently() {
 
 #[test]
 fn deleting_the_filler_makes_the_deferred_resize_fit() {
-    let (old, w) = World::field([]);
-    assert!(matches!(
-        w.classify(&old, &resized("550m")),
-        Verdict::Fits(_)
-    ));
+    let w = World::with_app([]);
+    assert!(matches!(w.field_resize("550m"), Verdict::Fits(_)));
 }
 
 #[test]
@@ -279,8 +284,8 @@ fn stuck_deferred_is_warned_or_denied_by_policy() {
 #[test]
 fn deferred_awaiting_termination_says_so() {
     let leaving = batch("leaving", "1500m", "256Mi", 5).terminating().build();
-    let (old, w) = World::field([leaving]);
-    let v = w.classify(&old, &resized("550m"));
+    let w = World::with_app([leaving]);
+    let v = w.field_resize("550m");
     assert_eq!(v.label(), "deferred-awaiting-termination");
     assert!(
         v.message().contains("terminating pods batch/leaving"),
@@ -291,9 +296,9 @@ fn deferred_awaiting_termination_says_so() {
 
 #[test]
 fn audit_mode_never_denies_but_says_what_it_would_do() {
-    let (old, mut w) = World::field([filler()]);
+    let mut w = World::with_app([filler()]);
     w.policy.mode = Mode::Audit;
-    let out = w.classify(&old, &resized("2430m")).outcome(&w.policy);
+    let out = w.field_resize("2430m").outcome(&w.policy);
     assert_eq!(out.action, Ruling::Allow);
     assert_eq!(out.decision, "would-deny:infeasible");
     assert!(out.warnings[0].starts_with("resize-guard (audit mode) would deny"));
@@ -359,7 +364,7 @@ fn a_node_without_allocatable_is_not_judged_infeasible_nor_preempted_on() {
         // Far too big for any real node and, against a zero allocatable, for this one: still no
         // Infeasible (nor a Deferred plan) while the node has not said what it holds.
         for cpu in ["550m", "2430m"] {
-            let v = w.classify(&old, &resized(cpu));
+            let v = w.field_resize(cpu);
             let Verdict::Skipped(why) = &v else {
                 panic!("{what}, {cpu}: {v:?}")
             };
@@ -376,10 +381,7 @@ fn a_node_without_allocatable_is_not_judged_infeasible_nor_preempted_on() {
     }
     // The same node with its allocatable: judged as ever.
     let w = World::new(&pods);
-    assert!(matches!(
-        w.classify(&old, &resized("2430m")),
-        Verdict::Infeasible(_)
-    ));
+    assert!(matches!(w.field_resize("2430m"), Verdict::Infeasible(_)));
 }
 
 #[test]
