@@ -17,7 +17,7 @@ use resize_guard_certs::{Authority, CertError, CertSpec};
 use crate::lease::fence::{Fenced, Leadership};
 
 use super::ca_bundle::{Configuration, ConfigurationKind, apply_patch};
-use super::rotation::{CaPlan, CertWrite, Material, Observed, chain};
+use super::rotation::{CaPlan, CertWrite, Observed, chain};
 use super::secrets::{CaContents, MANAGER, Stored, ca_secret, rfc3339, serving_secret};
 
 /// Why a certificate operation failed.
@@ -256,17 +256,8 @@ impl Actuator {
 
     /// Generates what the plan leaves to generate.
     fn resolve(&self, plan: &CaPlan, now: SystemTime) -> Result<CaContents, CertificateError> {
-        let resolve = |m: &Material| match m {
-            Material::Keep(a) => Ok(a.clone()),
-            Material::Generate => Authority::issue(self.spec.ca_validity, now)
-                .map_err(|source| CertificateError::Generate { what: "CA", source }),
-        };
-        Ok(CaContents {
-            current: resolve(&plan.current)?,
-            next: plan.next.as_ref().map(resolve).transpose()?,
-            previous: plan.previous.clone(),
-            rotation_since: plan.rotation_since,
-        })
+        CaContents::of(plan, self.spec.ca_validity, now)
+            .map_err(|source| CertificateError::Generate { what: "CA", source })
     }
 
     /// Creates `desired`, or replaces `existing` with it at the resourceVersion read. A Secret

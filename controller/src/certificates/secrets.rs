@@ -8,13 +8,15 @@
 //! | `resize-guard-webhook-tls` | `kubernetes.io/tls` | `tls.crt`, `tls.key`, `ca.crt` (the signing CA) | every webhook replica, through a watch on its name |
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
-use resize_guard_certs::{Authority, Leaf};
+use resize_guard_certs::{Authority, CertError, Leaf};
+
+use super::rotation::{CaPlan, Material};
 
 /// The CA that signs serving certificates.
 pub const CA_CERT: &str = "ca.crt";
@@ -101,6 +103,23 @@ pub struct CaContents {
     pub previous: Option<String>,
     /// When the current rotation phase began.
     pub rotation_since: Option<SystemTime>,
+}
+
+impl CaContents {
+    /// What the CA Secret holds once `plan` is carried out: every [`Material::Generate`] issued
+    /// as a new CA valid for `validity` from `now`, every kept CA as it is.
+    pub fn of(plan: &CaPlan, validity: Duration, now: SystemTime) -> Result<CaContents, CertError> {
+        let resolve = |m: &Material| match m {
+            Material::Keep(a) => Ok(a.clone()),
+            Material::Generate => Authority::issue(validity, now),
+        };
+        Ok(CaContents {
+            current: resolve(&plan.current)?,
+            next: plan.next.as_ref().map(resolve).transpose()?,
+            previous: plan.previous.clone(),
+            rotation_since: plan.rotation_since,
+        })
+    }
 }
 
 /// `t` as RFC 3339 with whole seconds (annotations, messages).

@@ -74,18 +74,8 @@ impl World {
         for action in actions {
             match action {
                 CertWrite::WriteCa { plan, .. } => {
-                    let resolve = |m: &Material| match m {
-                        Material::Keep(a) => a.clone(),
-                        Material::Generate => {
-                            Authority::issue(self.expected.spec.ca_validity, now).unwrap()
-                        }
-                    };
-                    let contents = CaContents {
-                        current: resolve(&plan.current),
-                        next: plan.next.as_ref().map(resolve),
-                        previous: plan.previous.clone(),
-                        rotation_since: plan.rotation_since,
-                    };
+                    let validity = self.expected.spec.ca_validity;
+                    let contents = CaContents::of(plan, validity, now).unwrap();
                     let secret = ca_secret("resize-guard", "resize-guard-ca", &contents, None);
                     self.observed.ca = Some(Stored::from_secret(&secret));
                 }
