@@ -117,7 +117,7 @@ impl MetricsServer {
     /// in an EndpointSlice, and waits until the APIService is Available.
     pub async fn start(cp: &ControlPlane) -> anyhow::Result<MetricsServer> {
         let files = MetricsServerFiles::locate()?;
-        let kubectl = admin_kubectl(cp);
+        let kubectl = Kubectl::admin(cp);
         for manifest in [&files.rbac, &files.api_service] {
             let path = manifest.display().to_string();
             let out = kubectl
@@ -138,12 +138,7 @@ impl MetricsServer {
             "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": {"k8s-app": NAME}},
             "spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": "https"}]},
         });
-        Api::<Service>::namespaced(client, NAMESPACE)
-            .patch(
-                NAME,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&service),
-            )
+        apply(Api::<Service>::namespaced(client, NAMESPACE), &service)
             .await
             .context("apply Service kube-system/metrics-server")?;
         let out = kubectl
@@ -181,14 +176,12 @@ impl MetricsServer {
             "ports": [{"name": "https", "port": self.port, "protocol": "TCP"}],
             "endpoints": [{"addresses": [self.ip], "conditions": {"ready": true}}],
         });
-        Api::<EndpointSlice>::namespaced(cp.client().await?, NAMESPACE)
-            .patch(
-                NAME,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&slice),
-            )
-            .await
-            .context("apply EndpointSlice kube-system/metrics-server")?;
+        apply(
+            Api::<EndpointSlice>::namespaced(cp.client().await?, NAMESPACE),
+            &slice,
+        )
+        .await
+        .context("apply EndpointSlice kube-system/metrics-server")?;
         Ok(())
     }
 
@@ -349,8 +342,17 @@ pub async fn api_service_available(cp: &ControlPlane) -> anyhow::Result<(bool, S
     })
 }
 
-fn admin_kubectl(cp: &ControlPlane) -> Kubectl {
-    Kubectl::admin(cp)
+/// Server-side applies `object` as [`NAME`] through `api`, as [`FIELD_MANAGER`] (forced).
+async fn apply<K>(api: Api<K>, object: &serde_json::Value) -> kube::Result<K>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        NAME,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
 }
 
 fn token_kubeconfig(server: &str, token: &str) -> String {

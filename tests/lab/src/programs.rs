@@ -256,6 +256,21 @@ impl Programs {
             .map_err(|e| anyhow::anyhow!("webhook /metrics: {e}"))
     }
 
+    /// Waits `seconds`, printing both programs' VmRSS to stderr each second as
+    /// `<tool>: +Ns VmRSS …` (a value still moving at the end means the wait is short).
+    pub async fn settle(&self, tool: &str, seconds: u64) -> anyhow::Result<()> {
+        for second in 1..=seconds {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let (webhook, controller) = self.memory()?;
+            eprintln!(
+                "{tool}: +{second}s VmRSS webhook {:.1} MiB, controller {:.1} MiB",
+                mib(webhook.vm_rss),
+                mib(controller.vm_rss),
+            );
+        }
+        Ok(())
+    }
+
     /// The webhook's and the controller's memory now.
     pub fn memory(&self) -> anyhow::Result<(Memory, Memory)> {
         Ok((

@@ -137,15 +137,7 @@ async fn measure(
     }
     eprintln!("rss: settling {} s", args.settle);
     // The trajectory goes to stderr: a value still moving at the end means --settle is short.
-    for second in 1..=args.settle {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let (webhook, controller) = programs.memory()?;
-        eprintln!(
-            "rss: +{second}s VmRSS webhook {:.1} MiB, controller {:.1} MiB",
-            mib(webhook.vm_rss),
-            mib(controller.vm_rss),
-        );
-    }
+    programs.settle("rss", args.settle).await?;
 
     let (webhook, controller) = programs.memory()?;
     let line = |name: &str, m: Memory, ready: Duration| {

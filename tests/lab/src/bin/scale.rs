@@ -39,7 +39,7 @@ use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::kubectl::Kubectl;
 use resize_guard_lab::busy_node::{BusyNode, Scene};
 use resize_guard_lab::programs::{
-    Memory, ProgramBinaries, ProgramPaths, Programs, copy_logs, install_deploy, mib,
+    Memory, ProgramBinaries, ProgramPaths, Programs, copy_logs, install_deploy,
 };
 use resize_guard_lab::review_latency::{self, Registration, cpu_request_patch, reviews_answered};
 use resize_guard_lab::scale_pods::{self, Created, Layout};
@@ -221,15 +221,7 @@ async fn measure(
          {:.1?}); settling {} s",
         ready.webhook, ready.controller, ready.leading, args.settle
     );
-    for second in 1..=args.settle {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let (w, c) = programs.memory()?;
-        eprintln!(
-            "scale: +{second}s VmRSS webhook {:.1} MiB, controller {:.1} MiB",
-            mib(w.vm_rss),
-            mib(c.vm_rss)
-        );
-    }
+    programs.settle("scale", args.settle).await?;
     let settled = programs.memory()?;
 
     // Reviews: the same calls without and with the webhook configurations.
