@@ -170,6 +170,11 @@ mod tests {
         ])
     }
 
+    /// A fresh CA and leaf for 127.0.0.1.
+    fn loopback() -> Bundle {
+        generate(&CertSpec::for_loopback()).unwrap()
+    }
+
     /// A serving certificate and its metrics, offered Secrets as the watched
     /// `resize-guard/resize-guard-webhook-tls`.
     struct Slot {
@@ -195,6 +200,11 @@ mod tests {
             assert!(text.contains(sample), "{sample} not in {text}");
         }
 
+        /// Why it is not ready (it must not be).
+        fn unready(&self) -> String {
+            self.cert.readiness(SystemTime::now()).unwrap_err()
+        }
+
         fn serves(&self, bundle: &Bundle) -> bool {
             let (cert, key) = (bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes());
             self.cert.serves(cert, key)
@@ -204,7 +214,7 @@ mod tests {
     #[test]
     fn a_usable_secret_is_served_and_ready() {
         let slot = Slot::new();
-        let bundle = generate(&CertSpec::for_loopback()).unwrap();
+        let bundle = loopback();
         slot.offer(&tls(&bundle));
         assert_eq!(slot.cert.readiness(SystemTime::now()), Ok(()));
         assert!(slot.serves(&bundle));
@@ -213,7 +223,7 @@ mod tests {
 
     #[test]
     fn missing_keys_are_named_in_the_readiness_reason() {
-        let bundle = generate(&CertSpec::for_loopback()).unwrap();
+        let bundle = loopback();
         for (s, want) in [
             (Secret::default(), "has no tls.crt"),
             (
@@ -227,7 +237,7 @@ mod tests {
         ] {
             let slot = Slot::new();
             slot.offer(&s);
-            let why = slot.cert.readiness(SystemTime::now()).unwrap_err();
+            let why = slot.unready();
             assert!(why.contains(want), "{why}");
             assert!(
                 why.contains("Secret resize-guard/resize-guard-webhook-tls"),
@@ -239,11 +249,11 @@ mod tests {
     #[test]
     fn unreadable_pem_is_unready_and_keeps_the_last_good_certificate() {
         let slot = Slot::new();
-        let good = generate(&CertSpec::for_loopback()).unwrap();
+        let good = loopback();
         slot.offer(&tls(&good));
         let garbage = secret(&[("tls.crt", b"garbage"), ("tls.key", b"garbage")]);
         slot.offer(&garbage);
-        let why = slot.cert.readiness(SystemTime::now()).unwrap_err();
+        let why = slot.unready();
         assert!(why.contains("key tls.crt"), "{why}");
         assert!(slot.serves(&good));
         slot.shows("resize_guard_certificate_reloads_total{result=\"error\"} 1");
@@ -255,10 +265,7 @@ mod tests {
 
     #[test]
     fn a_key_of_another_certificate_is_refused() {
-        let (a, b) = (
-            generate(&CertSpec::for_loopback()).unwrap(),
-            generate(&CertSpec::for_loopback()).unwrap(),
-        );
+        let (a, b) = (loopback(), loopback());
         let mixed = secret(&[
             ("tls.crt", a.cert_pem.as_bytes()),
             ("tls.key", b.key_pem.as_bytes()),
@@ -273,7 +280,7 @@ mod tests {
     #[test]
     fn a_rotated_secret_is_a_counted_reload() {
         let slot = Slot::new();
-        let first = generate(&CertSpec::for_loopback()).unwrap();
+        let first = loopback();
         let renewed = resize_guard_certs::renew_leaf(
             &first.ca_cert_pem,
             &first.ca_key_pem,
