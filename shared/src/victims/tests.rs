@@ -150,82 +150,109 @@ fn disabled_policy_and_opted_out_nodes_get_no_plan() {
     assert!(matches!(e, Err(NoPlan::NodeOptedOut(_))));
 }
 
+/// A candidate: `(name, priority, cpu, start)`.
+type Candidate = (&'static str, i32, &'static str, i64);
+/// What the case shows, `to`, `alloc`, the candidates, the victims.
+type Case = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [Candidate],
+    &'static [&'static str],
+);
+
 /// Upstream DefaultPreemption's choice on one node (`default_preemption_test.go` is a table of
 /// such cases too): the resizer growing to `to` on a node of `alloc` cpu among candidates
-/// `(name, priority, cpu, start)`, and the victims, most important first.
+/// `(name, priority, cpu, start)`, and the victims, most important first. One test a case.
+const UPSTREAM_CASES: [Case; 5] = [
+    (
+        // Any one of the three frees enough; the lowest priority one goes.
+        "reprieves higher priority victims first",
+        "550m",
+        "1930m",
+        &[
+            ("p500", 500, "500m", 10),
+            ("p100", 100, "500m", 10),
+            ("p300", 300, "500m", 10),
+        ],
+        &["p100"],
+    ),
+    (
+        "among equal priority the youngest is preempted",
+        "550m",
+        "1930m",
+        &[
+            ("old", 0, "500m", 10),
+            ("young", 0, "500m", 99),
+            ("mid", 0, "500m", 50),
+        ],
+        &["young"],
+    ),
+    (
+        // Upstream reprieve: the big important pod is reprieved only if it fits back; here
+        // the small one is not enough alone, so both priorities are tried in order. Need
+        // 1250 + 1300 = 2550 in 2000: remove all -> 1250 fits; reprieve big (2250) no ->
+        // victim; reprieve small (1550) yes.
+        "keeps a more important victim if a less important one suffices",
+        "1250m",
+        "2000m",
+        &[("big", 200, "1000m", 10), ("small", 100, "300m", 10)],
+        &["big"],
+    ),
+    (
+        // 1250 + 1200 = 2450 in 1700: need 750 -> two victims, the two youngest.
+        "several victims when one is not enough",
+        "1250m",
+        "1700m",
+        &[
+            ("a", 0, "400m", 10),
+            ("b", 0, "400m", 20),
+            ("c", 0, "400m", 30),
+        ],
+        &["b", "c"],
+    ),
+    (
+        "victims are listed most important first",
+        "1850m",
+        "2000m",
+        &[
+            ("a", 5, "500m", 10),
+            ("b", 1, "500m", 10),
+            ("c", 3, "500m", 10),
+        ],
+        &["a", "c", "b"],
+    ),
+];
+
+/// Plays `UPSTREAM_CASES[i]`.
+fn upstream_case(i: usize) {
+    let (what, to, alloc, others, victims) = UPSTREAM_CASES[i];
+    assert_eq!(chosen(alloc, &node_pods(to, others)), victims, "{what}");
+}
+
 #[test]
-fn victims_are_chosen_like_upstream_default_preemption() {
-    type Candidate = (&'static str, i32, &'static str, i64);
-    /// What the case shows, `to`, `alloc`, the candidates, the victims.
-    type Case = (
-        &'static str,
-        &'static str,
-        &'static str,
-        &'static [Candidate],
-        &'static [&'static str],
-    );
-    let cases: [Case; 5] = [
-        (
-            // Any one of the three frees enough; the lowest priority one goes.
-            "reprieves higher priority victims first",
-            "550m",
-            "1930m",
-            &[
-                ("p500", 500, "500m", 10),
-                ("p100", 100, "500m", 10),
-                ("p300", 300, "500m", 10),
-            ],
-            &["p100"],
-        ),
-        (
-            "among equal priority the youngest is preempted",
-            "550m",
-            "1930m",
-            &[
-                ("old", 0, "500m", 10),
-                ("young", 0, "500m", 99),
-                ("mid", 0, "500m", 50),
-            ],
-            &["young"],
-        ),
-        (
-            // Upstream reprieve: the big important pod is reprieved only if it fits back; here
-            // the small one is not enough alone, so both priorities are tried in order. Need
-            // 1250 + 1300 = 2550 in 2000: remove all -> 1250 fits; reprieve big (2250) no ->
-            // victim; reprieve small (1550) yes.
-            "keeps a more important victim if a less important one suffices",
-            "1250m",
-            "2000m",
-            &[("big", 200, "1000m", 10), ("small", 100, "300m", 10)],
-            &["big"],
-        ),
-        (
-            // 1250 + 1200 = 2450 in 1700: need 750 -> two victims, the two youngest.
-            "several victims when one is not enough",
-            "1250m",
-            "1700m",
-            &[
-                ("a", 0, "400m", 10),
-                ("b", 0, "400m", 20),
-                ("c", 0, "400m", 30),
-            ],
-            &["b", "c"],
-        ),
-        (
-            "victims are listed most important first",
-            "1850m",
-            "2000m",
-            &[
-                ("a", 5, "500m", 10),
-                ("b", 1, "500m", 10),
-                ("c", 3, "500m", 10),
-            ],
-            &["a", "c", "b"],
-        ),
-    ];
-    for (what, to, alloc, others, victims) in cases {
-        assert_eq!(chosen(alloc, &node_pods(to, others)), victims, "{what}");
-    }
+fn reprieves_higher_priority_victims_first() {
+    upstream_case(0);
+}
+
+#[test]
+fn among_equal_priority_the_youngest_is_preempted() {
+    upstream_case(1);
+}
+
+#[test]
+fn keeps_a_more_important_victim_if_a_less_important_one_suffices() {
+    upstream_case(2);
+}
+
+#[test]
+fn several_victims_when_one_is_not_enough() {
+    upstream_case(3);
+}
+
+#[test]
+fn victims_are_listed_most_important_first() {
+    upstream_case(4);
 }
 
 #[test]
