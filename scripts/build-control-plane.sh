@@ -45,15 +45,7 @@ BINARIES=(kube-apiserver kube-scheduler kube-controller-manager kubectl etcd hol
 # shellcheck source=scripts/lib/stamp-cache.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
 
-log() { printf '%s\n' "build-control-plane: $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-have() {
-  local d=$1 b
-  for b in "${BINARIES[@]}"; do
-    [[ -f "$d/$b" && -x "$d/$b" ]] || return 1
-  done
-}
+stamp_cache_tool build-control-plane "${BINARIES[@]}"
 
 stamp_cache_args 41 "$@"
 stamp_cache_override RESIZE_GUARD_K8S_BIN_DIR "executable ${BINARIES[*]}"
@@ -124,12 +116,6 @@ v="$("$TMP_OUT/kube-controller-manager" --version 2>&1 || true)"
 v="$("$TMP_OUT/hollow-node" --version 2>&1 || true)"
 [[ "$v" == "Kubernetes $K8S_VERSION" ]] || die "hollow-node --version printed '$v', expected 'Kubernetes $K8S_VERSION'"
 
-{
-  echo "key=$KEY"
-  echo "kubernetes=$K8S_VERSION"
-  echo "go=$GO_VERSION"
-  echo "ldflags=$LDFLAGS"
-  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"
-} >"$TMP_OUT/BUILD-INFO"
+stamp_cache_build_info "kubernetes=$K8S_VERSION"
 
 stamp_cache_publish "$TMP_OUT" "$start"

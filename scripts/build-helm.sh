@@ -33,10 +33,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib/stamp-cache.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
 
-log() { printf '%s\n' "build-helm: $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-have() { [[ -f "$1/helm" && -x "$1/helm" ]]; }
+stamp_cache_tool build-helm helm
 
 stamp_cache_args 30 "$@"
 stamp_cache_override RESIZE_GUARD_HELM_DIR "an executable helm"
@@ -70,12 +67,8 @@ done
 BUILD_FLAGS=(-trimpath -buildvcs=false -mod=readonly)
 PACKAGE=helm.sh/helm/v3/cmd/helm
 
-KEY="$(
-  {
-    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"
-    printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "$PACKAGE"
-  } | sha256sum | cut -c1-16
-)"
+KEY="$(stamp_cache_key "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" \
+  -- "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "$PACKAGE")"
 
 stamp_cache_init helm "$KEY"
 
@@ -86,9 +79,7 @@ stamp_cache_begin "helm $HELM_VERSION" "${RESIZE_GUARD_HELM_MIN_FREE_GB:-2}" "he
 log "building helm $HELM_VERSION (first run only; up to ~8 min on 2 busy cores with empty Go caches) …"
 log "  module: $MOD_DIR   key: $KEY   $GO_VERSION"
 start=$SECONDS
-if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/helm" "$PACKAGE") >&2; then
-  die "go build failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
-fi
+stamp_cache_go_build "$MOD_DIR" "$TMP_OUT/helm" "$PACKAGE"
 have "$TMP_OUT" || die "go build succeeded but $TMP_OUT/helm is missing"
 
 # Sanity: the version ldflags took effect and the binary runs without a home.
@@ -97,13 +88,6 @@ v="$(HELM_CONFIG_HOME="$TMP_OUT/.cfg" HELM_CACHE_HOME="$TMP_OUT/.cfg" HELM_DATA_
 rm -rf -- "$TMP_OUT/.cfg"
 [[ "$v" == "$HELM_VERSION" ]] || die "helm version printed '$v', expected '$HELM_VERSION'"
 
-{
-  echo "key=$KEY"
-  echo "helm=$HELM_VERSION"
-  echo "kubernetes-default=v1.$K8S_MINOR"
-  echo "go=$GO_VERSION"
-  echo "ldflags=$LDFLAGS"
-  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"
-} >"$TMP_OUT/BUILD-INFO"
+stamp_cache_build_info "helm=$HELM_VERSION" "kubernetes-default=v1.$K8S_MINOR"
 
 stamp_cache_publish "$TMP_OUT" "$start"

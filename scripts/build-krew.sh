@@ -37,10 +37,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib/stamp-cache.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
 
-log() { printf '%s\n' "build-krew: $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-have() { [[ -x "$1/validate-krew-manifest" && -x "$1/kubectl-krew" ]]; }
+stamp_cache_tool build-krew validate-krew-manifest kubectl-krew
 
 stamp_cache_args 33 "$@"
 stamp_cache_override RESIZE_GUARD_KREW_DIR "executable validate-krew-manifest and kubectl-krew"
@@ -61,12 +58,8 @@ VERSION="$(awk -v m="$MOD" '($1 == m && $2 ~ /^v/) { print $2; exit }' "$MOD_DIR
 LDFLAGS="-s -w"
 BUILD_FLAGS=(-trimpath -buildvcs=false -mod=readonly)
 
-KEY="$(
-  {
-    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"
-    printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS"
-  } | sha256sum | cut -c1-16
-)"
+KEY="$(stamp_cache_key "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" \
+  -- "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS")"
 
 stamp_cache_init krew "$KEY"
 stamp_cache_begin "krew $VERSION" "${RESIZE_GUARD_KREW_MIN_FREE_GB:-1}" "validate-krew-manifest and kubectl-krew" RESIZE_GUARD_KREW_DIR
@@ -74,24 +67,13 @@ stamp_cache_begin "krew $VERSION" "${RESIZE_GUARD_KREW_MIN_FREE_GB:-1}" "validat
 log "building krew $VERSION's validate-krew-manifest and krew (first run only; ~1 min) …"
 log "  module: $MOD_DIR   key: $KEY   $GO_VERSION"
 start=$SECONDS
-if ! (cd "$MOD_DIR" \
-  && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/validate-krew-manifest" "$MOD/cmd/validate-krew-manifest" \
-  && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/kubectl-krew" "$MOD/cmd/krew") >&2; then
-  die "go build failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
-fi
+stamp_cache_go_build "$MOD_DIR" "$TMP_OUT/validate-krew-manifest" "$MOD/cmd/validate-krew-manifest"
+stamp_cache_go_build "$MOD_DIR" "$TMP_OUT/kubectl-krew" "$MOD/cmd/krew"
 have "$TMP_OUT" || die "go build succeeded but a binary is missing in $TMP_OUT"
 
 # Sanity: both run.
 "$TMP_OUT/kubectl-krew" help >/dev/null 2>&1 || die "kubectl-krew help failed"
-v="$("$TMP_OUT/validate-krew-manifest" 2>&1 || true)"
-[[ "$v" == *"-manifest must be specified"* ]] || die "validate-krew-manifest printed '$v'"
-
-{
-  echo "key=$KEY"
-  echo "krew=$VERSION"
-  echo "go=$GO_VERSION"
-  echo "ldflags=$LDFLAGS"
-  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"
-} >"$TMP_OUT/BUILD-INFO"
+stamp_cache_expect "-manifest must be specified" "$TMP_OUT/validate-krew-manifest"
+stamp_cache_build_info "krew=$VERSION"
 
 stamp_cache_publish "$TMP_OUT" "$start"

@@ -34,11 +34,8 @@ set -euo pipefail
 # shellcheck source=scripts/lib/stamp-cache.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
 
-log() { printf '%s\n' "build-metrics-server: $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
 MANIFESTS=(rbac.yaml apiservice.yaml)
-have() { [[ -f "$1/metrics-server" && -x "$1/metrics-server" && -f "$1/rbac.yaml" && -f "$1/apiservice.yaml" ]]; }
+stamp_cache_tool build-metrics-server metrics-server "${MANIFESTS[@]}"
 
 stamp_cache_args 30 "$@"
 # The override names the binary (as the Makefile exports it), not a directory.
@@ -71,12 +68,8 @@ LDFLAGS+=" -X $VERSION_PKG.buildDate=1970-01-01T00:00:00Z"
 BUILD_FLAGS=(-trimpath -buildvcs=false -mod=readonly)
 PACKAGE=$MODULE/cmd/metrics-server
 
-KEY="$(
-  {
-    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"
-    printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "$PACKAGE" "${MANIFESTS[*]}"
-  } | sha256sum | cut -c1-16
-)"
+KEY="$(stamp_cache_key "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" \
+  -- "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "$PACKAGE" "${MANIFESTS[*]}")"
 
 stamp_cache_init metrics-server "$KEY"
 stamp_cache_begin "metrics-server $VERSION" "${RESIZE_GUARD_METRICS_SERVER_MIN_FREE_GB:-2}" "metrics-server" RESIZE_GUARD_METRICS_SERVER_BIN
@@ -84,34 +77,17 @@ stamp_cache_begin "metrics-server $VERSION" "${RESIZE_GUARD_METRICS_SERVER_MIN_F
 log "building metrics-server $VERSION (first run only; a few minutes with empty Go caches) …"
 log "  module: $MOD_DIR   key: $KEY   $GO_VERSION"
 start=$SECONDS
-if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/metrics-server" "$PACKAGE") >&2; then
-  die "go build failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
-fi
-[[ -x "$TMP_OUT/metrics-server" ]] || die "go build succeeded but $TMP_OUT/metrics-server is missing"
+stamp_cache_go_build "$MOD_DIR" "$TMP_OUT/metrics-server" "$PACKAGE"
 
 # The RBAC and APIService the release ships, from the module itself.
-MS_MOD_DIR="$(cd "$MOD_DIR" && go list -mod=readonly -m -f '{{.Dir}}' "$MODULE")" || die "go list -m $MODULE failed"
-for f in "${MANIFESTS[@]}"; do
-  [[ -f "$MS_MOD_DIR/manifests/base/$f" ]] || die "$MS_MOD_DIR/manifests/base/$f not found"
-  cp -- "$MS_MOD_DIR/manifests/base/$f" "$TMP_OUT/$f"
-  chmod 644 "$TMP_OUT/$f"
-done
+stamp_cache_from_module "$MOD_DIR" "$MODULE" manifests/base "${MANIFESTS[@]}"
 have "$TMP_OUT" || die "build finished but $TMP_OUT is incomplete"
 
 # Sanity: the binary runs, knows the flags the harness passes, and carries the version.
-out="$("$TMP_OUT/metrics-server" --help 2>&1 || true)"
 for flag in --kubelet-insecure-tls --kubelet-use-node-status-port --metric-resolution --secure-port; do
-  grep -q -- "$flag" <<<"$out" || die "metrics-server --help does not mention $flag; it printed: ${out:0:2000}"
+  stamp_cache_expect "$flag" "$TMP_OUT/metrics-server" --help
 done
-v="$("$TMP_OUT/metrics-server" --version 2>&1 || true)"
-[[ "$v" == *"$VERSION"* ]] || die "metrics-server --version printed '$v', expected $VERSION"
-
-{
-  echo "key=$KEY"
-  echo "metrics-server=$MODULE@$VERSION"
-  echo "go=$GO_VERSION"
-  echo "ldflags=$LDFLAGS"
-  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"
-} >"$TMP_OUT/BUILD-INFO"
+stamp_cache_expect "$VERSION" "$TMP_OUT/metrics-server" --version
+stamp_cache_build_info "metrics-server=$MODULE@$VERSION"
 
 stamp_cache_publish "$TMP_OUT" "$start"

@@ -56,15 +56,7 @@ BINARIES=(kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc pause
 # shellcheck source=scripts/lib/stamp-cache.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
 
-log() { printf '%s\n' "build-node: $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-have() {
-  local d=$1 b
-  for b in "${BINARIES[@]}"; do
-    [[ -f "$d/$b" && -x "$d/$b" ]] || return 1
-  done
-}
+stamp_cache_tool build-node "${BINARIES[@]}"
 
 stamp_cache_args 39 "$@"
 stamp_cache_override RESIZE_GUARD_NODE_BIN_DIR "executable ${BINARIES[*]}"

@@ -30,10 +30,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib/stamp-cache.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
 
-log() { printf '%s\n' "build-registry: $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-have() { [[ -f "$1/registry" && -x "$1/registry" ]]; }
+stamp_cache_tool build-registry registry
 
 stamp_cache_args 27 "$@"
 stamp_cache_override RESIZE_GUARD_REGISTRY_DIR "an executable registry"
@@ -54,12 +51,8 @@ LDFLAGS+=" -X $MOD/version.mainpkg=$MOD"
 BUILD_FLAGS=(-trimpath -buildvcs=false -mod=readonly)
 PACKAGE=$MOD/cmd/registry
 
-KEY="$(
-  {
-    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"
-    printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "$PACKAGE"
-  } | sha256sum | cut -c1-16
-)"
+KEY="$(stamp_cache_key "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" \
+  -- "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "$PACKAGE")"
 
 stamp_cache_init registry "$KEY"
 stamp_cache_begin "registry $VERSION" "${RESIZE_GUARD_REGISTRY_MIN_FREE_GB:-2}" "registry" RESIZE_GUARD_REGISTRY_DIR
@@ -67,21 +60,11 @@ stamp_cache_begin "registry $VERSION" "${RESIZE_GUARD_REGISTRY_MIN_FREE_GB:-2}" 
 log "building registry $VERSION (first run only; a few minutes with empty Go caches) …"
 log "  module: $MOD_DIR   key: $KEY   $GO_VERSION"
 start=$SECONDS
-if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/registry" "$PACKAGE") >&2; then
-  die "go build failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
-fi
+stamp_cache_go_build "$MOD_DIR" "$TMP_OUT/registry" "$PACKAGE"
 have "$TMP_OUT" || die "go build succeeded but $TMP_OUT/registry is missing"
 
 # Sanity: the version ldflags took effect and the binary runs.
-v="$("$TMP_OUT/registry" --version 2>&1 || true)"
-[[ "$v" == *"$VERSION"* ]] || die "registry --version printed '$v', expected $VERSION"
-
-{
-  echo "key=$KEY"
-  echo "registry=$VERSION"
-  echo "go=$GO_VERSION"
-  echo "ldflags=$LDFLAGS"
-  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"
-} >"$TMP_OUT/BUILD-INFO"
+stamp_cache_expect "$VERSION" "$TMP_OUT/registry" --version
+stamp_cache_build_info "registry=$VERSION"
 
 stamp_cache_publish "$TMP_OUT" "$start"

@@ -42,17 +42,9 @@ set -euo pipefail
 # shellcheck source=scripts/lib/stamp-cache.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
 
-log() { printf '%s\n' "build-vpa: $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
 CRD=vpa-v1-crd-gen.yaml
 RBAC=vpa-rbac.yaml
-have() {
-  [[ -f "$1/vpa-recommender" && -x "$1/vpa-recommender" \
-    && -f "$1/vpa-updater" && -x "$1/vpa-updater" \
-    && -f "$1/vpa-admission-controller" && -x "$1/vpa-admission-controller" \
-    && -f "$1/$CRD" && -f "$1/$RBAC" ]]
-}
+stamp_cache_tool build-vpa vpa-recommender vpa-updater vpa-admission-controller "$CRD" "$RBAC"
 
 stamp_cache_args 35 "$@"
 stamp_cache_override RESIZE_GUARD_VPA_DIR "executable vpa-recommender, vpa-updater and vpa-admission-controller, $CRD and $RBAC"
@@ -74,13 +66,9 @@ BUILD_FLAGS=(-trimpath -buildvcs=false -mod=readonly)
 PACKAGES=("$MODULE/pkg/recommender" "$MODULE/pkg/updater" "$MODULE/pkg/admission-controller")
 NAMES=(vpa-recommender vpa-updater vpa-admission-controller)
 
-KEY="$(
-  {
-    cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"
-    printf '%s\n' "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" \
-      "${PACKAGES[*]}" "${NAMES[*]}" "$CRD" "$RBAC"
-  } | sha256sum | cut -c1-16
-)"
+KEY="$(stamp_cache_key "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" \
+  -- "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" \
+  "${PACKAGES[*]}" "${NAMES[*]}" "$CRD" "$RBAC")"
 
 stamp_cache_init vpa "$KEY"
 
@@ -94,9 +82,7 @@ start=$SECONDS
 # One invocation builds all three (shared packages compiled once); -o DIR/ names each binary
 # after its package's last path element.
 mkdir -p "$TMP_OUT/bin"
-if ! (cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/bin/" "${PACKAGES[@]}") >&2; then
-  die "go build failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
-fi
+stamp_cache_go_build "$MOD_DIR" "$TMP_OUT/bin/" "${PACKAGES[@]}"
 for i in "${!PACKAGES[@]}"; do
   built="$TMP_OUT/bin/${PACKAGES[$i]##*/}"
   [[ -x "$built" ]] || die "go build succeeded but $built is missing"
@@ -106,36 +92,18 @@ rmdir -- "$TMP_OUT/bin"
 
 # The CRD and RBAC (ServiceAccounts, ClusterRoles, bindings) the binaries were released with,
 # from the module itself.
-VPA_MOD_DIR="$(cd "$MOD_DIR" && go list -mod=readonly -m -f '{{.Dir}}' "$MODULE")" \
-  || die "go list -m $MODULE failed"
-for f in "$CRD" "$RBAC"; do
-  [[ -f "$VPA_MOD_DIR/deploy/$f" ]] || die "$VPA_MOD_DIR/deploy/$f not found"
-  cp -- "$VPA_MOD_DIR/deploy/$f" "$TMP_OUT/$f"
-  chmod 644 "$TMP_OUT/$f"
-done
+stamp_cache_from_module "$MOD_DIR" "$MODULE" deploy "$CRD" "$RBAC"
 have "$TMP_OUT" || die "build finished but $TMP_OUT is incomplete"
 
 # Sanity: each binary runs and knows its own flags (`--help` prints usage and exits).
-expect_flag() {
-  local out
-  out="$("$TMP_OUT/$1" --help 2>&1 || true)"
-  grep -q -- "$2" <<<"$out" || die "$1 --help does not mention $2; it printed: ${out:0:2000}"
-}
-expect_flag vpa-recommender --recommender-interval
-expect_flag vpa-recommender --memory-aggregation-interval
-expect_flag vpa-updater --updater-interval
-expect_flag vpa-updater --in-place-skip-disruption-budget
-expect_flag vpa-admission-controller --register-by-url
-expect_flag vpa-admission-controller --webhook-address
+stamp_cache_expect --recommender-interval "$TMP_OUT/vpa-recommender" --help
+stamp_cache_expect --memory-aggregation-interval "$TMP_OUT/vpa-recommender" --help
+stamp_cache_expect --updater-interval "$TMP_OUT/vpa-updater" --help
+stamp_cache_expect --in-place-skip-disruption-budget "$TMP_OUT/vpa-updater" --help
+stamp_cache_expect --register-by-url "$TMP_OUT/vpa-admission-controller" --help
+stamp_cache_expect --webhook-address "$TMP_OUT/vpa-admission-controller" --help
 
-{
-  echo "key=$KEY"
-  echo "vpa=$VPA_VERSION"
-  echo "crd=$MODULE@$VPA_VERSION/deploy/$CRD"
-  echo "rbac=$MODULE@$VPA_VERSION/deploy/$RBAC"
-  echo "go=$GO_VERSION"
-  echo "ldflags=$LDFLAGS"
-  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"
-} >"$TMP_OUT/BUILD-INFO"
+stamp_cache_build_info "vpa=$VPA_VERSION" "crd=$MODULE@$VPA_VERSION/deploy/$CRD" \
+  "rbac=$MODULE@$VPA_VERSION/deploy/$RBAC"
 
 stamp_cache_publish "$TMP_OUT" "$start"

@@ -1,8 +1,10 @@
-# Shared by scripts/build-control-plane.sh and scripts/build-helm.sh: Go binaries cached in
-# stamp directories $RESIZE_GUARD_CACHE_DIR/<name>-<key>/ (default cache root
-# $HOME/.cache/resize-guard). Sourced, not run. The caller defines log, die and a function
-# `have DIR` (true when DIR holds every binary), and sets GO_VERSION.
+# Shared by every scripts/build-*.sh: Go binaries cached in stamp directories
+# $RESIZE_GUARD_CACHE_DIR/<name>-<key>/ (default cache root $HOME/.cache/resize-guard). Sourced,
+# not run. The caller names itself and its outputs with stamp_cache_tool (which gives it log,
+# die and `have DIR`, true when DIR holds every output; a caller may define its own have after).
 #
+#   stamp_cache_tool NAME FILE…   log and die prefixed with NAME; have DIR checks DIR/FILE… (a
+#                                 FILE that is a program must be executable: NAMES without a dot)
 #   stamp_cache_args LAST "$@"    parses --no-build (sets no_build) and --help (prints the caller's
 #                                 header, lines 2..LAST)
 #   stamp_cache_override VAR WHAT use the directory $VAR names as is (it must hold WHAT), never build
@@ -15,10 +17,31 @@
 #   stamp_cache_lock              the slow path: serialise builders; exits 0 if one finished it
 #   stamp_cache_check_disk GB WHAT OVERRIDE   refuse a cold build without GB free
 #   stamp_cache_publish DIR START  move a finished build into STAMP, print it, exit 0
+#   stamp_cache_key FILE… -- LINE…  the 16-hex key: the files' bytes, then one LINE a line
+#   stamp_cache_go_build DIR OUT PACKAGE…  go build BUILD_FLAGS -ldflags LDFLAGS in DIR, or die
+#   stamp_cache_from_module DIR MODULE SUBDIR FILE…  copy FILE… from MODULE's SUBDIR (as DIR's
+#                                 go.mod pins it) into TMP_OUT
+#   stamp_cache_expect WANT CMD…  die unless CMD's output (stdout and stderr) contains WANT
+#   stamp_cache_build_info LINE…  TMP_OUT/BUILD-INFO: the key, LINE…, go, ldflags and build time
 #
 # <name>-current is a symlink to the last used stamp dir; stamp dirs with other keys are
 # pruned once unused for RESIZE_GUARD_CACHE_KEEP_DAYS days (default 2), so checkouts at
 # different revisions on one machine do not delete each other's binaries.
+
+stamp_cache_tool() {
+  STAMP_TOOL=$1
+  shift
+  STAMP_OUTPUTS=("$@")
+}
+log() { printf '%s\n' "$STAMP_TOOL: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+have() {
+  local d=$1 f
+  for f in "${STAMP_OUTPUTS[@]}"; do
+    [[ -f "$d/$f" ]] || return 1
+    [[ "$f" == *.* || -x "$d/$f" ]] || return 1
+  done
+}
 
 stamp_cache_args() {
   local last=$1 arg
@@ -157,4 +180,47 @@ stamp_cache_publish() {
   trap - EXIT
   log "built in $(( SECONDS - start ))s: $STAMP"
   stamp_cache_finish
+}
+
+stamp_cache_key() {
+  {
+    while [[ $# -gt 0 && "$1" != -- ]]; do cat "$1"; shift; done
+    [[ $# -gt 0 ]] && shift
+    printf '%s\n' "$@"
+  } | sha256sum | cut -c1-16
+}
+
+stamp_cache_go_build() {
+  local dir=$1 out=$2
+  shift 2
+  (cd "$dir" && go build "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$out" "$@") >&2 \
+    || die "go build failed after $(( SECONDS - start ))s (see output above). Module: $dir"
+}
+
+stamp_cache_from_module() {
+  local dir=$1 module=$2 sub=$3 src f
+  shift 3
+  src="$(cd "$dir" && go list -mod=readonly -m -f '{{.Dir}}' "$module")" || die "go list -m $module failed"
+  for f in "$@"; do
+    [[ -f "$src/$sub/$f" ]] || die "$src/$sub/$f not found"
+    cp -- "$src/$sub/$f" "$TMP_OUT/$f"
+    chmod 644 "$TMP_OUT/$f"
+  done
+}
+
+stamp_cache_expect() {
+  local want=$1 out
+  shift
+  out="$("$@" 2>&1 || true)"
+  [[ "$out" == *"$want"* ]] || die "'$(basename -- "$1")${2:+ ${*:2}}' printed '${out:0:2000}', expected it to contain '$want'"
+}
+
+stamp_cache_build_info() {
+  {
+    echo "key=$STAMP_KEY"
+    printf '%s\n' "$@"
+    echo "go=$GO_VERSION"
+    echo "ldflags=$LDFLAGS"
+    echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( SECONDS - start ))s"
+  } >"$TMP_OUT/BUILD-INFO"
 }
