@@ -8,7 +8,7 @@ use crate::scenario::webhook as support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use resize_guard_harness::admission::Webhooks;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::objects::*;
@@ -162,14 +162,7 @@ async fn annotation_changes_sent_to_pods_resize_are_dropped_by_the_api_server() 
         "metadata": {"annotations": {"resize-guard.io/probe": "kept?"}, "labels": {"probe": "kept"}},
         "spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "300m"}, "limits": {"cpu": "300m"}}}]},
     });
-    pods.patch_subresource(
-        "resize",
-        "app",
-        &PatchParams::default(),
-        &Patch::Strategic(patch),
-    )
-    .await
-    .unwrap();
+    patch_resize(&pods, "app", &patch).await.unwrap();
     let p = pods.get("app").await.unwrap();
     let cpu = &p.spec.as_ref().unwrap().containers[0]
         .resources

@@ -21,9 +21,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use resize_guard_harness::admission::{MUTATING_NAME, Webhooks};
 use resize_guard_harness::env::{EnvOptions, shared};
+use resize_guard_harness::objects::patch_resize;
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
@@ -315,15 +316,7 @@ async fn under_a_slowloris_and_a_flood_of_maximum_size_bodies_real_reviews_are_a
         i += 1;
         let patch = json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}});
         let sent = Instant::now();
-        match api
-            .patch_subresource(
-                "resize",
-                "steady",
-                &PatchParams::default(),
-                &Patch::Strategic(patch),
-            )
-            .await
-        {
+        match patch_resize(&api, "steady", &patch).await {
             Ok(_) => latencies.push(sent.elapsed()),
             Err(e) => failures.push(format!("{cpu}: {e}")),
         }

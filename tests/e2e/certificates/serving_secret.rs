@@ -95,6 +95,14 @@ fn der(pem: &str) -> Vec<u8> {
         .to_vec()
 }
 
+/// Waits ([`wait_readyz`], `what` naming the wait) until `/readyz` fails with a body containing
+/// `needle`, then asserts it is a 503 that says `says`.
+async fn unready_saying(port: u16, process: &Process, what: &str, needle: &str, says: &str) {
+    let body = wait_readyz(port, process, what, |ok, b| !ok && b.contains(needle)).await;
+    assert!(body.contains("503"), "{body}");
+    assert!(body.contains(says), "{body}");
+}
+
 /// Polls `/readyz` until `want(ok, body)`; returns the body.
 async fn wait_readyz(
     port: u16,
@@ -146,15 +154,14 @@ async fn the_webhook_serves_the_secret_and_follows_its_changes() {
     );
 
     // No Secret yet: alive, not ready, and saying why.
-    let body = wait_readyz(health, &hook, "no Secret", |ok, b| {
-        !ok && b.contains("not found")
-    })
+    unready_saying(
+        health,
+        &hook,
+        "no Secret",
+        "not found",
+        &format!("Secret {ns}/{SECRET} not found"),
+    )
     .await;
-    assert!(body.contains("503"), "{body}");
-    assert!(
-        body.contains(&format!("Secret {ns}/{SECRET} not found")),
-        "{body}"
-    );
     assert!(http_get(health, "/livez").await.is_ok());
 
     // The Secret appears: ready, serving exactly its certificate.
@@ -248,13 +255,12 @@ async fn the_webhook_serves_the_secret_and_follows_its_changes() {
         .delete(SECRET, &DeleteParams::default())
         .await
         .unwrap();
-    let body = wait_readyz(health, &hook, "deleted", |ok, b| {
-        !ok && b.contains("deleted")
-    })
+    unready_saying(
+        health,
+        &hook,
+        "deleted",
+        "deleted",
+        &format!("Secret {ns}/{SECRET} was deleted"),
+    )
     .await;
-    assert!(body.contains("503"), "{body}");
-    assert!(
-        body.contains(&format!("Secret {ns}/{SECRET} was deleted")),
-        "{body}"
-    );
 }

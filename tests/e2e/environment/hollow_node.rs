@@ -12,12 +12,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::objects::{
-    allocated, allocated_cpu, condition, create_running, guaranteed_pod, restart_count, wait_gone,
-    wait_pod,
+    allocated, allocated_cpu, condition, create_running, guaranteed_pod, patch_resize,
+    restart_count, wait_gone, wait_pod,
 };
 use serde_json::json;
 
@@ -72,14 +72,7 @@ async fn namespace(client: &kube::Client, prefix: &str) -> String {
 }
 
 async fn resize(pods: &Api<Pod>, name: &str, body: serde_json::Value) {
-    pods.patch_subresource(
-        "resize",
-        name,
-        &PatchParams::default(),
-        &Patch::Strategic(body),
-    )
-    .await
-    .unwrap();
+    patch_resize(pods, name, &body).await.unwrap();
 }
 
 fn cpu_resize(cpu: &str) -> serde_json::Value {

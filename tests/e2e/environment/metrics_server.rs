@@ -8,14 +8,16 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig, parse_milli};
 use resize_guard_harness::kubectl::Kubectl;
 use resize_guard_harness::metrics_server::{
     METRIC_RESOLUTION, MetricsServer, api_service_available, container_usage,
 };
-use resize_guard_harness::objects::{condition, create_running, guaranteed_pod, wait_pod};
+use resize_guard_harness::objects::{
+    condition, create_running, guaranteed_pod, patch_resize, wait_pod,
+};
 use resize_guard_harness::replica::host_ip;
 use serde_json::json;
 
@@ -155,12 +157,11 @@ async fn metrics_api_and_kubelet_report_the_usage_set_on_the_hollow_node() {
 
     // The kubelet's own check reads the same usage: lowering the limit below it fails, naming
     // the container.
-    pods.patch_subresource(
-        "resize",
+    patch_resize(
+        &pods,
         "app",
-        &PatchParams::default(),
-        &Patch::Strategic(json!({"spec": {"containers": [{"name": "app",
-            "resources": {"requests": {"memory": "256Mi"}, "limits": {"memory": "256Mi"}}}]}})),
+        &json!({"spec": {"containers": [{"name": "app",
+            "resources": {"requests": {"memory": "256Mi"}, "limits": {"memory": "256Mi"}}}]}}),
     )
     .await
     .unwrap();

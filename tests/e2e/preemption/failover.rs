@@ -663,15 +663,7 @@ async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
         "requests": {"cpu": "200m"}, "limits": {"cpu": "200m"}}}]}});
     let answers = futures::future::join_all(growing.iter().map(|name| {
         let (pods, resize) = (pods.clone(), resize.clone());
-        async move {
-            pods.patch_subresource(
-                "resize",
-                name,
-                &PatchParams::default(),
-                &Patch::Strategic(&resize),
-            )
-            .await
-        }
+        async move { patch_resize(&pods, name, &resize).await }
     }))
     .await;
     for a in answers {

@@ -71,15 +71,7 @@ async fn resize_past_allocatable_is_refused_by_the_api_server() {
         r#"Error from server (Forbidden): pods "app" is forbidden: node didn't have enough allocatable resources: cpu, requested: 2430, allocatable: 1930"#
     );
     let patch: serde_json::Value = serde_json::from_str(&cpu_resize("2430m")).unwrap();
-    let err = pods
-        .patch_subresource(
-            "resize",
-            "app",
-            &PatchParams::default(),
-            &Patch::Strategic(patch),
-        )
-        .await
-        .unwrap_err();
+    let err = patch_resize(&pods, "app", &patch).await.unwrap_err();
     let kube::Error::Api(status) = err else {
         panic!("{err:?}")
     };

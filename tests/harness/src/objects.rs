@@ -131,6 +131,22 @@ pub async fn create_running_as_is(api: &Api<Pod>, pod: &Pod) -> anyhow::Result<P
     .await
 }
 
+/// `PATCH pods/<name>/resize` with a strategic-merge `patch`, as `kubectl patch --subresource
+/// resize` sends it.
+pub async fn patch_resize(
+    api: &Api<Pod>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> kube::Result<Pod> {
+    api.patch_subresource(
+        "resize",
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Strategic(patch),
+    )
+    .await
+}
+
 /// Polls a pod until `ready` holds; the error carries the last state seen.
 pub async fn wait_pod(
     api: &Api<Pod>,
