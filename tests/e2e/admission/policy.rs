@@ -47,14 +47,7 @@ async fn policy_modes_and_live_reload() {
         p.status.as_ref().unwrap().qos_class.as_deref(),
         Some("Guaranteed")
     );
-    let limits = p.spec.as_ref().unwrap().containers[0]
-        .resources
-        .as_ref()
-        .unwrap()
-        .limits
-        .clone()
-        .unwrap();
-    assert_eq!(limits["cpu"].0, "400m");
+    assert_eq!(spec_cpu(&p).1.as_deref(), Some("400m"), "app's cpu limit");
     assert_eq!(restart_count(&p), 0);
     let mut events = String::new();
     for _ in 0..100 {
