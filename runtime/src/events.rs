@@ -7,6 +7,9 @@
 //! dropped — counted ([`Events::dropped`]) and logged — instead of piling up as one task each.
 //! [`Events::publish_through`] lets a caller wrap the post, e.g. in the controller's leadership
 //! fence, so a replica that no longer leads publishes nothing.
+//!
+//! Both programs decide their Events as an [`EventIntent`] (a review's denial or repair, a
+//! preemption's steps) and [`Events::record`] them: one type, one wording of the Event.
 
 use std::fmt::Display;
 use std::future::Future;
@@ -16,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::mpsc;
 
 /// How many Events may wait to be published before new ones are dropped.
@@ -29,6 +32,45 @@ pub const CONCURRENCY: usize = 4;
 pub type Publish = BoxFuture<'static, Result<(), kube::Error>>;
 
 type Job = Box<dyn FnOnce(Recorder) -> BoxFuture<'static, ()> + Send>;
+
+/// The longest Event note the API server accepts (events.k8s.io `note` is limited to 1 kB).
+pub const NOTE_LIMIT: usize = 1024;
+
+/// An Event a program decided to record on an object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventIntent {
+    /// The object the Event is about (a pod).
+    pub regarding: ObjectReference,
+    /// A second object it concerns (the preemptor, on a victim's Event).
+    pub related: Option<ObjectReference>,
+    /// `Warning` or `Normal`.
+    pub warning: bool,
+    /// The Event's reason (`ResizeRejected`, `Preempted` …).
+    pub reason: &'static str,
+    /// What was done or judged (`Preempt`, or the review's decision label): keeps different
+    /// Events of one object apart when repeats are aggregated into series.
+    pub action: String,
+    /// The human message, clipped to [`NOTE_LIMIT`] when recorded.
+    pub note: String,
+}
+
+impl EventIntent {
+    /// The Event as kube's recorder posts it, and the object it is about.
+    pub fn into_event(self) -> (Event, ObjectReference) {
+        let event = Event {
+            type_: if self.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: self.reason.to_owned(),
+            note: Some(resize_guard_policy::verdict::clip(&self.note, NOTE_LIMIT)),
+            action: self.action,
+            secondary: self.related,
+        };
+        (event, self.regarding)
+    }
+}
 
 /// A handle on the process's one Event publisher (cheap to clone).
 #[derive(Clone)]
@@ -67,6 +109,23 @@ impl Events {
             queue,
             dropped: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Queues the Event `intent` describes; a failed post is logged.
+    pub fn record(&self, intent: EventIntent) {
+        let (event, regarding) = intent.into_event();
+        self.publish(event, regarding);
+    }
+
+    /// [`Events::record`], with the post made through `through` ([`Events::publish_through`]).
+    pub fn record_through<F, Fut, E>(&self, intent: EventIntent, through: F)
+    where
+        F: FnOnce(Publish) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display,
+    {
+        let (event, regarding) = intent.into_event();
+        self.publish_through(event, regarding, through);
     }
 
     /// Queues `event` about `regarding`; a failed post is logged.

@@ -11,6 +11,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionResponse, AdmissionReview};
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::pod::PodKey;
+use resize_guard_runtime::events::NOTE_LIMIT;
 use serde::de::IgnoredAny;
 
 use crate::incoming::{Incoming, IncomingRequest};
@@ -27,21 +28,8 @@ pub use resize_guard_policy::admission::Stage;
 /// The longest warning the API server passes on whole (longer ones are truncated).
 const WARNING_LIMIT: usize = 256;
 
-/// An Event to record on the pod, decided by the review.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventIntent {
-    /// The pod.
-    pub regarding: ObjectReference,
-    /// `Warning` or `Normal`.
-    pub warning: bool,
-    /// `ResizeRejected` or `ResizeRepaired`.
-    pub reason: &'static str,
-    /// What was judged (the decision label): keeps different denials of one pod apart when
-    /// Events are aggregated into series.
-    pub action: String,
-    /// The human message.
-    pub note: String,
-}
+/// An Event to record on the pod, decided by the review (the programs' one Event type).
+pub use resize_guard_runtime::events::EventIntent;
 
 /// A finished review.
 #[derive(Debug)]
@@ -421,11 +409,12 @@ fn intent(
 ) -> Result<EventIntent, String> {
     Ok(EventIntent {
         regarding: target.clone()?,
+        related: None,
         warning,
         reason,
         action: action.to_owned(),
         // events.k8s.io notes are limited to 1 kB.
-        note: clip(note, 1024),
+        note: clip(note, NOTE_LIMIT),
     })
 }
 

@@ -21,7 +21,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum_server::tls_rustls::RustlsConfig;
-use kube::runtime::events::{Event as KubeEvent, EventType, Reporter};
+use kube::runtime::events::Reporter;
 use resize_guard_runtime::{Events, Runtime, health};
 use serde_json::json;
 
@@ -29,7 +29,7 @@ use crate::args::Args;
 use crate::connections::ConnectionLimit;
 use crate::intake::{Intake, Lane, Limits};
 use crate::metrics::Metrics;
-use crate::review::{Cluster, Decoded, EventIntent, Reviewed, Stage, decode};
+use crate::review::{Cluster, Decoded, Reviewed, Stage, decode};
 use crate::serving_secret::SecretRef;
 use crate::tls::ServingCert;
 use crate::usage::MetricsApi;
@@ -274,24 +274,9 @@ fn answer(stage: Stage, state: &AppState, reviewed: Reviewed, started: Instant) 
             "no Event recorded: the request names a pod the cluster view does not know");
     }
     if let (Some(intent), Some(events)) = (reviewed.event, &state.events) {
-        publish(events, intent);
+        events.record(intent);
     }
     axum::Json(reviewed.review).into_response()
-}
-
-fn publish(events: &Events, intent: EventIntent) {
-    let event = KubeEvent {
-        type_: if intent.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: intent.reason.into(),
-        note: Some(intent.note),
-        action: intent.action,
-        secondary: None,
-    };
-    events.publish(event, intent.regarding);
 }
 
 /// Runs the webhook until SIGTERM/SIGINT, then drains in-flight reviews; a second SIGTERM or

@@ -17,9 +17,9 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
 use resize_guard_policy::pod::{self, PodKey};
 use resize_guard_runtime::Events;
+use resize_guard_runtime::events::EventIntent;
 use serde_json::json;
 
 use crate::lease::fence::Leadership;
@@ -79,25 +79,20 @@ impl Actuator {
         regarding: &ObjectReference,
         related: Option<&ObjectReference>,
         warning: bool,
-        reason: &str,
+        reason: &'static str,
         note: String,
     ) {
-        let ev = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_owned(),
-            note: Some(resize_guard_policy::verdict::clip(&note, 1024)),
+        let intent = EventIntent {
+            regarding: regarding.clone(),
+            related: related.cloned(),
+            warning,
+            reason,
             action: "Preempt".into(),
-            secondary: related.cloned(),
+            note,
         };
         let this = self.clone();
         self.events
-            .publish_through(ev, regarding.clone(), move |post| async move {
-                this.write(post).await
-            });
+            .record_through(intent, move |post| async move { this.write(post).await });
     }
 
     /// The plan-sealing key (read, or created by this leader on first need, fenced).
@@ -242,7 +237,7 @@ impl Actuator {
         &self,
         pod: &Pod,
         warning: bool,
-        reason: &str,
+        reason: &'static str,
         note: String,
     ) -> Result<(), ActuateError> {
         self.record(pod, None).await?;
