@@ -199,12 +199,14 @@ deps-check:
 unit:
 	$(call with_k8s,1.37) $(WITH_REGISTRY) $(CARGO) test --workspace --locked
 
-# The end-to-end suites (tests/e2e), one process per suite; SUITES=admission,vpa::updater picks
-# some (a substring of the module path), ARGS="--nocapture" goes to the test binary.
+# The end-to-end suites (tests/e2e), one process per suite, E2E_JOBS of them at a time (longest
+# first; most of a suite's time is spent waiting on its cluster); SUITES=admission,vpa::updater
+# picks some (a substring of the module path), ARGS="--nocapture" goes to the test binary.
 SUITES ?=
+E2E_JOBS ?= 2
 e2e:
 	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) \
-		CARGO="$(CARGO)" tests/e2e/run.sh $(subst $(comma), ,$(SUITES)) $(if $(ARGS),-- $(ARGS))
+		CARGO="$(CARGO)" JOBS=$(E2E_JOBS) tests/e2e/run.sh $(subst $(comma), ,$(SUITES)) $(if $(ARGS),-- $(ARGS))
 
 # Every upstream part `make test` uses, built or reused (.ci/run builds them beside the Rust builds).
 upstream:

@@ -9,6 +9,13 @@
 # with ARGS passed to the test binary (e.g. `-- --nocapture`). Every suite runs even when one
 # fails; the exit status is 1 when any failed, and the failing suites are named at the end, with
 # each suite's wall time.
+#
+# JOBS=N runs up to N suites at once (default 1). Each is its own process with its own control
+# plane on free ports and its own work dirs; the real node's suites serialise on the machine-wide
+# lock the harness takes. With N > 1 a suite's output goes to target/e2e-logs/<suite>.log and is
+# printed whole when the suite ends, and the longest suites start first (their last times are in
+# tests/e2e/durations.tsv; a suite missing there counts as the longest), so the slowest suite
+# does not start last.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CARGO=${CARGO:-cargo}
@@ -37,20 +44,61 @@ for suite in $suites; do
 done
 [ ${#selected[@]} -gt 0 ] || { echo "e2e: no suite matches: ${filters[*]}" >&2; exit 1; }
 
-failed=()
-total=$(date +%s)
-for suite in "${selected[@]}"; do
-  # The suite's own tests, not those of a module inside it (a suite of their own).
+lanes=${JOBS:-1}
+[[ "$lanes" =~ ^[1-9][0-9]*$ ]] || { echo "e2e: JOBS=$lanes: expected a whole number from 1" >&2; exit 2; }
+if [ "$lanes" -gt 1 ]; then
+  # Longest first: a suite's last measured seconds, unknown suites ahead of all.
+  mapfile -t selected < <(for suite in "${selected[@]}"; do
+    secs=$(awk -v s="$suite" '$2 == s { print $1; exit }' tests/e2e/durations.tsv 2>/dev/null)
+    printf '%s %s\n' "${secs:-999999}" "$suite"
+  done | sort -k1,1nr -k2 | cut -d' ' -f2)
+fi
+
+# run_suite SUITE: one process for SUITE's own tests (not those of a module inside it, a suite of
+# their own); prints the verdict line and returns the test binary's status.
+run_suite() {
+  local suite=$1 start status=0
+  local -a tests
   mapfile -t tests < <(printf '%s\n' "$names" | grep -E "^${suite}::[^:]+$")
   start=$(date +%s)
   echo "e2e: ${suite} (${#tests[@]} tests) …"
-  if $CARGO test --workspace --locked --test e2e -- --exact "${tests[@]}" ${extra[@]+"${extra[@]}"}; then
+  $CARGO test --workspace --locked --test e2e -- --exact "${tests[@]}" ${extra[@]+"${extra[@]}"} || status=$?
+  if [ "$status" -eq 0 ]; then
     echo "e2e: ${suite}: passed in $(( $(date +%s) - start ))s"
   else
     echo "e2e: ${suite}: FAILED after $(( $(date +%s) - start ))s"
-    failed+=("$suite")
   fi
-done
+  return "$status"
+}
+
+failed=()
+total=$(date +%s)
+if [ "$lanes" -eq 1 ]; then
+  for suite in "${selected[@]}"; do
+    run_suite "$suite" || failed+=("$suite")
+  done
+else
+  logs=target/e2e-logs
+  rm -rf "$logs" && mkdir -p "$logs"
+  declare -A running=()
+  # finish: waits for one running suite, prints its log whole and records a failure.
+  finish() {
+    local pid status=0
+    wait -n -p pid "${!running[@]}" || status=$?
+    local suite=${running[$pid]}
+    unset "running[$pid]"
+    cat "$logs/$suite.log"
+    [ "$status" -eq 0 ] || failed+=("$suite")
+  }
+  echo "e2e: ${#selected[@]} suites, ${lanes} at a time; logs in $logs/"
+  for suite in "${selected[@]}"; do
+    while [ ${#running[@]} -ge "$lanes" ]; do finish; done
+    run_suite "$suite" >"$logs/$suite.log" 2>&1 &
+    running[$!]=$suite
+    echo "e2e: started ${suite}"
+  done
+  while [ ${#running[@]} -gt 0 ]; do finish; done
+fi
 echo "e2e: ${#selected[@]} suites in $(( $(date +%s) - total ))s"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "e2e: failed suites: ${failed[*]}"
