@@ -203,7 +203,7 @@ unit:
 # first; most of a suite's time is spent waiting on its cluster); SUITES=admission,vpa::updater
 # picks some (a substring of the module path), ARGS="--nocapture" goes to the test binary.
 SUITES ?=
-E2E_JOBS ?= 2
+E2E_JOBS ?= 3
 e2e:
 	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) \
 		CARGO="$(CARGO)" JOBS=$(E2E_JOBS) tests/e2e/run.sh $(subst $(comma), ,$(SUITES)) $(if $(ARGS),-- $(ARGS))
