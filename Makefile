@@ -182,8 +182,10 @@ vpa:
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
+# `--all-targets` leaves out the e2e binary (`test = false`), so it is named.
 clippy:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) clippy --workspace --test e2e --locked -- -D warnings
 
 # The policy crate must stay pure: no kube client, no async runtime, no HTTP stack.
 deps-check:
