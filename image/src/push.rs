@@ -19,6 +19,15 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 
+mod credentials;
+mod destination;
+mod layout;
+
+pub use credentials::{credentials, credentials_in};
+pub use destination::Destination;
+use layout::read_blob;
+pub use layout::{Document, Layout};
+
 /// Why a push failed; every variant names the registry or the file.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -76,15 +85,6 @@ pub enum PushError {
         stored: String,
     },
 }
-
-mod credentials;
-mod destination;
-mod layout;
-
-pub use credentials::{credentials, credentials_in};
-pub use destination::Destination;
-use layout::read_blob;
-pub use layout::{Document, Layout};
 
 /// What a push did.
 #[derive(Debug, Clone, PartialEq, Eq)]
