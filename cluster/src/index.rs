@@ -53,6 +53,55 @@ impl LabelSets {
     }
 }
 
+/// A pod UID as a key of the index: the 16 bytes of a UUID in its canonical text form (what
+/// the API server assigns: lowercase hex, hyphens at 8, 13, 18 and 23), the text otherwise.
+/// 24 bytes in the map instead of a boxed 36-byte string (~40 B a pod, ~6 MiB at 150,000).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Uid {
+    Uuid([u8; 16]),
+    Text(Box<str>),
+}
+
+impl Uid {
+    fn of(uid: &str) -> Uid {
+        Self::uuid(uid).map_or_else(|| Uid::Text(uid.into()), Uid::Uuid)
+    }
+
+    /// The bytes of a canonical lowercase UUID; `None` for any other text, so that two
+    /// different UIDs never share a key.
+    fn uuid(uid: &str) -> Option<[u8; 16]> {
+        let b = uid.as_bytes();
+        if b.len() != 36 {
+            return None;
+        }
+        let nibble = |c: u8| match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        };
+        let mut out = [0u8; 16];
+        let mut n = 0;
+        let mut high = None;
+        for (i, &c) in b.iter().enumerate() {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                if c != b'-' {
+                    return None;
+                }
+                continue;
+            }
+            let v = nibble(c)?;
+            match high.take() {
+                None => high = Some(v),
+                Some(h) => {
+                    *out.get_mut(n)? = (h << 4) | v;
+                    n += 1;
+                }
+            }
+        }
+        (n == 16).then_some(out)
+    }
+}
+
 /// Pods grouped by the node they are bound to, kept as ledger entries (what decisions read),
 /// with each node's ledger cached until a pod on it or the node itself changes.
 #[derive(Debug, Default)]
@@ -60,7 +109,7 @@ pub struct PodIndex {
     /// Each node's entries, sorted by UID.
     by_node: HashMap<Arc<str>, Vec<LedgerEntry>>,
     /// The node of each indexed pod, by UID.
-    node_of: HashMap<Box<str>, Arc<str>>,
+    node_of: HashMap<Uid, Arc<str>>,
     labels: LabelSets,
     cache: RwLock<HashMap<Arc<str>, Cached>>,
 }
@@ -80,8 +129,7 @@ impl PodIndex {
         self.invalidate(&node);
         let mut entry = LedgerEntry::new(pod);
         entry.labels = entry.labels.map(|l| self.labels.intern(l));
-        self.node_of
-            .insert(uid.clone().into_boxed_str(), node.clone());
+        self.node_of.insert(Uid::of(&uid), node.clone());
         let entries = self.by_node.entry(node).or_default();
         match entries.binary_search_by(|e| e.key.uid.as_str().cmp(&uid)) {
             Ok(i) => entries[i] = entry,
@@ -91,7 +139,7 @@ impl PodIndex {
 
     /// Removes a pod.
     pub fn delete(&mut self, uid: &str) {
-        if let Some(node) = self.node_of.remove(uid) {
+        if let Some(node) = self.node_of.remove(&Uid::of(uid)) {
             self.invalidate(&node);
             if let Some(entries) = self.by_node.get_mut(&node) {
                 if let Ok(i) = entries.binary_search_by(|e| e.key.uid.as_str().cmp(uid)) {
@@ -116,7 +164,7 @@ impl PodIndex {
 
     /// The entry of the indexed pod with this UID (bound, not terminal), on any node.
     pub fn entry(&self, uid: &str) -> Option<&LedgerEntry> {
-        let entries = self.by_node.get(self.node_of.get(uid)?)?;
+        let entries = self.by_node.get(self.node_of.get(&Uid::of(uid))?)?;
         let i = entries
             .binary_search_by(|e| e.key.uid.as_str().cmp(uid))
             .ok()?;
@@ -142,6 +190,18 @@ impl PodIndex {
             cache.insert(Arc::from(name), (version.clone(), ledger.clone()));
         }
         ledger
+    }
+
+    /// Releases what a full list left spare: each node's vector and the maps grown by doubling
+    /// while the list was indexed (about a quarter of the index's memory at 150,000 pods); called
+    /// once a relist is complete, before the fresh index is swapped in.
+    pub fn compact(&mut self) {
+        for entries in self.by_node.values_mut() {
+            entries.shrink_to_fit();
+        }
+        self.by_node.shrink_to_fit();
+        self.node_of.shrink_to_fit();
+        self.labels.sets.shrink_to_fit();
     }
 
     /// Number of indexed pods.
@@ -171,6 +231,39 @@ mod tests {
             .container(container("c").guaranteed(cpu, "64Mi"))
             .running(0)
             .build()
+    }
+
+    #[test]
+    fn only_a_canonical_uuid_is_packed_so_no_two_uids_share_a_key() {
+        let canonical = "0b6a3f2e-9c41-4d7e-8a55-1f2e3d4c5b6a";
+        assert!(matches!(Uid::of(canonical), Uid::Uuid(_)));
+        for other in [
+            "0B6A3F2E-9C41-4D7E-8A55-1F2E3D4C5B6A",
+            "0b6a3f2e9c414d7e8a551f2e3d4c5b6a----",
+            "0b6a3f2e-9c41-4d7e-8a55-1f2e3d4c5b6",
+            "0b6a3f2e-9c41-4d7e-8a55-1f2e3d4c5b6g",
+            "uid-1",
+            "",
+        ] {
+            assert_eq!(Uid::of(other), Uid::Text(other.into()), "{other}");
+        }
+        assert_ne!(
+            Uid::of(canonical),
+            Uid::of("0b6a3f2e-9c41-4d7e-8a55-1f2e3d4c5b6b")
+        );
+    }
+
+    #[test]
+    fn pods_with_uuid_uids_are_found_and_deleted_by_them() {
+        let mut idx = PodIndex::default();
+        let mut p = pod("a", "n1", "500m");
+        let uid = "0b6a3f2e-9c41-4d7e-8a55-1f2e3d4c5b6a";
+        p.metadata.uid = Some(uid.into());
+        idx.apply(&p);
+        assert_eq!(idx.entry(uid).map(|e| e.key.name.as_str()), Some("a"));
+        assert!(idx.entry("0b6a3f2e-9c41-4d7e-8a55-1f2e3d4c5b6b").is_none());
+        idx.delete(uid);
+        assert!(idx.is_empty() && idx.entry(uid).is_none());
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod fault;
 mod fixed;
 pub mod index;
 pub mod jitter;
+pub mod lean;
 pub mod policy_source;
 pub mod supervisor;
 pub mod trim;

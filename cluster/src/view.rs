@@ -3,7 +3,10 @@
 //! pods in a [`PodIndex`] by node holding only their ledger entries (so a decision never re-reads
 //! pod specs), and the policy from the ConfigMap, reloaded live.
 //!
-//! One watch per resource, each object trimmed ([`crate::trim`]) before anything keeps it. The
+//! One watch per resource, each object trimmed before anything keeps it: pods and nodes decoded
+//! lean ([`crate::lean`]: only the kept fields are read off the wire), PodDisruptionBudgets and
+//! the policy ConfigMap decoded and then trimmed ([`crate::trim`]). Pods and nodes get their
+//! first state from a streaming list where the API server serves one ([`InitialList`]). The
 //! pod watch feeds the index and, when [`ViewConfig::keep_pods`] asks for it (the controller), a
 //! reflector [`Store`] of the trimmed pods [`ViewConfig::keep_pod_if`] selects and a broadcast of
 //! each of them it applies or deletes, in that order — so the controller runs on the same single
@@ -23,11 +26,12 @@
 //! policy edit that does not parse is logged, counted, and reported as an `InvalidPolicy` Warning
 //! Event on the ConfigMap; no policy at all as a `NoPolicy` Warning Event.
 //!
-//! Rooms: `config` (what to watch and how), `watches` (a trimmed, supervised watch and its
-//! store), `pods` (the pod watch: index, store, broadcast), `policy_watch` (the two policy
+//! Rooms: `config` (what to watch and how), `initial_list` (streaming or paged, and the
+//! fallback), `watches` (a lean or trimmed, supervised watch and its store), `pods` (the pod watch: index, store, broadcast), `policy_watch` (the two policy
 //! ConfigMaps and their Events); this file holds the view and its answers.
 
 mod config;
+mod initial_list;
 mod pods;
 mod policy_watch;
 #[cfg(test)]
@@ -42,6 +46,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
 use resize_guard_policy::policy::Policy;
@@ -50,16 +55,19 @@ use tokio::sync::broadcast;
 
 use crate::Cluster;
 pub use crate::index::PodIndex;
+use crate::lean::LeanNode;
 use crate::policy_source::{InForce, PolicySource};
 use crate::supervisor::Supervisor;
-use crate::trim::{trim_node, trim_pdb};
+use crate::trim::trim_pdb;
 use crate::watch_health::{WatchHealth, Watched};
 pub use config::{KeepPod, PolicyReloadHook, ViewConfig};
+pub use initial_list::InitialList;
+use initial_list::listed;
 use pods::watch_pods;
 pub use pods::{POD_EVENTS_CAPACITY, POD_PAGE_SIZE};
 pub use policy_watch::last_good_name;
 use policy_watch::{watch_last_good, watch_policy};
-use watches::reflect;
+use watches::{reflect, trimmed};
 
 /// Every value [`ClusterView::policy_origin`] answers: the series of
 /// `resize_guard_policy_in_force{origin}`.
@@ -86,6 +94,8 @@ pub struct ClusterView {
     /// Every watch task runs under it.
     supervisor: Supervisor,
     acts_on_pdbs: bool,
+    /// The API server refused a streaming list: the pod and node watches list in pages.
+    lists_in_pages: Arc<std::sync::atomic::AtomicBool>,
     #[cfg(any(test, feature = "testing"))]
     injected_panics: crate::fault::InjectedPanics,
 }
@@ -132,6 +142,7 @@ impl ClusterView {
             version: config.version.clone(),
             supervisor: Supervisor::new(),
             acts_on_pdbs: config.acts_on_pdbs,
+            lists_in_pages: Default::default(),
             #[cfg(any(test, feature = "testing"))]
             injected_panics: config.injected_panics.clone(),
         });
@@ -140,8 +151,13 @@ impl ClusterView {
             "the nodes watch",
             reflect(
                 view.clone(),
-                Api::all(client.clone()),
-                trim_node,
+                listed(
+                    Api::<LeanNode>::all(client.clone()),
+                    watcher::Config::default(),
+                    config.initial_list,
+                    "nodes",
+                    view.lists_in_pages.clone(),
+                ),
                 node_writer,
                 Watched::Nodes,
             ),
@@ -150,8 +166,11 @@ impl ClusterView {
             "the poddisruptionbudgets watch",
             reflect(
                 view.clone(),
-                Api::all(client.clone()),
-                trim_pdb,
+                trimmed(
+                    Api::all(client.clone()),
+                    watcher::Config::default(),
+                    trim_pdb,
+                ),
                 pdb_writer,
                 Watched::PodDisruptionBudgets,
             ),
@@ -161,6 +180,7 @@ impl ClusterView {
             watch_pods(
                 view.clone(),
                 Api::all(client.clone()),
+                config.initial_list,
                 pod_writer.map(|w| (w, keep_pod_if)),
             ),
         );
@@ -195,6 +215,12 @@ impl ClusterView {
             return Err(format!("{exit}; the caches may be frozen"));
         }
         self.health.readiness()
+    }
+
+    /// Whether the API server refused a streaming list, so the pod and node watches list in
+    /// pages ([`InitialList`]).
+    pub fn lists_in_pages(&self) -> bool {
+        self.lists_in_pages.load(Ordering::Acquire)
     }
 
     /// [`ClusterView::readiness`] is `Ok`.

@@ -1,7 +1,9 @@
 //! Trimming loses nothing resize-guard reads: for varied pods (the policy crate's builders plus
 //! noise — env, probes, ports, volumes, images, managedFields, big annotations, extra conditions
 //! and statuses), every fact the webhook and the controller compute from a cached pod is the
-//! same on the trimmed and the untrimmed pod, and so are node ledgers built from trimmed nodes.
+//! same on the trimmed and the untrimmed pod, and so are node ledgers built from trimmed nodes;
+//! and decoding a pod or a node lean (what the watches and the webhook do) gives exactly the
+//! trimmed object.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod trim_cases;
@@ -19,7 +21,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ManagedField
 use kube::runtime::reflector::ObjectRef;
 use proptest::prelude::*;
 use resize_guard_cluster::index::PodIndex;
+use resize_guard_cluster::lean::{LeanNode, LeanPod};
 use resize_guard_cluster::trim::{LAST_APPLIED, trim_node, trim_pod};
+use resize_guard_policy::admission::{Admission, Effect, Stage, admit_with};
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::{PodBuilder, container, context, node};
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger, PREEMPTION_LABEL, counts_on};
@@ -28,6 +32,7 @@ use resize_guard_policy::pod::{self, PodKey};
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::qos::{current_qos_class, qos_class};
 use resize_guard_policy::requests::{Accounting, pod_requests};
+use resize_guard_policy::usage::Evidence;
 use resize_guard_policy::{assess, classify};
 use trim_cases::{add_noise, build, pod_case};
 
@@ -241,6 +246,30 @@ fn resized(p: &Pod) -> Pod {
     new
 }
 
+/// The first container without limits: a QoS class change for a Guaranteed pod (a repair).
+fn limits_dropped(p: &Pod) -> Pod {
+    let mut new = p.clone();
+    if let Some(r) = new
+        .spec
+        .as_mut()
+        .and_then(|s| s.containers.first_mut())
+        .and_then(|c| c.resources.as_mut())
+    {
+        r.limits = None;
+    }
+    new
+}
+
+/// An admission as text: annotations in order, a repaired pod as its trimmed self (the patch is
+/// the difference between the request's pod and it, in the fields trimming keeps).
+fn admission(mut a: Admission) -> String {
+    if let Effect::Repair { pod, .. } = &mut a.effect {
+        trim_pod(pod);
+    }
+    let annotations: BTreeMap<_, _> = std::mem::take(&mut a.annotations).into_iter().collect();
+    format!("{a:?} {annotations:?}")
+}
+
 /// Every decision that involves the cluster: assess (controller), classify with the cached pod
 /// as the old one, under each policy, with ledgers from trimmed or untrimmed pods and node.
 fn decisions(p: &Pod, trim: bool) -> Vec<String> {
@@ -254,7 +283,9 @@ fn decisions(p: &Pod, trim: bool) -> Vec<String> {
     for opt_out in [0, 1, 2] {
         let mut n = noisy_node(opt_out);
         if trim {
+            let lean: LeanNode = serde_json::from_slice(&serde_json::to_vec(&n).unwrap()).unwrap();
             trim_node(&mut n);
+            assert_eq!(lean.0, n, "decoding the node lean differs from trimming it");
         }
         let ledger = view_ledger(&pods, &n);
         out.push(format!("{ledger:?}"));
@@ -262,6 +293,19 @@ fn decisions(p: &Pod, trim: bool) -> Vec<String> {
             let ctx = context(Some(&ledger), &budgets, &policy);
             out.push(format!("{:?}", assess(&me, &ctx)));
             out.push(format!("{:?}", classify(&me, &new, &ctx)));
+            // The webhook judges both pods of a review decoded lean.
+            for new in [resized(p), limits_dropped(p)] {
+                let new = prepare(&new);
+                for stage in [Stage::Mutate, Stage::Validate] {
+                    out.push(admission(admit_with(
+                        stage,
+                        &me,
+                        &new,
+                        &ctx,
+                        &Evidence::NotFetched,
+                    )));
+                }
+            }
         }
     }
     out
@@ -269,6 +313,8 @@ fn decisions(p: &Pod, trim: bool) -> Vec<String> {
 
 fn check(p: &Pod) {
     let t = trimmed(p);
+    let lean: LeanPod = serde_json::from_slice(&serde_json::to_vec(p).unwrap()).unwrap();
+    assert_eq!(lean.0, t, "decoding the pod lean differs from trimming it");
     for ((what, full), (_, cut)) in pod_facts(p).into_iter().zip(pod_facts(&t)) {
         assert_eq!(full, cut, "{what} differs after trimming");
     }

@@ -3,7 +3,8 @@
 //! where PDBs only shape warnings (the webhook), as unreadiness and a stale cache where the
 //! program acts on them (the controller); once the rules exist the view becomes ready
 //! without a restart; the controller's API (the pod store and the pod event broadcast) carries
-//! trimmed pods from the same single watch, the store updated before the event is sent.
+//! trimmed pods from the same single watch, the store updated before the event is sent; where
+//! the API server refuses streaming lists (its `WatchList` gate off), the view lists in pages.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::sync::Arc;
@@ -108,7 +109,8 @@ fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
             "; nodes: not listed yet (last error ",
             "; configmap: not listed yet (last error ",
             "; configmap-last-good: not listed yet (last error ",
-            "list failed: 403 Forbidden: pods is forbidden: User \"system:serviceaccount:resize-guard:resize-guard-webhook\" cannot list resource \"pods\"",
+            // Pods and nodes start with a streaming list: a watch request.
+            "could not start watching: 403 Forbidden: pods is forbidden: User \"system:serviceaccount:resize-guard:resize-guard-webhook\" cannot watch resource \"pods\"",
         ] {
             assert!(why.contains(part), "{part:?} missing from {why}");
         }
@@ -141,6 +143,7 @@ fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
         })
         .await;
         println!("ready {:?} after the rules were created", since_grant.elapsed());
+        assert!(!view.lists_in_pages(), "v1.37 serves streaming lists (WatchList is on by default)");
         assert!(view.watch_health().state(Watched::Pods).unwrap().synced);
         eventually("the PDB watch listed", Duration::from_secs(20), || {
             view.pdb_problem().is_none().then_some(())
@@ -209,5 +212,71 @@ fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
         .expect("the relabelled pod's event");
         let stored = store.get(&key).unwrap();
         assert_eq!(stored.metadata.resource_version, relabelled.metadata.resource_version);
+    });
+}
+
+#[test]
+fn the_view_lists_in_pages_where_the_api_server_refuses_streaming_lists() {
+    let cp = ControlPlane::start(&Options {
+        feature_gates: vec!["WatchList=false".into()],
+        ..Options::default()
+    })
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let admin = cp.client().await.unwrap();
+        let ns: Namespace = from_json(serde_json::json!({"metadata": {"name": "e2e-paged"}}));
+        Api::<Namespace>::all(admin.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        let pod: Pod = from_json(serde_json::json!({
+            "metadata": {"name": "listed"},
+            "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]},
+        }));
+        Api::<Pod>::namespaced(admin.clone(), "e2e-paged")
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap();
+        let errors = Arc::new(AtomicUsize::new(0));
+        let events = Events::start(
+            admin.clone(),
+            Reporter {
+                controller: "e2e-view".into(),
+                instance: None,
+            },
+        );
+        let view = ClusterView::start(admin.clone(), {
+            let errors = errors.clone();
+            ViewConfig {
+                keep_pods: true,
+                on_watch_error: Arc::new(move |_| {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }),
+                ..ViewConfig::new("resize-guard", "resize-guard", events)
+            }
+        });
+        eventually(
+            "readiness with paged lists",
+            Duration::from_secs(30),
+            || view.readiness().ok(),
+        )
+        .await;
+        assert!(
+            view.lists_in_pages(),
+            "the refusal was seen and the view fell back"
+        );
+        let store = view.pod_store().expect("keep_pods");
+        assert!(
+            store
+                .get(&ObjectRef::new("listed").within("e2e-paged"))
+                .is_some(),
+            "the pod created before the view started was listed"
+        );
+        assert_eq!(
+            errors.load(Ordering::Relaxed),
+            0,
+            "a refused streaming list is an answer, not a watch error"
+        );
     });
 }

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionResponse, AdmissionReview};
+use resize_guard_cluster::lean::LeanPod;
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::pod::PodKey;
 use resize_guard_runtime::events::NOTE_LIMIT;
@@ -165,11 +166,14 @@ impl Resize {
 
 /// Decodes one AdmissionReview body.
 ///
-/// One streaming pass decodes the routing fields and both pods ([`crate::incoming`]); only when
-/// that fails does a second pass, which skips the objects, tell a request this webhook does not
-/// judge (allowed with a warning) from a malformed one (an error).
+/// One streaming pass ([`crate::incoming`]) decodes the routing fields and both pods, each lean
+/// ([`resize_guard_cluster::lean`]: only the fields a decision reads, as the cluster view keeps
+/// them; `managedFields`, the last-applied copy, env and probes, most of a real pod's bytes,
+/// are skipped unread). Only when that fails does a second pass, which skips the objects, tell
+/// a request this webhook does not judge (allowed with a warning) from a malformed one (an
+/// error).
 pub fn decode(stage: Stage, body: &[u8]) -> Result<Decoded, ReviewError> {
-    let typed_error = match serde_json::from_slice::<Incoming<Pod>>(body) {
+    let typed_error = match serde_json::from_slice::<Incoming<LeanPod>>(body) {
         Ok(incoming) => return route(stage, incoming),
         Err(e) => e,
     };
@@ -194,7 +198,7 @@ fn routed<O>(incoming: Incoming<O>) -> Result<IncomingRequest<O>, ReviewError> {
     Ok(request)
 }
 
-fn route(stage: Stage, incoming: Incoming<Pod>) -> Result<Decoded, ReviewError> {
+fn route(stage: Stage, incoming: Incoming<LeanPod>) -> Result<Decoded, ReviewError> {
     let request = routed(incoming)?;
     if let Some(why) = request.not_ours() {
         return Ok(Decoded::Answered(Box::new(ignored(request.uid, &why))));
@@ -204,8 +208,8 @@ fn route(stage: Stage, incoming: Incoming<Pod>) -> Result<Decoded, ReviewError> 
     };
     Ok(Decoded::Resize(Box::new(Resize {
         stage,
-        old,
-        new,
+        old: old.0,
+        new: new.0,
         dry_run: request.dry_run.unwrap_or(false),
         uid: request.uid,
         asked: Asked {

@@ -1,6 +1,6 @@
 //! How the view is started: [`ViewConfig`] names the install namespace and the policy ConfigMap,
 //! says whether to keep a pod store (the controller) and which pods it keeps, how long a watch
-//! may fail before the view is unready, and the hooks that count reloads and watch errors.
+//! may fail before the view is unready, how the big watches list, and the hooks that count reloads and watch errors.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use resize_guard_runtime::ClusterVersion;
 use resize_guard_runtime::Events;
 
+use super::initial_list::InitialList;
 use crate::watch_health::{DEFAULT_UNHEALTHY_AFTER, WatchErrorHook};
 
 /// Selects the pods the controller's pod store keeps ([`ViewConfig::keep_pod_if`]).
@@ -45,6 +46,9 @@ pub struct ViewConfig {
     /// view unready and stale for acting. Otherwise (the webhook, the default) PDBs only shape
     /// warnings, and a failing PDB watch degrades `/readyz` instead ([`ClusterView::policy_note`]).
     pub acts_on_pdbs: bool,
+    /// How the pod and node watches get their first state (default: a streaming list, pages
+    /// where the API server refuses one).
+    pub initial_list: InitialList,
     /// Test-only injected panics of the watch tasks (and, read back through
     /// [`ClusterView::injected_panics`], of the controller's reconciles).
     #[cfg(any(test, feature = "testing"))]
@@ -65,6 +69,7 @@ impl ViewConfig {
             on_watch_error: Arc::new(|_| {}),
             version: ClusterVersion::default(),
             acts_on_pdbs: false,
+            initial_list: InitialList::default(),
             #[cfg(any(test, feature = "testing"))]
             injected_panics: Default::default(),
         }
@@ -79,6 +84,7 @@ impl Debug for ViewConfig {
             .field("keep_pods", &self.keep_pods)
             .field("unhealthy_after", &self.unhealthy_after)
             .field("acts_on_pdbs", &self.acts_on_pdbs)
+            .field("initial_list", &self.initial_list)
             .finish_non_exhaustive()
     }
 }

@@ -13,20 +13,20 @@ use kube::runtime::watcher;
 
 use super::ClusterView;
 use super::KeepPod;
+use super::initial_list::{InitialList, listed};
 #[cfg(any(test, feature = "testing"))]
 use super::watches::inject;
-use super::watches::trimmed;
 use crate::index::PodIndex;
-use crate::trim::trim_pod;
+use crate::lean::LeanPod;
 use crate::watch_health::Watched;
 
 /// How many pod events [`ClusterView::pod_events`] buffers per receiver before it lags.
 pub const POD_EVENTS_CAPACITY: usize = 4096;
 
-/// Pods are listed 100 per page rather than kube's default 500: a page is held whole and
-/// decoded before it is trimmed (~150 kB per pod in memory, `managedFields` and all), and its
-/// peak stays resident after the list; 100 keeps that peak to ~15 MiB for a few more requests
-/// (1,500 at 150,000 pods, each served from kube-apiserver's watch cache).
+/// Pods are listed 100 per page rather than kube's default 500: a page's body is held whole
+/// while it is decoded (~20 kB of JSON per pod), and its peak stays resident after the list;
+/// 100 keeps that peak small for a few more requests (1,500 at 150,000 pods, each served from
+/// kube-apiserver's watch cache).
 pub const POD_PAGE_SIZE: u32 = 100;
 
 fn pod_list_config() -> watcher::Config {
@@ -36,10 +36,18 @@ fn pod_list_config() -> watcher::Config {
 /// The pod watch task: the index, then the store and the broadcast.
 pub(super) async fn watch_pods(
     view: Arc<ClusterView>,
-    api: Api<Pod>,
+    api: Api<LeanPod>,
+    initial: InitialList,
     mut store: Option<(Writer<Pod>, KeepPod)>,
 ) {
-    let mut stream = trimmed(api, pod_list_config(), trim_pod).boxed();
+    let mut stream = listed(
+        api,
+        pod_list_config(),
+        initial,
+        "pods",
+        view.lists_in_pages.clone(),
+    )
+    .boxed();
     let mut relist: Option<PodIndex> = None;
     while let Some(item) = stream.next().await {
         #[cfg(any(test, feature = "testing"))]
@@ -109,8 +117,11 @@ fn apply_to_index(view: &ClusterView, ev: &watcher::Event<Pod>, relist: &mut Opt
             }
         }
         watcher::Event::InitDone => {
-            if let (Some(fresh), Ok(mut idx)) = (relist.take(), view.pods.write()) {
-                *idx = fresh;
+            if let Some(mut fresh) = relist.take() {
+                fresh.compact();
+                if let Ok(mut idx) = view.pods.write() {
+                    *idx = fresh;
+                }
             }
         }
         watcher::Event::Apply(p) => {

@@ -1,5 +1,5 @@
 //! The plumbing every watch of the view shares: a kube watcher retried on [`WatchBackoff`] with
-//! each object trimmed on arrival, a reflector store kept from it, each item reported to the
+//! each object decoded lean ([`crate::lean`]) or trimmed on arrival, a reflector store kept from it, each item reported to the
 //! view's [`crate::watch_health::WatchHealth`], and the supervised task that runs it (whose end
 //! is always a fault: kube's watcher never ends on its own).
 
@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::Resource;
 #[cfg(any(test, feature = "testing"))]
@@ -34,17 +34,42 @@ where
         .modify(trim)
 }
 
-/// Keeps a reflector store of `api`'s trimmed objects.
+/// A watch of `api`'s objects decoded lean (`W`, e.g. [`crate::lean::LeanPod`]), retried on
+/// [`WatchBackoff`], each event carrying the trimmed object `K` inside.
+pub(super) fn lean<W, K>(
+    api: Api<W>,
+    config: watcher::Config,
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send
+where
+    W: Resource + Clone + DeserializeOwned + Debug + Send + Into<K> + 'static,
+    K: Send + 'static,
+{
+    watcher(api, config)
+        .backoff(WatchBackoff::default())
+        .map_ok(unwrap_lean)
+}
+
+/// The event with the lean object's trimmed object inside.
+fn unwrap_lean<W: Into<K>, K>(ev: watcher::Event<W>) -> watcher::Event<K> {
+    match ev {
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.into()),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+        watcher::Event::Apply(o) => watcher::Event::Apply(o.into()),
+        watcher::Event::Delete(o) => watcher::Event::Delete(o.into()),
+    }
+}
+
+/// Keeps a reflector store of a watch's objects.
 pub(super) async fn reflect<K>(
     view: Arc<ClusterView>,
-    api: Api<K>,
-    trim: fn(&mut K),
+    stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
     mut writer: Writer<K>,
     resource: Watched,
 ) where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
 {
-    let mut stream = trimmed(api, watcher::Config::default(), trim).boxed();
+    let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
         #[cfg(any(test, feature = "testing"))]
         inject(&view, resource, &item);

@@ -1,0 +1,100 @@
+//! What every lean object shares: the kept metadata, the annotation map read without the
+//! last-applied copy, and k8s-openapi's treatment of `null` and of `apiVersion`/`kind`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use serde::de::{Error, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use crate::trim::LAST_APPLIED;
+
+/// The metadata [`crate::trim`] keeps.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct WireMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    generation: Option<i64>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<Annotations>,
+    deletion_timestamp: Option<Time>,
+    owner_references: Option<Vec<OwnerReference>>,
+    creation_timestamp: Option<Time>,
+}
+
+impl From<WireMeta> for ObjectMeta {
+    fn from(m: WireMeta) -> Self {
+        ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            generation: m.generation,
+            labels: m.labels,
+            annotations: m.annotations.map(|a| a.0).filter(|a| !a.is_empty()),
+            deletion_timestamp: m.deletion_timestamp,
+            owner_references: m.owner_references,
+            creation_timestamp: m.creation_timestamp,
+            ..Default::default()
+        }
+    }
+}
+
+/// Annotations without `kubectl.kubernetes.io/last-applied-configuration`, whose value (the
+/// whole manifest again) is skipped, not read.
+#[derive(Debug, Default)]
+struct Annotations(BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for Annotations {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Skipping;
+        impl<'de> Visitor<'de> for Skipping {
+            type Value = Annotations;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of annotations")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Annotations, A::Error> {
+                let mut kept = BTreeMap::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == LAST_APPLIED {
+                        map.next_value::<IgnoredAny>()?;
+                    } else {
+                        let value = map.next_value::<String>()?;
+                        kept.insert(key, value);
+                    }
+                }
+                Ok(Annotations(kept))
+            }
+        }
+        d.deserialize_map(Skipping)
+    }
+}
+
+/// A field k8s-openapi decodes as "absent or `null` is the default" (required strings, lists
+/// and numbers).
+pub(super) fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// `apiVersion` or `kind`, which k8s-openapi refuses unless it names the type.
+pub(super) fn must_be<'de, D: Deserializer<'de>>(d: D, want: &str) -> Result<(), D::Error> {
+    let got = String::deserialize(d)?;
+    if got == want {
+        Ok(())
+    } else {
+        Err(D::Error::invalid_value(
+            serde::de::Unexpected::Str(&got),
+            &want,
+        ))
+    }
+}
