@@ -1,16 +1,23 @@
 //! End-to-end resize latency through a real kube-apiserver v1.37.2: `PATCH pods/resize` answered
-//! (stored) under four webhook layouts, measured in one run on the same control plane, in
-//! alternating blocks to spread noise:
+//! (stored) under five webhook layouts, measured in one run on the same control plane, in
+//! interleaved rounds (each round measures every layout once, in an order rotated by one each
+//! round, so neither drift nor order favours a layout):
 //!
 //! | layout | what is registered |
 //! |---|---|
 //! | none | no webhook configuration |
 //! | no-op | `deploy/`'s MutatingWebhookConfiguration pointed at a minimal always-allow HTTPS webhook written here (same TLS stack: rustls/ring, h2 + HTTP/1.1, TCP_NODELAY; same configuration fields): the floor any webhook pays |
+//! | no-op, resize-guard's answer | the same no-op webhook answering with the warnings and audit annotations resize-guard gives a fitting resize (read from the embedded webhook at the start): what the answer's size costs, without the work |
 //! | resize-guard | `deploy/` as shipped: the mutating webhook alone, one call per resize |
 //! | resize-guard, two calls | the pre-0.2 layout, the mutating and the validating webhook, for reference |
 //!
-//! Prints p50/p99 per layout, the latency each adds over `none`, and resize-guard's added latency
-//! as a ratio of the no-op webhook's (goal ≤ 1.1×). Writes `target/bench/resize_latency.json`.
+//! Prints p50/p99 per layout, the latency each adds over `none`, and resize-guard's added p50 as
+//! a ratio of the no-op webhook's (goal ≤ 1.1×) with its 95 % confidence interval: a bootstrap
+//! over rounds (rounds drawn with replacement, 2,000 times, the ratio recomputed from the drawn
+//! rounds' samples), which keeps each round's layouts together as they were measured. The share
+//! of resize-guard's extra latency over the no-op that its answer's size explains is
+//! (answer-sized no-op − no-op) / (resize-guard − no-op), also with its interval. Writes
+//! `target/bench/resize_latency.json`. `RESIZE_GUARD_BENCH_ROUNDS` (default 12) sets the rounds.
 //!
 //! Resizes rotate over 40 pods so that no resize races the kubelet's status update of the
 //! previous one on the same pod (a conflict makes the API server retry the patch and run
@@ -23,19 +30,25 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::routing::post;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use resize_guard_harness::admission::{Webhooks, register, remove};
-use resize_guard_harness::bench::{ms, percentile, write_summary};
+use resize_guard_harness::bench::{Lcg, ms, percentile, write_summary};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::install::set_policy;
 use resize_guard_harness::objects::{create_running, guaranteed_pod};
 use resize_guard_webhook::args::Args;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 
-const ROUNDS: usize = 6;
+/// Rounds unless `RESIZE_GUARD_BENCH_ROUNDS` says otherwise.
+const ROUNDS: usize = 12;
+
+/// Bootstrap resamples of the rounds.
+const RESAMPLES: usize = 2_000;
 
 const PER_BLOCK: usize = 50;
 
@@ -46,14 +59,16 @@ const PODS: usize = 40;
 enum Layout {
     None,
     NoOp,
+    SizedNoOp,
     ResizeGuard,
     TwoCalls,
 }
 
 impl Layout {
-    const ALL: [Layout; 4] = [
+    const ALL: [Layout; 5] = [
         Layout::None,
         Layout::NoOp,
+        Layout::SizedNoOp,
         Layout::ResizeGuard,
         Layout::TwoCalls,
     ];
@@ -62,6 +77,7 @@ impl Layout {
         match self {
             Layout::None => "no webhook",
             Layout::NoOp => "no-op webhook",
+            Layout::SizedNoOp => "no-op, resize-guard's answer",
             Layout::ResizeGuard => "resize-guard",
             Layout::TwoCalls => "resize-guard, 2 calls",
         }
@@ -71,19 +87,26 @@ impl Layout {
         match self {
             Layout::None => "none",
             Layout::NoOp => "noop",
+            Layout::SizedNoOp => "noop_sized_answer",
             Layout::ResizeGuard => "resize_guard",
             Layout::TwoCalls => "resize_guard_two_calls",
         }
     }
 }
 
-/// The always-allow answer to an AdmissionReview: its uid, `allowed: true`, nothing else.
-async fn allow(body: Bytes) -> axum::Json<Value> {
+/// The always-allow answer to an AdmissionReview: its uid, `allowed: true`, and `extra`'s
+/// fields (none for the plain no-op; resize-guard's warnings and audit annotations for the
+/// answer-sized one).
+async fn allow(State(extra): State<Arc<Value>>, body: Bytes) -> axum::Json<Value> {
     let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let mut response = json!({"uid": review["request"]["uid"], "allowed": true});
+    if let (Some(r), Some(extra)) = (response.as_object_mut(), extra.as_object()) {
+        r.extend(extra.clone());
+    }
     axum::Json(json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
-        "response": {"uid": review["request"]["uid"], "allowed": true},
+        "response": response,
     }))
 }
 
@@ -92,6 +115,7 @@ async fn allow(body: Bytes) -> axum::Json<Value> {
 async fn serve_noop(
     addr: SocketAddr,
     bundle: &resize_guard_certs::Bundle,
+    extra: Value,
 ) -> axum_server::Handle<SocketAddr> {
     let certs = CertificateDer::pem_slice_iter(bundle.cert_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
@@ -111,7 +135,8 @@ async fn serve_noop(
     let handle = axum_server::Handle::new();
     let app = Router::new()
         .route("/mutate", post(allow))
-        .route("/validate", post(allow));
+        .route("/validate", post(allow))
+        .with_state(Arc::new(extra));
     let h = handle.clone();
     tokio::spawn(async move {
         axum_server::bind(addr)
@@ -139,27 +164,126 @@ async fn resize(pods: &Api<Pod>, name: &str, cpu: &str) -> Duration {
 }
 
 /// Registers `layout` (everything else removed first).
-async fn install(env: &Env, layout: Layout, webhook: &str, noop: &str, ca: &str, noop_ca: &str) {
+async fn install(env: &Env, layout: Layout, webhooks: &Urls) {
     remove(&env.client().await).await.unwrap();
-    match layout {
-        Layout::None => {}
-        Layout::NoOp => register(env, noop, noop_ca, Webhooks::Mutating)
+    let (url, ca) = match layout {
+        Layout::None => return,
+        Layout::NoOp => (&webhooks.noop, &webhooks.noop_ca),
+        Layout::SizedNoOp => (&webhooks.sized, &webhooks.noop_ca),
+        Layout::ResizeGuard | Layout::TwoCalls => (&webhooks.webhook, &webhooks.ca),
+    };
+    register(env, url, ca, Webhooks::Mutating).await.unwrap();
+    if layout == Layout::TwoCalls {
+        // The overlay's output lacks the mutating configuration; applying it adds the
+        // validating one and leaves the mutating one in place (no pruning).
+        register(env, url, ca, Webhooks::ValidatingOnly)
             .await
-            .unwrap(),
-        Layout::ResizeGuard => register(env, webhook, ca, Webhooks::Mutating)
-            .await
-            .unwrap(),
-        Layout::TwoCalls => {
-            register(env, webhook, ca, Webhooks::Mutating)
-                .await
-                .unwrap();
-            // The overlay's output lacks the mutating configuration; applying it adds the
-            // validating one and leaves the mutating one in place (no pruning).
-            register(env, webhook, ca, Webhooks::ValidatingOnly)
-                .await
-                .unwrap();
+            .unwrap();
+    }
+}
+
+/// Where each webhook listens and the CA bundles to trust them by.
+struct Urls {
+    webhook: String,
+    noop: String,
+    sized: String,
+    ca: String,
+    noop_ca: String,
+}
+
+/// resize-guard's answer to a fitting resize of `pod` (cpu to `cpu`), asked over HTTPS of the
+/// embedded webhook: its `warnings` and `auditAnnotations`, for the answer-sized no-op.
+async fn answer_of_resize_guard(url: &str, ca_pem: &str, pod: &Pod, cpu: &str) -> Value {
+    let mut config = kube::Config::new(url.parse().unwrap());
+    config.root_cert = Some(
+        CertificateDer::pem_slice_iter(ca_pem.as_bytes())
+            .map(|c| c.unwrap().to_vec())
+            .collect(),
+    );
+    let client = kube::Client::try_from(config).unwrap();
+    let mut new = serde_json::to_value(pod).unwrap();
+    new["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": cpu, "memory": "256Mi"}, "limits": {"cpu": cpu, "memory": "256Mi"}});
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "answer-size", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "subResource": "resize", "name": pod.metadata.name, "namespace": pod.metadata.namespace,
+            "operation": "UPDATE", "userInfo": {"username": "bench"},
+            "object": new, "oldObject": pod, "dryRun": false,
+        },
+    });
+    let req = http::Request::post("/mutate")
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::to_vec(&review).unwrap())
+        .unwrap();
+    let answer: Value = client.request(req).await.unwrap();
+    let r = &answer["response"];
+    assert_eq!(
+        r["allowed"],
+        json!(true),
+        "a fitting resize is allowed: {answer}"
+    );
+    assert_eq!(
+        r["auditAnnotations"]["decision"],
+        json!("fits"),
+        "resize-guard judged the resize (a policy is in force): {answer}"
+    );
+    let mut extra = serde_json::Map::new();
+    for field in ["warnings", "auditAnnotations"] {
+        if !r[field].is_null() {
+            extra.insert(field.into(), r[field].clone());
         }
     }
+    Value::Object(extra)
+}
+
+/// Samples of one layout in one round.
+type Rounds = Vec<Vec<Duration>>;
+
+/// Median of every sample of the given rounds, ms.
+fn median(rounds: &Rounds, which: &[usize]) -> f64 {
+    let mut all: Vec<Duration> = which
+        .iter()
+        .flat_map(|&r| rounds[r].iter().copied())
+        .collect();
+    all.sort();
+    ms(percentile(&all, 0.5))
+}
+
+/// `f` of the per-layout medians over the rounds `which`.
+fn statistic(layouts: &[Rounds], which: &[usize], f: &dyn Fn(&[f64]) -> f64) -> f64 {
+    let medians: Vec<f64> = layouts.iter().map(|l| median(l, which)).collect();
+    f(&medians)
+}
+
+/// The point estimate of `f` and its 95 % bootstrap interval over rounds.
+fn with_interval(layouts: &[Rounds], f: &dyn Fn(&[f64]) -> f64) -> (f64, f64, f64) {
+    let rounds = layouts[0].len();
+    let all: Vec<usize> = (0..rounds).collect();
+    let point = statistic(layouts, &all, f);
+    let mut rng = Lcg(0x5eed);
+    let mut draws: Vec<f64> = (0..RESAMPLES)
+        .map(|_| {
+            let which: Vec<usize> = (0..rounds)
+                .map(|_| rng.next(rounds as u64) as usize)
+                .collect();
+            statistic(layouts, &which, f)
+        })
+        .filter(|v| v.is_finite())
+        .collect();
+    draws.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        draws
+            .get(((draws.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    (point, at(0.025), at(0.975))
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
 }
 
 fn main() {
@@ -168,6 +292,15 @@ fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let client = env.client().await;
+        // The policy in force (the defaults, as `deploy/` ships them): without it the webhook
+        // judges nothing and answers "no policy" with no work done.
+        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": "resize-guard"}})).unwrap();
+        match Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("namespace resize-guard: {e}"),
+        }
+        set_policy(env, "").await;
         // The webhook, embedded, reading the cluster as admin.
         let bundle = resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback()).unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -193,10 +326,8 @@ fn main() {
         }
         let noop_bundle = resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback()).unwrap();
         let noop_port = resize_guard_harness::process::free_port().unwrap();
-        let noop = serve_noop(([127, 0, 0, 1], noop_port).into(), &noop_bundle).await;
+        let noop = serve_noop(([127, 0, 0, 1], noop_port).into(), &noop_bundle, json!({})).await;
         eprintln!("no-op webhook on 127.0.0.1:{noop_port}");
-        let (webhook_url, noop_url) = (format!("https://127.0.0.1:{port}"), format!("https://127.0.0.1:{noop_port}"));
-        let (ca, noop_ca) = (bundle.ca_bundle_base64(), noop_bundle.ca_bundle_base64());
 
         let ns = env.namespace("bench").await;
         let node = env.node("bench", "64", "256Gi").await;
@@ -204,12 +335,29 @@ fn main() {
         for i in 0..PODS {
             create_running(&pods, &guaranteed_pod(&format!("app-{i}"), &node, "high", "250m", "256Mi")).await.unwrap();
         }
+        let webhook_url = format!("https://127.0.0.1:{port}");
+        let answer = answer_of_resize_guard(&webhook_url, &bundle.ca_cert_pem, &pods.get("app-0").await.unwrap(), "300m").await;
+        let answer_bytes = answer.to_string().len();
+        eprintln!("resize-guard's answer to a fitting resize adds {answer_bytes} bytes: {answer}");
+        let sized_port = resize_guard_harness::process::free_port().unwrap();
+        let sized = serve_noop(([127, 0, 0, 1], sized_port).into(), &noop_bundle, answer.clone()).await;
+        let urls = Urls {
+            webhook: webhook_url,
+            noop: format!("https://127.0.0.1:{noop_port}"),
+            sized: format!("https://127.0.0.1:{sized_port}"),
+            ca: bundle.ca_bundle_base64(),
+            noop_ca: noop_bundle.ca_bundle_base64(),
+        };
+
+        let rounds: usize = std::env::var("RESIZE_GUARD_BENCH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(ROUNDS);
         let mut next = 0usize;
-        let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); Layout::ALL.len()];
+        let mut samples: Vec<Rounds> = vec![Vec::new(); Layout::ALL.len()];
         let mut cpu = 250;
-        for round in 0..ROUNDS {
-            for (i, layout) in Layout::ALL.into_iter().enumerate() {
-                install(env, layout, &webhook_url, &noop_url, &ca, &noop_ca).await;
+        for round in 0..rounds {
+            let mut blocks: Vec<Vec<Duration>> = vec![Vec::new(); Layout::ALL.len()];
+            for k in 0..Layout::ALL.len() {
+                let i = (k + round) % Layout::ALL.len();
+                install(env, Layout::ALL[i], &urls).await;
                 // Let the API server's informer pick up the change, then warm up.
                 tokio::time::sleep(Duration::from_millis(1500)).await;
                 for _ in 0..5 {
@@ -221,49 +369,74 @@ fn main() {
                     cpu += 1;
                     next += 1;
                     let d = resize(&pods, &format!("app-{}", next % PODS), &format!("{cpu}m")).await;
-                    samples[i].push(d);
+                    blocks[i].push(d);
                 }
             }
-            eprintln!("round {}/{ROUNDS} done", round + 1);
+            for (layout, block) in samples.iter_mut().zip(blocks) {
+                layout.push(block);
+            }
+            eprintln!("round {}/{rounds} done", round + 1);
         }
         remove(&client).await.unwrap();
         noop.shutdown();
+        sized.shutdown();
         let _ = stop_tx.send(());
         let _ = server.await;
-        for s in &mut samples {
-            s.sort();
-        }
-        let p = |i: usize, q: f64| ms(percentile(&samples[i], q));
+
+        let pooled = |i: usize| -> Vec<Duration> {
+            let mut v: Vec<Duration> = samples[i].iter().flatten().copied().collect();
+            v.sort();
+            v
+        };
+        let p = |i: usize, q: f64| ms(percentile(&pooled(i), q));
         let (base50, base99) = (p(0, 0.5), p(0, 0.99));
-        let added = |i: usize| (p(i, 0.5) - base50, p(i, 0.99) - base99);
         println!(
-            "\n3. resize latency through kube-apiserver v1.37.2 ({} resizes per layout, fitting, {PODS}-pod node)",
-            samples[0].len()
+            "\n3. resize latency through kube-apiserver v1.37.2 ({} resizes per layout in {rounds} interleaved rounds, fitting, {PODS}-pod node)",
+            rounds * PER_BLOCK
         );
-        println!("   {:<24} {:>9} {:>9} {:>11} {:>11}", "", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms");
+        println!("   {:<30} {:>9} {:>9} {:>11} {:>11}", "", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms");
         let mut layouts = serde_json::Map::new();
         for (i, layout) in Layout::ALL.into_iter().enumerate() {
-            let (a50, a99) = added(i);
-            println!("   {:<24} {:>9.3} {:>9.3} {:>11.3} {:>11.3}", layout.label(), p(i, 0.5), p(i, 0.99), a50, a99);
+            let (a50, a99) = (p(i, 0.5) - base50, p(i, 0.99) - base99);
+            println!("   {:<30} {:>9.3} {:>9.3} {:>11.3} {:>11.3}", layout.label(), p(i, 0.5), p(i, 0.99), a50, a99);
             layouts.insert(layout.key().into(), json!({
                 "p50_ms": p(i, 0.5), "p99_ms": p(i, 0.99), "added_p50_ms": a50, "added_p99_ms": a99,
+                "round_medians_ms": samples[i].iter().enumerate().map(|(r, _)| median(&samples[i], &[r])).collect::<Vec<_>>(),
             }));
         }
-        let ratio = |i: usize| {
-            let (noop50, _) = added(1);
-            ((added(i).0 / noop50) * 1000.0).round() / 1000.0
-        };
+        let (none, noop, sized, rg, two) = (0, 1, 2, 3, 4);
+        let added_ratio = |of: usize| move |m: &[f64]| (m[of] - m[none]) / (m[noop] - m[none]);
+        let (ratio, lo, hi) = with_interval(&samples, &added_ratio(rg));
+        let (two_ratio, two_lo, two_hi) = with_interval(&samples, &added_ratio(two));
+        let (share, share_lo, share_hi) =
+            with_interval(&samples, &|m: &[f64]| (m[sized] - m[noop]) / (m[rg] - m[noop]));
+        let (vs_none, vs_none_lo, vs_none_hi) = with_interval(&samples, &|m: &[f64]| m[rg] / m[none]);
+        let met = hi <= 1.1;
         println!(
-            "   added p50 as a multiple of the no-op webhook's: resize-guard {:.3}x (goal <= 1.1x), two calls {:.3}x",
-            ratio(2),
-            ratio(3)
+            "   goal: resize-guard's added p50 <= 1.1x the no-op webhook's | figure: {ratio:.3}x (95 % CI {lo:.3}-{hi:.3}) | {}",
+            if met { "met (the whole interval is under the goal)" } else if ratio <= 1.1 { "met at the point estimate; the interval reaches past it" } else { "not met" }
         );
-        println!("   ratio to no webhook (p50): resize-guard {:.3}x", p(2, 0.5) / base50);
+        println!("   two calls: {two_ratio:.3}x the no-op's added p50 (95 % CI {two_lo:.3}-{two_hi:.3})");
+        println!(
+            "   share of resize-guard's extra over the no-op explained by its answer ({answer_bytes} more bytes): {share:.2} (95 % CI {share_lo:.2}-{share_hi:.2})"
+        );
+        println!("   p50 vs no webhook at all: resize-guard {vs_none:.3}x (95 % CI {vs_none_lo:.3}-{vs_none_hi:.3})");
         write_summary("resize_latency", &json!({
-            "resizes_per_layout": samples[0].len(),
+            "rounds": rounds,
+            "resizes_per_layout": rounds * PER_BLOCK,
+            "answer_extra_bytes": answer_bytes,
             "layouts": layouts,
-            "added_p50_vs_noop": {"resize_guard": ratio(2), "resize_guard_two_calls": ratio(3)},
-            "ratio_p50_vs_none": ((p(2, 0.5) / base50) * 1000.0).round() / 1000.0,
+            "added_p50_vs_noop": {
+                "resize_guard": round3(ratio), "resize_guard_ci95": [round3(lo), round3(hi)],
+                "resize_guard_two_calls": round3(two_ratio), "resize_guard_two_calls_ci95": [round3(two_lo), round3(two_hi)],
+            },
+            "answer_size_share_of_extra": {"point": round3(share), "ci95": [round3(share_lo), round3(share_hi)]},
+            "ratio_p50_vs_none": {"point": round3(vs_none), "ci95": [round3(vs_none_lo), round3(vs_none_hi)]},
+            "goals": [{
+                "goal": "resize-guard's added p50 <= 1.1x the no-op webhook's",
+                "target": 1.1, "figure": round3(ratio), "ci95": [round3(lo), round3(hi)],
+                "met": ratio <= 1.1, "met_with_ci": met,
+            }],
         }));
     });
 }

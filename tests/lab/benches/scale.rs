@@ -25,6 +25,7 @@
 //! RESIZE_GUARD_SCALE_NODES=500 RESIZE_GUARD_SCALE_PODS=15000 cargo bench -p resize-guard-lab --bench scale
 //! RESIZE_GUARD_SCALE_STEPS=500x15000,2000x60000,5000x150000 cargo bench -p resize-guard-lab --bench scale
 //! RESIZE_GUARD_SCALE_LIST=unpaged cargo bench …   # answer resourceVersion=0 lists whole, as the watch cache does
+//! RESIZE_GUARD_SCALE_INITIAL=paged cargo bench …  # paged lists instead of streaming ones
 //! RESIZE_GUARD_SCALE_ROLES=webhook cargo bench …    # one role only
 //! ```
 //!
@@ -246,6 +247,21 @@ fn print_table(results: &[Value]) {
                 d("hwm_kib")
             );
         }
+    }
+    for r in results.iter().filter(|r| r["role"] == "webhook") {
+        let w = &r["work"];
+        println!(
+            "webhook {}: review decode p50/p99 µs lean {} vs whole {} ({} vs {} MB/s of {} B reviews); \
+             pod list decode lean {} vs whole-then-trimmed {} MB/s",
+            r["pods"],
+            pq(&w["review_decode_lean"]),
+            pq(&w["review_decode_whole"]),
+            w["review_decode_lean_mb_s"],
+            w["review_decode_whole_mb_s"],
+            w["review_body_bytes_avg"],
+            w["list_decode"]["lean_mb_s"],
+            w["list_decode"]["whole_then_trimmed_mb_s"],
+        );
     }
     for r in results {
         let s = &r["server"];

@@ -18,12 +18,14 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
+use resize_guard_cluster::view::InitialList;
 use resize_guard_cluster::{Cluster, ClusterView, ViewConfig};
 use resize_guard_harness::bench::{Lcg, percentile, us};
 use resize_guard_policy::pod::node_name;
 use resize_guard_policy::{Context, assess};
 use resize_guard_runtime::Events;
-use resize_guard_webhook::review::{Stage, review};
+use resize_guard_webhook::incoming::Incoming;
+use resize_guard_webhook::review::{Stage, decode, review};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -138,6 +140,7 @@ async fn measure(role: Role, nodes: usize, pods: usize, mode: ListMode) -> Value
         config.keep_pods = true;
         config.keep_pod_if = resize_guard_controller::preemption::reconcile::concerns_controller;
     }
+    config.initial_list = initial_list();
     config.on_watch_error = {
         let errors = watch_errors.clone();
         Arc::new(move |w| {
@@ -193,6 +196,7 @@ async fn measure(role: Role, nodes: usize, pods: usize, mode: ListMode) -> Value
         "busy_nodes": world.busy_nodes,
         "pending_pods": world.pending_pods().count(),
         "list_mode": format!("{mode:?}"),
+        "initial_list": format!("{:?}", initial_list()),
         "ready_s": secs(ready_at - started),
         "cpu_to_ready_s": secs(cpu_to_ready),
         "ready_after_last_pod_page_s": last_page.map(|t| secs(ready_at.saturating_duration_since(t))),
@@ -212,6 +216,16 @@ async fn measure(role: Role, nodes: usize, pods: usize, mode: ListMode) -> Value
         "pod_events": {"received": received.load(Ordering::Relaxed), "lagged": lagged.load(Ordering::Relaxed)},
         "work": work,
     })
+}
+
+/// How the pod and node watches list: `RESIZE_GUARD_SCALE_INITIAL=paged` or `streaming` (the
+/// programs' default).
+pub fn initial_list() -> InitialList {
+    match std::env::var("RESIZE_GUARD_SCALE_INITIAL").as_deref() {
+        Ok("paged") => InitialList::Paged,
+        Ok("streaming") | Err(_) => InitialList::Streaming,
+        Ok(other) => panic!("RESIZE_GUARD_SCALE_INITIAL={other:?}: streaming or paged"),
+    }
 }
 
 /// CPU time (user + system) this process has used, from `/proc/self/stat` (100 Hz ticks).
@@ -284,7 +298,8 @@ fn webhook_work(world: &World, view: &ClusterView) -> Value {
             picks.push((p, if p.busy { 600 } else { 100 }));
         }
     }
-    let (mut mutate, mut validate, mut decode) = (vec![], vec![], vec![]);
+    let (mut mutate, mut validate) = (vec![], vec![]);
+    let (mut decode_lean, mut decode_whole) = (vec![], vec![]);
     let mut decisions: BTreeMap<String, u64> = BTreeMap::new();
     let mut examples: BTreeMap<String, Value> = BTreeMap::new();
     let mut body_bytes = 0;
@@ -292,19 +307,20 @@ fn webhook_work(world: &World, view: &ClusterView) -> Value {
         let body = resize_review(world, place, grow, k);
         let (m, tm) = timed(|| review(Stage::Mutate, &body, view));
         let (v, tv) = timed(|| review(Stage::Validate, &body, view));
-        // What decoding the body alone costs (the two pods, as `review` decodes them).
-        let (_, td) = timed(|| {
-            serde_json::from_slice::<
-                kube::core::admission::AdmissionReview<k8s_openapi::api::core::v1::Pod>,
-            >(&body)
-            .map(|r| r.request.is_some())
+        // What decoding the body alone costs: lean, as `review` decodes it, and whole (both
+        // k8s-openapi pods, as it decoded them before `resize_guard_cluster::lean`).
+        let (_, td) = timed(|| decode(Stage::Mutate, &body).is_ok());
+        let (_, tw) = timed(|| {
+            serde_json::from_slice::<Incoming<k8s_openapi::api::core::v1::Pod>>(&body)
+                .map(|r| r.request.is_some())
         });
         let (m, v) = (m.expect("mutate review"), v.expect("validate review"));
         // The first 50 warm up (allocator, lazily built statics).
         if k >= 50 {
             mutate.push(tm);
             validate.push(tv);
-            decode.push(td);
+            decode_lean.push(td);
+            decode_whole.push(tw);
             body_bytes += body.len();
             *decisions
                 .entry(format!("{}/{}", m.decision, v.decision))
@@ -324,11 +340,67 @@ fn webhook_work(world: &World, view: &ClusterView) -> Value {
         "budgets": stats(budgets),
         "review_mutate": stats(mutate),
         "review_validate": stats(validate),
-        "review_decode_only": stats(decode),
+        "review_decode_lean_mb_s": mb_per_s(body_bytes, &decode_lean),
+        "review_decode_whole_mb_s": mb_per_s(body_bytes, &decode_whole),
+        "review_decode_lean": stats(decode_lean),
+        "review_decode_whole": stats(decode_whole),
         "review_body_bytes_avg": body_bytes / n,
+        "list_decode": list_decode(world),
         "review_decisions_mutate_validate": decisions,
         "review_examples": examples,
         "budgets_len": view.budgets().len(),
+    })
+}
+
+/// Decoding throughput (MB of JSON per second of decoding) of `bytes` decoded in `times`.
+fn mb_per_s(bytes: usize, times: &[Duration]) -> f64 {
+    let total: f64 = times.iter().map(Duration::as_secs_f64).sum();
+    (bytes as f64 / 1e6 / total.max(1e-9) * 10.0).round() / 10.0
+}
+
+/// How fast a page of the world's pods decodes, lean (what the view's pod watch does) and whole
+/// then trimmed (what it did before `resize_guard_cluster::lean`): the list's share of start-up.
+fn list_decode(world: &World) -> Value {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::core::ObjectList;
+    use resize_guard_cluster::lean::LeanPod;
+
+    let count = world.pods.min(2_000);
+    let mut body =
+        br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":["#
+            .to_vec();
+    let mut r = super::objects::Renderer::default();
+    for i in 0..count {
+        if i > 0 {
+            body.push(b',');
+        }
+        r.render(world, super::objects::Kind::Pods, i, &mut body, false);
+    }
+    body.extend_from_slice(b"]}");
+    let (mut lean, mut whole) = (vec![], vec![]);
+    for _ in 0..5 {
+        lean.push(
+            timed(|| serde_json::from_slice::<ObjectList<LeanPod>>(&body).map(|l| l.items.len())).1,
+        );
+        whole.push(
+            timed(|| {
+                serde_json::from_slice::<ObjectList<Pod>>(&body).map(|l| {
+                    let mut items = l.items;
+                    items
+                        .iter_mut()
+                        .for_each(resize_guard_cluster::trim::trim_pod);
+                    items.len()
+                })
+            })
+            .1,
+        );
+    }
+    let best = |t: &[Duration]| t.iter().min().copied().unwrap_or_default();
+    json!({
+        "pods": count,
+        "bytes": body.len(),
+        "lean_mb_s": mb_per_s(body.len(), &[best(&lean)]),
+        "whole_then_trimmed_mb_s": mb_per_s(body.len(), &[best(&whole)]),
     })
 }
 
