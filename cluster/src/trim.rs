@@ -2,11 +2,13 @@
 //!
 //! A stored Pod is mostly what no decision looks at — `managedFields`, the
 //! `kubectl.kubernetes.io/last-applied-configuration` copy of the manifest, env, probes, volumes,
-//! images, IPs, ready conditions. The watches run every object through these functions
-//! ([`kube::runtime::WatchStreamExt::modify`]) before anything is indexed or stored, so the
-//! cache holds a fraction of the bytes. Trimming is a whitelist: a field added to the API later is
-//! dropped until someone adds it here (and to `tests/trim.rs`, which checks every decision is the
-//! same on trimmed and untrimmed pods).
+//! images, IPs, ready conditions. The PodDisruptionBudget and ConfigMap watches run every object
+//! through these functions ([`kube::runtime::WatchStreamExt::modify`]) before anything is indexed
+//! or stored; pods and nodes are decoded straight into their trimmed form ([`crate::lean`]), and
+//! `trim_pod`/`trim_node` are the specification the lean decoder is held to (`tests/trim.rs`
+//! compares the two, written independently on purpose). Trimming is a whitelist: a field added to
+//! the API later is dropped until someone adds it here, to the lean decoder and to
+//! `tests/trim.rs`, which checks every decision is the same on trimmed and untrimmed pods.
 //!
 //! | object | kept | read by |
 //! |---|---|---|

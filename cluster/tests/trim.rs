@@ -11,7 +11,8 @@ mod trim_cases;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ContainerImage, EphemeralContainer, Node, NodeCondition, NodePodPreemptionPolicy, Pod, Taint,
+    ContainerImage, EphemeralContainer, Node, NodeCondition, NodePodPreemptionPolicy, Pod,
+    ResourceRequirements, Taint,
 };
 use k8s_openapi::api::policy::v1::{
     PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
@@ -226,7 +227,8 @@ fn view_ledger(pods: &[Pod], n: &Node) -> NodeLedger {
     (*idx.ledger(n)).clone()
 }
 
-fn resized(p: &Pod) -> Pod {
+/// `p` with `edit` applied to its first container's resources (when it has any).
+fn edited(p: &Pod, edit: impl FnOnce(&mut ResourceRequirements)) -> Pod {
     let mut new = p.clone();
     if let Some(r) = new
         .spec
@@ -234,6 +236,14 @@ fn resized(p: &Pod) -> Pod {
         .and_then(|s| s.containers.first_mut())
         .and_then(|c| c.resources.as_mut())
     {
+        edit(r);
+    }
+    new
+}
+
+/// The first container's cpu, where it is set, to 2500m.
+fn resized(p: &Pod) -> Pod {
+    edited(p, |r| {
         for list in [r.requests.as_mut(), r.limits.as_mut()]
             .into_iter()
             .flatten()
@@ -242,22 +252,12 @@ fn resized(p: &Pod) -> Pod {
                 list.insert("cpu".into(), Quantity("2500m".into()));
             }
         }
-    }
-    new
+    })
 }
 
 /// The first container without limits: a QoS class change for a Guaranteed pod (a repair).
 fn limits_dropped(p: &Pod) -> Pod {
-    let mut new = p.clone();
-    if let Some(r) = new
-        .spec
-        .as_mut()
-        .and_then(|s| s.containers.first_mut())
-        .and_then(|c| c.resources.as_mut())
-    {
-        r.limits = None;
-    }
-    new
+    edited(p, |r| r.limits = None)
 }
 
 /// An admission as text: annotations in order, a repaired pod as its trimmed self (the patch is

@@ -98,3 +98,8 @@ pub(super) fn must_be<'de, D: Deserializer<'de>>(d: D, want: &str) -> Result<(),
         ))
     }
 }
+
+/// `apiVersion: v1` (pods and nodes are in the core group).
+pub(super) fn core_v1<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    must_be(d, "v1")
+}

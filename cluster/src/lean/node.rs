@@ -13,7 +13,11 @@ use super::meta::{WireMeta, must_be, nullable};
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct WireNode {
-    #[serde(default, rename = "apiVersion", deserialize_with = "v1")]
+    #[serde(
+        default,
+        rename = "apiVersion",
+        deserialize_with = "super::meta::core_v1"
+    )]
     _api_version: (),
     #[serde(default, rename = "kind", deserialize_with = "node")]
     _kind: (),
@@ -21,10 +25,6 @@ pub(super) struct WireNode {
     metadata: WireMeta,
     spec: Option<WireSpec>,
     status: Option<WireStatus>,
-}
-
-fn v1<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-    must_be(d, "v1")
 }
 
 fn node<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {

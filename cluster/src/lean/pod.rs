@@ -20,7 +20,11 @@ type Quantities = BTreeMap<String, Quantity>;
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct WirePod {
-    #[serde(default, rename = "apiVersion", deserialize_with = "v1")]
+    #[serde(
+        default,
+        rename = "apiVersion",
+        deserialize_with = "super::meta::core_v1"
+    )]
     _api_version: (),
     #[serde(default, rename = "kind", deserialize_with = "pod")]
     _kind: (),
@@ -28,10 +32,6 @@ pub(super) struct WirePod {
     metadata: WireMeta,
     spec: Option<WireSpec>,
     status: Option<WireStatus>,
-}
-
-fn v1<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-    must_be(d, "v1")
 }
 
 fn pod<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
