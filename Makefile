@@ -60,7 +60,7 @@ WITH_PROMTOOL = RESIZE_GUARD_PROMTOOL_BIN="$$(scripts/build-promtool.sh | tail -
 # metrics-server v0.8.0 from Go modules (first run a few minutes), for the metrics API tests.
 WITH_METRICS_SERVER = RESIZE_GUARD_METRICS_SERVER_BIN="$$(scripts/build-metrics-server.sh | tail -n 1)/metrics-server"
 
-.PHONY: e2e vpa-lag demo-node upstream push krew test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-scale sandbox demo demo-vpa fmt fuzz rss flood
+.PHONY: e2e vpa-lag demo-node upstream push krew test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-report bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
@@ -270,6 +270,11 @@ bench:
 	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-lab --bench resize_latency
 	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-lab --bench preemption_latency
 	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-lab --bench preemption_victims
+	$(MAKE) bench-report
+
+# Every goal in target/bench/*.json beside its figure, written into the README's goals table.
+bench-report:
+	$(CARGO) run --locked -q -p resize-guard-lab --bin resize-guard-bench-report -- --readme README.md
 
 fmt:
 	$(CARGO) fmt --all

@@ -97,6 +97,7 @@ pub async fn serve(
         config.version = runtime.version().clone();
         config.keep_pod_if = crate::preemption::reconcile::concerns_controller;
         config.unhealthy_after = common.watch_unhealthy_after;
+        config.initial_list = common.initial_list;
         // The controller acts on PDBs: a stale PDB cache is as unsafe to act on as a stale pod one.
         config.acts_on_pdbs = true;
         #[cfg(feature = "testing")]

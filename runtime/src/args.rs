@@ -33,9 +33,25 @@ pub struct CommonArgs {
     #[arg(long, env = "RESIZE_GUARD_WATCH_UNHEALTHY_AFTER", default_value = "60s", value_parser = crate::parse_duration)]
     pub watch_unhealthy_after: Duration,
 
+    /// How the pod and node watches get their first state: `streaming` (a streaming list,
+    /// falling back to pages where the API server refuses one) or `paged` (paged LISTs only).
+    #[arg(long, env = "RESIZE_GUARD_INITIAL_LIST", value_enum, default_value_t = InitialList::Streaming)]
+    pub initial_list: InitialList,
+
     /// Log format.
     #[arg(long, env = "RESIZE_GUARD_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
+}
+
+/// How a watch of many objects asks for its first state (`--initial-list`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum InitialList {
+    /// A streaming list (`sendInitialEvents`), falling back to pages where the API server
+    /// refuses one.
+    #[default]
+    Streaming,
+    /// Paged LISTs only.
+    Paged,
 }
 
 #[cfg(test)]
@@ -65,6 +81,14 @@ mod tests {
         assert_eq!(a.policy_configmap, "resize-guard");
         assert_eq!(a.watch_unhealthy_after, Duration::from_secs(60));
         assert_eq!(a.log_format, "text");
+        assert_eq!(a.initial_list, InitialList::Streaming);
+    }
+
+    #[test]
+    fn the_initial_list_is_streaming_or_paged() {
+        let a = Program::try_parse_from(["p", "--initial-list=paged"]).unwrap();
+        assert_eq!(a.common.initial_list, InitialList::Paged);
+        assert!(Program::try_parse_from(["p", "--initial-list=all-at-once"]).is_err());
     }
 
     #[test]

@@ -378,6 +378,7 @@ fn start_view(
         client,
         ViewConfig {
             unhealthy_after: args.common.watch_unhealthy_after,
+            initial_list: args.common.initial_list,
             on_policy_reload: {
                 let metrics = metrics.clone();
                 Arc::new(move |ok| metrics.policy_reload(ok))

@@ -111,6 +111,7 @@ The container's env: the pod's namespace and name, then the program's extraEnv.
 {{- define "resize-guard.env" -}}
 - {name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
 - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+- {name: MIMALLOC_ARENA_EAGER_COMMIT, value: "0"}
 {{- with .extraEnv }}
 {{ toYaml . }}
 {{- end }}

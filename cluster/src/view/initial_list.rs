@@ -25,15 +25,7 @@ use kube::runtime::watcher;
 
 use super::watches::lean;
 
-/// How a watch asks for its first state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum InitialList {
-    /// A streaming list, falling back to pages where the API server refuses it.
-    #[default]
-    Streaming,
-    /// Paged LISTs only.
-    Paged,
-}
+pub use resize_guard_runtime::args::InitialList;
 
 /// A lean watch of `api` ([`lean`]) whose initial state comes as `initial` says; `paged` is the
 /// configuration of the paged form (page size, selectors), which the streaming form shares;

@@ -75,6 +75,92 @@ pub fn write_summary(name: &str, value: &serde_json::Value) {
     }
 }
 
+/// A goal a benchmark states, beside the figure this run measured: printed as one line and kept
+/// in the summary's `goals` array, from which `make bench-report` builds the README's goals table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Goal {
+    /// What is measured, in words (`review p99, 150,000 pods in process`).
+    pub what: String,
+    /// The figure must be at most this (at least, with `at_least`).
+    pub target: f64,
+    /// What this run measured.
+    pub figure: f64,
+    /// The unit of both (`µs`, `MiB`, `s`, `×`).
+    pub unit: String,
+    /// A throughput: the figure must be at least the target.
+    pub at_least: bool,
+    /// Anything the figure needs beside it (an interval, the size it was measured at).
+    pub detail: String,
+}
+
+impl Goal {
+    /// A goal the figure meets by being at most `target`.
+    pub fn at_most(what: &str, figure: f64, target: f64, unit: &str) -> Goal {
+        Goal {
+            what: what.to_owned(),
+            target,
+            figure,
+            unit: unit.to_owned(),
+            at_least: false,
+            detail: String::new(),
+        }
+    }
+
+    /// The same goal with `detail` beside its figure.
+    pub fn with_detail(mut self, detail: &str) -> Goal {
+        self.detail = detail.to_owned();
+        self
+    }
+
+    /// Whether the figure meets the target (a NaN figure never does).
+    pub fn met(&self) -> bool {
+        if self.at_least {
+            self.figure >= self.target
+        } else {
+            self.figure <= self.target
+        }
+    }
+
+    /// `goal: … ≤ target | figure: … | met` as printed.
+    pub fn line(&self) -> String {
+        let op = if self.at_least { "≥" } else { "≤" };
+        let detail = if self.detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", self.detail)
+        };
+        format!(
+            "goal: {} {op} {} {} | figure: {} {}{detail} | {}",
+            self.what,
+            self.target,
+            self.unit,
+            round3(self.figure),
+            self.unit,
+            if self.met() { "met" } else { "NOT met" }
+        )
+    }
+
+    /// The goal as the summary keeps it.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "what": self.what, "target": self.target, "figure": round3(self.figure),
+            "unit": self.unit, "at_least": self.at_least, "detail": self.detail, "met": self.met(),
+        })
+    }
+}
+
+/// Prints each goal's line and returns them as the summary's `goals` array.
+pub fn report_goals(goals: &[Goal]) -> serde_json::Value {
+    for g in goals {
+        println!("{}", g.line());
+    }
+    serde_json::Value::Array(goals.iter().map(Goal::json).collect())
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -89,5 +175,28 @@ mod tests {
         assert_eq!(percentile(&samples, 1.0), Duration::from_millis(100));
         assert_eq!(percentile(&[], 0.5), Duration::ZERO);
         assert_eq!(ms(Duration::from_micros(1234)), 1.234);
+    }
+
+    #[test]
+    fn a_goal_is_met_on_its_side_of_the_target_and_never_by_nan() {
+        let g = super::Goal::at_most("review p99", 412.4, 1000.0, "µs");
+        assert!(g.met());
+        assert_eq!(
+            g.line(),
+            "goal: review p99 ≤ 1000 µs | figure: 412.4 µs | met"
+        );
+        let over = super::Goal::at_most("ready", 10.1, 10.0, "s").with_detail("30,000 pods");
+        assert!(!over.met());
+        assert!(
+            over.line()
+                .ends_with("figure: 10.1 s (30,000 pods) | NOT met")
+        );
+        assert!(!super::Goal::at_most("x", f64::NAN, 1.0, "s").met());
+        let rate = super::Goal {
+            at_least: true,
+            ..super::Goal::at_most("saturation", 14_900.0, 10_000.0, "reviews/s")
+        };
+        assert!(rate.met() && rate.line().contains("≥ 10000"));
+        assert_eq!(g.json()["met"], serde_json::json!(true));
     }
 }

@@ -18,7 +18,8 @@
 //! (`assess` with `view.ledger()`/`view.budgets()`, as `reconcile.rs`) on Deferred pods of a
 //! busy node. The allocator is the programs' own: `resize-guard-runtime` sets the global
 //! allocator of everything that links it (both binaries and this benchmark); the benchmark adds
-//! none.
+//! none, and each child gets the environment `deploy/` gives its program (the allocator's
+//! options).
 //!
 //! ```text
 //! cargo bench -p resize-guard-lab --bench scale
@@ -55,7 +56,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use resize_guard_harness::bench::write_summary;
+use resize_guard_harness::bench::{Goal, report_goals, write_summary};
 use serde_json::{Value, json};
 
 use apiserver::ListMode;
@@ -141,17 +142,65 @@ fn main() {
     let wall = started.elapsed();
     print_table(&results);
     println!("wall time {:.1} s", wall.as_secs_f64());
+    let goals = report_goals(&goals(&results));
     write_summary(
         "scale",
-        &json!({"wall_s": wall.as_secs_f64(), "list_mode": format!("{:?}", list_mode()), "runs": results}),
+        &json!({"wall_s": wall.as_secs_f64(), "list_mode": format!("{:?}", list_mode()), "runs": results, "goals": goals}),
     );
+}
+
+/// The issue's goals at the largest step measured: review p99 ≤ 1 ms, each program ≤ 128 MiB
+/// resident once ready and settled.
+fn goals(results: &[Value]) -> Vec<Goal> {
+    let largest = results
+        .iter()
+        .filter_map(|r| r["pods"].as_u64())
+        .max()
+        .unwrap_or(0);
+    let at = |role: &str| {
+        results
+            .iter()
+            .find(|r| r["role"] == role && r["pods"].as_u64() == Some(largest))
+    };
+    let size = |r: &Value| format!("{} pods, {} nodes, in process", r["pods"], r["nodes"]);
+    let mut goals = vec![];
+    if let Some(w) = at("webhook") {
+        goals.push(
+            Goal::at_most(
+                "review p99 (mutate)",
+                w["work"]["review_mutate"]["p99_us"]
+                    .as_f64()
+                    .unwrap_or(f64::NAN),
+                1000.0,
+                "µs",
+            )
+            .with_detail(&size(w)),
+        );
+    }
+    for role in ["webhook", "controller"] {
+        if let Some(r) = at(role) {
+            goals.push(
+                Goal::at_most(
+                    &format!("{role} VmRSS, settled after ready"),
+                    r["mem_settled"]["rss_kib"].as_f64().unwrap_or(f64::NAN) / 1024.0,
+                    128.0,
+                    "MiB",
+                )
+                .with_detail(&size(r)),
+            );
+        }
+    }
+    goals
 }
 
 /// Runs one role in a child process and returns its result line.
 fn child(role: Role, nodes: usize, pods: usize) -> Value {
     let exe = std::env::current_exe().expect("current exe");
     let t = Instant::now();
+    // Each role runs with the environment deploy/ gives its program (the allocator's options).
+    let shipped = resize_guard_lab::programs::shipped_env(role.as_str()).expect("deploy/'s env");
     let mut proc = Command::new(exe)
+        .envs(shipped)
         .env(CHILD_ROLE, role.as_str())
         .env(CHILD_NODES, nodes.to_string())
         .env(CHILD_PODS, pods.to_string())

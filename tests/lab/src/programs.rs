@@ -15,6 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use serde::Deserialize;
 
 use resize_guard_harness::control_plane::{ControlPlane, Identity};
 use resize_guard_harness::install::{Install, http_get, write_overlay};
@@ -325,6 +326,36 @@ pub fn kib(status: &str, field: &str) -> anyhow::Result<u64> {
     Ok(number.parse()?)
 }
 
+/// The plain `value` environment `deploy/base/<component>.yaml` gives the program's container
+/// (`MIMALLOC_ARENA_EAGER_COMMIT`, …; `valueFrom` entries are the API's to fill): measured
+/// programs run as deploy/ ships them.
+pub fn shipped_env(component: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/base")
+        .join(format!("{component}.yaml"));
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut env = vec![];
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let v = serde_yaml_ng::Value::deserialize(doc)
+            .with_context(|| format!("{} is not YAML", path.display()))?;
+        if v["kind"].as_str() != Some("Deployment") {
+            continue;
+        }
+        let containers = v["spec"]["template"]["spec"]["containers"].as_sequence();
+        for e in containers
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["env"].as_sequence().into_iter().flatten())
+        {
+            if let (Some(name), Some(value)) = (e["name"].as_str(), e["value"].as_str()) {
+                env.push((name.to_owned(), value.to_owned()));
+            }
+        }
+    }
+    Ok(env)
+}
+
 fn spawn(
     cp: &ControlPlane,
     identity: Identity,
@@ -332,8 +363,14 @@ fn spawn(
     name: &str,
     args: &[String],
 ) -> anyhow::Result<Process> {
+    let component = if matches!(identity, Identity::Controller) {
+        "controller"
+    } else {
+        "webhook"
+    };
     let mut cmd = Command::new(bin);
-    cmd.env("KUBECONFIG", cp.kubeconfig_path_for(identity))
+    cmd.envs(shipped_env(component)?)
+        .env("KUBECONFIG", cp.kubeconfig_path_for(identity))
         .env("RUST_LOG", "info,kube_client=warn")
         .args(args);
     Process::spawn(name, cmd, &cp.dir().join(format!("{name}.log")))

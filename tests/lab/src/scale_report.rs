@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::bare_list::BareList;
 use serde_json::{Value, json};
 
 use crate::busy_node::{Deferral, Scene};
@@ -64,6 +65,9 @@ pub struct Step {
     pub etcd_disk: u64,
     /// WARN/ERROR lines in the (webhook, controller) logs and a few of them.
     pub log_warnings: (usize, usize, Vec<String>),
+    /// A bare client's streaming list of every pod, (alone, two at once): the API server's part
+    /// of the programs' start-up.
+    pub bare: (BareList, BareList),
 }
 
 /// One-off set-up costs and facts.
@@ -107,15 +111,50 @@ pub fn print_step(s: &Step) {
     let (wp50, wp99) = p50_p99(&s.with);
     let (np50, np99) = p50_p99(&s.without);
     eprintln!(
-        "scale: {} pods: VmRSS webhook {:.1} MiB, controller {:.1} MiB; review p50/p99 {np50:.1}/{np99:.1} ms \
-         without, {wp50:.1}/{wp99:.1} ms with the webhook; Deferred→plan {} ms",
+        "scale: {} pods: ready webhook {:.1} s, controller {:.1} s (a bare streaming list of every pod: \
+         {:.1} s alone, {:.1} s two at once); VmRSS webhook {:.1} MiB, controller {:.1} MiB; review \
+         p50/p99 {np50:.1}/{np99:.1} ms without, {wp50:.1}/{wp99:.1} ms with the webhook; Deferred→plan {} ms",
         s.pods,
+        s.ready.webhook.as_secs_f64(),
+        s.ready.controller.as_secs_f64(),
+        s.bare.0.elapsed.as_secs_f64(),
+        s.bare.1.elapsed.as_secs_f64(),
         mib(s.settled.0.vm_rss),
         mib(s.settled.1.vm_rss),
         s.deferral
             .as_ref()
             .map_or_else(|e| format!("failed ({e})"), |d| fmt_ms(d.to_first_act())),
     );
+}
+
+/// The goal at the largest step: each program ready within 10 s of its start.
+pub fn goals(steps: &[Step]) -> Vec<bench::Goal> {
+    let Some(s) = steps.iter().max_by_key(|s| s.pods) else {
+        return vec![];
+    };
+    let initial = std::env::var("RESIZE_GUARD_INITIAL_LIST").unwrap_or_else(|_| "streaming".into());
+    let detail = format!(
+        "{} pods on kube-apiserver v1.37.2, --initial-list={initial}; a bare streaming list of every pod took {:.1} s alone, \
+         {:.1} s two at once",
+        s.pods,
+        s.bare.0.elapsed.as_secs_f64(),
+        s.bare.1.elapsed.as_secs_f64()
+    );
+    [
+        ("webhook", s.ready.webhook),
+        ("controller", s.ready.controller),
+    ]
+    .into_iter()
+    .map(|(program, ready)| {
+        bench::Goal::at_most(
+            &format!("{program} ready after start"),
+            ready.as_secs_f64(),
+            10.0,
+            "s",
+        )
+        .with_detail(&detail)
+    })
+    .collect()
 }
 
 /// The tables, the refusals and warnings seen, the growth lines and the wall time, on stdout.
@@ -128,22 +167,24 @@ pub fn print(args: &Settings, steps: &[Step], setup: &Setup, wall: Duration, etc
     println!("{}", setup.sample);
     println!();
     println!(
-        "| pods | webhook ready s | controller ready s (leads) | webhook VmRSS MiB ready→settled | webhook VmHWM MiB | \
+        "| pods | webhook ready s | controller ready s (leads) | bare streaming list s (alone / two at once) | webhook VmRSS MiB ready→settled | webhook VmHWM MiB | \
          controller VmRSS MiB ready→settled | controller VmHWM MiB | review p50/p99 ms, no webhook | \
          review p50/p99 ms, webhook | PATCH→Deferred ms | Deferred→plan ms | Deferred→Preempted ms | Deferred→resized ms |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for s in steps {
         let (np50, np99) = p50_p99(&s.without);
         let (wp50, wp99) = p50_p99(&s.with);
         let d = s.deferral.as_ref().ok();
         println!(
-            "| {} | {:.1} | {:.1} ({:.1}) | {:.1}→{:.1} | {:.1} | {:.1}→{:.1} | {:.1} | {np50:.1} / {np99:.1} | \
+            "| {} | {:.1} | {:.1} ({:.1}) | {:.1} / {:.1} | {:.1}→{:.1} | {:.1} | {:.1}→{:.1} | {:.1} | {np50:.1} / {np99:.1} | \
              {wp50:.1} / {wp99:.1} | {} | {} | {} | {} |",
             s.pods,
             s.ready.webhook.as_secs_f64(),
             s.ready.controller.as_secs_f64(),
             s.ready.leading.as_secs_f64(),
+            s.bare.0.elapsed.as_secs_f64(),
+            s.bare.1.elapsed.as_secs_f64(),
             mib(s.at_ready.0.vm_rss),
             mib(s.settled.0.vm_rss),
             mib(s.at_end.0.vm_hwm),
@@ -275,6 +316,11 @@ pub fn summary(
                     "new_pods": s.created.pods, "seconds": s.created.elapsed.as_secs_f64(),
                     "pods_per_second": s.created.pods_per_second(),
                     "requests_per_second": s.created.requests_per_second(),
+                },
+                "bare_streaming_list": {
+                    "bytes": s.bare.0.bytes,
+                    "alone_seconds": s.bare.0.elapsed.as_secs_f64(),
+                    "two_at_once_seconds": s.bare.1.elapsed.as_secs_f64(),
                 },
                 "ready_seconds": {
                     "webhook": s.ready.webhook.as_secs_f64(),

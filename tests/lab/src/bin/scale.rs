@@ -125,10 +125,17 @@ fn main() -> anyhow::Result<()> {
         settle: args.settle,
     };
     scale_report::print(&settings, &steps, &setup, wall, etcd_disk);
-    bench::write_summary(
-        "scale_apiserver",
-        &scale_report::summary(&settings, &steps, &setup, wall, etcd_disk),
-    );
+    let mut summary = scale_report::summary(&settings, &steps, &setup, wall, etcd_disk);
+    summary["goals"] = bench::report_goals(&scale_report::goals(&steps));
+    // The programs inherit `RESIZE_GUARD_INITIAL_LIST`: a paged run keeps its own summary.
+    let paged = std::env::var("RESIZE_GUARD_INITIAL_LIST").is_ok_and(|v| v == "paged");
+    summary["initial_list"] = serde_json::json!(if paged { "paged" } else { "streaming" });
+    let name = if paged {
+        "scale_apiserver_paged"
+    } else {
+        "scale_apiserver"
+    };
+    bench::write_summary(name, &summary);
     Ok(())
 }
 
@@ -211,6 +218,23 @@ async fn measure(
     let apiserver = apiserver_pid(cp).and_then(|pid| Memory::of_pid(pid).ok());
     let etcd = Memory::of_pid(cp.etcd_pid()).ok();
 
+    // The API server's own time to stream every pod, before the programs ask for the same.
+    let bare = resize_guard_lab::bare_list::alone_and_paired(client).await?;
+    eprintln!(
+        "scale: {pods} pods: a bare streaming list of every pod ({} MB) takes {:.1?} alone, {:.1?} \
+         when two clients list at once",
+        bare.0.bytes / 1_000_000,
+        bare.0.elapsed,
+        bare.1.elapsed
+    );
+    for limit in [100, 500] {
+        let paged = resize_guard_lab::bare_list::paged_list(client, limit).await?;
+        eprintln!(
+            "scale: {pods} pods: a bare paged list of every pod, {limit} a page ({} MB), takes {:.1?}",
+            paged.bytes / 1_000_000,
+            paged.elapsed
+        );
+    }
     let programs = Programs::start(cp, bins, &format!("scale-{pods}"), &format!("-{pods}"))?;
     let ready = programs
         .wait_ready(Duration::from_secs(args.ready_timeout))
@@ -290,6 +314,7 @@ async fn measure(
         etcd,
         etcd_disk,
         log_warnings,
+        bare,
     })
 }
 
