@@ -263,8 +263,9 @@ impl ClusterView {
     }
 
     /// Every pod the pod watch applies or deletes (`InitApply`, `Apply`, `Delete`) that
-    /// [`ViewConfig::keep_pod_if`] selects, trimmed, sent after the index and the store took it (a relist's `InitApply` pods, as in kube's own
-    /// reflector, are buffered and become visible together at its `InitDone`). A receiver that
+    /// [`ViewConfig::keep_pod_if`] selects, trimmed, sent after the index and the store took it (a
+    /// relist's `InitApply` pods, buffered as in kube's own reflector until its `InitDone`, are
+    /// sent at that `InitDone`, once the store shows them). A receiver that
     /// falls more than [`POD_EVENTS_CAPACITY`] behind gets `Lagged` and must catch up from the
     /// store. Nothing is sent (or allocated) while there is no receiver.
     pub fn pod_events(&self) -> broadcast::Receiver<Arc<Pod>> {

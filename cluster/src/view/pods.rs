@@ -49,6 +49,10 @@ pub(super) async fn watch_pods(
     )
     .boxed();
     let mut relist: Option<PodIndex> = None;
+    // A relist's selected pods, sent at its `InitDone`: until then the store does not show them
+    // (kube's reflector buffers a relist and swaps it in whole), and a receiver that looked a
+    // pod up on its event would not find it.
+    let mut listed_pods: Vec<Pod> = Vec::new();
     while let Some(item) = stream.next().await {
         #[cfg(any(test, feature = "testing"))]
         inject(&view, Watched::Pods, &item);
@@ -60,14 +64,20 @@ pub(super) async fn watch_pods(
             }
         }
         view.health.observe(Watched::Pods, &item);
-        if kept == Some(true)
-            && let Ok(
-                watcher::Event::InitApply(p) | watcher::Event::Apply(p) | watcher::Event::Delete(p),
-            ) = item
-            && view.pod_events.receiver_count() > 0
-        {
-            // Only fails without receivers (a race with the last one leaving): nothing to do.
-            let _ = view.pod_events.send(Arc::new(p));
+        let send = |p: Pod| {
+            if view.pod_events.receiver_count() > 0 {
+                // Only fails without receivers (a race with the last one leaving): nothing to do.
+                let _ = view.pod_events.send(Arc::new(p));
+            }
+        };
+        match item {
+            Ok(watcher::Event::Init) => listed_pods.clear(),
+            Ok(watcher::Event::InitApply(p)) if kept == Some(true) => listed_pods.push(p),
+            Ok(watcher::Event::InitDone) => listed_pods.drain(..).for_each(send),
+            Ok(watcher::Event::Apply(p) | watcher::Event::Delete(p)) if kept == Some(true) => {
+                send(p)
+            }
+            _ => {}
         }
     }
 }

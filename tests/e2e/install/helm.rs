@@ -899,8 +899,15 @@ async fn values_reach_the_objects() {
     let webhook = find(&objs, "Deployment", "resize-guard-webhook");
     let controller = find(&objs, "Deployment", "resize-guard-controller");
     let pod = |d: &Value| d["spec"]["template"].clone();
+    // The allocator setting both programs ship with, then the user's extra env.
+    for d in [webhook, controller] {
+        assert_eq!(
+            container(d)["env"][2],
+            serde_json::json!({"name": "MIMALLOC_ARENA_EAGER_COMMIT", "value": "0"})
+        );
+    }
     assert_eq!(
-        container(webhook)["env"][2],
+        container(webhook)["env"][3],
         serde_json::json!({"name": "RUST_LOG", "value": "debug"})
     );
     assert_eq!(
