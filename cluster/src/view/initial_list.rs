@@ -42,31 +42,30 @@ where
     W::DynamicType: Default,
     K: Send + 'static,
 {
-    let streaming = initial == InitialList::Streaming;
-    let first: BoxStream<'static, _> = if streaming {
-        lean(api.clone(), paged.clone().streaming_lists()).boxed()
-    } else {
-        lean(api.clone(), paged.clone()).boxed()
+    // While streaming, what the paged fallback needs; `None` once listing in pages.
+    let (first, fallback): (BoxStream<'static, _>, _) = match initial {
+        InitialList::Streaming => (
+            lean(api.clone(), paged.clone().streaming_lists()).boxed(),
+            Some((api, paged)),
+        ),
+        InitialList::Paged => (lean(api, paged).boxed(), None),
     };
     futures::stream::unfold(
-        (first, streaming, api, paged),
-        move |(mut stream, streaming, api, paged)| {
-            let refused = refused.clone();
-            async move {
-                let item = stream.next().await?;
-                if streaming && let Some(why) = refuses_streaming(&item) {
-                    refused.store(true, Ordering::Release);
-                    tracing::warn!(
-                        watch = what,
-                        "the API server does not serve streaming lists ({why}); listing in pages"
-                    );
-                    let mut stream: BoxStream<'static, _> =
-                        lean(api.clone(), paged.clone()).boxed();
-                    let item = stream.next().await?;
-                    return Some((item, (stream, false, api, paged)));
-                }
-                Some((item, (stream, streaming, api, paged)))
-            }
+        (first, fallback, refused),
+        move |(mut stream, fallback, refused)| async move {
+            let item = stream.next().await?;
+            let refusal = fallback.as_ref().and_then(|_| refuses_streaming(&item));
+            let (Some(why), Some((api, paged))) = (refusal, fallback.as_ref()) else {
+                return Some((item, (stream, fallback, refused)));
+            };
+            refused.store(true, Ordering::Release);
+            tracing::warn!(
+                watch = what,
+                "the API server does not serve streaming lists ({why}); listing in pages"
+            );
+            let mut stream: BoxStream<'static, _> = lean(api.clone(), paged.clone()).boxed();
+            let item = stream.next().await?;
+            Some((item, (stream, None, refused)))
         },
     )
 }
