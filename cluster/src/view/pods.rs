@@ -49,10 +49,7 @@ pub(super) async fn watch_pods(
     )
     .boxed();
     let mut relist: Option<PodIndex> = None;
-    // A relist's selected pods, sent at its `InitDone`: until then the store does not show them
-    // (kube's reflector buffers a relist and swaps it in whole), and a receiver that looked a
-    // pod up on its event would not find it.
-    let mut listed_pods: Vec<Pod> = Vec::new();
+    let mut announce = Announcements::default();
     while let Some(item) = stream.next().await {
         #[cfg(any(test, feature = "testing"))]
         inject(&view, Watched::Pods, &item);
@@ -64,20 +61,40 @@ pub(super) async fn watch_pods(
             }
         }
         view.health.observe(Watched::Pods, &item);
-        let send = |p: Pod| {
-            if view.pod_events.receiver_count() > 0 {
-                // Only fails without receivers (a race with the last one leaving): nothing to do.
-                let _ = view.pod_events.send(Arc::new(p));
+        if let Ok(ev) = item {
+            for p in announce.after(ev, kept == Some(true)) {
+                if view.pod_events.receiver_count() > 0 {
+                    // Only fails without receivers (a race with the last one leaving).
+                    let _ = view.pod_events.send(Arc::new(p));
+                }
             }
-        };
-        match item {
-            Ok(watcher::Event::Init) => listed_pods.clear(),
-            Ok(watcher::Event::InitApply(p)) if kept == Some(true) => listed_pods.push(p),
-            Ok(watcher::Event::InitDone) => listed_pods.drain(..).for_each(send),
-            Ok(watcher::Event::Apply(p) | watcher::Event::Delete(p)) if kept == Some(true) => {
-                send(p)
+        }
+    }
+}
+
+/// Which selected pods the broadcast announces after each event, once the store shows them: an
+/// applied or deleted pod at once, a relist's pods at its `InitDone` (until then kube's reflector
+/// buffers the relist, and a receiver that looked a pod up on its event would not find it).
+#[derive(Debug, Default)]
+struct Announcements {
+    listed: Vec<Pod>,
+}
+
+impl Announcements {
+    /// The pods to send after `ev` was applied; `kept` says whether its pod is selected.
+    fn after(&mut self, ev: watcher::Event<Pod>, kept: bool) -> Vec<Pod> {
+        match ev {
+            watcher::Event::Init => {
+                self.listed.clear();
+                vec![]
             }
-            _ => {}
+            watcher::Event::InitApply(p) if kept => {
+                self.listed.push(p);
+                vec![]
+            }
+            watcher::Event::InitDone => std::mem::take(&mut self.listed),
+            watcher::Event::Apply(p) | watcher::Event::Delete(p) if kept => vec![p],
+            _ => vec![],
         }
     }
 }
@@ -144,5 +161,46 @@ fn apply_to_index(view: &ClusterView, ev: &watcher::Event<Pod>, relist: &mut Opt
                 idx.delete(&p.uid().unwrap_or_default());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.into());
+        p
+    }
+
+    fn names(pods: Vec<Pod>) -> Vec<String> {
+        pods.into_iter().filter_map(|p| p.metadata.name).collect()
+    }
+
+    #[test]
+    fn a_relist_is_announced_at_its_end_and_a_change_at_once() {
+        let mut a = Announcements::default();
+        assert!(a.after(watcher::Event::Init, false).is_empty());
+        assert!(
+            a.after(watcher::Event::InitApply(pod("kept")), true)
+                .is_empty()
+        );
+        assert!(
+            a.after(watcher::Event::InitApply(pod("other")), false)
+                .is_empty()
+        );
+        assert_eq!(names(a.after(watcher::Event::InitDone, false)), ["kept"]);
+        assert_eq!(names(a.after(watcher::Event::Apply(pod("a")), true)), ["a"]);
+        assert_eq!(
+            names(a.after(watcher::Event::Delete(pod("d")), true)),
+            ["d"]
+        );
+        assert!(a.after(watcher::Event::Apply(pod("no")), false).is_empty());
+        // A relist that starts over forgets what the broken one listed.
+        a.after(watcher::Event::Init, false);
+        a.after(watcher::Event::InitApply(pod("lost")), true);
+        a.after(watcher::Event::Init, false);
+        assert!(a.after(watcher::Event::InitDone, false).is_empty());
     }
 }
