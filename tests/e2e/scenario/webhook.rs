@@ -169,7 +169,9 @@ pub async fn controller(env: &Env, identity: &str, extra: &[&str]) -> InProcessC
     ];
     argv.extend(extra.iter().map(|a| (*a).to_owned()));
     let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from(argv);
-    let client = env.cp.client_as(Identity::Controller).await.unwrap();
+    // Built as the program builds its client (no read timeout on quiet watches).
+    let config = env.cp.program_config(Identity::Controller).await.unwrap();
+    let client = resize_guard_runtime::api_client::build(config).unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(resize_guard_controller::run::serve(
         args,

@@ -355,6 +355,17 @@ impl ControlPlane {
         Ok(config)
     }
 
+    /// A kube client config for an identity as the programs configure theirs
+    /// (`kube::Config::infer`: no read timeout, so a quiet watch ends on the API server's own
+    /// timeout). [`Self::config`]'s 60 s read timeout keeps a test from hanging, but fails every
+    /// watch that sees nothing for a minute — a PDB watch failing holds the controller's
+    /// evictions back until it delivers again — so a program run in process gets this one.
+    pub async fn program_config(&self, id: Identity) -> anyhow::Result<kube::Config> {
+        let mut config = self.config(id).await?;
+        config.read_timeout = None;
+        Ok(config)
+    }
+
     /// An admin client, bound to the caller's async runtime.
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         self.client_as(Identity::Admin).await

@@ -22,6 +22,17 @@ impl Embedded {
     }
 }
 
+/// An admin client built as the programs build theirs (`resize_guard_runtime::api_client` on
+/// the harness's `program_config`: no read timeout on quiet watches).
+pub async fn program_client(env: &Env) -> kube::Client {
+    let config = env
+        .cp
+        .program_config(resize_guard_harness::control_plane::Identity::Admin)
+        .await
+        .expect("admin kubeconfig");
+    resize_guard_runtime::api_client::build(config).expect("admin client")
+}
+
 /// Installs resize-guard with `policy` plus an exclusion of `upstream_ns` (created here), and
 /// starts the controller in process as admin.
 pub async fn side_by_side(env: &'static Env, upstream_ns: &str, policy: &str) -> Embedded {
@@ -31,7 +42,7 @@ pub async fn side_by_side(env: &'static Env, upstream_ns: &str, policy: &str) ->
         &format!("{policy}namespaces:\n  exclude: [kube-system, {upstream_ns}]\n"),
     )
     .await;
-    let client = env.client().await;
+    let client = program_client(env).await;
     let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from([
         "resize-guard-controller",
         &format!(
