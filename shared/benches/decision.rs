@@ -22,7 +22,7 @@ use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::{BelowUsage, Policy};
 use resize_guard_policy::{Context, Verdict, classify};
 
-use bench::{percentile, us, write_summary};
+use bench::{Row, percentile, rows_json, us, write_summary};
 
 const PODS_PER_NODE: usize = 110;
 
@@ -146,10 +146,24 @@ fn main() {
         us(on_p50),
         us(off_p50)
     );
+    let at = |i: usize| (us(rows[i].1), us(rows[i].2));
+    let (classify_p50, classify_p99) = at(0);
+    let (ledger_p50, ledger_p99) = at(1);
+    let row = Row::new(
+        &format!("`classify` (resize strategy, built-in validation, QoS, node features, feasibility, shortfall, {victims} victims chosen), {PODS_PER_NODE}-pod node"),
+        "`cargo bench -p resize-guard-policy --bench decision`",
+    )
+    .percentiles(&format!("{classify_p50:.1} µs"), &format!("{classify_p99:.1} µs"))
+    .other(&format!(
+        "ledger build from {PODS_PER_NODE} pods {ledger_p50:.1} / {ledger_p99:.1} µs; a CPU resize admitted with the memory-lowering rule on {:.1} µs vs off {:.1} µs at p50 ({memory_rule_ratio:.2}×)",
+        us(on_p50),
+        us(off_p50)
+    ));
     write_summary(
         "policy",
         &serde_json::json!({"pods_per_node": PODS_PER_NODE, "victims": victims, "results": results,
             "admit_cpu_resize_p50_us": {"memory_rule_on": us(on_p50), "memory_rule_off": us(off_p50),
-                "ratio": memory_rule_ratio}}),
+                "ratio": memory_rule_ratio},
+            "rows": rows_json(&[row])}),
     );
 }

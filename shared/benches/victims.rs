@@ -12,7 +12,7 @@
 #[path = "../../tests/harness/src/bench.rs"]
 mod bench;
 
-use bench::{Lcg, write_summary};
+use bench::{Lcg, Row, rows_json, write_summary};
 use k8s_openapi::api::core::v1::Pod;
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::{
@@ -134,6 +134,13 @@ fn main() {
             "resize_guard_victims": ours_total,
             "upstream_model_victims": theirs_total,
             "fewer": fewer, "same": same, "more": more,
+            "rows": rows_json(&[Row::new(
+                &format!("victims per Deferred resize, {deferred} generated 8-core nodes (first plan, in-process model)"),
+                "`cargo bench -p resize-guard-policy --bench victims`",
+            )
+            .other(&format!(
+                "resize-guard {ours_total} vs {theirs_total} for the same algorithm on the v1.37 alpha scheduler's accounting (fewer in {fewer} scenarios, equal in {same}, more in {more})"
+            ))]),
         }),
     );
 }

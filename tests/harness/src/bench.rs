@@ -157,6 +157,60 @@ pub fn report_goals(goals: &[Goal]) -> serde_json::Value {
     serde_json::Value::Array(goals.iter().map(Goal::json).collect())
 }
 
+/// One row of the README's Benchmarks table, written by the benchmark that measured it: what
+/// ran, the command that reproduces it, and the figures of this run. Kept in the summary's
+/// `rows` array, from which `make bench-report` builds the table.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Row {
+    /// What was measured, in words.
+    pub what: String,
+    /// The command that reproduces it.
+    pub command: String,
+    /// The median, with its unit; empty when the row has none.
+    pub p50: String,
+    /// The 99th percentile, with its unit; empty when the row has none.
+    pub p99: String,
+    /// Everything else this run measured.
+    pub other: String,
+}
+
+impl Row {
+    /// A row of `what`, reproduced by `command`.
+    pub fn new(what: &str, command: &str) -> Row {
+        Row {
+            what: what.to_owned(),
+            command: command.to_owned(),
+            ..Row::default()
+        }
+    }
+
+    /// The same row with its median and 99th percentile.
+    pub fn percentiles(mut self, p50: &str, p99: &str) -> Row {
+        self.p50 = p50.to_owned();
+        self.p99 = p99.to_owned();
+        self
+    }
+
+    /// The same row with `other`.
+    pub fn other(mut self, other: &str) -> Row {
+        self.other = other.to_owned();
+        self
+    }
+
+    /// The row as the summary keeps it.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "what": self.what, "command": self.command, "p50": self.p50, "p99": self.p99,
+            "other": self.other,
+        })
+    }
+}
+
+/// The summary's `rows` array.
+pub fn rows_json(rows: &[Row]) -> serde_json::Value {
+    serde_json::Value::Array(rows.iter().map(Row::json).collect())
+}
+
 fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }

@@ -20,7 +20,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use resize_guard_harness::bench::{ms, percentile, write_summary};
+use resize_guard_harness::bench::{
+    Goal, Row, ms, percentile, report_goals, rows_json, write_summary,
+};
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::install::set_policy;
@@ -116,6 +118,13 @@ async fn one_run(
 
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // The embedded controller's log on stderr when `RUST_LOG` asks for it.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let runs: usize = std::env::var("RESIZE_GUARD_BENCH_RUNS")
         .ok()
         .map(|v| {
@@ -141,6 +150,7 @@ fn main() {
         for i in 0..runs {
             ours.push(one_run(env, &ours_ns, Some("resize-guard-bench"), i, &seen).await);
             upstream.push(one_run(env, UPSTREAM_NS, None, i, &seen).await);
+            eprintln!("run {i}: resize-guard {:.1} ms, kube-scheduler {:.1} ms", ms(ours[i]), ms(upstream[i]));
         }
         // The same with pdb: bestEffort (plain DELETE, like kube-scheduler, instead of the
         // Eviction API's PDB check).
@@ -148,7 +158,13 @@ fn main() {
         tokio::time::sleep(Duration::from_secs(2)).await;
         for i in runs..2 * runs {
             ours_delete.push(one_run(env, &ours_ns, Some("resize-guard-bench"), i, &seen).await);
+            eprintln!("run {i}: resize-guard (pdb: bestEffort) {:.1} ms", ms(ours_delete[i - runs]));
         }
+        let in_order = |v: &[Duration]| v.iter().map(|d| ms(*d)).collect::<Vec<_>>();
+        let runs_ms = serde_json::json!({
+            "resize_guard": in_order(&ours), "kube_scheduler_alpha": in_order(&upstream),
+            "resize_guard_best_effort": in_order(&ours_delete),
+        });
         ours_delete.sort();
         let (d50, d99) = (percentile(&ours_delete, 0.5), percentile(&ours_delete, 0.99));
         controller.stop().await;
@@ -181,11 +197,35 @@ fn main() {
             "preemption_latency",
             &serde_json::json!({
                 "runs": runs,
+                "runs_ms_in_order": runs_ms,
                 "resize_guard": {"p50_ms": ms(o50), "p99_ms": ms(o99)},
                 "resize_guard_best_effort": {"p50_ms": ms(d50), "p99_ms": ms(d99)},
                 "kube_scheduler_alpha": {"p50_ms": ms(u50), "p99_ms": ms(u99)},
                 "ratio_p50": o50.as_secs_f64() / u50.as_secs_f64(),
                 "ratio_p99": o99.as_secs_f64() / u99.as_secs_f64(),
+                "rows": rows_json(&[Row::new(
+                    &format!("Deferred condition → all victims terminating (field test, {runs} runs each, one run)"),
+                    "`make bench` (`preemption_latency`; `RESIZE_GUARD_BENCH_RUNS`)",
+                )
+                .percentiles(
+                    &format!("{:.1} ms (upstream {:.1})", ms(o50), ms(u50)),
+                    &format!("{:.1} ms (upstream {:.1})", ms(o99), ms(u99)),
+                )
+                .other(&format!(
+                    "resize-guard with the Eviction API {:.2}× upstream at p50, {:.2}× at p99; with `pdb: bestEffort` (plain DELETE like upstream) {:.2}× / {:.2}×",
+                    r(o50, u50), r(o99, u99), r(d50, u50), r(d99, u99)
+                ))]),
+                "goals": report_goals(&[
+                    Goal::at_most(
+                        "Deferred → victims terminating, resize-guard with pdb: bestEffort (DELETE, as kube-scheduler) p50 as a multiple of kube-scheduler v1.37.2 alpha's, same run",
+                        r(d50, u50), 1.0, "×",
+                    )
+                    .with_detail(&format!("{:.1} vs {:.1} ms, {runs} runs each", ms(d50), ms(u50))),
+                    Goal::at_most(
+                        "Deferred → victims terminating p99, resize-guard with the Eviction API",
+                        ms(o99), 250.0, "ms",
+                    ),
+                ]),
             }),
         );
     });

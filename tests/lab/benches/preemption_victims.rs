@@ -26,7 +26,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use resize_guard_harness::bench::{Lcg, write_summary};
+use resize_guard_harness::bench::{Lcg, Row, rows_json, write_summary};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::objects::*;
@@ -356,6 +356,14 @@ fn report(seed: u64, rows: &[(usize, Scenario, Outcome, Outcome)]) {
             "fewer": fewer, "same": same, "more": more,
             "second_rounds": second_rounds,
             "not_admitted": {"resize_guard": ours_stuck, "kube_scheduler_alpha": theirs_stuck},
+            "rows": rows_json(&[Row::new(
+                &format!("victims until the preemptor is admitted, end to end, {} seeded scenarios on hollow nodes (real v1.37.2 kubelet), victims exiting one by one", rows.len()),
+                &format!("`make bench` (`preemption_victims`; `RESIZE_GUARD_BENCH_SCENARIOS`, `RESIZE_GUARD_BENCH_SEED={seed}`)"),
+            )
+            .other(&format!(
+                "resize-guard **{ours_total}** vs kube-scheduler v1.37.2 alpha **{theirs_total}** over the {compared} scenarios admitted on both sides ({no_room_needed} more needed no preemption); fewer in {fewer}, as many in {same}, **more in {more}**; scenarios with a second resize-guard plan: {second_rounds}; not admitted within {} s: resize-guard {ours_stuck}, upstream {theirs_stuck}",
+                ADMIT_TIMEOUT.as_secs()
+            ))]),
         }),
     );
 }

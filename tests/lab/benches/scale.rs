@@ -56,7 +56,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use resize_guard_harness::bench::{Goal, report_goals, write_summary};
+use resize_guard_harness::bench::{Goal, Row, report_goals, rows_json, write_summary};
 use serde_json::{Value, json};
 
 use apiserver::ListMode;
@@ -145,8 +145,53 @@ fn main() {
     let goals = report_goals(&goals(&results));
     write_summary(
         "scale",
-        &json!({"wall_s": wall.as_secs_f64(), "list_mode": format!("{:?}", list_mode()), "runs": results, "goals": goals}),
+        &json!({"wall_s": wall.as_secs_f64(), "list_mode": format!("{:?}", list_mode()), "runs": results, "goals": goals,
+            "rows": rows_json(&row(&results).into_iter().collect::<Vec<_>>())}),
     );
+}
+
+/// The README's row: the largest step, both programs (none when the webhook did not run).
+fn row(results: &[Value]) -> Option<Row> {
+    let largest = results.iter().filter_map(|r| r["pods"].as_u64()).max()?;
+    let at = |role: &str| {
+        results
+            .iter()
+            .find(|r| r["role"] == role && r["pods"].as_u64() == Some(largest))
+    };
+    let (w, c) = (at("webhook")?, at("controller"));
+    let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    let work = &w["work"];
+    let rss = |r: Option<&Value>| r.map_or("–".into(), |r| mib(&r["mem_settled"]["rss_kib"]));
+    Some(
+        Row::new(
+            &format!(
+                "**scale, in process**: the real `ClusterView` fed through kube's watcher by an in-process API server, {} nodes / {} running pods (~{:.0} kB of JSON each: managedFields, last-applied, sidecars, Running status), {} PDBs, each program in its own process with `deploy/`'s environment; reviews of {:.0} kB (two such pods)",
+                w["nodes"], largest, f(&work["list_decode"]["bytes"]) / f(&work["list_decode"]["pods"]) / 1e3,
+                w["pdbs"], f(&work["review_body_bytes_avg"]) / 1e3,
+            ),
+            "`cargo bench -p resize-guard-lab --bench scale` (`RESIZE_GUARD_SCALE_NODES`, `_PODS`, `_STEPS`; `RESIZE_GUARD_SCALE_INITIAL=paged`)",
+        )
+        .percentiles(
+            &format!("review {:.0} µs; decode alone {:.0} µs lean vs {:.0} µs whole", f(&work["review_mutate"]["p50_us"]), f(&work["review_decode_lean"]["p50_us"]), f(&work["review_decode_whole"]["p50_us"])),
+            &format!("review {:.0} µs; decode alone {:.0} µs lean vs {:.0} µs whole", f(&work["review_mutate"]["p99_us"]), f(&work["review_decode_lean"]["p99_us"]), f(&work["review_decode_whole"]["p99_us"])),
+        )
+        .other(&format!(
+            "{} lists; **ready {:.1} s** after start (controller {}); **VmRSS webhook {} MiB, controller {} MiB**, settled; decoding {:.0} MB/s lean vs {:.0} MB/s whole (reviews) and {:.0} vs {:.0} MB/s (pod lists, whole then trimmed), same run; ledger build {:.0} / {:.0} µs, cached {:.1} µs; controller decision on a busy node {}",
+            w["initial_list"].as_str().unwrap_or("?").to_lowercase(),
+            f(&w["ready_s"]),
+            c.map_or("–".into(), |c| format!("{:.1} s", f(&c["ready_s"]))),
+            rss(Some(w)),
+            rss(c),
+            f(&work["review_decode_lean_mb_s"]),
+            f(&work["review_decode_whole_mb_s"]),
+            f(&work["list_decode"]["lean_mb_s"]),
+            f(&work["list_decode"]["whole_then_trimmed_mb_s"]),
+            f(&work["ledger_build"]["p50_us"]),
+            f(&work["ledger_build"]["p99_us"]),
+            f(&work["ledger_cached"]["p50_us"]),
+            c.map_or("–".into(), |c| format!("{:.0} / {:.0} µs", f(&c["work"]["decision"]["p50_us"]), f(&c["work"]["decision"]["p99_us"]))),
+        )),
+    )
 }
 
 /// The goals at the largest step measured: review p99 ≤ 1 ms, each program ≤ 128 MiB

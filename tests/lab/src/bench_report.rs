@@ -1,18 +1,54 @@
-//! The README's goals table, built from the benchmarks' summaries: every `goals` array in
-//! `target/bench/*.json` (written by `resize_guard_harness::bench::report_goals`) becomes a row
-//! — the goal, the figure beside it, whether it is met, and the summary it came from — and
-//! replaces what stands between the README's `<!-- goals:begin -->` and `<!-- goals:end -->`
-//! markers, so no figure in that table is copied by hand. `make bench-report` runs it.
+//! The README's two benchmark tables, built from the benchmarks' summaries, so that no figure in
+//! them is copied by hand. `make bench-report` runs it.
+//!
+//! - Goals: every `goals` array in `target/bench/*.json` (written by
+//!   `resize_guard_harness::bench::report_goals`) becomes a row — the goal, the figure beside it,
+//!   whether it is met, and the summary it came from — between the README's
+//!   `<!-- goals:begin -->` and `<!-- goals:end -->` markers.
+//! - Results: every `rows` array (`resize_guard_harness::bench::Row`: what ran, the command
+//!   that reproduces it, this run's figures), summaries in [`ORDER`], between
+//!   `<!-- results:begin -->` and `<!-- results:end -->`; a benchmark of [`ORDER`] with no
+//!   summary is named under the table with the command that writes it.
 
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-/// The marker lines the table is written between.
+/// The marker lines the goals table is written between.
 pub const BEGIN: &str = "<!-- goals:begin -->";
 /// See [`BEGIN`].
 pub const END: &str = "<!-- goals:end -->";
+/// The marker lines the results table is written between.
+pub const RESULTS_BEGIN: &str = "<!-- results:begin -->";
+/// See [`RESULTS_BEGIN`].
+pub const RESULTS_END: &str = "<!-- results:end -->";
+
+/// The summaries whose rows make the results table, in its order, each with the command that
+/// writes it.
+pub const ORDER: &[(&str, &str)] = &[
+    (
+        "policy",
+        "cargo bench -p resize-guard-policy --bench decision",
+    ),
+    (
+        "victims",
+        "cargo bench -p resize-guard-policy --bench victims",
+    ),
+    (
+        "webhook",
+        "cargo bench -p resize-guard-webhook --bench admission",
+    ),
+    ("preemption_victims", "make bench"),
+    ("preemption_latency", "make bench"),
+    ("scale", "cargo bench -p resize-guard-lab --bench scale"),
+    ("scale_apiserver", "make bench-scale STEPS=30000"),
+    (
+        "scale_apiserver_paged",
+        "RESIZE_GUARD_INITIAL_LIST=paged make bench-scale STEPS=30000",
+    ),
+    ("resize_latency", "make bench"),
+];
 
 /// One goal of one summary.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,15 +59,15 @@ pub struct Row {
     pub goal: Value,
 }
 
-/// Every goal of every `*.json` summary in `dir`, summaries in name order.
-pub fn rows(dir: &Path) -> anyhow::Result<Vec<Row>> {
+/// Every `*.json` summary in `dir` by name (`scale` for `scale.json`), in name order.
+pub fn summaries(dir: &Path) -> anyhow::Result<Vec<(String, Value)>> {
     let mut paths: Vec<_> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
     paths.sort();
-    let mut rows = vec![];
+    let mut out = vec![];
     for path in paths {
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
@@ -41,6 +77,15 @@ pub fn rows(dir: &Path) -> anyhow::Result<Vec<Row>> {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
+        out.push((bench, summary));
+    }
+    Ok(out)
+}
+
+/// Every goal of every summary, summaries in name order.
+pub fn rows(summaries: &[(String, Value)]) -> Vec<Row> {
+    let mut rows = vec![];
+    for (bench, summary) in summaries {
         for goal in summary["goals"].as_array().into_iter().flatten() {
             rows.push(Row {
                 bench: bench.clone(),
@@ -48,7 +93,46 @@ pub fn rows(dir: &Path) -> anyhow::Result<Vec<Row>> {
             });
         }
     }
-    Ok(rows)
+    rows
+}
+
+/// The results table: the `rows` of the summaries in [`ORDER`], then those of any other
+/// summary in name order, and a line naming each summary of [`ORDER`] that is missing.
+pub fn results(summaries: &[(String, Value)]) -> String {
+    let rank = |name: &str| {
+        ORDER
+            .iter()
+            .position(|(n, _)| *n == name)
+            .unwrap_or(ORDER.len())
+    };
+    let mut ordered: Vec<&(String, Value)> = summaries.iter().collect();
+    ordered.sort_by_key(|(name, _)| rank(name));
+    let cell = |v: &Value| v.as_str().unwrap_or_default().replace('|', "\\|");
+    let mut out = String::from("| what | command | p50 | p99 | other |\n|---|---|---|---|---|\n");
+    for (_, summary) in ordered {
+        for row in summary["rows"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                cell(&row["what"]),
+                cell(&row["command"]),
+                cell(&row["p50"]),
+                cell(&row["p99"]),
+                cell(&row["other"]),
+            ));
+        }
+    }
+    let missing: Vec<String> = ORDER
+        .iter()
+        .filter(|(name, _)| !summaries.iter().any(|(n, _)| n == name))
+        .map(|(name, command)| format!("`{name}` (`{command}`)"))
+        .collect();
+    if !missing.is_empty() {
+        out.push_str(&format!(
+            "\nNot in this report (no summary in `target/bench/`): {}.\n",
+            missing.join(", ")
+        ));
+    }
+    out
 }
 
 /// The rows as a Markdown table.
@@ -81,15 +165,25 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
-/// `readme` with the text between its markers replaced by `table`.
+/// `readme` with the text between the goals markers replaced by `table`.
 pub fn replace(readme: &str, table: &str) -> anyhow::Result<String> {
-    let (Some(b), Some(e)) = (readme.find(BEGIN), readme.find(END)) else {
-        bail!("the README has no {BEGIN} … {END} markers");
+    replace_between(readme, BEGIN, END, table)
+}
+
+/// `readme` with the text between `begin` and `end` replaced by `table`.
+pub fn replace_between(
+    readme: &str,
+    begin: &str,
+    end: &str,
+    table: &str,
+) -> anyhow::Result<String> {
+    let (Some(b), Some(e)) = (readme.find(begin), readme.find(end)) else {
+        bail!("the README has no {begin} … {end} markers");
     };
     if e < b {
-        bail!("the README's {END} comes before its {BEGIN}");
+        bail!("the README's {end} comes before its {begin}");
     }
-    let start = b + BEGIN.len();
+    let start = b + begin.len();
     Ok(format!("{}\n{}{}", &readme[..start], table, &readme[e..]))
 }
 
@@ -109,7 +203,7 @@ mod tests {
         .unwrap();
         std::fs::write(dir.path().join("victims.json"), "{\"runs\": []}").unwrap();
         std::fs::write(dir.path().join("notes.txt"), "not a summary").unwrap();
-        let found = rows(dir.path()).unwrap();
+        let found = rows(&summaries(dir.path()).unwrap());
         assert_eq!(found.len(), 1);
         let t = table(&found);
         assert!(
@@ -123,6 +217,40 @@ mod tests {
         assert_eq!(replace(&new, &t).unwrap(), new, "idempotent");
         assert!(replace("no markers", &t).is_err());
         std::fs::write(dir.path().join("broken.json"), "{").unwrap();
-        assert!(rows(dir.path()).is_err());
+        assert!(summaries(dir.path()).is_err());
+    }
+
+    #[test]
+    fn rows_of_the_summaries_make_the_results_table_in_order_naming_what_is_missing() {
+        let row = |what: &str| serde_json::json!({"what": what, "command": "make bench", "p50": "1 ms", "p99": "2 ms", "other": "a | b"});
+        let summaries = vec![
+            (
+                "resize_latency".to_owned(),
+                serde_json::json!({"rows": [row("latency")]}),
+            ),
+            (
+                "policy".to_owned(),
+                serde_json::json!({"rows": [row("classify")]}),
+            ),
+            (
+                "extra".to_owned(),
+                serde_json::json!({"rows": [row("something else")]}),
+            ),
+        ];
+        let t = results(&summaries);
+        let classify = t
+            .find("| classify | make bench | 1 ms | 2 ms | a \\| b |")
+            .unwrap();
+        let latency = t.find("| latency |").unwrap();
+        let extra = t.find("| something else |").unwrap();
+        assert!(classify < latency && latency < extra, "{t}");
+        assert!(
+            t.contains("`webhook` (`cargo bench -p resize-guard-webhook --bench admission`)"),
+            "{t}"
+        );
+        assert!(!t.contains("`policy` ("), "{t}");
+        let readme = format!("{BEGIN}\n{END}\n{RESULTS_BEGIN}\nold\n{RESULTS_END}\n");
+        let new = replace_between(&readme, RESULTS_BEGIN, RESULTS_END, &t).unwrap();
+        assert!(new.contains("| classify |") && !new.contains("old"));
     }
 }

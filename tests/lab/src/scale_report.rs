@@ -68,6 +68,8 @@ pub struct Step {
     /// A bare client's streaming list of every pod, (alone, two at once): the API server's part
     /// of the programs' start-up.
     pub bare: (BareList, BareList),
+    /// A bare client's paged list of every pod, alone, by page size.
+    pub bare_paged: Vec<(usize, BareList)>,
 }
 
 /// One-off set-up costs and facts.
@@ -155,6 +157,49 @@ pub fn goals(steps: &[Step]) -> Vec<bench::Goal> {
         .with_detail(&detail)
     })
     .collect()
+}
+
+/// The README's row: the largest step.
+pub fn row(args: &Settings, setup: &Setup, steps: &[Step]) -> Option<bench::Row> {
+    let s = steps.iter().max_by_key(|s| s.pods)?;
+    let initial = std::env::var("RESIZE_GUARD_INITIAL_LIST").unwrap_or_else(|_| "streaming".into());
+    let (np50, np99) = p50_p99(&s.without);
+    let (wp50, wp99) = p50_p99(&s.with);
+    let paged: Vec<String> = s
+        .bare_paged
+        .iter()
+        .map(|(limit, l)| format!("{:.1} s at {limit} a page", l.elapsed.as_secs_f64()))
+        .collect();
+    Some(
+        bench::Row::new(
+            &format!(
+                "**scale, real kube-apiserver**: {} Node objects, {} running pods ({}; bench-written status on kubelet-less nodes), a hollow node (real kubelet) for the Deferred resize; release binaries with `deploy/`'s environment, started together, `--initial-list={initial}`",
+                args.nodes, s.pods, setup.sample
+            ),
+            &format!(
+                "`{}make bench-scale STEPS={}` (`NODES`, `STEPS`)",
+                if initial == "paged" { "RESIZE_GUARD_INITIAL_LIST=paged " } else { "" },
+                s.pods
+            ),
+        )
+        .percentiles(
+            &format!("dry-run resize {np50:.1} ms without the webhook, {wp50:.1} ms with"),
+            &format!("{np99:.1} / {wp99:.1} ms"),
+        )
+        .other(&format!(
+            "**ready after start: webhook {:.1} s, controller {:.1} s** (the API server alone streams every pod to one bare client that decodes nothing in {:.1} s, to two at once in {:.1} s; a bare paged list takes {}, same run); **VmRSS settled: webhook {:.0} MiB, controller {:.0} MiB**; Deferred condition → the controller's first act {}",
+            s.ready.webhook.as_secs_f64(),
+            s.ready.controller.as_secs_f64(),
+            s.bare.0.elapsed.as_secs_f64(),
+            s.bare.1.elapsed.as_secs_f64(),
+            paged.join(", "),
+            mib(s.settled.0.vm_rss),
+            mib(s.settled.1.vm_rss),
+            s.deferral
+                .as_ref()
+                .map_or_else(|e| format!("not measured ({e})"), |d| format!("{} ms", fmt_ms(d.to_first_act()))),
+        )),
+    )
 }
 
 /// The tables, the refusals and warnings seen, the growth lines and the wall time, on stdout.
@@ -322,6 +367,7 @@ pub fn summary(
                     "alone_seconds": s.bare.0.elapsed.as_secs_f64(),
                     "two_at_once_seconds": s.bare.1.elapsed.as_secs_f64(),
                 },
+                "bare_paged_list_seconds": s.bare_paged.iter().map(|(limit, l)| (limit.to_string(), json!(l.elapsed.as_secs_f64()))).collect::<serde_json::Map<_, _>>(),
                 "ready_seconds": {
                     "webhook": s.ready.webhook.as_secs_f64(),
                     "controller": s.ready.controller.as_secs_f64(),

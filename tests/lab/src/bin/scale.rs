@@ -127,6 +127,11 @@ fn main() -> anyhow::Result<()> {
     scale_report::print(&settings, &steps, &setup, wall, etcd_disk);
     let mut summary = scale_report::summary(&settings, &steps, &setup, wall, etcd_disk);
     summary["goals"] = bench::report_goals(&scale_report::goals(&steps));
+    summary["rows"] = bench::rows_json(
+        &scale_report::row(&settings, &setup, &steps)
+            .into_iter()
+            .collect::<Vec<_>>(),
+    );
     // The programs inherit `RESIZE_GUARD_INITIAL_LIST`: a paged run keeps its own summary.
     let paged = std::env::var("RESIZE_GUARD_INITIAL_LIST").is_ok_and(|v| v == "paged");
     summary["initial_list"] = serde_json::json!(if paged { "paged" } else { "streaming" });
@@ -227,6 +232,7 @@ async fn measure(
         bare.0.elapsed,
         bare.1.elapsed
     );
+    let mut bare_paged = vec![];
     for limit in [100, 500] {
         let paged = resize_guard_lab::bare_list::paged_list(client, limit).await?;
         eprintln!(
@@ -234,6 +240,7 @@ async fn measure(
             paged.bytes / 1_000_000,
             paged.elapsed
         );
+        bare_paged.push((limit, paged));
     }
     let programs = Programs::start(cp, bins, &format!("scale-{pods}"), &format!("-{pods}"))?;
     let ready = programs
@@ -315,6 +322,7 @@ async fn measure(
         etcd_disk,
         log_warnings,
         bare,
+        bare_paged,
     })
 }
 
