@@ -3,7 +3,9 @@
 //!    ledger of a 110-pod node, classify, victim selection, response) — p50/p99;
 //! 2. HTTPS round trip through the real axum/rustls server on loopback with keep-alive
 //!    connections: p50/p99 at a fixed 1,000 reviews/s (open loop, latency measured from the
-//!    intended send time) and maximum throughput (closed loop).
+//!    intended send time) and maximum throughput (closed loop) — of resize-guard's admission
+//!    router, and in the same run of a no-op router (parses the review, answers allowed) served
+//!    the same way, the floor any webhook on this stack pays.
 //!
 //! Server and load generator share this 2-core machine, each on a runtime of its own.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -16,7 +18,7 @@ use axum_server::tls_rustls::RustlsConfig;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use resize_guard_cluster::FixedCluster;
-use resize_guard_harness::bench::{ms, percentile, write_summary};
+use resize_guard_harness::bench::{Row, ms, percentile, rows_json, write_summary};
 use resize_guard_policy::fixture::packed_node;
 use resize_guard_policy::policy::Policy;
 use resize_guard_webhook::metrics::Metrics;
@@ -119,7 +121,30 @@ async fn call(sender: &mut Sender, body: &Bytes) {
     std::hint::black_box(bytes);
 }
 
-fn https(cluster: FixedCluster, body: Vec<u8>) -> serde_json::Value {
+/// An always-allow admission router: the review parsed, its uid answered with `allowed`.
+fn noop_router() -> axum::Router {
+    async fn allow(body: Bytes) -> axum::Json<serde_json::Value> {
+        let review: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        axum::Json(
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": review["request"]["uid"], "allowed": true}}),
+        )
+    }
+    axum::Router::new().route("/validate", axum::routing::post(allow))
+}
+
+fn resize_guard_router(cluster: FixedCluster) -> axum::Router {
+    let state = AppState {
+        cluster: Arc::new(cluster),
+        metrics: Arc::new(Metrics::new()),
+        events: None,
+        ready: Arc::new(|| true),
+        usage: None,
+    };
+    admission_router(state, 4 << 20)
+}
+
+fn https(label: &str, router: axum::Router, body: Vec<u8>) -> serde_json::Value {
     let bundle =
         resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback()).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -131,13 +156,6 @@ fn https(cluster: FixedCluster, body: Vec<u8>) -> serde_json::Value {
         resize_guard_harness::process::free_port().unwrap(),
     )
         .into();
-    let state = AppState {
-        cluster: Arc::new(cluster),
-        metrics: Arc::new(Metrics::new()),
-        events: None,
-        ready: Arc::new(|| true),
-        usage: None,
-    };
     // The server gets a runtime (and so a core) of its own.
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -149,7 +167,7 @@ fn https(cluster: FixedCluster, body: Vec<u8>) -> serde_json::Value {
             .acceptor(axum_server::accept::NoDelayAcceptor::new());
         axum_server::bind(addr)
             .acceptor(acceptor)
-            .serve(admission_router(state, 4 << 20).into_make_service())
+            .serve(router.into_make_service())
             .await
             .unwrap();
     });
@@ -205,7 +223,7 @@ fn https(cluster: FixedCluster, body: Vec<u8>) -> serde_json::Value {
         scheduled.sort();
         let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
         let (s50, s99) = (percentile(&scheduled, 0.5), percentile(&scheduled, 0.99));
-        println!("\n2a. HTTPS round trip at a fixed {FIXED_RATE} reviews/s, {CONNECTIONS} keep-alive connections, {seconds} s");
+        println!("\n2a. {label}: HTTPS round trip at a fixed {FIXED_RATE} reviews/s, {CONNECTIONS} keep-alive connections, {seconds} s");
         println!("   from send:            p50 {:.3} ms   p99 {:.3} ms   ({} reviews)", ms(p50), ms(p99), latencies.len());
         println!("   from scheduled time:  p50 {:.3} ms   p99 {:.3} ms   (adds the load generator's 1 ms timer granularity)", ms(s50), ms(s99));
 
@@ -229,7 +247,7 @@ fn https(cluster: FixedCluster, body: Vec<u8>) -> serde_json::Value {
             total += t.await.unwrap();
         }
         let rps = total as f64 / run.as_secs_f64();
-        println!("\n2b. HTTPS saturation, {CONNECTIONS} keep-alive connections, closed loop, {} s", run.as_secs());
+        println!("\n2b. {label}: HTTPS saturation, {CONNECTIONS} keep-alive connections, closed loop, {} s", run.as_secs());
         println!("   {rps:.0} reviews/s ({total} reviews)");
         json!({
             "fixed_rate": {"rate_per_s": FIXED_RATE, "connections": CONNECTIONS, "p50_ms": ms(p50), "p99_ms": ms(p99),
@@ -243,6 +261,50 @@ fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (cluster, body) = world();
     let decision = in_process(&cluster, &body);
-    let http = https(cluster, body);
-    write_summary("webhook", &json!({"in_process": decision, "https": http}));
+    let noop = https("no-op router", noop_router(), body.clone());
+    let http = https("resize-guard", resize_guard_router(cluster), body.clone());
+    let f = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+    let (rate, sat) = (&http["fixed_rate"], &http["saturation"]);
+    let (noop_rate, noop_sat) = (&noop["fixed_rate"], &noop["saturation"]);
+    let rows = [
+        Row::new(
+            &format!(
+                "webhook `review()` in-process: decode a {:.1} kB AdmissionReview, ledger of a 110-pod node, classify (Deferred, victims chosen), respond",
+                body.len() as f64 / 1e3
+            ),
+            "`cargo bench -p resize-guard-webhook --bench admission`",
+        )
+        .percentiles(
+            &format!("{:.0} µs", f(&decision["p50_ms"]) * 1e3),
+            &format!("{:.0} µs", f(&decision["p99_ms"]) * 1e3),
+        ),
+        Row::new(
+            &format!("HTTPS round trip at a fixed {FIXED_RATE} reviews/s, {CONNECTIONS} keep-alive connections (from send)"),
+            "`cargo bench -p resize-guard-webhook --bench admission`",
+        )
+        .percentiles(
+            &format!("{:.2} ms", f(&rate["p50_ms"])),
+            &format!("{:.2} ms", f(&rate["p99_ms"])),
+        )
+        .other(&format!(
+            "a no-op router served the same way, same run: {:.2} / {:.2} ms; from the scheduled time (adds the load generator's 1 ms timer): {:.2} / {:.2} ms",
+            f(&noop_rate["p50_ms"]),
+            f(&noop_rate["p99_ms"]),
+            f(&rate["from_schedule_p50_ms"]),
+            f(&rate["from_schedule_p99_ms"]),
+        )),
+        Row::new(
+            &format!("HTTPS saturation, {CONNECTIONS} connections, closed loop"),
+            "`cargo bench -p resize-guard-webhook --bench admission`",
+        )
+        .other(&format!(
+            "**{:.0} reviews/s** (the no-op router, same run: {:.0})",
+            f(&sat["reviews_per_s"]),
+            f(&noop_sat["reviews_per_s"]),
+        )),
+    ];
+    write_summary(
+        "webhook",
+        &json!({"in_process": decision, "https": http, "https_noop": noop, "rows": rows_json(&rows)}),
+    );
 }

@@ -36,7 +36,9 @@ use axum::routing::post;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use resize_guard_harness::admission::{Webhooks, register, remove};
-use resize_guard_harness::bench::{Goal, Lcg, ms, percentile, report_goals, write_summary};
+use resize_guard_harness::bench::{
+    Goal, Lcg, Row, ms, percentile, report_goals, rows_json, write_summary,
+};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::install::set_policy;
 use resize_guard_harness::objects::{create_running, guaranteed_pod};
@@ -44,6 +46,9 @@ use resize_guard_webhook::args::Args;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
+
+#[path = "resize_latency/direct.rs"]
+mod direct;
 
 /// Rounds unless `RESIZE_GUARD_BENCH_ROUNDS` says otherwise.
 const ROUNDS: usize = 12;
@@ -54,6 +59,9 @@ const RESAMPLES: usize = 2_000;
 const PER_BLOCK: usize = 50;
 
 const PODS: usize = 40;
+
+/// Calls to each webhook in the direct (no API server) measurement.
+const DIRECT_CALLS: usize = 3_000;
 
 /// The registered layouts, in the order each round measures them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -98,12 +106,14 @@ impl Layout {
 /// The always-allow answer to an AdmissionReview: its uid, `allowed: true`, and `extra`'s
 /// fields (none for the plain no-op; resize-guard's warnings and audit annotations for the
 /// answer-sized one).
-async fn allow(State(extra): State<Arc<Value>>, body: Bytes) -> axum::Json<Value> {
+async fn allow(State(noop): State<Arc<NoOp>>, body: Bytes) -> axum::Json<Value> {
+    let extra = &noop.extra;
     let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let mut response = json!({"uid": review["request"]["uid"], "allowed": true});
     if let (Some(r), Some(extra)) = (response.as_object_mut(), extra.as_object()) {
         r.extend(extra.clone());
     }
+    *noop.last.lock().unwrap() = Some(body);
     axum::Json(json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -111,12 +121,18 @@ async fn allow(State(extra): State<Arc<Value>>, body: Bytes) -> axum::Json<Value
     }))
 }
 
+/// What a no-op webhook answers with, and the last review it was sent.
+struct NoOp {
+    extra: Value,
+    last: std::sync::Mutex<Option<Bytes>>,
+}
+
 /// Serves the no-op webhook on `addr` with `bundle`'s serving certificate, as the real webhook
 /// serves (rustls with ring, TLS 1.3/1.2, h2 and HTTP/1.1, TCP_NODELAY).
 async fn serve_noop(
     addr: SocketAddr,
     bundle: &resize_guard_certs::Bundle,
-    extra: Value,
+    noop: Arc<NoOp>,
 ) -> axum_server::Handle<SocketAddr> {
     let certs = CertificateDer::pem_slice_iter(bundle.cert_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
@@ -137,7 +153,7 @@ async fn serve_noop(
     let app = Router::new()
         .route("/mutate", post(allow))
         .route("/validate", post(allow))
-        .with_state(Arc::new(extra));
+        .with_state(noop);
     let h = handle.clone();
     tokio::spawn(async move {
         axum_server::bind(addr)
@@ -255,6 +271,34 @@ async fn webhook_calls(client: &kube::Client) -> (f64, f64) {
     (total("sum"), total("count"))
 }
 
+/// resize-guard's own running totals of its time in the admission handler, from its
+/// `/metrics` (`resize_guard_admission_duration_seconds`): (seconds, reviews).
+async fn handler_time(health_port: u16) -> (f64, f64) {
+    let text = resize_guard_harness::install::http_get(health_port, "/metrics")
+        .await
+        .unwrap();
+    let total = |suffix: &str| -> f64 {
+        let name = format!("resize_guard_admission_duration_seconds_{suffix}");
+        text.lines()
+            .filter(|l| l.starts_with(&name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    (total("sum"), total("count"))
+}
+
+/// kube-apiserver's mean time per call to `layout`'s webhooks over the rounds `which`, ms.
+fn per_call_ms(calls: &[Vec<f64>], which: &[usize], layout: usize) -> f64 {
+    let (seconds, count) = which.iter().fold((0.0, 0.0), |(s, c), &r| {
+        (s + calls[2 * layout][r], c + calls[2 * layout + 1][r])
+    });
+    if count > 0.0 {
+        seconds / count * 1e3
+    } else {
+        f64::NAN
+    }
+}
+
 /// Samples of one layout in one round.
 type Rounds = Vec<Vec<Duration>>;
 
@@ -348,7 +392,10 @@ fn main() {
         ]);
         eprintln!("embedded webhook on 127.0.0.1:{port}");
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(resize_guard_webhook::server::serve(args, client.clone(), async move {
+        // Built as the program builds its client (no read timeout on quiet watches).
+        let config = env.cp.program_config(resize_guard_harness::control_plane::Identity::Admin).await.unwrap();
+        let program_client = resize_guard_runtime::api_client::build(config).unwrap();
+        let server = tokio::spawn(resize_guard_webhook::server::serve(args, program_client, async move {
             let _ = stop_rx.await;
         }));
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -358,7 +405,8 @@ fn main() {
         }
         let noop_bundle = resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback()).unwrap();
         let noop_port = resize_guard_harness::process::free_port().unwrap();
-        let noop = serve_noop(([127, 0, 0, 1], noop_port).into(), &noop_bundle, json!({})).await;
+        let plain = Arc::new(NoOp { extra: json!({}), last: Default::default() });
+        let noop = serve_noop(([127, 0, 0, 1], noop_port).into(), &noop_bundle, plain.clone()).await;
         eprintln!("no-op webhook on 127.0.0.1:{noop_port}");
 
         let ns = env.namespace("bench").await;
@@ -372,7 +420,7 @@ fn main() {
         let answer_bytes = answer.to_string().len();
         eprintln!("resize-guard's answer to a fitting resize adds {answer_bytes} bytes: {answer}");
         let sized_port = resize_guard_harness::process::free_port().unwrap();
-        let sized = serve_noop(([127, 0, 0, 1], sized_port).into(), &noop_bundle, answer.clone()).await;
+        let sized = serve_noop(([127, 0, 0, 1], sized_port).into(), &noop_bundle, Arc::new(NoOp { extra: answer.clone(), last: Default::default() })).await;
         let urls = Urls {
             webhook: webhook_url,
             noop: format!("https://127.0.0.1:{noop_port}"),
@@ -385,8 +433,10 @@ fn main() {
         let mut next = 0usize;
         let mut samples: Vec<Rounds> = vec![Vec::new(); Layout::ALL.len()];
         // kube-apiserver's own account of its webhook calls per layout: (seconds, calls).
-        let mut calls = vec![(0.0f64, 0.0f64); Layout::ALL.len()];
+        // Per round: `calls[2 * layout]` seconds, `calls[2 * layout + 1]` calls.
+        let mut calls = vec![Vec::<f64>::new(); 2 * Layout::ALL.len()];
         let mut cpu = 250;
+        let handler_at_start = handler_time(health_port).await;
         for round in 0..rounds {
             let mut blocks: Vec<Vec<Duration>> = vec![Vec::new(); Layout::ALL.len()];
             for k in 0..Layout::ALL.len() {
@@ -407,8 +457,8 @@ fn main() {
                     blocks[i].push(d);
                 }
                 let after = webhook_calls(&client).await;
-                calls[i].0 += after.0 - before.0;
-                calls[i].1 += after.1 - before.1;
+                calls[2 * i].push(after.0 - before.0);
+                calls[2 * i + 1].push(after.1 - before.1);
             }
             for (layout, block) in samples.iter_mut().zip(blocks) {
                 layout.push(block);
@@ -416,6 +466,23 @@ fn main() {
             eprintln!("round {}/{rounds} done", round + 1);
         }
         remove(&client).await.unwrap();
+        // The serving path alone: kube-apiserver's last review of the no-op, posted to each
+        // webhook directly, with resize-guard's own account of its time in the handler.
+        let review = plain.last.lock().unwrap().clone().expect("kube-apiserver called the no-op webhook");
+        let handler_before = handler_time(health_port).await;
+        // Its mean over the rounds' reviews (kube-apiserver's calls, the warm-ups included).
+        let rounds_handler_ms = (handler_before.0 - handler_at_start.0) / (handler_before.1 - handler_at_start.1) * 1e3;
+        let direct_samples = direct::measure(
+            vec![
+                direct::Target { addr: ([127, 0, 0, 1], noop_port).into(), ca_pem: noop_bundle.ca_cert_pem.clone() },
+                direct::Target { addr: ([127, 0, 0, 1], sized_port).into(), ca_pem: noop_bundle.ca_cert_pem.clone() },
+                direct::Target { addr: ([127, 0, 0, 1], port).into(), ca_pem: bundle.ca_cert_pem.clone() },
+            ],
+            review.clone(),
+            DIRECT_CALLS,
+        );
+        let handler_after = handler_time(health_port).await;
+        let handler_ms = (handler_after.0 - handler_before.0) / (handler_after.1 - handler_before.1) * 1e3;
         noop.shutdown();
         sized.shutdown();
         let _ = stop_tx.send(());
@@ -454,25 +521,28 @@ fn main() {
         let (answer_ms, answer_lo, answer_hi) = with_interval(&m, &|m, w| paired(m, w, sized, noop));
         let (work_ms, work_lo, work_hi) = with_interval(&m, &|m, w| paired(m, w, rg, sized));
         let (noop_ms, noop_lo, noop_hi) = with_interval(&m, &|m, w| paired(m, w, noop, none));
-        let per_call = |i: usize| if calls[i].1 > 0.0 { calls[i].0 / calls[i].1 * 1e3 } else { f64::NAN };
+        let per_call = |i: usize| per_call_ms(&calls, &(0..rounds).collect::<Vec<_>>(), i);
+        let (call_ratio, call_lo, call_hi) =
+            with_interval(&calls, &|c, w| per_call_ms(c, w, rg) / per_call_ms(c, w, noop));
         println!(
             "   kube-apiserver's mean time per webhook call (apiserver_admission_webhook_admission_duration_seconds): \
-             no-op {:.3} ms, answer-sized no-op {:.3} ms, resize-guard {:.3} ms ({:.2}x the no-op's), two calls {:.3} ms per call",
-            per_call(noop), per_call(sized), per_call(rg), per_call(rg) / per_call(noop), per_call(two)
+             no-op {:.3} ms, answer-sized no-op {:.3} ms, resize-guard {:.3} ms ({call_ratio:.2}x the no-op's, 95 % CI {call_lo:.2}-{call_hi:.2} over rounds), two calls {:.3} ms per call",
+            per_call(noop), per_call(sized), per_call(rg), per_call(two)
         );
         // The same goal on kube-apiserver's own account of each call, free of the etcd and
-        // scheduling noise around it (a mean over every call of each layout).
+        // scheduling noise around it (a mean over every call of each layout; the interval is a
+        // bootstrap over rounds).
         let call_goal = Goal::at_most(
             "kube-apiserver's mean time per call to resize-guard as a multiple of its time per call to the no-op webhook",
-            per_call(rg) / per_call(noop),
+            call_ratio,
             1.1,
             "×",
         )
         .with_detail(&format!(
-            "{:.3} vs {:.3} ms per call over {} calls each",
+            "{:.3} vs {:.3} ms per call over {} calls each, 95 % CI {call_lo:.2}–{call_hi:.2}",
             per_call(rg),
             per_call(noop),
-            calls[rg].1
+            calls[2 * rg + 1].iter().sum::<f64>()
         ));
         let met = hi <= 1.1;
         let goal = Goal::at_most("resize-guard's added p50 as a multiple of the no-op webhook's", ratio, 1.1, "×")
@@ -487,7 +557,77 @@ fn main() {
             "   the answer ({answer_bytes} more bytes than the no-op's) costs {answer_ms:.3} ms (95 % CI {answer_lo:.3}-{answer_hi:.3}); \
              resize-guard's work beyond the same answer {work_ms:.3} ms (95 % CI {work_lo:.3}-{work_hi:.3})"
         );
+        let direct_stat = |i: usize| {
+            let mut sorted = direct_samples[i].clone();
+            sorted.sort();
+            (ms(percentile(&sorted, 0.5)), ms(percentile(&sorted, 0.99)), direct::mean_ms(&direct_samples[i]))
+        };
+        let (d_noop, d_sized, d_rg) = (direct_stat(0), direct_stat(1), direct_stat(2));
+        let d_answer = direct::paired_median_ms(&direct_samples[1], &direct_samples[0]);
+        let d_work = direct::paired_median_ms(&direct_samples[2], &direct_samples[1]);
+        println!(
+            "\n4. the serving path alone: kube-apiserver's review ({} bytes) posted straight to each webhook over TLS + HTTP/2, {DIRECT_CALLS} calls each, interleaved",
+            review.len()
+        );
+        println!("   {:<30} {:>9} {:>9} {:>9}", "", "p50 ms", "p99 ms", "mean ms");
+        for (label, (p50, p99, mean)) in [("no-op webhook", d_noop), ("no-op, resize-guard's answer", d_sized), ("resize-guard", d_rg)] {
+            println!("   {label:<30} {p50:>9.3} {p99:>9.3} {mean:>9.3}");
+        }
+        println!(
+            "   paired medians: the answer costs {d_answer:.3} ms, resize-guard's work beyond the same answer {d_work:.3} ms; \
+             resize-guard's own handler time (its resize_guard_admission_duration_seconds) {handler_ms:.3} ms a review here, {rounds_handler_ms:.3} ms a review during the rounds"
+        );
+        // The floor itself: resize-guard's answer on the wire against the no-op's, with no API
+        // server around the call.
+        let direct_goal = Goal::at_most(
+            "the serving path alone (kube-apiserver's review posted straight over TLS + HTTP/2): resize-guard's p50 per call as a multiple of the no-op webhook's",
+            d_rg.0 / d_noop.0,
+            1.1,
+            "×",
+        )
+        .with_detail(&format!(
+            "{:.3} vs {:.3} ms, {DIRECT_CALLS} interleaved calls each; resize-guard's handler {handler_ms:.3} ms a review",
+            d_rg.0, d_noop.0
+        ));
+        let added = |i: usize| p(i, 0.5) - base50;
+        let added99 = |i: usize| p(i, 0.99) - base99;
+        let row = Row::new(
+            &format!(
+                "`PATCH pods/resize` through kube-apiserver v1.37.2: none / a no-op webhook / the no-op answering with resize-guard's answer / resize-guard (one call) / the 0.1 two-call layout, {rounds} interleaved rounds of {PER_BLOCK} resizes each, the default policy in force; then the serving path alone"
+            ),
+            "`make bench` (`resize_latency`; `RESIZE_GUARD_BENCH_ROUNDS`, default 12)",
+        )
+        .percentiles(
+            &format!(
+                "added over none ({base50:.2} ms): no-op {:.2} ms, answer-sized no-op {:.2} ms, resize-guard {:.2} ms, two calls {:.2} ms",
+                added(noop), added(sized), added(rg), added(two)
+            ),
+            &format!(
+                "added: no-op {:.2} ms, resize-guard {:.2} ms",
+                added99(noop), added99(rg)
+            ),
+        )
+        .other(&format!(
+            "**kube-apiserver's own mean time per webhook call**: no-op {:.3} ms, answer-sized no-op {:.3} ms, **resize-guard {:.3} ms = {call_ratio:.2}× the no-op's** (95 % CI {call_lo:.2}–{call_hi:.2}, bootstrap over rounds). \
+             **The serving path alone** (kube-apiserver's {}-byte review posted straight to each webhook over TLS + HTTP/2, {DIRECT_CALLS} interleaved calls each): p50 no-op {:.3} ms, answer-sized {:.3} ms, **resize-guard {:.3} ms**; resize-guard's handler {handler_ms:.3} ms a review ({rounds_handler_ms:.3} ms during the rounds through kube-apiserver). \
+             End to end, paired by round, resize-guard's added p50 is {ratio:.2}× the no-op's (95 % CI {lo:.2}–{hi:.2}): a round's median moves by more than a webhook call costs on 2 shared cores",
+            per_call(noop), per_call(sized), per_call(rg),
+            review.len(),
+            d_noop.0, d_sized.0, d_rg.0,
+        ));
         write_summary("resize_latency", &json!({
+            "rows": rows_json(&[row]),
+            "direct": {
+                "calls": DIRECT_CALLS,
+                "review_bytes": review.len(),
+                "noop": {"p50_ms": d_noop.0, "p99_ms": d_noop.1, "mean_ms": round3(d_noop.2)},
+                "noop_sized_answer": {"p50_ms": d_sized.0, "p99_ms": d_sized.1, "mean_ms": round3(d_sized.2)},
+                "resize_guard": {"p50_ms": d_rg.0, "p99_ms": d_rg.1, "mean_ms": round3(d_rg.2)},
+                "answer_cost_paired_ms": round3(d_answer),
+                "work_beyond_same_answer_paired_ms": round3(d_work),
+                "resize_guard_handler_mean_ms": round3(handler_ms),
+                "resize_guard_handler_mean_ms_during_rounds": round3(rounds_handler_ms),
+            },
             "rounds": rounds,
             "resizes_per_layout": rounds * PER_BLOCK,
             "answer_extra_bytes": answer_bytes,
@@ -499,12 +639,13 @@ fn main() {
             "apiserver_mean_webhook_call_ms": {
                 "noop": round3(per_call(noop)), "noop_sized_answer": round3(per_call(sized)),
                 "resize_guard": round3(per_call(rg)), "resize_guard_two_calls": round3(per_call(two)),
-                "resize_guard_vs_noop": round3(per_call(rg) / per_call(noop)),
+                "resize_guard_vs_noop": round3(call_ratio),
+                "resize_guard_vs_noop_ci95": [round3(call_lo), round3(call_hi)],
             },
             "noop_added_p50_ms": {"point": round3(noop_ms), "ci95": [round3(noop_lo), round3(noop_hi)]},
             "answer_cost_ms": {"point": round3(answer_ms), "ci95": [round3(answer_lo), round3(answer_hi)]},
             "work_beyond_same_answer_ms": {"point": round3(work_ms), "ci95": [round3(work_lo), round3(work_hi)]},
-            "goals": report_goals(&[goal, call_goal]),
+            "goals": report_goals(&[goal, call_goal, direct_goal]),
         }));
     });
 }
