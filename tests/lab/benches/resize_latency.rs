@@ -261,8 +261,16 @@ async fn answer_of_resize_guard(url: &str, ca_pem: &str, pod: &Pod, cpu: &str) -
 async fn webhook_calls(client: &kube::Client) -> (f64, f64) {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
     let text = client.request_text(req).await.unwrap();
+    histogram_totals(
+        &text,
+        "apiserver_admission_webhook_admission_duration_seconds",
+    )
+}
+
+/// A Prometheus histogram's `_sum` and `_count` in `text`, each summed over every label set.
+fn histogram_totals(text: &str, histogram: &str) -> (f64, f64) {
     let total = |suffix: &str| -> f64 {
-        let name = format!("apiserver_admission_webhook_admission_duration_seconds_{suffix}");
+        let name = format!("{histogram}_{suffix}");
         text.lines()
             .filter(|l| l.starts_with(&name))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
@@ -277,14 +285,7 @@ async fn handler_time(health_port: u16) -> (f64, f64) {
     let text = resize_guard_harness::install::http_get(health_port, "/metrics")
         .await
         .unwrap();
-    let total = |suffix: &str| -> f64 {
-        let name = format!("resize_guard_admission_duration_seconds_{suffix}");
-        text.lines()
-            .filter(|l| l.starts_with(&name))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    };
-    (total("sum"), total("count"))
+    histogram_totals(&text, "resize_guard_admission_duration_seconds")
 }
 
 /// kube-apiserver's mean time per call to `layout`'s webhooks over the rounds `which`, ms.

@@ -289,10 +289,12 @@ pub async fn describe_sample(client: &kube::Client) -> anyhow::Result<String> {
         .as_ref()
         .and_then(|a| a.get("kubectl.kubernetes.io/last-applied-configuration"))
         .map_or(0, String::len);
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     Ok(format!(
-        "a stored pod is {bytes} bytes of JSON (managedFields by {managers:?}, last-applied \
-         {last_applied} bytes, phase {:?})",
-        pod.status.as_ref().and_then(|s| s.phase.clone())
+        "a stored pod is {bytes} bytes of JSON: managedFields by {}, last-applied {last_applied} \
+         bytes, phase {}",
+        managers.join(", "),
+        phase.unwrap_or("unset")
     ))
 }
 
