@@ -81,20 +81,10 @@ fn in_process(cluster: &FixedCluster, body: &[u8]) -> serde_json::Value {
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
 async fn connect(addr: SocketAddr, ca_pem: &str) -> Sender {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls_pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config = resize_guard_harness::tls::client_config(ca_pem, &[]).unwrap();
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     tcp.set_nodelay(true).unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+    let tls = tokio_rustls::TlsConnector::from(config)
         .connect(
             rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap(),
             tcp,

@@ -25,8 +25,7 @@ use kube::api::Api;
 use resize_guard_harness::admission::{MUTATING_NAME, Webhooks};
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::objects::patch_resize;
-use rustls_pki_types::pem::PemObject as _;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::client::TlsStream;
@@ -118,19 +117,7 @@ async fn fail_open(client: &kube::Client) -> f64 {
 }
 
 fn tls_config(ca_pem: &str) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
-    Arc::new(
-        rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth(),
-    )
+    resize_guard_harness::tls::client_config(ca_pem, &[]).unwrap()
 }
 
 async fn connect(

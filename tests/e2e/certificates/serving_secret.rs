@@ -6,7 +6,6 @@
 //! Secret is garbled or deleted.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Secret;
@@ -62,21 +61,11 @@ async fn narrow_rbac(client: &kube::Client, ns: &str) {
 
 /// The leaf (DER) the webhook presents to a client trusting only `ca`.
 async fn served_leaf(port: u16, ca: &str) -> Result<Vec<u8>, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(ca.as_bytes()).unwrap())
-        .unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let config = resize_guard_harness::tls::client_config(ca, &[]).unwrap();
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+    let tls = tokio_rustls::TlsConnector::from(config)
         .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
         .await
         .map_err(|e| e.to_string())?;

@@ -31,5 +31,6 @@ pub mod process;
 pub mod quantity;
 pub mod real_node;
 pub mod replica;
+pub mod tls;
 pub mod vpa;
 pub mod vpa_field;

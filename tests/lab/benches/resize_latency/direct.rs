@@ -6,13 +6,11 @@
 //! API server does around the call.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 
 type Sender = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
 
@@ -23,20 +21,10 @@ pub struct Target {
 }
 
 async fn connect(target: &Target) -> Sender {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(target.ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    let config = resize_guard_harness::tls::client_config(&target.ca_pem, &[b"h2"]).unwrap();
     let tcp = tokio::net::TcpStream::connect(target.addr).await.unwrap();
     tcp.set_nodelay(true).unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+    let tls = tokio_rustls::TlsConnector::from(config)
         .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
         .await
         .unwrap();
