@@ -174,7 +174,7 @@ fn policies() -> Vec<Policy> {
     vec![
         Policy::default(),
         Policy::from_yaml(
-            "qos:\n  onChange: repair\npreemption:\n  pdb: bestEffort\n  protectedSelector: \"app in (app-3)\"\n",
+            "mode: enforce\nqos:\n  onChange: repair\npreemption:\n  enabled: true\n  pdb: bestEffort\n  protectedSelector: \"app in (app-3)\"\n",
         )
         .unwrap(),
     ]

@@ -1,11 +1,13 @@
 //! The resize-guard policy: the typed, validated contents of ConfigMap `resize-guard`, key
 //! `policy.yaml` (ARCHITECTURE.md §6).
 //!
-//! Every key has a default, so an empty document is the default policy; a ConfigMap without
-//! the `policy.yaml` key is an error, not the defaults. Unknown keys and bad
-//! values are errors that name the key and the line, because a silently ignored typo in a
-//! preemption policy is how pods get evicted by surprise. Callers keep the last good policy when
-//! a new one fails to parse.
+//! Every key has a default except the two that decide how much resize-guard does: `mode`
+//! must be stated, and so must `preemption.enabled` whenever the `preemption:` section sets any
+//! key. An empty document, a ConfigMap without the `policy.yaml` key, or an edit that drops
+//! `mode: audit` is an error, never the most aggressive policy by omission ([`Policy::from_yaml`]).
+//! Unknown keys and bad values are errors that name the key and the line, because a silently
+//! ignored typo in a preemption policy is how pods get evicted by surprise. Callers keep the last
+//! good policy when a new one fails to parse.
 
 use std::fmt;
 
@@ -301,21 +303,32 @@ impl Policy {
             line: None,
             column: None,
             message: format!(
-                "the ConfigMap has no key {POLICY_KEY}; write the policy under it (an empty document is the default policy)"
+                "the ConfigMap has no key {POLICY_KEY}; write the policy under it, starting with `mode: audit` or `mode: enforce`"
             ),
         })?;
         Policy::from_yaml(doc)
     }
 
-    /// Parses and validates a `policy.yaml` document. An empty document is the default policy.
+    /// Parses and validates a `policy.yaml` document. The keys that decide how much
+    /// resize-guard does must be stated ([`unstated`]): an empty document, one without `mode`,
+    /// or a `preemption:` section that sets keys without `enabled` is refused, so a truncated
+    /// or hand-edited policy can never become enforcement and preemption by omission.
     pub fn from_yaml(doc: &str) -> Result<Policy, PolicyError> {
         let blank = doc
             .lines()
             .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#') || l.trim() == "---");
         if blank {
-            return Ok(Policy::default());
+            return Err(PolicyError {
+                line: None,
+                column: None,
+                message: "the document is empty; state at least `mode: audit` (judge and say) or `mode: enforce` (deny, repair and preempt)".into(),
+            });
         }
-        yaml::parse(doc)
+        let policy = yaml::parse(doc)?;
+        match unstated(doc)? {
+            Some(err) => Err(err),
+            None => Ok(policy),
+        }
     }
 
     /// The policy as YAML, for logs (`effective policy`).
@@ -355,6 +368,51 @@ impl Policy {
     pub fn is_audit(&self) -> bool {
         self.mode == Mode::Audit
     }
+}
+
+/// The keys a policy must state, read from a document that already parsed as a [`Policy`]:
+/// `mode`, and `preemption.enabled` when the `preemption:` section sets any other key. Their
+/// defaults (enforce, preemption on) are the most aggressive values, so their absence is an
+/// error rather than a default.
+fn unstated(doc: &str) -> Result<Option<PolicyError>, PolicyError> {
+    use std::collections::BTreeMap;
+
+    use serde::de::IgnoredAny;
+
+    #[derive(Deserialize)]
+    struct Stated {
+        #[serde(default)]
+        mode: Option<IgnoredAny>,
+        #[serde(default)]
+        preemption: Option<BTreeMap<String, IgnoredAny>>,
+    }
+    let stated: Stated = yaml::parse(doc)?;
+    if stated.mode.is_none() {
+        return Ok(Some(PolicyError {
+            line: None,
+            column: None,
+            message: "`mode` is not stated; write `mode: audit` (judge and say) or `mode: enforce` (deny, repair and preempt): resize-guard never enforces by omission".into(),
+        }));
+    }
+    let preemption = stated.preemption.unwrap_or_default();
+    if !preemption.is_empty() && !preemption.contains_key("enabled") {
+        return Ok(Some(PolicyError {
+            line: key_line(doc, "preemption"),
+            column: None,
+            message: "preemption.enabled is not stated; the section sets other keys, so write `enabled: true` or `enabled: false` with them: resize-guard never preempts by omission".into(),
+        }));
+    }
+    Ok(None)
+}
+
+/// The 1-based line of the top-level key `key`, if the document has it as a block key.
+fn key_line(doc: &str, key: &str) -> Option<usize> {
+    doc.lines()
+        .position(|l| {
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        })
+        .map(|i| i + 1)
 }
 
 /// `preemption.protectedSelector`: a label selector in `kubectl -l` syntax, validated on load.

@@ -468,7 +468,11 @@ async fn every_version_sensitive_behaviour_on_this_minor() {
 
     // 2. Installed from deploy/, with drift repair on.
     let hook = support::start(env, Webhooks::Mutating).await;
-    support::set_policy(env, "feasibility:\n  revertInfeasible: true\n").await;
+    support::set_policy(
+        env,
+        "mode: enforce\nfeasibility:\n  revertInfeasible: true\n",
+    )
+    .await;
     let controller = support::controller(env, "versions", &["--certificates=external"]).await;
     let stored_ns = stored.lock().unwrap().take();
     let revert = async {

@@ -17,7 +17,9 @@ pub fn policy_line(conn: &Connection, policy: anyhow::Result<Option<Policy>>) ->
         Ok(None) => line(
             S,
             Mark::Warn,
-            format!("{cm} does not exist: both programs run with the default policy"),
+            format!(
+                "{cm} does not exist: both programs run on the last good copy if there is one, else judge and preempt nothing"
+            ),
         ),
         Err(e) => fail(
             S,

@@ -3,10 +3,48 @@
 use super::*;
 
 #[test]
-fn empty_document_is_the_default_policy() {
+fn an_empty_document_is_refused_not_the_defaults() {
     for doc in ["", "   \n", "# nothing\n---\n"] {
-        assert_eq!(Policy::from_yaml(doc).unwrap(), Policy::default());
+        let e = Policy::from_yaml(doc).unwrap_err().to_string();
+        assert!(
+            e.contains("the document is empty") && e.contains("mode: audit"),
+            "{doc:?}: {e}"
+        );
     }
+}
+
+#[test]
+fn the_keys_that_decide_how_much_it_does_must_be_stated() {
+    // Without `mode`: refused, whatever else is there (an edit that dropped `mode: audit`).
+    for doc in [
+        "qos:\n  onChange: repair\n",
+        "preemption:\n  enabled: false\n",
+        "memory:\n  decrease:\n    belowUsage: warn\n",
+        "namespaces:\n  exclude: [kube-system]\n",
+    ] {
+        let e = Policy::from_yaml(doc).unwrap_err().to_string();
+        assert!(e.contains("`mode` is not stated"), "{doc:?}: {e}");
+    }
+    // A preemption section that sets keys without `enabled`: refused, naming its line.
+    let e = Policy::from_yaml("mode: audit\npreemption:\n  pdb: bestEffort\n").unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+    assert!(
+        e.message.contains("preemption.enabled is not stated"),
+        "{e}"
+    );
+    // Stated: accepted, and an empty or absent preemption section needs no `enabled`.
+    for doc in [
+        "mode: audit\n",
+        "mode: enforce\npreemption:\n",
+        "mode: enforce\npreemption: {}\n",
+        "mode: enforce\npreemption:\n  enabled: false\n  pdb: bestEffort\n",
+        "{mode: audit, preemption: {enabled: true, maxVictimsPerResize: 2}}",
+    ] {
+        Policy::from_yaml(doc).unwrap_or_else(|e| panic!("{doc:?}: {e}"));
+    }
+    // What is logged and persisted as the last good policy always states both.
+    let p = Policy::from_yaml("mode: audit\n").unwrap();
+    Policy::from_yaml(&p.to_yaml()).unwrap();
 }
 
 #[test]
@@ -38,7 +76,7 @@ fn defaults_match_the_design() {
 #[test]
 fn the_memory_rule_parses_and_refuses_bad_values() {
     let p = Policy::from_yaml(
-        "memory:\n  decrease:\n    belowUsage: warn\n    headroomPercent: 0\n    maxUsageAgeSeconds: 30\n",
+        "mode: enforce\nmemory:\n  decrease:\n    belowUsage: warn\n    headroomPercent: 0\n    maxUsageAgeSeconds: 30\n",
     )
     .unwrap();
     assert_eq!(
@@ -50,7 +88,9 @@ fn the_memory_rule_parses_and_refuses_bad_values() {
         }
     );
     assert_eq!(
-        Policy::from_yaml("memory:\n").unwrap().memory,
+        Policy::from_yaml("mode: enforce\nmemory:\n")
+            .unwrap()
+            .memory,
         MemoryPolicy::default()
     );
     for (doc, want) in [
@@ -111,7 +151,10 @@ namespaces:
 
 #[test]
 fn partial_sections_keep_the_other_defaults() {
-    let p = Policy::from_yaml("preemption:\n  maxVictimsPerResize: 2\n").unwrap();
+    let p = Policy::from_yaml(
+        "mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: 2\n",
+    )
+    .unwrap();
     assert_eq!(p.preemption.max_victims_per_resize, 2);
     assert_eq!(p.preemption.max_grace_period_seconds, None);
     assert!(p.feasibility.reject_infeasible);
@@ -164,8 +207,7 @@ fn a_document_that_is_not_a_mapping_is_an_error() {
 
 #[test]
 fn a_key_with_nothing_after_it_is_the_default_section_or_an_empty_list() {
-    let doc =
-        "qos:\npreemption:\n  protectedNamespaces:\n  circuitBreaker:\nnamespaces:\n  exclude:\n";
+    let doc = "mode: enforce\nqos:\npreemption:\n  enabled: true\n  protectedNamespaces:\n  circuitBreaker:\nnamespaces:\n  exclude:\n";
     let p = Policy::from_yaml(doc).unwrap();
     assert_eq!(p.qos, QosPolicy::default());
     assert_eq!(p.preemption.circuit_breaker, CircuitBreaker::default());
@@ -179,7 +221,8 @@ fn a_key_with_nothing_after_it_is_the_default_section_or_an_empty_list() {
 
 #[test]
 fn yaml_round_trips_for_logging() {
-    let p = Policy::from_yaml("mode: audit\npreemption:\n  pdb: bestEffort\n").unwrap();
+    let p = Policy::from_yaml("mode: audit\npreemption:\n  enabled: true\n  pdb: bestEffort\n")
+        .unwrap();
     assert_eq!(Policy::from_yaml(&p.to_yaml()).unwrap(), p);
 }
 
@@ -229,7 +272,10 @@ fn deep_flow_nesting_is_refused_by_the_parser_budget() {
     let block: String = (0..500).map(|i| format!("{}a:\n", " ".repeat(i))).collect();
     refused("500 nested block mappings", &block);
     // A flow-style policy is far below the budget.
-    let p = Policy::from_yaml("{mode: audit, preemption: {protectedNamespaces: [a, b]}}").unwrap();
+    let p = Policy::from_yaml(
+        "{mode: audit, preemption: {enabled: true, protectedNamespaces: [a, b]}}",
+    )
+    .unwrap();
     assert!(p.is_audit());
 }
 
@@ -252,7 +298,7 @@ fn an_alias_bomb_is_refused_by_the_parser_budget() {
     refused("5 000 aliases of a list", &nested);
     // A few aliases are YAML a policy may use.
     let p = Policy::from_yaml(
-        "preemption:\n  protectedNamespaces: &ns [db, cache]\nnamespaces:\n  exclude: *ns\n",
+        "mode: audit\npreemption:\n  enabled: true\n  protectedNamespaces: &ns [db, cache]\nnamespaces:\n  exclude: *ns\n",
     )
     .unwrap();
     assert_eq!(p.namespaces.exclude, vec!["db", "cache"]);
@@ -309,7 +355,7 @@ fn quoted_booleans_and_numbers_are_strings_not_values() {
         assert_eq!(e.line, Some(doc.lines().count()), "{doc:?}: {e}");
     }
     let p =
-        Policy::from_yaml("preemption:\n  maxGracePeriodSeconds: ~\n  minDeferredSeconds: 0x10\n")
+        Policy::from_yaml("mode: enforce\npreemption:\n  enabled: true\n  maxGracePeriodSeconds: ~\n  minDeferredSeconds: 0x10\n")
             .unwrap();
     assert_eq!(p.preemption.max_grace_period_seconds, None);
     assert_eq!(p.preemption.min_deferred_seconds, 16);
@@ -362,10 +408,7 @@ fn a_config_map_without_the_key_is_an_error_not_the_defaults() {
     assert!(Policy::from_config_map(Some(&other)).is_err());
     let empty: std::collections::BTreeMap<String, String> =
         [(POLICY_KEY.to_owned(), String::new())].into();
-    assert_eq!(
-        Policy::from_config_map(Some(&empty)).unwrap(),
-        Policy::default()
-    );
+    assert!(Policy::from_config_map(Some(&empty)).is_err());
     let data: std::collections::BTreeMap<String, String> =
         [(POLICY_KEY.to_owned(), "mode: audit\n".to_owned())].into();
     assert!(Policy::from_config_map(Some(&data)).unwrap().is_audit());
@@ -376,7 +419,10 @@ fn a_config_map_without_the_key_is_an_error_not_the_defaults() {
 
 #[test]
 fn kube_system_and_the_install_namespace_are_always_protected_and_the_list_adds() {
-    let mut p = Policy::from_yaml("preemption:\n  protectedNamespaces: [databases]\n").unwrap();
+    let mut p = Policy::from_yaml(
+        "mode: enforce\npreemption:\n  enabled: true\n  protectedNamespaces: [databases]\n",
+    )
+    .unwrap();
     for ns in ["kube-system", "resize-guard", "databases"] {
         assert!(p.protects_namespace(ns, "resize-guard"), "{ns}");
     }
@@ -402,7 +448,7 @@ fn the_brakes_have_safe_defaults_and_refuse_a_zero_rate() {
     assert_eq!(p.preemption.max_evictions_per_minute, 20);
     assert_eq!(p.preemption.circuit_breaker.futile_plans, 3);
     let p = Policy::from_yaml(
-        "preemption:\n  maxVictimsPerResize: 2\n  maxEvictionsPerMinute: 12\n  circuitBreaker:\n    futilePlans: 0\n",
+        "mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: 2\n  maxEvictionsPerMinute: 12\n  circuitBreaker:\n    futilePlans: 0\n",
     )
     .unwrap();
     assert_eq!(p.preemption.max_evictions_per_minute, 12);

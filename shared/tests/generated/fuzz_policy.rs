@@ -4,8 +4,9 @@
 //! nesting), arbitrary YAML trees built from the real field names, and block-style documents
 //! generated from a policy model with at most one injected mistake. Never panics; an error has
 //! a message and a 1-based position; a parsed policy prints (`to_yaml`) to YAML that parses back
-//! to it; a model document parses to exactly the model's policy, and a document with a mistake
-//! is refused naming the mistake's line.
+//! to it; a model document parses to exactly the model's policy, a document with a mistake
+//! is refused naming the mistake's line, and one that leaves out `mode` (or sets preemption keys
+//! without `preemption.enabled`) is refused naming the key it must state.
 //!
 //! A duplicate key, `maxVictimsPerResize: 0` and an invalid `protectedSelector` are checked after
 //! the value was read; serde_yaml_ng marked the enclosing mapping's first line, serde-saphyr (the
@@ -129,6 +130,9 @@ enum Expect {
     /// A model document: parses to this policy, or is refused naming this line (`exact`) or a
     /// line at most this one.
     Model(Box<Result<Policy, Refusal>>),
+    /// A model document without a mistake that leaves out a key a policy must state: refused,
+    /// naming it.
+    Unstated(&'static str),
 }
 
 /// One `key: value` line of a section, or a key with a block list under it.
@@ -350,6 +354,7 @@ fn render(
     sections.rotate_left(usize::from(order) % n);
     let mut slot = 0;
     let mut candidates: Vec<(usize, &'static [&'static str], String)> = Vec::new();
+    let mut rendered: Vec<(&'static str, &'static str)> = Vec::new();
     for (section, mut entries) in sections {
         let k = entries.len();
         entries.rotate_left(usize::from(order / 2) % k);
@@ -361,6 +366,7 @@ fn render(
                 forget(&mut expected, &defaults, section, e.key);
                 continue;
             }
+            rendered.push((section, e.key));
             let (indent, key) = if top { ("", section) } else { ("  ", e.key) };
             match e.value {
                 Value::Scalar(v) => body.push((
@@ -453,9 +459,25 @@ fn render(
         lines.push("...".into());
     }
     let doc = lines.join("\n") + "\n";
+    let preemption: Vec<&str> = rendered
+        .iter()
+        .filter(|(section, _)| *section == "preemption")
+        .map(|(_, key)| *key)
+        .collect();
+    let unstated = if !rendered.iter().any(|(section, _)| *section == "mode") {
+        Some("`mode` is not stated")
+    } else if !preemption.is_empty() && !preemption.contains(&"enabled") {
+        Some("preemption.enabled is not stated")
+    } else {
+        None
+    };
+    let expect = match (result, unstated) {
+        (Ok(_), Some(key)) => Expect::Unstated(key),
+        (result, _) => Expect::Model(Box::new(result)),
+    };
     Case {
         bytes: doc.into_bytes(),
-        expect: Expect::Model(Box::new(result)),
+        expect,
     }
 }
 
@@ -551,6 +573,12 @@ fn check(case: Case<Expect>) -> Result<(), TestCaseError> {
             prop_assert!(e.line.is_none_or(|l| l >= 1), "{:?}", e);
             prop_assert!(e.column.is_none_or(|c| c >= 1), "{:?}", e);
             prop_assert!(e.to_string().starts_with("policy.yaml"), "{}", e);
+        }
+    }
+    if let Expect::Unstated(key) = &case.expect {
+        match &parsed {
+            Ok(p) => prop_assert!(false, "accepted without {}: {:?}", key, p),
+            Err(e) => prop_assert!(e.message.contains(key), "{}", e),
         }
     }
     if let Expect::Model(expected) = &case.expect {

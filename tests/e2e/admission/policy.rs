@@ -1,6 +1,7 @@
 //! Policy-driven behaviour end to end, in one sequence because the policy ConfigMap is shared:
 //! QoS repair keeps the pod Guaranteed and the resize completes in place, audit mode never
-//! denies, and a bad policy edit keeps the last good policy with an `InvalidPolicy` Event.
+//! denies, a bad policy edit keeps the last good policy with an `InvalidPolicy` Event, and an
+//! edit that drops `mode` is such a bad edit, never enforcement by omission.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::webhook as support;
@@ -24,7 +25,7 @@ async fn policy_modes_and_live_reload() {
     // 1. qos.onChange: repair — a requests-only resize of a Guaranteed pod is repaired.
     // The policy reload is asynchronous: each edit is followed by a bounded wait until the
     // webhook logs the new effective policy, and then by one attempt.
-    support::set_policy(env, "qos:\n  onChange: repair\n").await;
+    support::set_policy(env, "mode: enforce\nqos:\n  onChange: repair\n").await;
     wait_policy(&hook.process, |p| policy_has(p, "onChange: repair")).await;
     let (ns, _, pods) = support::field_test(env, "repair").await;
     pods.delete("filler", &Default::default()).await.unwrap();
@@ -111,7 +112,7 @@ async fn policy_modes_and_live_reload() {
     )
     .await;
     // Fixed: reject (the default) again — a requests-only change is refused with the explanation.
-    support::set_policy(env, "qos:\n  onChange: reject\n").await;
+    support::set_policy(env, "mode: enforce\nqos:\n  onChange: reject\n").await;
     wait_policy(&hook.process, |p| policy_has(p, "onChange: reject")).await;
     let patch =
         r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"600m"}}}]}}"#;
@@ -157,6 +158,31 @@ async fn policy_modes_and_live_reload() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(would_deny(&audit), "{audit:?}");
+
+    // 4. An edit that drops `mode: audit` is refused, not enforcement by omission: an
+    // `InvalidPolicy` Event names the missing key and the webhook stays in audit mode.
+    let invalid_before = configmap_events(&k).await.matches("InvalidPolicy").count();
+    support::set_policy(env, "qos:\n  onChange: reject\n").await;
+    let mut cm_events = String::new();
+    for _ in 0..100 {
+        cm_events = configmap_events(&k).await;
+        if cm_events.matches("InvalidPolicy").count() > invalid_before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        cm_events.contains("`mode` is not stated"),
+        "the unstated mode is reported: {cm_events}"
+    );
+    let out = k.resize(&ns2, "app", qos).await.unwrap();
+    assert!(
+        out.stderr
+            .contains("Warning: resize-guard (audit mode) would deny this resize")
+            && !out.stderr.contains("denied the request"),
+        "still audit mode: {}",
+        out.stderr
+    );
     drop(hook);
 }
 

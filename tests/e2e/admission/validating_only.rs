@@ -17,7 +17,7 @@ async fn the_validating_webhook_alone_enforces_infeasible_and_policy_denials() {
     let _hook = support::start(env, Webhooks::ValidatingOnly).await;
     support::set_policy(
         env,
-        "feasibility:\n  rejectStuckDeferred: true\npreemption:\n  enabled: false\n",
+        "mode: enforce\nfeasibility:\n  rejectStuckDeferred: true\npreemption:\n  enabled: false\n",
     )
     .await;
     let (ns, node, pods) = support::field_test(env, "validating").await;

@@ -198,7 +198,7 @@ async fn phases() {
         ns.insert(n, env.namespace(n).await);
     }
     let policy = format!(
-        "preemption:\n  maxVictimsPerResize: 2\n  protectedNamespaces: [kube-system, {}]\n",
+        "mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: 2\n  protectedNamespaces: [kube-system, {}]\n",
         ns["protns"]
     );
     set_policy(env, &policy).await;
@@ -363,7 +363,7 @@ async fn phases() {
         out.stdout
     );
     assert!(out.stdout.contains(
-        "‼ ConfigMap elsewhere/resize-guard does not exist: both programs run with the default policy\n"
+        "‼ ConfigMap elsewhere/resize-guard does not exist: both programs run on the last good copy if there is one, else judge and preempt nothing\n"
     ), "{}", out.stdout);
     // A bad policy edit: check says where; explain judges with the defaults and says so.
     set_policy(env, "preemption:\n  maxVictimsPerResize: many\n").await;

@@ -77,7 +77,11 @@ async fn what_if_and_explain_judge_a_memory_decrease_against_usage() {
 
     // Warned instead of refused: the kubelet then refuses to lower the limit, and explain says
     // why from the usage it reads.
-    set_policy(env, "memory:\n  decrease:\n    belowUsage: warn\n").await;
+    set_policy(
+        env,
+        "mode: enforce\nmemory:\n  decrease:\n    belowUsage: warn\n",
+    )
+    .await;
     wait_policy(&installed.webhook, |l| policy_has(l, "belowUsage: warn")).await;
     let patch = r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"memory":"100Mi"},"limits":{"memory":"100Mi"}}}]}}"#;
     let out = env.kubectl().resize(&ns, "app", patch).await.unwrap();
@@ -108,5 +112,5 @@ async fn what_if_and_explain_judge_a_memory_decrease_against_usage() {
         "{}",
         out.stdout
     );
-    set_policy(env, "").await;
+    set_policy(env, "mode: enforce\n").await;
 }

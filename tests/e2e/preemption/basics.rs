@@ -481,7 +481,7 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
     let excluded = |policy: &str| policy.lines().any(|l| l.trim() == format!("- {ns}"));
     resize_guard_harness::install::set_policy(
         env,
-        &format!("namespaces:\n  exclude: [kube-system, {ns}]\n"),
+        &format!("mode: enforce\nnamespaces:\n  exclude: [kube-system, {ns}]\n"),
     )
     .await;
     controller.wait_policy(excluded).await;
@@ -509,7 +509,7 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
         "a v1.37 kubelet never marks capacity Infeasible: {message}"
     );
 
-    resize_guard_harness::install::set_policy(env, "").await;
+    resize_guard_harness::install::set_policy(env, "mode: enforce\n").await;
     controller.wait_policy(|p| !excluded(p)).await;
     let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
     assert_eq!(failed.len(), 1, "{failed:?}");

@@ -89,7 +89,11 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_wakes() {
     // Every Deferred resize waits 8 s before anyone preempts for it: the leader is frozen while
     // its timer for the resize is pending, and that timer has long fired when it wakes. (Set
     // after both started: installing resets the policy.)
-    set_policy(env, "preemption:\n  minDeferredSeconds: 8\n").await;
+    set_policy(
+        env,
+        "mode: enforce\npreemption:\n  enabled: true\n  minDeferredSeconds: 8\n",
+    )
+    .await;
     for c in [&old, &new] {
         c.wait_policy(|p| p.contains("minDeferredSeconds: 8")).await;
     }
@@ -171,7 +175,7 @@ async fn an_api_server_restart_mid_plan_neither_loses_the_plan_nor_adds_a_victim
     let _serial = SERIAL.lock().await;
     let _g = env.guard();
     let controller = support::start(env, "restart").await;
-    set_policy(env, "").await;
+    set_policy(env, "mode: enforce\n").await;
     controller
         .wait_policy(|p| p.contains("minDeferredSeconds: 0"))
         .await;

@@ -605,7 +605,7 @@ async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
     let c = support::start(env, "flood").await;
     resize_guard_harness::install::set_policy(
         env,
-        &format!("preemption:\n  maxVictimsPerResize: {needed}\n  maxEvictionsPerMinute: 12\n"),
+        &format!("mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: {needed}\n  maxEvictionsPerMinute: 12\n"),
     )
     .await;
     c.wait_policy(|p| p.contains("maxEvictionsPerMinute: 12"))

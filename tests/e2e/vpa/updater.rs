@@ -105,7 +105,7 @@ async fn the_vpa_updater_resizes_in_place_with_resize_guard_where_it_evicted_wit
     let with = play(env, &vpa, &Scenario::all(), "with resize-guard").await;
 
     // 3. The QoS wall again with qos.onChange: repair.
-    support::set_policy(env, "qos:\n  onChange: repair\n").await;
+    support::set_policy(env, "mode: enforce\nqos:\n  onChange: repair\n").await;
     wait_repair_policy(env).await;
     let repaired = play(env, &vpa, &[Scenario::qos()], "with resize-guard, repair").await;
     controller.stop().await;

@@ -143,7 +143,7 @@ fn main() {
     env.cp.start_scheduler(&[GATE]).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let controller = support::side_by_side(env, UPSTREAM_NS, "").await;
+        let controller = support::side_by_side(env, UPSTREAM_NS, "mode: enforce\n").await;
         let client = env.client().await;
         let ours_ns = env.namespace("rg-bench").await;
         let seen: Seen = Arc::default();
@@ -158,7 +158,7 @@ fn main() {
         }
         // The same with pdb: bestEffort (plain DELETE, like kube-scheduler, instead of the
         // Eviction API's PDB check).
-        set_policy(env, &format!("preemption:\n  pdb: bestEffort\nnamespaces:\n  exclude: [kube-system, {UPSTREAM_NS}]\n")).await;
+        set_policy(env, &format!("mode: enforce\npreemption:\n  enabled: true\n  pdb: bestEffort\nnamespaces:\n  exclude: [kube-system, {UPSTREAM_NS}]\n")).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         // Interleaved with kube-scheduler again: the bestEffort ratio is against this phase's
         // runs, on the machine as it is now.

@@ -377,7 +377,7 @@ fn main() {
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => panic!("namespace resize-guard: {e}"),
         }
-        set_policy(env, "").await;
+        set_policy(env, "mode: enforce\n").await;
         // The webhook, embedded, reading the cluster as admin.
         let bundle = resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback()).unwrap();
         let dir = tempfile::tempdir().unwrap();

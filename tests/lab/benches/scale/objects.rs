@@ -261,13 +261,13 @@ pub fn managed(manager: &str, operation: &str, time: &str, sub: Option<&str>, se
     m
 }
 
-/// The policy ConfigMap: an empty `policy.yaml` (the default policy).
+/// The policy ConfigMap: `mode: enforce`, the default policy.
 pub fn policy_configmap(namespace: &str, name: &str) -> Value {
     json!({
         "metadata": {"name": name, "namespace": namespace, "uid": uid(5, 0),
             "resourceVersion": "99999999", "creationTimestamp": at(0),
             "labels": {"app.kubernetes.io/name": "resize-guard"}},
-        "data": {"policy.yaml": ""},
+        "data": {"policy.yaml": "mode: enforce\n"},
     })
 }
 

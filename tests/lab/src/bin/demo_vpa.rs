@@ -114,7 +114,8 @@ async fn play(env: &'static Env, full: bool) -> anyhow::Result<i32> {
 
     demo.say("Now let resize-guard repair QoS-changing resizes (limits follow requests):");
     let policy =
-        serde_json::json!({"data": {"policy.yaml": "qos:\n  onChange: repair\n"}}).to_string();
+        serde_json::json!({"data": {"policy.yaml": "mode: enforce\nqos:\n  onChange: repair\n"}})
+            .to_string();
     demo.run(&[
         "patch",
         "configmap",
