@@ -336,9 +336,18 @@ impl Policy {
         serde_saphyr::to_string(self).unwrap_or_else(|e| format!("<unprintable policy: {e}>"))
     }
 
-    /// True when resize-guard must leave pods of this namespace alone.
+    /// True when resize-guard must leave pods of this namespace alone (`namespaces.exclude`
+    /// and the install namespace): their resizes are not judged, they are never victims
+    /// ([`crate::victims::exclusion`]) and never reverted ([`Policy::may_revert_in`]).
     pub fn excludes_namespace(&self, namespace: &str, install_namespace: &str) -> bool {
         namespace == install_namespace || self.namespaces.exclude.iter().any(|n| n == namespace)
+    }
+
+    /// True when `feasibility.revertInfeasible` may patch a pod of this namespace back: never in
+    /// an excluded namespace, and never in `kube-system` or the install namespace, even when an
+    /// operator took `kube-system` out of `namespaces.exclude` to have its resizes judged.
+    pub fn may_revert_in(&self, namespace: &str, install_namespace: &str) -> bool {
+        namespace != "kube-system" && !self.excludes_namespace(namespace, install_namespace)
     }
 
     /// True when no pod of this namespace may be a victim: `kube-system` and the install

@@ -218,18 +218,21 @@ impl Decision {
 
 /// Decides for `pod`. `verdict` is `assess(pod)` on the current view; `victims` gives the state
 /// of each victim of the recorded plan, by the victim's key; `grace` a pod's own
-/// `terminationGracePeriodSeconds` when known.
+/// `terminationGracePeriodSeconds` when known; `install_namespace` is resize-guard's own.
+#[allow(clippy::too_many_arguments)]
 pub fn decide(
     pod: &Pod,
     verdict: &Verdict,
     plan: Option<&PlanRecord>,
     victims: &VictimStates,
     policy: &Policy,
+    install_namespace: &str,
     now: Timestamp,
     grace: &dyn Fn(&PodKey) -> Option<i64>,
 ) -> Decision {
     let generation = pod.metadata.generation.unwrap_or(0);
-    if let Some(revert) = infeasible::revert_infeasible(pod, policy, generation) {
+    if let Some(revert) = infeasible::revert_infeasible(pod, policy, install_namespace, generation)
+    {
         return revert;
     }
     if !is_deferred_now(pod) {

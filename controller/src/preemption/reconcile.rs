@@ -58,7 +58,12 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
     let Some(policy) = ctx.view.policy() else {
         return Ok(Action::await_change());
     };
-    let revert = policy.feasibility.revert_infeasible && is_resize_infeasible(&pod);
+    let revert = policy.feasibility.revert_infeasible
+        && is_resize_infeasible(&pod)
+        && policy.may_revert_in(
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            ctx.view.install_namespace(),
+        );
     if !annotated && !is_deferred_now(&pod) && !revert {
         return Ok(Action::await_change());
     }
@@ -107,6 +112,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
         plan.as_ref(),
         &states,
         &policy,
+        install_namespace,
         Timestamp::now(),
         &grace,
     );

@@ -1,6 +1,6 @@
 //! Who may never be a victim, and why: [`exclusion`] holds every rule (priority not below the
-//! preemptor's, terminating, system-critical or mirror, protected namespace or selector,
-//! DaemonSet and bare pods unless allowed), so fresh plans and resumed plans apply the same
+//! preemptor's, terminating, system-critical or mirror, protected or excluded namespace,
+//! protected selector, DaemonSet and bare pods unless allowed), so fresh plans and resumed plans apply the same
 //! ones; [`Exclusions`] counts the pods each rule left out, for the reason a plan gives.
 
 use std::fmt;
@@ -20,6 +20,8 @@ pub struct Exclusions {
     pub critical: usize,
     /// In a protected namespace.
     pub protected_namespace: usize,
+    /// In a namespace the policy leaves alone (`namespaces.exclude`).
+    pub excluded_namespace: usize,
     /// Matching the protected selector.
     pub protected_selector: usize,
     /// Evicting them would break a PodDisruptionBudget (`pdb: respect`).
@@ -40,6 +42,10 @@ impl fmt::Display for Exclusions {
             (
                 self.protected_namespace,
                 "protected by policy (preemption.protectedNamespaces)",
+            ),
+            (
+                self.excluded_namespace,
+                "in a namespace resize-guard leaves alone (namespaces.exclude)",
             ),
             (
                 self.protected_selector,
@@ -76,6 +82,9 @@ pub enum Exclusion {
     Critical,
     /// In `kube-system`, the install namespace or `preemption.protectedNamespaces`.
     ProtectedNamespace,
+    /// In a namespace of `namespaces.exclude`: resize-guard leaves its pods alone, as resizing
+    /// pods and as victims ([`Policy::excludes_namespace`]).
+    ExcludedNamespace,
     /// Matches `preemption.protectedSelector`.
     ProtectedSelector,
     /// Owned by a DaemonSet, and the policy does not allow those.
@@ -92,6 +101,9 @@ impl fmt::Display for Exclusion {
             Exclusion::Critical => "it is system-critical or a mirror pod",
             Exclusion::ProtectedNamespace => {
                 "its namespace is protected (kube-system, the install namespace or preemption.protectedNamespaces)"
+            }
+            Exclusion::ExcludedNamespace => {
+                "its namespace is excluded (namespaces.exclude): resize-guard leaves its pods alone"
             }
             Exclusion::ProtectedSelector => {
                 "it matches preemption.protectedSelector"
@@ -123,6 +135,8 @@ pub fn exclusion(
         Some(Exclusion::Critical)
     } else if policy.protects_namespace(&e.key.namespace, install_namespace) {
         Some(Exclusion::ProtectedNamespace)
+    } else if policy.excludes_namespace(&e.key.namespace, install_namespace) {
+        Some(Exclusion::ExcludedNamespace)
     } else if !rules.protected_selector.0.is_empty()
         && rules.protected_selector.0.matches(e.labels.as_deref())
     {
@@ -151,6 +165,7 @@ pub(super) fn eligible(
         Exclusion::Terminating => &mut excluded.terminating,
         Exclusion::Critical => &mut excluded.critical,
         Exclusion::ProtectedNamespace => &mut excluded.protected_namespace,
+        Exclusion::ExcludedNamespace => &mut excluded.excluded_namespace,
         Exclusion::ProtectedSelector => &mut excluded.protected_selector,
         Exclusion::DaemonSet => &mut excluded.daemon_set,
         Exclusion::Bare => &mut excluded.bare,

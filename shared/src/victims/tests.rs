@@ -383,6 +383,53 @@ fn the_install_namespace_is_protected_whatever_the_list_says() {
 }
 
 #[test]
+fn a_pod_in_an_excluded_namespace_is_never_a_victim_and_the_reason_says_so() {
+    let payments = PodBuilder::new("payments", "ledger")
+        .node("n1")
+        .owned_by("ReplicaSet")
+        .priority(0)
+        .container(container("c").guaranteed("500m", "64Mi"))
+        .running(10)
+        .build();
+    let pods = [resizer("1000m"), payments];
+    let mut policy = Policy::default();
+    policy.namespaces.exclude = vec!["kube-system".into(), "payments".into()];
+    let e = plan("1250m", &pods, &policy).unwrap_err();
+    match &e {
+        NoPlan::NoCandidates { excluded, .. } => assert_eq!(excluded.excluded_namespace, 1),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        e.to_string()
+            .contains("1 in a namespace resize-guard leaves alone (namespaces.exclude)"),
+        "{e}"
+    );
+    assert_eq!(
+        exclusion(
+            &ledger_entry(&pods, "ledger"),
+            1000,
+            &policy,
+            INSTALL_NAMESPACE
+        ),
+        Some(Exclusion::ExcludedNamespace)
+    );
+    // Not excluded: the same pod is the victim.
+    policy.namespaces.exclude = vec!["kube-system".into()];
+    assert_eq!(names(&plan("1250m", &pods, &policy).unwrap()), ["ledger"]);
+}
+
+/// The ledger entry of the pod named `name` among `pods`, on a roomy node.
+fn ledger_entry(pods: &[Pod], name: &str) -> crate::ledger::LedgerEntry {
+    let ledger = NodeLedger::new(&node("n1", "64", "64Gi"), pods);
+    ledger
+        .pods
+        .iter()
+        .find(|e| e.key.name == name)
+        .cloned()
+        .unwrap()
+}
+
+#[test]
 fn protected_namespaces_selectors_critical_and_mirror_pods_are_never_victims() {
     let sys = unowned("kube-system", "dns");
     let labelled = pod("db", 0, "500m", 10)

@@ -213,6 +213,43 @@ async fn a_bare_pod_is_not_a_victim_by_default_and_the_event_names_the_rule() {
     assert!(support::preempted(&pods, &["filler"]).await.is_empty());
 }
 
+/// `namespaces.exclude` means resize-guard leaves a namespace alone: its pods are no victims
+/// either. The only pod that could make room is in an excluded namespace: nothing is evicted and
+/// the preemptor's Event names the rule.
+#[tokio::test]
+async fn a_pod_in_an_excluded_namespace_is_not_a_victim_and_the_event_says_why() {
+    let env = setup().await;
+    let _g = env.guard();
+    let (ns, node, pods) = env.scenario("tenant", T3_MEDIUM, &[]).await;
+    let payments = env.namespace("payments").await;
+    let payments_pods: Api<Pod> = Api::namespaced(env.client().await, &payments);
+    create_all(&payments_pods, &node, &[FILLER]).await.unwrap();
+    create_all(&pods, &node, &[APP]).await.unwrap();
+    let controller = CONTROLLER.get().unwrap();
+    // The effective policy is logged as YAML: `namespaces: exclude:` one `- name` per line.
+    let excluded = |policy: &str| policy.lines().any(|l| l.trim() == format!("- {payments}"));
+    resize_guard_harness::install::set_policy(
+        env,
+        &format!("mode: enforce\nnamespaces:\n  exclude: [kube-system, {payments}]\n"),
+    )
+    .await;
+    controller.wait_policy(excluded).await;
+    let failed = preemption_failed(env, &pods, &ns).await;
+    assert!(
+        failed[0]
+            .1
+            .contains("1 in a namespace resize-guard leaves alone (namespaces.exclude)"),
+        "{failed:?}"
+    );
+    assert!(
+        support::preempted(&payments_pods, &["filler"])
+            .await
+            .is_empty()
+    );
+    resize_guard_harness::install::set_policy(env, "mode: enforce\n").await;
+    controller.wait_policy(|p| !excluded(p)).await;
+}
+
 /// RBAC grants the controller `patch pods` cluster-wide, for its plan annotation only; the
 /// shipped ValidatingAdmissionPolicy `resize-guard-controller-pod-writes` makes kube-apiserver
 /// refuse any other change it would make to a pod, while the same changes by anyone else, and

@@ -18,8 +18,20 @@ use super::{Decision, FAILED_RETRY};
 /// (`pkg/kubelet/allocation/handlers.go`): the locked-on `InPlacePodVerticalScaling` gate off,
 /// swap-enabled containers, pod-level resources with its kubelet gate off, memory-backed
 /// `emptyDir` size limits, or a Guaranteed pod's cpu/memory under the static CPU/Memory Manager.
-pub(super) fn revert_infeasible(pod: &Pod, policy: &Policy, generation: i64) -> Option<Decision> {
+///
+/// Never in a namespace the policy leaves alone, nor in `kube-system` or the install namespace
+/// ([`Policy::may_revert_in`]): `namespaces.exclude` means resize-guard writes nothing there.
+pub(super) fn revert_infeasible(
+    pod: &Pod,
+    policy: &Policy,
+    install_namespace: &str,
+    generation: i64,
+) -> Option<Decision> {
     if !policy.feasibility.revert_infeasible || policy.is_audit() {
+        return None;
+    }
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    if !policy.may_revert_in(namespace, install_namespace) {
         return None;
     }
     let cond = resize_pending(pod)?;

@@ -4,7 +4,7 @@ use super::*;
 use resize_guard_cluster::{Cluster, FixedCluster};
 use resize_guard_policy::assess;
 use resize_guard_policy::fixture::{
-    PodBuilder, container, context, field_app, field_filler, field_node, node,
+    INSTALL_NAMESPACE, PodBuilder, container, context, field_app, field_filler, field_node, node,
 };
 use resize_guard_policy::pod::{REASON_DEFERRED, REASON_INFEASIBLE};
 
@@ -68,7 +68,16 @@ fn decide(
         .flat_map(|p| p.victims.iter().cloned())
         .zip(victims.iter().cloned())
         .collect();
-    super::decide(pod, verdict, plan, &states, policy, now, &|_| Some(45))
+    super::decide(
+        pod,
+        verdict,
+        plan,
+        &states,
+        policy,
+        INSTALL_NAMESPACE,
+        now,
+        &|_| Some(45),
+    )
 }
 
 /// The deferred app on n1 beside the filler, judged under a policy: most tests' starting point.
@@ -265,6 +274,18 @@ fn infeasible_resizes_are_reverted_to_actual_resources_when_policy_asks() {
         }
         other => panic!("{other:?}"),
     }
+    // Never where resize-guard must leave pods alone: an excluded namespace, and kube-system
+    // and the install namespace even when kube-system's resizes are judged.
+    policy.namespaces.exclude = vec!["payments".into()];
+    for namespace in ["payments", "kube-system", INSTALL_NAMESPACE] {
+        let mut elsewhere = pod.clone();
+        elsewhere.metadata.namespace = Some(namespace.into());
+        assert_eq!(
+            decide(&elsewhere, &v, None, &[], &policy, now()),
+            Decision::Idle,
+            "{namespace}"
+        );
+    }
     policy.mode = resize_guard_policy::policy::Mode::Audit;
     assert_eq!(
         decide(&pod, &v, None, &[], &policy, now()),
@@ -337,6 +358,7 @@ fn each_victim_goes_with_its_own_grace_period_capped_only_when_policy_says_throu
             None,
             &VictimStates::default(),
             &s.policy,
+            INSTALL_NAMESPACE,
             now(),
             &own,
         );

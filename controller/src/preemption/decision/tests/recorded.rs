@@ -244,6 +244,7 @@ fn each_victim_is_read_with_its_own_state_whatever_order_the_states_come_in() {
         Some(&rec),
         &states,
         &s.policy,
+        resize_guard_policy::fixture::INSTALL_NAMESPACE,
         now(),
         &|_| Some(45),
     );
