@@ -170,6 +170,49 @@ pub fn select_victims(
     policy: &Policy,
     install_namespace: &str,
 ) -> Result<PreemptionPlan, NoPlan> {
+    select(
+        preemptor,
+        ledger,
+        budgets,
+        policy,
+        install_namespace,
+        &|_| true,
+    )
+}
+
+/// What a recorded plan still needs when it is resumed: the same selection as
+/// [`select_victims`] (every rule, the reprieve, the race, the cap), run over the pods of
+/// `recorded` only. A resumed plan never removes a victim a fresh reprieve would let live — room
+/// that appeared since the plan was made (a Job that finished, a victim that went on its own)
+/// spares the rest — and never a pod the record does not name. `Err` when the recorded pods
+/// alone can no longer make room: the resize then needs a fresh plan.
+pub fn select_among_recorded(
+    preemptor: &Preemptor,
+    ledger: &NodeLedger,
+    budgets: &Budgets,
+    policy: &Policy,
+    install_namespace: &str,
+    recorded: &[PodKey],
+) -> Result<PreemptionPlan, NoPlan> {
+    select(
+        preemptor,
+        ledger,
+        budgets,
+        policy,
+        install_namespace,
+        &|e| recorded.iter().any(|k| k.uid == e.key.uid),
+    )
+}
+
+/// [`select_victims`] over the other pods `considered` keeps.
+fn select(
+    preemptor: &Preemptor,
+    ledger: &NodeLedger,
+    budgets: &Budgets,
+    policy: &Policy,
+    install_namespace: &str,
+    considered: &dyn Fn(&LedgerEntry) -> bool,
+) -> Result<PreemptionPlan, NoPlan> {
     let rules = &policy.preemption;
     if !rules.enabled {
         return Err(NoPlan::Disabled);
@@ -191,13 +234,14 @@ pub fn select_victims(
     let mut excluded = Exclusions::default();
     let mut candidates: Vec<usize> = (0..others.len())
         .filter(|&i| {
-            eligible(
-                others[i],
-                preemptor.priority,
-                policy,
-                install_namespace,
-                &mut excluded,
-            )
+            considered(others[i])
+                && eligible(
+                    others[i],
+                    preemptor.priority,
+                    policy,
+                    install_namespace,
+                    &mut excluded,
+                )
         })
         .collect();
     candidates.sort_by(|&a, &b| importance(others[a], others[b]));

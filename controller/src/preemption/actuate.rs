@@ -26,7 +26,7 @@ use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
 use crate::preemption::brakes::Brakes;
 use crate::preemption::decision::{Decision, held_back};
-use crate::preemption::seal::{PLAN_ANNOTATION, PlanRecord, PlanSeal, seal};
+use crate::preemption::seal::{PLAN_ANNOTATION, PlanRecord, PlanSeal};
 
 mod error;
 mod preempt;
@@ -112,7 +112,11 @@ impl Actuator {
         let value = match rec {
             Some(rec) => {
                 let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-                Some(seal(self.plan_key().await?, rec.clone(), uid).to_annotation())
+                Some(
+                    self.seal
+                        .seal(self.plan_key().await?, rec.clone(), uid)
+                        .to_annotation(),
+                )
             }
             None => None,
         };

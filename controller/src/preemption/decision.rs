@@ -37,7 +37,7 @@ pub mod victim_state;
 
 pub use held::held_back;
 pub use refusal::{budget_refused, eviction_refused};
-pub use victim_state::{VictimState, VictimStates, victim_state};
+pub use victim_state::{VictimState, VictimStates, spare_the_unneeded, victim_state};
 
 /// What to do, and when to look again: every variant that requeues carries its own `after`
 /// ([`Decision::requeue`]); the actuator applies it and picks no duration itself.

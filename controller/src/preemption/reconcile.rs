@@ -18,8 +18,11 @@ use resize_guard_policy::policy::Policy;
 use resize_guard_policy::{Context, assess};
 
 use crate::preemption::actuate::{ActuateError, Actuator};
-use crate::preemption::decision::{Decision, VictimStates, decide, plan_untrusted, victim_state};
-use crate::preemption::seal::{PLAN_ANNOTATION, PlanRecord, verified};
+use crate::preemption::decision::{
+    Decision, VictimStates, decide, plan_untrusted, spare_the_unneeded, victim_state,
+};
+use crate::preemption::seal::{PLAN_ANNOTATION, PlanRecord};
+use resize_guard_policy::budget::Budgets;
 
 /// How long a reconcile waits for the pod and node watches to deliver again after an error.
 const STALE_CACHE_WAIT: Duration = Duration::from_secs(1);
@@ -83,7 +86,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
     // a pod its author may edit.
     let plan = if annotated {
         let key = ctx.actuator.plan_key().await?;
-        match verified(key, &pod) {
+        match ctx.actuator.seal.verify(key, &pod) {
             Some(Ok(rec)) => Some(rec),
             Some(Err(why)) => return ctx.actuator.apply(&pod, plan_untrusted(&why)).await,
             None => None,
@@ -104,7 +107,14 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
             minor: ctx.view.kubernetes_minor(),
         },
     );
-    let states = victim_states(&ctx.view, &pod, plan.as_ref(), ledger.as_deref(), &policy);
+    let states = victim_states(
+        &ctx.view,
+        &pod,
+        plan.as_ref(),
+        ledger.as_deref(),
+        &budgets,
+        &policy,
+    );
     let grace = |v: &PodKey| ctx.view.pod_entry(&v.uid)?.grace_seconds;
     let mut decision = decide(
         &pod,
@@ -133,23 +143,28 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
 
 /// The state of each victim of `plan`, by key. Victims are looked up in the view's index (every
 /// bound, non-terminal pod), not in the pod store, which keeps only pods with a pending resize
-/// or a plan, and each is re-checked against the rules a fresh plan obeys.
+/// or a plan, and each is re-checked against the rules a fresh plan obeys; then the present ones
+/// a fresh reprieve over them no longer needs are spared ([`spare_the_unneeded`]).
 fn victim_states(
     view: &ClusterView,
     pod: &Pod,
     plan: Option<&PlanRecord>,
     ledger: Option<&NodeLedger>,
+    budgets: &Budgets,
     policy: &Policy,
 ) -> VictimStates {
     let install_namespace = view.install_namespace();
-    plan.iter()
+    let mut states: VictimStates = plan
+        .iter()
         .flat_map(|p| p.victims.iter())
         .map(|v| {
             let entry = view.pod_entry(&v.uid);
             let state = victim_state(v, entry.as_ref(), pod, ledger, policy, install_namespace);
             (v.clone(), state)
         })
-        .collect()
+        .collect();
+    spare_the_unneeded(&mut states, pod, ledger, budgets, policy, install_namespace);
+    states
 }
 
 /// Backs off after an API error (a fenced write is not an error: this replica stopped leading

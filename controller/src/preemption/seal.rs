@@ -10,9 +10,22 @@
 //! UID and every field, and [`verified`] checks a record before it is resumed. A record
 //! that does not verify is dropped with a Warning Event; one that does is still re-checked
 //! against the rules of a fresh plan (`crate::preemption::decision`).
+//!
+//! A seal proves who wrote a record, not that it is the latest: a resize that was re-planned
+//! (a budget refused an eviction, a plan helped nobody) has several sealed records of one
+//! generation, and the pod's author could put an earlier one back. [`PlanSeal::verify`] refuses
+//! a record older than the newest this process wrote or read for the same pod and generation
+//! ([`Untrusted::Superseded`]). The newest times live in the leader's memory: a new leader
+//! learns them from the records it reads, so a record put back in the moment between two
+//! leaders is taken as the latest once — and is still only resumed for the victims a fresh
+//! reprieve over it needs (`crate::preemption::decision::spare_the_unneeded`).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ObjectMeta};
 use ring::hmac;
 use tokio::sync::OnceCell;
@@ -41,6 +54,52 @@ pub enum Untrusted {
         "the plan annotation was not written by resize-guard's controller for this pod (its seal does not verify)"
     )]
     BadSeal,
+    /// Sealed by the controller, but an earlier record of the same generation than one the
+    /// controller wrote or read since: put back by someone else.
+    #[error(
+        "the plan annotation is an earlier record (made {recorded}) than the latest resize-guard's controller made for this resize ({newest}): a superseded plan is never resumed"
+    )]
+    Superseded {
+        /// The put-back record's time.
+        recorded: Timestamp,
+        /// The newest record's time for the same pod and generation.
+        newest: Timestamp,
+    },
+}
+
+/// How long the newest record's time is remembered for a pod (a resize Deferred longer than
+/// this gets fresh plans that supersede each other anyway).
+const NEWEST_TTL: SignedDuration = SignedDuration::from_hours(24);
+
+/// The newest plan record's generation and time per preemptor UID.
+#[derive(Debug, Default)]
+struct Newest(Mutex<HashMap<String, (i64, Timestamp)>>);
+
+impl Newest {
+    /// Notes `rec` for the pod with UID `uid`; the record it supersedes, if `rec` is older than
+    /// the newest known for the same generation.
+    fn note(&self, uid: &str, rec: &PlanRecord) -> Option<Timestamp> {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(&(generation, newest)) = map.get(uid)
+            && generation == rec.generation
+            && rec.time < newest
+        {
+            return Some(newest);
+        }
+        let keep = match map.get(uid) {
+            Some(&(generation, newest)) => rec.generation > generation || rec.time >= newest,
+            None => true,
+        };
+        if keep {
+            map.insert(uid.to_owned(), (rec.generation, rec.time));
+        }
+        let horizon = rec.time - NEWEST_TTL;
+        map.retain(|_, (_, t)| *t >= horizon);
+        None
+    }
 }
 
 /// Why the key could not be had.
@@ -78,10 +137,12 @@ pub enum KeyError {
     Random,
 }
 
-/// The plan-sealing key, loaded once per process (created on first need).
+/// The plan-sealing key, loaded once per process (created on first need), and the newest
+/// record seen for each preemptor.
 pub struct PlanSeal {
     namespace: String,
     key: OnceCell<hmac::Key>,
+    newest: Newest,
 }
 
 impl std::fmt::Debug for PlanSeal {
@@ -99,6 +160,7 @@ impl PlanSeal {
         PlanSeal {
             namespace: namespace.to_owned(),
             key: OnceCell::new(),
+            newest: Newest::default(),
         }
     }
 
@@ -108,7 +170,36 @@ impl PlanSeal {
         PlanSeal {
             namespace: "resize-guard".into(),
             key: OnceCell::new_with(Some(hmac::Key::new(hmac::HMAC_SHA256, key))),
+            newest: Newest::default(),
         }
+    }
+
+    /// `rec` sealed with `key` for the preemptor with UID `preemptor_uid`, noted as the newest
+    /// record for that pod: any earlier record of the same generation is superseded from now on.
+    pub fn seal(&self, key: &hmac::Key, rec: PlanRecord, preemptor_uid: &str) -> PlanRecord {
+        self.newest.note(preemptor_uid, &rec);
+        seal(key, rec, preemptor_uid)
+    }
+
+    /// The record on `pod`, if it carries one: [`verified`], and not older than the newest
+    /// record of the same generation this process wrote or read for the pod.
+    pub fn verify(
+        &self,
+        key: &hmac::Key,
+        pod: &k8s_openapi::api::core::v1::Pod,
+    ) -> Option<Result<PlanRecord, Untrusted>> {
+        let rec = match verified(key, pod)? {
+            Ok(rec) => rec,
+            Err(why) => return Some(Err(why)),
+        };
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        Some(match self.newest.note(uid, &rec) {
+            Some(newest) => Err(Untrusted::Superseded {
+                recorded: rec.time,
+                newest,
+            }),
+            None => Ok(rec),
+        })
     }
 
     /// The key: read from the Secret, or created there when it does not exist. `create` makes
@@ -217,7 +308,6 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
-    use k8s_openapi::jiff::Timestamp;
     use resize_guard_policy::pod::PodKey;
 
     fn record() -> PlanRecord {
@@ -273,6 +363,47 @@ mod tests {
             Some(Err(Untrusted::Unreadable(_)))
         ));
         assert_eq!(verified(&key, &pod_with("u-app", None)), None);
+    }
+
+    #[test]
+    fn an_earlier_record_of_the_same_generation_put_back_is_superseded() {
+        let seal = PlanSeal::fixed(&[7; 32]);
+        let key = hmac::Key::new(hmac::HMAC_SHA256, &[7; 32]);
+        let first = seal.seal(&key, record(), "u-app");
+        let mut later = record();
+        later.time = Timestamp::from_second(1_700_000_060).unwrap();
+        later.victims[0].name = "other".into();
+        let later = seal.seal(&key, later, "u-app");
+        let on =
+            |rec: &PlanRecord| seal.verify(&key, &pod_with("u-app", Some(rec.to_annotation())));
+        assert_eq!(on(&later), Some(Ok(later.clone())));
+        assert_eq!(
+            on(&first),
+            Some(Err(Untrusted::Superseded {
+                recorded: first.time,
+                newest: later.time
+            }))
+        );
+        // A new generation's record is never superseded by an older generation's time.
+        let mut next = record();
+        next.generation = 3;
+        let next = seal.seal(&key, next, "u-app");
+        assert_eq!(on(&next), Some(Ok(next.clone())));
+        // Another pod's records are its own.
+        let other = seal.seal(&key, record(), "u-other");
+        assert_eq!(
+            seal.verify(&key, &pod_with("u-other", Some(other.to_annotation()))),
+            Some(Ok(other))
+        );
+        // A replica that never wrote one learns the newest from what it reads.
+        let fresh = PlanSeal::fixed(&[7; 32]);
+        let read =
+            |rec: &PlanRecord| fresh.verify(&key, &pod_with("u-app", Some(rec.to_annotation())));
+        assert_eq!(read(&later), Some(Ok(later.clone())));
+        assert!(matches!(
+            read(&first),
+            Some(Err(Untrusted::Superseded { .. }))
+        ));
     }
 
     #[test]

@@ -742,3 +742,50 @@ fn growth_of_pods_that_may_not_be_preempted_leaves_a_plan_that_may_race() {
         ["peer"]
     );
 }
+
+#[test]
+fn a_resumed_plan_takes_only_the_recorded_victims_a_fresh_reprieve_still_needs() {
+    // 250m growing to 1000m on 2000m beside three 500m pods: one of them must go.
+    let pods = node_pods(
+        "1000m",
+        &[
+            ("a", 0, "500m", 10),
+            ("b", 0, "500m", 20),
+            ("d", 0, "500m", 30),
+        ],
+    );
+    let key = |name: &str| {
+        PodKey::of(
+            pods.iter()
+                .find(|p| p.metadata.name.as_deref() == Some(name))
+                .unwrap(),
+        )
+    };
+    let ledger = NodeLedger::new(&node("n1", "2000m", "64Gi"), &pods);
+    let among = |recorded: &[PodKey], ledger: &NodeLedger| {
+        select_among_recorded(
+            &preemptor(&pods[0]),
+            ledger,
+            &Budgets::default(),
+            &Policy::default(),
+            INSTALL_NAMESPACE,
+            recorded,
+        )
+    };
+    // A fresh plan takes the least important pod, d.
+    assert_eq!(chosen("2000m", &pods), ["d"]);
+    // The record named a, b and d (when more room was needed): one of them is enough now, and
+    // the reprieve keeps the more important ones.
+    let all = [key("a"), key("b"), key("d")];
+    assert_eq!(names(&among(&all, &ledger).unwrap()), ["d"]);
+    // The record named a and b only: one of those, never d, which it does not name.
+    let ab = [key("a"), key("b")];
+    assert_eq!(names(&among(&ab, &ledger).unwrap()), ["b"]);
+    // d went on its own meanwhile: the resize fits, the record's pods are all spared.
+    let without_d: Vec<Pod> = pods[..3].to_vec();
+    let roomy = NodeLedger::new(&node("n1", "2000m", "64Gi"), &without_d);
+    assert!(among(&ab, &roomy).unwrap().victims.is_empty());
+    // The recorded pods alone cannot make room (one 500m pod for a 1000m shortfall): no resume.
+    let tight = NodeLedger::new(&node("n1", "1500m", "64Gi"), &pods);
+    assert!(among(&[key("a")], &tight).is_err());
+}

@@ -6,16 +6,21 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
+use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
 use resize_guard_policy::pod::{PodKey, node_name, priority};
 use resize_guard_policy::policy::Policy;
-use resize_guard_policy::victims::{Exclusion, exclusion};
+use resize_guard_policy::victims::{Exclusion, Preemptor, exclusion, select_among_recorded};
 
 /// Where a planned victim is now, re-checked against the rules a fresh plan obeys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VictimState {
     /// Running on the preemptor's node, and a fresh plan could still choose it.
     Present,
+    /// Running on the preemptor's node and eligible, but the reprieve run over the plan's
+    /// victims still present lets it live: room appeared since the plan was made
+    /// ([`spare_the_unneeded`]). A resume never removes it.
+    Spare,
     /// Deletion started.
     Terminating,
     /// No longer exists (or is a different pod now).
@@ -36,6 +41,48 @@ impl VictimStates {
     /// The state of `victim`; [`VictimState::Gone`] when none was given for it.
     pub fn of(&self, victim: &PodKey) -> &VictimState {
         self.0.get(victim).unwrap_or(&GONE)
+    }
+}
+
+/// Marks [`VictimState::Spare`] the present victims of `states` that a fresh reprieve over the
+/// present ones no longer needs (`select_among_recorded`): a resumed plan removes only what the
+/// resize still needs, never the whole record. When the present victims alone can no longer make
+/// room, all of them are spared and the resize is planned afresh once the terminating ones are
+/// gone.
+pub fn spare_the_unneeded(
+    states: &mut VictimStates,
+    preemptor: &Pod,
+    ledger: Option<&NodeLedger>,
+    budgets: &Budgets,
+    policy: &Policy,
+    install_namespace: &str,
+) {
+    let present: Vec<PodKey> = states
+        .0
+        .iter()
+        .filter(|(_, s)| **s == VictimState::Present)
+        .map(|(k, _)| k.clone())
+        .collect();
+    if present.is_empty() {
+        return;
+    }
+    let needed: Vec<PodKey> = match (ledger, preemptor.spec.as_ref()) {
+        (Some(ledger), Some(spec)) => select_among_recorded(
+            &Preemptor::new(preemptor, spec, preemptor.status.as_ref()),
+            ledger,
+            budgets,
+            policy,
+            install_namespace,
+            &present,
+        )
+        .map(|plan| plan.victims.into_iter().map(|v| v.key).collect())
+        .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    for key in present {
+        if !needed.iter().any(|n| n.uid == key.uid) {
+            states.0.insert(key, VictimState::Spare);
+        }
     }
 }
 

@@ -264,3 +264,104 @@ fn each_victim_is_read_with_its_own_state_whatever_order_the_states_come_in() {
     // A victim no state was given for is gone.
     assert_eq!(states.of(&key("omega")), &VictimState::Gone);
 }
+
+/// A three-victim plan interrupted after its first eviction while room appeared elsewhere on
+/// the node: the victims the fresh reprieve lets live are spared, never evicted by the resume.
+#[test]
+fn a_resumed_plan_evicts_only_the_victims_a_fresh_reprieve_still_needs() {
+    use resize_guard_policy::budget::Budgets;
+    use resize_guard_policy::ledger::NodeLedger;
+
+    let app = deferred_app();
+    let small = |name: &str, start: i64| {
+        PodBuilder::new("batch", name)
+            .owned_by("ReplicaSet")
+            .node("n1")
+            .priority(100)
+            .container(container("work").guaranteed("100m", "64Mi"))
+            .running(start)
+            .build()
+    };
+    let (filler, extra) = (filler(false), small("extra", 7));
+    let key = |p: &Pod| PodKey::of(p);
+    let rec = plan_at(
+        2,
+        vec![batch_key("gone", "u-gone"), key(&filler), key(&extra)],
+        now(),
+    );
+    let present = |states: &[(&Pod, VictimState)]| -> VictimStates {
+        states
+            .iter()
+            .map(|(p, s)| (key(p), s.clone()))
+            .chain([(batch_key("gone", "u-gone"), VictimState::Gone)])
+            .collect()
+    };
+    let policy = Policy::default();
+    // 250m -> 550m on 1930m beside the 1500m filler and a 100m pod: the filler alone is needed.
+    let pods = vec![app.clone(), filler.clone(), extra.clone()];
+    let ledger = NodeLedger::new(&field_node(), &pods);
+    let mut states = present(&[
+        (&filler, VictimState::Present),
+        (&extra, VictimState::Present),
+    ]);
+    spare_the_unneeded(
+        &mut states,
+        &app,
+        Some(&ledger),
+        &Budgets::default(),
+        &policy,
+        INSTALL_NAMESPACE,
+    );
+    assert_eq!(*states.of(&key(&filler)), VictimState::Present);
+    assert_eq!(*states.of(&key(&extra)), VictimState::Spare);
+
+    // The filler finished on its own meanwhile (a Job): the resize fits, every victim is spared.
+    let ledger = NodeLedger::new(&field_node(), &[app.clone(), extra.clone()]);
+    let mut states = present(&[(&extra, VictimState::Present)]);
+    spare_the_unneeded(
+        &mut states,
+        &app,
+        Some(&ledger),
+        &Budgets::default(),
+        &policy,
+        INSTALL_NAMESPACE,
+    );
+    assert_eq!(*states.of(&key(&extra)), VictimState::Spare);
+
+    // The decision never evicts a spared victim: with the filler still needed it is the only
+    // one; with nothing needed and nothing terminating the resize is judged afresh.
+    let v = verdict(&app, vec![filler.clone(), extra.clone()], &policy);
+    let needed = present(&[
+        (&filler, VictimState::Present),
+        (&extra, VictimState::Spare),
+    ]);
+    let by_key = |states: &VictimStates| {
+        rec.victims
+            .iter()
+            .map(|v| states.of(v).clone())
+            .collect::<Vec<_>>()
+    };
+    match decide(&app, &v, Some(&rec), &by_key(&needed), &policy, now()) {
+        Decision::Preempt {
+            record: Record::Recorded,
+            victims,
+            ..
+        } => {
+            let names: Vec<&str> = victims.iter().map(|r| r.victim.name.as_str()).collect();
+            assert_eq!(names, ["filler"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let spared = present(&[(&extra, VictimState::Spare)]);
+    let d = decide(&app, &v, Some(&rec), &by_key(&spared), &policy, now());
+    assert!(
+        !matches!(
+            d,
+            Decision::Preempt {
+                record: Record::Recorded,
+                ..
+            }
+        ),
+        "{d:?}"
+    );
+}
