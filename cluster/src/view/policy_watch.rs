@@ -201,6 +201,18 @@ fn policy_gone(name: &str, namespace: &str, cm: Option<&ConfigMap>, events: &Eve
     events.publish(event, regarding);
 }
 
+/// The `InvalidPolicy` Event's action: `LoadPolicy` and a fingerprint of the error. kube's
+/// recorder folds Events with the same object, reason and action into one series that keeps its
+/// first note, so without the fingerprint a second, different mistake in the same ConfigMap
+/// would show only as a higher count on the first one's message; the same mistake read again
+/// still counts in its series.
+fn load_action(error: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    error.hash(&mut h);
+    format!("LoadPolicy-{:08x}", h.finish() as u32)
+}
+
 /// Counts a reload and, for one that failed, logs it and publishes an `InvalidPolicy` Warning
 /// Event on the ConfigMap.
 fn report_policy(
@@ -216,9 +228,21 @@ fn report_policy(
             type_: EventType::Warning,
             reason: "InvalidPolicy".into(),
             note: Some(format!("{e}; keeping the last good policy")),
-            action: "LoadPolicy".into(),
+            action: load_action(e),
             secondary: None,
         };
         events.publish(event, cm.object_ref(&()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn different_mistakes_are_different_series_and_the_same_one_is_one() {
+        let a = super::load_action("policy.yaml: `mode` is not stated");
+        let b = super::load_action("policy.yaml line 1, column 6: qos: expected mapping start");
+        assert_ne!(a, b);
+        assert_eq!(a, super::load_action("policy.yaml: `mode` is not stated"));
+        assert!(a.starts_with("LoadPolicy-") && a.len() <= 128, "{a}");
     }
 }
