@@ -434,8 +434,8 @@ fn the_stall_timer_defaults_to_ten_minutes_and_refuses_values_out_of_range() {
         p.to_yaml()
     );
     for bad in ["0", "9", "86401", "-1", "'60'", "1.5"] {
-        let e = Policy::from_yaml(&format!("preemption:\n  stallAfterSeconds: {bad}\n"))
-            .unwrap_err();
+        let e =
+            Policy::from_yaml(&format!("preemption:\n  stallAfterSeconds: {bad}\n")).unwrap_err();
         assert!(
             e.to_string().contains("stallAfterSeconds") && e.line == Some(2),
             "{bad}: {e}"
