@@ -308,7 +308,7 @@ pub fn decide(
             Some(Decision::Wait { why, .. }) => {
                 return Decision::Awaiting {
                     on: Awaited::PlannedVictims,
-                    why,
+                    why: format!("{why} ({})", awaited_victims(p, victims, policy, grace)),
                 };
             }
             Some(d) => return d,
@@ -324,6 +324,33 @@ pub fn decide(
         };
     }
     plan_fresh(pod, deferral, policy, generation, now, grace)
+}
+
+/// The recorded plan's victims not yet gone, each with its state and grace period, for the
+/// wait's log line and stall Event.
+fn awaited_victims(
+    plan: &PlanRecord,
+    victims: &VictimStates,
+    policy: &Policy,
+    grace: &dyn Fn(&PodKey) -> Option<i64>,
+) -> String {
+    plan.victims
+        .iter()
+        .filter_map(|v| {
+            let state = match victims.of(v) {
+                VictimState::Terminating => "terminating",
+                VictimState::Present => "running",
+                VictimState::Gone | VictimState::Ineligible(_) => return None,
+            };
+            Some(format!(
+                "{}/{} {state}, grace period {}s",
+                v.namespace,
+                v.name,
+                policy.victim_grace_seconds(grace(v))
+            ))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// How long the resize has been Deferred, for `minDeferredSeconds`: the smaller of the age of the
