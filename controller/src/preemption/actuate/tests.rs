@@ -472,4 +472,5 @@ async fn the_requeue_is_the_decisions_own() {
     assert_eq!(action, Action::await_change());
 }
 
+mod claims;
 mod withheld;

@@ -406,6 +406,7 @@ fn a_plan_with_several_victims_is_recorded_before_any_is_touched() {
 }
 
 mod recorded;
+mod waits;
 
 #[test]
 fn every_decision_says_when_to_look_again() {
