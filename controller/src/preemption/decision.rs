@@ -130,7 +130,7 @@ pub enum Decision {
         after: Duration,
     },
     /// Planned victims are terminating long past their grace period: say so (Warning Event),
-    /// keep waiting.
+    /// keep waiting (the node's claim is kept until the stall timer, [`Decision::Overdue`]).
     Stalled {
         /// The Event note.
         note: String,
