@@ -11,7 +11,7 @@
 //! plans the brakes hold back ([`held_back`]). When to look again is the decision's own
 //! ([`Decision::requeue`]); the actuator picks no duration (a budget refusal's back-off is
 //! [`Waits::refused`]'s). A waiting plan refreshes its node's claim until its wait is
-//! [`Decision::Overdue`] (`preemption.stallAfterSeconds`); from then on the claim is released.
+//! [`Decision::Overdue`] (`preemption.stallAfterSeconds`); from then on the claim is no longer held for it.
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! A resize that waits on a victim which ignores SIGTERM, on hollow nodes (upstream's v1.37.2
 //! kubelet): with `preemption.stallAfterSeconds: 20` the preemptor gets a `PreemptionStalled`
 //! Warning Event saying what it waits on and for how long, and its node's one-plan-at-a-time
-//! claim is released, so a second resize on the same node is planned while the victim still
+//! claim is no longer held for it, so a second resize on the same node is planned while the victim still
 //! terminates (before, the waiting plan refreshed the claim on every look and held the node for
 //! as long as the victim took).
 //!
@@ -150,7 +150,7 @@ async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_
             .any(|n| n.contains("its planned victims terminating")
                 && n.contains(&format!("stallAfterSeconds ({STALL_AFTER}s)"))
                 && n.contains(&format!("{ns}/slow"))
-                && n.contains("claim is released")),
+                && n.contains("claim is no longer held for it")),
         "{notes:?}"
     );
 

@@ -310,7 +310,7 @@ fn replan_held(r: &Refusals, victims: &[PodKey], now: Instant) -> Option<Decisio
 }
 
 /// The stalled wait's decision: the Event's note says what it waits on, for how long, and that
-/// the node's claim is released.
+/// the node's claim is no longer held for it.
 fn overdue(
     pod: &Pod,
     on: Awaited,
@@ -334,7 +334,7 @@ fn overdue(
     Decision::Overdue {
         on,
         note: format!(
-            "the resize of {} has waited {}s on {on}, past preemption.stallAfterSeconds ({}s): {why}. {still}; node {}'s one-plan-at-a-time claim is released, so other resizes on the node may plan",
+            "the resize of {} has waited {}s on {on}, past preemption.stallAfterSeconds ({}s): {why}. {still}; node {}'s one-plan-at-a-time claim is no longer held for it, so other resizes on the node may plan",
             PodKey::of(pod),
             waited.as_secs(),
             policy.preemption.stall_after_seconds,

@@ -113,7 +113,9 @@ fn every_kind_of_wait_is_overdue_once_stall_after_seconds_passed_and_says_so() {
                         note.contains(&format!("has waited {secs}s on {what}"))
                             && note.contains("past preemption.stallAfterSeconds (20s)")
                             && note.contains("batch/slow terminating, grace period 600s")
-                            && note.contains("node n1's one-plan-at-a-time claim is released"),
+                            && note.contains(
+                                "node n1's one-plan-at-a-time claim is no longer held for it"
+                            ),
                         "{on:?}: {note}"
                     );
                 }
@@ -207,7 +209,7 @@ fn a_victim_stalled_past_its_grace_keeps_its_event_and_is_overdue_on_the_stall_t
             assert_eq!(on, Awaited::PlannedVictims);
             assert!(
                 note.contains("batch/slow (grace period 45s) still terminating")
-                    && note.contains("claim is released"),
+                    && note.contains("claim is no longer held for it"),
                 "{note}"
             );
         }
