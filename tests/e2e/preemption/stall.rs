@@ -39,6 +39,13 @@ async fn held_node_busy(c: &support::Controller) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// When the API server started deleting `pod` (its `deletionTimestamp` is that plus the grace
+/// period), in seconds.
+fn deleted_at(pod: &Pod) -> i64 {
+    let m = &pod.metadata;
+    m.deletion_timestamp.as_ref().unwrap().0.as_second() - m.deletion_grace_period_seconds.unwrap()
+}
+
 /// Waits (at most `timeout`) until an Event with `reason` about pod `name` exists in `ns`;
 /// returns its notes.
 async fn wait_notes(
@@ -111,7 +118,7 @@ async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_
             p.metadata.deletion_timestamp.is_some()
         })
         .await;
-    let slow_deleted_at = slow_deleted.metadata.deletion_timestamp.unwrap().0;
+    let slow_deleted_at = deleted_at(&slow_deleted);
     let held_before = held_node_busy(c).await;
 
     // second: +550m, more than slow frees: it needs filler too, and is planned only once
@@ -160,8 +167,7 @@ async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_
             p.metadata.deletion_timestamp.is_some()
         })
         .await;
-    let waited =
-        filler.metadata.deletion_timestamp.unwrap().0.as_second() - slow_deleted_at.as_second();
+    let waited = deleted_at(&filler) - slow_deleted_at;
     assert!(
         waited >= STALL_AFTER as i64 - 1,
         "filler went {waited}s after slow, before first's stall released the node"
