@@ -74,11 +74,9 @@ async fn wait_notes(
     }
 }
 
-#[tokio::test]
-async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_the_next() {
-    let env = shared(EnvOptions::default());
+/// The suite's controller, leading, with `stallAfterSeconds` in force.
+async fn stalling(env: &'static resize_guard_harness::env::Env) -> &'static support::Controller {
     let c = support::leading(&CONTROLLER, env, "e2e-stall").await;
-    let _g = env.guard();
     set_policy(
         env,
         &format!("preemption:\n  stallAfterSeconds: {STALL_AFTER}\n"),
@@ -87,6 +85,14 @@ async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_
     c.wait_policy(|p| p.contains(&format!("stallAfterSeconds: {STALL_AFTER}")))
         .await;
     c.wait_leading().await;
+    c
+}
+
+#[tokio::test]
+async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_the_next() {
+    let env = shared(EnvOptions::default());
+    let c = stalling(env).await;
+    let _g = env.guard();
 
     let ns = env.namespace("stall").await;
     let node = env.node("t3-medium", "1930m", "3Gi").await;
@@ -196,5 +202,77 @@ async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_
     assert!(
         slow.metadata.deletion_timestamp.is_some(),
         "slow still terminates: it ignores SIGTERM for its 600 s grace period"
+    );
+}
+
+/// A pod its owner deleted that ignores SIGTERM (no plan named it) covers a Deferred resize's
+/// shortfall: resize-guard waits for it rather than take another victim, and once
+/// `stallAfterSeconds` passed says so in a `PreemptionStalled` Warning Event — still taking no
+/// victim.
+#[tokio::test]
+async fn terminating_pods_nobody_planned_that_ignore_sigterm_stall_the_resize_with_an_event() {
+    let env = shared(EnvOptions::default());
+    stalling(env).await;
+    let _g = env.guard();
+    let ns = env.namespace("unplanned").await;
+    let node = env.node("t3-medium", "1930m", "3Gi").await;
+    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    // filler 1000m (a victim resize-guard could take), leaving 400m (ignores SIGTERM), app 250m.
+    create_running(
+        &pods,
+        &guaranteed_pod("filler", &node, "low", "1000m", "256Mi"),
+    )
+    .await
+    .unwrap();
+    let mut leaving = stopping_after(
+        guaranteed_pod("leaving", &node, "low", "400m", "256Mi"),
+        "10m",
+    );
+    leaving
+        .spec
+        .as_mut()
+        .unwrap()
+        .termination_grace_period_seconds = Some(600);
+    create_running(&pods, &leaving).await.unwrap();
+    create_running(
+        &pods,
+        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
+    )
+    .await
+    .unwrap();
+    pods.delete("leaving", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    // +300m: the kubelet still counts leaving's 400m, resize-guard counts it as being freed.
+    let asked = Instant::now();
+    support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
+    let notes = wait_notes(
+        env,
+        &ns,
+        "PreemptionStalled",
+        "app",
+        Duration::from_secs(STALL_AFTER + 30),
+    )
+    .await;
+    let took = asked.elapsed();
+    assert!(took >= Duration::from_secs(STALL_AFTER), "{took:?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("terminating pods no plan of it named")
+                && n.contains(&format!("{ns}/leaving"))
+                && n.contains("chooses no other victim")),
+        "{notes:?}"
+    );
+    let filler = pods.get("filler").await.unwrap();
+    assert!(
+        filler.metadata.deletion_timestamp.is_none(),
+        "no victim was taken for room already being freed"
+    );
+    assert!(
+        support::events(env, &ns, "PreemptingForResize")
+            .await
+            .is_empty(),
+        "no plan was made"
     );
 }
