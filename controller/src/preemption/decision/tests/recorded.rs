@@ -285,3 +285,20 @@ fn each_victim_is_read_with_its_own_state_whatever_order_the_states_come_in() {
     // A victim no state was given for is gone.
     assert_eq!(states.of(&key("omega")), &VictimState::Gone);
 }
+
+#[test]
+fn a_resumed_plan_waits_on_its_victims_by_name_with_their_state_and_grace() {
+    let s = Scene::new(Policy::default(), false);
+    let rec = two_victim_plan();
+    match s.resume(Some(&rec), &[VictimState::Terminating, VictimState::Gone]) {
+        Decision::Awaiting {
+            on: Awaited::PlannedVictims,
+            why,
+        } => assert!(
+            why.contains("(batch/first terminating, grace period 45s)")
+                && !why.contains("batch/second"),
+            "{why}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
