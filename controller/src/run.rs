@@ -155,6 +155,7 @@ pub async fn serve(
         leadership: leadership.clone(),
         seal: Arc::new(crate::preemption::seal::PlanSeal::new(&common.namespace)),
         brakes: Arc::new(crate::preemption::brakes::Brakes::new()),
+        waits: Arc::new(crate::preemption::decision::Waits::new()),
     };
     loop {
         // Follower: take the Lease (jittered retries) or stop.

@@ -112,6 +112,14 @@ pub struct PreemptionPolicy {
     /// How long a resize must have been Deferred before preempting.
     #[serde(deserialize_with = "yaml::plain_u32")]
     pub min_deferred_seconds: u32,
+    /// How long a resize may wait on something that should happen without resize-guard acting
+    /// (its planned victims terminating, terminating pods nobody planned, the kubelet admitting
+    /// a resize that resize-guard counts as fitting) before it is reported stalled: a
+    /// `PreemptionStalled` Warning Event saying what it waits on and for how long, and the
+    /// node's plan-in-flight claim released so other resizes on the node may plan. Independent
+    /// of the victims' grace periods, which stay honoured (10 to 86400; default 600).
+    #[serde(deserialize_with = "stall_seconds")]
+    pub stall_after_seconds: u32,
     /// Namespaces whose pods are never victims, in addition to `kube-system` and the install
     /// namespace, which are always protected ([`Policy::protects_namespace`]).
     #[serde(deserialize_with = "yaml::empty_is_default")]
@@ -140,6 +148,7 @@ impl Default for PreemptionPolicy {
             circuit_breaker: CircuitBreaker::default(),
             max_grace_period_seconds: None,
             min_deferred_seconds: 0,
+            stall_after_seconds: 600,
             protected_namespaces: Vec::new(),
             protected_selector: ProtectedSelector::default(),
             allow_daemon_set_victims: false,
@@ -473,6 +482,14 @@ fn at_least_one_second<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error>
         d,
         |v| v > 0,
         "maxUsageAgeSeconds must be at least 1 (set belowUsage: allow to turn the rule off)",
+    )
+}
+
+fn stall_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    u32_where(
+        d,
+        |v| (10..=86_400).contains(&v),
+        "stallAfterSeconds must be between 10 and 86400 (a shorter timer would report ordinary terminations as stalls)",
     )
 }
 

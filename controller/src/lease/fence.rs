@@ -9,8 +9,10 @@
 //! Why this is safe: a follower takes over only after it has *observed* the same Lease record
 //! unchanged for a whole lease duration (see [`crate::lease::elector`]); it observes a renewal no earlier
 //! than the renewal was sent, so its takeover comes at least `lease_duration - renew_deadline`
-//! after this replica's fence passed. A write is started only before the fence and is given at
-//! most the time left before it ([`Leadership::fenced`]), so it cannot outlive leadership.
+//! after this replica's fence passed. A write is started only before the fence and runs at most
+//! until it ([`Leadership::fenced`]), so it cannot outlive leadership. A renewal that succeeds
+//! while a slow write is in flight moves the fence, and the write may run on to the new one: it
+//! is abandoned ([`Fenced::Lapsed`]) only when the fence it was given passed unrenewed.
 
 use std::future::Future;
 use std::time::Duration;
@@ -86,12 +88,17 @@ impl Leadership {
         self.check().is_ok()
     }
 
-    /// Runs `write` if this replica may act now, abandoning it if the fence passes first.
+    /// Runs `write` if this replica may act now, abandoning it if the fence passes first (a
+    /// renewal meanwhile moves the fence on, and the write with it).
     pub async fn fenced<T>(&self, write: impl Future<Output = T>) -> Result<T, Fenced> {
-        let left = self.check()?;
-        tokio::time::timeout(left, write)
-            .await
-            .map_err(|_| Fenced::Lapsed)
+        let mut left = self.check()?;
+        let mut write = std::pin::pin!(write);
+        loop {
+            match tokio::time::timeout(left, write.as_mut()).await {
+                Ok(done) => return Ok(done),
+                Err(_) => left = self.check().map_err(|_| Fenced::Lapsed)?,
+            }
+        }
     }
 
     /// Completes once leadership is revoked or its fence passes without an extension.
@@ -137,6 +144,28 @@ mod tests {
         assert_eq!(slow, Err(Fenced::Lapsed));
         l.extend(Instant::now() + Duration::from_secs(2));
         assert_eq!(l.fenced(async { 7 }).await, Ok(7));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_write_runs_on_while_renewals_move_the_fence() {
+        let l = Leadership::new();
+        l.extend(Instant::now() + Duration::from_secs(2));
+        let renewer = {
+            let l = l.clone();
+            tokio::spawn(async move {
+                for _ in 0..3 {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    l.extend(Instant::now() + Duration::from_secs(2));
+                }
+            })
+        };
+        // 5 s of work, fence at 2 s, renewed at 1, 2 and 3 s to 5 s: it ends on the last fence
+        // (the timeout wakes at 5 s, finds it passed); 4 s of work ends inside it.
+        let slow = l.fenced(tokio::time::sleep(Duration::from_secs(4))).await;
+        assert_eq!(slow, Ok(()));
+        renewer.await.unwrap();
+        let too_slow = l.fenced(tokio::time::sleep(Duration::from_secs(5))).await;
+        assert_eq!(too_slow, Err(Fenced::Lapsed));
     }
 
     #[tokio::test(start_paused = true)]

@@ -9,7 +9,9 @@
 //! [`eviction_refused`](crate::preemption::decision::eviction_refused), which tells them apart by
 //! the answer (the client does not retry evictions: `resize_guard_runtime::api_client`), as do
 //! plans the brakes hold back ([`held_back`]). When to look again is the decision's own
-//! ([`Decision::requeue`]); the actuator picks no duration.
+//! ([`Decision::requeue`]); the actuator picks no duration (a budget refusal's back-off is
+//! [`Waits::refused`]'s). A waiting plan refreshes its node's claim until its wait is
+//! [`Decision::Overdue`] (`preemption.stallAfterSeconds`); from then on the claim is no longer held for it.
 
 use std::sync::Arc;
 
@@ -25,7 +27,7 @@ use serde_json::json;
 use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
 use crate::preemption::brakes::Brakes;
-use crate::preemption::decision::{Decision, held_back};
+use crate::preemption::decision::{Decision, Waits, held_back};
 use crate::preemption::seal::{PLAN_ANNOTATION, PlanRecord, PlanSeal};
 
 mod error;
@@ -49,6 +51,8 @@ pub struct Actuator {
     pub seal: Arc<PlanSeal>,
     /// What holds plans back: rate, node, per-resize cap, circuit breaker.
     pub brakes: Arc<Brakes>,
+    /// What is remembered of waiting resizes: back-off, stall timers, budget refusals.
+    pub waits: Arc<Waits>,
 }
 
 fn reference(pod: &Pod) -> ObjectReference {
@@ -82,12 +86,25 @@ impl Actuator {
         reason: &'static str,
         note: String,
     ) {
+        self.event_as("Preempt", regarding, related, warning, reason, note);
+    }
+
+    /// [`Actuator::event`] with its own `action`: repeats of one action are one series.
+    fn event_as(
+        &self,
+        action: &'static str,
+        regarding: &ObjectReference,
+        related: Option<&ObjectReference>,
+        warning: bool,
+        reason: &'static str,
+        note: String,
+    ) {
         let intent = EventIntent {
             regarding: regarding.clone(),
             related: related.cloned(),
             warning,
             reason,
-            action: "Preempt".into(),
+            action: action.into(),
             note,
         };
         let this = self.clone();
@@ -139,7 +156,8 @@ impl Actuator {
             .map(|_| ())
     }
 
-    /// Keeps the brakes' node claims in step with how `pod`'s plan goes.
+    /// Keeps the brakes' node claims in step with how `pod`'s plan goes: a wait refreshes its
+    /// claim until it is overdue (`preemption.stallAfterSeconds`), which releases it.
     fn track(&self, pod: &Pod, decision: &Decision) {
         let node = pod::node_name(pod);
         match decision {
@@ -149,8 +167,12 @@ impl Actuator {
             | Decision::Replan { .. }
             | Decision::Failed { .. }
             | Decision::Revert { .. }
-            | Decision::WouldPreempt { .. } => self.brakes.release(pod, node, false),
-            Decision::Wait { .. } | Decision::Throttled { .. } | Decision::Stalled { .. } => {
+            | Decision::WouldPreempt { .. }
+            | Decision::Overdue { .. } => self.brakes.release(pod, node, false),
+            Decision::Awaiting { .. }
+            | Decision::Wait { .. }
+            | Decision::Throttled { .. }
+            | Decision::Stalled { .. } => {
                 self.brakes.touch(pod, node, std::time::Instant::now());
             }
             Decision::Preempt { .. } => {}
@@ -163,6 +185,7 @@ impl Actuator {
         self.track(pod, &decision);
         let requeue = decision.requeue();
         if let Some(then) = self.carry_out(pod, decision).await? {
+            let then = self.waits.refused(pod, then, std::time::Instant::now());
             return Box::pin(self.apply(pod, then)).await;
         }
         Ok(requeue.map_or_else(Action::await_change, Action::requeue))
@@ -204,7 +227,21 @@ impl Actuator {
                 self.metrics.preemption("throttled");
                 tracing::info!(pod = %key, why, "the API server is throttling evictions");
             }
-            Decision::Wait { why, .. } => tracing::debug!(pod = %key, why, "waiting"),
+            Decision::Wait { why, .. } | Decision::Awaiting { why, .. } => {
+                tracing::debug!(pod = %key, why, "waiting");
+            }
+            Decision::Overdue { on, note, .. } => {
+                self.metrics.preemption("stalled_node_released");
+                tracing::warn!(pod = %key, note, "wait stalled; node claim released");
+                self.event_as(
+                    on.action(),
+                    &reference(pod),
+                    None,
+                    true,
+                    "PreemptionStalled",
+                    note,
+                );
+            }
             Decision::Stalled { note, .. } => {
                 self.metrics.preemption("stalled");
                 tracing::warn!(pod = %key, note, "plan stalled");

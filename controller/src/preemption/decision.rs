@@ -14,7 +14,9 @@
 //! ever instead of marking it Infeasible: `decision/infeasible.rs`).
 //!
 //! Also decided here, for the actuator to carry out: what a refused eviction means
-//! ([`refusal`]) and what a plan the brakes hold back becomes ([`held`]).
+//! ([`refusal`]) and what a plan the brakes hold back becomes ([`held`]). What the controller
+//! remembers between reconciles — how long a resize has waited, budget refusals — and the rules
+//! that read it (back-off, the stall timer, the re-plan back-off) are [`waits`].
 
 use std::time::Duration;
 
@@ -34,10 +36,12 @@ mod infeasible;
 pub mod refusal;
 mod resume;
 pub mod victim_state;
+pub mod waits;
 
 pub use held::held_back;
 pub use refusal::{budget_refused, eviction_refused};
 pub use victim_state::{VictimState, VictimStates, spare_the_unneeded, victim_state};
+pub use waits::{Awaited, Waits};
 
 /// What to do, and when to look again: every variant that requeues carries its own `after`
 /// ([`Decision::requeue`]); the actuator applies it and picks no duration itself.
@@ -52,6 +56,27 @@ pub enum Decision {
     },
     /// A stale plan (other generation, resize no longer pending) to clear.
     ClearPlan,
+    /// Wait on something that should happen without resize-guard acting (`on`): planned
+    /// victims terminating, terminating pods nobody planned, the kubelet admitting a resize
+    /// that fits. [`Waits::pace`] turns it into a [`Decision::Wait`] with back-off, or a
+    /// [`Decision::Overdue`] once `preemption.stallAfterSeconds` passed.
+    Awaiting {
+        /// What it waits on.
+        on: Awaited,
+        /// Why (for logs, and the stall Event).
+        why: String,
+    },
+    /// A wait past `preemption.stallAfterSeconds`: a `PreemptionStalled` Warning Event (one
+    /// series per kind of wait), the node's plan-in-flight claim released (a waiting plan holds
+    /// it at most this long), and keep waiting.
+    Overdue {
+        /// What it waits on (the Event's action).
+        on: Awaited,
+        /// The Event note: what it waits on and for how long.
+        note: String,
+        /// When to look again.
+        after: Duration,
+    },
     /// Wait and look again.
     Wait {
         /// Why (for logs).
@@ -90,6 +115,9 @@ pub enum Decision {
     Replan {
         /// Why, for the Event and the log.
         why: String,
+        /// The victim whose eviction the budget refused (a fresh plan naming it again waits out
+        /// the re-plan back-off, [`Waits::refused`]).
+        victim: PodKey,
         /// When to look again.
         after: Duration,
     },
@@ -102,7 +130,7 @@ pub enum Decision {
         after: Duration,
     },
     /// Planned victims are terminating long past their grace period: say so (Warning Event),
-    /// keep waiting.
+    /// keep waiting (the node's claim is kept until the stall timer, [`Decision::Overdue`]).
     Stalled {
         /// The Event note.
         note: String,
@@ -171,7 +199,8 @@ pub enum Via {
     Delete,
 }
 
-/// How long to wait after a PodDisruptionBudget refused an eviction.
+/// How long to wait after a PodDisruptionBudget refused an eviction, before [`Waits::refused`]
+/// backs it off for repeated refusals of one resize.
 pub const REPLAN_WAIT: Duration = Duration::from_secs(1);
 
 /// The least wait after the API server throttled an eviction.
@@ -184,7 +213,8 @@ pub const STALL_SLACK: Duration = Duration::from_secs(60);
 /// How often a stalled plan looks again (and repeats its Event, aggregated into a series).
 pub const STALLED_RECHECK: Duration = Duration::from_secs(30);
 
-/// How long to wait between checks while victims terminate or room is pending.
+/// How long to wait before carrying on with a plan (and the first look of a wait, before
+/// [`Waits::pace`] backs it off).
 pub const SHORT_WAIT: Duration = Duration::from_millis(500);
 /// How long to wait before retrying when no plan exists.
 pub const FAILED_RETRY: Duration = Duration::from_secs(30);
@@ -204,7 +234,9 @@ impl Decision {
             | Decision::Unblocked { .. }
             | Decision::ClearPlan
             | Decision::Revert { .. } => None,
+            Decision::Awaiting { .. } => Some(SHORT_WAIT),
             Decision::Wait { after, .. }
+            | Decision::Overdue { after, .. }
             | Decision::Preempt { after, .. }
             | Decision::DropPlan { after, .. }
             | Decision::Replan { after, .. }
@@ -218,7 +250,9 @@ impl Decision {
 
 /// Decides for `pod`. `verdict` is `assess(pod)` on the current view; `victims` gives the state
 /// of each victim of the recorded plan, by the victim's key; `grace` a pod's own
-/// `terminationGracePeriodSeconds` when known; `install_namespace` is resize-guard's own.
+/// `terminationGracePeriodSeconds` when known; `install_namespace` is resize-guard's own;
+/// `seen_deferred` how long this controller has seen the resize Deferred
+/// ([`Waits::deferred_for`], monotonic).
 #[allow(clippy::too_many_arguments)]
 pub fn decide(
     pod: &Pod,
@@ -229,6 +263,7 @@ pub fn decide(
     install_namespace: &str,
     now: Timestamp,
     grace: &dyn Fn(&PodKey) -> Option<i64>,
+    seen_deferred: Duration,
 ) -> Decision {
     let generation = pod.metadata.generation.unwrap_or(0);
     if let Some(revert) = infeasible::revert_infeasible(pod, policy, install_namespace, generation)
@@ -246,11 +281,18 @@ pub fn decide(
     }
     let deferral = match verdict {
         Verdict::Deferred(d) => d,
-        Verdict::Fits(_) => {
-            // Room is there already (victims gone); the kubelet's retry will admit it.
-            return Decision::Wait {
-                why: "the resize fits now; waiting for the kubelet to admit it".into(),
-                after: SHORT_WAIT,
+        Verdict::Fits(fit) => {
+            // Room is there already (victims gone); the kubelet's retry should admit it. If it
+            // keeps the resize Deferred, the two count differently: say both.
+            let kubelet = resize_pending(pod)
+                .and_then(|c| c.message.as_deref())
+                .unwrap_or("(no message)");
+            return Decision::Awaiting {
+                on: Awaited::Kubelet,
+                why: format!(
+                    "resize-guard counts the resize as fitting on node {} (the pod would request {}, other pods hold {}, allocatable {}); the kubelet keeps it Deferred: \"{kubelet}\"",
+                    fit.node, fit.request, fit.used, fit.allocatable
+                ),
             };
         }
         Verdict::Skipped(_) => return Decision::Idle,
@@ -264,21 +306,68 @@ pub fn decide(
     };
     if let Some(p) = plan.filter(|p| p.generation == generation) {
         // Every planned victim gone and the resize still Deferred: `None`, plan again below.
-        if let Some(d) = resume::resume(p, victims, deferral, policy, now, grace) {
-            return d;
+        match resume::resume(p, victims, deferral, policy, now, grace) {
+            // Every wait of a resumed plan is on its own victims terminating.
+            Some(Decision::Wait { why, .. }) => {
+                return Decision::Awaiting {
+                    on: Awaited::PlannedVictims,
+                    why: format!("{why} ({})", awaited_victims(p, victims, policy, grace)),
+                };
+            }
+            Some(d) => return d,
+            None => {}
         }
     }
-    if let Some(since) = resize_pending(pod).and_then(|c| c.last_transition_time.as_ref()) {
-        let min = Duration::from_secs(u64::from(policy.preemption.min_deferred_seconds));
-        let waited = now.duration_since(since.0).unsigned_abs();
-        if waited < min {
-            return Decision::Wait {
-                why: format!("Deferred for {waited:?}, waiting minDeferredSeconds"),
-                after: min - waited,
-            };
-        }
+    let min = Duration::from_secs(u64::from(policy.preemption.min_deferred_seconds));
+    let waited = deferred_age(pod, now, seen_deferred);
+    if waited < min {
+        return Decision::Wait {
+            why: format!("Deferred for {waited:?}, waiting minDeferredSeconds"),
+            after: min - waited,
+        };
     }
     plan_fresh(pod, deferral, policy, generation, now, grace)
+}
+
+/// The recorded plan's victims not yet gone, each with its state and grace period, for the
+/// wait's log line and stall Event.
+fn awaited_victims(
+    plan: &PlanRecord,
+    victims: &VictimStates,
+    policy: &Policy,
+    grace: &dyn Fn(&PodKey) -> Option<i64>,
+) -> String {
+    plan.victims
+        .iter()
+        .filter_map(|v| {
+            let state = match victims.of(v) {
+                VictimState::Terminating => "terminating",
+                VictimState::Present => "running",
+                VictimState::Gone | VictimState::Spare | VictimState::Ineligible(_) => return None,
+            };
+            Some(format!(
+                "{}/{} {state}, grace period {}s",
+                v.namespace,
+                v.name,
+                policy.victim_grace_seconds(grace(v))
+            ))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// How long the resize has been Deferred, for `minDeferredSeconds`: the smaller of the age of the
+/// condition's `lastTransitionTime` (the kubelet's wall clock; a time in the future is no age at
+/// all) and how long this controller has seen it Deferred (`seen`, its own monotonic clock), so
+/// neither a kubelet clock ahead of the controller's nor a restarted controller can make a
+/// fresh deferral look old.
+fn deferred_age(pod: &Pod, now: Timestamp, seen: Duration) -> Duration {
+    let condition = resize_pending(pod)
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map_or(Duration::ZERO, |since| {
+            Duration::try_from(now.duration_since(since.0)).unwrap_or(Duration::ZERO)
+        });
+    condition.min(seen)
 }
 
 /// What a plan annotation this controller did not seal (or cannot read) means: it is never
@@ -292,6 +381,17 @@ pub fn plan_untrusted(why: &Untrusted) -> Decision {
 
 /// Each victim with its grace period (its own, 30 s when unknown as the API defaults it,
 /// capped only when `preemption.maxGracePeriodSeconds` is set) and the API it goes through.
+///
+/// **Grace is honoured uncapped, and short-grace victims are not preferred**, as kube-scheduler's
+/// DefaultPreemption does: its victims are chosen by priority and start time alone
+/// (`SelectVictimsOnNode`, `pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go`),
+/// its candidate nodes are ordered without looking at grace (`pickOneNodeForPreemption`,
+/// `pkg/scheduler/framework/preemption/preemption.go`: fewest PDB violations, lowest victim
+/// priorities, fewest victims, latest start), and each victim is deleted with its own grace
+/// period (`prepareCandidate` → `PreemptPod`, same file, → `DeletePod`,
+/// `pkg/scheduler/util/utils.go`, with default `DeleteOptions`). A victim that takes
+/// long to exit holds the resize, not the node: `preemption.stallAfterSeconds` reports it and
+/// releases the node's claim ([`Waits`]).
 fn removals(
     victims: Vec<PodKey>,
     policy: &Policy,
@@ -325,12 +425,12 @@ fn plan_fresh(
         Err(why) => return failed(why, d),
     };
     if plan.victims.is_empty() {
-        return Decision::Wait {
+        return Decision::Awaiting {
+            on: Awaited::Unplanned,
             why: format!(
                 "terminating pods {} will free the room",
                 name_list(plan.awaiting.iter(), NAMES_IN_MESSAGES)
             ),
-            after: SHORT_WAIT,
         };
     }
     let names = name_list(plan.victims.iter(), usize::MAX);

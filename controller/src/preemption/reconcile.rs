@@ -1,7 +1,8 @@
 //! The kube-runtime reconciler: for each pod, read the view, judge with
-//! `resize_guard_policy::assess`, [`decide`], and
-//! [`apply`](crate::preemption::actuate::Actuator::apply). Canonical shape: `reconcile(Arc<Pod>, Arc<Ctx>)`
-//! plus `error_policy`, explicit requeues.
+//! `resize_guard_policy::assess`, [`decide`], pace the decision with what the controller
+//! remembers of the resize ([`Waits::pace`]: back-off, the stall timer, the re-plan back-off),
+//! and [`apply`](crate::preemption::actuate::Actuator::apply). Canonical shape:
+//! `reconcile(Arc<Pod>, Arc<Ctx>)` plus `error_policy`, explicit requeues.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use resize_guard_policy::{Context, assess};
 
 use crate::preemption::actuate::{ActuateError, Actuator};
 use crate::preemption::decision::{
-    Decision, VictimStates, decide, plan_untrusted, spare_the_unneeded, victim_state,
+    Decision, VictimStates, Waits, decide, plan_untrusted, spare_the_unneeded, victim_state,
 };
 use crate::preemption::seal::{PLAN_ANNOTATION, PlanRecord};
 use resize_guard_policy::budget::Budgets;
@@ -116,7 +117,9 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
         &policy,
     );
     let grace = |v: &PodKey| ctx.view.pod_entry(&v.uid)?.grace_seconds;
-    let mut decision = decide(
+    let waits: &Waits = &ctx.actuator.waits;
+    let seen_deferred = waits.deferred_for(&pod, Instant::now());
+    let decision = decide(
         &pod,
         &verdict,
         plan.as_ref(),
@@ -125,7 +128,9 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
         install_namespace,
         Timestamp::now(),
         &grace,
+        seen_deferred,
     );
+    let mut decision = waits.pace(&pod, decision, &policy, Instant::now());
     if let Decision::Preempt {
         pending_on_node, ..
     } = &mut decision
@@ -167,19 +172,66 @@ fn victim_states(
     states
 }
 
-/// Backs off after an API error (a fenced write is not an error: this replica stopped leading
-/// and its work is being stopped).
-pub fn error_policy(pod: Arc<Pod>, error: &ActuateError, _ctx: Arc<Ctx>) -> Action {
+/// Backs off after an API error. A fenced write is no error when this replica really stopped
+/// leading (its work is being stopped, and a new term reconciles every pod again); when the
+/// fence still holds (the write was fenced, yet a renewal since extended the lease), the pod is
+/// looked at again like after any error, never parked until it changes.
+pub fn error_policy(pod: Arc<Pod>, error: &ActuateError, ctx: Arc<Ctx>) -> Action {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
-    if error.reason() == "NotLeader" {
+    let leading = ctx.actuator.leadership.is_leading();
+    let action = after_error(error, leading);
+    if action == Action::await_change() {
         tracing::info!(pod = name, error = %error.chain(), "not leading; nothing written");
-        return Action::await_change();
+    } else {
+        tracing::warn!(
+            pod = name,
+            reason = error.reason(),
+            leading,
+            error = %error.chain(),
+            "reconcile failed; retrying"
+        );
     }
-    tracing::warn!(
-        pod = name,
-        reason = error.reason(),
-        error = %error.chain(),
-        "reconcile failed; retrying"
-    );
-    Action::requeue(ERROR_BACKOFF)
+    action
+}
+
+/// What [`error_policy`] does after `error` while this replica is `leading` (or not).
+fn after_error(error: &ActuateError, leading: bool) -> Action {
+    if error.reason() == "NotLeader" && !leading {
+        Action::await_change()
+    } else {
+        Action::requeue(ERROR_BACKOFF)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::fence::Fenced;
+    use crate::preemption::actuate::WriteError;
+
+    #[test]
+    fn a_fenced_write_parks_the_pod_only_when_the_replica_really_lost_the_lease() {
+        let fenced = |f: Fenced| ActuateError::Preempt {
+            victim: "batch/filler".into(),
+            source: WriteError::Fenced(f),
+        };
+        for f in [Fenced::NotLeader, Fenced::Lapsed] {
+            assert_eq!(
+                after_error(&fenced(f), false),
+                Action::await_change(),
+                "{f:?}"
+            );
+            assert_eq!(
+                after_error(&fenced(f), true),
+                Action::requeue(ERROR_BACKOFF),
+                "{f:?}: still leading"
+            );
+        }
+        let api = ActuateError::RecordPlan {
+            pod: "prod/app".into(),
+            source: WriteError::Api(kube::Error::LinesCodecMaxLineLengthExceeded),
+        };
+        assert_eq!(after_error(&api, false), Action::requeue(ERROR_BACKOFF));
+        assert_eq!(after_error(&api, true), Action::requeue(ERROR_BACKOFF));
+    }
 }

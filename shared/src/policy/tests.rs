@@ -468,3 +468,30 @@ fn the_brakes_have_safe_defaults_and_refuse_a_zero_rate() {
     let e = Policy::from_yaml("preemption:\n  circuitBreaker:\n    futile: 1\n").unwrap_err();
     assert!(e.to_string().contains("futile"), "{e}");
 }
+
+#[test]
+fn the_stall_timer_defaults_to_ten_minutes_and_refuses_values_out_of_range() {
+    assert_eq!(Policy::default().preemption.stall_after_seconds, 600);
+    let p =
+        Policy::from_yaml("mode: enforce\npreemption:\n  enabled: true\n  stallAfterSeconds: 20\n")
+            .unwrap();
+    assert_eq!(p.preemption.stall_after_seconds, 20);
+    assert!(
+        p.to_yaml().contains("stallAfterSeconds: 20"),
+        "{}",
+        p.to_yaml()
+    );
+    for bad in ["0", "9", "86401", "-1", "'60'", "1.5"] {
+        let e =
+            Policy::from_yaml(&format!("preemption:\n  stallAfterSeconds: {bad}\n")).unwrap_err();
+        assert!(
+            e.to_string().contains("stallAfterSeconds") && e.line == Some(2),
+            "{bad}: {e}"
+        );
+    }
+    let edge = Policy::from_yaml(
+        "mode: enforce\npreemption:\n  enabled: true\n  stallAfterSeconds: 86400\n",
+    )
+    .unwrap();
+    assert_eq!(edge.preemption.stall_after_seconds, 86_400);
+}

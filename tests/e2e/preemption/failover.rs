@@ -590,6 +590,74 @@ fn owned_pod(name: &str, node: &str, cpu: &str, kind: &str, owner: &str) -> Pod 
 /// read back from the audit log: the evictions never outrun the bucket (one plan at once, then
 /// 12 a minute), no node loses more victims than it needs (one plan in flight per node), the
 /// DaemonSet's pods, the bare pods and the spare victims stay, and every resize completes.
+/// The same disagreement, held: the cache keeps choosing the victim the Eviction API refuses.
+/// Each refusal re-plans (`PreemptionReplanned`, one Event series), and the same resize asks
+/// again after 1 s, then 2 s, 4 s … (at most 60 s) rather than every second for as long as the
+/// budget's status stays stale.
+#[tokio::test]
+async fn a_budget_the_cache_disagrees_with_is_asked_again_ever_more_slowly() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    env.cp.start_controller_manager().unwrap();
+    let (ns, _node, pods) = env.field_test("backoff").await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client().await, &ns);
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "filler"},
+        "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "filler"}}}
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    wait_pdb_counted(&pdbs, "filler", 1, T).await.unwrap();
+    env.cp.stop_controller_manager();
+    let patch = json!({"spec": {"minAvailable": 1}});
+    pdbs.patch("filler", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+
+    let c = support::start(env, "refusal-backoff").await;
+    c.wait_leading().await;
+    const BLOCKED: &str = "resize_guard_preemptions_total{outcome=\"pdb_blocked\"}";
+    let before = counter(&c, BLOCKED).await;
+    support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
+    let mut refusals = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut first: Option<Instant> = None;
+    while refusals.len() < 4 {
+        let n = counter(&c, BLOCKED).await - before;
+        if n as usize > refusals.len() {
+            let at = *first.get_or_insert_with(Instant::now);
+            refusals.push(at.elapsed());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "refusals so far {refusals:?}: the controller stopped asking"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("budget refusals after the first: {refusals:?}");
+    // 1 s, 2 s, 4 s apart: the fourth at least 7 s after the first (every second: about 3 s).
+    assert!(refusals[3] >= Duration::from_millis(6_500), "{refusals:?}");
+    let replanned: Vec<_> = support::events(env, &ns, "PreemptionReplanned")
+        .await
+        .into_iter()
+        .filter(|e| e.0 == "app")
+        .collect();
+    assert_eq!(replanned.len(), 1, "one Event series: {replanned:?}");
+    assert!(
+        pods.get("filler")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none(),
+        "the budget held"
+    );
+    pdbs.delete("filler", &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
     let env = shared(EnvOptions::default());

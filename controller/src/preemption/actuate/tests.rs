@@ -143,6 +143,7 @@ fn actuator(client: kube::Client, leadership: Leadership) -> Actuator {
         leadership,
         seal: Arc::new(crate::preemption::seal::PlanSeal::fixed(&[7; 32])),
         brakes: Arc::new(crate::preemption::brakes::Brakes::new()),
+        waits: Arc::new(crate::preemption::decision::Waits::new()),
     }
 }
 
@@ -471,4 +472,5 @@ async fn the_requeue_is_the_decisions_own() {
     assert_eq!(action, Action::await_change());
 }
 
+mod claims;
 mod withheld;

@@ -18,7 +18,9 @@ pub fn held_back(node: &str, held: &Held, limits: Limits) -> Decision {
             after: (*left).min(PAUSED_RECHECK),
         },
         Held::NodeBusy { holder } => Decision::Wait {
-            why: format!("one plan at a time on node {node}: {holder}'s is in flight"),
+            why: format!(
+                "one plan at a time on node {node}: {holder}'s is in flight (until it ends, or waits longer than preemption.stallAfterSeconds)"
+            ),
             after: NODE_BUSY_WAIT,
         },
         Held::Spent { spent, more } => Decision::Failed {

@@ -22,6 +22,7 @@ pub fn budget_refused(victim: &PodKey, detail: &str) -> Decision {
             "a PodDisruptionBudget refused the eviction of {}/{}{detail}; choosing again",
             victim.namespace, victim.name
         ),
+        victim: victim.clone(),
         after: REPLAN_WAIT,
     }
 }

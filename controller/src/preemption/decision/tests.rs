@@ -12,6 +12,10 @@ fn now() -> Timestamp {
     Timestamp::from_second(1_000).unwrap()
 }
 
+/// How long the tests' controller has seen their resizes Deferred, unless a test says: long
+/// enough never to be the shorter measure of `minDeferredSeconds`.
+const SEEN_LONG_AGO: Duration = Duration::from_secs(3600);
+
 /// The field test's app (prod/app on n1, 250m Guaranteed, priority 1000) resizing to `cpu`,
 /// pending with the kubelet's `reason` and `message`.
 fn resizing_app(cpu: &str, reason: &str, message: &str) -> PodBuilder {
@@ -77,6 +81,7 @@ fn decide(
         INSTALL_NAMESPACE,
         now,
         &|_| Some(45),
+        SEEN_LONG_AGO,
     )
 }
 
@@ -178,7 +183,7 @@ fn a_deferred_resize_gets_a_fresh_one_victim_plan_recorded_after_the_eviction() 
 fn terminating_pods_covering_the_shortfall_mean_waiting_not_preempting() {
     let d = Scene::new(Policy::default(), true).fresh();
     assert!(
-        matches!(&d, Decision::Wait { why, .. } if why.contains("batch/filler")),
+        matches!(&d, Decision::Awaiting { on: Awaited::Unplanned, why } if why.contains("batch/filler")),
         "{d:?}"
     );
 }
@@ -238,10 +243,21 @@ fn a_deferred_resize_that_fits_now_waits_for_the_kubelet() {
     let pod = deferred_app();
     let policy = Policy::default();
     let v = verdict(&pod, vec![], &policy);
-    assert!(matches!(
-        decide(&pod, &v, None, &[], &policy, now()),
-        Decision::Wait { .. }
-    ));
+    match decide(&pod, &v, None, &[], &policy, now()) {
+        Decision::Awaiting {
+            on: Awaited::Kubelet,
+            why,
+        } => assert!(
+            why.contains("counts the resize as fitting on node n1")
+                && why.contains("other pods hold cpu 0")
+                && why.contains("allocatable cpu 1930m")
+                && why.contains(
+                    "the kubelet keeps it Deferred: \"Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930\""
+                ),
+            "{why}"
+        ),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -361,6 +377,7 @@ fn each_victim_goes_with_its_own_grace_period_capped_only_when_policy_says_throu
             INSTALL_NAMESPACE,
             now(),
             &own,
+            SEEN_LONG_AGO,
         );
         match d {
             Decision::Preempt { victims, .. } => assert_eq!(
@@ -403,6 +420,7 @@ fn a_plan_with_several_victims_is_recorded_before_any_is_touched() {
 }
 
 mod recorded;
+mod waits;
 
 #[test]
 fn every_decision_says_when_to_look_again() {

@@ -35,7 +35,7 @@ fn a_budget_refusal_drops_the_plan_and_chooses_again_soon_saying_which_budget() 
     ] {
         let refusal = answer(429, &[("DisruptionBudget", message)], retry);
         match eviction_refused(&victim, &refusal) {
-            Some(Decision::Replan { why, after }) => {
+            Some(Decision::Replan { why, after, .. }) => {
                 assert!(why.contains("batch/guarded"), "{why}");
                 assert!(why.contains(message), "{why}");
                 assert_eq!(after, REPLAN_WAIT);

@@ -19,7 +19,16 @@ fn a_recorded_plan_is_resumed_not_rechosen() {
         other => panic!("{other:?}"),
     }
     let d = s.resume(Some(&rec), &[VictimState::Terminating, VictimState::Gone]);
-    assert!(matches!(d, Decision::Wait { .. }), "{d:?}");
+    assert!(
+        matches!(
+            d,
+            Decision::Awaiting {
+                on: Awaited::PlannedVictims,
+                ..
+            }
+        ),
+        "{d:?}"
+    );
 }
 
 #[test]
@@ -119,7 +128,16 @@ fn a_recorded_victim_is_not_preempted_while_terminating_pods_already_cover_the_r
         Some(&two_victim_plan()),
         &[VictimState::Terminating, VictimState::Present],
     );
-    assert!(matches!(d, Decision::Wait { .. }), "{d:?}");
+    assert!(
+        matches!(
+            d,
+            Decision::Awaiting {
+                on: Awaited::PlannedVictims,
+                ..
+            }
+        ),
+        "{d:?}"
+    );
 }
 
 #[test]
@@ -206,7 +224,10 @@ fn a_victim_terminating_long_past_its_grace_period_stalls_the_plan_with_a_warnin
     // Grace 45 s (the tests' victims) + 60 s of slack: waiting until then, stalled after.
     assert!(matches!(
         decide(&pod, &v, Some(&rec), &states, &policy, at(105)),
-        Decision::Wait { .. }
+        Decision::Awaiting {
+            on: Awaited::PlannedVictims,
+            ..
+        }
     ));
     match decide(&pod, &v, Some(&rec), &states, &policy, at(106)) {
         Decision::Stalled { note, after } => {
@@ -247,6 +268,7 @@ fn each_victim_is_read_with_its_own_state_whatever_order_the_states_come_in() {
         resize_guard_policy::fixture::INSTALL_NAMESPACE,
         now(),
         &|_| Some(45),
+        SEEN_LONG_AGO,
     );
     match d {
         Decision::Preempt {
@@ -364,4 +386,21 @@ fn a_resumed_plan_evicts_only_the_victims_a_fresh_reprieve_still_needs() {
         ),
         "{d:?}"
     );
+}
+
+#[test]
+fn a_resumed_plan_waits_on_its_victims_by_name_with_their_state_and_grace() {
+    let s = Scene::new(Policy::default(), false);
+    let rec = two_victim_plan();
+    match s.resume(Some(&rec), &[VictimState::Terminating, VictimState::Gone]) {
+        Decision::Awaiting {
+            on: Awaited::PlannedVictims,
+            why,
+        } => assert!(
+            why.contains("(batch/first terminating, grace period 45s)")
+                && !why.contains("batch/second"),
+            "{why}"
+        ),
+        other => panic!("{other:?}"),
+    }
 }
