@@ -415,13 +415,13 @@ async fn the_controller_changes_only_ca_bundle_on_the_webhook_configurations() {
     first_refusal(
         "failurePolicy of the mutating configuration",
         WEBHOOKS,
-        || mutating.patch("resize-guard", &params, &fail_m),
+        || mutating.patch("resize-guard", &dry, &fail_m),
     )
     .await;
     first_refusal(
         "failurePolicy of the validating configuration",
         WEBHOOKS,
-        || validating.patch("resize-guard", &params, &fail_v),
+        || validating.patch("resize-guard", &dry, &fail_v),
     )
     .await;
     for (what, field) in &refusals {
