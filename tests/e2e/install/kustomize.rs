@@ -618,6 +618,69 @@ async fn judged_by_the_moved_install(env: &Env, ns: &str, mode: &str, extra: &[&
     replica.unpublish(env).await.unwrap();
 }
 
+/// The moved controller's own token (TokenRequest) evicts in a tenant namespace `ns` but never
+/// in its own namespace or kube-system: `resize-guard-controller-removals` reads the install
+/// namespace from the request's user name, so the move needs no replacement for it. Dry runs:
+/// admission judges them, nothing is removed.
+async fn removals_follow_the_moved_namespace(env: &Env, ns: &str) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, PostParams};
+    let account = Account::of(env, MOVED, "resize-guard-controller")
+        .await
+        .unwrap();
+    let kubeconfig = kube::config::Kubeconfig::read_from(&account.kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let admin: Api<Pod> = Api::namespaced(env.client().await, MOVED);
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "moved-victim"},
+        "spec": {
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "app", "image": "registry.example/app:1",
+                "securityContext": {"allowPrivilegeEscalation": false,
+                    "capabilities": {"drop": ["ALL"]}}}]
+        }
+    }))
+    .unwrap();
+    admin.create(&PostParams::default(), &pod).await.unwrap();
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let evict = |namespace: &str, name: &str| {
+        let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let body = serde_json::json!({"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": name}});
+        let (name, dry) = (name.to_owned(), dry.clone());
+        async move {
+            api.create_subresource::<_, serde_json::Value>("eviction", &name, &dry, &body)
+                .await
+        }
+    };
+    let says = format!(
+        "may not evict pod {MOVED}/moved-victim: it never preempts in kube-system or its own namespace"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match evict(MOVED, "moved-victim").await {
+            Err(kube::Error::Api(e)) if e.code == 403 && e.message.contains(&says) => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "the moved controller evicts in its own namespace: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    evict(ns, "filler").await.unwrap();
+    admin
+        .delete("moved-victim", &Default::default())
+        .await
+        .unwrap();
+}
+
 /// Until a dry-run resize of the field test's `app` in `ns` is judged by resize-guard.
 async fn wait_judged(env: &Env, ns: &str, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -678,6 +741,7 @@ async fn an_install_moved_to_another_namespace_judges_resizes_by_default_and_wit
     )
     .await;
     judged_by_the_moved_install(env, &ns, "default", &[]).await;
+    removals_follow_the_moved_namespace(env, &ns).await;
 
     // cert-manager: its stand-in issues for the Certificate as installed and injects the CA the
     // moved annotation names; the controller leaves certificates alone.
