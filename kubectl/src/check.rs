@@ -6,19 +6,19 @@
 //! [`certificate`] (`caBundle` against the certificate actually served, expiry), [`admission`]
 //! (a real dry-run resize whose decision comes back), [`controller`] (a leader), [`policy`] (the
 //! ConfigMap parses), [`permissions`] (the ServiceAccounts hold what the programs need and
-//! nothing more) and [`pod_writes`] (the ValidatingAdmissionPolicy that narrows the
-//! controller's pod writes is bound).
+//! nothing more) and [`write_guards`] (the ValidatingAdmissionPolicies that narrow the
+//! controller's writes are bound and match them).
 
 mod admission;
 mod certificate;
 mod controller;
 mod kubernetes;
 mod permissions;
-mod pod_writes;
 mod policy;
 mod rbac;
 mod tls;
 mod webhook;
+mod write_guards;
 
 use serde::Serialize;
 
@@ -68,6 +68,9 @@ pub async fn run(conn: &Connection, args: &CheckArgs) -> anyhow::Result<Vec<Line
     let excluding = policy.as_ref().ok().cloned().flatten().unwrap_or_default();
     out.push(admission::probe(conn, args, &excluding).await);
     out.push(controller::controller(conn).await);
+    // The grants only some policies need (pdb: bestEffort, revertInfeasible) are asked for when
+    // the policy in the ConfigMap asks for them.
+    let controller_needs = rbac::controller_needs(policy.as_ref().ok().and_then(Option::as_ref));
     out.push(policy::policy_line(conn, policy));
     for (sa, needs, must_not) in [
         (
@@ -77,13 +80,13 @@ pub async fn run(conn: &Connection, args: &CheckArgs) -> anyhow::Result<Vec<Line
         ),
         (
             "resize-guard-controller",
-            rbac::controller_needs(),
+            controller_needs,
             rbac::CONTROLLER_MUST_NOT,
         ),
     ] {
         out.push(permissions::permissions(conn, sa, &needs, must_not).await);
     }
-    out.push(pod_writes::pod_writes(conn).await);
+    out.extend(write_guards::write_guards(conn).await);
     Ok(out)
 }
 

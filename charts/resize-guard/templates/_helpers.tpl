@@ -169,6 +169,43 @@ annotations:
 {{- end }}
 
 {{/*
+The policy this chart renders, as a map (empty with policy.create=false: the chart cannot know it).
+*/}}
+{{- define "resize-guard.renderedPolicy" -}}
+{{- if .Values.policy.create -}}
+{{- include "resize-guard.policy" . | fromYaml | default (dict) | toJson -}}
+{{- else -}}
+{}
+{{- end -}}
+{{- end }}
+
+{{/*
+"true" when the rendered policy deletes victims (preemption.pdb: bestEffort) / reverts Infeasible
+resizes (feasibility.revertInfeasible: true); empty otherwise.
+*/}}
+{{- define "resize-guard.policyDeletes" -}}
+{{- $p := include "resize-guard.renderedPolicy" . | fromJson -}}
+{{- if eq (toString (dig "preemption" "pdb" "respect" $p)) "bestEffort" -}}true{{- end -}}
+{{- end }}
+{{- define "resize-guard.policyReverts" -}}
+{{- $p := include "resize-guard.renderedPolicy" . | fromJson -}}
+{{- if eq (toString (dig "feasibility" "revertInfeasible" false $p)) "true" -}}true{{- end -}}
+{{- end }}
+
+{{/*
+"true" when the controller's ClusterRole gets `delete pods` / `patch pods/resize`:
+rbac.controller.deletePods / resizePods, where auto follows the rendered policy.
+*/}}
+{{- define "resize-guard.grantsDeletes" -}}
+{{- $v := .Values.rbac.controller.deletePods -}}
+{{- if eq (toString $v) "auto" -}}{{ include "resize-guard.policyDeletes" . }}{{- else if $v -}}true{{- end -}}
+{{- end }}
+{{- define "resize-guard.grantsResizes" -}}
+{{- $v := .Values.rbac.controller.resizePods -}}
+{{- if eq (toString $v) "auto" -}}{{ include "resize-guard.policyReverts" . }}{{- else if $v -}}true{{- end -}}
+{{- end }}
+
+{{/*
 Fails on settings that cannot work.
 */}}
 {{- define "resize-guard.validate" -}}
@@ -177,6 +214,12 @@ Fails on settings that cannot work.
 {{- end -}}
 {{- if and .Values.priorityClass.create (not .Values.priorityClass.name) -}}
 {{- fail "priorityClass.create=true needs priorityClass.name" -}}
+{{- end -}}
+{{- if and (include "resize-guard.policyDeletes" .) (not (include "resize-guard.grantsDeletes" .)) -}}
+{{- fail "policy.config sets preemption.pdb: bestEffort (victims are deleted) but rbac.controller.deletePods=false leaves the controller without `delete pods`: the API server would refuse every preemption. Set rbac.controller.deletePods=auto (or true), or preemption.pdb: respect" -}}
+{{- end -}}
+{{- if and (include "resize-guard.policyReverts" .) (not (include "resize-guard.grantsResizes" .)) -}}
+{{- fail "policy.config sets feasibility.revertInfeasible: true but rbac.controller.resizePods=false leaves the controller without `patch pods/resize`: the API server would refuse every revert. Set rbac.controller.resizePods=auto (or true), or revertInfeasible: false" -}}
 {{- end -}}
 {{- if and .Values.resourceQuota.create (not .Values.resourceQuota.priorityClasses) -}}
 {{- fail "resourceQuota.create=true needs resourceQuota.priorityClasses" -}}

@@ -184,7 +184,16 @@ impl Actuator {
     pub async fn apply(&self, pod: &Pod, decision: Decision) -> Result<Action, ActuateError> {
         self.track(pod, &decision);
         let requeue = decision.requeue();
-        if let Some(then) = self.carry_out(pod, decision).await? {
+        let then = self.carry_out(pod, decision).await.inspect_err(|e| {
+            // Refused (403): a grant the policy needs is missing or a policy of
+            // deploy/base/controller-writes.yaml refused; nothing more is written, and the pod
+            // says why (reconcile's error_policy logs it with reason Forbidden).
+            if let Some(note) = e.forbidden_note() {
+                self.metrics.preemption("forbidden");
+                self.event(&reference(pod), None, true, "WriteForbidden", note);
+            }
+        })?;
+        if let Some(then) = then {
             let then = self.waits.refused(pod, then, std::time::Instant::now());
             return Box::pin(self.apply(pod, then)).await;
         }

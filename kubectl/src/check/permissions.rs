@@ -38,13 +38,33 @@ pub async fn permissions(
             if !excess.is_empty() {
                 problems.push(format!("may also {}", list(&excess)));
             }
+            let mut fix = format!(
+                "re-apply deploy/base/rbac-{}.yaml, and remove any other binding that grants more",
+                sa.trim_start_matches("resize-guard-")
+            );
+            for (grant, component, value) in [
+                (
+                    rbac::DELETE_PODS,
+                    "best-effort-deletes",
+                    "rbac.controller.deletePods",
+                ),
+                (
+                    rbac::RESIZE_PODS,
+                    "revert-infeasible",
+                    "rbac.controller.resizePods",
+                ),
+            ] {
+                if lacking.contains(&grant) {
+                    fix.push_str(&format!(
+                        "; the policy needs {}: add deploy/components/{component} to your kustomization (Helm: {value}=true)",
+                        grant.describe(ns)
+                    ));
+                }
+            }
             fail(
                 S,
                 format!("ServiceAccount {ns}/{sa} {}", problems.join("; ")),
-                format!(
-                    "re-apply deploy/base/rbac-{}.yaml, and remove any other binding that grants more",
-                    sa.trim_start_matches("resize-guard-")
-                ),
+                fix,
             )
         }
         Err(e) => line(

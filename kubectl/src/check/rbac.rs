@@ -9,6 +9,8 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{Api, PostParams};
 
+use resize_guard_policy::policy::{PdbMode, Policy};
+
 use crate::connection::Connection;
 
 /// One permission: verb, API group, resource (with subresource), namespace-scoped or not, and
@@ -111,9 +113,7 @@ const CONTROLLER_OWN: &[Permission] = &[
     any("create", "events.k8s.io", "events"),
     any("create", "", "pods/eviction"),
     any("patch", "", "pods"),
-    any("delete", "", "pods"),
     any("patch", "", "pods/status"),
-    any("patch", "", "pods/resize"),
     one(
         "patch",
         "admissionregistration.k8s.io",
@@ -173,9 +173,25 @@ pub fn webhook_needs() -> Vec<Permission> {
     [LEDGER_READS, WEBHOOK_OWN].concat()
 }
 
-/// Everything the controller calls.
-pub fn controller_needs() -> Vec<Permission> {
-    [LEDGER_READS, CONTROLLER_OWN].concat()
+/// Victims deleted (`preemption.pdb: bestEffort`): `deploy/components/best-effort-deletes`.
+pub const DELETE_PODS: Permission = any("delete", "", "pods");
+/// Infeasible resizes reverted (`feasibility.revertInfeasible`):
+/// `deploy/components/revert-infeasible`.
+pub const RESIZE_PODS: Permission = any("patch", "", "pods/resize");
+
+/// Everything the controller calls under `policy` (the policy in force; `None`: unknown, so
+/// only what every policy needs): [`DELETE_PODS`] and [`RESIZE_PODS`] only when it asks for them.
+pub fn controller_needs(policy: Option<&Policy>) -> Vec<Permission> {
+    let mut needs = [LEDGER_READS, CONTROLLER_OWN].concat();
+    if let Some(p) = policy {
+        if p.preemption.pdb == PdbMode::BestEffort {
+            needs.push(DELETE_PODS);
+        }
+        if p.feasibility.revert_infeasible {
+            needs.push(RESIZE_PODS);
+        }
+    }
+    needs
 }
 
 impl Permission {
@@ -270,16 +286,32 @@ mod tests {
             "create pods/eviction cluster-wide"
         );
         assert_eq!(
-            controller_needs()[24].describe("resize-guard"),
+            controller_needs(None)[22].describe("resize-guard"),
             "get leases.coordination.k8s.io resize-guard-controller in resize-guard"
         );
         for (needs, must_not) in [
             (webhook_needs(), WEBHOOK_MUST_NOT),
-            (controller_needs(), CONTROLLER_MUST_NOT),
+            (controller_needs(None), CONTROLLER_MUST_NOT),
         ] {
             for n in &needs {
                 assert!(!must_not.contains(n), "{n:?} is both needed and forbidden");
             }
         }
+    }
+
+    #[test]
+    fn deletes_and_resizes_are_needed_only_when_the_policy_asks() {
+        let parse = |doc: &str| Policy::from_yaml(doc).unwrap();
+        let base = controller_needs(Some(&parse("mode: enforce\n")));
+        assert!(!base.contains(&DELETE_PODS) && !base.contains(&RESIZE_PODS));
+        assert_eq!(base, controller_needs(None));
+        let deletes = controller_needs(Some(&parse("preemption:\n  pdb: bestEffort\n")));
+        assert!(deletes.contains(&DELETE_PODS) && !deletes.contains(&RESIZE_PODS));
+        let reverts = controller_needs(Some(&parse("feasibility:\n  revertInfeasible: true\n")));
+        assert!(reverts.contains(&RESIZE_PODS) && !reverts.contains(&DELETE_PODS));
+        assert_eq!(
+            DELETE_PODS.describe("resize-guard"),
+            "delete pods cluster-wide"
+        );
     }
 }

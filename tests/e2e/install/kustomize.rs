@@ -268,10 +268,11 @@ async fn each_service_account_may_do_exactly_what_its_program_needs() {
             "resize-guard",
             true,
         ),
-        (CONTROLLER, "delete", "pods", "shop", true),
+        // Only with deploy/components/best-effort-deletes and revert-infeasible (below).
+        (CONTROLLER, "delete", "pods", "shop", false),
         (CONTROLLER, "patch", "pods", "shop", true),
         (CONTROLLER, "patch", "pods/status", "shop", true),
-        (CONTROLLER, "patch", "pods/resize", "shop", true),
+        (CONTROLLER, "patch", "pods/resize", "shop", false),
         (CONTROLLER, "update", "pods", "shop", false),
         (CONTROLLER, "create", "pods", "shop", false),
         (
@@ -357,6 +358,141 @@ async fn each_service_account_may_do_exactly_what_its_program_needs() {
         "RBAC differs from the table:\n{}",
         wrong.join("\n")
     );
+    // Each policy component adds its grant, and a later `kubectl apply -k deploy/` takes it back
+    // (the ClusterRole's rules are one list, owned by the applier).
+    let grants: &[(&str, &str, &str, &str, bool)] = &[
+        (CONTROLLER, "delete", "pods", "shop", true),
+        (CONTROLLER, "patch", "pods/resize", "shop", true),
+        (CONTROLLER, "delete", "nodes", "", false),
+        (CONTROLLER, "update", "pods/resize", "shop", false),
+    ];
+    let both = with_components(&["best-effort-deletes", "revert-infeasible"]);
+    kubectl(env, &["apply", "-k", &both, "--server-side"]).await;
+    assert_rbac_within(env, grants, Duration::from_secs(10)).await;
+    kubectl(env, &["apply", "-k", &path("deploy"), "--server-side"]).await;
+    let taken_back: Vec<_> = grants
+        .iter()
+        .map(|&(who, verb, resource, ns, _)| (who, verb, resource, ns, false))
+        .collect();
+    assert_rbac_within(env, &taken_back, Duration::from_secs(10)).await;
+}
+
+/// Asks `table` until `kubectl auth can-i` answers every row as it says, for up to `within`
+/// (kube-apiserver's RBAC authorizer reads bindings through an informer).
+async fn assert_rbac_within(env: &Env, table: &[(&str, &str, &str, &str, bool)], within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let wrong = rbac_differences(env, table).await;
+        if wrong.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "RBAC differs from the table:\n{}",
+            wrong.join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A user's kustomization of `deploy/` with `components` of `deploy/components/`, written three
+/// levels below the repository root (kustomize takes bases by relative path).
+pub(super) fn with_components(components: &[&str]) -> String {
+    let dir = repo_root().join("target/harness-overlays").join(format!(
+        "{}-components-{}",
+        std::process::id(),
+        components.join("-")
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let list: String = components
+        .iter()
+        .map(|c| format!("  - ../../../deploy/components/{c}\n"))
+        .collect();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             resources:\n  - ../../../deploy\ncomponents:\n{list}"
+        ),
+    )
+    .unwrap();
+    dir.display().to_string()
+}
+
+/// The rules of ClusterRole resize-guard-controller in a rendered stream.
+pub(super) fn controller_rules(stream: &str) -> Vec<serde_json::Value> {
+    use serde::Deserialize;
+    for doc in serde_yaml_ng::Deserializer::from_str(stream) {
+        let v = serde_json::Value::deserialize(doc).unwrap();
+        if v["kind"] == "ClusterRole" && v["metadata"]["name"] == "resize-guard-controller" {
+            return v["rules"].as_array().cloned().unwrap_or_default();
+        }
+    }
+    panic!("no ClusterRole resize-guard-controller in:\n{stream}");
+}
+
+#[tokio::test]
+async fn the_base_grants_no_deletes_or_resizes_and_each_component_adds_only_its_own() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let base = kubectl(env, &["kustomize", &path("deploy")]).await.stdout;
+    let rules = controller_rules(&base);
+    let grants = |verb: &str, resource: &str| {
+        rules.iter().any(|r| {
+            r["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x == resource)
+                && r["verbs"].as_array().unwrap().iter().any(|x| x == verb)
+        })
+    };
+    assert!(!grants("delete", "pods"), "{rules:?}");
+    assert!(!grants("patch", "pods/resize"), "{rules:?}");
+    assert!(grants("patch", "pods/status") && grants("create", "pods/eviction"));
+    // Five policies and their bindings guard the controller's writes in the base.
+    for name in [
+        "resize-guard-controller-pod-writes",
+        "resize-guard-controller-status-writes",
+        "resize-guard-controller-resize-writes",
+        "resize-guard-controller-removals",
+        "resize-guard-controller-webhook-writes",
+    ] {
+        for kind in [
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        ] {
+            assert!(
+                base.contains(&format!("kind: {kind}\nmetadata:\n  labels:\n    app.kubernetes.io/part-of: resize-guard\n    app.kubernetes.io/version: 0.2.0\n  name: {name}\n")),
+                "{kind} {name} missing from deploy/"
+            );
+        }
+    }
+    for (component, added) in [
+        (
+            "best-effort-deletes",
+            serde_json::json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}),
+        ),
+        (
+            "revert-infeasible",
+            serde_json::json!({"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]}),
+        ),
+    ] {
+        let rendered = kubectl(env, &["kustomize", &with_components(&[component])])
+            .await
+            .stdout;
+        let mut want = rules.clone();
+        want.push(added);
+        assert_eq!(controller_rules(&rendered), want, "{component}");
+        // Nothing else changes.
+        let without_role = |s: &str| -> Vec<String> {
+            s.split("\n---\n")
+                .filter(|d| !d.contains("kind: ClusterRole\n"))
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(without_role(&rendered), without_role(&base), "{component}");
+    }
 }
 
 /// The rows of `table` (who, verb, resource, namespace, allowed) `kubectl auth can-i` answers
@@ -482,6 +618,69 @@ async fn judged_by_the_moved_install(env: &Env, ns: &str, mode: &str, extra: &[&
     replica.unpublish(env).await.unwrap();
 }
 
+/// The moved controller's own token (TokenRequest) evicts in a tenant namespace `ns` but never
+/// in its own namespace or kube-system: `resize-guard-controller-removals` reads the install
+/// namespace from the request's user name, so the move needs no replacement for it. Dry runs:
+/// admission judges them, nothing is removed.
+async fn removals_follow_the_moved_namespace(env: &Env, ns: &str) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, PostParams};
+    let account = Account::of(env, MOVED, "resize-guard-controller")
+        .await
+        .unwrap();
+    let kubeconfig = kube::config::Kubeconfig::read_from(&account.kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let admin: Api<Pod> = Api::namespaced(env.client().await, MOVED);
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "moved-victim"},
+        "spec": {
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "app", "image": "registry.example/app:1",
+                "securityContext": {"allowPrivilegeEscalation": false,
+                    "capabilities": {"drop": ["ALL"]}}}]
+        }
+    }))
+    .unwrap();
+    admin.create(&PostParams::default(), &pod).await.unwrap();
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let evict = |namespace: &str, name: &str| {
+        let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let body = serde_json::json!({"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": name}});
+        let (name, dry) = (name.to_owned(), dry.clone());
+        async move {
+            api.create_subresource::<_, serde_json::Value>("eviction", &name, &dry, &body)
+                .await
+        }
+    };
+    let says = format!(
+        "may not evict pod {MOVED}/moved-victim: it never preempts in kube-system or its own namespace"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match evict(MOVED, "moved-victim").await {
+            Err(kube::Error::Api(e)) if e.code == 403 && e.message.contains(&says) => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "the moved controller evicts in its own namespace: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    evict(ns, "filler").await.unwrap();
+    admin
+        .delete("moved-victim", &Default::default())
+        .await
+        .unwrap();
+}
+
 /// Until a dry-run resize of the field test's `app` in `ns` is judged by resize-guard.
 async fn wait_judged(env: &Env, ns: &str, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -542,6 +741,7 @@ async fn an_install_moved_to_another_namespace_judges_resizes_by_default_and_wit
     )
     .await;
     judged_by_the_moved_install(env, &ns, "default", &[]).await;
+    removals_follow_the_moved_namespace(env, &ns).await;
 
     // cert-manager: its stand-in issues for the Certificate as installed and injects the CA the
     // moved annotation names; the controller leaves certificates alone.

@@ -1,9 +1,11 @@
 //! Installing from `deploy/` as a user would: kustomize, the Helm chart, the monitoring rules, and
 //! the webhook running as its ServiceAccount under the installed RBAC.
 
+mod grants;
 mod helm;
 mod kustomize;
 mod monitoring;
+mod privileges;
 mod webhook;
 
 /// `kubectl <verb> --dry-run=server -f <file>` as admin on `text` written to a temporary file:

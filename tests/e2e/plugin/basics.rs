@@ -286,8 +286,12 @@ async fn phases() {
         ),
         "✓ ConfigMap resize-guard/resize-guard parses: mode enforce, qos.onChange reject, preemption on (max 2 victims)\n".to_owned(),
         "✓ ServiceAccount resize-guard/resize-guard-webhook has the 13 permissions it needs and none of 10 it must not have\n".to_owned(),
-        "✓ ServiceAccount resize-guard/resize-guard-controller has the 27 permissions it needs and none of 9 it must not have\n".to_owned(),
+        "✓ ServiceAccount resize-guard/resize-guard-controller has the 25 permissions it needs and none of 9 it must not have\n".to_owned(),
         "✓ ValidatingAdmissionPolicy resize-guard-controller-pod-writes and its binding (Deny) limit resize-guard-controller's pod writes to its plan annotation\n".to_owned(),
+        "✓ ValidatingAdmissionPolicy resize-guard-controller-status-writes and its binding (Deny) limit resize-guard-controller's pod status writes to adding DisruptionTarget\n".to_owned(),
+        "✓ ValidatingAdmissionPolicy resize-guard-controller-resize-writes and its binding (Deny) limit resize-guard-controller's resizes to the resources the kubelet reports\n".to_owned(),
+        "✓ ValidatingAdmissionPolicy resize-guard-controller-removals and its binding (Deny) limit resize-guard-controller's evictions and deletions to namespaces other than kube-system and its own\n".to_owned(),
+        "✓ ValidatingAdmissionPolicy resize-guard-controller-webhook-writes and its binding (Deny) limit resize-guard-controller's webhook configuration writes to caBundle\n".to_owned(),
         "\nStatus check results are ✓\n".to_owned(),
     ];
     for want in &healthy {

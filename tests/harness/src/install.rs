@@ -36,6 +36,10 @@ pub struct Install {
     /// endpoint of the Service's EndpointSlices, which the test writes for its local replicas.
     /// Takes precedence over `webhook_url`.
     pub through_service: bool,
+    /// Leave out the grants only some policies need (`deploy/components/best-effort-deletes`
+    /// and `deploy/components/revert-infeasible`), as `kubectl apply -k deploy/` does. By
+    /// default the harness adds both, since suites switch the policy while the controller runs.
+    pub without_policy_grants: bool,
 }
 
 /// The kustomization the harness applies: `deploy/` (or an overlay) plus the local changes.
@@ -45,11 +49,16 @@ pub fn overlay(how: &Install) -> String {
     } else {
         "../../../deploy"
     };
+    let components = if how.without_policy_grants {
+        ""
+    } else {
+        "components:\n  - ../../../deploy/components/best-effort-deletes\n  - ../../../deploy/components/revert-infeasible\n"
+    };
     let mut out = format!(
         "# Written by resize-guard-harness: deploy/ as shipped, with local processes in place of\n\
          # the Deployments.\n\
          apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {base}\n\
-         patches:\n  - target: {{kind: Deployment}}\n    patch: |-\n      - {{op: replace, path: /spec/replicas, value: 0}}\n"
+         {components}patches:\n  - target: {{kind: Deployment}}\n    patch: |-\n      - {{op: replace, path: /spec/replicas, value: 0}}\n"
     );
     for (kind, path) in [
         ("MutatingWebhookConfiguration", "/mutate"),

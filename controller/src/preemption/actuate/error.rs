@@ -1,6 +1,10 @@
 //! Why a write of the preemption actuator was not made or failed: [`WriteError`] for one API
 //! write (fenced, or refused by the API server), [`ActuateError`] for carrying out a decision,
-//! named after the operation that failed, with a stable [`ActuateError::reason`] for metrics.
+//! named after the operation that failed, with a stable [`ActuateError::reason`] for metrics. A
+//! write the API server forbids (403: RBAC without the grant a policy needs, or one of the
+//! ValidatingAdmissionPolicies of `deploy/base/controller-writes.yaml`) gets
+//! [`ActuateError::forbidden_note`], the `WriteForbidden` Event's text: what was refused, the API
+//! server's own words and the grant to install.
 
 use crate::lease::fence::Fenced;
 use crate::preemption::seal::KeyError;
@@ -21,6 +25,13 @@ impl WriteError {
     /// The API server's HTTP status, when it answered.
     pub fn status(&self) -> Option<u16> {
         self.answer().map(|s| s.code)
+    }
+
+    /// The API server's message when it forbade the write (403).
+    pub fn forbidden(&self) -> Option<&str> {
+        self.answer()
+            .filter(|s| s.code == 403)
+            .map(|s| s.message.as_str())
     }
 
     /// The API server's answer, when it gave one.
@@ -69,7 +80,41 @@ pub enum ActuateError {
     },
 }
 
+/// Where the grants a policy needs come from (`deploy/components/`, the chart's `rbac.controller`).
+const GRANTS: &str = "preemption.pdb: bestEffort needs `delete pods` (kustomize component \
+     deploy/components/best-effort-deletes, Helm value rbac.controller.deletePods) and \
+     feasibility.revertInfeasible needs `patch pods/resize` (deploy/components/revert-infeasible, \
+     rbac.controller.resizePods)";
+
 impl ActuateError {
+    /// The write that failed, when one did.
+    fn write(&self) -> Option<&WriteError> {
+        match self {
+            ActuateError::RecordPlan { source, .. }
+            | ActuateError::Revert { source, .. }
+            | ActuateError::Preempt { source, .. }
+            | ActuateError::PlanKey(KeyError::Create { source, .. }) => Some(source),
+            ActuateError::PlanKey(_) => None,
+        }
+    }
+
+    /// The `WriteForbidden` Event's note when the API server forbade the write (403): nothing
+    /// was done past it, and the note says what, why and which grant a policy needs.
+    pub fn forbidden_note(&self) -> Option<String> {
+        let said = self.write()?.forbidden()?;
+        let what = match self {
+            ActuateError::Preempt { victim, .. } => format!("preempting {victim}"),
+            ActuateError::Revert { .. } => "reverting the Infeasible resize".to_owned(),
+            ActuateError::RecordPlan { .. } => "recording the preemption plan".to_owned(),
+            ActuateError::PlanKey(_) => "creating the plan-sealing key".to_owned(),
+        };
+        Some(format!(
+            "resize-guard did nothing more for this resize: the API server forbade {what} (403: \
+             {said}). A missing grant: {GRANTS}; `kubectl resize-guard check` lists what the \
+             controller lacks."
+        ))
+    }
+
     /// Stable reason for metrics.
     pub fn reason(&self) -> &'static str {
         let (source, reason) = match self {
@@ -81,6 +126,8 @@ impl ActuateError {
         };
         if matches!(source, Some(WriteError::Fenced(_))) {
             "NotLeader"
+        } else if source.and_then(WriteError::forbidden).is_some() {
+            "Forbidden"
         } else {
             reason
         }
@@ -105,5 +152,53 @@ mod tests {
         let chain = e.chain();
         assert_eq!(chain.matches("not the leader").count(), 1, "{chain}");
         assert!(chain.starts_with("preempting batch/v1: "), "{chain}");
+    }
+
+    fn refused(code: u16, message: &str) -> WriteError {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": code, "reason": "Forbidden", "message": message,
+        }))
+        .unwrap();
+        WriteError::Api(kube::Error::Api(Box::new(status)))
+    }
+
+    #[test]
+    fn a_forbidden_write_names_what_was_refused_the_servers_words_and_the_grant() {
+        let said = "pods \"v\" is forbidden: User \"system:serviceaccount:resize-guard:resize-guard-controller\" cannot delete resource \"pods\"";
+        let e = ActuateError::Preempt {
+            victim: "batch/v".into(),
+            source: refused(403, said),
+        };
+        assert_eq!(e.reason(), "Forbidden");
+        let note = e.forbidden_note().unwrap();
+        assert!(note.contains("forbade preempting batch/v"), "{note}");
+        assert!(note.contains(said), "{note}");
+        assert!(
+            note.contains("deploy/components/best-effort-deletes"),
+            "{note}"
+        );
+        let revert = ActuateError::Revert {
+            pod: "t/app".into(),
+            source: refused(403, "denied"),
+        };
+        assert!(
+            revert
+                .forbidden_note()
+                .unwrap()
+                .contains("reverting the Infeasible resize")
+        );
+        assert!(
+            revert
+                .forbidden_note()
+                .unwrap()
+                .contains("deploy/components/revert-infeasible")
+        );
+        // Anything but a 403 is not a refusal of the grant.
+        let other = ActuateError::Preempt {
+            victim: "batch/v".into(),
+            source: refused(500, "etcd"),
+        };
+        assert_eq!(other.reason(), "Preempt");
+        assert!(other.forbidden_note().is_none());
     }
 }

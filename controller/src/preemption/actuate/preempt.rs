@@ -64,7 +64,9 @@ impl Actuator {
                     return Ok(Some(then));
                 }
                 Err(source) => {
-                    self.metrics.preemption("error");
+                    if source.forbidden().is_none() {
+                        self.metrics.preemption("error");
+                    }
                     return Err(ActuateError::Preempt {
                         victim: v.victim.to_string(),
                         source,

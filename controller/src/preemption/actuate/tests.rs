@@ -474,3 +474,85 @@ async fn the_requeue_is_the_decisions_own() {
 
 mod claims;
 mod withheld;
+
+/// kube-apiserver's RBAC refusal, as it words it for the controller's ServiceAccount.
+fn rbac_refusal(verb: &str, resource: &str) -> (StatusCode, Value) {
+    (
+        StatusCode::FORBIDDEN,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 403,
+               "reason": "Forbidden",
+               "message": format!("pods \"v1\" is forbidden: User \"system:serviceaccount:resize-guard:resize-guard-controller\" cannot {verb} resource \"{resource}\" in API group \"\" in the namespace \"batch\"")}),
+    )
+}
+
+#[tokio::test]
+async fn a_forbidden_delete_stops_the_plan_and_says_which_grant_is_missing() {
+    // pdb: bestEffort without deploy/components/best-effort-deletes.
+    let (a, seen) = leading(Box::new(|s: &Seen| {
+        if s.method == Method::DELETE {
+            rbac_refusal("delete", "pods")
+        } else {
+            ok(s)
+        }
+    }));
+    let victims = vec![removal("v1", Via::Delete), removal("v2", Via::Delete)];
+    let e = preempt(&a, Record::Before(plan(&victims)), victims)
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "Forbidden");
+    // Nothing after the refused DELETE: no second victim.
+    assert_eq!(
+        writes(&seen),
+        [
+            "PATCH /api/v1/namespaces/prod/pods/app",
+            "PATCH /api/v1/namespaces/batch/pods/v1/status",
+            "DELETE /api/v1/namespaces/batch/pods/v1",
+        ]
+    );
+    let metrics = a.metrics.render();
+    assert!(metrics.contains("outcome=\"forbidden\""), "{metrics}");
+    assert!(!metrics.contains("outcome=\"error\""), "{metrics}");
+    settle().await;
+    assert_eq!(events(&seen), ["WriteForbidden"]);
+    let log = seen.lock().unwrap().clone();
+    let event = log.iter().find(|s| s.path.contains("/events")).unwrap();
+    assert_eq!(event.body["type"], "Warning");
+    assert_eq!(event.body["regarding"]["name"], "app");
+    let note = event.body["note"].as_str().unwrap();
+    assert!(note.contains("cannot delete resource"), "{note}");
+    assert!(
+        note.contains("deploy/components/best-effort-deletes"),
+        "{note}"
+    );
+}
+
+#[tokio::test]
+async fn a_forbidden_revert_says_which_grant_is_missing() {
+    // feasibility.revertInfeasible without deploy/components/revert-infeasible.
+    let (a, seen) = leading(refusing("/resize", rbac_refusal("patch", "pods/resize")));
+    let e = a
+        .apply(
+            &preemptor(),
+            Decision::Revert {
+                patch: json!({"spec": {"containers": [{"name": "app"}]}}),
+                note: "n".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "Forbidden");
+    assert!(a.metrics.render().contains("outcome=\"forbidden\""));
+    settle().await;
+    assert_eq!(events(&seen), ["WriteForbidden"]);
+    let log = seen.lock().unwrap().clone();
+    let note = log
+        .iter()
+        .find(|s| s.path.contains("/events"))
+        .map(|s| s.body["note"].as_str().unwrap_or_default().to_owned())
+        .unwrap();
+    assert!(note.contains("reverting the Infeasible resize"), "{note}");
+    assert!(
+        note.contains("deploy/components/revert-infeasible"),
+        "{note}"
+    );
+}
