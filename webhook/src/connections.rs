@@ -1,49 +1,337 @@
-//! The connection limit of the admission listener: at most `--max-connections` connections are
-//! open at once; one more is closed as soon as it is accepted, before its TLS handshake costs
-//! anything, and counted (`resize_guard_connections_refused_total`).
+//! The admission listener's connections: how many may be open, how many one source may hold,
+//! and how long one may stay.
+//!
+//! - **A limit, with a share for light sources.** At most `--max-connections` are open at once,
+//!   and the last `--reserved-connections` of them only for a source holding fewer than
+//!   [`LIGHT_SOURCE`] connections: kube-apiserver multiplexes every review to a webhook over
+//!   one HTTP/2 connection (Go's HTTP/2 transport opens another only when the server's
+//!   `SETTINGS_MAX_CONCURRENT_STREAMS` are all in use), so it is such a source, and a crowd of
+//!   connections from a few addresses cannot take the slots it needs to reconnect.
+//! - **A cap per source.** One address holds at most `--max-connections-per-source`.
+//! - A connection over either is closed as soon as it is accepted, before its TLS handshake
+//!   costs anything, and counted (`resize_guard_connections_refused_total{reason}`, `limit` or
+//!   `source-limit`).
+//! - **Idle and age.** A connection with no request in flight for `--connection-idle-timeout`,
+//!   or open for `--max-connection-age`, is shut down gracefully: on HTTP/2 a GOAWAY (the
+//!   streams in flight finish; kube-apiserver's client opens a new connection for its next
+//!   review), on HTTP/1.1 a close after the response in flight (counted as
+//!   `resize_guard_connections_closed_total{reason="idle"|"max-age"}`). HTTP/2 keep-alive
+//!   pings ([`crate::server`]) close a connection whose peer stopped answering.
 //!
 //! Each open connection holds TLS and HTTP buffers (tens of KiB), so the limit is what bounds
 //! the memory a crowd of idle or slow connections can take; the handshake and request-head
-//! deadlines ([`crate::server`]) bound how long each one can stay. kube-apiserver reuses its
-//! connections (HTTP/2 by ALPN), so it rarely needs a new one while the port is crowded; when
-//! it does and the limit is reached, that one call fails and the `failurePolicy` applies — the
-//! limit is set well above what the apiserver and probes use, and the NetworkPolicy
-//! (deploy/base/network-policy.yaml) is what keeps other senders away.
+//! deadlines ([`crate::server`]) bound how long one can stay before its first request, the idle
+//! and age timers after it. The NetworkPolicy (deploy/base/network-policy.yaml,
+//! `networkPolicy.admissionFrom` in the chart) is what keeps other senders away where the API
+//! server's addresses are known.
 
+use std::collections::HashMap;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum_server::accept::Accept;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::metrics::Metrics;
 
-/// An acceptor that admits at most a fixed number of open connections, then runs `inner`.
+/// A source holding fewer connections than this may take the reserved slots (kube-apiserver
+/// holds one per webhook address, a few while it opens a replacement after a GOAWAY).
+pub const LIGHT_SOURCE: usize = 4;
+
+/// The peer address of a request on the admission port (a request extension, set for every
+/// request the listener serves; [`crate::intake`] gives each address its share of permits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer(pub IpAddr);
+
+/// The caps on open connections.
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    /// Open at once (`--max-connections`, at least 1).
+    pub max: usize,
+    /// Of those, the ones only light sources may take (`--reserved-connections`).
+    pub reserved: usize,
+    /// Open at once from one address (`--max-connections-per-source`).
+    pub per_source: usize,
+}
+
+/// How long a connection may stay.
+#[derive(Debug, Clone, Copy)]
+pub struct Timers {
+    /// With no request in flight (`--connection-idle-timeout`).
+    pub idle: Duration,
+    /// In all (`--max-connection-age`).
+    pub max_age: Duration,
+}
+
+/// Why a connection was refused on accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// Every slot this source may take is in use.
+    #[error("connection limit reached")]
+    Limit,
+    /// The source holds `--max-connections-per-source`.
+    #[error("this source holds its limit of connections")]
+    SourceLimit,
+}
+
+impl Refused {
+    /// The metric's `reason` label.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refused::Limit => "limit",
+            Refused::SourceLimit => "source-limit",
+        }
+    }
+}
+
+/// Why the webhook closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// No request in flight for the idle timeout.
+    Idle,
+    /// Open for the maximum age.
+    MaxAge,
+}
+
+impl Closed {
+    /// The metric's `reason` label.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Closed::Idle => "idle",
+            Closed::MaxAge => "max-age",
+        }
+    }
+}
+
+/// The open connections, in all and by source.
+#[derive(Debug)]
+struct Table {
+    caps: Caps,
+    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
+}
+
+impl Table {
+    fn take(self: &Arc<Self>, source: Option<IpAddr>) -> Result<Slot, Refused> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let (total, by_source) = &mut *open;
+        let held = source.map_or(0, |ip| by_source.get(&ip).copied().unwrap_or(0));
+        if source.is_some() && held >= self.caps.per_source.max(1) {
+            return Err(Refused::SourceLimit);
+        }
+        let max = self.caps.max.max(1);
+        let shared = max.saturating_sub(self.caps.reserved).max(1);
+        let light = source.is_some() && held < LIGHT_SOURCE;
+        if *total >= max || (*total >= shared && !light) {
+            return Err(Refused::Limit);
+        }
+        *total += 1;
+        if let Some(ip) = source {
+            *by_source.entry(ip).or_insert(0) += 1;
+        }
+        Ok(Slot {
+            table: self.clone(),
+            source,
+        })
+    }
+}
+
+/// One open connection's place in the [`Table`], given back when dropped.
+#[derive(Debug)]
+struct Slot {
+    table: Arc<Table>,
+    source: Option<IpAddr>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self
+            .table
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (total, by_source) = &mut *open;
+        *total = total.saturating_sub(1);
+        if let Some(ip) = self.source
+            && let Some(n) = by_source.get_mut(&ip)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                by_source.remove(&ip);
+            }
+        }
+    }
+}
+
+/// What the idle and age timers know of one connection: its requests in flight and when the
+/// last one began or ended, and how to shut it down gracefully (learnt from its first request).
+pub struct Activity {
+    opened: Instant,
+    in_flight: AtomicUsize,
+    /// Milliseconds after `opened` of the last request's start or end.
+    last: AtomicU64,
+    closer: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Activity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Activity")
+            .field("opened", &self.opened)
+            .field("in_flight", &self.in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Activity {
+    /// A connection opened now.
+    pub fn new() -> Activity {
+        Activity {
+            opened: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            last: AtomicU64::new(0),
+            closer: OnceLock::new(),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.store(ms, Ordering::Relaxed);
+    }
+
+    /// A request began; it ends when the guard is dropped.
+    pub fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.touch();
+        InFlight(self.clone())
+    }
+
+    /// How to shut this connection down gracefully (the first one given is kept).
+    pub fn set_closer(&self, close: impl Fn() + Send + Sync + 'static) {
+        let _ = self.closer.set(Box::new(close));
+    }
+
+    /// When the idle timer fires, if nothing happens before.
+    fn idle_deadline(&self, idle: Duration) -> Option<Instant> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(self.opened + Duration::from_millis(self.last.load(Ordering::Relaxed)) + idle)
+    }
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity::new()
+    }
+}
+
+/// A request in flight on a connection.
+#[derive(Debug)]
+pub struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Runs a connection's idle and age timers until the connection is gone (`gone` closed) or
+/// one of them fires; then shuts it down gracefully and says why. A timer that fires before
+/// the first request (no way to close it gracefully yet) waits: the listener's first-request
+/// deadline closes such a connection.
+pub async fn timers(
+    activity: Arc<Activity>,
+    timers: Timers,
+    mut gone: watch::Receiver<()>,
+) -> Option<Closed> {
+    let aged = activity.opened + timers.max_age;
+    loop {
+        let now = Instant::now();
+        let closing = if now >= aged {
+            Some(Closed::MaxAge)
+        } else if activity
+            .idle_deadline(timers.idle)
+            .is_some_and(|d| now >= d)
+        {
+            Some(Closed::Idle)
+        } else {
+            None
+        };
+        let next = match (closing, activity.closer.get()) {
+            (Some(why), Some(close)) => {
+                close();
+                return Some(why);
+            }
+            // Not served a request yet: the first-request deadline ends it.
+            (Some(_), None) => now + Duration::from_secs(1),
+            (None, _) => next_look(&activity, timers, aged, now),
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            // The connection ended (its stream was dropped).
+            _ = gone.changed() => return None,
+        }
+    }
+}
+
+/// When the timers look again: at the idle deadline when nothing is in flight; with a request
+/// in flight its end moves the deadline, so after a full idle period; never after the age.
+fn next_look(activity: &Activity, timers: Timers, aged: Instant, now: Instant) -> Instant {
+    let next = match activity.idle_deadline(timers.idle) {
+        Some(idle) if idle > now => idle,
+        _ => now + timers.idle,
+    };
+    next.min(aged).max(now + Duration::from_millis(1))
+}
+
+/// An acceptor that enforces the [`Caps`] and the [`Timers`], then runs `inner`.
 #[derive(Clone)]
 pub struct ConnectionLimit<A> {
     inner: A,
-    slots: Arc<Semaphore>,
+    table: Arc<Table>,
+    timers: Timers,
     metrics: Arc<Metrics>,
 }
 
 impl<A> ConnectionLimit<A> {
-    /// At most `max` connections (at least 1) through `inner`.
-    pub fn new(inner: A, max: usize, metrics: Arc<Metrics>) -> ConnectionLimit<A> {
+    /// At most `caps` connections, each for at most `timers`, through `inner`.
+    pub fn new(inner: A, caps: Caps, timers: Timers, metrics: Arc<Metrics>) -> ConnectionLimit<A> {
         ConnectionLimit {
             inner,
-            slots: Arc::new(Semaphore::new(max.max(1))),
+            table: Arc::new(Table {
+                caps,
+                open: Mutex::new((0, HashMap::new())),
+            }),
+            timers,
             metrics,
         }
     }
 }
 
+/// A stream whose peer address may be known.
+pub trait PeerAddr {
+    /// The peer's IP address (IPv4-mapped IPv6 as IPv4), if known.
+    fn peer_ip(&self) -> Option<IpAddr>;
+}
+
+impl PeerAddr for tokio::net::TcpStream {
+    fn peer_ip(&self) -> Option<IpAddr> {
+        self.peer_addr().ok().map(|a| a.ip().to_canonical())
+    }
+}
+
 impl<A, I, S> Accept<I, S> for ConnectionLimit<A>
 where
-    A: Accept<I, S>,
+    I: PeerAddr,
+    A: Accept<I, Tracked<S>>,
     A::Future: Send + 'static,
     A::Stream: Send + 'static,
     A::Service: Send + 'static,
@@ -53,22 +341,42 @@ where
     type Future = BoxFuture<'static, io::Result<(Self::Stream, Self::Service)>>;
 
     fn accept(&self, stream: I, service: S) -> Self::Future {
-        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
-            self.metrics.connection_refused();
-            // Dropping the stream closes the connection.
-            drop(stream);
-            return Box::pin(std::future::ready(Err(io::Error::other(LimitReached))));
+        let source = stream.peer_ip();
+        let slot = match self.table.take(source) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                self.metrics.connection_refused(refused.reason());
+                // Dropping the stream closes the connection.
+                drop(stream);
+                return Box::pin(std::future::ready(Err(io::Error::other(refused))));
+            }
+        };
+        let activity = Arc::new(Activity::new());
+        let service = Tracked {
+            inner: service,
+            activity: activity.clone(),
+            peer: source,
         };
         let accepted = self.inner.accept(stream, service);
-        let metrics = self.metrics.clone();
+        let (metrics, limits) = (self.metrics.clone(), self.timers);
         Box::pin(async move {
             let (stream, service) = accepted.await?;
             metrics.connection_opened();
+            let (gone, watching) = watch::channel(());
+            {
+                let metrics = metrics.clone();
+                tokio::spawn(async move {
+                    if let Some(why) = timers(activity, limits, watching).await {
+                        metrics.connection_closed_by(why.reason());
+                    }
+                });
+            }
             Ok((
                 Counted {
                     inner: stream,
                     metrics,
-                    _permit: permit,
+                    _slot: slot,
+                    _gone: gone,
                 },
                 service,
             ))
@@ -76,21 +384,63 @@ where
     }
 }
 
-/// The error a connection refused at the limit ends with.
-#[derive(Debug, thiserror::Error)]
-#[error("connection limit reached")]
-pub struct LimitReached;
-
-/// Whether an accept error is a refusal at the limit (already counted).
+/// Whether an accept error is a refusal at a limit (already counted).
 pub fn is_limit(e: &io::Error) -> bool {
-    e.get_ref().is_some_and(|inner| inner.is::<LimitReached>())
+    e.get_ref().is_some_and(|inner| inner.is::<Refused>())
 }
 
-/// A stream that holds one connection slot until it is dropped.
+/// The connection's service: counts its requests in flight for the timers, learns from the
+/// first request how to shut the connection down gracefully, and tells every request its
+/// [`Peer`].
+#[derive(Clone)]
+pub struct Tracked<S> {
+    inner: S,
+    activity: Arc<Activity>,
+    peer: Option<IpAddr>,
+}
+
+impl<S, B> tower_service::Service<http::Request<B>> for Tracked<S>
+where
+    S: tower_service::Service<http::Request<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        if let Some(shutdown) = request
+            .extensions()
+            .get::<axum_server::ConnectionShutdown>()
+        {
+            let shutdown = shutdown.clone();
+            self.activity
+                .set_closer(move || shutdown.graceful_shutdown());
+        }
+        if let Some(ip) = self.peer {
+            request.extensions_mut().insert(Peer(ip));
+        }
+        let in_flight = self.activity.begin();
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let answer = answer.await;
+            drop(in_flight);
+            answer
+        })
+    }
+}
+
+/// A stream that holds one connection slot until it is dropped, and ends the connection's
+/// timers then.
 pub struct Counted<S> {
     inner: S,
     metrics: Arc<Metrics>,
-    _permit: OwnedSemaphorePermit,
+    _slot: Slot,
+    _gone: watch::Sender<()>,
 }
 
 impl<S> Drop for Counted<S> {
@@ -140,24 +490,4 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use axum_server::accept::DefaultAcceptor;
-
-    #[tokio::test]
-    async fn one_connection_over_the_limit_is_refused_and_a_closed_one_frees_its_slot() {
-        let metrics = Arc::new(Metrics::new());
-        let limit = ConnectionLimit::new(DefaultAcceptor::new(), 2, metrics.clone());
-        let (a, _) = limit.accept(tokio::io::empty(), ()).await.unwrap();
-        let (_b, _) = limit.accept(tokio::io::empty(), ()).await.unwrap();
-        assert!(limit.accept(tokio::io::empty(), ()).await.is_err());
-        let text = metrics.render();
-        assert!(
-            text.contains("resize_guard_connections_refused_total 1"),
-            "{text}"
-        );
-        assert!(text.contains("resize_guard_connections_open 2"), "{text}");
-        drop(a);
-        assert!(limit.accept(tokio::io::empty(), ()).await.is_ok());
-    }
-}
+mod tests;
