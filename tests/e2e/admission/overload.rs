@@ -722,7 +722,8 @@ async fn more_idle_http2_connections_than_the_limit_leave_kube_apiserver_room_to
     let reviews_before = reviews(&hook.health("/metrics").await.unwrap());
 
     // The crowd: 64 connections from each of 9 addresses, 576 > --max-connections.
-    let config = resize_guard_harness::tls::client_config(&hook.bundle.ca_cert_pem, &[b"h2"]).unwrap();
+    let config =
+        resize_guard_harness::tls::client_config(&hook.bundle.ca_cert_pem, &[b"h2"]).unwrap();
     let end = Instant::now() + IDLE_ATTACK;
     let crowd: Vec<_> = IDLE_SOURCES
         .flat_map(|last| std::iter::repeat_n(source(last), PER_SOURCE))
