@@ -45,6 +45,10 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::client::TlsStream;
 
+/// One attack at a time: each starts its own webhook and registers it (the configuration has
+/// one name), and each loads the machine.
+static ONE_ATTACK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// How long the attack lasts.
 const ATTACK: Duration = Duration::from_secs(30);
 /// Slowloris connections kept open at once (over [`SLOWLORIS_SOURCES`] addresses, each under
@@ -361,6 +365,7 @@ fn p99(latencies: &[Duration]) -> Duration {
 async fn under_a_slowloris_and_a_flood_of_maximum_size_bodies_real_reviews_are_answered_in_time() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
+    let _one = ONE_ATTACK.lock().await;
     let hook = support::start(env, Webhooks::Mutating).await;
     let (limit, deadline) = (memory_limit(), timeout_seconds());
     let client = env.client().await;
@@ -544,6 +549,7 @@ async fn trickle(
 async fn trickled_small_bodies_do_not_hold_the_regular_lane_from_real_reviews() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
+    let _one = ONE_ATTACK.lock().await;
     let hook = support::start(env, Webhooks::Mutating).await;
     let deadline = timeout_seconds();
     let client = env.client().await;
@@ -714,6 +720,7 @@ async fn idle_h2(
 async fn more_idle_http2_connections_than_the_limit_leave_kube_apiserver_room_to_reconnect() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
+    let _one = ONE_ATTACK.lock().await;
     let hook = support::start(env, Webhooks::Mutating).await;
     let deadline = timeout_seconds();
     let client = env.client().await;
