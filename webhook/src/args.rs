@@ -42,7 +42,8 @@ pub struct Args {
     #[arg(long, env = "RESIZE_GUARD_CERT_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_duration)]
     pub cert_reload_interval: Duration,
 
-    /// How long in-flight reviews may take to finish on shutdown.
+    /// How long in-flight reviews may take to finish on shutdown, and on a connection the idle
+    /// or age timer shut down gracefully before it is closed outright.
     #[arg(long, env = "RESIZE_GUARD_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
@@ -190,6 +191,7 @@ impl Args {
         crate::connections::Timers {
             idle: self.connection_idle_timeout,
             max_age: self.max_connection_age,
+            grace: self.shutdown_grace,
         }
     }
 }

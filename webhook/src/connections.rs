@@ -15,7 +15,9 @@
 //!   or open for `--max-connection-age`, is shut down gracefully: on HTTP/2 a GOAWAY (the
 //!   streams in flight finish; kube-apiserver's client opens a new connection for its next
 //!   review), on HTTP/1.1 a close after the response in flight (counted as
-//!   `resize_guard_connections_closed_total{reason="idle"|"max-age"}`). HTTP/2 keep-alive
+//!   `resize_guard_connections_closed_total{reason="idle"|"max-age"}`); one whose streams have
+//!   not finished `--shutdown-grace` later is closed outright (`reason="forced"` too). HTTP/2
+//!   keep-alive
 //!   pings ([`crate::server`]) close a connection whose peer stopped answering.
 //!
 //! Each open connection holds TLS and HTTP buffers (tens of KiB), so the limit is what bounds
@@ -69,6 +71,20 @@ pub struct Timers {
     pub idle: Duration,
     /// In all (`--max-connection-age`).
     pub max_age: Duration,
+    /// After a graceful shutdown, how long its streams may take to finish before the
+    /// connection is closed outright (`--shutdown-grace`): a peer that stops reading (an HTTP/2
+    /// flow-control window left at 0) would otherwise keep an answered stream, and its slot,
+    /// for ever.
+    pub grace: Duration,
+}
+
+/// How to close a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Close {
+    /// After the requests in flight (GOAWAY on HTTP/2).
+    Graceful,
+    /// At once.
+    Abort,
 }
 
 /// Why a connection was refused on accept.
@@ -177,7 +193,7 @@ pub struct Activity {
     in_flight: AtomicUsize,
     /// Milliseconds after `opened` of the last request's start or end.
     last: AtomicU64,
-    closer: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    closer: OnceLock<Box<dyn Fn(Close) + Send + Sync>>,
 }
 
 impl std::fmt::Debug for Activity {
@@ -212,8 +228,8 @@ impl Activity {
         InFlight(self.clone())
     }
 
-    /// How to shut this connection down gracefully (the first one given is kept).
-    pub fn set_closer(&self, close: impl Fn() + Send + Sync + 'static) {
+    /// How to close this connection (the first one given is kept).
+    pub fn set_closer(&self, close: impl Fn(Close) + Send + Sync + 'static) {
         let _ = self.closer.set(Box::new(close));
     }
 
@@ -243,15 +259,25 @@ impl Drop for InFlight {
     }
 }
 
+/// How the timers ended a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    /// Which timer fired.
+    pub why: Closed,
+    /// The graceful shutdown did not finish within [`Timers::grace`]: closed outright.
+    pub forced: bool,
+}
+
 /// Runs a connection's idle and age timers until the connection is gone (`gone` closed) or
-/// one of them fires; then shuts it down gracefully and says why. A timer that fires before
-/// the first request (no way to close it gracefully yet) waits: the listener's first-request
-/// deadline closes such a connection.
+/// one of them fires; then shuts it down gracefully, closes it outright if it is still open
+/// [`Timers::grace`] later, and says why. A timer that fires before the first request (no way
+/// to close it gracefully yet) waits: the listener's first-request deadline closes such a
+/// connection.
 pub async fn timers(
     activity: Arc<Activity>,
     timers: Timers,
     mut gone: watch::Receiver<()>,
-) -> Option<Closed> {
+) -> Option<Ended> {
     let aged = activity.opened + timers.max_age;
     loop {
         let now = Instant::now();
@@ -267,8 +293,15 @@ pub async fn timers(
         };
         let next = match (closing, activity.closer.get()) {
             (Some(why), Some(close)) => {
-                close();
-                return Some(why);
+                close(Close::Graceful);
+                let forced = tokio::select! {
+                    _ = tokio::time::sleep(timers.grace) => true,
+                    _ = gone.changed() => false,
+                };
+                if forced {
+                    close(Close::Abort);
+                }
+                return Some(Ended { why, forced });
             }
             // Not served a request yet: the first-request deadline ends it.
             (Some(_), None) => now + Duration::from_secs(1),
@@ -366,8 +399,11 @@ where
             {
                 let metrics = metrics.clone();
                 tokio::spawn(async move {
-                    if let Some(why) = timers(activity, limits, watching).await {
-                        metrics.connection_closed_by(why.reason());
+                    if let Some(ended) = timers(activity, limits, watching).await {
+                        metrics.connection_closed_by(ended.why.reason());
+                        if ended.forced {
+                            metrics.connection_closed_by("forced");
+                        }
                     }
                 });
             }
@@ -418,8 +454,10 @@ where
             .get::<axum_server::ConnectionShutdown>()
         {
             let shutdown = shutdown.clone();
-            self.activity
-                .set_closer(move || shutdown.graceful_shutdown());
+            self.activity.set_closer(move |how| match how {
+                Close::Graceful => shutdown.graceful_shutdown(),
+                Close::Abort => shutdown.shutdown(),
+            });
         }
         if let Some(ip) = self.peer {
             request.extensions_mut().insert(Peer(ip));

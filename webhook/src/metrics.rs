@@ -52,7 +52,8 @@ pub struct WatchLabels {
 pub struct ConnectionLabels {
     /// Refused: `limit` (every slot a source may use is taken), `source-limit` (this source
     /// holds `--max-connections-per-source`). Closed: `idle` (`--connection-idle-timeout`),
-    /// `max-age` (`--max-connection-age`).
+    /// `max-age` (`--max-connection-age`), and also `forced` when its streams had not finished
+    /// `--shutdown-grace` after.
     pub reason: String,
 }
 
@@ -165,7 +166,7 @@ impl Metrics {
             );
             registry.register(
                 "connections_closed",
-                "Connections to the admission port the webhook closed gracefully (GOAWAY on HTTP/2), by reason: idle (no request for --connection-idle-timeout), max-age (open for --max-connection-age)",
+                "Connections to the admission port the webhook closed gracefully (GOAWAY on HTTP/2), by reason: idle (no request for --connection-idle-timeout), max-age (open for --max-connection-age); forced (also counted) when its streams had not finished --shutdown-grace later and it was closed outright",
                 connections_closed.clone(),
             );
             registry.register(

@@ -19,7 +19,17 @@ fn ip(last: u8) -> Option<IpAddr> {
 const LONG: Timers = Timers {
     idle: Duration::from_secs(600),
     max_age: Duration::from_secs(600),
+    grace: Duration::from_secs(600),
 };
+
+/// Timers with this idle timeout and maximum age, and a short grace.
+fn timers_of(idle_ms: u64, max_age_ms: u64) -> Timers {
+    Timers {
+        idle: Duration::from_millis(idle_ms),
+        max_age: Duration::from_millis(max_age_ms),
+        grace: Duration::from_millis(100),
+    }
+}
 
 fn limit(
     max: usize,
@@ -103,13 +113,28 @@ fn gone() -> (watch::Sender<()>, watch::Receiver<()>) {
     watch::channel(())
 }
 
+/// Counts the graceful closes asked for; aborts are counted from 100 on.
 fn closing(activity: &Activity) -> Arc<AtomicUsize> {
     let closed = Arc::new(AtomicUsize::new(0));
     let c = closed.clone();
-    activity.set_closer(move || {
-        c.fetch_add(1, Ordering::SeqCst);
+    activity.set_closer(move |how| {
+        let n = match how {
+            Close::Graceful => 1,
+            Close::Abort => 100,
+        };
+        c.fetch_add(n, Ordering::SeqCst);
     });
     closed
+}
+
+/// Ends the connection (drops its stream) once a graceful close was asked for.
+fn closes_when_asked(closed: Arc<AtomicUsize>, tx: watch::Sender<()>) {
+    tokio::spawn(async move {
+        while closed.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(tx);
+    });
 }
 
 #[tokio::test]
@@ -117,14 +142,22 @@ async fn an_idle_connection_is_closed_after_the_idle_timeout() {
     let activity = Arc::new(Activity::new());
     let closed = closing(&activity);
     drop(activity.begin());
-    let (_tx, rx) = gone();
+    let (tx, rx) = gone();
+    closes_when_asked(closed.clone(), tx);
     let started = std::time::Instant::now();
-    let t = Timers {
-        idle: Duration::from_millis(150),
-        max_age: Duration::from_secs(60),
-    };
-    assert_eq!(timers(activity, t, rx).await, Some(Closed::Idle));
-    assert_eq!(closed.load(Ordering::SeqCst), 1);
+    let ended = timers(activity, timers_of(150, 60_000), rx).await;
+    assert_eq!(
+        ended,
+        Some(Ended {
+            why: Closed::Idle,
+            forced: false
+        })
+    );
+    assert_eq!(
+        closed.load(Ordering::SeqCst),
+        1,
+        "closed gracefully, not aborted"
+    );
     let after = started.elapsed();
     assert!(
         after >= Duration::from_millis(150) && after < Duration::from_secs(2),
@@ -137,19 +170,16 @@ async fn a_request_in_flight_keeps_the_connection_and_its_end_restarts_the_idle_
     let activity = Arc::new(Activity::new());
     let closed = closing(&activity);
     let request = activity.begin();
-    let (_tx, rx) = gone();
-    let t = Timers {
-        idle: Duration::from_millis(100),
-        max_age: Duration::from_secs(60),
-    };
-    let watching = tokio::spawn(timers(activity.clone(), t, rx));
+    let (tx, rx) = gone();
+    closes_when_asked(closed.clone(), tx);
+    let watching = tokio::spawn(timers(activity.clone(), timers_of(100, 60_000), rx));
     // Three idle periods with the request in flight: still open.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(closed.load(Ordering::SeqCst), 0);
     assert!(!watching.is_finished());
     let ended = std::time::Instant::now();
     drop(request);
-    assert_eq!(watching.await.unwrap(), Some(Closed::Idle));
+    assert_eq!(watching.await.unwrap().map(|e| e.why), Some(Closed::Idle));
     assert!(ended.elapsed() >= Duration::from_millis(100));
 }
 
@@ -158,15 +188,31 @@ async fn a_busy_connection_is_closed_gracefully_at_its_maximum_age() {
     let activity = Arc::new(Activity::new());
     let closed = closing(&activity);
     let _request = activity.begin();
-    let (_tx, rx) = gone();
-    let t = Timers {
-        idle: Duration::from_millis(50),
-        max_age: Duration::from_millis(200),
-    };
+    let (tx, rx) = gone();
+    closes_when_asked(closed.clone(), tx);
     let started = std::time::Instant::now();
-    assert_eq!(timers(activity, t, rx).await, Some(Closed::MaxAge));
+    let ended = timers(activity, timers_of(50, 200), rx).await;
+    assert_eq!(
+        ended.map(|e| (e.why, e.forced)),
+        Some((Closed::MaxAge, false))
+    );
     assert_eq!(closed.load(Ordering::SeqCst), 1);
     assert!(started.elapsed() >= Duration::from_millis(200));
+}
+
+#[tokio::test]
+async fn a_connection_still_open_a_grace_after_its_graceful_close_is_closed_outright() {
+    // A peer that never lets its answered stream finish (an HTTP/2 window left at 0): the
+    // graceful close does not end the connection, so the grace does.
+    let activity = Arc::new(Activity::new());
+    let closed = closing(&activity);
+    drop(activity.begin());
+    let (_tx, rx) = gone();
+    let started = std::time::Instant::now();
+    let ended = timers(activity, timers_of(50, 60_000), rx).await;
+    assert_eq!(ended.map(|e| (e.why, e.forced)), Some((Closed::Idle, true)));
+    assert_eq!(closed.load(Ordering::SeqCst), 101, "graceful, then aborted");
+    assert!(started.elapsed() >= Duration::from_millis(150));
 }
 
 #[tokio::test]
@@ -174,11 +220,7 @@ async fn the_timers_end_with_the_connection_and_wait_for_a_first_request_to_clos
     // No request yet: nothing to close gracefully with, so the timers do not end it…
     let activity = Arc::new(Activity::new());
     let (tx, rx) = gone();
-    let t = Timers {
-        idle: Duration::from_millis(20),
-        max_age: Duration::from_millis(40),
-    };
-    let watching = tokio::spawn(timers(activity, t, rx));
+    let watching = tokio::spawn(timers(activity, timers_of(20, 40), rx));
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!watching.is_finished());
     // …and they stop when the connection is gone.
@@ -194,11 +236,12 @@ async fn the_accepted_connection_counts_its_timers_close_and_requests_learn_thei
         reserved: 0,
         per_source: 4,
     };
-    let t = Timers {
-        idle: Duration::from_millis(50),
-        max_age: Duration::from_secs(60),
-    };
-    let limit = ConnectionLimit::new(DefaultAcceptor::new(), caps, t, metrics.clone());
+    let limit = ConnectionLimit::new(
+        DefaultAcceptor::new(),
+        caps,
+        timers_of(50, 60_000),
+        metrics.clone(),
+    );
     let seen = Arc::new(Mutex::new(None));
     let service = {
         let seen = seen.clone();
@@ -214,11 +257,17 @@ async fn the_accepted_connection_counts_its_timers_close_and_requests_learn_thei
         .await
         .unwrap();
     assert_eq!(*seen.lock().unwrap(), ip(7).map(Peer));
-    let counted = "resize_guard_connections_closed_total{reason=\"idle\"} 1";
+    // The stream is kept: the graceful close does not end it, so the grace closes it outright.
+    let counted = "resize_guard_connections_closed_total{reason=\"forced\"} 1";
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while !metrics.render().contains(counted) && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(closed.load(Ordering::SeqCst), 1);
-    assert!(metrics.render().contains(counted), "{}", metrics.render());
+    assert_eq!(closed.load(Ordering::SeqCst), 101);
+    let text = metrics.render();
+    assert!(text.contains(counted), "{text}");
+    assert!(
+        text.contains("resize_guard_connections_closed_total{reason=\"idle\"} 1"),
+        "{text}"
+    );
 }
