@@ -1,6 +1,9 @@
 //! Unit tests of the connection caps and the idle and age timers.
 
 use super::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
 use axum_server::accept::DefaultAcceptor;
 
 /// A stream from a given address (nothing is read or written).
