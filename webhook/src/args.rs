@@ -1,7 +1,8 @@
 //! Command-line and environment configuration of the webhook (clap derive, env fallbacks): the
 //! flags it shares with the controller ([`CommonArgs`]) plus TLS, draining, and the admission
-//! port's limits ([`crate::intake`], [`crate::connections`]): every one has a default that is
-//! safe in production.
+//! port's limits ([`crate::intake`], [`crate::connections`]: lanes and body deadlines, shares per
+//! source address, connection caps and timers, HTTP/2 keep-alive): every one has a default that
+//! is safe in production.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -41,7 +42,8 @@ pub struct Args {
     #[arg(long, env = "RESIZE_GUARD_CERT_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_duration)]
     pub cert_reload_interval: Duration,
 
-    /// How long in-flight reviews may take to finish on shutdown.
+    /// How long in-flight reviews may take to finish on shutdown, and on a connection the idle
+    /// or age timer shut down gracefully before it is closed outright.
     #[arg(long, env = "RESIZE_GUARD_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
@@ -70,9 +72,31 @@ pub struct Args {
     #[arg(long, env = "RESIZE_GUARD_ADMISSION_QUEUE_TIMEOUT", default_value = "1s", value_parser = parse_duration)]
     pub admission_queue_timeout: Duration,
 
-    /// How long a request's whole body may take to arrive (408 after).
+    /// How long a request's whole body may take to arrive, at most (408 after); a body of
+    /// unknown length gets all of it, a declared one `--body-read-grace` plus its size at
+    /// `--body-min-bytes-per-second`, when that is sooner.
     #[arg(long, env = "RESIZE_GUARD_BODY_READ_TIMEOUT", default_value = "3s", value_parser = parse_duration)]
     pub body_read_timeout: Duration,
+
+    /// The fixed part of a declared body's deadline (sized in [`crate::intake::BODY_GRACE`]).
+    #[arg(long, env = "RESIZE_GUARD_BODY_READ_GRACE", default_value = "500ms", value_parser = parse_duration)]
+    pub body_read_grace: Duration,
+
+    /// The slowest rate a declared body may arrive at beyond `--body-read-grace` (0: only
+    /// `--body-read-timeout`; sized in [`crate::intake::BODY_MIN_RATE`]).
+    #[arg(long, env = "RESIZE_GUARD_BODY_MIN_BYTES_PER_SECOND", default_value_t = crate::intake::BODY_MIN_RATE)]
+    pub body_min_bytes_per_second: u64,
+
+    /// Reviews one source address may have in progress at once in the regular lane (more wait
+    /// for one of its own, then are shed), so one sender cannot hold the lane.
+    #[arg(long, env = "RESIZE_GUARD_MAX_CONCURRENT_REVIEWS_PER_SOURCE", default_value_t = 8,
+          value_parser = positive_count)]
+    pub max_concurrent_reviews_per_source: usize,
+
+    /// Reviews one source address may have in progress at once in the large lane.
+    #[arg(long, env = "RESIZE_GUARD_MAX_CONCURRENT_LARGE_REVIEWS_PER_SOURCE", default_value_t = 1,
+          value_parser = positive_count)]
+    pub max_concurrent_large_reviews_per_source: usize,
 
     /// How long a connection may take to send a request's head (the first one after the TLS
     /// handshake, and each one on a kept-alive HTTP/1.1 connection); it is closed after.
@@ -92,6 +116,33 @@ pub struct Args {
     #[arg(long, env = "RESIZE_GUARD_MAX_CONNECTIONS", default_value_t = 512,
           value_parser = positive_count)]
     pub max_connections: usize,
+
+    /// Connections one source address may hold open at once; one more is closed on accept.
+    #[arg(long, env = "RESIZE_GUARD_MAX_CONNECTIONS_PER_SOURCE", default_value_t = 64,
+          value_parser = positive_count)]
+    pub max_connections_per_source: usize,
+
+    /// Of `--max-connections`, how many only a source holding fewer than 4 connections may take
+    /// (kube-apiserver holds one), so a crowd from a few addresses leaves it room to reconnect.
+    #[arg(long, env = "RESIZE_GUARD_RESERVED_CONNECTIONS", default_value_t = 64)]
+    pub reserved_connections: usize,
+
+    /// A connection with no request in flight for this long is shut down gracefully (GOAWAY
+    /// on HTTP/2; kube-apiserver reconnects for its next review).
+    #[arg(long, env = "RESIZE_GUARD_CONNECTION_IDLE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub connection_idle_timeout: Duration,
+
+    /// A connection open for this long is shut down gracefully (its reviews in flight finish).
+    #[arg(long, env = "RESIZE_GUARD_MAX_CONNECTION_AGE", default_value = "5m", value_parser = parse_duration)]
+    pub max_connection_age: Duration,
+
+    /// How often an HTTP/2 connection with no frames received is pinged.
+    #[arg(long, env = "RESIZE_GUARD_HTTP2_KEEP_ALIVE_INTERVAL", default_value = "20s", value_parser = parse_duration)]
+    pub http2_keep_alive_interval: Duration,
+
+    /// How long an HTTP/2 ping may go unanswered before the connection is closed.
+    #[arg(long, env = "RESIZE_GUARD_HTTP2_KEEP_ALIVE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub http2_keep_alive_timeout: Duration,
 
     /// Instance name reported on Events (defaults to the host name).
     #[arg(long, env = "POD_NAME")]
@@ -114,9 +165,33 @@ impl Args {
             max_body_bytes: self.max_body_bytes,
             large_body_bytes: self.large_body_bytes,
             body_read_timeout: self.body_read_timeout,
+            body_grace: self.body_read_grace,
+            body_min_rate: self.body_min_bytes_per_second,
             queue_timeout: self.admission_queue_timeout,
             max_reviews: self.max_concurrent_reviews,
             max_large_reviews: self.max_concurrent_large_reviews,
+            max_reviews_per_source: self.max_concurrent_reviews_per_source,
+            max_large_reviews_per_source: self.max_concurrent_large_reviews_per_source,
+        }
+    }
+
+    /// The connection caps from these flags (the reserve is kept below the limit).
+    pub fn connection_caps(&self) -> crate::connections::Caps {
+        crate::connections::Caps {
+            max: self.max_connections,
+            reserved: self
+                .reserved_connections
+                .min(self.max_connections.saturating_sub(1)),
+            per_source: self.max_connections_per_source,
+        }
+    }
+
+    /// The connection timers from these flags.
+    pub fn connection_timers(&self) -> crate::connections::Timers {
+        crate::connections::Timers {
+            idle: self.connection_idle_timeout,
+            max_age: self.max_connection_age,
+            grace: self.shutdown_grace,
         }
     }
 }
@@ -176,9 +251,41 @@ mod tests {
         assert_eq!(a.admission_queue_timeout, Duration::from_secs(1));
         let limits = a.limits();
         assert_eq!(limits.max_reviews, 32);
+        assert_eq!(
+            (
+                limits.max_reviews_per_source,
+                limits.max_large_reviews_per_source
+            ),
+            (8, 1)
+        );
+        assert_eq!(limits.body_grace, Duration::from_millis(500));
+        assert_eq!(limits.body_min_rate, 1024 * 1024);
+        let caps = a.connection_caps();
+        assert_eq!((caps.max, caps.reserved, caps.per_source), (512, 64, 64));
+        let timers = a.connection_timers();
+        assert_eq!(
+            (timers.idle, timers.max_age),
+            (Duration::from_secs(30), Duration::from_secs(300))
+        );
+        assert_eq!(
+            (a.http2_keep_alive_interval, a.http2_keep_alive_timeout),
+            (Duration::from_secs(20), Duration::from_secs(10))
+        );
+        // A reserve as large as the limit would leave nothing for anyone else.
+        let all = Args::try_parse_from([
+            "resize-guard-webhook",
+            "--max-connections=8",
+            "--reserved-connections=100",
+        ])
+        .unwrap();
+        assert_eq!(all.connection_caps().reserved, 7);
         for bad in [
             "--max-concurrent-reviews=0",
             "--max-connections=-1",
+            "--max-connections-per-source=0",
+            "--max-concurrent-reviews-per-source=0",
+            "--connection-idle-timeout=30",
+            "--body-min-bytes-per-second=fast",
             "--header-read-timeout=5",
             "--max-body-bytes=lots",
         ] {

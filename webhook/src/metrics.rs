@@ -47,10 +47,20 @@ pub struct WatchLabels {
     pub resource: String,
 }
 
+/// Why a connection to the admission port was refused or closed by the webhook.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConnectionLabels {
+    /// Refused: `limit` (every slot a source may use is taken), `source-limit` (this source
+    /// holds `--max-connections-per-source`). Closed: `idle` (`--connection-idle-timeout`),
+    /// `max-age` (`--max-connection-age`), and also `forced` when its streams had not finished
+    /// `--shutdown-grace` after.
+    pub reason: String,
+}
+
 /// Labels of a request refused before review.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusalLabels {
-    /// `too-large`, `shed`, `body-timeout`, `body-error`, `bad-length`.
+    /// `too-large`, `shed`, `source-shed`, `body-timeout`, `body-error`, `bad-length`.
     pub reason: String,
     /// `regular`, `large`, or `none` (refused before a lane was chosen).
     pub lane: String,
@@ -69,7 +79,8 @@ pub struct Metrics {
     watch_errors: Family<WatchLabels, Counter>,
     refusals: Family<RefusalLabels, Counter>,
     connections_open: Gauge,
-    connections_refused: Counter,
+    connections_refused: Family<ConnectionLabels, Counter>,
+    connections_closed: Family<ConnectionLabels, Counter>,
     connection_errors: Counter,
     events_withheld: Counter,
     usage_lookups: Family<ResultLabels, Counter>,
@@ -96,7 +107,8 @@ impl Metrics {
         let watch_errors = Family::<WatchLabels, Counter>::default();
         let refusals = Family::<RefusalLabels, Counter>::default();
         let connections_open = Gauge::default();
-        let connections_refused = Counter::default();
+        let connections_refused = Family::<ConnectionLabels, Counter>::default();
+        let connections_closed = Family::<ConnectionLabels, Counter>::default();
         let connection_errors = Counter::default();
         let events_withheld = Counter::default();
         let usage_lookups = Family::<ResultLabels, Counter>::default();
@@ -139,7 +151,7 @@ impl Metrics {
             );
             registry.register(
                 "admission_refusals",
-                "Admission requests answered before review by the intake (too large, shed under load, body too slow), by reason and lane",
+                "Admission requests answered before review by the intake (too large, shed under load, shed because the source holds its share of permits, body too slow), by reason and lane",
                 refusals.clone(),
             );
             registry.register(
@@ -149,8 +161,13 @@ impl Metrics {
             );
             registry.register(
                 "connections_refused",
-                "Connections to the admission port closed at once because --max-connections were open",
+                "Connections to the admission port closed as soon as accepted, by reason: limit (--max-connections open, or all but the --reserved-connections that only sources holding few connections may take), source-limit (the source holds --max-connections-per-source)",
                 connections_refused.clone(),
+            );
+            registry.register(
+                "connections_closed",
+                "Connections to the admission port the webhook closed gracefully (GOAWAY on HTTP/2), by reason: idle (no request for --connection-idle-timeout), max-age (open for --max-connection-age); forced (also counted) when its streams had not finished --shutdown-grace later and it was closed outright",
+                connections_closed.clone(),
             );
             registry.register(
                 "connection_errors",
@@ -185,6 +202,7 @@ impl Metrics {
             refusals,
             connections_open,
             connections_refused,
+            connections_closed,
             connection_errors,
             events_withheld,
             usage_lookups,
@@ -222,9 +240,22 @@ impl Metrics {
         self.connections_open.dec();
     }
 
-    /// A connection was refused at the limit.
-    pub fn connection_refused(&self) {
-        self.connections_refused.inc();
+    /// A connection was refused on accept (`limit` or `source-limit`).
+    pub fn connection_refused(&self, reason: &str) {
+        self.connections_refused
+            .get_or_create(&ConnectionLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A connection was closed gracefully by the webhook (`idle` or `max-age`).
+    pub fn connection_closed_by(&self, reason: &str) {
+        self.connections_closed
+            .get_or_create(&ConnectionLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     /// A connection failed before its first request.

@@ -26,7 +26,7 @@ use resize_guard_runtime::{Events, Runtime, health};
 use serde_json::json;
 
 use crate::args::Args;
-use crate::connections::ConnectionLimit;
+use crate::connections::{ConnectionLimit, Peer};
 use crate::intake::{Intake, Lane, Limits};
 use crate::metrics::Metrics;
 use crate::review::{Cluster, Decoded, Reviewed, Stage, decode};
@@ -127,19 +127,15 @@ async fn handle(stage: Stage, served: Served, request: Request) -> Response {
             "AdmissionReviews must be sent as application/json".into(),
         );
     }
-    // The permit is held until the answer is built: it bounds the bodies in memory.
-    let (ticket, body) = match intake.admit(&parts.headers).await {
+    // The permit is held until the answer is built: it bounds the bodies in memory. The peer
+    // (set by the admission listener) gets its own share of the permits.
+    let peer = parts.extensions.get::<Peer>().map(|p| p.0);
+    let (ticket, body) = match intake.admit_from(&parts.headers, peer).await {
         Ok(ticket) => match intake.read(&ticket, body).await {
             Ok(body) => (ticket, body),
             Err(refusal) => return refused(&state, stage, Some(ticket.lane), &refusal),
         },
-        Err(refusal) => {
-            let lane = match &refusal {
-                crate::intake::Refusal::Shed { lane, .. } => Some(*lane),
-                _ => None,
-            };
-            return refused(&state, stage, lane, &refusal);
-        }
+        Err(refusal) => return refused(&state, stage, refusal.lane(), &refusal),
     };
     let reviewed = match judged(stage, &state, ticket.lane, body).await {
         Ok(r) => r,
@@ -172,6 +168,7 @@ fn refused(
         .metrics
         .refusal(refusal.reason(), lane.map(Lane::name));
     let why = resize_guard_runtime::error_chain(refusal);
+    // A source over its share is the flood itself: at debug, with the rest.
     if matches!(refusal, crate::intake::Refusal::Shed { .. }) {
         tracing::warn!(stage = stage.name(), reason = refusal.reason(), error = %why, "shed an admission request");
     } else {
@@ -312,7 +309,8 @@ pub async fn serve(
     };
     let runtime = Runtime::start(client.clone(), reporter, shutdown);
     let view = start_view(&args, client.clone(), &metrics, &runtime);
-    let cert = load_cert(&args, client.clone(), &metrics)?;
+    let supervisor = view.supervisor().clone();
+    let cert = load_cert(&args, client.clone(), &metrics, &supervisor)?;
     let tls = RustlsConfig::from_config(Arc::new(crate::tls::server_config(cert.clone())?));
     let readiness: Readiness = {
         let (view, runtime, cert) = (view.clone(), runtime.clone(), cert.clone());
@@ -347,27 +345,41 @@ pub async fn serve(
         .serve_health(args.common.health_addr, readiness, render)
         .await?;
 
-    // `/readyz` reports "shutting down" from the signal on (the runtime flips it first).
+    // `/readyz` reports "shutting down" from the signal on (the runtime flips it first). A
+    // supervised task (a watch of the view, the serving Secret's watch) that panicked or ended
+    // leaves a cache or a certificate that no longer moves: `/livez` fails with the reason, the
+    // in-flight reviews drain, and the process exits with it, so it restarts fresh.
     let handle = axum_server::Handle::new();
-    let (grace, h, stopped) = (args.shutdown_grace, handle.clone(), runtime.stopped());
-    tokio::spawn(async move {
-        stopped.await;
-        tracing::info!(
-            grace_secs = grace.as_secs(),
-            "shutting down: draining in-flight reviews"
-        );
-        h.graceful_shutdown(Some(grace));
-    });
+    {
+        let (grace, h, stopped) = (args.shutdown_grace, handle.clone(), runtime.stopped());
+        let (supervisor, runtime) = (supervisor.clone(), runtime.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = stopped => tracing::info!(
+                    grace_secs = grace.as_secs(),
+                    "shutting down: draining in-flight reviews"
+                ),
+                exit = supervisor.exited() => {
+                    tracing::error!(%exit, "a supervised task stopped; /livez fails and the process exits so it is restarted");
+                    runtime.liveness().fail(exit.to_string());
+                }
+            }
+            h.graceful_shutdown(Some(grace));
+        });
+    }
     tracing::info!(addr = %args.tls_addr, "serving /mutate /validate over TLS");
     let limits = args.limits();
     let metrics = state.metrics.clone();
     serve_admission(&args, tls, handle, metrics, guarded_router(state, limits)).await?;
+    if let Some(exit) = supervisor.exit() {
+        anyhow::bail!("stopped because {exit}");
+    }
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Starts the cluster view with the webhook's hooks, exposes what it reads on `/metrics`, and
-/// fails `/livez` for good when one of its watch tasks stops.
+/// Starts the cluster view with the webhook's hooks and exposes what it reads on `/metrics`
+/// (its supervisor is watched by [`serve`]).
 fn start_view(
     args: &Args,
     client: kube::Client,
@@ -397,25 +409,16 @@ fn start_view(
     );
     // `/metrics` reads the version and the policy in force at each scrape.
     resize_guard_cluster::exposition::expose(&view, metrics.exposition(), runtime.version());
-    // A watch task that panicked or ended leaves a cache that no longer moves: the view is
-    // unready for good, and `/livez` fails so the kubelet restarts the process with fresh caches.
-    {
-        let (view, runtime) = (view.clone(), runtime.clone());
-        tokio::spawn(async move {
-            let exit = view.supervisor().exited().await;
-            tracing::error!(%exit, "a watch task stopped; /livez fails so the process is restarted");
-            runtime.liveness().fail(exit.to_string());
-        });
-    }
     view
 }
 
 /// The serving certificate, from `--cert-dir` (reloaded from files) or the `--tls-secret`
-/// Secret (watched through the API).
+/// Secret (watched through the API, on a task of `supervisor`).
 fn load_cert(
     args: &Args,
     client: kube::Client,
     metrics: &Arc<Metrics>,
+    supervisor: &resize_guard_cluster::supervisor::Supervisor,
 ) -> anyhow::Result<Arc<ServingCert>> {
     let cert = Arc::new(ServingCert::new());
     match &args.cert_dir {
@@ -431,7 +434,8 @@ fn load_cert(
             ));
         }
         None => {
-            tokio::spawn(crate::serving_secret::watch(
+            crate::serving_secret::spawn(
+                supervisor,
                 client,
                 SecretRef {
                     namespace: args.common.namespace.clone(),
@@ -439,16 +443,18 @@ fn load_cert(
                 },
                 cert.clone(),
                 metrics.clone(),
-            ));
+            );
         }
     }
     Ok(cert)
 }
 
-/// The TLS listener: the connection limit runs first (a refused connection costs no
-/// handshake), then the handshake under its deadline; the first request's head must arrive
-/// within `--header-read-timeout` (HTTP/1.1 and HTTP/2), and so must every later head on a kept-
-/// alive HTTP/1.1 connection (hyper's `header_read_timeout`).
+/// The TLS listener: the connection caps run first (a refused connection costs no handshake),
+/// then the handshake under its deadline; the first request's head must arrive within
+/// `--header-read-timeout` (HTTP/1.1 and HTTP/2), and so must every later head on a kept-alive
+/// HTTP/1.1 connection (hyper's `header_read_timeout`); after the first request the idle and
+/// age timers and HTTP/2 keep-alive pings bound how long a connection stays
+/// ([`crate::connections`]).
 async fn serve_admission(
     args: &Args,
     tls: RustlsConfig,
@@ -462,7 +468,8 @@ async fn serve_admission(
         .handshake_timeout(args.tls_handshake_timeout)
         .acceptor(ConnectionLimit::new(
             axum_server::accept::NoDelayAcceptor::new(),
-            args.max_connections,
+            args.connection_caps(),
+            args.connection_timers(),
             metrics.clone(),
         ));
     let mut server = axum_server::bind(args.tls_addr)
@@ -476,9 +483,16 @@ async fn serve_admission(
                 tracing::debug!(peer = ?peer, error = %e, "an admission connection failed before its first request");
             }
         });
-    server
-        .http_builder()
+    let builder = server.http_builder();
+    builder
         .http1()
         .header_read_timeout(args.header_read_timeout);
+    // Pings find a peer that vanished without closing (a partitioned or crashed API server
+    // instance, a half-open connection) within interval + timeout; the connection's idle and
+    // age timers ([`crate::connections`]) end the ones that answer but send no reviews.
+    builder
+        .http2()
+        .keep_alive_interval(Some(args.http2_keep_alive_interval))
+        .keep_alive_timeout(args.http2_keep_alive_timeout);
     server.serve(router.into_make_service()).await
 }

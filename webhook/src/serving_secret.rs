@@ -6,15 +6,22 @@
 //! replica within seconds, without waiting for a kubelet volume sync. A missing Secret, missing
 //! keys or unreadable PEM make `/readyz` fail with the reason (see [`crate::tls`]).
 //!
+//! The watch runs as a task of the view's [`Supervisor`] ([`spawn`]): a panic, or the stream
+//! ending, fails `/livez` with the reason and ends the process ([`crate::server`]), instead of
+//! leaving a certificate that no rotation reaches any more.
+//!
 //! Data flow: watch event → [`pem_pair`] (pure: which keys, non-empty) → [`ServingKey`] (parse,
 //! key matches leaf) → [`ServingCert::install`] / [`ServingCert::fail`] + metrics + a log line.
 
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+
+use resize_guard_cluster::supervisor::Supervisor;
+use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;
 use crate::tls::{ServingCert, ServingKey};
@@ -92,24 +99,52 @@ pub fn offer(cert: &ServingCert, secret: &Secret, at: &SecretRef, metrics: &Metr
     }
 }
 
-/// Watches the Secret for ever, offering every version to `cert`.
+/// The supervised task's name (`/livez` and the log say "the serving Secret watch ended: …").
+pub const TASK: &str = "the serving Secret watch";
+
+/// Runs [`watch`] as a task of `supervisor`.
+pub fn spawn(
+    supervisor: &Supervisor,
+    client: kube::Client,
+    at: SecretRef,
+    cert: Arc<ServingCert>,
+    metrics: Arc<Metrics>,
+) -> JoinHandle<()> {
+    supervisor.spawn(TASK, watch(client, at, cert, metrics))
+}
+
+/// Watches the Secret for ever, offering every version to `cert` (the watcher retries with
+/// backoff); the stream ending is an error.
 pub async fn watch(
     client: kube::Client,
     at: SecretRef,
     cert: Arc<ServingCert>,
     metrics: Arc<Metrics>,
-) {
+) -> Result<(), String> {
     let api: Api<Secret> = Api::namespaced(client, &at.namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", at.name));
-    let mut stream = watcher(api, config).default_backoff().boxed();
-    let mut seen_in_list = false;
+    let stream = watcher(api, config).default_backoff().boxed();
     tracing::info!(secret = %at, "reading the serving certificate from the Secret");
+    follow(stream, &at, &cert, &metrics).await
+}
+
+/// Offers every event of `stream` to `cert`; returns (an error) only when the stream ends.
+pub async fn follow<S>(
+    mut stream: S,
+    at: &SecretRef,
+    cert: &ServingCert,
+    metrics: &Metrics,
+) -> Result<(), String>
+where
+    S: Stream<Item = Result<watcher::Event<Secret>, watcher::Error>> + Unpin,
+{
+    let mut seen_in_list = false;
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::Init) => seen_in_list = false,
             Ok(watcher::Event::InitApply(s) | watcher::Event::Apply(s)) => {
                 seen_in_list = true;
-                offer(&cert, &s, &at, &metrics);
+                offer(cert, &s, at, metrics);
             }
             Ok(watcher::Event::InitDone) => {
                 if !seen_in_list {
@@ -131,6 +166,7 @@ pub async fn watch(
             }
         }
     }
+    Err(format!("the watch of {at} ended"))
 }
 
 #[cfg(test)]
@@ -291,5 +327,54 @@ mod tests {
         slot.offer(&tls(&renewed));
         assert!(slot.serves(&renewed));
         slot.shows("resize_guard_certificate_reloads_total{result=\"ok\"} 1");
+    }
+
+    #[tokio::test]
+    async fn the_watch_ending_is_a_supervised_exit_that_says_which_secret() {
+        let supervisor = Supervisor::new();
+        let (cert, metrics) = (Arc::new(ServingCert::new()), Arc::new(Metrics::new()));
+        let first = loopback();
+        let events = futures::stream::iter([
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(tls(&first))),
+            Ok(watcher::Event::InitDone),
+        ]);
+        let task = {
+            let (cert, metrics) = (cert.clone(), metrics.clone());
+            supervisor.spawn(
+                TASK,
+                async move { follow(events, &at(), &cert, &metrics).await },
+            )
+        };
+        let exit = tokio::time::timeout(std::time::Duration::from_secs(5), supervisor.exited())
+            .await
+            .unwrap();
+        task.await.unwrap();
+        assert_eq!(exit.task, TASK);
+        assert_eq!(
+            exit.how,
+            "ended: the watch of Secret resize-guard/resize-guard-webhook-tls ended"
+        );
+        // What it saw before it ended was still served.
+        assert!(cert.is_loaded());
+    }
+
+    #[tokio::test]
+    async fn a_panic_in_the_watch_is_a_supervised_exit() {
+        let supervisor = Supervisor::new();
+        let (cert, metrics) = (Arc::new(ServingCert::new()), Arc::new(Metrics::new()));
+        let boom = futures::stream::poll_fn(
+            |_| -> std::task::Poll<Option<Result<watcher::Event<Secret>, watcher::Error>>> {
+                panic!("boom")
+            },
+        );
+        supervisor.spawn(
+            TASK,
+            async move { follow(boom, &at(), &cert, &metrics).await },
+        );
+        let exit = tokio::time::timeout(std::time::Duration::from_secs(5), supervisor.exited())
+            .await
+            .unwrap();
+        assert_eq!(exit.to_string(), "the serving Secret watch panicked: boom");
     }
 }

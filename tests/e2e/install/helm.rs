@@ -543,6 +543,66 @@ async fn the_default_render_is_the_kustomize_install_and_variants_are_the_overla
     }
 }
 
+/// The admission port's NetworkPolicy rule: open to any source by default (kube-apiserver's
+/// source differs by cluster), narrowed to `networkPolicy.admissionFrom` when given — the same
+/// objects as `deploy/overlays/admission-from` — with the health port left open either way.
+#[tokio::test]
+async fn the_admission_port_is_narrowed_only_when_admission_from_is_given() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let helm = helm();
+
+    let default = objects(&helm.template(&[]).await);
+    let open = &find(&default, "NetworkPolicy", "resize-guard")["spec"]["ingress"];
+    assert_eq!(open[0]["ports"][0]["port"], 8443);
+    assert!(open[0]["from"].is_null(), "narrowed by default: {open}");
+    assert!(open[1]["from"].is_null(), "{open}");
+
+    let peer = r#"networkPolicy.admissionFrom=[{"ipBlock":{"cidr":"10.0.0.0/24"}}]"#;
+    let narrowed = helm
+        .template(&["--set-json", peer, "--set", "namespace.create=true"])
+        .await;
+    let overlay = kubectl(env, &["kustomize", &path("deploy/overlays/admission-from")]).await;
+    assert_same_objects(
+        "--set-json networkPolicy.admissionFrom vs deploy/overlays/admission-from",
+        &overlay,
+        &narrowed,
+        false,
+    );
+    let objs = objects(&narrowed);
+    let rules = &find(&objs, "NetworkPolicy", "resize-guard")["spec"]["ingress"];
+    assert_eq!(
+        rules[0]["from"],
+        serde_json::json!([{"ipBlock": {"cidr": "10.0.0.0/24"}}])
+    );
+    assert_eq!(rules[0]["ports"][0]["port"], 8443);
+    // The kubelet's probes and Prometheus still reach the health port.
+    assert_eq!(rules[1]["ports"][0]["port"], 8080);
+    assert!(rules[1]["from"].is_null(), "{rules}");
+    // The controller's policy is not narrowed with it.
+    let controller = &find(&objs, "NetworkPolicy", "resize-guard-controller")["spec"]["ingress"];
+    assert!(controller[0]["from"].is_null(), "{controller}");
+
+    // A konnectivity peer (namespace and pod selectors together) reaches the object whole, on
+    // the port the webhook listens on.
+    let konnectivity = r#"networkPolicy.admissionFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}},"podSelector":{"matchLabels":{"k8s-app":"konnectivity-agent"}}}]"#;
+    let objs = objects(
+        &helm
+            .template(&["--set-json", konnectivity, "--set", "webhook.port=10250"])
+            .await,
+    );
+    let rules = &find(&objs, "NetworkPolicy", "resize-guard")["spec"]["ingress"];
+    assert_eq!(rules[0]["ports"][0]["port"], 10250);
+    assert_eq!(
+        rules[0]["from"][0]["podSelector"]["matchLabels"]["k8s-app"],
+        "konnectivity-agent"
+    );
+    assert_eq!(
+        rules[0]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "kube-system"
+    );
+}
+
 #[tokio::test]
 async fn every_render_applies_on_server_dry_run() {
     let env = shared(EnvOptions::default());

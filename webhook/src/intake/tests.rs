@@ -17,10 +17,165 @@ fn limits(queue_ms: u64) -> Limits {
         max_body_bytes: 1000,
         large_body_bytes: 100,
         body_read_timeout: Duration::from_millis(200),
+        body_grace: Duration::from_millis(200),
+        body_min_rate: 0,
         queue_timeout: Duration::from_millis(queue_ms),
         max_reviews: 2,
         max_large_reviews: 1,
+        max_reviews_per_source: 2,
+        max_large_reviews_per_source: 1,
     }
+}
+
+fn ip(last: u8) -> Option<std::net::IpAddr> {
+    Some(std::net::IpAddr::from([10, 0, 0, last]))
+}
+
+#[test]
+fn a_declared_body_gets_a_deadline_from_its_size_and_an_undeclared_one_the_read_timeout() {
+    let l = Limits::with_max_body(MAX_BODY_BYTES);
+    // A review of a few KiB: the grace and a few milliseconds, far from the 3 s read timeout.
+    let small = l.body_deadline(Some(4096));
+    assert!(
+        small >= BODY_GRACE && small < Duration::from_millis(510),
+        "{small:?}"
+    );
+    assert_eq!(
+        l.body_deadline(Some(LARGE_BODY_BYTES)),
+        Duration::from_millis(750)
+    );
+    assert_eq!(
+        l.body_deadline(Some(MAX_BODY_BYTES)),
+        Duration::from_secs(2)
+    );
+    assert_eq!(l.body_deadline(None), Duration::from_secs(3));
+    // Never past the read timeout; a rate of 0 turns the rate off.
+    let slow = Limits {
+        body_min_rate: 1,
+        ..l.clone()
+    };
+    assert_eq!(slow.body_deadline(Some(4096)), Duration::from_secs(3));
+    let off = Limits {
+        body_min_rate: 0,
+        ..l
+    };
+    assert_eq!(off.body_deadline(Some(4096)), Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn a_trickled_small_body_loses_its_permit_after_the_grace_not_the_read_timeout() {
+    let intake = Intake::new(Limits {
+        body_read_timeout: Duration::from_secs(3),
+        body_grace: Duration::from_millis(100),
+        body_min_rate: 1024 * 1024,
+        ..limits(10)
+    });
+    let ticket = intake.admit(&headers(Some(50))).await.unwrap();
+    assert_eq!(ticket.lane, Lane::Regular);
+    // One byte, then nothing: a sender trickling a small declared body.
+    let trickle = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"{"))])
+        .chain(futures::stream::pending());
+    let started = std::time::Instant::now();
+    let e = intake
+        .read(&ticket, Body::from_stream(trickle))
+        .await
+        .unwrap_err();
+    let held = started.elapsed();
+    assert!(matches!(e, Refusal::BodyTimeout(_)), "{e:?}");
+    assert!(
+        held >= Duration::from_millis(100) && held < Duration::from_secs(1),
+        "the permit was held {held:?}"
+    );
+}
+
+#[tokio::test]
+async fn one_source_holds_at_most_its_share_of_a_lane_and_others_still_get_in() {
+    let intake = Intake::new(Limits {
+        max_reviews: 4,
+        max_reviews_per_source: 2,
+        ..limits(50)
+    });
+    let a1 = intake.admit_from(&headers(Some(10)), ip(1)).await.unwrap();
+    let a2 = intake.admit_from(&headers(Some(10)), ip(1)).await.unwrap();
+    // The source's share is taken: its next request waits the queue timeout, then is shed…
+    let started = std::time::Instant::now();
+    let e = intake
+        .admit_from(&headers(Some(10)), ip(1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Refusal::SourceShed {
+                lane: Lane::Regular,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        (e.reason(), e.status()),
+        ("source-shed", StatusCode::SERVICE_UNAVAILABLE)
+    );
+    assert!(started.elapsed() >= Duration::from_millis(50));
+    // …while another source gets the lane's other permits at once.
+    let b1 = intake.admit_from(&headers(Some(10)), ip(2)).await.unwrap();
+    let _b2 = intake.admit_from(&headers(Some(10)), ip(2)).await.unwrap();
+    // The lane is full now: a third source is shed by the lane, not by its share.
+    let e = intake
+        .admit_from(&headers(Some(10)), ip(3))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Refusal::Shed { .. }), "{e:?}");
+    // A source's waiting request gets its own released permit.
+    let waiter = {
+        let intake = Intake {
+            limits: Limits {
+                queue_timeout: Duration::from_secs(2),
+                ..intake.limits.clone()
+            },
+            ..intake.clone()
+        };
+        tokio::spawn(async move {
+            intake
+                .admit_from(&headers(Some(10)), ip(1))
+                .await
+                .map(|t| t.lane)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    drop(a1);
+    assert_eq!(waiter.await.unwrap().unwrap(), Lane::Regular);
+    // Sources are forgotten once nothing of theirs is held or waited for.
+    drop((a2, b1, _b2));
+    assert_eq!(intake.sources.len(), 0);
+}
+
+#[tokio::test]
+async fn a_source_shares_the_large_lane_too() {
+    let intake = Intake::new(Limits {
+        max_large_reviews: 2,
+        ..limits(20)
+    });
+    let _a = intake.admit_from(&headers(None), ip(1)).await.unwrap();
+    assert!(matches!(
+        intake
+            .admit_from(&headers(Some(500)), ip(1))
+            .await
+            .unwrap_err(),
+        Refusal::SourceShed {
+            lane: Lane::Large,
+            ..
+        }
+    ));
+    assert_eq!(
+        intake
+            .admit_from(&headers(Some(500)), ip(2))
+            .await
+            .unwrap()
+            .lane,
+        Lane::Large
+    );
 }
 
 #[tokio::test]
