@@ -29,6 +29,7 @@ use crate::preemption::decision::{Decision, held_back};
 use crate::preemption::seal::{PLAN_ANNOTATION, PlanRecord, PlanSeal, seal};
 
 mod error;
+mod notes;
 mod preempt;
 mod removal;
 
@@ -82,6 +83,19 @@ impl Actuator {
         reason: &'static str,
         note: String,
     ) {
+        // Read by the regarding object's namespace: other namespaces' pods are counted there,
+        // named only in this log line (`actuate/notes.rs`).
+        let note = match regarding.namespace.as_deref() {
+            Some(ns) => {
+                let shown = notes::for_namespace(&note, ns);
+                if shown != note {
+                    tracing::info!(reason, regarding = ?regarding.name, namespace = ns, note,
+                        "Event note with other namespaces' pods counted, not named");
+                }
+                shown
+            }
+            None => note,
+        };
         let intent = EventIntent {
             regarding: regarding.clone(),
             related: related.cloned(),
