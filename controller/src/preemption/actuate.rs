@@ -84,8 +84,10 @@ impl Actuator {
         note: String,
     ) {
         // Read by the regarding object's namespace: other namespaces' pods are counted there,
-        // named only in this log line (`actuate/notes.rs`).
+        // named only in this log line (`actuate/notes.rs`). A rejected plan record is quoted as
+        // written on the pod itself, where the same readers see it (`notes::QUOTES_THE_RECORD`).
         let note = match regarding.namespace.as_deref() {
+            Some(_) if reason == notes::QUOTES_THE_RECORD => note,
             Some(ns) => {
                 let shown = notes::for_namespace(&note, ns);
                 if shown != note {

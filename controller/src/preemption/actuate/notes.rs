@@ -12,6 +12,16 @@
 //! `Preempted` on a victim of another namespace than its preemptor names the preemptor as "a
 //! higher-priority pod in another namespace" with its priority and node (the why, not the who),
 //! and relates no object; the preemptor's own `PreemptingForResize` counts it.
+//!
+//! One exception, [`QUOTES_THE_RECORD`]: `PreemptionPlanRejected` says which entries of the plan
+//! record on the preemptor (annotation `resize-guard.io/preemption`, ARCHITECTURE.md §5.3) fail
+//! which rule. Every name it gives is in that annotation, on the same pod, for the same readers
+//! (`kubectl get pod -o yaml`), and a record its author planted must stay legible to its author.
+//! Counting them there would hide nothing the annotation does not show; the record's format
+//! (`shared/src/plan.rs`) is where other namespaces' names would have to go first.
+
+/// The Event reason whose note quotes the plan record on its own pod, left as written.
+pub const QUOTES_THE_RECORD: &str = "PreemptionPlanRejected";
 
 /// `note` for readers of namespace `ns`: every `namespace/name` of another namespace (with its
 /// `(priority N)` when one follows) becomes `a pod in another namespace`, and a run of them

@@ -517,3 +517,31 @@ async fn events_name_no_pod_of_another_namespace_than_their_own() {
     let mark = log.iter().find(|s| s.path.ends_with("v1/status")).unwrap();
     assert!(!mark.body.to_string().contains("prod/app"), "{}", mark.body);
 }
+
+/// A rejected plan record is quoted as written on the preemptor: the annotation shows its
+/// readers the same names.
+#[tokio::test]
+async fn a_rejected_plan_record_is_quoted_as_written() {
+    let (a, seen) = leading(Box::new(ok));
+    let why = "it names batch/v1: its namespace is protected";
+    a.apply(
+        &preemptor(),
+        Decision::DropPlan {
+            why: why.into(),
+            after: SHORT_WAIT,
+        },
+    )
+    .await
+    .unwrap();
+    settle().await;
+    let log = seen.lock().unwrap().clone();
+    let rejected = log
+        .iter()
+        .find(|s| s.path.contains("/events") && s.body["reason"] == "PreemptionPlanRejected")
+        .expect("a PreemptionPlanRejected Event");
+    assert!(
+        rejected.body["note"].as_str().unwrap().contains(why),
+        "{}",
+        rejected.body
+    );
+}
