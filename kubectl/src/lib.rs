@@ -153,7 +153,11 @@ async fn what_if_pod(
     let p = facts::pod(conn, &conn.namespace, name).await?;
     let proposal = what_if::propose(&p, args).map_err(exit::usage)?;
     let judge = Judge::load(conn).await;
-    let ledger = facts::pod_ledger(conn, &p).await?;
+    // The node and its pods are read with the caller's own credentials, so the local plan names
+    // only pods the caller may read anyway; a caller who may not read them still gets the API
+    // server's answer, where resize-guard's webhook counts other namespaces' pods and names
+    // none (`shared/src/audience.rs`).
+    let ledger = facts::pod_ledger(conn, &p).await;
     let answer = dry_run::resize(&conn.client, &conn.namespace, name, &proposal.patch).await?;
     if !answer.accepted && !answer.refused_the_resize() {
         // Not a "no" to the resize: the caller may not ask, or the server failed.
@@ -165,12 +169,15 @@ async fn what_if_pod(
             conn.target
         );
     }
-    let ctx = judge.context(ledger.as_ref());
+    let plan = match &ledger {
+        Ok(ledger) => what_if::local_plan(&p, &proposal, &judge.context(ledger.as_ref())),
+        Err(e) => what_if::unread_plan(e),
+    };
     let report = what_if::Report {
         pod: format!("{}/{name}", conn.namespace),
         container: proposal.container.clone(),
         changes: proposal.changes.clone(),
-        plan: what_if::local_plan(&p, &proposal, &ctx),
+        plan,
         command: what_if::command(&conn.namespace, name, &proposal),
         api_server: answer,
     };

@@ -216,6 +216,20 @@ pub fn local_plan(pod: &Pod, proposal: &Proposal, ctx: &Context<'_>) -> Decision
     decision_view(&classify(pod, &proposal.resized, ctx), ctx, None)
 }
 
+/// The plan when the node or its pods could not be read with the caller's credentials: no
+/// local judgement, only the API server's answer above (`unread`).
+pub fn unread_plan(e: &anyhow::Error) -> DecisionView {
+    DecisionView {
+        label: "unread".into(),
+        text: format!(
+            "{e:#}: with your credentials the plan is only what resize-guard's webhook answered above, which names no pod outside this namespace"
+        ),
+        victims: vec![],
+        reason: None,
+        short: "unread".into(),
+    }
+}
+
 /// The text form.
 pub fn render_text(r: &Report) -> String {
     let mut out = String::new();

@@ -23,6 +23,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::audience::Audience;
 use crate::memory::{MemoryCheck, judge, lowered_limits};
 use crate::usage::Evidence;
 use crate::verdict::clip;
@@ -111,7 +112,8 @@ pub fn admit(stage: Stage, old: &Pod, new: &Pod, ctx: &Context<'_>) -> Admission
 
 /// Judges the resize `old` → `new` for `stage` with what is known of the pod's memory usage
 /// (the memory rule, [`crate::memory`], judges the pod as it will be admitted: repaired or as
-/// sent, and only when nothing else refuses it).
+/// sent, and only when nothing else refuses it). Its texts name every pod
+/// ([`Audience::Cluster`]); an answer to the pod's user is [`admit_for`].
 pub fn admit_with(
     stage: Stage,
     old: &Pod,
@@ -119,8 +121,23 @@ pub fn admit_with(
     ctx: &Context<'_>,
     usage: &Evidence,
 ) -> Admission {
+    admit_for(stage, old, new, ctx, usage, Audience::Cluster)
+}
+
+/// [`admit_with`], answered to `audience`: the warnings, the denial and the audit annotations
+/// name only the pods it may see ([`Audience::list`]) and count the rest. The webhook answers
+/// the resizing pod's namespace (`request.namespace`), or [`Audience::Unknown`] when its
+/// cluster view does not know the pod (ARCHITECTURE.md §4).
+pub fn admit_for(
+    stage: Stage,
+    old: &Pod,
+    new: &Pod,
+    ctx: &Context<'_>,
+    usage: &Evidence,
+    audience: Audience<'_>,
+) -> Admission {
     let verdict = classify(old, new, ctx);
-    let mut annotations = annotations_for(&verdict);
+    let mut annotations = annotations_for(&verdict, audience);
     // The mutating stage acts on everything but a validation error: built-in validation runs
     // after it and refuses that resize with its own message. The validating stage sees what
     // built-in validation already accepted, so a QoS change or validation error it computes can
@@ -143,7 +160,7 @@ pub fn admit_with(
             wants_usage: false,
         };
     }
-    let outcome = verdict.outcome(ctx.policy);
+    let outcome = verdict.outcome_for(ctx.policy, audience);
     let mut decision = outcome.decision.clone();
     let mut warnings = outcome.warnings;
     let effect = match outcome.action {
@@ -159,7 +176,7 @@ pub fn admit_with(
             }
             // The repaired resize must itself be acceptable (it may now be Infeasible).
             let again = classify(old, &repaired, ctx);
-            match again.outcome(ctx.policy).action {
+            match again.outcome_for(ctx.policy, audience).action {
                 Ruling::Deny(message) => {
                     decision = format!("qos-repaired-then-{}", again.label());
                     warnings.clear();
@@ -264,20 +281,23 @@ impl Judged {
     }
 }
 
-/// Audit annotations describing the verdict.
-fn annotations_for(verdict: &Verdict) -> HashMap<String, String> {
+/// Audit annotations describing the verdict, naming the pods `audience` may see.
+fn annotations_for(verdict: &Verdict, audience: Audience<'_>) -> HashMap<String, String> {
     let mut a = HashMap::new();
     match verdict {
         Verdict::Deferred(d) => {
             a.insert("shortfall".into(), d.shortfall.to_string());
             match &d.plan {
                 Ok(p) if !p.victims.is_empty() => {
-                    a.insert("victims".into(), clip(&p.victim_names(20), 1024));
+                    a.insert(
+                        "victims".into(),
+                        clip(&p.victim_names_for(audience, 20), 1024),
+                    );
                 }
                 Ok(p) => {
                     a.insert(
                         "awaiting".into(),
-                        clip(&crate::victims::name_list(p.awaiting.iter(), 20), 1024),
+                        clip(&audience.list(p.awaiting.iter(), 20), 1024),
                     );
                 }
                 Err(why) => {

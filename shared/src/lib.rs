@@ -16,6 +16,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admission;
+pub mod audience;
 pub mod budget;
 pub mod classify;
 #[cfg(any(test, feature = "testing"))]

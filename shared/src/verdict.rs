@@ -6,12 +6,13 @@
 //! `allocation_manager.go` and `lifecycle/predicate.go`), so a user can match our warning to the
 //! condition the kubelet will set.
 
+use crate::audience::Audience;
 use crate::policy::{OnQosChange, Policy};
 use crate::qos::QosClass;
 use crate::quantity::ResourceName;
 use crate::repair::{Culprit, QosRepair};
 use crate::resources::Resources;
-use crate::victims::{NoPlan, PreemptionPlan, name_list};
+use crate::victims::{NoPlan, PreemptionPlan};
 
 /// How many pod names a message lists before "and N more".
 pub const NAMES_IN_MESSAGES: usize = 5;
@@ -188,8 +189,15 @@ impl Verdict {
         }
     }
 
-    /// The human explanation of the verdict.
+    /// The human explanation of the verdict, naming every pod (for readers of every
+    /// namespace: [`Audience::Cluster`]).
     pub fn message(&self) -> String {
+        self.message_for(Audience::Cluster)
+    }
+
+    /// The human explanation of the verdict for `audience`: other pods (victims, terminating
+    /// pods, pending resizes) are named only where it may see them, and counted otherwise.
+    pub fn message_for(&self, audience: Audience<'_>) -> String {
         match self {
             Verdict::NoChange => "resize changes no cpu or memory value".to_owned(),
             Verdict::Skipped(why) => format!("resize-guard skipped this pod: {why}"),
@@ -197,7 +205,7 @@ impl Verdict {
                 "resize fits on node {}: pod requests {}, other pods hold {}, allocatable {}",
                 f.node, f.request, f.used, f.allocatable
             ),
-            Verdict::Deferred(d) => deferred_message(d),
+            Verdict::Deferred(d) => deferred_message(d, audience),
             Verdict::Infeasible(i) => format!(
                 "resize-guard: this resize can never fit on node {node}: the pod would request {res} {req} \
                  but the node's allocatable {res} is {cap}, so no kubelet would ever apply it (v1.33–v1.35 \
@@ -223,6 +231,11 @@ impl Verdict {
     /// A one-line form for admission warnings, which the API server may cut after 256
     /// characters: what happens and what resize-guard will do, without the kubelet quote.
     pub fn summary(&self) -> String {
+        self.summary_for(Audience::Cluster)
+    }
+
+    /// [`summary`](Self::summary) for `audience` (see [`message_for`](Self::message_for)).
+    pub fn summary_for(&self, audience: Audience<'_>) -> String {
         let text = match self {
             Verdict::Deferred(d) => {
                 let head = format!(
@@ -233,9 +246,12 @@ impl Verdict {
                 match &d.plan {
                     Ok(p) if p.victims.is_empty() => format!(
                         "{head} until terminating pods {} are gone",
-                        name_list(p.awaiting.iter(), 2)
+                        audience.list(p.awaiting.iter(), 2)
                     ),
-                    Ok(p) => format!("{head}; resize-guard will preempt {}", p.victim_names(2)),
+                    Ok(p) => format!(
+                        "{head}; resize-guard will preempt {}",
+                        p.victim_names_for(audience, 2)
+                    ),
                     Err(why) => format!("{head} and wait: {}", why.brief()),
                 }
             }
@@ -249,7 +265,7 @@ impl Verdict {
             Verdict::QosChange(q) => {
                 format!("resize would change QoS class {} -> {}", q.from, q.to)
             }
-            other => other.message(),
+            other => other.message_for(audience),
         };
         clip(&format!("resize-guard: {text}"), 256)
     }
@@ -257,6 +273,12 @@ impl Verdict {
     /// What to do under `policy`. In audit mode nothing is denied or repaired: the would-be
     /// ruling becomes a warning and the decision label starts with `would-`.
     pub fn outcome(&self, policy: &Policy) -> Outcome {
+        self.outcome_for(policy, Audience::Cluster)
+    }
+
+    /// [`outcome`](Self::outcome) with its messages for `audience` (see
+    /// [`message_for`](Self::message_for)): what the admission webhook answers the pod's user.
+    pub fn outcome_for(&self, policy: &Policy, audience: Audience<'_>) -> Outcome {
         let label = self.label().to_owned();
         let allow = |warnings: Vec<String>| Outcome {
             action: Ruling::Allow,
@@ -269,16 +291,16 @@ impl Verdict {
             }
             Verdict::Deferred(d) => {
                 if d.plan.is_err() && policy.feasibility.reject_stuck_deferred {
-                    deny(&label, self.message())
+                    deny(&label, self.message_for(audience))
                 } else {
-                    allow(vec![self.summary()])
+                    allow(vec![self.summary_for(audience)])
                 }
             }
             Verdict::Infeasible(_) => {
                 if policy.feasibility.reject_infeasible {
-                    deny(&label, self.message())
+                    deny(&label, self.message_for(audience))
                 } else {
-                    allow(vec![self.summary()])
+                    allow(vec![self.summary_for(audience)])
                 }
             }
             Verdict::QosChange(q) => match (&q.repair, policy.qos.on_change) {
@@ -294,9 +316,9 @@ impl Verdict {
                     )],
                     decision: "qos-repaired".to_owned(),
                 },
-                _ => deny(&label, self.message()),
+                _ => deny(&label, self.message_for(audience)),
             },
-            Verdict::Denied(_) => deny(&label, self.message()),
+            Verdict::Denied(_) => deny(&label, self.message_for(audience)),
         };
         if !policy.is_audit() {
             return enforced;
@@ -308,7 +330,8 @@ impl Verdict {
                 warnings: vec![clip(
                     &format!(
                         "resize-guard (audit mode) would deny this resize: {}",
-                        self.summary().trim_start_matches("resize-guard: ")
+                        self.summary_for(audience)
+                            .trim_start_matches("resize-guard: ")
                     ),
                     256,
                 )],
@@ -350,7 +373,7 @@ fn deny(label: &str, message: String) -> Outcome {
     }
 }
 
-fn deferred_message(d: &Deferral) -> String {
+fn deferred_message(d: &Deferral, audience: Audience<'_>) -> String {
     let head = format!(
         "resize-guard: node {} is short of {} for this resize, so the kubelet will mark it Deferred (\"{}\")",
         d.node,
@@ -360,12 +383,12 @@ fn deferred_message(d: &Deferral) -> String {
     match &d.plan {
         Ok(p) if p.victims.is_empty() => format!(
             "{head}; terminating pods {} will free enough room, after which it completes",
-            name_list(p.awaiting.iter(), NAMES_IN_MESSAGES)
+            audience.list(p.awaiting.iter(), NAMES_IN_MESSAGES)
         ),
         Ok(p) => format!(
             "{head}; resize-guard will preempt: {}{}",
-            name_list(p.victims.iter(), NAMES_IN_MESSAGES),
-            p.race_note(NAMES_IN_MESSAGES)
+            audience.list(p.victims.iter(), NAMES_IN_MESSAGES),
+            p.race_note_for(audience, NAMES_IN_MESSAGES)
         ),
         Err(why) => format!(
             "{head}; no lower-priority pods can make room ({why}); this resize will wait until room appears"

@@ -28,6 +28,7 @@ mod tests;
 
 use std::fmt;
 
+use crate::audience::Audience;
 use crate::budget::{BudgetSubject, Budgets};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 
@@ -128,19 +129,29 @@ impl PreemptionPlan {
     /// What the plan says about other pending resizes, for Event notes and messages: empty, or
     /// `; it also leaves room for the pending resize of ns/a, which the kubelet may admit first`.
     pub fn race_note(&self, limit: usize) -> String {
+        self.race_note_for(Audience::Cluster, limit)
+    }
+
+    /// [`race_note`](Self::race_note) naming only the pods `audience` may see by name.
+    pub fn race_note_for(&self, audience: Audience<'_>, limit: usize) -> String {
         if !self.room_for.is_empty() {
             format!(
                 "; it also leaves room for the pending resize of {}, which the kubelet may admit first",
-                name_list(self.room_for.iter(), limit)
+                audience.list(self.room_for.iter(), limit)
             )
         } else if !self.racing.is_empty() {
             format!(
                 "; the pending resize of {} may take the room first (no plan can hold both), so another round may follow",
-                name_list(self.racing.iter(), limit)
+                audience.list(self.racing.iter(), limit)
             )
         } else {
             String::new()
         }
+    }
+
+    /// [`victim_names`](Self::victim_names) naming only the pods `audience` may see by name.
+    pub fn victim_names_for(&self, audience: Audience<'_>, limit: usize) -> String {
+        audience.list(self.victims.iter().map(|v| &v.key), limit)
     }
 }
 

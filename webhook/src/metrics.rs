@@ -83,6 +83,7 @@ pub struct Metrics {
     connections_closed: Family<ConnectionLabels, Counter>,
     connection_errors: Counter,
     events_withheld: Counter,
+    usage_withheld: Counter,
     usage_lookups: Family<ResultLabels, Counter>,
     usage_duration: Histogram,
 }
@@ -111,6 +112,7 @@ impl Metrics {
         let connections_closed = Family::<ConnectionLabels, Counter>::default();
         let connection_errors = Counter::default();
         let events_withheld = Counter::default();
+        let usage_withheld = Counter::default();
         let usage_lookups = Family::<ResultLabels, Counter>::default();
         let usage_duration = Histogram::new(BUCKETS);
         exposition.register_with(|registry| {
@@ -180,6 +182,11 @@ impl Metrics {
                 events_withheld.clone(),
             );
             registry.register(
+                "usage_withheld",
+                "Memory usage not read for a resize that lowers a memory limit: the request named a pod the cluster view does not know with that UID on that node (judged without usage)",
+                usage_withheld.clone(),
+            );
+            registry.register(
                 "usage_lookups",
                 "Memory usage reads from metrics.k8s.io for resizes that lower a memory limit, by result (ok, not_found, unavailable, timeout, malformed, error)",
                 usage_lookups.clone(),
@@ -205,6 +212,7 @@ impl Metrics {
             connections_closed,
             connection_errors,
             events_withheld,
+            usage_withheld,
             usage_lookups,
             usage_duration,
         }
@@ -266,6 +274,11 @@ impl Metrics {
     /// An Event was not recorded because the request named an unknown pod.
     pub fn event_withheld(&self) {
         self.events_withheld.inc();
+    }
+
+    /// A pod's usage was not read because the request named a pod the view does not know.
+    pub fn usage_withheld(&self) {
+        self.usage_withheld.inc();
     }
 
     /// Records one answered review.

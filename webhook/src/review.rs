@@ -17,7 +17,8 @@ use serde::de::IgnoredAny;
 
 use crate::incoming::{Incoming, IncomingRequest};
 use resize_guard_policy::Context;
-use resize_guard_policy::admission::{Admission, Effect, admit_with, dry_run_note};
+use resize_guard_policy::admission::{Admission, Effect, admit_for, dry_run_note};
+use resize_guard_policy::audience::Audience;
 use resize_guard_policy::pod::node_name;
 use resize_guard_policy::usage::Evidence;
 use resize_guard_policy::verdict::clip;
@@ -55,6 +56,13 @@ pub struct Reviewed {
     /// The resize lowers a memory limit and was judged without the pod's usage: read it and
     /// judge again ([`Resize::judge`]).
     pub wants_usage: bool,
+    /// Whose `PodMetrics` to read when [`wants_usage`](Self::wants_usage): the pod as the
+    /// cluster view holds it (never the request's names alone).
+    pub usage_of: Option<PodKey>,
+    /// Why the pod's usage was not read for a resize that lowers a memory limit: the request
+    /// names a pod the cluster view does not know with that UID on that node, so resize-guard
+    /// reads no usage for it (judged as unavailable usage: never a denial by the memory rule).
+    pub usage_withheld: Option<String>,
 }
 
 /// The request's pod and user, as the API server sent them.
@@ -150,15 +158,7 @@ impl Resize {
     /// Judges it with what is known of the pod's usage ([`Reviewed::wants_usage`] says when
     /// reading it would change the answer).
     pub fn judge(&self, cluster: &dyn Cluster, usage: &Evidence) -> Reviewed {
-        let mut reviewed = judge(
-            self.stage,
-            &self.old,
-            &self.new,
-            self.dry_run,
-            cluster,
-            self.uid.clone(),
-            usage,
-        );
+        let mut reviewed = judge(self, cluster, usage);
         reviewed.asked = self.asked.clone();
         reviewed
     }
@@ -237,17 +237,24 @@ fn response(uid: &str) -> AdmissionResponse {
     resp
 }
 
-/// Encodes [`admit`]'s answer as an AdmissionResponse (a repair as a JSON patch), with the
+/// Encodes [`admit_for`]'s answer as an AdmissionResponse (a repair as a JSON patch), with the
 /// Event to record (none on dry run).
-fn judge(
-    stage: Stage,
-    old: &Pod,
-    new: &Pod,
-    dry_run: bool,
-    cluster: &dyn Cluster,
-    uid: String,
-    usage: &Evidence,
-) -> Reviewed {
+///
+/// The request body is unauthenticated content, so what the answer reveals is bounded by what
+/// the cluster view vouches for ([`known_pod`], a lookup in the view's pods of that node, no
+/// API call): other pods are named only to the pod's own namespace ([`Audience`]), and usage is
+/// read, and judged, only for a pod the view knows by UID on the named node — else the memory
+/// rule judges without it ([`Reviewed::usage_withheld`]) and the answer carries no usage.
+fn judge(resize: &Resize, cluster: &dyn Cluster, usage: &Evidence) -> Reviewed {
+    let Resize {
+        stage,
+        old,
+        new,
+        dry_run,
+        uid,
+        asked,
+    } = resize;
+    let (stage, dry_run, uid) = (*stage, *dry_run, uid.clone());
     let Some(policy) = cluster.policy() else {
         return no_policy(cluster, uid);
     };
@@ -260,6 +267,25 @@ fn judge(
         install_namespace: cluster.install_namespace(),
         minor: cluster.kubernetes_minor(),
     };
+    let target = known_pod(ledger.as_deref(), new);
+    let vouched = vouched(&target, asked);
+    // The request's namespace sees its own pods by name; a request about a pod the view does
+    // not vouch for sees none.
+    let audience = match &vouched {
+        Ok(_) => Audience::Namespace(&asked.namespace),
+        Err(_) => Audience::Unknown,
+    };
+    let withheld = |why: &String| Evidence::Unavailable(format!("usage not read: {why}"));
+    let usage = match (&vouched, usage) {
+        (Err(why), Evidence::Measured(_)) => withheld(why),
+        _ => usage.clone(),
+    };
+    let mut admission = admit_for(stage, old, new, &ctx, &usage, audience);
+    let mut usage_withheld = None;
+    if let (Err(why), true) = (&vouched, admission.wants_usage) {
+        admission = admit_for(stage, old, new, &ctx, &withheld(why), audience);
+        usage_withheld = Some(why.clone());
+    }
     let Admission {
         effect,
         decision,
@@ -267,10 +293,9 @@ fn judge(
         mut annotations,
         acts: _,
         wants_usage,
-    } = admit_with(stage, old, new, &ctx, usage);
+    } = admission;
     let mut resp = response(&uid);
     let mut event = None;
-    let target = known_pod(ledger.as_deref(), new);
     match effect {
         Effect::Allow => {}
         Effect::Deny { message, label } => {
@@ -317,6 +342,8 @@ fn judge(
     let mut reviewed = finish(resp, decision, event, uid);
     reviewed.event_withheld = event_withheld;
     reviewed.wants_usage = wants_usage;
+    reviewed.usage_of = vouched.ok().filter(|_| wants_usage);
+    reviewed.usage_withheld = usage_withheld;
     reviewed
 }
 
@@ -385,6 +412,24 @@ pub fn known_pod(ledger: Option<&NodeLedger>, pod: &Pod) -> Result<ObjectReferen
     })
 }
 
+/// The pod the view vouches for: [`known_pod`]'s, when the request (`request.namespace`,
+/// `request.name`) names that same pod, as kube-apiserver's always does; else why none.
+fn vouched(target: &Result<ObjectReference, String>, asked: &Asked) -> Result<PodKey, String> {
+    let known = target.as_ref().map_err(Clone::clone)?;
+    let key = PodKey {
+        namespace: known.namespace.clone().unwrap_or_default(),
+        name: known.name.clone().unwrap_or_default(),
+        uid: known.uid.clone().unwrap_or_default(),
+    };
+    if key.namespace != asked.namespace || key.name != asked.pod {
+        return Err(format!(
+            "the request names pod {}/{} but its object is pod {key}",
+            asked.namespace, asked.pod
+        ));
+    }
+    Ok(key)
+}
+
 fn finish(
     resp: AdmissionResponse,
     decision: String,
@@ -401,6 +446,8 @@ fn finish(
         uid,
         asked: Asked::default(),
         wants_usage: false,
+        usage_of: None,
+        usage_withheld: None,
     }
 }
 

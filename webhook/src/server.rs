@@ -219,14 +219,18 @@ async fn judged(
         tracing::warn!(stage = stage.name(), reason = e.reason(), error = %why, "refused a malformed admission request");
         error(StatusCode::BAD_REQUEST, why)
     })?;
-    let Some(resize) = resize.filter(|_| reviewed.wants_usage) else {
+    if let Some(why) = &reviewed.usage_withheld {
+        state.metrics.usage_withheld();
+        tracing::info!(uid = %reviewed.uid, stage = stage.name(), reason = %why,
+            "memory usage not read: the request names a pod the cluster view does not know");
+    }
+    // Only a pod the cluster view knows by UID on its node has its usage read, under the
+    // view's namespace and name (`review::known_pod`), never the request's alone.
+    let (Some(resize), Some(pod)) = (resize, reviewed.usage_of.clone()) else {
         return Ok(reviewed);
     };
     let usage = match &state.usage {
-        Some(api) => {
-            api.fetch(&resize.asked().namespace, &resize.asked().pod)
-                .await
-        }
+        Some(api) => api.fetch(&pod.namespace, &pod.name).await,
         None => Evidence::Unavailable("this webhook has no metrics.k8s.io client".to_owned()),
     };
     Ok(resize.judge(state.cluster.as_ref(), &usage))

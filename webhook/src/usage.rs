@@ -1,6 +1,9 @@
 //! The pod's memory usage for the memory rule: one `GET` of `metrics.k8s.io/v1beta1` `PodMetrics`
 //! for the pod under review, made only for a resize that lowers a memory limit
-//! ([`resize_guard_policy::admission::Admission::wants_usage`]), with a short timeout.
+//! ([`resize_guard_policy::admission::Admission::wants_usage`]), with a short timeout, and only
+//! for a pod the cluster view knows by UID on the named node, under the view's namespace and
+//! name (`Reviewed::usage_of`, `webhook/src/review.rs`): a review's body is unauthenticated, so
+//! naming another tenant's pod in one reads nothing (`resize_guard_usage_withheld_total`).
 //!
 //! Every way it can fail — metrics-server not installed or down (the aggregated API answers 404
 //! or 503), no sample yet for a new pod (404), a timeout, a body that does not decode — becomes

@@ -31,6 +31,7 @@ use crate::preemption::decision::{Decision, Waits, held_back};
 use crate::preemption::seal::{PLAN_ANNOTATION, PlanRecord, PlanSeal};
 
 mod error;
+mod notes;
 mod preempt;
 mod removal;
 
@@ -99,6 +100,21 @@ impl Actuator {
         reason: &'static str,
         note: String,
     ) {
+        // Read by the regarding object's namespace: other namespaces' pods are counted there,
+        // named only in this log line (`actuate/notes.rs`). A rejected plan record is quoted as
+        // written on the pod itself, where the same readers see it (`notes::QUOTES_THE_RECORD`).
+        let note = match regarding.namespace.as_deref() {
+            Some(_) if reason == notes::QUOTES_THE_RECORD => note,
+            Some(ns) => {
+                let shown = notes::for_namespace(&note, ns);
+                if shown != note {
+                    tracing::info!(reason, regarding = ?regarding.name, namespace = ns, note,
+                        "Event note with other namespaces' pods counted, not named");
+                }
+                shown
+            }
+            None => note,
+        };
         let intent = EventIntent {
             regarding: regarding.clone(),
             related: related.cloned(),

@@ -320,3 +320,88 @@ mod memory {
         assert!(!a.annotations.contains_key("memory"));
     }
 }
+
+/// The field app on `n1` beside `batch/filler` and `prod/cache` (800m each, both lower
+/// priority, both owned by a ReplicaSet), resized to 1900m: only preempting both makes room.
+fn two_namespace_victims(audience: Audience<'_>) -> (Admission, Verdict) {
+    let old = app("250m");
+    let new = app("1900m");
+    let filler = PodBuilder::new("batch", "filler")
+        .owned_by("ReplicaSet")
+        .node("n1")
+        .container(container("work").guaranteed("800m", "256Mi"))
+        .running(5)
+        .build();
+    let cache = PodBuilder::new("prod", "cache")
+        .owned_by("ReplicaSet")
+        .node("n1")
+        .container(container("work").guaranteed("800m", "256Mi"))
+        .running(5)
+        .build();
+    let ledger = NodeLedger::new(&field_node(), &[old.clone(), filler, cache]);
+    let budgets = Budgets::default();
+    let policy = Policy::default();
+    let ctx = context(Some(&ledger), &budgets, &policy);
+    let admission = admit_for(
+        Stage::Mutate,
+        &old,
+        &new,
+        &ctx,
+        &crate::usage::Evidence::NotFetched,
+        audience,
+    );
+    (admission, classify(&old, &new, &ctx))
+}
+
+#[test]
+fn victims_in_other_namespaces_are_counted_not_named_to_the_pods_namespace() {
+    let (cluster, verdict) = two_namespace_victims(Audience::Cluster);
+    assert_eq!(cluster.decision, "deferred-preemptible");
+    let everyone = format!(
+        "{} {}",
+        cluster.warnings.join(" "),
+        cluster.annotations["victims"]
+    );
+    assert!(
+        everyone.contains("batch/filler") && everyone.contains("prod/cache"),
+        "{everyone}"
+    );
+
+    let (prod, _) = two_namespace_victims(Audience::Namespace("prod"));
+    assert_eq!(prod.decision, cluster.decision);
+    assert_eq!(
+        prod.warnings,
+        [
+            "resize-guard: node n1 lacks cpu 1570m; the resize will be Deferred; resize-guard will preempt prod/cache and 1 pod in another namespace"
+        ],
+    );
+    assert_eq!(
+        prod.annotations["victims"],
+        "prod/cache and 1 pod in another namespace"
+    );
+    let message = verdict.message_for(Audience::Namespace("prod"));
+    assert!(
+        message.contains("will preempt: prod/cache (priority 0) and 1 pod in another namespace"),
+        "{message}"
+    );
+    for text in prod
+        .warnings
+        .iter()
+        .chain(prod.annotations.values())
+        .chain([&message])
+    {
+        assert!(
+            !text.contains("batch") && !text.contains("filler"),
+            "{text}"
+        );
+    }
+
+    let (unknown, _) = two_namespace_victims(Audience::Unknown);
+    assert_eq!(unknown.annotations["victims"], "2 pods");
+    for text in unknown.warnings.iter().chain(unknown.annotations.values()) {
+        assert!(
+            !text.contains("prod/cache") && !text.contains("batch/"),
+            "{text}"
+        );
+    }
+}

@@ -10,4 +10,5 @@ mod memory;
 mod overload;
 mod policy;
 mod restart;
+mod tenancy;
 mod validating_only;

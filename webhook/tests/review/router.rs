@@ -2,7 +2,7 @@
 //! routers (`Router::oneshot`), with AdmissionReviews shaped like kube-apiserver's.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -15,6 +15,7 @@ use resize_guard_policy::policy::Policy;
 use resize_guard_policy::qos::{QosClass, qos_class};
 use resize_guard_webhook::metrics::Metrics;
 use resize_guard_webhook::server::{AppState, admission_router, health_router};
+use resize_guard_webhook::usage::MetricsApi;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -291,17 +292,68 @@ async fn with_no_policy_in_force_nothing_is_denied_or_repaired_and_the_warning_s
     }
 }
 
+/// The field test's victim, `batch/filler`, is in another namespace than the app (`prod`):
+/// the app's user learns that one pod would go, not which (`shared/src/audience.rs`).
 #[tokio::test]
-async fn validate_warns_about_a_deferred_resize_and_names_the_victim() {
+async fn validate_warns_about_a_deferred_resize_and_counts_a_victim_of_another_namespace() {
     let (_, _, r) = field_resize(Policy::default(), "/validate", ("550m", "550m"), false).await;
     assert_eq!(r["allowed"], true);
     assert_eq!(
         r["warnings"][0],
-        "resize-guard: node n1 lacks cpu 120m; the resize will be Deferred; resize-guard will preempt batch/filler"
+        "resize-guard: node n1 lacks cpu 120m; the resize will be Deferred; resize-guard will preempt 1 pod in another namespace"
     );
     assert_eq!(r["auditAnnotations"]["decision"], "deferred-preemptible");
-    assert_eq!(r["auditAnnotations"]["victims"], "batch/filler");
+    assert_eq!(
+        r["auditAnnotations"]["victims"],
+        "1 pod in another namespace"
+    );
     assert_eq!(r["auditAnnotations"]["shortfall"], "cpu 120m, memory 0");
+    assert!(!r.to_string().contains("filler"), "{r}");
+}
+
+/// A victim in the resizing pod's own namespace is named, and a forged review (the app's
+/// names with a UID the view does not hold) names no pod at all.
+#[tokio::test]
+async fn a_victim_in_the_pods_own_namespace_is_named_and_a_forged_review_names_none() {
+    let app = field_app("250m").build();
+    let filler = PodBuilder::new("prod", "filler")
+        .owned_by("ReplicaSet")
+        .node("n1")
+        .container(container("work").guaranteed("1500m", "256Mi"))
+        .running(5)
+        .build();
+    let cluster = FixedCluster::new(
+        Policy::default(),
+        vec![field_node()],
+        vec![app.clone(), filler],
+        vec![],
+    );
+    let st = state(cluster);
+    let r = post(
+        &st,
+        "/mutate",
+        &resize_review(&app, &with_cpu(&app, "550m", "550m"), false),
+    )
+    .await;
+    assert!(
+        warning(&r).ends_with("resize-guard will preempt prod/filler"),
+        "{r}"
+    );
+    assert_eq!(r["auditAnnotations"]["victims"], "prod/filler");
+    let mut forged = app.clone();
+    forged.metadata.uid = Some("forged".into());
+    let r = post(
+        &st,
+        "/mutate",
+        &resize_review(&forged, &with_cpu(&forged, "550m", "550m"), false),
+    )
+    .await;
+    assert!(
+        warning(&r).ends_with("resize-guard will preempt 1 pod"),
+        "{r}"
+    );
+    assert_eq!(r["auditAnnotations"]["victims"], "1 pod");
+    assert!(!r.to_string().contains("filler"), "{r}");
 }
 
 /// The default install calls only `/mutate`: it answers a Deferred resize as `/validate` does.
@@ -315,7 +367,7 @@ async fn mutate_judges_a_deferred_resize_as_validate_does() {
     assert_eq!(m, v, "one call is enough");
     assert_eq!(m["allowed"], true);
     assert!(
-        warning(&m).contains("resize-guard will preempt batch/filler"),
+        warning(&m).contains("resize-guard will preempt 1 pod in another namespace"),
         "{m}"
     );
     assert!(m.get("patch").is_none() || m["patch"].is_null());
@@ -620,4 +672,146 @@ fn base64_decode(s: &str) -> Vec<u8> {
         }
     }
     out
+}
+
+/// A `metrics.k8s.io` that reports every pod's containers at `working_set`, and every path it
+/// was asked for (the webhook's only I/O on the request path).
+fn metrics_api(working_set: &str) -> (MetricsApi, Arc<Mutex<Vec<String>>>) {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let working_set = working_set.to_owned();
+    let service = tower::service_fn(move |req: Request<kube::client::Body>| {
+        let path = req.uri().path().to_owned();
+        seen.lock().unwrap().push(path.clone());
+        let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+        let body = json!({
+            "kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
+            "metadata": {"name": name},
+            "timestamp": k8s_openapi::jiff::Timestamp::now().to_string(),
+            "window": "10s",
+            "containers": [{"name": "app", "usage": {"cpu": "1m", "memory": working_set}}]
+        });
+        async move {
+            Ok::<_, std::convert::Infallible>(axum::http::Response::new(http_body_util::Full::new(
+                axum::body::Bytes::from(body.to_string()),
+            )))
+        }
+    });
+    let client = kube::Client::new(service, "default");
+    let api = MetricsApi::new(
+        client,
+        std::time::Duration::from_secs(5),
+        Arc::new(Metrics::new()),
+    );
+    (api, asked)
+}
+
+/// `pod` with its `app` container's memory request and limit at `memory`.
+fn with_memory(pod: &Pod, memory: &str) -> Pod {
+    let mut p = pod.clone();
+    let r = p.spec.as_mut().unwrap().containers[0]
+        .resources
+        .as_mut()
+        .unwrap();
+    for list in [r.requests.as_mut().unwrap(), r.limits.as_mut().unwrap()] {
+        list.insert(
+            "memory".into(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity(memory.into()),
+        );
+    }
+    p.metadata.generation = Some(2);
+    p
+}
+
+/// The webhook is no oracle for other tenants' usage: it reads `PodMetrics` only for a pod its
+/// view knows by UID on the named node, under the view's names, and an answer carries no
+/// other pod's numbers.
+#[tokio::test]
+async fn usage_is_read_only_for_a_pod_the_view_knows_and_never_for_the_names_a_review_claims() {
+    let app = field_app("250m").build();
+    let secret = PodBuilder::new("other", "secret")
+        .owned_by("ReplicaSet")
+        .node("n1")
+        .container(container("app").guaranteed("100m", "1Gi"))
+        .running(3)
+        .qos_status("Guaranteed")
+        .build();
+    let cluster = FixedCluster::new(
+        Policy::default(),
+        vec![field_node()],
+        vec![app.clone(), secret.clone()],
+        vec![],
+    );
+    let (api, asked) = metrics_api("777Mi");
+    let mut st = state(cluster);
+    st.usage = Some(api);
+
+    // The real request: the app's own usage is read (once) and judged: denied with its numbers.
+    let r = post(
+        &st,
+        "/mutate",
+        &resize_review(&app, &with_memory(&app, "128Mi"), false),
+    )
+    .await;
+    assert_eq!(r["allowed"], false, "{r}");
+    assert!(denial(&r).contains("working set 777Mi"), "{r}");
+    assert_eq!(
+        *asked.lock().unwrap(),
+        ["/apis/metrics.k8s.io/v1beta1/namespaces/prod/pods/app"]
+    );
+
+    // Forged: another tenant's pod with a UID the view does not hold, on its node, on another
+    // node, or with no UID. No read, no usage, no denial by the memory rule; said and counted.
+    let mut forged_uid = secret.clone();
+    forged_uid.metadata.uid = Some("guessed".into());
+    let mut no_uid = secret.clone();
+    no_uid.metadata.uid = None;
+    let mut other_node = secret.clone();
+    other_node.spec.as_mut().unwrap().node_name = Some("n9".into());
+    let mut renamed = secret.clone();
+    renamed.metadata.namespace = Some("prod".into());
+    let forgeries = [forged_uid, no_uid, other_node, renamed];
+    for forged in &forgeries {
+        let r = post(
+            &st,
+            "/mutate",
+            &resize_review(forged, &with_memory(forged, "128Mi"), false),
+        )
+        .await;
+        assert_eq!(r["allowed"], true, "{r}");
+        let text = r.to_string();
+        assert!(!text.contains("777"), "{text}");
+        if r["auditAnnotations"]["decision"] == "skipped" {
+            continue; // a node the view does not know: nothing is judged at all
+        }
+        assert!(
+            r["warnings"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|w| w.as_str().unwrap_or_default().contains("usage not read")),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        asked.lock().unwrap().len(),
+        1,
+        "{:?}",
+        asked.lock().unwrap()
+    );
+
+    // Forged the other way: the app's own object (known to the view) under another tenant's
+    // request names: no read either.
+    let mut review = resize_review(&app, &with_memory(&app, "128Mi"), false);
+    review["request"]["namespace"] = json!("other");
+    review["request"]["name"] = json!("secret");
+    let r = post(&st, "/mutate", &review).await;
+    assert_eq!(r["allowed"], true, "{r}");
+    assert!(!r.to_string().contains("777"), "{r}");
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    let text = st.metrics.render();
+    assert!(
+        text.contains("resize_guard_usage_withheld_total 4"),
+        "{text}"
+    );
 }

@@ -60,7 +60,7 @@ impl Actuator {
             "metadata": {"uid": r.victim.uid},
             "status": {"conditions": [{
                 "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByResizeGuard",
-                "message": format!("resize-guard: preempting to make room for the in-place resize of {preemptor_key}"),
+                "message": super::notes::disruption_message(&r.victim.namespace, &preemptor_key),
                 "lastTransitionTime": Timestamp::now().to_string(),
             }]}
         });
@@ -121,12 +121,16 @@ impl Actuator {
         }
         let priority = pod::priority(preemptor);
         let node = pod::node_name(preemptor).unwrap_or_default();
+        let (note, relate) =
+            super::notes::preempted(&r.victim.namespace, &preemptor_key, priority, node);
+        tracing::info!(victim = %r.victim, preemptor = %preemptor_key, "preempted");
+        let related = relate.then(|| reference(preemptor));
         self.event(
             &victim_reference(r),
-            Some(&reference(preemptor)),
+            related.as_ref(),
             false,
             "Preempted",
-            format!("Preempted by resize-guard to make room for the in-place resize of {preemptor_key} (priority {priority}) on node {node}"),
+            note,
         );
         Ok(true)
     }

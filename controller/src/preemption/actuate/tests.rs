@@ -556,3 +556,76 @@ async fn a_forbidden_revert_says_which_grant_is_missing() {
         "{note}"
     );
 }
+
+/// Events and conditions are read by their pod's namespace: the preemptor's `prod` sees its
+/// victim of `batch` counted, the victim's `batch` sees why (priority, node), not who.
+#[tokio::test]
+async fn events_name_no_pod_of_another_namespace_than_their_own() {
+    let (a, seen) = leading(Box::new(ok));
+    let victims = vec![removal("v1", Via::Eviction)];
+    a.apply(
+        &preemptor(),
+        Decision::Preempt {
+            record: Record::After(plan(&victims)),
+            victims,
+            note: "preempting batch/v1 (priority 0) on node n1 to free cpu 100m for this resize"
+                .into(),
+            limits: Limits::of(&resize_guard_policy::policy::Policy::default()),
+            pending_on_node: 1,
+            after: SHORT_WAIT,
+        },
+    )
+    .await
+    .unwrap();
+    settle().await;
+    let log = seen.lock().unwrap().clone();
+    let event = |reason: &str| {
+        log.iter()
+            .find(|s| s.path.contains("/events") && s.body["reason"] == reason)
+            .map(|s| s.body.clone())
+            .unwrap_or_else(|| panic!("no {reason} Event"))
+    };
+    let preempting = event("PreemptingForResize");
+    assert_eq!(
+        preempting["note"],
+        "preempting a pod in another namespace on node n1 to free cpu 100m for this resize"
+    );
+    let preempted = event("Preempted");
+    assert_eq!(preempted["regarding"]["namespace"], "batch");
+    let note = preempted["note"].as_str().unwrap();
+    assert!(
+        note.contains("a higher-priority pod in another namespace (priority 1000) on node n1"),
+        "{note}"
+    );
+    assert!(!preempted.to_string().contains("prod"), "{preempted}");
+    let mark = log.iter().find(|s| s.path.ends_with("v1/status")).unwrap();
+    assert!(!mark.body.to_string().contains("prod/app"), "{}", mark.body);
+}
+
+/// A rejected plan record is quoted as written on the preemptor: the annotation shows its
+/// readers the same names.
+#[tokio::test]
+async fn a_rejected_plan_record_is_quoted_as_written() {
+    let (a, seen) = leading(Box::new(ok));
+    let why = "it names batch/v1: its namespace is protected";
+    a.apply(
+        &preemptor(),
+        Decision::DropPlan {
+            why: why.into(),
+            after: SHORT_WAIT,
+        },
+    )
+    .await
+    .unwrap();
+    settle().await;
+    let log = seen.lock().unwrap().clone();
+    let rejected = log
+        .iter()
+        .find(|s| s.path.contains("/events") && s.body["reason"] == "PreemptionPlanRejected")
+        .expect("a PreemptionPlanRejected Event");
+    assert!(
+        rejected.body["note"].as_str().unwrap().contains(why),
+        "{}",
+        rejected.body
+    );
+}
