@@ -429,8 +429,7 @@ fn the_tenant_brakes_default_to_a_namespace_budget_under_the_cluster_rate_and_a_
     let p = Policy::default();
     assert_eq!(p.preemption.max_evictions_per_namespace_per_minute, 6);
     assert!(
-        p.preemption.max_evictions_per_namespace_per_minute
-            < p.preemption.max_evictions_per_minute
+        p.preemption.max_evictions_per_namespace_per_minute < p.preemption.max_evictions_per_minute
     );
     assert_eq!(p.preemption.circuit_breaker.scope, BreakerScope::Namespace);
     let p = Policy::from_yaml(
@@ -460,6 +459,7 @@ fn the_tenant_brakes_default_to_a_namespace_budget_under_the_cluster_rate_and_a_
         let e = Policy::from_yaml(&doc).unwrap_err();
         assert!(e.to_string().contains("scope"), "{bad}: {e}");
     }
-    let e = Policy::from_yaml("preemption:\n  maxEvictionsPerNamespacePerMinute: -1\n").unwrap_err();
+    let e =
+        Policy::from_yaml("preemption:\n  maxEvictionsPerNamespacePerMinute: -1\n").unwrap_err();
     assert!(e.to_string().contains("line 2"), "{e}");
 }
