@@ -6,3 +6,4 @@ mod chaos;
 mod failover;
 mod pending_growth;
 mod supervision;
+mod tenants;
