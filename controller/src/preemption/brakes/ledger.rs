@@ -167,3 +167,6 @@ pub async fn keep(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
