@@ -237,6 +237,7 @@ fn model() -> impl Strategy<Value = Case<Expect>> {
                     },
                     max_victims_per_resize: victims,
                     max_evictions_per_minute: 20,
+                    max_evictions_per_namespace_per_minute: 6,
                     circuit_breaker: Default::default(),
                     max_grace_period_seconds: Some(grace),
                     min_deferred_seconds: deferred,
