@@ -7,6 +7,8 @@
 use k8s_openapi::api::core::v1::Pod;
 use resize_guard_policy::pod::{self, PodKey};
 
+use resize_guard_runtime::events::EventIntent;
+
 use super::{ActuateError, Actuator, held_back, reference};
 use crate::preemption::brakes::{Held, Limits};
 use crate::preemption::decision::{Decision, Record, Removal, Via, eviction_refused};
@@ -100,12 +102,22 @@ impl Actuator {
             tracing::warn!(pod = %PodKey::of(pod), why, "circuit breaker opened");
             self.event(&reference(pod), None, true, "PreemptionPaused", why.clone());
         } else if let Decision::Wait { .. } = &then {
-            // Which brake holds it, in words that stay the same while it holds (one series).
-            let note = format!(
-                "resize-guard held this preemption plan: {}",
-                held.brake(limits)
-            );
-            self.event(&reference(pod), None, false, "PreemptionHeld", note);
+            // Which brake holds it, in words that stay the same while it holds: one series per
+            // brake (the action, the outcome, keeps another brake's Event apart).
+            let intent = EventIntent {
+                regarding: reference(pod),
+                related: None,
+                warning: false,
+                reason: "PreemptionHeld",
+                action: held.outcome().into(),
+                note: format!(
+                    "resize-guard held this preemption plan: {}",
+                    held.brake(limits)
+                ),
+            };
+            let this = self.clone();
+            self.events
+                .record_through(intent, move |post| async move { this.write(post).await });
         }
         then
     }
