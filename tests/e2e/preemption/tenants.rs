@@ -282,10 +282,10 @@ async fn one_namespace_spending_its_budget_leaves_the_cluster_rate_to_the_others
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // B's resize grows by 900m: three victims in one plan.
+    // B's resize grows by 900m (to 1 CPU): three victims in one plan.
     let asked = Instant::now();
-    resize_all(&pods_b, &["tb-app0".to_owned()], "1000m").await;
-    wait_resized(&pods_b, "tb-app0", "1000m", Duration::from_secs(90)).await;
+    resize_all(&pods_b, &["tb-app0".to_owned()], "1").await;
+    wait_resized(&pods_b, "tb-app0", "1", Duration::from_secs(90)).await;
     eprintln!(
         "tenant B's resize done {:?} after it was asked",
         asked.elapsed()
