@@ -13,8 +13,17 @@ use resize_guard_runtime::exposition::Exposition;
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Outcome {
     /// `started`, `resumed`, `no_plan`, `pdb_blocked`, `would_preempt`, `plan_rejected`,
-    /// `reverted_infeasible`, `error`.
+    /// `reverted_infeasible`, `error`, and for plans the brakes hold back `breaker_opened`,
+    /// `held_breaker_open`, `held_node_busy`, `held_victims_per_resize`, `held_eviction_rate`,
+    /// `held_namespace_rate`, `held_state_unsaved`.
     pub outcome: String,
+}
+
+/// Label of the brakes' persisted state counters.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateResult {
+    /// Loads: `restored`, `partial`, `unreadable`, `absent`, `read_error`; writes: `ok`, `error`.
+    pub result: String,
 }
 
 /// What a certificate repair or error concerns.
@@ -62,6 +71,8 @@ pub struct Metrics {
     watch_errors: Family<Resource, Counter>,
     last_good_errors: Counter,
     task_exits: Family<Task, Counter>,
+    brakes_loads: Family<StateResult, Counter>,
+    brakes_writes: Family<StateResult, Counter>,
 }
 
 impl Default for Metrics {
@@ -91,6 +102,8 @@ impl Metrics {
         let watch_errors = Family::<Resource, Counter>::default();
         let last_good_errors = Counter::default();
         let task_exits = Family::<Task, Counter>::default();
+        let brakes_loads = Family::<StateResult, Counter>::default();
+        let brakes_writes = Family::<StateResult, Counter>::default();
         exposition.register_with(|registry| {
             registry.register(
                 "preemptions",
@@ -153,6 +166,16 @@ impl Metrics {
                 "Supervised tasks (reconcile loop, watches) that panicked or ended unasked; the replica steps down on the first",
                 task_exits.clone(),
             );
+            registry.register(
+                "brakes_state_loads",
+                "Reads of the brakes' persisted counts on becoming leader, by result (unreadable and read_error start every bucket empty)",
+                brakes_loads.clone(),
+            );
+            registry.register(
+                "brakes_state_writes",
+                "Writes of the brakes' counts to ConfigMap resize-guard-brakes, by result",
+                brakes_writes.clone(),
+            );
         });
         Metrics {
             exposition,
@@ -169,7 +192,27 @@ impl Metrics {
             watch_errors,
             last_good_errors,
             task_exits,
+            brakes_loads,
+            brakes_writes,
         }
+    }
+
+    /// Counts a read of the brakes' persisted counts.
+    pub fn brakes_state_load(&self, result: &str) {
+        self.brakes_loads
+            .get_or_create(&StateResult {
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a write of the brakes' counts.
+    pub fn brakes_state_write(&self, result: &str) {
+        self.brakes_writes
+            .get_or_create(&StateResult {
+                result: result.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts a supervised task that stopped.

@@ -99,6 +99,16 @@ pub struct PreemptionPolicy {
     /// `maxVictimsPerResize` may go at once; the rate refills after it.
     #[serde(deserialize_with = "at_least_one_per_minute")]
     pub max_evictions_per_minute: u32,
+    // --- The per-tenant eviction budget (the brakes per namespace).
+    /// Most victims removed per minute for the preemptors of one namespace (at least 1), inside
+    /// the cluster-wide `maxEvictionsPerMinute`, which stays the outer bound (a value above it
+    /// changes nothing). Like the cluster's, a whole plan of up to `maxVictimsPerResize` may go
+    /// at once and the rate refills after it. Default 6, under a third of the default cluster
+    /// rate (20): one namespace whose resizes churn can spend at most 6 of the 20 a minute, so at
+    /// least three namespaces preempt at full speed side by side and one noisy tenant leaves 14 a
+    /// minute to all others.
+    #[serde(deserialize_with = "at_least_one_per_namespace_per_minute")]
+    pub max_evictions_per_namespace_per_minute: u32,
     /// Stop preempting for a while when plans keep failing to unblock their resizes.
     #[serde(deserialize_with = "yaml::empty_is_default")]
     pub circuit_breaker: CircuitBreaker,
@@ -145,6 +155,7 @@ impl Default for PreemptionPolicy {
             pdb: PdbMode::Respect,
             max_victims_per_resize: 5,
             max_evictions_per_minute: 20,
+            max_evictions_per_namespace_per_minute: 6,
             circuit_breaker: CircuitBreaker::default(),
             max_grace_period_seconds: None,
             min_deferred_seconds: 0,
@@ -159,8 +170,9 @@ impl Default for PreemptionPolicy {
 
 /// `preemption.circuitBreaker:`. A plan is futile when its victims were removed, the same
 /// resize then needs another plan, and no other resize on the node was admitted meanwhile: the
-/// room went elsewhere, or the kubelet counts differently than the plan did. `futilePlans` of those within `windowSeconds` stop every preemption for
-/// `pauseSeconds`, with a Warning Event and `resize_guard_preemption_paused`.
+/// room went elsewhere, or the kubelet counts differently than the plan did. `futilePlans` of
+/// those within `windowSeconds`, counted per `scope`, stop preemption in that scope for
+/// `pauseSeconds`, with a `PreemptionPaused` Warning Event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct CircuitBreaker {
@@ -173,6 +185,9 @@ pub struct CircuitBreaker {
     /// How long preemption stops once it opens.
     #[serde(deserialize_with = "yaml::plain_u32")]
     pub pause_seconds: u32,
+    // --- Where the breaker counts and stops (the brakes per tenant).
+    /// What futile plans are counted over and what an open breaker stops.
+    pub scope: BreakerScope,
 }
 
 impl Default for CircuitBreaker {
@@ -181,8 +196,28 @@ impl Default for CircuitBreaker {
             futile_plans: 3,
             window_seconds: 600,
             pause_seconds: 300,
+            scope: BreakerScope::Namespace,
         }
     }
+}
+
+/// `preemption.circuitBreaker.scope`: over what futile plans are counted, and so what an open
+/// breaker stops. Default `namespace`: futile plans are provoked by the preemptors' own
+/// resizes, which their namespace's authors write, so one tenant's futile plans pause only that
+/// tenant's preemption and never another's. `node` pauses the node whose plans keep failing
+/// (room taken by pods nobody preempted for), whoever asked; `cluster` is the old breaker: any
+/// `futilePlans` futile plans stop every preemption. A pause that is open stays open when the
+/// scope changes: a plan is held by any open breaker of its namespace, its node or the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BreakerScope {
+    /// Per preemptor namespace.
+    #[default]
+    Namespace,
+    /// Per node.
+    Node,
+    /// One breaker for the whole cluster.
+    Cluster,
 }
 
 /// What to do with a resize that lowers a memory limit below what the container uses
@@ -467,6 +502,14 @@ fn at_least_one_per_minute<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Er
         ));
     }
     Ok(v)
+}
+
+fn at_least_one_per_namespace_per_minute<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    u32_where(
+        d,
+        |v| v > 0,
+        "maxEvictionsPerNamespacePerMinute must be at least 1 (set preemption.enabled: false to turn preemption off)",
+    )
 }
 
 fn percent<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {

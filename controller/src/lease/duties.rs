@@ -1,5 +1,6 @@
 //! The work only the Lease holder does — the preemption controller, the certificate manager
-//! (`--certificates=self`), the last good policy copy and the deferred-pods gauge — started on gaining the Lease and
+//! (`--certificates=self`), the last good policy copy, the brakes' ledger and the deferred-pods
+//! gauge — started on gaining the Lease and
 //! stopped on losing it. Losing it aborts everything at once (every write is also fenced by
 //! [`Leadership`], so an aborted task cannot write afterwards); a shutdown first lets in-flight
 //! reconciles finish while the Lease is still ours, within the fence.
@@ -8,6 +9,10 @@
 //! a panicking reconcile takes the controller's task down with it (kube-runtime polls reconciles
 //! inside the controller's stream), and a reconcile loop that ends without being asked to is as
 //! bad; either is recorded, and `crate::run` steps down on it.
+//!
+//! The brakes' ledger (`crate::preemption::brakes::ledger`) first reads the counts the previous
+//! leader persisted, and only then does the reconcile loop start: no plan is judged against the
+//! counts of an earlier term or of none.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +33,7 @@ use crate::lease::elector::Elector;
 use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
 use crate::preemption::actuate::Actuator;
+use crate::preemption::brakes::ledger;
 use crate::preemption::reconcile::{Ctx, error_policy, reconcile};
 
 /// Most pods reconciled at once.
@@ -41,7 +47,8 @@ const DRAIN: Duration = Duration::from_secs(5);
 pub struct Duties {
     /// The webhook's certificates (`--certificates=self`), or nobody's.
     pub certificates: Option<certificates::Settings>,
-    /// Where the last good policy is copied.
+    /// Where the last good policy is copied (its namespace, the install namespace, is also
+    /// where the brakes' counts are persisted).
     pub last_good: LastGood,
 }
 
@@ -55,6 +62,7 @@ pub struct Leading {
     certificates: Option<JoinHandle<()>>,
     gauge: JoinHandle<()>,
     last_good: JoinHandle<()>,
+    ledger: JoinHandle<()>,
 }
 
 impl Leading {
@@ -75,6 +83,8 @@ impl Leading {
             last_good,
         } = duties;
         let supervisor = view.supervisor();
+        let namespace = last_good.namespace.clone();
+        let (ledger, loaded) = spawn_ledger(supervisor, client, metrics, actuator, namespace);
         let (certificates, last_good) = spawn_duties(
             supervisor,
             client,
@@ -121,6 +131,10 @@ impl Leading {
         let controller = supervisor.spawn("the reconcile loop", {
             let stopping = stopping.clone();
             async move {
+                // The brakes' counts first: a plan is judged only against them.
+                if loaded.await.is_err() {
+                    return Err("the brakes' ledger stopped before reading their counts".to_owned());
+                }
                 run.await;
                 if stopping.load(Ordering::Acquire) {
                     Ok(())
@@ -137,6 +151,7 @@ impl Leading {
             certificates,
             gauge,
             last_good,
+            ledger,
         }
     }
 
@@ -161,6 +176,7 @@ impl Leading {
     pub async fn abort(self) {
         self.gauge.abort();
         self.last_good.abort();
+        self.ledger.abort();
         if let Some(handle) = self.controller {
             handle.abort();
             let _ = handle.await;
@@ -216,6 +232,27 @@ fn spawn_duties(
         })
     });
     (certificates, last_good)
+}
+
+/// Reads the brakes' persisted counts, says so on the returned channel, then keeps them
+/// persisted while this replica leads (`crate::preemption::brakes::ledger`).
+fn spawn_ledger(
+    supervisor: &Supervisor,
+    client: &kube::Client,
+    metrics: &Arc<Metrics>,
+    actuator: &Actuator,
+    namespace: String,
+) -> (JoinHandle<()>, oneshot::Receiver<()>) {
+    let (loaded_tx, loaded) = oneshot::channel::<()>();
+    let (client, metrics) = (client.clone(), metrics.clone());
+    let (brakes, leadership) = (actuator.brakes.clone(), actuator.leadership.clone());
+    let handle = supervisor.spawn("the brakes' ledger", async move {
+        ledger::load(client.clone(), &namespace, &brakes, &metrics).await;
+        let _ = loaded_tx.send(());
+        ledger::keep(client, namespace, brakes, leadership, metrics).await;
+        Ok(())
+    });
+    (handle, loaded)
 }
 
 /// `resize_guard_deferred_pods`, counted from the shared pod cache every 5 s.

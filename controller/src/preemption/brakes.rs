@@ -1,49 +1,68 @@
 //! The brakes between a preemption plan and its victims (ARCHITECTURE.md §5): whatever the
 //! decision, the controller removes victims no faster, in no more places at once, and no more
-//! often for one resize than the policy allows, and stops altogether when its plans keep
-//! failing to help.
+//! often for one resize than the policy allows, and stops where its plans keep failing to help.
 //!
 //! - **One plan in flight per node.** A plan claims its node until its resize is admitted or
 //!   the plan ends (cleared, dropped, re-planned, failed), or [`CLAIM_TTL`] passes without news
 //!   of it; another resize on that node waits.
-//! - **A cluster-wide eviction rate** (`preemption.maxEvictionsPerMinute`): a token bucket that
-//!   holds one whole plan (`maxVictimsPerResize` tokens) and refills at the rate. A plan starts
-//!   only when the bucket holds a token for each of its victims, so two plans admitted together
-//!   can never exceed it; tokens of victims that were not removed go back.
+//! - **Eviction rates** ([`bucket`]): a cluster-wide token bucket
+//!   (`preemption.maxEvictionsPerMinute`, the outer bound) and one per preemptor namespace
+//!   (`preemption.maxEvictionsPerNamespacePerMinute`), each holding one whole plan
+//!   (`maxVictimsPerResize` tokens) and refilling at its rate. A plan starts only when both hold
+//!   a token for each of its victims, so two plans admitted together can never exceed either;
+//!   tokens of victims that were not removed go back. One namespace's churn spends only its
+//!   own budget and its share of the cluster's.
 //! - **Victims per resize across plans**: `maxVictimsPerResize` caps the victims one resize
 //!   costs over its plans that helped nobody (counted per pod UID and `metadata.generation`).
-//! - **A circuit breaker** (`preemption.circuitBreaker`): a plan is futile when the victims of
-//!   the previous plan for the same resize were removed, the resize still needs another, and no
-//!   other resize on the node was admitted meanwhile (its count of pending resizes did not
-//!   drop): the room went nowhere resize-guard meant it to (the kubelet counts differently, or
-//!   new pods took it). Room that went to other pending resizes of the node is progress, not
-//!   futility: equal-priority resizes take freed room in the kubelet's order, not the plan's.
-//!   `futilePlans` futile plans within `windowSeconds` stop every preemption for
-//!   `pauseSeconds`.
+//! - **A circuit breaker per scope** ([`breaker`], `preemption.circuitBreaker`): a plan is futile
+//!   when the victims of the previous plan for the same resize were removed, the resize still
+//!   needs another, and no other resize on the node was admitted meanwhile (its count of pending
+//!   resizes did not drop): the room went nowhere resize-guard meant it to. Room that went to
+//!   other pending resizes of the node is progress, not futility. `futilePlans` futile plans
+//!   within `windowSeconds` in one scope (the preemptor's namespace by default, or its node, or
+//!   the cluster) stop preemption in that scope for `pauseSeconds`.
 //!
-//! The counts live in this process. A new leader starts them afresh: after a failover a resize
-//! may cost up to `maxVictimsPerResize` again, and the rate's bucket starts full.
+//! **The counts outlive a leader** ([`persisted`], [`ledger`]): the buckets, each resize's spend
+//! and the breakers are written, with wall-clock times, to ConfigMap `resize-guard-brakes` in the
+//! install namespace, through the lease's fence, at most once a second, and always before the
+//! first eviction of a plan they let through ([`Admission::saved`]). A new leader reads them back
+//! before its reconcile loop acts. Node claims stay in memory: a recorded plan is resumed by the
+//! next leader from the preemptor's annotation (ARCHITECTURE.md §5.2).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use resize_guard_policy::pod::PodKey;
 use resize_guard_policy::policy::{CircuitBreaker, Policy};
+use tokio::sync::watch;
+
+pub mod breaker;
+mod bucket;
+pub mod ledger;
+pub mod persisted;
+
+use breaker::{Breaker, Reach};
+use bucket::{Bucket, Shape};
 
 /// How long a node stays claimed by a plan nobody hears of (its preemptor deleted, say).
 pub const CLAIM_TTL: Duration = Duration::from_secs(300);
 /// How long a resize's count is kept after it was last touched.
 const SPENT_TTL: Duration = Duration::from_secs(3600);
+/// How long a plan waits for its brakes' state to be saved before it is held instead.
+const SAVE_WAIT: Duration = Duration::from_secs(10);
 
 /// The brakes' settings, read from the policy in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// `preemption.maxVictimsPerResize`: per plan and per resize; also the bucket's size.
+    /// `preemption.maxVictimsPerResize`: per plan and per resize; also each bucket's size.
     pub per_resize: u32,
     /// `preemption.maxEvictionsPerMinute`.
     pub per_minute: u32,
+    /// `preemption.maxEvictionsPerNamespacePerMinute`.
+    pub per_namespace_minute: u32,
     /// `preemption.circuitBreaker`.
     pub breaker: CircuitBreaker,
 }
@@ -54,7 +73,25 @@ impl Limits {
         Limits {
             per_resize: policy.preemption.max_victims_per_resize.max(1),
             per_minute: policy.preemption.max_evictions_per_minute.max(1),
+            per_namespace_minute: policy
+                .preemption
+                .max_evictions_per_namespace_per_minute
+                .max(1),
             breaker: policy.preemption.circuit_breaker,
+        }
+    }
+
+    fn cluster(self) -> Shape {
+        Shape {
+            size: self.per_resize,
+            per_minute: self.per_minute,
+        }
+    }
+
+    fn namespace(self) -> Shape {
+        Shape {
+            size: self.per_resize,
+            per_minute: self.per_namespace_minute,
         }
     }
 }
@@ -62,8 +99,11 @@ impl Limits {
 /// Why a plan may not start now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Held {
-    /// The circuit breaker is open (and opened on this plan when `opened_now`).
+    /// A circuit breaker the plan falls under is open (and opened on this plan when
+    /// `opened_now`).
     Paused {
+        /// What the open breaker covers.
+        reach: Reach,
         /// Until the breaker closes.
         left: Duration,
         /// This plan was the one too many.
@@ -83,10 +123,22 @@ pub enum Held {
         /// This plan's victims.
         more: u32,
     },
-    /// The eviction rate allows this plan's victims only after `wait`.
+    /// The cluster-wide eviction rate allows this plan's victims only after `wait`.
     Rate {
         /// Until enough tokens are back.
         wait: Duration,
+    },
+    /// The preemptor's namespace has spent its eviction budget for now.
+    NamespaceRate {
+        /// The namespace.
+        namespace: String,
+        /// Until enough tokens are back.
+        wait: Duration,
+    },
+    /// The brakes' state could not be saved, so the eviction it pays for is not sent.
+    Unsaved {
+        /// Why.
+        why: String,
     },
 }
 
@@ -102,6 +154,40 @@ impl Held {
             Held::NodeBusy { .. } => "held_node_busy",
             Held::Spent { .. } => "held_victims_per_resize",
             Held::Rate { .. } => "held_eviction_rate",
+            Held::NamespaceRate { .. } => "held_namespace_rate",
+            Held::Unsaved { .. } => "held_state_unsaved",
+        }
+    }
+
+    /// The brake that holds the plan, in words that stay the same while it holds (the note of
+    /// the `PreemptionHeld` Event, so repeats aggregate into one series).
+    pub fn brake(&self, limits: Limits) -> String {
+        match self {
+            Held::Paused { reach, .. } => format!(
+                "the circuit breaker of {reach} is open (preemption.circuitBreaker: {} futile plans within {}s pause it for {}s)",
+                limits.breaker.futile_plans,
+                limits.breaker.window_seconds,
+                limits.breaker.pause_seconds
+            ),
+            Held::NodeBusy { holder } => {
+                format!("one plan at a time per node: {holder}'s is in flight")
+            }
+            Held::Spent { .. } => format!(
+                "this resize reached preemption.maxVictimsPerResize ({})",
+                limits.per_resize
+            ),
+            Held::Rate { .. } => format!(
+                "the cluster-wide eviction rate (preemption.maxEvictionsPerMinute: {}) is used up for now",
+                limits.per_minute
+            ),
+            Held::NamespaceRate { namespace, .. } => format!(
+                "namespace {namespace}'s eviction budget (preemption.maxEvictionsPerNamespacePerMinute: {}) is used up for now",
+                limits.per_namespace_minute
+            ),
+            Held::Unsaved { .. } => format!(
+                "the brakes' state could not be saved to ConfigMap {}; no eviction is sent until it is",
+                ledger::CONFIGMAP
+            ),
         }
     }
 }
@@ -115,10 +201,13 @@ struct Claim {
 }
 
 /// What one resize has cost so far.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Spent {
     generation: i64,
     victims: u32,
+    /// Victims reserved by a plan in flight and not yet counted (persisted as spent: a leader
+    /// that dies mid-plan leaves its successor assuming they all went).
+    in_flight: u32,
     /// Victims of the current plan were removed (a further plan is futile unless the node made
     /// progress).
     removed_this_plan: bool,
@@ -127,20 +216,50 @@ struct Spent {
     touched: Instant,
 }
 
+/// Every count the brakes keep.
 #[derive(Debug)]
 struct State {
-    tokens: f64,
-    refilled: Option<Instant>,
+    cluster: Bucket,
+    namespaces: HashMap<String, Bucket>,
+    /// A namespace's bucket made before it is seen starts empty at this time, not full (set
+    /// when persisted state could not be read: nothing then may spend a full bucket).
+    fresh_from: Option<Instant>,
     nodes: HashMap<String, Claim>,
     resizes: HashMap<String, Spent>,
-    futile: VecDeque<Instant>,
-    paused_until: Option<Instant>,
+    breakers: HashMap<Reach, Breaker>,
+    /// Bumped by every change worth persisting.
+    version: u64,
+}
+
+impl State {
+    fn changed(&mut self) -> u64 {
+        self.version += 1;
+        self.version
+    }
+
+    fn new_bucket(&self) -> Bucket {
+        self.fresh_from.map_or_else(Bucket::full, Bucket::empty_at)
+    }
+}
+
+/// How far the state has been saved.
+#[derive(Debug, Clone, Default)]
+struct Saved {
+    /// Every version up to this one is saved.
+    through: u64,
+    /// The last failed save: the version it tried and why it failed.
+    failed: Option<(u64, String)>,
 }
 
 /// The brakes of one controller process (shared by every reconcile).
 #[derive(Debug)]
 pub struct Brakes {
     state: Mutex<State>,
+    /// The latest version, for the ledger's writer.
+    changes: watch::Sender<u64>,
+    saved: watch::Sender<Saved>,
+    /// A ledger writer is running: plans wait for their state to be saved.
+    persisting: AtomicBool,
 }
 
 impl Default for Brakes {
@@ -155,8 +274,10 @@ impl Default for Brakes {
 pub struct Admission<'a> {
     brakes: &'a Brakes,
     uid: String,
+    namespace: String,
     reserved: u32,
     removed: u32,
+    version: u64,
 }
 
 impl Admission<'_> {
@@ -164,33 +285,80 @@ impl Admission<'_> {
     pub fn removed(&mut self) {
         self.removed = self.removed.saturating_add(1).min(self.reserved);
     }
-}
 
-impl Drop for Admission<'_> {
-    fn drop(&mut self) {
-        let mut s = self.brakes.lock();
-        s.tokens += f64::from(self.reserved - self.removed);
-        if self.removed > 0
-            && let Some(spent) = s.resizes.get_mut(&self.uid)
-        {
-            spent.victims = spent.victims.saturating_add(self.removed);
-            spent.removed_this_plan = true;
+    /// Completes once the state that let this plan through is saved (at once when nothing
+    /// persists it), or says why it could not be: its evictions must then not be sent.
+    pub async fn saved(&self) -> Result<(), Held> {
+        if !self.brakes.persisting.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let want = self.version;
+        let mut rx = self.brakes.saved.subscribe();
+        let wait = async {
+            loop {
+                {
+                    let s = rx.borrow_and_update();
+                    if s.through >= want {
+                        return Ok(());
+                    }
+                    if let Some((tried, why)) = &s.failed
+                        && *tried >= want
+                    {
+                        return Err(why.clone());
+                    }
+                }
+                if rx.changed().await.is_err() {
+                    return Err("the brakes are gone".to_owned());
+                }
+            }
+        };
+        match tokio::time::timeout(SAVE_WAIT, wait).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(Held::Unsaved { why }),
+            Err(_) => Err(Held::Unsaved {
+                why: format!("not saved within {}s", SAVE_WAIT.as_secs()),
+            }),
         }
     }
 }
 
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        let brakes = self.brakes;
+        let mut s = brakes.lock();
+        let back = f64::from(self.reserved - self.removed);
+        s.cluster.tokens += back;
+        if let Some(b) = s.namespaces.get_mut(&self.namespace) {
+            b.tokens += back;
+        }
+        if let Some(spent) = s.resizes.get_mut(&self.uid) {
+            spent.in_flight = spent.in_flight.saturating_sub(self.reserved);
+            if self.removed > 0 {
+                spent.victims = spent.victims.saturating_add(self.removed);
+                spent.removed_this_plan = true;
+            }
+        }
+        let v = s.changed();
+        brakes.changes.send_replace(v);
+    }
+}
+
 impl Brakes {
-    /// Brakes with a full bucket, no claims, no counts.
+    /// Brakes with full buckets, no claims, no counts.
     pub fn new() -> Brakes {
         Brakes {
             state: Mutex::new(State {
-                tokens: 0.0,
-                refilled: None,
+                cluster: Bucket::full(),
+                namespaces: HashMap::new(),
+                fresh_from: None,
                 nodes: HashMap::new(),
                 resizes: HashMap::new(),
-                futile: VecDeque::new(),
-                paused_until: None,
+                breakers: HashMap::new(),
+                version: 0,
             }),
+            changes: watch::Sender::new(0),
+            saved: watch::Sender::new(Saved::default()),
+            persisting: AtomicBool::new(false),
         }
     }
 
@@ -215,29 +383,19 @@ impl Brakes {
     ) -> Result<Admission<'_>, Held> {
         let mut s = self.lock();
         let key = PodKey::of(preemptor);
-        let uid = key.uid.clone();
+        let (uid, namespace) = (key.uid.clone(), key.namespace.clone());
         let generation = preemptor.metadata.generation.unwrap_or_default();
-        if let Some(until) = s.paused_until {
-            if now < until {
-                return Err(Held::Paused {
-                    left: until - now,
-                    opened_now: false,
-                    futile: 0,
-                });
-            }
-            s.paused_until = None;
-            s.futile.clear();
-        }
+        open_breaker(&mut s, &namespace, node, limits, now)?;
         if let Some(claim) = s.nodes.get(node)
             && claim.uid != uid
-            && now.duration_since(claim.since) < CLAIM_TTL
+            && now.saturating_duration_since(claim.since) < CLAIM_TTL
         {
             return Err(Held::NodeBusy {
                 holder: claim.holder.clone(),
             });
         }
         s.resizes
-            .retain(|_, r| now.duration_since(r.touched) < SPENT_TTL);
+            .retain(|_, r| now.saturating_duration_since(r.touched) < SPENT_TTL);
         let spent = s
             .resizes
             .get(&uid)
@@ -260,41 +418,12 @@ impl Brakes {
             });
         }
         if futile && limits.breaker.futile_plans > 0 {
-            let window = Duration::from_secs(u64::from(limits.breaker.window_seconds));
-            while s
-                .futile
-                .front()
-                .is_some_and(|t| now.duration_since(*t) >= window)
-            {
-                s.futile.pop_front();
-            }
-            s.futile.push_back(now);
-            let count = u32::try_from(s.futile.len()).unwrap_or(u32::MAX);
-            if count >= limits.breaker.futile_plans {
-                let pause = Duration::from_secs(u64::from(limits.breaker.pause_seconds));
-                s.paused_until = Some(now + pause);
-                return Err(Held::Paused {
-                    left: pause,
-                    opened_now: true,
-                    futile: count,
-                });
-            }
+            let opened = count_futile(&mut s, &namespace, node, limits, now);
+            let v = s.changed();
+            self.changes.send_replace(v);
+            opened?;
         }
-        // The bucket holds one whole plan and refills at the rate.
-        let size = f64::from(limits.per_resize);
-        let rate = f64::from(limits.per_minute) / 60.0;
-        let elapsed = s
-            .refilled
-            .map_or(f64::INFINITY, |t| now.duration_since(t).as_secs_f64());
-        s.tokens = (s.tokens + elapsed * rate).min(size);
-        s.refilled = Some(now);
-        let need = f64::from(victims);
-        if s.tokens < need {
-            return Err(Held::Rate {
-                wait: Duration::from_secs_f64((need - s.tokens) / rate),
-            });
-        }
-        s.tokens -= need;
+        take_tokens(&mut s, &namespace, victims, limits, now)?;
         s.nodes.insert(
             node.to_owned(),
             Claim {
@@ -306,6 +435,7 @@ impl Brakes {
         let entry = s.resizes.entry(uid.clone()).or_insert(Spent {
             generation,
             victims: 0,
+            in_flight: 0,
             removed_this_plan: false,
             pending_at_plan: pending_on_node,
             touched: now,
@@ -313,18 +443,24 @@ impl Brakes {
         if entry.generation != generation {
             entry.generation = generation;
             entry.victims = 0;
+            entry.in_flight = 0;
         }
         entry.victims = entry.victims.min(already);
+        entry.in_flight = entry.in_flight.saturating_add(victims);
         if fresh {
             entry.removed_this_plan = false;
             entry.pending_at_plan = pending_on_node;
         }
         entry.touched = now;
+        let version = s.changed();
+        self.changes.send_replace(version);
         Ok(Admission {
             brakes: self,
             uid,
+            namespace,
             reserved: victims,
             removed: 0,
+            version,
         })
     }
 
@@ -338,8 +474,9 @@ impl Brakes {
         {
             s.nodes.remove(node);
         }
-        if resolved {
-            s.resizes.remove(&uid);
+        if resolved && s.resizes.remove(&uid).is_some() {
+            let v = s.changed();
+            self.changes.send_replace(v);
         }
     }
 
@@ -354,10 +491,117 @@ impl Brakes {
         }
     }
 
-    /// True while the circuit breaker is open.
+    /// True while any circuit breaker is open.
     pub fn paused(&self, now: Instant) -> bool {
-        self.lock().paused_until.is_some_and(|until| now < until)
+        self.lock()
+            .breakers
+            .values()
+            .any(|b| b.paused_until.is_some_and(|until| now < until))
     }
+}
+
+/// Held when a breaker the plan falls under is open; a pause that ended closes its breaker. A
+/// pause longer than the policy's (read back from persisted state) is cut to it from now.
+fn open_breaker(
+    s: &mut State,
+    namespace: &str,
+    node: &str,
+    limits: Limits,
+    now: Instant,
+) -> Result<(), Held> {
+    let pause = Duration::from_secs(u64::from(limits.breaker.pause_seconds));
+    for reach in Reach::all(namespace, node) {
+        let Some(b) = s.breakers.get_mut(&reach) else {
+            continue;
+        };
+        if let Some(until) = b.paused_until {
+            if now < until {
+                let left = (until - now).min(pause);
+                b.paused_until = Some(now + left);
+                if !left.is_zero() {
+                    return Err(Held::Paused {
+                        reach,
+                        left,
+                        opened_now: false,
+                        futile: 0,
+                    });
+                }
+            }
+            b.paused_until = None;
+            b.futile.clear();
+        }
+        if b.is_idle() {
+            s.breakers.remove(&reach);
+        }
+    }
+    Ok(())
+}
+
+/// Counts a futile plan in the policy's scope, opening that breaker at `futilePlans`.
+fn count_futile(
+    s: &mut State,
+    namespace: &str,
+    node: &str,
+    limits: Limits,
+    now: Instant,
+) -> Result<(), Held> {
+    let window = Duration::from_secs(u64::from(limits.breaker.window_seconds));
+    let reach = Reach::of(limits.breaker.scope, namespace, node);
+    let b = s.breakers.entry(reach.clone()).or_default();
+    while b
+        .futile
+        .front()
+        .is_some_and(|t| now.saturating_duration_since(*t) >= window)
+    {
+        b.futile.pop_front();
+    }
+    b.futile.push_back(now);
+    let count = u32::try_from(b.futile.len()).unwrap_or(u32::MAX);
+    if count >= limits.breaker.futile_plans {
+        let pause = Duration::from_secs(u64::from(limits.breaker.pause_seconds));
+        b.paused_until = Some(now + pause);
+        return Err(Held::Paused {
+            reach,
+            left: pause,
+            opened_now: true,
+            futile: count,
+        });
+    }
+    Ok(())
+}
+
+/// Takes a token per victim from the cluster's bucket and the namespace's, or from neither. The
+/// cluster's is asked first: when it is short every namespace waits, whatever its own budget.
+fn take_tokens(
+    s: &mut State,
+    namespace: &str,
+    victims: u32,
+    limits: Limits,
+    now: Instant,
+) -> Result<(), Held> {
+    let (ns_shape, cluster_shape) = (limits.namespace(), limits.cluster());
+    // Full buckets say nothing a fresh one would not: forgotten, so the map stays small.
+    s.namespaces
+        .retain(|n, b| n == namespace || !b.is_full(ns_shape, now));
+    s.cluster.refill(cluster_shape, now);
+    if let Some(wait) = s.cluster.short_by(victims, cluster_shape) {
+        return Err(Held::Rate { wait });
+    }
+    let fresh = s.new_bucket();
+    let ns = s.namespaces.entry(namespace.to_owned()).or_insert(fresh);
+    ns.refill(ns_shape, now);
+    if let Some(wait) = ns.short_by(victims, ns_shape) {
+        return Err(Held::NamespaceRate {
+            namespace: namespace.to_owned(),
+            wait,
+        });
+    }
+    let need = f64::from(victims);
+    s.cluster.tokens -= need;
+    if let Some(ns) = s.namespaces.get_mut(namespace) {
+        ns.tokens -= need;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -495,3 +495,47 @@ fn the_stall_timer_defaults_to_ten_minutes_and_refuses_values_out_of_range() {
     .unwrap();
     assert_eq!(edge.preemption.stall_after_seconds, 86_400);
 }
+
+#[test]
+fn the_tenant_brakes_default_to_a_namespace_budget_under_the_cluster_rate_and_a_namespace_breaker()
+{
+    let p = Policy::default();
+    assert_eq!(p.preemption.max_evictions_per_namespace_per_minute, 6);
+    assert!(
+        p.preemption.max_evictions_per_namespace_per_minute < p.preemption.max_evictions_per_minute
+    );
+    assert_eq!(p.preemption.circuit_breaker.scope, BreakerScope::Namespace);
+    let p = Policy::from_yaml(
+        "mode: enforce\npreemption:\n  enabled: true\n  maxEvictionsPerNamespacePerMinute: 3\n  circuitBreaker:\n    scope: node\n",
+    )
+    .unwrap();
+    assert_eq!(p.preemption.max_evictions_per_namespace_per_minute, 3);
+    assert_eq!(p.preemption.circuit_breaker.scope, BreakerScope::Node);
+    assert_eq!(p.preemption.circuit_breaker.futile_plans, 3);
+    let yaml = p.to_yaml();
+    assert!(
+        yaml.contains("maxEvictionsPerNamespacePerMinute: 3") && yaml.contains("scope: node"),
+        "{yaml}"
+    );
+    assert_eq!(Policy::from_yaml(&yaml).unwrap(), p);
+    let p = Policy::from_yaml(
+        "mode: enforce\npreemption:\n  enabled: true\n  circuitBreaker:\n    scope: cluster\n",
+    )
+    .unwrap();
+    assert_eq!(p.preemption.circuit_breaker.scope, BreakerScope::Cluster);
+    let e = Policy::from_yaml("preemption:\n  maxEvictionsPerNamespacePerMinute: 0\n").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("maxEvictionsPerNamespacePerMinute must be at least 1"),
+        "{e}"
+    );
+    assert_eq!(e.line, Some(2), "{e}");
+    for bad in ["tenant", "\"\"", "[namespace]", "1"] {
+        let doc = format!("preemption:\n  circuitBreaker:\n    scope: {bad}\n");
+        let e = Policy::from_yaml(&doc).unwrap_err();
+        assert!(e.to_string().contains("scope"), "{bad}: {e}");
+    }
+    let e =
+        Policy::from_yaml("preemption:\n  maxEvictionsPerNamespacePerMinute: -1\n").unwrap_err();
+    assert!(e.to_string().contains("line 2"), "{e}");
+}

@@ -242,6 +242,7 @@ fn model() -> impl Strategy<Value = Case<Expect>> {
                     },
                     max_victims_per_resize: victims,
                     max_evictions_per_minute: 20,
+                    max_evictions_per_namespace_per_minute: 6,
                     circuit_breaker: Default::default(),
                     max_grace_period_seconds: Some(grace),
                     min_deferred_seconds: deferred,
@@ -466,7 +467,9 @@ fn render(
         .filter(|(section, _)| *section == "preemption")
         .map(|(_, key)| *key)
         .collect();
-    let unstated = if !rendered.iter().any(|(section, _)| *section == "mode") {
+    let unstated = if rendered.is_empty() {
+        Some("the document is empty")
+    } else if !rendered.iter().any(|(section, _)| *section == "mode") {
         Some("`mode` is not stated")
     } else if !preemption.is_empty() && !preemption.contains(&"enabled") {
         Some("preemption.enabled is not stated")

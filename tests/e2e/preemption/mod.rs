@@ -7,3 +7,4 @@ mod failover;
 mod pending_growth;
 mod stall;
 mod supervision;
+mod tenants;

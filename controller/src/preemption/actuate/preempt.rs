@@ -1,10 +1,13 @@
 //! Carrying out a [`Decision::Preempt`]: past the brakes, the plan-sealing key first (a plan that
 //! could not be recorded is not started), the plan recorded when the decision says, each victim
-//! removed in order, the `PreemptingForResize` Event. A plan the brakes hold back, or an
-//! eviction the API server refuses, comes back as the decision to carry out instead.
+//! removed in order, the `PreemptingForResize` Event. A plan the brakes hold back (a
+//! `PreemptionHeld` Event naming the brake, or `PreemptionPaused` when it opened a breaker), or
+//! an eviction the API server refuses, comes back as the decision to carry out instead.
 
 use k8s_openapi::api::core::v1::Pod;
 use resize_guard_policy::pod::{self, PodKey};
+
+use resize_guard_runtime::events::EventIntent;
 
 use super::{ActuateError, Actuator, held_back, reference};
 use crate::preemption::brakes::{Held, Limits};
@@ -38,6 +41,11 @@ impl Actuator {
             Ok(admission) => admission,
             Err(held) => return Ok(Some(self.held(pod, node, &held, limits))),
         };
+        // The state that let the plan through is persisted before its first write (its tokens
+        // go back when `admission` drops).
+        if let Err(held) = admission.saved().await {
+            return Ok(Some(self.held(pod, node, &held, limits)));
+        }
         if fresh {
             // A plan that could not be recorded is not started: the key first.
             self.plan_key().await?;
@@ -95,6 +103,23 @@ impl Actuator {
         {
             tracing::warn!(pod = %PodKey::of(pod), why, "circuit breaker opened");
             self.event(&reference(pod), None, true, "PreemptionPaused", why.clone());
+        } else if let Decision::Wait { .. } = &then {
+            // Which brake holds it, in words that stay the same while it holds: one series per
+            // brake (the action, the outcome, keeps another brake's Event apart).
+            let intent = EventIntent {
+                regarding: reference(pod),
+                related: None,
+                warning: false,
+                reason: "PreemptionHeld",
+                action: held.outcome().into(),
+                note: format!(
+                    "resize-guard held this preemption plan: {}",
+                    held.brake(limits)
+                ),
+            };
+            let this = self.clone();
+            self.events
+                .record_through(intent, move |post| async move { this.write(post).await });
         }
         then
     }

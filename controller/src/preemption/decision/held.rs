@@ -9,9 +9,14 @@ use crate::preemption::brakes::{Held, Limits};
 /// The decision for a plan on `node` held back as `held` under `limits`.
 pub fn held_back(node: &str, held: &Held, limits: Limits) -> Decision {
     match held {
-        Held::Paused { left, futile, .. } => Decision::Wait {
+        Held::Paused {
+            reach,
+            left,
+            futile,
+            ..
+        } => Decision::Wait {
             why: format!(
-                "resize-guard stopped preempting for {}s: {futile} plans within {}s removed their victims and their resizes still needed more (preemption.circuitBreaker)",
+                "resize-guard stopped preempting in {reach} for {}s: {futile} plans within {}s removed their victims and their resizes still needed more (preemption.circuitBreaker)",
                 left.as_secs(),
                 limits.breaker.window_seconds
             ),
@@ -38,6 +43,14 @@ pub fn held_back(node: &str, held: &Held, limits: Limits) -> Decision {
             ),
             after: (*wait).max(SHORT_WAIT),
         },
+        Held::NamespaceRate { wait, .. } => Decision::Wait {
+            why: held.brake(limits),
+            after: (*wait).max(SHORT_WAIT),
+        },
+        Held::Unsaved { why } => Decision::Wait {
+            why: format!("{}: {why}", held.brake(limits)),
+            after: NODE_BUSY_WAIT,
+        },
     }
 }
 
@@ -53,6 +66,7 @@ mod tests {
     fn a_held_plan_waits_as_long_as_its_brake_says() {
         let limits = Limits::of(&Policy::default());
         let paused = |left| Held::Paused {
+            reach: crate::preemption::brakes::breaker::Reach::Cluster,
             left: Duration::from_secs(left),
             opened_now: false,
             futile: 3,

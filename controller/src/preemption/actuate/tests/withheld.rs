@@ -89,3 +89,65 @@ async fn a_plan_the_brakes_hold_back_writes_nothing_and_says_why() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_plan_held_by_its_namespaces_budget_writes_nothing_and_names_the_brake() {
+    let (a, seen) = leading(Box::new(ok));
+    let mut limits = Limits::of(&resize_guard_policy::policy::Policy::default());
+    limits.per_resize = 2;
+    limits.per_minute = 60_000; // the cluster's bucket is back within milliseconds
+    limits.per_namespace_minute = 1; // the namespace's, in a minute
+    let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
+    let first = Decision::Preempt {
+        record: Record::Before(plan(&victims)),
+        victims,
+        note: "n".into(),
+        limits,
+        pending_on_node: 1,
+        after: SHORT_WAIT,
+    };
+    a.apply(&preemptor(), first).await.unwrap();
+    let made = writes(&seen).len();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut other = preemptor();
+    other.metadata.uid = Some("u-other".into());
+    other.metadata.name = Some("other".into());
+    other.spec.as_mut().unwrap().node_name = Some("n2".into());
+    let v = vec![removal("v3", Via::Eviction)];
+    let held = Decision::Preempt {
+        record: Record::After(plan(&v)),
+        victims: v,
+        note: "n".into(),
+        limits,
+        pending_on_node: 1,
+        after: SHORT_WAIT,
+    };
+    let action = a.apply(&other, held).await.unwrap();
+    let shown = format!("{action:?}");
+    assert!(
+        shown.contains("Some(59.") || shown.contains("Some(60"),
+        "{shown}"
+    );
+    assert_eq!(writes(&seen).len(), made, "{:?}", writes(&seen));
+    assert!(
+        a.metrics
+            .render()
+            .contains("outcome=\"held_namespace_rate\""),
+        "{}",
+        a.metrics.render()
+    );
+    settle().await;
+    let notes: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.path.contains("/events") && s.body["reason"] == "PreemptionHeld")
+        .map(|s| s.body["note"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains(
+            "namespace prod's eviction budget (preemption.maxEvictionsPerNamespacePerMinute: 1)"
+        )),
+        "{notes:?}"
+    );
+}

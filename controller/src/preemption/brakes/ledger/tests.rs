@@ -1,0 +1,201 @@
+//! The ledger against a fake API server: what a new leader reads (absent, garbage), what the
+//! writer sends (through the fence only) and what a plan waits for before its evictions.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use http::{Request, Response, StatusCode};
+use k8s_openapi::api::core::v1::Pod;
+use kube::client::Body;
+use resize_guard_policy::policy::Policy;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::preemption::brakes::{Held, Limits};
+
+/// One request: method, path, body.
+type Seen = (String, String, Value);
+
+/// A fake API server answering every request with `answer`.
+fn fake(
+    answer: impl Fn(&Seen) -> (StatusCode, Value) + Send + 'static,
+) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Some((request, send)) = handle.next_request().await {
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect_bytes().await.unwrap();
+            let s = (
+                parts.method.to_string(),
+                parts.uri.path().to_owned(),
+                serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            );
+            let (status, reply) = answer(&s);
+            log.lock().unwrap().push(s);
+            send.send_response(
+                Response::builder()
+                    .status(status)
+                    .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                    .unwrap(),
+            );
+        }
+    });
+    (kube::Client::new(service, "default"), seen)
+}
+
+fn config_map(text: &str) -> (StatusCode, Value) {
+    (
+        StatusCode::OK,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": CONFIGMAP, "namespace": "resize-guard"},
+               "data": {KEY: text}}),
+    )
+}
+
+fn status(code: u16, reason: &str) -> (StatusCode, Value) {
+    (
+        StatusCode::from_u16(code).unwrap(),
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+               "reason": reason, "message": format!("fake: {reason}")}),
+    )
+}
+
+fn preemptor() -> Pod {
+    serde_json::from_value(
+        json!({"metadata": {"name": "app", "namespace": "prod", "uid": "u-app",
+        "generation": 1}}),
+    )
+    .unwrap()
+}
+
+fn limits() -> Limits {
+    let mut l = Limits::of(&Policy::default());
+    l.per_resize = 2;
+    l
+}
+
+#[tokio::test]
+async fn a_new_leader_reads_garbage_as_empty_buckets_and_an_absent_ledger_as_a_first_start() {
+    let (client, _) = fake(|_| config_map("{\"format\": 1, \"cluster\": "));
+    let (brakes, metrics) = (Brakes::new(), Metrics::new());
+    load(client, "resize-guard", &brakes, &metrics).await;
+    assert!(
+        metrics
+            .render()
+            .contains("resize_guard_brakes_state_loads_total{result=\"unreadable\"} 1"),
+        "{}",
+        metrics.render()
+    );
+    assert!(matches!(
+        brakes.admit(&preemptor(), "n1", 1, true, 1, limits(), Instant::now()),
+        Err(Held::Rate { .. })
+    ));
+
+    let (client, _) = fake(|_| status(404, "NotFound"));
+    let (brakes, metrics) = (Brakes::new(), Metrics::new());
+    load(client, "resize-guard", &brakes, &metrics).await;
+    assert!(metrics.render().contains("{result=\"absent\"} 1"));
+    assert!(
+        brakes
+            .admit(&preemptor(), "n1", 2, true, 1, limits(), Instant::now())
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn a_plan_waits_until_its_counts_are_written_and_they_read_back_whole() {
+    let (client, seen) = fake(|s| match s.0.as_str() {
+        "PATCH" => config_map(""),
+        _ => status(404, "NotFound"),
+    });
+    let (brakes, metrics) = (Arc::new(Brakes::new()), Arc::new(Metrics::new()));
+    let writer = tokio::spawn(keep(
+        client,
+        "resize-guard".into(),
+        brakes.clone(),
+        Leadership::forever(),
+        metrics.clone(),
+    ));
+    while !brakes.persisting.load(Ordering::Acquire) {
+        tokio::task::yield_now().await;
+    }
+    let admitted = brakes
+        .admit(&preemptor(), "n1", 2, true, 1, limits(), Instant::now())
+        .unwrap();
+    admitted.saved().await.unwrap();
+    let writes: Vec<Seen> = seen.lock().unwrap().clone();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    let (method, path, body) = &writes[0];
+    assert_eq!(
+        (method.as_str(), path.as_str()),
+        (
+            "PATCH",
+            "/api/v1/namespaces/resize-guard/configmaps/resize-guard-brakes"
+        )
+    );
+    // The plan's two victims are paid for in what was written: a successor's bucket is empty
+    // and the resize has spent them.
+    let next = Brakes::new();
+    let text = body["data"][KEY].as_str().unwrap();
+    assert_eq!(
+        next.restore(text, super::super::persisted::Now::read()),
+        super::super::persisted::Restored::Whole
+    );
+    assert!(matches!(
+        next.admit(&preemptor(), "n1", 1, false, 1, limits(), Instant::now()),
+        Err(Held::Spent { spent: 2, more: 1 })
+    ));
+    drop(admitted);
+    writer.abort();
+    assert!(metrics.render().contains("{result=\"ok\"} 1"));
+}
+
+#[tokio::test]
+async fn a_plan_whose_counts_could_not_be_written_is_held_and_nothing_is_sent_unfenced() {
+    // Refused (RBAC, say): the plan is held with the reason.
+    let (client, _) = fake(|_| status(403, "Forbidden"));
+    let (brakes, metrics) = (Arc::new(Brakes::new()), Arc::new(Metrics::new()));
+    let writer = tokio::spawn(keep(
+        client,
+        "resize-guard".into(),
+        brakes.clone(),
+        Leadership::forever(),
+        metrics.clone(),
+    ));
+    while !brakes.persisting.load(Ordering::Acquire) {
+        tokio::task::yield_now().await;
+    }
+    let admitted = brakes
+        .admit(&preemptor(), "n1", 1, true, 1, limits(), Instant::now())
+        .unwrap();
+    match admitted.saved().await.unwrap_err() {
+        Held::Unsaved { why } => assert!(why.contains("Forbidden"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    writer.abort();
+    assert!(metrics.render().contains("{result=\"error\"} 1"));
+
+    // Not leading: nothing is sent, and the plan is held.
+    let (client, seen) = fake(|_| config_map(""));
+    let brakes = Arc::new(Brakes::new());
+    let leadership = Leadership::forever();
+    let writer = tokio::spawn(keep(
+        client,
+        "resize-guard".into(),
+        brakes.clone(),
+        leadership.clone(),
+        Arc::new(Metrics::new()),
+    ));
+    while !brakes.persisting.load(Ordering::Acquire) {
+        tokio::task::yield_now().await;
+    }
+    leadership.revoke();
+    let admitted = brakes
+        .admit(&preemptor(), "n1", 1, true, 1, limits(), Instant::now())
+        .unwrap();
+    assert!(matches!(admitted.saved().await, Err(Held::Unsaved { .. })));
+    assert!(seen.lock().unwrap().is_empty());
+    let _ = writer.await;
+}

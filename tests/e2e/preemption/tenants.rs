@@ -1,0 +1,328 @@
+//! The brakes per tenant and across leaders, read back from kube-apiserver's audit log, on
+//! hollow nodes (upstream's v1.37.2 kubelet):
+//! - a leader killed in the middle of a flood of Deferred resizes: the replica that takes over
+//!   continues the eviction bucket the dead one persisted (ConfigMap `resize-guard-brakes`)
+//!   instead of starting with a full one;
+//! - one namespace spending its eviction budget (`maxEvictionsPerNamespacePerMinute`) leaves
+//!   the cluster's rate to the others: another namespace's plan acts while the first one's
+//!   plans are held (`held_namespace_rate`, `PreemptionHeld` Events naming the budget).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::scenario::controller as support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::Api;
+use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::objects::*;
+use serde_json::json;
+
+/// One test at a time: they share the Lease and the policy.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A successful eviction, from the audit log.
+#[derive(Debug, Clone)]
+struct Eviction {
+    /// When kube-apiserver received it, in seconds since the Unix epoch.
+    at: f64,
+    namespace: String,
+    victim: String,
+    /// The replica that sent it (its identity is in its user agent).
+    agent: String,
+}
+
+/// Every eviction kube-apiserver granted in `namespaces`, in order.
+fn evictions(env: &Env, namespaces: &[&str]) -> Vec<Eviction> {
+    let mut out: Vec<Eviction> = env
+        .cp
+        .audit_events()
+        .into_iter()
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["verb"] == "create"
+                && e["objectRef"]["subresource"] == "eviction"
+                && namespaces.contains(&e["objectRef"]["namespace"].as_str().unwrap_or_default())
+                && e["responseStatus"]["code"] == 201
+        })
+        .map(|e| {
+            let at: k8s_openapi::jiff::Timestamp = e["requestReceivedTimestamp"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            Eviction {
+                at: at.as_millisecond() as f64 / 1000.0,
+                namespace: e["objectRef"]["namespace"].as_str().unwrap().to_owned(),
+                victim: e["objectRef"]["name"].as_str().unwrap().to_owned(),
+                agent: e["userAgent"].as_str().unwrap_or_default().to_owned(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.at.total_cmp(&b.at));
+    out
+}
+
+/// Polls the audit log until `n` evictions in `namespaces` were granted.
+async fn wait_evictions(
+    env: &Env,
+    namespaces: &[&str],
+    n: usize,
+    timeout: Duration,
+) -> Vec<Eviction> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let got = evictions(env, namespaces);
+        if got.len() >= n {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} evictions after {timeout:?}: {got:?}",
+            got.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A node of exactly `apps` high-priority 100m pods and `victims` low-priority 300m pods (owned,
+/// so they may be victims), with no room to spare.
+async fn full_node(env: &Env, pods: &Api<Pod>, prefix: &str, apps: u32, victims: u32) -> String {
+    let cpu = format!("{}m", apps * 100 + victims * 300);
+    let node = env.node(prefix, &cpu, "8Gi").await;
+    for v in 0..victims {
+        let p = guaranteed_pod(&format!("{prefix}-v{v}"), &node, "low", "300m", "64Mi");
+        create_running(pods, &p).await.unwrap();
+    }
+    for a in 0..apps {
+        let p = guaranteed_pod(&format!("{prefix}-app{a}"), &node, "high", "100m", "64Mi");
+        create_running(pods, &p).await.unwrap();
+    }
+    node
+}
+
+/// Resizes each of `names` to `cpu` through pods/resize, all at once.
+async fn resize_all(pods: &Api<Pod>, names: &[String], cpu: &str) {
+    let resize = json!({"spec": {"containers": [{"name": "app", "resources": {
+        "requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}});
+    let answers = futures::future::join_all(names.iter().map(|name| {
+        let (pods, resize) = (pods.clone(), resize.clone());
+        async move { patch_resize(&pods, name, &resize).await }
+    }))
+    .await;
+    for a in answers {
+        a.unwrap();
+    }
+}
+
+/// Waits until `name` has `cpu` allocated and nothing pending.
+async fn wait_resized(pods: &Api<Pod>, name: &str, cpu: &str, timeout: Duration) {
+    wait_pod(pods, name, timeout, |p| {
+        allocated_cpu(p).as_deref() == Some(cpu) && resize_pending(p).is_none()
+    })
+    .await
+    .unwrap();
+}
+
+/// A line of a replica's `/metrics`.
+async fn metrics(c: &support::Controller) -> String {
+    resize_guard_harness::install::http_get(c.health_port, "/metrics")
+        .await
+        .unwrap()
+}
+
+/// Back to the shipped policy (and its RBAC) for the next test.
+async fn reset_policy(env: &Env) {
+    let cms: Api<ConfigMap> = Api::namespaced(env.client().await, "resize-guard");
+    cms.delete("resize-guard", &Default::default())
+        .await
+        .unwrap();
+    resize_guard_harness::install::apply_rbac(env).await;
+}
+
+/// Three nodes, each with one Deferred resize needing one victim, and a bucket of one token
+/// refilling every 20 s (`maxEvictionsPerMinute: 3`, `maxVictimsPerResize: 1`). The leader is
+/// killed (SIGKILL: no goodbye, no Lease release) right after its first eviction; the follower
+/// takes the Lease within about 6 s. Read from the audit log, every eviction — whichever replica
+/// sent it — keeps to the one bucket: the follower's first eviction comes a refill after the dead
+/// leader's, not at once as a full bucket would let it.
+#[tokio::test]
+async fn a_leader_killed_mid_flood_leaves_its_eviction_bucket_to_the_next() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let a = support::start(env, "brakes-a").await;
+    let b = support::start(env, "brakes-b").await;
+    // (Set after the start: installing resets the policy.)
+    resize_guard_harness::install::set_policy(
+        env,
+        "mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: 1\n  maxEvictionsPerMinute: 3\n  maxEvictionsPerNamespacePerMinute: 60\n",
+    )
+    .await;
+    for c in [&a, &b] {
+        c.wait_policy(|p| p.contains("maxEvictionsPerMinute: 3"))
+            .await;
+    }
+    let (leader, follower) = loop {
+        match (a.is_leader().await, b.is_leader().await) {
+            (true, false) => break (&a, &b),
+            (false, true) => break (&b, &a),
+            (true, true) => panic!("two leaders"),
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+
+    let ns = env.namespace("failover-flood").await;
+    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
+    let mut apps = Vec::new();
+    for n in 0..3 {
+        full_node(env, &pods, &format!("ff{n}"), 1, 1).await;
+        apps.push(format!("ff{n}-app0"));
+    }
+    resize_all(&pods, &apps, "200m").await;
+    let first = wait_evictions(env, &[&ns], 1, Duration::from_secs(30)).await;
+    std::process::Command::new("kill")
+        .args(["-KILL", &leader.process.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(
+        follower.leads_within(400).await,
+        "the follower never took over"
+    );
+    for app in &apps {
+        wait_resized(&pods, app, "200m", Duration::from_secs(150)).await;
+    }
+
+    let all = evictions(env, &[&ns]);
+    eprintln!("evictions across the failover: {all:#?}");
+    let by = |c: &support::Controller| {
+        let agent = format!("({})", c.identity);
+        all.iter().filter(|e| e.agent.contains(&agent)).count()
+    };
+    assert!(
+        by(leader) >= 1 && by(follower) >= 1 && all.len() == 3,
+        "both leaders evicted: {all:?}"
+    );
+    assert!(first[0].agent.contains(&format!("({})", leader.identity)));
+    // One bucket of 1 refilling 3 a minute: in any stretch of w seconds at most 1 + 3·(w+1)/60
+    // (1 s for the moment between a plan's admission and its request).
+    for i in 0..all.len() {
+        for j in i + 1..all.len() {
+            let w = all[j].at - all[i].at;
+            let count = (j - i + 1) as f64;
+            assert!(
+                count <= 1.0 + 3.0 * (w + 1.0) / 60.0,
+                "{count} evictions within {w:.1}s: {all:?}"
+            );
+        }
+    }
+    let m = metrics(follower).await;
+    assert!(
+        m.contains("resize_guard_brakes_state_loads_total{result=\"restored\"} 1"),
+        "the follower read the dead leader's counts: {m}"
+    );
+    drop(a);
+    drop(b);
+    reset_policy(env).await;
+}
+
+/// Tenant A: four nodes with a Deferred resize each, each needing one victim; tenant B: one node
+/// whose resize needs three victims at once. Plans of up to 3, the cluster's rate 30 a minute (a
+/// token every 2 s), a namespace's 3 (a token every 20 s). A spends its budget on its first three
+/// victims; B's resize, made then, needs the cluster's whole bucket (3), which refills in 6 s.
+/// Before, A's fourth plan took the cluster's first token back and B's plan waited behind it;
+/// now A's fourth plan is held by A's own budget and B's three victims go before it.
+#[tokio::test]
+async fn one_namespace_spending_its_budget_leaves_the_cluster_rate_to_the_others() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let c = support::start(env, "tenants").await;
+    resize_guard_harness::install::set_policy(
+        env,
+        "mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: 3\n  maxEvictionsPerMinute: 30\n  maxEvictionsPerNamespacePerMinute: 3\n",
+    )
+    .await;
+    c.wait_policy(|p| p.contains("maxEvictionsPerNamespacePerMinute: 3"))
+        .await;
+    c.wait_leading().await;
+
+    let (ns_a, ns_b) = (
+        env.namespace("tenant-a").await,
+        env.namespace("tenant-b").await,
+    );
+    let (pods_a, pods_b): (Api<Pod>, Api<Pod>) = (
+        Api::namespaced(env.client().await, &ns_a),
+        Api::namespaced(env.client().await, &ns_b),
+    );
+    let mut apps_a = Vec::new();
+    for n in 0..4 {
+        full_node(env, &pods_a, &format!("ta{n}"), 1, 1).await;
+        apps_a.push(format!("ta{n}-app0"));
+    }
+    full_node(env, &pods_b, "tb", 1, 3).await;
+
+    // A's stream: each resize grows by 300m, a victim's worth.
+    resize_all(&pods_a, &apps_a, "400m").await;
+    let spent = wait_evictions(env, &[&ns_a], 3, Duration::from_secs(60)).await;
+    // Which brake holds A's further plans, in an Event (others may name the node's plan).
+    let budget = format!("namespace {ns_a}'s eviction budget");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let held = support::events(env, &ns_a, "PreemptionHeld").await;
+        if held.iter().any(|e| e.1.contains(&budget)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no PreemptionHeld naming {budget}: {held:?}\n{:#?}\n{}\n{}",
+            evictions(env, &[&ns_a]),
+            metrics(&c).await,
+            c.process.log_tail(20_000)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // B's resize grows by 900m (to 1 CPU): three victims in one plan.
+    let asked = Instant::now();
+    resize_all(&pods_b, &["tb-app0".to_owned()], "1").await;
+    wait_resized(&pods_b, "tb-app0", "1", Duration::from_secs(90)).await;
+    eprintln!(
+        "tenant B's resize done {:?} after it was asked",
+        asked.elapsed()
+    );
+
+    let all = evictions(env, &[&ns_a, &ns_b]);
+    eprintln!("evictions of both tenants: {all:#?}");
+    let b_last = all
+        .iter()
+        .filter(|e| e.namespace == ns_b)
+        .map(|e| e.at)
+        .fold(f64::MIN, f64::max);
+    assert_eq!(
+        all.iter().filter(|e| e.namespace == ns_b).count(),
+        3,
+        "{all:?}"
+    );
+    // A's evictions up to B's last: its first three only (its budget then held the rest).
+    let a_before_b: Vec<_> = all
+        .iter()
+        .filter(|e| e.namespace == ns_a && e.at <= b_last)
+        .collect();
+    assert_eq!(
+        a_before_b.len(),
+        3,
+        "A's plans kept to A's budget while B's went: {all:?}"
+    );
+    assert!(spent.len() >= 3);
+    let m = metrics(&c).await;
+    assert!(
+        m.contains("outcome=\"held_namespace_rate\""),
+        "A's plans were held by A's budget: {m}"
+    );
+    assert!(
+        all.iter().all(|e| e.victim.contains("-v")),
+        "only victims: {all:?}"
+    );
+    drop(c);
+    reset_policy(env).await;
+}
