@@ -23,6 +23,9 @@ use crate::connection::Connection;
 
 /// The policy ConfigMap's name and key (ARCHITECTURE.md §6).
 pub const POLICY_CONFIGMAP: &str = "resize-guard";
+/// The controller's copy of the last policy that parsed (`resize_guard_cluster::view::last_good_name`
+/// of [`POLICY_CONFIGMAP`]), which both programs run on when the ConfigMap does not parse.
+pub const LAST_GOOD_CONFIGMAP: &str = "resize-guard-last-good";
 /// The controller's leader Lease (its `--lease-name` default).
 pub const CONTROLLER_LEASE: &str = "resize-guard-controller";
 
@@ -45,19 +48,33 @@ impl Judge {
     /// Reads the policy, the budgets and the version.
     pub async fn load(conn: &Connection) -> Judge {
         let mut notes = Vec::new();
-        let policy = match policy(conn).await {
-            Ok(Some(p)) => p,
-            Ok(None) => {
-                notes.push(format!(
-                    "ConfigMap {}/{POLICY_CONFIGMAP} not found: judged with the default policy",
-                    conn.install_namespace
-                ));
-                Policy::default()
-            }
-            Err(e) => {
-                notes.push(format!("{e:#}: judged with the default policy"));
-                Policy::default()
-            }
+        let why = match policy(conn).await {
+            Ok(Some(p)) => Ok(p),
+            Ok(None) => Err(format!(
+                "ConfigMap {}/{POLICY_CONFIGMAP} not found",
+                conn.install_namespace
+            )),
+            Err(e) => Err(format!("{e:#}")),
+        };
+        // As both programs choose (`resize_guard_cluster::policy_source`): the ConfigMap, else
+        // the controller's last good copy, else none — never the defaults by omission.
+        let policy = match why {
+            Ok(p) => p,
+            Err(why) => match last_good(conn).await {
+                Some(p) => {
+                    notes.push(format!(
+                        "{why}: judged with the last good copy (ConfigMap {}/{LAST_GOOD_CONFIGMAP}), as both programs do",
+                        conn.install_namespace
+                    ));
+                    p
+                }
+                None => {
+                    notes.push(format!(
+                        "{why} and no last good copy: both programs judge nothing; shown is what the default policy (mode: enforce) would do"
+                    ));
+                    Policy::default()
+                }
+            },
         };
         let budgets = match list_pages(
             &Api::<PodDisruptionBudget>::all(conn.client.clone()),
@@ -125,6 +142,13 @@ pub async fn policy(conn: &Connection) -> anyhow::Result<Option<Policy>> {
                 conn.install_namespace
             )
         })
+}
+
+/// The controller's last good copy of the policy, when it exists, is readable and parses.
+async fn last_good(conn: &Connection) -> Option<Policy> {
+    let api: Api<ConfigMap> = Api::namespaced(conn.client.clone(), &conn.install_namespace);
+    let cm = api.get_opt(LAST_GOOD_CONFIGMAP).await.ok()??;
+    Policy::from_config_map(cm.data.as_ref()).ok()
 }
 
 /// Objects per page of a LIST (kubectl's `--chunk-size` default).

@@ -130,6 +130,8 @@ const CONTROLLER_OWN: &[Permission] = &[
     here("watch", "", "configmaps", Some("resize-guard")),
     here("watch", "", "configmaps", Some("resize-guard-last-good")),
     here("patch", "", "configmaps", Some("resize-guard-last-good")),
+    here("get", "", "configmaps", Some("resize-guard-brakes")),
+    here("patch", "", "configmaps", Some("resize-guard-brakes")),
     here("get", "", "secrets", Some("resize-guard-plan-key")),
     here("get", "", "secrets", Some("resize-guard-ca")),
     here("update", "", "secrets", Some("resize-guard-ca")),
@@ -286,7 +288,7 @@ mod tests {
             "create pods/eviction cluster-wide"
         );
         assert_eq!(
-            controller_needs(None)[22].describe("resize-guard"),
+            controller_needs(None)[24].describe("resize-guard"),
             "get leases.coordination.k8s.io resize-guard-controller in resize-guard"
         );
         for (needs, must_not) in [
@@ -305,9 +307,13 @@ mod tests {
         let base = controller_needs(Some(&parse("mode: enforce\n")));
         assert!(!base.contains(&DELETE_PODS) && !base.contains(&RESIZE_PODS));
         assert_eq!(base, controller_needs(None));
-        let deletes = controller_needs(Some(&parse("preemption:\n  pdb: bestEffort\n")));
+        let deletes = controller_needs(Some(&parse(
+            "mode: enforce\npreemption:\n  enabled: true\n  pdb: bestEffort\n",
+        )));
         assert!(deletes.contains(&DELETE_PODS) && !deletes.contains(&RESIZE_PODS));
-        let reverts = controller_needs(Some(&parse("feasibility:\n  revertInfeasible: true\n")));
+        let reverts = controller_needs(Some(&parse(
+            "mode: enforce\nfeasibility:\n  revertInfeasible: true\n",
+        )));
         assert!(reverts.contains(&RESIZE_PODS) && !reverts.contains(&DELETE_PODS));
         assert_eq!(
             DELETE_PODS.describe("resize-guard"),

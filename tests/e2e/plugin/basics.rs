@@ -286,7 +286,7 @@ async fn phases() {
         ),
         "✓ ConfigMap resize-guard/resize-guard parses: mode enforce, qos.onChange reject, preemption on (max 2 victims)\n".to_owned(),
         "✓ ServiceAccount resize-guard/resize-guard-webhook has the 13 permissions it needs and none of 10 it must not have\n".to_owned(),
-        "✓ ServiceAccount resize-guard/resize-guard-controller has the 25 permissions it needs and none of 9 it must not have\n".to_owned(),
+        "✓ ServiceAccount resize-guard/resize-guard-controller has the 27 permissions it needs and none of 9 it must not have\n".to_owned(),
         "✓ ValidatingAdmissionPolicy resize-guard-controller-pod-writes and its binding (Deny) limit resize-guard-controller's pod writes to its plan annotation\n".to_owned(),
         "✓ ValidatingAdmissionPolicy resize-guard-controller-status-writes and its binding (Deny) limit resize-guard-controller's pod status writes to adding DisruptionTarget\n".to_owned(),
         "✓ ValidatingAdmissionPolicy resize-guard-controller-resize-writes and its binding (Deny) limit resize-guard-controller's resizes to the resources the kubelet reports\n".to_owned(),
@@ -369,7 +369,8 @@ async fn phases() {
     assert!(out.stdout.contains(
         "‼ ConfigMap elsewhere/resize-guard does not exist: both programs run on the last good copy if there is one, else judge and preempt nothing\n"
     ), "{}", out.stdout);
-    // A bad policy edit: check says where; explain judges with the defaults and says so.
+    // A bad policy edit: check says where; explain judges with the last good copy, as both
+    // programs do, and says so.
     set_policy(env, "preemption:\n  maxVictimsPerResize: many\n").await;
     let out = rg(env, &["check", &probe]).await;
     assert!(!out.success);
@@ -385,7 +386,9 @@ async fn phases() {
             &out.stdout,
             "note: ConfigMap resize-guard/resize-guard key policy.yaml does not parse"
         )
-        .ends_with(": judged with the default policy"),
+        .ends_with(
+            ": judged with the last good copy (ConfigMap resize-guard/resize-guard-last-good), as both programs do"
+        ),
         "{}",
         out.stdout
     );
