@@ -92,14 +92,7 @@ async fn policy_modes_and_live_reload() {
     assert_repaired(&k, &ns, "500m", "last good policy kept after the delete").await;
     let invalid_before = cm_events.matches("InvalidPolicy").count();
     support::set_policy(env, "qos: [garbled\n").await;
-    let mut cm_events = String::new();
-    for _ in 0..100 {
-        cm_events = configmap_events(&k).await;
-        if cm_events.matches("InvalidPolicy").count() > invalid_before {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let cm_events = wait_another_invalid_policy(&k, invalid_before).await;
     assert!(
         cm_events.matches("InvalidPolicy").count() > invalid_before,
         "the garbled policy is reported: {cm_events}"
@@ -163,14 +156,7 @@ async fn policy_modes_and_live_reload() {
     // `InvalidPolicy` Event names the missing key and the webhook stays in audit mode.
     let invalid_before = configmap_events(&k).await.matches("InvalidPolicy").count();
     support::set_policy(env, "qos:\n  onChange: reject\n").await;
-    let mut cm_events = String::new();
-    for _ in 0..100 {
-        cm_events = configmap_events(&k).await;
-        if cm_events.matches("InvalidPolicy").count() > invalid_before {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let cm_events = wait_another_invalid_policy(&k, invalid_before).await;
     assert!(
         cm_events.contains("`mode` is not stated"),
         "the unstated mode is reported: {cm_events}"
@@ -192,6 +178,23 @@ async fn configmap_events(k: &resize_guard_harness::kubectl::Kubectl) -> String 
         .await
         .unwrap()
         .stdout
+}
+
+/// Waits (bounded, 10 s) until the policy ConfigMap has more `InvalidPolicy` Event lines than
+/// `before`; returns all its Events either way, for the caller's assertion.
+async fn wait_another_invalid_policy(
+    k: &resize_guard_harness::kubectl::Kubectl,
+    before: usize,
+) -> String {
+    let mut events = String::new();
+    for _ in 0..100 {
+        events = configmap_events(k).await;
+        if events.matches("InvalidPolicy").count() > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    events
 }
 
 /// Waits for an Event with `reason` on the policy ConfigMap; returns all its Events.
