@@ -466,8 +466,18 @@ async fn every_version_sensitive_behaviour_on_this_minor() {
         ),
     );
 
-    // 2. Installed from deploy/, with drift repair on.
+    // 2. Installed from deploy/, with drift repair on and the grant it needs, as an operator
+    // adds it (deploy/components/revert-infeasible; the webhook configurations stay as
+    // registered).
     let hook = support::start(env, Webhooks::Mutating).await;
+    resize_guard_harness::install::install(
+        env,
+        &resize_guard_harness::install::Install {
+            with_policy_grants: true,
+            ..Default::default()
+        },
+    )
+    .await;
     support::set_policy(
         env,
         "mode: enforce\nfeasibility:\n  revertInfeasible: true\n",

@@ -22,14 +22,7 @@ const T: Duration = Duration::from_secs(30);
 async fn best_effort_without_the_delete_grant_deletes_nothing_and_says_which_grant_is_missing() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
-    install(
-        env,
-        &Install {
-            without_policy_grants: true,
-            ..Default::default()
-        },
-    )
-    .await;
+    install(env, &Install::default()).await;
     let controller = support::start_unready(env, "e2e-grants").await;
     wait_ready(controller.health_port, &controller.process, T).await;
     set_policy(
@@ -74,7 +67,14 @@ async fn best_effort_without_the_delete_grant_deletes_nothing_and_says_which_gra
 
     // The grant installed (deploy/ plus the component): the next retry deletes the filler and
     // the kubelet admits the resize.
-    install(env, &Install::default()).await;
+    install(
+        env,
+        &Install {
+            with_policy_grants: true,
+            ..Default::default()
+        },
+    )
+    .await;
     wait_pod(&pods, "app", Duration::from_secs(60), |p| {
         allocated_cpu(p).as_deref() == Some("550m")
     })

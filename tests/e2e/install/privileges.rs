@@ -44,6 +44,7 @@ async fn setup() -> &'static Env {
         env,
         &Install {
             webhook_url: Some("https://127.0.0.1:1".into()),
+            with_policy_grants: true,
             ..Default::default()
         },
     )

@@ -36,10 +36,10 @@ pub struct Install {
     /// endpoint of the Service's EndpointSlices, which the test writes for its local replicas.
     /// Takes precedence over `webhook_url`.
     pub through_service: bool,
-    /// Leave out the grants only some policies need (`deploy/components/best-effort-deletes`
-    /// and `deploy/components/revert-infeasible`), as `kubectl apply -k deploy/` does. By
-    /// default the harness adds both, since suites switch the policy while the controller runs.
-    pub without_policy_grants: bool,
+    /// Add the grants only some policies need (`deploy/components/best-effort-deletes` and
+    /// `deploy/components/revert-infeasible`), as an operator does who sets `pdb: bestEffort` or
+    /// `revertInfeasible: true`. Off by default: `kubectl apply -k deploy/` as shipped.
+    pub with_policy_grants: bool,
 }
 
 /// The kustomization the harness applies: `deploy/` (or an overlay) plus the local changes.
@@ -49,10 +49,10 @@ pub fn overlay(how: &Install) -> String {
     } else {
         "../../../deploy"
     };
-    let components = if how.without_policy_grants {
-        ""
-    } else {
+    let components = if how.with_policy_grants {
         "components:\n  - ../../../deploy/components/best-effort-deletes\n  - ../../../deploy/components/revert-infeasible\n"
+    } else {
+        ""
     };
     let mut out = format!(
         "# Written by resize-guard-harness: deploy/ as shipped, with local processes in place of\n\
