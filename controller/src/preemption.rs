@@ -7,7 +7,7 @@
 //!   look again; pure.
 //! - [`brakes`]: rate, one plan per node, victims per resize, circuit breaker.
 //! - [`actuate`]: records the plan, removes victims, emits Events; decides nothing.
-//! - [`seal`]: the HMAC seal on the plan recorded on the preemptor.
+//! - [`seal`]: the seal on the plan recorded on the preemptor (victims encrypted, the tag over every field).
 
 pub mod actuate;
 pub mod brakes;

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::jiff::Timestamp;
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::memory::{MemoryCheck, briefs, judge, unapplied_lowerings};
-use resize_guard_policy::plan::PlanRecord;
+use resize_guard_policy::plan::SealedPlan;
 use resize_guard_policy::pod::{self, PodKey, resize_pending};
 use resize_guard_policy::qos::qos_reason;
 use resize_guard_policy::requests::{Accounting, spec_requests};
@@ -131,8 +131,11 @@ pub struct PlanView {
     pub generation: i64,
     /// Whether it is for the pod's current generation.
     pub current: bool,
-    /// Its victims and where each is now.
+    /// Its victims in the pod's own namespace and where each is now (the record names no
+    /// other; `resize_guard_policy::plan`).
     pub victims: Vec<String>,
+    /// How many victims it has in other namespaces (counted, not named).
+    pub others: usize,
     /// Its age.
     pub age: String,
 }
@@ -200,14 +203,19 @@ pub fn explain(
     };
     let memory = memory_view(pod, ctx, usage);
     let generation = pod.metadata.generation.unwrap_or(0);
-    let recorded_plan = PlanRecord::of(pod).map(|p| PlanView {
+    let own_namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let recorded_plan = SealedPlan::of(pod).map(|p| PlanView {
         generation: p.generation,
         current: p.generation == generation,
         victims: p
-            .victims
+            .own
             .iter()
-            .map(|v| format!("{}/{} ({})", v.namespace, v.name, victim_state(v, ledger)))
+            .map(|name| {
+                let state = victim_state(own_namespace, name, ledger);
+                format!("{own_namespace}/{name} ({state})")
+            })
             .collect(),
+        others: p.count.saturating_sub(p.own.len()),
         age: age(ago(p.time, now)),
     });
     let controller = lease.map(controller_line);
@@ -299,8 +307,14 @@ fn memory_view(pod: &Pod, ctx: &Context<'_>, usage: &Evidence) -> Option<MemoryV
     })
 }
 
-fn victim_state(v: &PodKey, ledger: Option<&NodeLedger>) -> &'static str {
-    match ledger.and_then(|l| l.entry(&v.uid)) {
+/// Where the pod `namespace/name` is now (the record carries no UID in clear: a pod of that
+/// name on the node is taken for the victim).
+fn victim_state(namespace: &str, name: &str, ledger: Option<&NodeLedger>) -> &'static str {
+    let entry = ledger.and_then(|l| {
+        l.others("")
+            .find(|e| e.key.namespace == namespace && e.key.name == name)
+    });
+    match entry {
         Some(e) if e.terminating => "terminating",
         Some(_) => "running",
         None => "gone",

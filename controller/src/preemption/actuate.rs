@@ -28,7 +28,7 @@ use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
 use crate::preemption::brakes::Brakes;
 use crate::preemption::decision::{Decision, Waits, held_back};
-use crate::preemption::seal::{PLAN_ANNOTATION, PlanRecord, PlanSeal};
+use crate::preemption::seal::{PLAN_ANNOTATION, PlanKey, PlanRecord, PlanSeal};
 
 mod error;
 mod notes;
@@ -129,7 +129,7 @@ impl Actuator {
     }
 
     /// The plan-sealing key (read, or created by this leader on first need, fenced).
-    pub async fn plan_key(&self) -> Result<&ring::hmac::Key, ActuateError> {
+    pub async fn plan_key(&self) -> Result<&PlanKey, ActuateError> {
         self.seal
             .key(&self.client, |api, secret| async move {
                 let post = PostParams::default();
@@ -144,12 +144,12 @@ impl Actuator {
         let key = PodKey::of(pod).to_string();
         let value = match rec {
             Some(rec) => {
-                let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-                Some(
-                    self.seal
-                        .seal(self.plan_key().await?, rec.clone(), uid)
-                        .to_annotation(),
-                )
+                let key = self.plan_key().await?;
+                let sealed = self
+                    .seal
+                    .seal(key, rec, pod)
+                    .map_err(ActuateError::PlanKey)?;
+                Some(sealed.to_annotation())
             }
             None => None,
         };

@@ -450,7 +450,6 @@ fn plan_fresh(
         generation,
         victims: victims.clone(),
         time: now,
-        mac: String::new(),
     };
     Decision::Preempt {
         record: if victims.len() > 1 {

@@ -16,10 +16,8 @@ fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
         .running(10)
         .terminating()
         .build();
-    let uid = filler.metadata.uid.clone().unwrap_or_default();
-    let plan = format!(
-        r#"{{"generation":2,"victims":[{{"namespace":"batch","name":"filler","uid":"{uid}"}}],"time":"2026-12-01T10:00:00Z"}}"#
-    );
+    // What the controller writes for a victim in another namespace: a count, no name.
+    let plan = r#"{"v":2,"generation":2,"time":"2026-12-01T10:00:00Z","count":1,"nonce":"00","sealed":"00"}"#;
     let app = PodBuilder::new("shop", "app")
         .node("n")
         .priority(1000)
@@ -28,7 +26,7 @@ fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
         .qos_status("Guaranteed")
         .resize("app", "cpu", "550m")
         .resize_pending("Deferred", "Node didn't have enough resource: cpu")
-        .annotation(PLAN_ANNOTATION, &plan)
+        .annotation(PLAN_ANNOTATION, plan)
         .build();
     let ledger = NodeLedger::new(&node("n", "1930m", "3Gi"), [&filler, &app]);
     let (policy, budgets) = (Policy::default(), Budgets::default());
@@ -46,7 +44,7 @@ fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
     assert_eq!(x.decision.label, "deferred-awaiting-termination");
     let text = render_text(&x, false);
     assert!(
-        text.contains("  recorded plan (121m ago, generation 2): batch/filler (terminating)\n"),
+        text.contains("  recorded plan (121m ago, generation 2): 1 pod in another namespace\n"),
         "{text}"
     );
     assert!(
@@ -67,7 +65,64 @@ fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
     );
     let json = serde_json::to_value(&x).unwrap();
     assert_eq!(json["recordedPlan"]["current"], true);
+    assert_eq!(json["recordedPlan"]["others"], 1);
     assert_eq!(json["ledger"]["terminating"]["cpu"], "1500m");
+}
+
+#[test]
+fn a_recorded_plan_names_its_own_namespaces_victims_and_counts_the_others() {
+    let helper = PodBuilder::new("shop", "helper")
+        .node("n")
+        .priority(100)
+        .container(container("app").guaranteed("500m", "256Mi"))
+        .running(10)
+        .terminating()
+        .build();
+    let plan = r#"{"v":2,"generation":1,"time":"2026-12-01T10:00:00Z","count":3,"own":["helper","gone"],"nonce":"00","sealed":"00"}"#;
+    let app = PodBuilder::new("shop", "app")
+        .node("n")
+        .priority(1000)
+        .container(container("app").guaranteed("250m", "256Mi"))
+        .running(20)
+        .resize("app", "cpu", "550m")
+        .resize_pending("Deferred", "Node didn't have enough resource: cpu")
+        .annotation(PLAN_ANNOTATION, plan)
+        .build();
+    let ledger = NodeLedger::new(&node("n", "1930m", "3Gi"), [&helper, &app]);
+    let (policy, budgets) = (Policy::default(), Budgets::default());
+    let ctx = context(Some(&ledger), &budgets, &policy);
+    let now = Timestamp::from_second(1_796_126_500).unwrap();
+    let x = explain(
+        &app,
+        Some(&ledger),
+        &ctx,
+        None,
+        &[],
+        &Evidence::NotFetched,
+        now,
+    );
+    let text = render_text(&x, false);
+    assert!(
+        text.contains("  recorded plan (121m ago, generation 1, stale): shop/helper (terminating), shop/gone (gone) and 1 pod in another namespace\n"),
+        "{text}"
+    );
+    // A format-1 record (victims in clear) is not shown: the controller drops it too.
+    let old = r#"{"generation":2,"victims":[{"namespace":"batch","name":"f","uid":"u"}],"time":"2026-12-01T10:00:00Z"}"#;
+    let app = PodBuilder::new("shop", "app")
+        .node("n")
+        .container(container("app").guaranteed("250m", "256Mi"))
+        .annotation(PLAN_ANNOTATION, old)
+        .build();
+    let x = explain(
+        &app,
+        Some(&ledger),
+        &ctx,
+        None,
+        &[],
+        &Evidence::NotFetched,
+        now,
+    );
+    assert!(x.recorded_plan.is_none());
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! pending resize, what resize-guard decides (with victims, the memory rule, the recorded plan
 //! and the controller), and the resize Events.
 
-use super::{Amount, EventView, Explanation, LedgerView, PendingView};
+use super::{Amount, EventView, Explanation, LedgerView, PendingView, PlanView};
 use crate::judgement::victims_table;
 use crate::table::{bold, render};
 
@@ -114,7 +114,7 @@ fn decision_text(out: &mut String, x: &Explanation) {
             p.age,
             p.generation,
             if p.current { "" } else { ", stale" },
-            p.victims.join(", ")
+            plan_victims(p)
         ));
     }
     if let Some(c) = &x.controller {
@@ -154,4 +154,18 @@ fn events_text(out: &mut String, events: &[EventView], wide: bool) {
 
 fn indent(text: &str) -> String {
     text.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// A recorded plan's victims: its own namespace's by name, the others counted.
+fn plan_victims(p: &PlanView) -> String {
+    let others = match p.others {
+        0 => String::new(),
+        1 => "1 pod in another namespace".to_owned(),
+        n => format!("{n} pods in other namespaces"),
+    };
+    match (p.victims.is_empty(), others.is_empty()) {
+        (_, true) => p.victims.join(", "),
+        (true, false) => others,
+        (false, false) => format!("{} and {others}", p.victims.join(", ")),
+    }
 }

@@ -208,11 +208,12 @@ async fn an_api_server_restart_mid_plan_neither_loses_the_plan_nor_adds_a_victim
             .and_then(|a| a.get("resize-guard.io/preemption"))
             .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok())
             .map(|v| {
-                v["victims"]
+                // The victims are in the preemptor's namespace: named in the clear part.
+                v["own"]
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter_map(|v| v["name"].as_str().map(str::to_owned))
+                    .filter_map(|v| v.as_str().map(str::to_owned))
                     .collect()
             })
             .unwrap_or_default()

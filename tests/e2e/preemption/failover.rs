@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use resize_guard_controller::preemption::seal::{
-    PLAN_KEY_FIELD, PLAN_KEY_SECRET, PlanRecord, seal,
+    PLAN_KEY_FIELD, PLAN_KEY_SECRET, PlanKey, PlanRecord, seal,
 };
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::install::wait_ready;
@@ -22,7 +22,7 @@ const T: Duration = Duration::from_secs(30);
 
 /// The plan-sealing key a controller keeps (created here, as the first leader would, when no
 /// controller has run yet; resize-guard is installed first, whichever test runs first).
-async fn plan_key(env: &resize_guard_harness::env::Env) -> ring::hmac::Key {
+async fn plan_key(env: &resize_guard_harness::env::Env) -> PlanKey {
     resize_guard_harness::install::apply_rbac(env).await;
     let api: Api<Secret> = Api::namespaced(env.client().await, "resize-guard");
     if api.get_opt(PLAN_KEY_SECRET).await.unwrap().is_none() {
@@ -34,32 +34,73 @@ async fn plan_key(env: &resize_guard_harness::env::Env) -> ring::hmac::Key {
         let _ = api.create(&PostParams::default(), &secret).await;
     }
     let secret = api.get(PLAN_KEY_SECRET).await.unwrap();
-    ring::hmac::Key::new(
-        ring::hmac::HMAC_SHA256,
-        &secret.data.unwrap()[PLAN_KEY_FIELD].0,
-    )
+    PlanKey::new(&secret.data.unwrap()[PLAN_KEY_FIELD].0).unwrap()
 }
 
-/// Writes `plan` as pod `name`'s plan annotation with an ordinary merge patch, sealed with the
-/// controller's key (what a controller that died mid-plan left) or not (what a pod's author can
-/// write).
+/// Who wrote a planted plan.
+#[derive(Clone, Copy)]
+enum Writer {
+    /// The controller, with its key (what a controller that died mid-plan left).
+    Controller,
+    /// The pod's author, with a key of its own: the best it can forge (the format is public,
+    /// the key is not).
+    Author,
+    /// A controller of the previous format (victims in clear, HMAC-SHA256 under the same
+    /// Secret's bytes): a record an upgrade finds on a pod mid-plan.
+    FormatOne,
+}
+
+/// Writes `plan` as pod `name`'s plan annotation with an ordinary merge patch, as `writer`
+/// would have written it.
 async fn plant(
     env: &resize_guard_harness::env::Env,
     pods: &Api<Pod>,
     name: &str,
     plan: serde_json::Value,
-    sealed: bool,
+    writer: Writer,
 ) {
-    let mut rec: PlanRecord = serde_json::from_value(plan).unwrap();
-    if sealed {
-        let uid = pods.get(name).await.unwrap().metadata.uid.unwrap();
-        rec = seal(&plan_key(env).await, rec, &uid);
-    }
-    let patch =
-        json!({"metadata": {"annotations": {"resize-guard.io/preemption": rec.to_annotation()}}});
+    let pod = pods.get(name).await.unwrap();
+    let rec: PlanRecord = serde_json::from_value(plan).unwrap();
+    let value = match writer {
+        Writer::Controller => seal(&plan_key(env).await, &rec, &pod)
+            .unwrap()
+            .to_annotation(),
+        Writer::Author => seal(&PlanKey::new(&[0x42; 32]).unwrap(), &rec, &pod)
+            .unwrap()
+            .to_annotation(),
+        Writer::FormatOne => format_one(env, &rec, &pod.metadata.uid.unwrap()).await,
+    };
+    let patch = json!({"metadata": {"annotations": {"resize-guard.io/preemption": value}}});
     pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
+}
+
+/// `rec` as the previous controller sealed it for the pod with UID `uid`: every field in
+/// clear, and an HMAC-SHA256 under the Secret's bytes over the format-1 message.
+async fn format_one(env: &resize_guard_harness::env::Env, rec: &PlanRecord, uid: &str) -> String {
+    resize_guard_harness::install::apply_rbac(env).await;
+    plan_key(env).await;
+    let api: Api<Secret> = Api::namespaced(env.client().await, "resize-guard");
+    let secret = api.get(PLAN_KEY_SECRET).await.unwrap();
+    let key = ring::hmac::Key::new(
+        ring::hmac::HMAC_SHA256,
+        &secret.data.unwrap()[PLAN_KEY_FIELD].0,
+    );
+    let mut m = format!(
+        "resize-guard.io/preemption v1\n{uid}\n{}\n{}\n",
+        rec.generation, rec.time
+    );
+    for v in &rec.victims {
+        m.push_str(&format!("{}\n{}\n{}\n", v.namespace, v.name, v.uid));
+    }
+    let mac: String = ring::hmac::sign(&key, m.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    json!({"generation": rec.generation, "victims": rec.victims, "time": rec.time, "mac": mac})
+        .to_string()
 }
 
 /// A planted plan's targets: a kube-system pod, a higher-priority pod and an unrelated
@@ -141,7 +182,7 @@ async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_vic
     let plan = json!({"generation": 2, "time": "2026-11-30T00:00:00Z", "victims": [
         {"namespace": ns, "name": "v1", "uid": u1}, {"namespace": ns, "name": "v2", "uid": u2}]});
     // Sealed as that controller sealed it (the key in the install namespace's Secret).
-    plant(env, &pods, "app", plan, true).await;
+    plant(env, &pods, "app", plan, Writer::Controller).await;
     pods.delete(
         "v1",
         &DeleteParams {
@@ -277,12 +318,14 @@ async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_p
         &pods.get("app").await.unwrap().metadata.annotations.unwrap()["resize-guard.io/preemption"],
     )
     .unwrap();
-    let planned: Vec<String> = plan["victims"]
+    // The victims are in the preemptor's own namespace: the record's clear part names them.
+    let planned: Vec<String> = plan["own"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| v["name"].as_str().unwrap().to_owned())
+        .map(|v| v.as_str().unwrap().to_owned())
         .collect();
+    assert_eq!(plan["count"], 2, "{plan}");
     assert_eq!(planned.len(), 2, "{plan}");
     let _second = support::start(env, "crash-2").await;
     // Admitted, and the plan cleared by the new replica: it has finished with the resize, so any
@@ -298,11 +341,11 @@ async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_p
     );
 }
 
-/// A plan planted on the field test's `app`: the victims it names, sealed with the controller's
-/// key or not, and the identity of the controller then started.
+/// A plan planted on the field test's `app`: the victims it names, who wrote it, and the
+/// identity of the controller then started.
 struct Planted {
     victims: Vec<serde_json::Value>,
-    sealed: bool,
+    writer: Writer,
     identity: &'static str,
 }
 
@@ -322,7 +365,7 @@ async fn planted_plan_rejected(
         pods,
         "app",
         json!({"generation": 2, "time": "2026-11-30T00:00:00Z", "victims": planted.victims}),
-        planted.sealed,
+        planted.writer,
     )
     .await;
     support::resize_pending_on(env, pods, ns, "app", "550m").await;
@@ -350,7 +393,7 @@ async fn a_plan_planted_by_the_pods_author_is_dropped_and_only_the_fresh_plan_ac
     );
     let planted = Planted {
         victims,
-        sealed: false,
+        writer: Writer::Author,
         identity: "planted",
     };
     planted_plan_rejected(env, &ns, &pods, planted, &targets, |note| {
@@ -370,12 +413,33 @@ async fn a_sealed_plan_naming_pods_a_fresh_plan_could_not_choose_is_dropped_with
     let named: Vec<serde_json::Value> = victims[..2].to_vec();
     let planted = Planted {
         victims: named,
-        sealed: true,
+        writer: Writer::Controller,
         identity: "recheck",
     };
     planted_plan_rejected(env, &ns, &pods, planted, &targets, |note| {
         note.contains("kube-system/recheck-system: its namespace is protected")
             && note.contains("recheck-higher: its priority is not below the resizing pod's")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_format_one_record_an_upgrade_finds_is_dropped_and_the_resize_planned_afresh() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let (ns, node, pods) = env.field_test("format1").await;
+    let (victims, targets) = targets(env, "format1", &node).await;
+    // Validly sealed by the previous format, naming pods of another namespace in clear: it is
+    // not resumed (nor re-checked), it is dropped as unreadable and a fresh plan takes the
+    // filler.
+    let planted = Planted {
+        victims: victims[2..].to_vec(),
+        writer: Writer::FormatOne,
+        identity: "format1",
+    };
+    planted_plan_rejected(env, &ns, &pods, planted, &targets, |note| {
+        note.contains("the plan annotation is unreadable (it is in an older format")
     })
     .await;
 }

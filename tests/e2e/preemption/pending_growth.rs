@@ -24,17 +24,20 @@ async fn setup() -> &'static Env {
     env
 }
 
-/// Every plan the controller recorded on the pod, as seen by a watch.
+/// Every plan the controller recorded on the pod, as seen by a watch, by generation and time
+/// (each sealing draws a fresh nonce, so the same plan written twice is still one plan).
 fn plans(history: &support::History) -> BTreeSet<String> {
     history
         .all()
         .iter()
         .filter_map(|p| {
-            p.metadata
+            let raw = p
+                .metadata
                 .annotations
                 .as_ref()?
-                .get("resize-guard.io/preemption")
-                .cloned()
+                .get("resize-guard.io/preemption")?;
+            let v: serde_json::Value = serde_json::from_str(raw).ok()?;
+            Some(format!("{}@{}", v["generation"], v["time"]))
         })
         .collect()
 }

@@ -162,8 +162,15 @@ async fn run_side(
                 .applied_objects()
                 .boxed();
             while let Some(Ok(p)) = stream.next().await {
-                if let Some(plan) = p.metadata.annotations.as_ref().and_then(|a| a.get(PLAN)) {
-                    sink.lock().unwrap().insert(plan.clone());
+                // One plan per generation and time: each sealing draws a fresh nonce, so the
+                // same plan written twice is still one plan.
+                let plan = p.metadata.annotations.as_ref().and_then(|a| a.get(PLAN));
+                if let Some(v) =
+                    plan.and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok())
+                {
+                    sink.lock()
+                        .unwrap()
+                        .insert(format!("{}@{}", v["generation"], v["time"]));
                 }
             }
         }

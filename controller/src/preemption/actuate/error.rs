@@ -65,9 +65,9 @@ pub enum ActuateError {
         #[source]
         source: WriteError,
     },
-    /// The key that seals plan records could not be had (nothing is resumed or recorded
-    /// without it).
-    #[error("loading the plan-sealing key")]
+    /// The key that seals plan records could not be had, or a record could not be sealed
+    /// with it (nothing is resumed or recorded without it).
+    #[error("loading the plan-sealing key or sealing the plan record with it")]
     PlanKey(#[source] KeyError),
     /// Preempting a victim failed.
     #[error("preempting {victim}")]

@@ -172,7 +172,6 @@ fn plan(victims: &[Removal]) -> PlanRecord {
         generation: 2,
         victims: victims.iter().map(|r| r.victim.clone()).collect(),
         time: k8s_openapi::jiff::Timestamp::from_second(1_000).unwrap(),
-        mac: String::new(),
     }
 }
 
@@ -249,12 +248,32 @@ async fn a_multi_victim_plan_is_recorded_then_each_victim_evicted_and_marked() {
     let log = seen.lock().unwrap().clone();
     let plan_patch = &log[0].body;
     assert_eq!(plan_patch["metadata"]["uid"], "u-app");
-    assert!(
-        plan_patch["metadata"]["annotations"][crate::preemption::seal::PLAN_ANNOTATION]
-            .as_str()
-            .unwrap()
-            .contains("u-v2")
+    // Both victims are in another namespace than the preemptor's: the annotation counts them,
+    // names neither, and opens under the controller's key to exactly them.
+    let value = plan_patch["metadata"]["annotations"][crate::preemption::seal::PLAN_ANNOTATION]
+        .as_str()
+        .unwrap();
+    for hidden in ["batch", "v1", "v2", "u-v1", "u-v2"] {
+        assert!(!value.contains(hidden), "{hidden} in {value}");
+    }
+    let mut app: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "app", "namespace": "prod", "uid": "u-app"}
+    }))
+    .unwrap();
+    app.metadata.annotations = Some(
+        [(
+            crate::preemption::seal::PLAN_ANNOTATION.to_owned(),
+            value.to_owned(),
+        )]
+        .into(),
     );
+    let key = crate::preemption::seal::PlanKey::new(&[7; 32]).unwrap();
+    let opened = crate::preemption::seal::verified(&key, &app)
+        .unwrap()
+        .unwrap();
+    let names: Vec<&str> = opened.victims.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["v1", "v2"]);
+    assert!(value.contains("\"count\":2"), "{value}");
     let eviction = log
         .iter()
         .find(|s| s.path.ends_with("v1/eviction"))

@@ -145,7 +145,6 @@ fn plan_at(generation: i64, victims: Vec<PodKey>, at: Timestamp) -> PlanRecord {
         generation,
         victims,
         time: at,
-        mac: String::new(),
     }
 }
 
