@@ -172,10 +172,9 @@ mod tests {
     /// A view whose API server never answers (nothing listens on the discard port): its own
     /// watches keep retrying, so only the test's task can stop.
     fn unreachable_view() -> std::sync::Arc<crate::view::ClusterView> {
-        let client = kube::Client::try_from(kube::Config::new(
-            "http://127.0.0.1:9".parse().unwrap(),
-        ))
-        .unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
         let events = resize_guard_runtime::events::Events::start(
             client.clone(),
             kube::runtime::events::Reporter {
