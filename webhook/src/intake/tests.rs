@@ -294,6 +294,54 @@ async fn a_full_regular_lane_sheds_with_503_while_the_large_lane_still_serves() 
 }
 
 #[tokio::test]
+async fn with_the_shipped_flags_an_address_holds_8_of_the_32_regular_slots() {
+    use clap::Parser;
+    let shipped = crate::args::Args::try_parse_from(["resize-guard-webhook"])
+        .unwrap()
+        .limits();
+    let intake = Intake::new(Limits {
+        queue_timeout: Duration::from_millis(20),
+        ..shipped
+    });
+    let mut held = Vec::new();
+    for source in 1..=4 {
+        for _ in 0..8 {
+            held.push(
+                intake
+                    .admit_from(&headers(Some(4096)), ip(source))
+                    .await
+                    .unwrap(),
+            );
+        }
+        // The source's ninth review is shed by its share: 503 `source-shed`.
+        let e = intake
+            .admit_from(&headers(Some(4096)), ip(source))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (e.reason(), e.status()),
+            ("source-shed", StatusCode::SERVICE_UNAVAILABLE),
+            "source {source}"
+        );
+    }
+    assert!(held.iter().all(|t| t.lane == Lane::Regular));
+    // Four addresses fill the 32 slots: a fifth is shed by the lane; large reviews still get in.
+    let e = intake
+        .admit_from(&headers(Some(4096)), ip(5))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "shed");
+    assert_eq!(
+        intake
+            .admit_from(&headers(Some(LARGE_BODY_BYTES + 1)), ip(5))
+            .await
+            .unwrap()
+            .lane,
+        Lane::Large
+    );
+}
+
+#[tokio::test]
 async fn a_waiting_request_gets_a_permit_released_within_the_queue_timeout() {
     let intake = Intake::new(limits(2_000));
     let held = intake.admit(&headers(Some(500))).await.unwrap();
