@@ -469,6 +469,9 @@ async fn restarted_with_a_broken_or_missing_policy_it_keeps_the_last_good_one_or
     // Restarted with a typo: the last good copy (audit) is in force; a Deferred resize with a
     // victim is only reported (WouldPreempt), nothing is evicted.
     resize_guard_harness::install::set_policy(env, "mdoe: enforce\n").await;
+    // From here to the end every replica runs without an enforcing policy: the audit log must
+    // show no eviction and no pod removed in the test's namespace over the whole window.
+    let window = k8s_openapi::jiff::Timestamp::now();
     let c = support::start_unready(env, "failsafe-2").await;
     wait_ready(c.health_port, &c.process, T).await;
     let health = |path: &'static str| resize_guard_harness::install::http_get(c.health_port, path);
@@ -514,6 +517,22 @@ async fn restarted_with_a_broken_or_missing_policy_it_keeps_the_last_good_one_or
             }
         }
         let c = support::start_unready(env, &format!("failsafe-{step}")).await;
+        // The positive marker that this replica had its chance: it leads (so it reconciled every
+        // cached pod, the Deferred resize among them) and published its own `NoPolicy` Event.
+        c.wait_leading().await;
+        let mut no_policy = Vec::new();
+        for _ in 0..300 {
+            no_policy = support::events(env, "resize-guard", "NoPolicy").await;
+            if no_policy.iter().any(|e| e.2 == c.identity) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            no_policy.iter().any(|e| e.2 == c.identity),
+            "{step}: no NoPolicy Event from {}: {no_policy:?}",
+            c.identity
+        );
         let health =
             |path: &'static str| resize_guard_harness::install::http_get(c.health_port, path);
         let mut why_unready = String::new();
@@ -538,7 +557,49 @@ async fn restarted_with_a_broken_or_missing_policy_it_keeps_the_last_good_one_or
             "{step}"
         );
         drop(c);
+        // Over its whole life (read once it stopped), the replica wrote nothing to a pod.
+        let agent = format!("(failsafe-{step})");
+        let writes: Vec<String> = env
+            .cp
+            .audit_events()
+            .iter()
+            .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.contains(&agent)))
+            .filter(|e| e["objectRef"]["resource"] == "pods" && e["verb"] != "get")
+            .filter(|e| !matches!(e["verb"].as_str(), Some("list" | "watch")))
+            .map(|e| format!("{} {}", e["verb"], e["objectRef"]))
+            .collect();
+        assert!(writes.is_empty(), "{step}: {writes:?}");
     }
+    // The whole window, from the audit log: no eviction asked for and no pod deleted in the
+    // field test's namespace, by any replica.
+    let removals: Vec<String> = env
+        .cp
+        .audit_events()
+        .iter()
+        .filter(|e| e["objectRef"]["namespace"] == ns.as_str())
+        .filter(|e| {
+            e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                .is_some_and(|t| t >= window)
+        })
+        .filter(|e| {
+            (e["verb"] == "create" && e["objectRef"]["subresource"] == "eviction")
+                || (e["verb"] == "delete" && e["objectRef"]["resource"] == "pods")
+        })
+        .map(|e| format!("{} {} by {}", e["verb"], e["objectRef"], e["userAgent"]))
+        .collect();
+    assert!(removals.is_empty(), "{removals:?}");
+    // And the audit log does record this namespace's pod requests (else the check is blind).
+    assert!(
+        env.cp
+            .audit_events()
+            .iter()
+            .any(|e| e["objectRef"]["namespace"] == ns.as_str()
+                && e["objectRef"]["resource"] == "pods"
+                && e["verb"] == "patch"),
+        "the audit log holds no pod patch in {ns}"
+    );
     // Back to the shipped policy for the other tests.
     cms.delete("resize-guard", &Default::default())
         .await

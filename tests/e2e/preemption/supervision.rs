@@ -87,22 +87,92 @@ async fn wait_lease_holder(env: &Env, identity: &str) -> Timestamp {
     }
 }
 
-/// The stepped-down replica is gone, having said why and that it released the Lease.
-async fn wait_exited(c: &mut support::Controller, task: &str) {
+/// What a stepping-down replica's health port last answered before the process ended.
+#[derive(Debug, Default)]
+struct LastWords {
+    /// Every `/livez` answer that was not 200 (status line and body).
+    livez: Vec<String>,
+    /// Every `/readyz` answer that was not 200.
+    readyz: Vec<String>,
+    /// The last `/metrics` scrape that succeeded.
+    metrics: String,
+}
+
+/// Polls `/livez`, `/readyz` and `/metrics` on `c`'s health port back to back from before the
+/// panic until the process has exited (no pause: the window is one Lease release long), and
+/// returns what they answered and how it ended. The replica fails `/livez` before it releases
+/// the Lease and exits, so the polls see the window in between (the positive marker that they
+/// did, asserted by [`assert_stepped_down`]: a 503 body naming the task).
+async fn watch_step_down(c: &mut support::Controller) -> (LastWords, std::process::ExitStatus) {
+    use resize_guard_harness::install::http_get;
+    let mut words = LastWords::default();
     let deadline = Instant::now() + T;
-    while c.process.is_running() {
+    loop {
+        if let Some(status) = c.process.exit_status() {
+            return (words, status);
+        }
         assert!(Instant::now() < deadline, "{} still runs", c.identity);
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (live, ready, metrics) = tokio::join!(
+            http_get(c.health_port, "/livez"),
+            http_get(c.health_port, "/readyz"),
+            http_get(c.health_port, "/metrics"),
+        );
+        // A refused connection (the process is gone) is not an answer.
+        for (answer, into) in [(live, &mut words.livez), (ready, &mut words.readyz)] {
+            if let Err(text) = answer
+                && text.starts_with("HTTP/")
+            {
+                into.push(text);
+            }
+        }
+        if let Ok(m) = metrics {
+            words.metrics = m;
+        }
     }
+}
+
+/// The stepped-down replica is gone, having said why on `/livez` and `/readyz` (503 naming
+/// `task`), counted the exit on `/metrics`, released the Lease and exited with status 1.
+fn assert_stepped_down(
+    c: &support::Controller,
+    task: &str,
+    words: &LastWords,
+    status: std::process::ExitStatus,
+) {
     let log = c.process.log_tail(20_000);
+    let why = format!("{task} panicked: injected panic");
+    eprintln!(
+        "supervision: {} /livez and {} /readyz failures seen before {} exited",
+        words.livez.len(),
+        words.readyz.len(),
+        c.identity
+    );
+    assert!(
+        words
+            .livez
+            .iter()
+            .any(|a| a.contains(" 503 ") && a.contains(&format!("dead: {why}"))),
+        "{words:?}\n{log}"
+    );
+    assert!(
+        words
+            .readyz
+            .iter()
+            .any(|a| a.contains(" 503 ") && a.contains(&format!("not ready: {why}"))),
+        "{words:?}\n{log}"
+    );
+    let counted = format!("resize_guard_task_exits_total{{task=\"{task}\"}} 1");
+    assert!(
+        words.metrics.lines().any(|l| l.trim() == counted),
+        "no `{counted}` in the last scrape:\n{}",
+        words.metrics
+    );
+    assert_eq!(status.code(), Some(1), "{status:?}\n{log}");
     assert!(
         log.contains("stepped down: every write stopped and the lease released"),
         "{log}"
     );
-    assert!(
-        log.contains(&format!("{task} panicked: injected panic")),
-        "{log}"
-    );
+    assert!(log.contains(&why), "{log}");
 }
 
 /// The field test's resize on the follower: Deferred, the filler preempted by `follower` alone,
@@ -132,7 +202,11 @@ async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_
 
     // The Deferred resize reaches the leader's reconcile, which panics on `app`.
     let (ns, _node, pods) = env.field_test("reconcile-panic").await;
-    support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
+    let (words, status) = {
+        let watching = watch_step_down(&mut a);
+        let resizing = support::resize_pending_on(env, &pods, &ns, "app", "550m");
+        tokio::join!(watching, resizing).0
+    };
     let panicked = wait_panic(&a, "the reconcile loop").await;
     let acquired = wait_lease_holder(env, &b.identity).await;
     let takeover = panicked.duration_until(acquired).as_secs_f64();
@@ -141,7 +215,7 @@ async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_
         b.identity
     );
     assert!(takeover < LEASE.as_secs_f64(), "{takeover} s");
-    wait_exited(&mut a, "the reconcile loop").await;
+    assert_stepped_down(&a, "the reconcile loop", &words, status);
 
     // The same resize is seen through by the follower.
     support::wait_app_done(&pods, "550m", T).await;
@@ -166,12 +240,18 @@ async fn a_panicking_watch_task_steps_the_leader_down_and_the_follower_leads_and
     // Any pod named `watch-trigger` panics the leader's pod watch task when it arrives.
     let ns = env.namespace("watch-panic").await;
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    pods.create(
-        &PostParams::default(),
-        &guaranteed_pod("watch-trigger", "nowhere", "low", "10m", "16Mi"),
-    )
-    .await
-    .unwrap();
+    let (words, status) = {
+        let watching = watch_step_down(&mut a);
+        let creating = async {
+            pods.create(
+                &PostParams::default(),
+                &guaranteed_pod("watch-trigger", "nowhere", "low", "10m", "16Mi"),
+            )
+            .await
+            .unwrap();
+        };
+        tokio::join!(watching, creating).0
+    };
     let panicked = wait_panic(&a, "the pods watch").await;
     let acquired = wait_lease_holder(env, &b.identity).await;
     let takeover = panicked.duration_until(acquired).as_secs_f64();
@@ -180,7 +260,7 @@ async fn a_panicking_watch_task_steps_the_leader_down_and_the_follower_leads_and
         b.identity
     );
     assert!(takeover < LEASE.as_secs_f64(), "{takeover} s");
-    wait_exited(&mut a, "the pods watch").await;
+    assert_stepped_down(&a, "the pods watch", &words, status);
 
     let preempting = follower_preempts(env, "watch-after", &b.identity, panicked).await;
     eprintln!(

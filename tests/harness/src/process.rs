@@ -91,6 +91,11 @@ impl Process {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// How the process ended, once it has (`None` while it runs or if it cannot be asked).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// The last `bytes` of the log.
     pub fn log_tail(&self, bytes: u64) -> String {
         let Ok(mut f) = File::open(&self.log) else {

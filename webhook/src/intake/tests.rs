@@ -226,6 +226,122 @@ async fn large_and_undeclared_bodies_queue_in_their_own_lane_and_are_shed_when_i
 }
 
 #[tokio::test]
+async fn a_full_regular_lane_sheds_with_503_while_the_large_lane_still_serves() {
+    let intake = Intake::new(Limits {
+        max_reviews_per_source: 1,
+        ..limits(50)
+    });
+    // Two sources take the regular lane's two permits, one each (their share).
+    let a = intake.admit_from(&headers(Some(10)), ip(1)).await.unwrap();
+    let b = intake.admit_from(&headers(Some(10)), ip(2)).await.unwrap();
+    assert_eq!((a.lane, b.lane), (Lane::Regular, Lane::Regular));
+    // A source over its share is shed by its share…
+    let e = intake
+        .admit_from(&headers(Some(10)), ip(1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Refusal::SourceShed {
+                lane: Lane::Regular,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // …and a fresh source by the full lane, after the queue wait, with 503 `shed`.
+    let started = std::time::Instant::now();
+    let e = intake
+        .admit_from(&headers(Some(10)), ip(3))
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() >= Duration::from_millis(50));
+    assert!(
+        matches!(
+            e,
+            Refusal::Shed {
+                lane: Lane::Regular,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        (e.reason(), e.status()),
+        ("shed", StatusCode::SERVICE_UNAVAILABLE)
+    );
+    // The large lane still serves at once, a large declared body and an undeclared one alike.
+    let started = std::time::Instant::now();
+    let large = intake.admit_from(&headers(Some(500)), ip(3)).await.unwrap();
+    assert_eq!(large.lane, Lane::Large);
+    assert!(started.elapsed() < Duration::from_millis(50));
+    drop(large);
+    assert_eq!(
+        intake.admit_from(&headers(None), ip(4)).await.unwrap().lane,
+        Lane::Large
+    );
+    // A released regular permit lets the next regular review in.
+    drop(a);
+    assert_eq!(
+        intake
+            .admit_from(&headers(Some(10)), ip(3))
+            .await
+            .unwrap()
+            .lane,
+        Lane::Regular
+    );
+}
+
+#[tokio::test]
+async fn with_the_shipped_flags_an_address_holds_8_of_the_32_regular_slots() {
+    use clap::Parser;
+    let shipped = crate::args::Args::try_parse_from(["resize-guard-webhook"])
+        .unwrap()
+        .limits();
+    let intake = Intake::new(Limits {
+        queue_timeout: Duration::from_millis(20),
+        ..shipped
+    });
+    let mut held = Vec::new();
+    for source in 1..=4 {
+        for _ in 0..8 {
+            held.push(
+                intake
+                    .admit_from(&headers(Some(4096)), ip(source))
+                    .await
+                    .unwrap(),
+            );
+        }
+        // The source's ninth review is shed by its share: 503 `source-shed`.
+        let e = intake
+            .admit_from(&headers(Some(4096)), ip(source))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (e.reason(), e.status()),
+            ("source-shed", StatusCode::SERVICE_UNAVAILABLE),
+            "source {source}"
+        );
+    }
+    assert!(held.iter().all(|t| t.lane == Lane::Regular));
+    // Four addresses fill the 32 slots: a fifth is shed by the lane; large reviews still get in.
+    let e = intake
+        .admit_from(&headers(Some(4096)), ip(5))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "shed");
+    assert_eq!(
+        intake
+            .admit_from(&headers(Some(LARGE_BODY_BYTES + 1)), ip(5))
+            .await
+            .unwrap()
+            .lane,
+        Lane::Large
+    );
+}
+
+#[tokio::test]
 async fn a_waiting_request_gets_a_permit_released_within_the_queue_timeout() {
     let intake = Intake::new(limits(2_000));
     let held = intake.admit(&headers(Some(500))).await.unwrap();
