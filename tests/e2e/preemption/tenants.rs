@@ -410,12 +410,18 @@ async fn tenants_under_their_budgets_never_touch_an_excluded_namespace() {
     create_running(&pods_x, &cheapest).await.unwrap();
     // A node where only X's pod could make room for B's second resize.
     let node_r = env.node("xr", "400m", "8Gi").await;
-    create_running(&pods_x, &guaranteed_pod("xr-x", &node_r, "lowest", "300m", "64Mi"))
-        .await
-        .unwrap();
-    create_running(&pods_b, &guaranteed_pod("xr-app", &node_r, "high", "100m", "64Mi"))
-        .await
-        .unwrap();
+    create_running(
+        &pods_x,
+        &guaranteed_pod("xr-x", &node_r, "lowest", "300m", "64Mi"),
+    )
+    .await
+    .unwrap();
+    create_running(
+        &pods_b,
+        &guaranteed_pod("xr-app", &node_r, "high", "100m", "64Mi"),
+    )
+    .await
+    .unwrap();
 
     // A's stream: each resize grows by 300m, a victim's worth; A's budget is 2.
     resize_all(&pods_a, &apps_a, "400m").await;
@@ -466,7 +472,9 @@ async fn tenants_under_their_budgets_never_touch_an_excluded_namespace() {
     let writes = controller_pod_writes(env, &[&ns_x, "kube-system", "resize-guard"]);
     assert!(writes.is_empty(), "{writes:?}");
     assert!(
-        support::preempted(&pods_x, &["xb-x", "xr-x"]).await.is_empty(),
+        support::preempted(&pods_x, &["xb-x", "xr-x"])
+            .await
+            .is_empty(),
         "X's pods stay"
     );
     let m = metrics(&c).await;
