@@ -5,6 +5,7 @@ mod basics;
 mod chaos;
 mod failover;
 mod pending_growth;
+mod resume;
 mod stall;
 mod supervision;
 mod tenants;

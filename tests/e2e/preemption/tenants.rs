@@ -5,7 +5,9 @@
 //!   instead of starting with a full one;
 //! - one namespace spending its eviction budget (`maxEvictionsPerNamespacePerMinute`) leaves
 //!   the cluster's rate to the others: another namespace's plan acts while the first one's
-//!   plans are held (`held_namespace_rate`, `PreemptionHeld` Events naming the budget).
+//!   plans are held (`held_namespace_rate`, `PreemptionHeld` Events naming the budget);
+//! - with a third namespace in `namespaces.exclude`, neither tenant's plans touch it, nor
+//!   kube-system, nor the install namespace, and every held or refused plan says which rule.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
@@ -323,6 +325,160 @@ async fn one_namespace_spending_its_budget_leaves_the_cluster_rate_to_the_others
         all.iter().all(|e| e.victim.contains("-v")),
         "only victims: {all:?}"
     );
+    drop(c);
+    reset_policy(env).await;
+}
+
+/// Pod writes (create, update, patch, delete; any subresource: eviction, status, resize) the
+/// controller's ServiceAccount sent in `namespaces`, from the audit log, as (verb, namespace,
+/// name, subresource).
+fn controller_pod_writes(env: &Env, namespaces: &[&str]) -> Vec<(String, String, String, String)> {
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    env.cp
+        .audit_events()
+        .into_iter()
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["user"]["username"] == resize_guard_harness::control_plane::CONTROLLER_USER
+                && ["create", "update", "patch", "delete", "deletecollection"]
+                    .contains(&e["verb"].as_str().unwrap_or_default())
+                && e["objectRef"]["resource"] == "pods"
+                && namespaces.contains(&e["objectRef"]["namespace"].as_str().unwrap_or_default())
+        })
+        .map(|e| {
+            (
+                s(&e["verb"]),
+                s(&e["objectRef"]["namespace"]),
+                s(&e["objectRef"]["name"]),
+                s(&e["objectRef"]["subresource"]),
+            )
+        })
+        .collect()
+}
+
+/// Tenant A streams Deferred resizes on three nodes (one victim each) past its budget
+/// (`maxEvictionsPerNamespacePerMinute: 2`); tenant B's Deferred resize, made then, still acts
+/// within B's own budget. A third namespace X is in `namespaces.exclude` and holds, on B's node,
+/// the cheapest victim there is (the lowest priority, the youngest, just big enough), and on
+/// another node the only pod B's second resize could take. Read from the audit log over the
+/// whole run: the controller wrote no pod (eviction, delete, status, resize) in X, kube-system
+/// or the install namespace; B's plan took B's own victim; A's held plan has a `PreemptionHeld`
+/// Event naming A's budget and B's refused plan a `ResizePreemptionFailed` naming
+/// `namespaces.exclude`.
+#[tokio::test]
+async fn tenants_under_their_budgets_never_touch_an_excluded_namespace() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    env.priority_class("lowest", 10, false).await;
+    let (ns_a, ns_b, ns_x) = (
+        env.namespace("xt-a").await,
+        env.namespace("xt-b").await,
+        env.namespace("xt-x").await,
+    );
+    let c = support::start(env, "excluded").await;
+    resize_guard_harness::install::set_policy(
+        env,
+        &format!(
+            "mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: 1\n  maxEvictionsPerMinute: 30\n  maxEvictionsPerNamespacePerMinute: 2\nnamespaces:\n  exclude: [kube-system, {ns_x}]\n"
+        ),
+    )
+    .await;
+    c.wait_policy(|p| p.contains(&ns_x)).await;
+    c.wait_leading().await;
+    let client = env.client().await;
+    let (pods_a, pods_b, pods_x): (Api<Pod>, Api<Pod>, Api<Pod>) = (
+        Api::namespaced(client.clone(), &ns_a),
+        Api::namespaced(client.clone(), &ns_b),
+        Api::namespaced(client, &ns_x),
+    );
+    let mut apps_a = Vec::new();
+    for n in 0..3 {
+        full_node(env, &pods_a, &format!("xa{n}"), 1, 1).await;
+        apps_a.push(format!("xa{n}-app0"));
+    }
+    // B's node: B's own victim, then X's pod — younger, of the lowest priority: the planner's
+    // first choice were X not excluded.
+    let node_b = env.node("xb", "700m", "8Gi").await;
+    for p in [
+        guaranteed_pod("xb-v0", &node_b, "low", "300m", "64Mi"),
+        guaranteed_pod("xb-app0", &node_b, "high", "100m", "64Mi"),
+    ] {
+        create_running(&pods_b, &p).await.unwrap();
+    }
+    let cheapest = guaranteed_pod("xb-x", &node_b, "lowest", "300m", "64Mi");
+    create_running(&pods_x, &cheapest).await.unwrap();
+    // A node where only X's pod could make room for B's second resize.
+    let node_r = env.node("xr", "400m", "8Gi").await;
+    create_running(
+        &pods_x,
+        &guaranteed_pod("xr-x", &node_r, "lowest", "300m", "64Mi"),
+    )
+    .await
+    .unwrap();
+    create_running(
+        &pods_b,
+        &guaranteed_pod("xr-app", &node_r, "high", "100m", "64Mi"),
+    )
+    .await
+    .unwrap();
+
+    // A's stream: each resize grows by 300m, a victim's worth; A's budget is 2.
+    resize_all(&pods_a, &apps_a, "400m").await;
+    wait_evictions(env, &[&ns_a], 2, Duration::from_secs(60)).await;
+    let budget = format!("namespace {ns_a}'s eviction budget");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let held = support::events(env, &ns_a, "PreemptionHeld").await;
+        if held.iter().any(|e| e.1.contains(&budget)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no PreemptionHeld naming {budget}: {held:?}\n{}",
+            c.process.log_tail(20_000)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // B acts within its own budget: its resize is seen through with B's own victim.
+    resize_all(&pods_b, &["xb-app0".to_owned()], "400m").await;
+    wait_resized(&pods_b, "xb-app0", "400m", Duration::from_secs(60)).await;
+    // B's second resize could only be made room for by X's pod: refused, saying why.
+    resize_all(&pods_b, &["xr-app".to_owned()], "400m").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let failed = support::events(env, &ns_b, "ResizePreemptionFailed").await;
+        if failed
+            .iter()
+            .any(|e| e.0 == "xr-app" && e.1.contains("namespaces.exclude"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no ResizePreemptionFailed naming namespaces.exclude: {failed:?}\n{}",
+            c.process.log_tail(20_000)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let all = evictions(env, &[&ns_a, &ns_b, &ns_x]);
+    eprintln!("evictions of the run: {all:#?}");
+    let of_b: Vec<_> = all.iter().filter(|e| e.namespace == ns_b).collect();
+    assert!(
+        of_b.len() == 1 && of_b[0].victim == "xb-v0",
+        "B took its own victim: {all:?}"
+    );
+    let writes = controller_pod_writes(env, &[&ns_x, "kube-system", "resize-guard"]);
+    assert!(writes.is_empty(), "{writes:?}");
+    assert!(
+        support::preempted(&pods_x, &["xb-x", "xr-x"])
+            .await
+            .is_empty(),
+        "X's pods stay"
+    );
+    let m = metrics(&c).await;
+    assert!(m.contains("outcome=\"held_namespace_rate\""), "{m}");
     drop(c);
     reset_policy(env).await;
 }

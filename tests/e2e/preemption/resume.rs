@@ -1,0 +1,304 @@
+//! Resumed plans end to end, on hollow nodes (upstream's v1.37.2 kubelet) with the real
+//! kube-apiserver, read back from its audit log:
+//! - a three-victim plan interrupted after its first eviction, while room appeared elsewhere on
+//!   the node, is resumed only for the victims a fresh reprieve still needs
+//!   (`controller/src/preemption/decision/victim_state.rs` `spare_the_unneeded`);
+//! - an older sealed record of the same resize, put back by the pod's author, is dropped as
+//!   superseded (`controller/src/preemption/seal.rs` `PlanSeal::verify`) and none of its victims
+//!   is evicted.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::scenario::controller as support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use resize_guard_controller::preemption::seal::{
+    PLAN_KEY_FIELD, PLAN_KEY_SECRET, PlanRecord, seal,
+};
+use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::objects::*;
+use serde_json::json;
+
+const T: Duration = Duration::from_secs(30);
+const PLAN: &str = "resize-guard.io/preemption";
+
+/// These tests start controller replicas that share one Lease with the other suites' replicas:
+/// one at a time, so that no replica of another test acts on this test's pods.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The plan-sealing key a controller keeps (created here, as the first leader would, when no
+/// controller has run yet).
+async fn plan_key(env: &Env) -> ring::hmac::Key {
+    resize_guard_harness::install::apply_rbac(env).await;
+    let api: Api<Secret> = Api::namespaced(env.client().await, "resize-guard");
+    if api.get_opt(PLAN_KEY_SECRET).await.unwrap().is_none() {
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": PLAN_KEY_SECRET},
+            "data": {PLAN_KEY_FIELD: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="},
+        }))
+        .unwrap();
+        let _ = api.create(&PostParams::default(), &secret).await;
+    }
+    let secret = api.get(PLAN_KEY_SECRET).await.unwrap();
+    ring::hmac::Key::new(
+        ring::hmac::HMAC_SHA256,
+        &secret.data.unwrap()[PLAN_KEY_FIELD].0,
+    )
+}
+
+/// Writes `annotation` as pod `name`'s plan annotation with an ordinary merge patch, as the
+/// pod's author can.
+async fn put_plan(pods: &Api<Pod>, name: &str, annotation: &str) {
+    let patch = json!({"metadata": {"annotations": {PLAN: annotation}}});
+    pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// The victims kube-apiserver granted an eviction of in `ns` (audit log), in order.
+fn evicted(env: &Env, ns: &str) -> Vec<String> {
+    let mut out: Vec<(String, String)> = env
+        .cp
+        .audit_events()
+        .into_iter()
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["verb"] == "create"
+                && e["objectRef"]["subresource"] == "eviction"
+                && e["objectRef"]["namespace"] == ns
+                && e["responseStatus"]["code"] == 201
+        })
+        .map(|e| {
+            (
+                e["requestReceivedTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                e["objectRef"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out.into_iter().map(|(_, v)| v).collect()
+}
+
+/// Deletes pod `name` (1 s grace) and waits until it is gone.
+async fn delete_and_wait_gone(pods: &Api<Pod>, name: &str) {
+    let dp = DeleteParams {
+        grace_period_seconds: Some(1),
+        ..Default::default()
+    };
+    pods.delete(name, &dp).await.unwrap();
+    for _ in 0..300 {
+        if pods.get_opt(name).await.unwrap().is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{name} never went away");
+}
+
+/// A node of 2500m: v1–v3 (500m, `low`, the plan's victims), a bystander (500m, `low`) and
+/// `app` (250m, `high`) leave 250m free. `app` asks for 1750m: 1500m more, three victims' worth.
+/// The record a controller sealed before its first eviction names v1, v2 and v3; it evicted v1
+/// and died. Meanwhile the bystander goes away: 1250m free, still short of 1500m, so the resize
+/// stays Deferred, but one more victim now suffices. The controller started next resumes the
+/// record for that one victim only — not the two the record still names.
+#[tokio::test]
+async fn a_resumed_three_victim_plan_evicts_only_what_a_fresh_reprieve_still_needs() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let (ns, node, pods) = env.scenario("minimal", ("n", "2500m", "4Gi"), &[]).await;
+    for name in ["v1", "v2", "v3", "bystander"] {
+        create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
+            .await
+            .unwrap();
+    }
+    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
+        .await
+        .unwrap();
+    support::resize_pending_on(env, &pods, &ns, "app", "1750m").await;
+
+    // What a controller that died right after its first eviction left: the three-victim record,
+    // sealed as it sealed it (the key in the install namespace's Secret), v1 gone.
+    let app = pods.get("app").await.unwrap();
+    let (app_uid, generation) = (app.metadata.uid.unwrap(), app.metadata.generation.unwrap());
+    let mut victims = Vec::new();
+    for v in ["v1", "v2", "v3"] {
+        let uid = pods.get(v).await.unwrap().metadata.uid.unwrap();
+        victims.push(json!({"namespace": ns, "name": v, "uid": uid}));
+    }
+    let rec: PlanRecord = serde_json::from_value(json!({
+        "generation": generation,
+        "time": k8s_openapi::jiff::Timestamp::now().to_string(),
+        "victims": victims,
+    }))
+    .unwrap();
+    let rec = seal(&plan_key(env).await, rec, &app_uid);
+    put_plan(&pods, "app", &rec.to_annotation()).await;
+    delete_and_wait_gone(&pods, "v1").await;
+    // Room appears elsewhere on the node: a pod the plan never named goes away.
+    delete_and_wait_gone(&pods, "bystander").await;
+    let still = pods.get("app").await.unwrap();
+    assert!(
+        resize_pending(&still).is_some() && support::has_plan(&still),
+        "1250m free is still short of 1500m: the resize waits on the plan"
+    );
+
+    let c = support::start(env, "minimal").await;
+    // Admitted, and the plan cleared: the controller saw the resize through and is done.
+    support::wait_app_done(&pods, "1750m", T).await;
+    let gone = evicted(env, &ns);
+    assert_eq!(gone.len(), 1, "one victim was still needed: {gone:?}");
+    assert!(gone[0] == "v2" || gone[0] == "v3", "{gone:?}");
+    let spared = if gone[0] == "v2" { "v3" } else { "v2" };
+    assert!(
+        support::preempted(&pods, &[spared]).await.is_empty(),
+        "{spared} was not needed"
+    );
+    drop(c);
+}
+
+/// The plan records on `history`'s pod, in the order the watch saw them (each once).
+fn records(history: &support::History) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for p in history.all() {
+        if let Some(a) = p.metadata.annotations.as_ref().and_then(|a| a.get(PLAN))
+            && out.last() != Some(a)
+        {
+            out.push(a.clone());
+        }
+    }
+    out
+}
+
+/// True once a version of `history`'s pod without a plan came after one carrying `record`.
+fn cleared_after(history: &support::History, record: &str) -> bool {
+    let all = history.all();
+    let at = all.iter().position(|p| {
+        p.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.get(PLAN).map(String::as_str) == Some(record))
+    });
+    at.is_some_and(|i| all[i..].iter().any(|p| !support::has_plan(p)))
+}
+
+/// Two sealed records of the same resize, both the controller's own. Its plan needs two
+/// victims (so it is recorded before any eviction), and their budget refuses every eviction
+/// while the controller's cache counts it as allowing them (as in `failover.rs`
+/// `an_eviction_refused_by_a_budget_the_cache_did_not_foresee_replans_at_once`): the controller
+/// drops its first record and, a second later, records the plan again. The pod's author then
+/// puts the first record back with a plain patch: the controller refuses it as superseded
+/// (`PreemptionPlanRejected`) and evicts nothing on its word.
+#[tokio::test]
+async fn an_older_sealed_record_put_back_by_the_pods_author_is_rejected_as_superseded() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    env.cp.start_controller_manager().unwrap();
+    // 1300m: v1, v2 (500m each) and app (250m) leave 50m; app asks for 1000m, 750m more: both.
+    let (ns, node, pods) = env.scenario("superseded", ("n", "1300m", "4Gi"), &[]).await;
+    for name in ["v1", "v2"] {
+        let mut p = guaranteed_pod(name, &node, "low", "500m", "64Mi");
+        p.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("budget".into(), "victims".into());
+        create_running(&pods, &p).await.unwrap();
+    }
+    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
+        .await
+        .unwrap();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client().await, &ns);
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "victims"},
+        "spec": {"minAvailable": 0, "selector": {"matchLabels": {"budget": "victims"}}}
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    wait_pdb_counted(&pdbs, "victims", 2, T).await.unwrap();
+    env.cp.stop_controller_manager();
+    // The budget's spec changes with no disruption controller to count it again: the Eviction
+    // API refuses every eviction under it while its status still allows two.
+    let patch = json!({"spec": {"minAvailable": 2}});
+    pdbs.patch("victims", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+
+    let c = support::start(env, "superseded").await;
+    c.wait_leading().await;
+    let history = support::History::start(&pods, "app").await;
+    support::resize_pending_on(env, &pods, &ns, "app", "1000m").await;
+    // The first record, then (after the refusal cleared it) a second one of the same generation.
+    let deadline = std::time::Instant::now() + T;
+    let (first, second) = loop {
+        let seen = records(&history);
+        if seen.len() >= 2 {
+            break (seen[0].clone(), seen[1].clone());
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no second record: {seen:?}\n{}",
+            c.process.log_tail(8000)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let parse = |a: &str| -> serde_json::Value { serde_json::from_str(a).unwrap() };
+    let (old, new) = (parse(&first), parse(&second));
+    assert_eq!(old["generation"], new["generation"], "{old} {new}");
+    assert_ne!(old["time"], new["time"], "{old} {new}");
+    // Wait for the second to be cleared by its own refusal, so the put-back is what the
+    // controller reads next (its next try comes 2 s after the second).
+    let deadline = std::time::Instant::now() + T;
+    while !cleared_after(&history, &second) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second record stayed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The pod's author (the test's admin identity) puts the first record back. A clear the
+    // controller sent for its own second record just before may still land after it: the author
+    // then puts it back again (at most three times).
+    let deadline = std::time::Instant::now() + T;
+    let mut put_backs = 0;
+    let rejected = loop {
+        let rejected = support::events(env, &ns, "PreemptionPlanRejected").await;
+        if !rejected.is_empty() {
+            break rejected;
+        }
+        let on_pod = pods.get("app").await.unwrap();
+        if !support::has_plan(&on_pod) && put_backs < 3 {
+            put_plan(&pods, "app", &first).await;
+            put_backs += 1;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no PreemptionPlanRejected after {put_backs} put-back(s): records {:?}\n{}",
+            records(&history),
+            c.process.log_tail(30_000)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!("rejected after {put_backs} put-back(s): {rejected:?}");
+    assert!(
+        rejected
+            .iter()
+            .any(|e| e.0 == "app" && e.1.contains("superseded")),
+        "{rejected:?}"
+    );
+    assert!(evicted(env, &ns).is_empty(), "{:?}", evicted(env, &ns));
+    assert!(
+        support::preempted(&pods, &["v1", "v2"]).await.is_empty(),
+        "the old record's victims stay"
+    );
+    drop(c);
+    pdbs.delete("victims", &DeleteParams::default())
+        .await
+        .unwrap();
+}
