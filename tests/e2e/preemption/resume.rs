@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use resize_guard_controller::preemption::seal::{
-    PLAN_KEY_FIELD, PLAN_KEY_SECRET, PlanRecord, seal,
+    PLAN_KEY_FIELD, PLAN_KEY_SECRET, PlanKey, PlanRecord, seal,
 };
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::objects::*;
@@ -31,7 +31,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The plan-sealing key a controller keeps (created here, as the first leader would, when no
 /// controller has run yet).
-async fn plan_key(env: &Env) -> ring::hmac::Key {
+async fn plan_key(env: &Env) -> PlanKey {
     resize_guard_harness::install::apply_rbac(env).await;
     let api: Api<Secret> = Api::namespaced(env.client().await, "resize-guard");
     if api.get_opt(PLAN_KEY_SECRET).await.unwrap().is_none() {
@@ -43,10 +43,7 @@ async fn plan_key(env: &Env) -> ring::hmac::Key {
         let _ = api.create(&PostParams::default(), &secret).await;
     }
     let secret = api.get(PLAN_KEY_SECRET).await.unwrap();
-    ring::hmac::Key::new(
-        ring::hmac::HMAC_SHA256,
-        &secret.data.unwrap()[PLAN_KEY_FIELD].0,
-    )
+    PlanKey::new(&secret.data.unwrap()[PLAN_KEY_FIELD].0).unwrap()
 }
 
 /// Writes `annotation` as pod `name`'s plan annotation with an ordinary merge patch, as the
@@ -126,7 +123,7 @@ async fn a_resumed_three_victim_plan_evicts_only_what_a_fresh_reprieve_still_nee
     // What a controller that died right after its first eviction left: the three-victim record,
     // sealed as it sealed it (the key in the install namespace's Secret), v1 gone.
     let app = pods.get("app").await.unwrap();
-    let (app_uid, generation) = (app.metadata.uid.unwrap(), app.metadata.generation.unwrap());
+    let generation = app.metadata.generation.unwrap();
     let mut victims = Vec::new();
     for v in ["v1", "v2", "v3"] {
         let uid = pods.get(v).await.unwrap().metadata.uid.unwrap();
@@ -138,8 +135,8 @@ async fn a_resumed_three_victim_plan_evicts_only_what_a_fresh_reprieve_still_nee
         "victims": victims,
     }))
     .unwrap();
-    let rec = seal(&plan_key(env).await, rec, &app_uid);
-    put_plan(&pods, "app", &rec.to_annotation()).await;
+    let sealed = seal(&plan_key(env).await, &rec, &app).unwrap();
+    put_plan(&pods, "app", &sealed.to_annotation()).await;
     delete_and_wait_gone(&pods, "v1").await;
     // Room appears elsewhere on the node: a pod the plan never named goes away.
     delete_and_wait_gone(&pods, "bystander").await;
