@@ -1,7 +1,7 @@
 //! Supervised tasks: the view's watch loops and the controller's reconcile loop run on tokio
 //! tasks whose end nobody would otherwise notice. A panicking watch task leaves its cache frozen
 //! while it still reads as fresh; a panicking reconcile loop leaves a replica renewing the Lease
-//! with nothing acting behind it (issue 25, item 5). Every such task is spawned through a
+//! with nothing acting behind it (ARCHITECTURE.md §5.9). Every such task is spawned through a
 //! [`Supervisor`], which catches its panic or its unexpected end, logs it at ERROR and records
 //! the first [`TaskExit`]. The view then reports itself unready and stale for acting
 //! ([`crate::ClusterView::readiness`]), and the controller steps down

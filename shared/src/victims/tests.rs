@@ -646,7 +646,7 @@ fn victims_are_listed_with_their_priority() {
     );
 }
 
-/// Issue 17's end-to-end loss: on the kubelet's accounting alone the plan is low3, low4, low5;
+/// The pending-growth race end to end: on the kubelet's accounting alone the plan is low3, low4, low5;
 /// while they go, mid0's pending growth fits before high's and takes the room.
 fn racing_node() -> Vec<Pod> {
     let mut pods = vec![

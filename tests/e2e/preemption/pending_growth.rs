@@ -54,7 +54,7 @@ async fn grows_in_place(env: &Env, ns: &str, high: &support::History, cpu: &str)
 
 #[tokio::test]
 async fn issue_example_preempts_the_two_growing_pods_instead_of_four() {
-    // Issue 17: upstream's alpha took low2, low4, low5 and mid1; the kubelet-accounting plan
+    // Upstream's alpha took low2, low4, low5 and mid1; the kubelet-accounting plan
     // (low3, low4, low5) lost the room to mid0's growth and needed a second round of two more.
     let env = setup().await;
     let _g = env.guard();
