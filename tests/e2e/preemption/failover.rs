@@ -20,23 +20,6 @@ use serde_json::json;
 
 const T: Duration = Duration::from_secs(30);
 
-/// The plan-sealing key a controller keeps (created here, as the first leader would, when no
-/// controller has run yet; resize-guard is installed first, whichever test runs first).
-async fn plan_key(env: &resize_guard_harness::env::Env) -> PlanKey {
-    resize_guard_harness::install::apply_rbac(env).await;
-    let api: Api<Secret> = Api::namespaced(env.client().await, "resize-guard");
-    if api.get_opt(PLAN_KEY_SECRET).await.unwrap().is_none() {
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": PLAN_KEY_SECRET},
-            "data": {PLAN_KEY_FIELD: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="},
-        }))
-        .unwrap();
-        let _ = api.create(&PostParams::default(), &secret).await;
-    }
-    let secret = api.get(PLAN_KEY_SECRET).await.unwrap();
-    PlanKey::new(&secret.data.unwrap()[PLAN_KEY_FIELD].0).unwrap()
-}
-
 /// Who wrote a planted plan.
 #[derive(Clone, Copy)]
 enum Writer {
@@ -62,7 +45,7 @@ async fn plant(
     let pod = pods.get(name).await.unwrap();
     let rec: PlanRecord = serde_json::from_value(plan).unwrap();
     let value = match writer {
-        Writer::Controller => seal(&plan_key(env).await, &rec, &pod)
+        Writer::Controller => seal(&support::plan_key(env).await, &rec, &pod)
             .unwrap()
             .to_annotation(),
         Writer::Author => seal(&PlanKey::new(&[0x42; 32]).unwrap(), &rec, &pod)
@@ -80,7 +63,7 @@ async fn plant(
 /// clear, and an HMAC-SHA256 under the Secret's bytes over the format-1 message.
 async fn format_one(env: &resize_guard_harness::env::Env, rec: &PlanRecord, uid: &str) -> String {
     resize_guard_harness::install::apply_rbac(env).await;
-    plan_key(env).await;
+    support::plan_key(env).await;
     let api: Api<Secret> = Api::namespaced(env.client().await, "resize-guard");
     let secret = api.get(PLAN_KEY_SECRET).await.unwrap();
     let key = ring::hmac::Key::new(

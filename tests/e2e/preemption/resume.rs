@@ -12,12 +12,10 @@ use crate::scenario::controller as support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use resize_guard_controller::preemption::seal::{
-    PLAN_KEY_FIELD, PLAN_KEY_SECRET, PlanKey, PlanRecord, seal,
-};
+use resize_guard_controller::preemption::seal::{PlanRecord, seal};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::objects::*;
 use serde_json::json;
@@ -28,23 +26,6 @@ const PLAN: &str = "resize-guard.io/preemption";
 /// These tests start controller replicas that share one Lease with the other suites' replicas:
 /// one at a time, so that no replica of another test acts on this test's pods.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The plan-sealing key a controller keeps (created here, as the first leader would, when no
-/// controller has run yet).
-async fn plan_key(env: &Env) -> PlanKey {
-    resize_guard_harness::install::apply_rbac(env).await;
-    let api: Api<Secret> = Api::namespaced(env.client().await, "resize-guard");
-    if api.get_opt(PLAN_KEY_SECRET).await.unwrap().is_none() {
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": PLAN_KEY_SECRET},
-            "data": {PLAN_KEY_FIELD: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="},
-        }))
-        .unwrap();
-        let _ = api.create(&PostParams::default(), &secret).await;
-    }
-    let secret = api.get(PLAN_KEY_SECRET).await.unwrap();
-    PlanKey::new(&secret.data.unwrap()[PLAN_KEY_FIELD].0).unwrap()
-}
 
 /// Writes `annotation` as pod `name`'s plan annotation with an ordinary merge patch, as the
 /// pod's author can.
@@ -135,7 +116,7 @@ async fn a_resumed_three_victim_plan_evicts_only_what_a_fresh_reprieve_still_nee
         "victims": victims,
     }))
     .unwrap();
-    let sealed = seal(&plan_key(env).await, &rec, &app).unwrap();
+    let sealed = seal(&support::plan_key(env).await, &rec, &app).unwrap();
     put_plan(&pods, "app", &sealed.to_annotation()).await;
     delete_and_wait_gone(&pods, "v1").await;
     // Room appears elsewhere on the node: a pod the plan never named goes away.

@@ -321,3 +321,22 @@ impl Drop for History {
         self.task.abort();
     }
 }
+
+/// The plan-sealing key a controller keeps (created here, as the first leader would, when no
+/// controller has run yet; resize-guard is installed first, whichever test runs first).
+pub async fn plan_key(env: &Env) -> resize_guard_controller::preemption::seal::PlanKey {
+    use k8s_openapi::api::core::v1::Secret;
+    use resize_guard_controller::preemption::seal::{PLAN_KEY_FIELD, PLAN_KEY_SECRET, PlanKey};
+    apply_rbac(env).await;
+    let api: Api<Secret> = Api::namespaced(env.client().await, "resize-guard");
+    if api.get_opt(PLAN_KEY_SECRET).await.unwrap().is_none() {
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": PLAN_KEY_SECRET},
+            "data": {PLAN_KEY_FIELD: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="},
+        }))
+        .unwrap();
+        let _ = api.create(&kube::api::PostParams::default(), &secret).await;
+    }
+    let secret = api.get(PLAN_KEY_SECRET).await.unwrap();
+    PlanKey::new(&secret.data.unwrap()[PLAN_KEY_FIELD].0).unwrap()
+}
