@@ -16,9 +16,10 @@
 //!   costs over its plans that helped nobody (counted per pod UID and `metadata.generation`).
 //! - **A circuit breaker per scope** ([`breaker`], `preemption.circuitBreaker`): a plan is futile
 //!   when the victims of the previous plan for the same resize were removed, the resize still
-//!   needs another, and no other resize on the node was admitted meanwhile (its count of pending
-//!   resizes did not drop): the room went nowhere resize-guard meant it to. Room that went to
-//!   other pending resizes of the node is progress, not futility. `futilePlans` futile plans
+//!   needs another, and the node's count of pending resizes did not drop meanwhile: the room
+//!   went nowhere resize-guard meant it to (to a resize asked for after the plan, say, which the
+//!   kubelet retried first: `tests/e2e/preemption/breaker.rs`). Room that went to resizes
+//!   already pending when the plan was made is progress, not futility. `futilePlans` futile plans
 //!   within `windowSeconds` in one scope (the preemptor's namespace by default, or its node, or
 //!   the cluster) stop preemption in that scope for `pauseSeconds`.
 //!

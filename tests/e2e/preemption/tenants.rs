@@ -25,17 +25,17 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A successful eviction, from the audit log.
 #[derive(Debug, Clone)]
-struct Eviction {
+pub(super) struct Eviction {
     /// When kube-apiserver received it, in seconds since the Unix epoch.
-    at: f64,
-    namespace: String,
-    victim: String,
+    pub at: f64,
+    pub namespace: String,
+    pub victim: String,
     /// The replica that sent it (its identity is in its user agent).
-    agent: String,
+    pub agent: String,
 }
 
 /// Every eviction kube-apiserver granted in `namespaces`, in order.
-fn evictions(env: &Env, namespaces: &[&str]) -> Vec<Eviction> {
+pub(super) fn evictions(env: &Env, namespaces: &[&str]) -> Vec<Eviction> {
     let mut out: Vec<Eviction> = env
         .cp
         .audit_events()
@@ -66,7 +66,7 @@ fn evictions(env: &Env, namespaces: &[&str]) -> Vec<Eviction> {
 }
 
 /// Polls the audit log until `n` evictions in `namespaces` were granted.
-async fn wait_evictions(
+pub(super) async fn wait_evictions(
     env: &Env,
     namespaces: &[&str],
     n: usize,
@@ -89,7 +89,13 @@ async fn wait_evictions(
 
 /// A node of exactly `apps` high-priority 100m pods and `victims` low-priority 300m pods (owned,
 /// so they may be victims), with no room to spare.
-async fn full_node(env: &Env, pods: &Api<Pod>, prefix: &str, apps: u32, victims: u32) -> String {
+pub(super) async fn full_node(
+    env: &Env,
+    pods: &Api<Pod>,
+    prefix: &str,
+    apps: u32,
+    victims: u32,
+) -> String {
     let cpu = format!("{}m", apps * 100 + victims * 300);
     let node = env.node(prefix, &cpu, "8Gi").await;
     for v in 0..victims {
@@ -104,7 +110,7 @@ async fn full_node(env: &Env, pods: &Api<Pod>, prefix: &str, apps: u32, victims:
 }
 
 /// Resizes each of `names` to `cpu` through pods/resize, all at once.
-async fn resize_all(pods: &Api<Pod>, names: &[String], cpu: &str) {
+pub(super) async fn resize_all(pods: &Api<Pod>, names: &[String], cpu: &str) {
     let resize = json!({"spec": {"containers": [{"name": "app", "resources": {
         "requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}});
     let answers = futures::future::join_all(names.iter().map(|name| {
@@ -118,7 +124,7 @@ async fn resize_all(pods: &Api<Pod>, names: &[String], cpu: &str) {
 }
 
 /// Waits until `name` has `cpu` allocated and nothing pending.
-async fn wait_resized(pods: &Api<Pod>, name: &str, cpu: &str, timeout: Duration) {
+pub(super) async fn wait_resized(pods: &Api<Pod>, name: &str, cpu: &str, timeout: Duration) {
     wait_pod(pods, name, timeout, |p| {
         allocated_cpu(p).as_deref() == Some(cpu) && resize_pending(p).is_none()
     })
@@ -127,14 +133,14 @@ async fn wait_resized(pods: &Api<Pod>, name: &str, cpu: &str, timeout: Duration)
 }
 
 /// A line of a replica's `/metrics`.
-async fn metrics(c: &support::Controller) -> String {
+pub(super) async fn metrics(c: &support::Controller) -> String {
     resize_guard_harness::install::http_get(c.health_port, "/metrics")
         .await
         .unwrap()
 }
 
 /// Back to the shipped policy (and its RBAC) for the next test.
-async fn reset_policy(env: &Env) {
+pub(super) async fn reset_policy(env: &Env) {
     let cms: Api<ConfigMap> = Api::namespaced(env.client().await, "resize-guard");
     cms.delete("resize-guard", &Default::default())
         .await
@@ -332,7 +338,10 @@ async fn one_namespace_spending_its_budget_leaves_the_cluster_rate_to_the_others
 /// Pod writes (create, update, patch, delete; any subresource: eviction, status, resize) the
 /// controller's ServiceAccount sent in `namespaces`, from the audit log, as (verb, namespace,
 /// name, subresource).
-fn controller_pod_writes(env: &Env, namespaces: &[&str]) -> Vec<(String, String, String, String)> {
+pub(super) fn controller_pod_writes(
+    env: &Env,
+    namespaces: &[&str],
+) -> Vec<(String, String, String, String)> {
     let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
     env.cp
         .audit_events()
