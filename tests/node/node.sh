@@ -5,9 +5,10 @@
 #
 #   node.sh net   WORK                 sweep stale state, then the netns and its veth (the API
 #                                      server binds the host end, 10.213.0.1, next)
-#   node.sh up    WORK KUBECONFIG RESERVED_CPU
+#   node.sh up    WORK KUBECONFIG RESERVED_CPU CLIENT_CA
 #                                      registry, cgroup root, sysctl guard, mount namespace,
-#                                      containerd, the pause image, kubelet, kube-proxy
+#                                      containerd, the pause image, kubelet (trusting CLIENT_CA
+#                                      for client certificates), kube-proxy
 #   node.sh down  WORK                 stop everything, restore sysctls, remove it all
 #   node.sh check WORK                 print anything left behind; exit 1 if something is
 #
@@ -93,10 +94,11 @@ ensure_iptables() {
     || die "apt-get install iptables failed"
 }
 
-write_configs() { # KUBECONFIG RESERVED_CPU
-  local kubeconfig=$1 reserved_cpu=$2
+write_configs() { # KUBECONFIG RESERVED_CPU CLIENT_CA
+  local kubeconfig=$1 reserved_cpu=$2 client_ca=$3
   mkdir -p "$WORK"/{containerd/root,containerd/state,containerd/certs.d/ghcr.io,run/s,kubelet/root,kubelet/pod-logs,cni/conf,cni/ipam,registry/data,images}
   cp "$kubeconfig" "$WORK/kubeconfig"
+  cp "$client_ca" "$WORK/kubelet/client-ca.crt"
   cat >"$WORK/registry/config.yml" <<EOF
 version: 0.1
 log: {level: warn}
@@ -186,9 +188,11 @@ port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
-# As a production kubelet: bearer tokens checked by TokenReview, requests by SubjectAccessReview
-# (metrics-server's ServiceAccount scrapes /metrics/resource with the RBAC of its rbac.yaml).
-authentication: {anonymous: {enabled: false}, webhook: {enabled: true}}
+# As a production kubelet: bearer tokens checked by TokenReview, client certificates from the CA
+# of kube-apiserver's kubelet client certificate (exec, logs, port-forward), requests by
+# SubjectAccessReview (metrics-server's ServiceAccount scrapes /metrics/resource with the RBAC of
+# its rbac.yaml).
+authentication: {anonymous: {enabled: false}, webhook: {enabled: true}, x509: {clientCAFile: $WORK/kubelet/client-ca.crt}}
 authorization: {mode: Webhook}
 # A shared test machine must not evict the tests' pods or collect their images.
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%", imagefs.inodesFree: "1%"}
@@ -218,7 +222,7 @@ EOF
 }
 
 cmd_up() {
-  [[ $# -eq 2 ]] || die "usage: node.sh up WORK KUBECONFIG RESERVED_CPU"
+  [[ $# -eq 3 ]] || die "usage: node.sh up WORK KUBECONFIG RESERVED_CPU CLIENT_CA"
   BIN="${RESIZE_GUARD_NODE_BIN_DIR:?the directory scripts/build-node.sh prints}"
   local registry="${RESIZE_GUARD_REGISTRY_BIN:?the registry binary of scripts/build-registry.sh}"
   ip netns list | grep -qw $NETNS || die "no netns $NETNS: run node.sh net first"

@@ -158,6 +158,34 @@ async fn walls(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()> {
         "250m should be a 25000 µs quota: {before:?}"
     );
 
+    // kube-apiserver calls the kubelet as in a real cluster, with a client certificate the
+    // kubelet trusts (`tests/harness/src/control_plane.rs` `kubelet_client`): exec and logs work.
+    let exec = kubectl
+        .run(["exec", "-n", NS, "app", "--", "/pause", "-v"])
+        .await?;
+    anyhow::ensure!(
+        exec.success && exec.stdout.trim() == "pause resize-guard 2",
+        "kubectl exec: {}{}",
+        exec.stdout,
+        exec.stderr
+    );
+    let logs = kubectl
+        .run([
+            "logs",
+            "-n",
+            "resize-guard",
+            "deploy/resize-guard-webhook",
+            "--tail=3",
+        ])
+        .await?;
+    anyhow::ensure!(
+        logs.success && logs.stdout.lines().count() == 3,
+        "kubectl logs: {}{}",
+        logs.stdout,
+        logs.stderr
+    );
+    println!("real-node: kubectl exec and kubectl logs answered through the kubelet");
+
     kubectl
         .wait_answered(NS, "app", &cpu_resize(&format!("{}m", alloc + 500)), T)
         .await?;

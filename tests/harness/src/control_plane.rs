@@ -77,8 +77,9 @@ pub struct Options {
     /// address (the host end of the node's veth) with a serving certificate from its own CA for
     /// it and the `kubernetes` Service, the lease endpoint reconciler publishes it behind that
     /// Service, and the `ServiceAccount` admission plugin stays on, so pods get tokens and reach
-    /// the API with in-cluster config. kube-controller-manager then also runs
-    /// [`REAL_NODE_CONTROLLERS`].
+    /// the API with in-cluster config; kube-apiserver calls the kubelet with a client
+    /// certificate (`kubelet_client`), so `kubectl exec` and `logs` work. kube-controller-manager
+    /// then also runs [`REAL_NODE_CONTROLLERS`].
     pub real_node_host: Option<String>,
 }
 
@@ -237,6 +238,7 @@ impl ControlPlane {
         }
         if options.real_node_host.is_some() {
             args.extend(serving_certificate(root, &host)?);
+            args.extend(kubelet_client(root)?);
             args.push("--disable-admission-plugins=TaintNodesByCondition".to_owned());
         } else {
             args.extend([
@@ -310,7 +312,13 @@ impl ControlPlane {
         &self.binaries
     }
 
-    /// The admin kubeconfig file.
+    /// The CA a real node's kubelet must trust for kube-apiserver's client certificate (written
+    /// only with `real_node_host`).
+    pub fn kubelet_client_ca_path(&self) -> PathBuf {
+        self.dir().join(KUBELET_CLIENT_CA)
+    }
+
+    /// The admin kubeconfig's path.
     pub fn kubeconfig_path(&self) -> PathBuf {
         self.kubeconfig_path_for(Identity::Admin)
     }
@@ -630,23 +638,50 @@ fn serving_certificate(root: &Path, host: &str) -> anyhow::Result<Vec<String>> {
     ])
 }
 
-/// The client certificate's common name kube-apiserver proxies to aggregated API servers with
-/// (kubeadm's `front-proxy-client`).
-pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
+/// The CA a real node's kubelet trusts for client certificates (its
+/// `authentication.x509.clientCAFile`), in the control plane's directory.
+pub const KUBELET_CLIENT_CA: &str = "kubelet-client-ca.crt";
+/// The user kube-apiserver is to kubelets (kubeadm's `apiserver-kubelet-client` certificate).
+pub const KUBELET_CLIENT: &str = "kube-apiserver-kubelet-client";
 
-/// The aggregation layer's front proxy, as kubeadm configures it (`front-proxy-ca.crt`,
-/// `front-proxy-client.crt`): a CA of its own, whose client certificate kube-apiserver presents to
-/// aggregated API servers with the user in `X-Remote-User`; they trust it through the
-/// `extension-apiserver-authentication` ConfigMap kube-apiserver publishes in `kube-system`.
-fn front_proxy(root: &Path) -> anyhow::Result<Vec<String>> {
+/// kube-apiserver's client certificate for kubelets (`--kubelet-client-certificate`), as kubeadm
+/// issues it: from a CA the kubelet trusts ([`KUBELET_CLIENT_CA`]), user [`KUBELET_CLIENT`] in
+/// `system:masters`, so the kubelet's webhook authorization (a SubjectAccessReview) allows
+/// `nodes/proxy` — `kubectl exec`, `logs`, `attach`, `port-forward`. Without it kube-apiserver
+/// calls kubelets anonymously and a kubelet that allows only authenticated clients answers 401.
+fn kubelet_client(root: &Path) -> anyhow::Result<Vec<String>> {
+    let (ca_pem, cert_pem, key_pem) =
+        client_certificate("kubelet-client-ca", KUBELET_CLIENT, Some("system:masters"))?;
+    let (ca_path, cert_path, key_path) = (
+        root.join(KUBELET_CLIENT_CA),
+        root.join("apiserver-kubelet-client.crt"),
+        root.join("apiserver-kubelet-client.key"),
+    );
+    fs::write(&ca_path, ca_pem)?;
+    fs::write(&cert_path, cert_pem)?;
+    fs::write(&key_path, key_pem)?;
+    Ok(vec![
+        format!("--kubelet-client-certificate={}", cert_path.display()),
+        format!("--kubelet-client-key={}", key_path.display()),
+        // As kubeadm: the node's name resolves nowhere here, its InternalIP does.
+        "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname".to_owned(),
+    ])
+}
+
+/// A CA named `ca_name` and a client certificate it signed for `user` (in `group`, if any), as
+/// PEM: (CA certificate, client certificate, client key).
+fn client_certificate(
+    ca_name: &str,
+    user: &str,
+    group: Option<&str>,
+) -> anyhow::Result<(String, String, String)> {
     use rcgen::{
         BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
         KeyPair, KeyUsagePurpose,
     };
     let ca_key = KeyPair::generate()?;
     let mut ca = CertificateParams::default();
-    ca.distinguished_name
-        .push(DnType::CommonName, "front-proxy-ca");
+    ca.distinguished_name.push(DnType::CommonName, ca_name);
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
@@ -656,20 +691,37 @@ fn front_proxy(root: &Path) -> anyhow::Result<Vec<String>> {
     let issuer = Issuer::new(ca, ca_key);
     let key = KeyPair::generate()?;
     let mut client = CertificateParams::default();
-    client
-        .distinguished_name
-        .push(DnType::CommonName, FRONT_PROXY_CLIENT);
+    client.distinguished_name.push(DnType::CommonName, user);
+    if let Some(group) = group {
+        client
+            .distinguished_name
+            .push(DnType::OrganizationName, group);
+    }
     client.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     let cert = client.signed_by(&key, &issuer)?;
+    Ok((ca_cert.pem(), cert.pem(), key.serialize_pem()))
+}
+
+/// The client certificate's common name kube-apiserver proxies to aggregated API servers with
+/// (kubeadm's `front-proxy-client`).
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
+
+/// The aggregation layer's front proxy, as kubeadm configures it (`front-proxy-ca.crt`,
+/// `front-proxy-client.crt`): a CA of its own, whose client certificate kube-apiserver presents to
+/// aggregated API servers with the user in `X-Remote-User`; they trust it through the
+/// `extension-apiserver-authentication` ConfigMap kube-apiserver publishes in `kube-system`.
+fn front_proxy(root: &Path) -> anyhow::Result<Vec<String>> {
+    let (ca_pem, cert_pem, key_pem) =
+        client_certificate("front-proxy-ca", FRONT_PROXY_CLIENT, None)?;
     let (ca_path, cert_path, key_path) = (
         root.join("front-proxy-ca.crt"),
         root.join("front-proxy-client.crt"),
         root.join("front-proxy-client.key"),
     );
-    fs::write(&ca_path, ca_cert.pem())?;
-    fs::write(&cert_path, cert.pem())?;
-    fs::write(&key_path, key.serialize_pem())?;
+    fs::write(&ca_path, ca_pem)?;
+    fs::write(&cert_path, cert_pem)?;
+    fs::write(&key_path, key_pem)?;
     Ok(vec![
         format!("--requestheader-client-ca-file={}", ca_path.display()),
         format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT}"),

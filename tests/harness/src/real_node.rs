@@ -124,12 +124,19 @@ impl RealNode {
     pub async fn start(&mut self, cp: &ControlPlane) -> anyhow::Result<Duration> {
         let started = Instant::now();
         let kubeconfig = cp.kubeconfig_path();
+        let client_ca = cp.kubelet_client_ca_path();
         let (script, work, envs) = (self.script.clone(), self.work.clone(), self.envs());
         tokio::task::spawn_blocking(move || {
             node_sh(
                 &script,
                 &envs,
-                &["up", &path_str(&work), &path_str(&kubeconfig), "100m"],
+                &[
+                    "up",
+                    &path_str(&work),
+                    &path_str(&kubeconfig),
+                    "100m",
+                    &path_str(&client_ca),
+                ],
             )
         })
         .await??;
