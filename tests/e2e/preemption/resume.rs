@@ -15,6 +15,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use resize_guard_controller::preemption::actuate::WriteError;
+use resize_guard_controller::preemption::actuate::plan_patch::plan_patch;
 use resize_guard_controller::preemption::seal::{PlanRecord, seal};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::objects::*;
@@ -240,30 +242,25 @@ async fn an_older_sealed_record_put_back_by_the_pods_author_is_rejected_as_super
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The pod's author (the test's admin identity) puts the first record back. A clear the
-    // controller sent for its own second record just before may still land after it: the author
-    // then puts it back again (at most three times).
+    // The pod's author (the test's admin identity) puts the first record back, once. A clear
+    // the controller still sends for its own second record is conditional on the annotation
+    // holding that record (`controller/src/preemption/actuate/plan_patch.rs`): it cannot erase
+    // the put-back unjudged.
+    put_plan(&pods, "app", &first).await;
     let deadline = std::time::Instant::now() + T;
-    let mut put_backs = 0;
     let rejected = loop {
         let rejected = support::events(env, &ns, "PreemptionPlanRejected").await;
         if !rejected.is_empty() {
             break rejected;
         }
-        let on_pod = pods.get("app").await.unwrap();
-        if !support::has_plan(&on_pod) && put_backs < 3 {
-            put_plan(&pods, "app", &first).await;
-            put_backs += 1;
-        }
         assert!(
             std::time::Instant::now() < deadline,
-            "no PreemptionPlanRejected after {put_backs} put-back(s): records {:?}\n{}",
+            "no PreemptionPlanRejected after the put-back: records {:?}\n{}",
             records(&history),
             c.process.log_tail(30_000)
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    eprintln!("rejected after {put_backs} put-back(s): {rejected:?}");
     assert!(
         rejected
             .iter()
@@ -279,4 +276,161 @@ async fn an_older_sealed_record_put_back_by_the_pods_author_is_rejected_as_super
     pdbs.delete("victims", &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// The controller's conditional plan-annotation write (`plan_patch`), made over `read` (the pod
+/// as the decision read it) to turn the annotation into `write`: the API server's answer.
+async fn plan_write(pods: &Api<Pod>, read: &Pod, write: Option<&str>) -> Result<(), WriteError> {
+    let patch = plan_patch(read, PLAN, write).expect("something to write");
+    let name = read.metadata.name.as_deref().unwrap();
+    pods.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .map(|_| ())
+        .map_err(WriteError::Api)
+}
+
+/// Asserts that `result` is the API server's refusal of a failed precondition, as the
+/// controller recognises it (`WriteError::precondition_failed`).
+fn refused_as_changed(result: Result<(), WriteError>, what: &str) {
+    let e = result.expect_err(what);
+    let answer = e.answer().map(|s| {
+        (
+            s.code,
+            s.reason.clone(),
+            s.message.clone(),
+            s.details.clone(),
+        )
+    });
+    eprintln!("{what}: {answer:?}");
+    assert!(e.precondition_failed(), "{what}: {answer:?}");
+}
+
+fn plan_on(p: &Pod) -> Option<String> {
+    p.metadata.annotations.as_ref()?.get(PLAN).cloned()
+}
+
+/// The write `controller/src/preemption/actuate/plan_patch.rs` builds, on the real API server:
+/// it lands over exactly what was read, and over anything written since it is refused whole
+/// (422, recognised as a failed precondition) and the author's value stays — for a clear, a
+/// replace and a write over an absent annotation (with and without other annotations), and on a
+/// recreated pod of the same name. The pod's kubelet updates its status meanwhile: only the
+/// annotation is a precondition.
+#[tokio::test]
+async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let (_ns, node, pods) = env.scenario("planwrites", ("n", "1", "1Gi"), &[]).await;
+    let app = guaranteed_pod("app", &node, "high", "250m", "64Mi");
+    create_running(&pods, &app).await.unwrap();
+
+    // Over a pod with no annotations at all: the author's write since is kept.
+    let read = pods.get("app").await.unwrap();
+    assert!(
+        read.metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| a.is_empty())
+    );
+    put_plan(&pods, "app", "author-1").await;
+    refused_as_changed(
+        plan_write(&pods, &read, Some("ctrl")).await,
+        "add over no map",
+    );
+    assert_eq!(
+        plan_on(&pods.get("app").await.unwrap()).as_deref(),
+        Some("author-1")
+    );
+
+    // A clear and a replace over a value the author changed since: refused, the author's stays.
+    let read = pods.get("app").await.unwrap();
+    put_plan(&pods, "app", "author-2").await;
+    refused_as_changed(
+        plan_write(&pods, &read, None).await,
+        "remove over a changed value",
+    );
+    refused_as_changed(
+        plan_write(&pods, &read, Some("ctrl")).await,
+        "replace over a changed value",
+    );
+    assert_eq!(
+        plan_on(&pods.get("app").await.unwrap()).as_deref(),
+        Some("author-2")
+    );
+
+    // Over exactly what was read: replaced, then removed.
+    let read = pods.get("app").await.unwrap();
+    plan_write(&pods, &read, Some("ctrl")).await.unwrap();
+    let read = pods.get("app").await.unwrap();
+    assert_eq!(plan_on(&read).as_deref(), Some("ctrl"));
+    plan_write(&pods, &read, None).await.unwrap();
+    assert_eq!(plan_on(&pods.get("app").await.unwrap()), None);
+
+    // Absent among other annotations: the `null` test passes while it is absent, and fails
+    // once the author wrote it.
+    let other = json!({"metadata": {"annotations": {"example.com/other": "x"}}});
+    pods.patch("app", &PatchParams::default(), &Patch::Merge(&other))
+        .await
+        .unwrap();
+    let read = pods.get("app").await.unwrap();
+    assert_eq!(plan_on(&read), None);
+    put_plan(&pods, "app", "author-3").await;
+    refused_as_changed(
+        plan_write(&pods, &read, Some("ctrl")).await,
+        "add over a value written since",
+    );
+    assert_eq!(
+        plan_on(&pods.get("app").await.unwrap()).as_deref(),
+        Some("author-3")
+    );
+    let read = pods.get("app").await.unwrap();
+    plan_write(&pods, &read, None).await.unwrap();
+    let read = pods.get("app").await.unwrap();
+    plan_write(&pods, &read, Some("ctrl")).await.unwrap();
+    let after = pods.get("app").await.unwrap();
+    assert_eq!(plan_on(&after).as_deref(), Some("ctrl"));
+    assert_eq!(
+        after
+            .metadata
+            .annotations
+            .unwrap()
+            .get("example.com/other")
+            .map(String::as_str),
+        Some("x")
+    );
+
+    // An invalid object is no failed precondition: the answer names its causes.
+    let read = pods.get("app").await.unwrap();
+    let invalid = plan_patch(&read, "not a valid key", Some("x")).unwrap();
+    let e = pods
+        .patch("app", &PatchParams::default(), &Patch::Json::<()>(invalid))
+        .await
+        .map(|_| ())
+        .map_err(WriteError::Api)
+        .expect_err("an invalid annotation key");
+    assert_eq!(e.status(), Some(422), "{e:?}");
+    assert!(!e.precondition_failed(), "{e:?}");
+
+    // A recreated pod of the same name: the UID test refuses it.
+    let read = pods.get("app").await.unwrap();
+    delete_and_wait_gone(&pods, "app").await;
+    pods.create(&PostParams::default(), &app).await.unwrap();
+    refused_as_changed(
+        plan_write(&pods, &read, None).await,
+        "remove on a recreated pod",
+    );
+    // Over the recreated pod as read (no annotations at all): added.
+    let read = pods.get("app").await.unwrap();
+    assert!(
+        read.metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| a.is_empty())
+    );
+    plan_write(&pods, &read, Some("ctrl")).await.unwrap();
+    assert_eq!(
+        plan_on(&pods.get("app").await.unwrap()).as_deref(),
+        Some("ctrl")
+    );
+    delete_and_wait_gone(&pods, "app").await;
 }

@@ -9,7 +9,7 @@ use resize_guard_policy::pod::{self, PodKey};
 
 use resize_guard_runtime::events::EventIntent;
 
-use super::{ActuateError, Actuator, held_back, reference};
+use super::{ActuateError, Actuator, Instead, held_back, reference};
 use crate::preemption::brakes::{Held, Limits};
 use crate::preemption::decision::{Decision, Record, Removal, Via, eviction_refused};
 
@@ -24,7 +24,7 @@ impl Actuator {
         note: String,
         limits: Limits,
         pending_on_node: usize,
-    ) -> Result<Option<Decision>, ActuateError> {
+    ) -> Result<Option<Instead>, ActuateError> {
         let key = PodKey::of(pod).to_string();
         let fresh = !matches!(record, Record::Recorded);
         let node = pod::node_name(pod).unwrap_or_default();
@@ -39,19 +39,22 @@ impl Actuator {
             std::time::Instant::now(),
         ) {
             Ok(admission) => admission,
-            Err(held) => return Ok(Some(self.held(pod, node, &held, limits))),
+            Err(held) => return Ok(Some(self.held(pod, node, &held, limits).into())),
         };
         // The state that let the plan through is persisted before its first write (its tokens
         // go back when `admission` drops).
         if let Err(held) = admission.saved().await {
-            return Ok(Some(self.held(pod, node, &held, limits)));
+            return Ok(Some(self.held(pod, node, &held, limits).into()));
         }
         if fresh {
             // A plan that could not be recorded is not started: the key first.
             self.plan_key().await?;
         }
+        // Recorded only over what the decision read (`Actuator::record`): when the pod's
+        // author changed the annotation since, this fails and no victim is touched.
+        let mut written = None;
         if let Record::Before(rec) = &record {
-            self.record(pod, Some(rec)).await?;
+            written = Some(self.record(pod, Some(rec)).await?);
         }
         self.metrics
             .preemption(if fresh { "started" } else { "resumed" });
@@ -69,7 +72,10 @@ impl Actuator {
                         .filter(|_| v.via == Via::Eviction)
                         .and_then(|answer| eviction_refused(&v.victim, answer)) =>
                 {
-                    return Ok(Some(then));
+                    return Ok(Some(Instead {
+                        decision: then,
+                        written,
+                    }));
                 }
                 Err(source) => {
                     if source.forbidden().is_none() {
