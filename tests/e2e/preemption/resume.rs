@@ -247,7 +247,8 @@ async fn an_older_sealed_record_put_back_by_the_pods_author_is_rejected_as_super
     // holding that record (`controller/src/preemption/actuate/plan_patch.rs`): it cannot erase
     // the put-back unjudged.
     put_plan(&pods, "app", &first).await;
-    let deadline = std::time::Instant::now() + T;
+    let put_back = std::time::Instant::now();
+    let deadline = put_back + T;
     let rejected = loop {
         let rejected = support::events(env, &ns, "PreemptionPlanRejected").await;
         if !rejected.is_empty() {
@@ -261,6 +262,17 @@ async fn an_older_sealed_record_put_back_by_the_pods_author_is_rejected_as_super
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    // Whether a clear of the controller's own record met the put-back this time (logged by
+    // `Actuator::apply`): how often the race was run into.
+    let refused = c
+        .process
+        .log_tail(1 << 20)
+        .matches("changed since it was read")
+        .count();
+    eprintln!(
+        "rejected {:?} after the put-back: {rejected:?}; plan writes refused as changed: {refused}",
+        put_back.elapsed()
+    );
     assert!(
         rejected
             .iter()
