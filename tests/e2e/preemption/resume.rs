@@ -5,7 +5,13 @@
 //!   (`controller/src/preemption/decision/victim_state.rs` `spare_the_unneeded`);
 //! - an older sealed record of the same resize, put back by the pod's author, is dropped as
 //!   superseded (`controller/src/preemption/seal.rs` `PlanSeal::verify`) and none of its victims
-//!   is evicted.
+//!   is evicted — put back once: the controller's clear of its own record cannot erase it;
+//! - the controller's plan-annotation write (`controller/src/preemption/actuate/plan_patch.rs`)
+//!   lands only over what its decision read: kube-apiserver refuses it whole (422, no causes)
+//!   over anything written since, for a clear, a replace, a write over an absent annotation and
+//!   on a recreated pod;
+//! - the controller's actuator, given a read the pod's author has changed since, keeps the
+//!   author's write and evicts nothing (the put-back race made deterministic).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
@@ -445,4 +451,159 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
         Some("ctrl")
     );
     delete_and_wait_gone(&pods, "app").await;
+}
+
+/// The controller's actuator (`controller/src/preemption/actuate.rs`) on the real API server,
+/// acting as the controller's ServiceAccount on a decision made over a read of the pod that the
+/// pod's author has since changed — the race of a put-back with the controller's clear, made
+/// deterministic. The clear keeps the author's value (judged on the next read), and a plan to be
+/// recorded before its evictions evicts nothing; over a current read the same plan is recorded
+/// and both victims evicted (the test can see evictions). No controller runs meanwhile.
+#[tokio::test]
+async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothing() {
+    use resize_guard_controller::lease::fence::Leadership;
+    use resize_guard_controller::metrics::Metrics;
+    use resize_guard_controller::preemption::actuate::Actuator;
+    use resize_guard_controller::preemption::brakes::{Brakes, Limits};
+    use resize_guard_controller::preemption::decision::{
+        Decision, Record, Removal, SHORT_WAIT, Via, Waits,
+    };
+    use resize_guard_controller::preemption::seal::PlanSeal;
+    use resize_guard_harness::control_plane::Identity;
+    use resize_guard_policy::pod::PodKey;
+
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let (ns, node, pods) = env.scenario("stale", ("n", "2", "4Gi"), &[]).await;
+    for name in ["v1", "v2"] {
+        create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
+            .await
+            .unwrap();
+    }
+    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
+        .await
+        .unwrap();
+    resize_guard_harness::install::apply_rbac(env).await;
+    let client = env.cp.client_as(Identity::Controller).await.unwrap();
+    let actuator = Actuator {
+        events: resize_guard_runtime::Events::start(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: "e2e-stale".into(),
+                instance: None,
+            },
+        ),
+        client,
+        metrics: std::sync::Arc::new(Metrics::new()),
+        leadership: Leadership::forever(),
+        seal: std::sync::Arc::new(PlanSeal::fixed(&[7; 32])),
+        brakes: std::sync::Arc::new(Brakes::new()),
+        waits: std::sync::Arc::new(Waits::new()),
+    };
+    let conflicts = || {
+        actuator
+            .metrics
+            .render()
+            .lines()
+            .find(|l| l.starts_with("resize_guard_plan_write_conflicts_total"))
+            .unwrap_or_default()
+            .to_owned()
+    };
+
+    // Clears decided over the author's first record, after the author put another one.
+    put_plan(&pods, "app", "author-1").await;
+    let read = pods.get("app").await.unwrap();
+    put_plan(&pods, "app", "author-2").await;
+    for decision in [
+        Decision::ClearPlan,
+        Decision::DropPlan {
+            why: "superseded".into(),
+            after: SHORT_WAIT,
+        },
+    ] {
+        let action = actuator.apply(&read, decision).await.unwrap();
+        assert_eq!(
+            action,
+            kube::runtime::controller::Action::requeue(SHORT_WAIT)
+        );
+        assert_eq!(
+            plan_on(&pods.get("app").await.unwrap()).as_deref(),
+            Some("author-2"),
+            "the author's write was erased unjudged"
+        );
+    }
+    assert_eq!(conflicts(), "resize_guard_plan_write_conflicts_total 2");
+
+    // A two-victim plan (recorded before its evictions) decided over a pod without a plan,
+    // after the author wrote one.
+    let clear = json!({"metadata": {"annotations": {PLAN: null}}});
+    pods.patch("app", &PatchParams::default(), &Patch::Merge(&clear))
+        .await
+        .unwrap();
+    let read = pods.get("app").await.unwrap();
+    assert_eq!(plan_on(&read), None);
+    put_plan(&pods, "app", "author-3").await;
+    let mut victims = Vec::new();
+    for name in ["v1", "v2"] {
+        let v = pods.get(name).await.unwrap();
+        victims.push(Removal {
+            victim: PodKey {
+                namespace: ns.clone(),
+                name: name.into(),
+                uid: v.metadata.uid.unwrap(),
+            },
+            grace_seconds: 1,
+            via: Via::Eviction,
+        });
+    }
+    let preempt = |read: &Pod| {
+        let rec: PlanRecord = serde_json::from_value(json!({
+            "generation": read.metadata.generation.unwrap(),
+            "time": k8s_openapi::jiff::Timestamp::now().to_string(),
+            "victims": victims.iter().map(|v| &v.victim).collect::<Vec<_>>(),
+        }))
+        .unwrap();
+        Decision::Preempt {
+            record: Record::Before(rec),
+            victims: victims.clone(),
+            note: "e2e".into(),
+            limits: Limits::of(&Default::default()),
+            pending_on_node: 1,
+            after: SHORT_WAIT,
+        }
+    };
+    let action = actuator.apply(&read, preempt(&read)).await.unwrap();
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(SHORT_WAIT)
+    );
+    assert_eq!(
+        plan_on(&pods.get("app").await.unwrap()).as_deref(),
+        Some("author-3")
+    );
+    assert_eq!(conflicts(), "resize_guard_plan_write_conflicts_total 3");
+    assert!(evicted(env, &ns).is_empty(), "{:?}", evicted(env, &ns));
+    assert!(support::preempted(&pods, &["v1", "v2"]).await.is_empty());
+
+    // The same plan over a current read: recorded (the author's record replaced), both evicted.
+    let read = pods.get("app").await.unwrap();
+    actuator.apply(&read, preempt(&read)).await.unwrap();
+    let recorded = plan_on(&pods.get("app").await.unwrap()).unwrap();
+    assert!(recorded.contains("\"count\":2"), "{recorded}");
+    assert_eq!(conflicts(), "resize_guard_plan_write_conflicts_total 3");
+    let deadline = std::time::Instant::now() + T;
+    while evicted(env, &ns).len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            evicted(env, &ns)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Its Event, posted after any the stale decisions could have queued, is there; the drop
+    // refused as changed said nothing about a record it never judged.
+    support::wait_event(env, &ns, "PreemptingForResize").await;
+    let rejected = support::events(env, &ns, "PreemptionPlanRejected").await;
+    assert!(rejected.is_empty(), "{rejected:?}");
 }
