@@ -3,8 +3,13 @@
 //! removes it through the API the decision names with the grace period it names, and records the
 //! Events. Every write is fenced by [`Leadership`] (checked immediately before it, abandoned if
 //! the fence passes while it is in flight) and carries the victim's UID as a precondition, so a
-//! recreated pod of the same name is never touched. Every call is idempotent, so a retry or the
-//! next leader can repeat it safely. The API answers that change the course — a
+//! recreated pod of the same name is never touched. Every write of the plan annotation (record,
+//! replace, clear) is a JSON Patch conditional on the annotation still holding what the decision
+//! read ([`plan_patch()`]): a write by the pod's author that lands in between is never erased or
+//! overwritten unjudged. The API server refuses such a write whole; that is no fault: it is
+//! counted (`resize_guard_plan_write_conflicts_total`), nothing more is done on the stale
+//! decision (no eviction, no Event) and the pod is read and judged again. Every call is
+//! idempotent, so a retry or the next leader can repeat it safely. The API answers that change the course — a
 //! PodDisruptionBudget refusing an eviction, or the server throttling one — go back through
 //! [`eviction_refused`](crate::preemption::decision::eviction_refused), which tells them apart by
 //! the answer (the client does not retry evictions: `resize_guard_runtime::api_client`), as do

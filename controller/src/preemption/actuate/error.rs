@@ -4,7 +4,9 @@
 //! write the API server forbids (403: RBAC without the grant a policy needs, or one of the
 //! ValidatingAdmissionPolicies of `deploy/base/controller-writes.yaml`) gets
 //! [`ActuateError::forbidden_note`], the `WriteForbidden` Event's text: what was refused, the API
-//! server's own words and the grant to install.
+//! server's own words and the grant to install. A conditional write refused because the object
+//! changed since it was read ([`WriteError::precondition_failed`],
+//! [`ActuateError::plan_changed`]) is told apart from an invalid one: it is no fault.
 
 use crate::lease::fence::Fenced;
 use crate::preemption::seal::KeyError;

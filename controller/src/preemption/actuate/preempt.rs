@@ -1,6 +1,8 @@
 //! Carrying out a [`Decision::Preempt`]: past the brakes, the plan-sealing key first (a plan that
-//! could not be recorded is not started), the plan recorded when the decision says, each victim
-//! removed in order, the `PreemptingForResize` Event. A plan the brakes hold back (a
+//! could not be recorded is not started), the plan recorded when the decision says (only over the
+//! annotation the decision read: a plan whose record the API server refuses because the pod's
+//! author changed the annotation since evicts nothing), each victim removed in order, the
+//! `PreemptingForResize` Event. A plan the brakes hold back (a
 //! `PreemptionHeld` Event naming the brake, or `PreemptionPaused` when it opened a breaker), or
 //! an eviction the API server refuses, comes back as the decision to carry out instead.
 
