@@ -277,13 +277,14 @@ impl Actuator {
                 self.record(pod, None).await?;
             }
             Decision::DropPlan { why, .. } => {
-                self.metrics.preemption("plan_rejected");
-                tracing::warn!(pod = %key, why, "recorded plan rejected");
                 let note = format!(
                     "resize-guard did not act on the recorded preemption plan: {why}; a fresh plan is chosen instead"
                 );
                 self.forget_plan(pod, true, "PreemptionPlanRejected", note)
                     .await?;
+                // Counted once removed: a record changed since it was judged is judged again.
+                self.metrics.preemption("plan_rejected");
+                tracing::warn!(pod = %key, why, "recorded plan rejected");
             }
             Decision::Replan { why, .. } => {
                 self.metrics.preemption("pdb_blocked");

@@ -77,6 +77,10 @@ async fn a_clear_refused_as_changed_says_nothing_on_the_stale_decision() {
         metrics.contains("resize_guard_time_to_unblock_seconds_count 0"),
         "an unblock is counted once its plan is cleared: {metrics}"
     );
+    assert!(
+        !metrics.contains("outcome=\"plan_rejected\""),
+        "a rejection is counted once its record is removed: {metrics}"
+    );
     settle().await;
     assert!(events(&seen).is_empty(), "{:?}", events(&seen));
 }
