@@ -68,6 +68,7 @@ pub struct Metrics {
     cert_errors: Family<What, Counter>,
     cert_expiry: Family<Certificate, Gauge>,
     fenced: Counter,
+    plan_conflicts: Counter,
     watch_errors: Family<Resource, Counter>,
     last_good_errors: Counter,
     task_exits: Family<Task, Counter>,
@@ -99,6 +100,7 @@ impl Metrics {
         let cert_errors = Family::<What, Counter>::default();
         let cert_expiry = Family::<Certificate, Gauge>::default();
         let fenced = Counter::default();
+        let plan_conflicts = Counter::default();
         let watch_errors = Family::<Resource, Counter>::default();
         let last_good_errors = Counter::default();
         let task_exits = Family::<Task, Counter>::default();
@@ -152,6 +154,11 @@ impl Metrics {
                 fenced.clone(),
             );
             registry.register(
+                "plan_write_conflicts",
+                "Plan-annotation writes the API server refused because the annotation no longer held what the decision read (the pod is read and judged again)",
+                plan_conflicts.clone(),
+            );
+            registry.register(
                 "watch_errors",
                 "Errors of the cluster view's watches, by resource",
                 watch_errors.clone(),
@@ -189,6 +196,7 @@ impl Metrics {
             cert_errors,
             cert_expiry,
             fenced,
+            plan_conflicts,
             watch_errors,
             last_good_errors,
             task_exits,
@@ -241,6 +249,11 @@ impl Metrics {
     /// Counts a write the leadership fence stopped.
     pub fn fenced_write(&self) {
         self.fenced.inc();
+    }
+
+    /// Counts a plan-annotation write refused because the annotation changed since it was read.
+    pub fn plan_write_conflict(&self) {
+        self.plan_conflicts.inc();
     }
 
     /// Counts a preemption decision.

@@ -3,8 +3,13 @@
 //! removes it through the API the decision names with the grace period it names, and records the
 //! Events. Every write is fenced by [`Leadership`] (checked immediately before it, abandoned if
 //! the fence passes while it is in flight) and carries the victim's UID as a precondition, so a
-//! recreated pod of the same name is never touched. Every call is idempotent, so a retry or the
-//! next leader can repeat it safely. The API answers that change the course — a
+//! recreated pod of the same name is never touched. Every write of the plan annotation (record,
+//! replace, clear) is a JSON Patch conditional on the annotation still holding what the decision
+//! read ([`plan_patch()`]): a write by the pod's author that lands in between is never erased or
+//! overwritten unjudged. The API server refuses such a write whole; that is no fault: it is
+//! counted (`resize_guard_plan_write_conflicts_total`), nothing more is done on the stale
+//! decision (no eviction, no Event) and the pod is read and judged again. Every call is
+//! idempotent, so a retry or the next leader can repeat it safely. The API answers that change the course — a
 //! PodDisruptionBudget refusing an eviction, or the server throttling one — go back through
 //! [`eviction_refused`](crate::preemption::decision::eviction_refused), which tells them apart by
 //! the answer (the client does not retry evictions: `resize_guard_runtime::api_client`), as do
@@ -22,20 +27,21 @@ use kube::runtime::controller::Action;
 use resize_guard_policy::pod::{self, PodKey};
 use resize_guard_runtime::Events;
 use resize_guard_runtime::events::EventIntent;
-use serde_json::json;
 
 use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
 use crate::preemption::brakes::Brakes;
-use crate::preemption::decision::{Decision, Waits, held_back};
+use crate::preemption::decision::{Decision, SHORT_WAIT, Waits, held_back};
 use crate::preemption::seal::{PLAN_ANNOTATION, PlanKey, PlanRecord, PlanSeal};
 
 mod error;
 mod notes;
+pub mod plan_patch;
 mod preempt;
 mod removal;
 
 pub use error::{ActuateError, WriteError};
+use plan_patch::plan_patch;
 
 /// What actuation needs.
 #[derive(Clone)]
@@ -54,6 +60,22 @@ pub struct Actuator {
     pub brakes: Arc<Brakes>,
     /// What is remembered of waiting resizes: back-off, stall timers, budget refusals.
     pub waits: Arc<Waits>,
+}
+
+/// A decision to carry out instead of the one carried out (the brakes held it back, an eviction
+/// was refused), with the pod as this actuator's own plan write left it, when it wrote one.
+struct Instead {
+    decision: Decision,
+    written: Option<Pod>,
+}
+
+impl From<Decision> for Instead {
+    fn from(decision: Decision) -> Self {
+        Instead {
+            decision,
+            written: None,
+        }
+    }
 }
 
 fn reference(pod: &Pod) -> ObjectReference {
@@ -139,8 +161,10 @@ impl Actuator {
             .map_err(ActuateError::PlanKey)
     }
 
-    /// Writes `rec`, sealed for `pod`, as the plan annotation (or removes it for `None`).
-    async fn record(&self, pod: &Pod, rec: Option<&PlanRecord>) -> Result<(), ActuateError> {
+    /// Writes `rec`, sealed for `pod`, as the plan annotation (or removes it for `None`), on
+    /// the condition that the annotation still holds what `pod` (the decision's read) shows;
+    /// `pod` as the write left it. [`ActuateError::plan_changed`] when it no longer did.
+    async fn record(&self, pod: &Pod, rec: Option<&PlanRecord>) -> Result<Pod, ActuateError> {
         let key = PodKey::of(pod).to_string();
         let value = match rec {
             Some(rec) => {
@@ -153,23 +177,24 @@ impl Actuator {
             }
             None => None,
         };
-        self.set_plan(pod, value)
+        self.set_plan(pod, value.as_deref())
             .await
             .map_err(|source| ActuateError::RecordPlan { pod: key, source })
     }
 
-    async fn set_plan(&self, pod: &Pod, value: Option<String>) -> Result<(), WriteError> {
+    /// The conditional write of [`plan_patch`] (none when there is nothing to write).
+    async fn set_plan(&self, pod: &Pod, value: Option<&str>) -> Result<Pod, WriteError> {
+        let Some(patch) = plan_patch(pod, PLAN_ANNOTATION, value) else {
+            return Ok(pod.clone());
+        };
         let api: Api<Pod> = Api::namespaced(
             self.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or_default(),
         );
-        // The UID makes the patch fail on a recreated pod of the same name.
-        let patch =
-            json!({"metadata": {"uid": pod.metadata.uid, "annotations": {PLAN_ANNOTATION: value}}});
         let name = pod.metadata.name.as_deref().unwrap_or_default();
-        self.write(api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)))
-            .await
-            .map(|_| ())
+        self.write(api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch)))
+            .await?;
+        Ok(plan_patch::written(pod, PLAN_ANNOTATION, value))
     }
 
     /// Keeps the brakes' node claims in step with how `pod`'s plan goes: a wait refreshes its
@@ -196,11 +221,23 @@ impl Actuator {
     }
 
     /// Carries out `decision` for `pod`, then looks again when the decision says (or when the
-    /// decision that replaced it on the way says: a plan held back, an eviction refused).
+    /// decision that replaced it on the way says: a plan held back, an eviction refused). A plan
+    /// annotation that changed since `pod` was read stops it before anything more is written
+    /// (no victim is touched on the stale decision): counted, and the pod read again soon.
     pub async fn apply(&self, pod: &Pod, decision: Decision) -> Result<Action, ActuateError> {
         self.track(pod, &decision);
         let requeue = decision.requeue();
-        let then = self.carry_out(pod, decision).await.inspect_err(|e| {
+        let then = match self.carry_out(pod, decision).await {
+            Err(e) if e.plan_changed() => {
+                // Not a fault: the pod's watch brings the new version, judged afresh; the
+                // requeue covers a watch that lags.
+                self.metrics.plan_write_conflict();
+                tracing::info!(pod = %PodKey::of(pod), "plan annotation changed since it was read; nothing written, looking again");
+                return Ok(Action::requeue(SHORT_WAIT));
+            }
+            then => then,
+        };
+        let then = then.inspect_err(|e| {
             // Refused (403): a grant the policy needs is missing or a policy of
             // deploy/base/controller-writes.yaml refused; nothing more is written, and the pod
             // says why (reconcile's error_policy logs it with reason Forbidden).
@@ -209,8 +246,11 @@ impl Actuator {
                 self.event(&reference(pod), None, true, "WriteForbidden", note);
             }
         })?;
-        if let Some(then) = then {
-            let then = self.waits.refused(pod, then, std::time::Instant::now());
+        if let Some(Instead { decision, written }) = then {
+            // Carried out on the pod as this actuator's own plan write left it, if it made one:
+            // what a clear of that plan tests for.
+            let pod = written.as_ref().unwrap_or(pod);
+            let then = self.waits.refused(pod, decision, std::time::Instant::now());
             return Box::pin(self.apply(pod, then)).await;
         }
         Ok(requeue.map_or_else(Action::await_change, Action::requeue))
@@ -222,24 +262,29 @@ impl Actuator {
         &self,
         pod: &Pod,
         decision: Decision,
-    ) -> Result<Option<Decision>, ActuateError> {
+    ) -> Result<Option<Instead>, ActuateError> {
         let key = PodKey::of(pod).to_string();
         match decision {
             Decision::Idle => {}
             Decision::Unblocked { seconds } => {
+                // Counted once the plan is cleared: a clear refused because the annotation
+                // changed is judged again, and would count twice.
+                self.record(pod, None).await?;
                 self.metrics.unblocked(seconds);
                 tracing::info!(pod = %key, seconds, "resize admitted after preemption");
+            }
+            Decision::ClearPlan => {
                 self.record(pod, None).await?;
             }
-            Decision::ClearPlan => self.record(pod, None).await?,
             Decision::DropPlan { why, .. } => {
-                self.metrics.preemption("plan_rejected");
-                tracing::warn!(pod = %key, why, "recorded plan rejected");
                 let note = format!(
                     "resize-guard did not act on the recorded preemption plan: {why}; a fresh plan is chosen instead"
                 );
                 self.forget_plan(pod, true, "PreemptionPlanRejected", note)
                     .await?;
+                // Counted once removed: a record changed since it was judged is judged again.
+                self.metrics.preemption("plan_rejected");
+                tracing::warn!(pod = %key, why, "recorded plan rejected");
             }
             Decision::Replan { why, .. } => {
                 self.metrics.preemption("pdb_blocked");

@@ -5,7 +5,13 @@
 //!   (`controller/src/preemption/decision/victim_state.rs` `spare_the_unneeded`);
 //! - an older sealed record of the same resize, put back by the pod's author, is dropped as
 //!   superseded (`controller/src/preemption/seal.rs` `PlanSeal::verify`) and none of its victims
-//!   is evicted.
+//!   is evicted — put back once: the controller's clear of its own record cannot erase it;
+//! - the controller's plan-annotation write (`controller/src/preemption/actuate/plan_patch.rs`)
+//!   lands only over what its decision read: kube-apiserver refuses it whole (422, no causes)
+//!   over anything written since, for a clear, a replace, a write over an absent annotation and
+//!   on a recreated pod;
+//! - the controller's actuator, given a read the pod's author has changed since, keeps the
+//!   author's write and evicts nothing (the put-back race made deterministic).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
@@ -15,6 +21,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use resize_guard_controller::preemption::actuate::WriteError;
+use resize_guard_controller::preemption::actuate::plan_patch::plan_patch;
 use resize_guard_controller::preemption::seal::{PlanRecord, seal};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::objects::*;
@@ -240,30 +248,37 @@ async fn an_older_sealed_record_put_back_by_the_pods_author_is_rejected_as_super
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The pod's author (the test's admin identity) puts the first record back. A clear the
-    // controller sent for its own second record just before may still land after it: the author
-    // then puts it back again (at most three times).
-    let deadline = std::time::Instant::now() + T;
-    let mut put_backs = 0;
+    // The pod's author (the test's admin identity) puts the first record back, once. A clear
+    // the controller still sends for its own second record is conditional on the annotation
+    // holding that record (`controller/src/preemption/actuate/plan_patch.rs`): it cannot erase
+    // the put-back unjudged.
+    put_plan(&pods, "app", &first).await;
+    let put_back = std::time::Instant::now();
+    let deadline = put_back + T;
     let rejected = loop {
         let rejected = support::events(env, &ns, "PreemptionPlanRejected").await;
         if !rejected.is_empty() {
             break rejected;
         }
-        let on_pod = pods.get("app").await.unwrap();
-        if !support::has_plan(&on_pod) && put_backs < 3 {
-            put_plan(&pods, "app", &first).await;
-            put_backs += 1;
-        }
         assert!(
             std::time::Instant::now() < deadline,
-            "no PreemptionPlanRejected after {put_backs} put-back(s): records {:?}\n{}",
+            "no PreemptionPlanRejected after the put-back: records {:?}\n{}",
             records(&history),
             c.process.log_tail(30_000)
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    eprintln!("rejected after {put_backs} put-back(s): {rejected:?}");
+    // Whether a clear of the controller's own record met the put-back this time (logged by
+    // `Actuator::apply`): how often the race was run into.
+    let refused = c
+        .process
+        .log_tail(1 << 20)
+        .matches("changed since it was read")
+        .count();
+    eprintln!(
+        "rejected {:?} after the put-back: {rejected:?}; plan writes refused as changed: {refused}",
+        put_back.elapsed()
+    );
     assert!(
         rejected
             .iter()
@@ -279,4 +294,316 @@ async fn an_older_sealed_record_put_back_by_the_pods_author_is_rejected_as_super
     pdbs.delete("victims", &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// The controller's conditional plan-annotation write (`plan_patch`), made over `read` (the pod
+/// as the decision read it) to turn the annotation into `write`: the API server's answer.
+async fn plan_write(pods: &Api<Pod>, read: &Pod, write: Option<&str>) -> Result<(), WriteError> {
+    let patch = plan_patch(read, PLAN, write).expect("something to write");
+    let name = read.metadata.name.as_deref().unwrap();
+    pods.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .map(|_| ())
+        .map_err(WriteError::Api)
+}
+
+/// Asserts that `result` is the API server's refusal of a failed precondition, as the
+/// controller recognises it (`WriteError::precondition_failed`).
+fn refused_as_changed(result: Result<(), WriteError>, what: &str) {
+    let e = result.expect_err(what);
+    let answer = e.answer().map(|s| {
+        (
+            s.code,
+            s.reason.clone(),
+            s.message.clone(),
+            s.details.clone(),
+        )
+    });
+    eprintln!("{what}: {answer:?}");
+    assert!(e.precondition_failed(), "{what}: {answer:?}");
+}
+
+fn plan_on(p: &Pod) -> Option<String> {
+    p.metadata.annotations.as_ref()?.get(PLAN).cloned()
+}
+
+/// The write `controller/src/preemption/actuate/plan_patch.rs` builds, on the real API server:
+/// it lands over exactly what was read, and over anything written since it is refused whole
+/// (422, recognised as a failed precondition) and the author's value stays — for a clear, a
+/// replace and a write over an absent annotation (with and without other annotations), and on a
+/// recreated pod of the same name. The pod's kubelet updates its status meanwhile: only the
+/// annotation is a precondition.
+#[tokio::test]
+async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read() {
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let (_ns, node, pods) = env.scenario("planwrites", ("n", "1", "1Gi"), &[]).await;
+    let app = guaranteed_pod("app", &node, "high", "250m", "64Mi");
+    create_running(&pods, &app).await.unwrap();
+
+    // Over a pod with no annotations at all: the author's write since is kept.
+    let read = pods.get("app").await.unwrap();
+    assert!(
+        read.metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| a.is_empty())
+    );
+    put_plan(&pods, "app", "author-1").await;
+    refused_as_changed(
+        plan_write(&pods, &read, Some("ctrl")).await,
+        "add over no map",
+    );
+    assert_eq!(
+        plan_on(&pods.get("app").await.unwrap()).as_deref(),
+        Some("author-1")
+    );
+
+    // A clear and a replace over a value the author changed since: refused, the author's stays.
+    let read = pods.get("app").await.unwrap();
+    put_plan(&pods, "app", "author-2").await;
+    refused_as_changed(
+        plan_write(&pods, &read, None).await,
+        "remove over a changed value",
+    );
+    refused_as_changed(
+        plan_write(&pods, &read, Some("ctrl")).await,
+        "replace over a changed value",
+    );
+    assert_eq!(
+        plan_on(&pods.get("app").await.unwrap()).as_deref(),
+        Some("author-2")
+    );
+
+    // Over exactly what was read: replaced, then removed.
+    let read = pods.get("app").await.unwrap();
+    plan_write(&pods, &read, Some("ctrl")).await.unwrap();
+    let read = pods.get("app").await.unwrap();
+    assert_eq!(plan_on(&read).as_deref(), Some("ctrl"));
+    plan_write(&pods, &read, None).await.unwrap();
+    assert_eq!(plan_on(&pods.get("app").await.unwrap()), None);
+
+    // Absent among other annotations: the `null` test passes while it is absent, and fails
+    // once the author wrote it.
+    let other = json!({"metadata": {"annotations": {"example.com/other": "x"}}});
+    pods.patch("app", &PatchParams::default(), &Patch::Merge(&other))
+        .await
+        .unwrap();
+    let read = pods.get("app").await.unwrap();
+    assert_eq!(plan_on(&read), None);
+    put_plan(&pods, "app", "author-3").await;
+    refused_as_changed(
+        plan_write(&pods, &read, Some("ctrl")).await,
+        "add over a value written since",
+    );
+    assert_eq!(
+        plan_on(&pods.get("app").await.unwrap()).as_deref(),
+        Some("author-3")
+    );
+    let read = pods.get("app").await.unwrap();
+    plan_write(&pods, &read, None).await.unwrap();
+    let read = pods.get("app").await.unwrap();
+    plan_write(&pods, &read, Some("ctrl")).await.unwrap();
+    let after = pods.get("app").await.unwrap();
+    assert_eq!(plan_on(&after).as_deref(), Some("ctrl"));
+    assert_eq!(
+        after
+            .metadata
+            .annotations
+            .unwrap()
+            .get("example.com/other")
+            .map(String::as_str),
+        Some("x")
+    );
+
+    // An invalid object is no failed precondition: the answer names its causes.
+    let read = pods.get("app").await.unwrap();
+    let invalid = plan_patch(&read, "not a valid key", Some("x")).unwrap();
+    let e = pods
+        .patch("app", &PatchParams::default(), &Patch::Json::<()>(invalid))
+        .await
+        .map(|_| ())
+        .map_err(WriteError::Api)
+        .expect_err("an invalid annotation key");
+    assert_eq!(e.status(), Some(422), "{e:?}");
+    assert!(!e.precondition_failed(), "{e:?}");
+
+    // A recreated pod of the same name: the UID test refuses it.
+    let read = pods.get("app").await.unwrap();
+    delete_and_wait_gone(&pods, "app").await;
+    pods.create(&PostParams::default(), &app).await.unwrap();
+    refused_as_changed(
+        plan_write(&pods, &read, None).await,
+        "remove on a recreated pod",
+    );
+    // Over the recreated pod as read (no annotations at all): added.
+    let read = pods.get("app").await.unwrap();
+    assert!(
+        read.metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| a.is_empty())
+    );
+    plan_write(&pods, &read, Some("ctrl")).await.unwrap();
+    assert_eq!(
+        plan_on(&pods.get("app").await.unwrap()).as_deref(),
+        Some("ctrl")
+    );
+    delete_and_wait_gone(&pods, "app").await;
+}
+
+/// The controller's actuator (`controller/src/preemption/actuate.rs`) on the real API server,
+/// acting as the controller's ServiceAccount on a decision made over a read of the pod that the
+/// pod's author has since changed — the race of a put-back with the controller's clear, made
+/// deterministic. The clear keeps the author's value (judged on the next read), and a plan to be
+/// recorded before its evictions evicts nothing; over a current read the same plan is recorded
+/// and both victims evicted (the test can see evictions). No controller runs meanwhile.
+#[tokio::test]
+async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothing() {
+    use resize_guard_controller::lease::fence::Leadership;
+    use resize_guard_controller::metrics::Metrics;
+    use resize_guard_controller::preemption::actuate::Actuator;
+    use resize_guard_controller::preemption::brakes::{Brakes, Limits};
+    use resize_guard_controller::preemption::decision::{
+        Decision, Record, Removal, SHORT_WAIT, Via, Waits,
+    };
+    use resize_guard_controller::preemption::seal::PlanSeal;
+    use resize_guard_harness::control_plane::Identity;
+    use resize_guard_policy::pod::PodKey;
+
+    let env = shared(EnvOptions::default());
+    let _serial = SERIAL.lock().await;
+    let _g = env.guard();
+    let (ns, node, pods) = env.scenario("stale", ("n", "2", "4Gi"), &[]).await;
+    for name in ["v1", "v2"] {
+        create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
+            .await
+            .unwrap();
+    }
+    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
+        .await
+        .unwrap();
+    resize_guard_harness::install::apply_rbac(env).await;
+    let client = env.cp.client_as(Identity::Controller).await.unwrap();
+    let actuator = Actuator {
+        events: resize_guard_runtime::Events::start(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: "e2e-stale".into(),
+                instance: None,
+            },
+        ),
+        client,
+        metrics: std::sync::Arc::new(Metrics::new()),
+        leadership: Leadership::forever(),
+        seal: std::sync::Arc::new(PlanSeal::fixed(&[7; 32])),
+        brakes: std::sync::Arc::new(Brakes::new()),
+        waits: std::sync::Arc::new(Waits::new()),
+    };
+    let conflicts = || {
+        actuator
+            .metrics
+            .render()
+            .lines()
+            .find(|l| l.starts_with("resize_guard_plan_write_conflicts_total"))
+            .unwrap_or_default()
+            .to_owned()
+    };
+
+    // Clears decided over the author's first record, after the author put another one.
+    put_plan(&pods, "app", "author-1").await;
+    let read = pods.get("app").await.unwrap();
+    put_plan(&pods, "app", "author-2").await;
+    for decision in [
+        Decision::ClearPlan,
+        Decision::DropPlan {
+            why: "superseded".into(),
+            after: SHORT_WAIT,
+        },
+    ] {
+        let action = actuator.apply(&read, decision).await.unwrap();
+        assert_eq!(
+            action,
+            kube::runtime::controller::Action::requeue(SHORT_WAIT)
+        );
+        assert_eq!(
+            plan_on(&pods.get("app").await.unwrap()).as_deref(),
+            Some("author-2"),
+            "the author's write was erased unjudged"
+        );
+    }
+    assert_eq!(conflicts(), "resize_guard_plan_write_conflicts_total 2");
+
+    // A two-victim plan (recorded before its evictions) decided over a pod without a plan,
+    // after the author wrote one.
+    let clear = json!({"metadata": {"annotations": {PLAN: null}}});
+    pods.patch("app", &PatchParams::default(), &Patch::Merge(&clear))
+        .await
+        .unwrap();
+    let read = pods.get("app").await.unwrap();
+    assert_eq!(plan_on(&read), None);
+    put_plan(&pods, "app", "author-3").await;
+    let mut victims = Vec::new();
+    for name in ["v1", "v2"] {
+        let v = pods.get(name).await.unwrap();
+        victims.push(Removal {
+            victim: PodKey {
+                namespace: ns.clone(),
+                name: name.into(),
+                uid: v.metadata.uid.unwrap(),
+            },
+            grace_seconds: 1,
+            via: Via::Eviction,
+        });
+    }
+    let preempt = |read: &Pod| {
+        let rec: PlanRecord = serde_json::from_value(json!({
+            "generation": read.metadata.generation.unwrap(),
+            "time": k8s_openapi::jiff::Timestamp::now().to_string(),
+            "victims": victims.iter().map(|v| &v.victim).collect::<Vec<_>>(),
+        }))
+        .unwrap();
+        Decision::Preempt {
+            record: Record::Before(rec),
+            victims: victims.clone(),
+            note: "e2e".into(),
+            limits: Limits::of(&Default::default()),
+            pending_on_node: 1,
+            after: SHORT_WAIT,
+        }
+    };
+    let action = actuator.apply(&read, preempt(&read)).await.unwrap();
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(SHORT_WAIT)
+    );
+    assert_eq!(
+        plan_on(&pods.get("app").await.unwrap()).as_deref(),
+        Some("author-3")
+    );
+    assert_eq!(conflicts(), "resize_guard_plan_write_conflicts_total 3");
+    assert!(evicted(env, &ns).is_empty(), "{:?}", evicted(env, &ns));
+    assert!(support::preempted(&pods, &["v1", "v2"]).await.is_empty());
+
+    // The same plan over a current read: recorded (the author's record replaced), both evicted.
+    let read = pods.get("app").await.unwrap();
+    actuator.apply(&read, preempt(&read)).await.unwrap();
+    let recorded = plan_on(&pods.get("app").await.unwrap()).unwrap();
+    assert!(recorded.contains("\"count\":2"), "{recorded}");
+    assert_eq!(conflicts(), "resize_guard_plan_write_conflicts_total 3");
+    let deadline = std::time::Instant::now() + T;
+    while evicted(env, &ns).len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            evicted(env, &ns)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Its Event, posted after any the stale decisions could have queued, is there; the drop
+    // refused as changed said nothing about a record it never judged.
+    support::wait_event(env, &ns, "PreemptingForResize").await;
+    let rejected = support::events(env, &ns, "PreemptionPlanRejected").await;
+    assert!(rejected.is_empty(), "{rejected:?}");
 }

@@ -4,7 +4,9 @@
 //! write the API server forbids (403: RBAC without the grant a policy needs, or one of the
 //! ValidatingAdmissionPolicies of `deploy/base/controller-writes.yaml`) gets
 //! [`ActuateError::forbidden_note`], the `WriteForbidden` Event's text: what was refused, the API
-//! server's own words and the grant to install.
+//! server's own words and the grant to install. A conditional write refused because the object
+//! changed since it was read ([`WriteError::precondition_failed`],
+//! [`ActuateError::plan_changed`]) is told apart from an invalid one: it is no fault.
 
 use crate::lease::fence::Fenced;
 use crate::preemption::seal::KeyError;
@@ -32,6 +34,21 @@ impl WriteError {
         self.answer()
             .filter(|s| s.code == 403)
             .map(|s| s.message.as_str())
+    }
+
+    /// True when the API server refused a JSON Patch write because the patch did not apply to
+    /// the object as it now is — for the plan patch, whose operations apply whenever its `test`s
+    /// pass, a failed precondition: the object changed since it was read, nothing was written.
+    /// kube-apiserver answers a patch that does not apply with 422 `Invalid`, a generic message
+    /// and no causes (upstream `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go`
+    /// `jsonPatcher.applyJSPatch`, `NewGenericServerResponse`), unlike an invalid object, which it
+    /// answers with 422 `Invalid` listing the offending fields as causes (`NewInvalid`).
+    pub fn precondition_failed(&self) -> bool {
+        self.answer().is_some_and(|s| {
+            s.code == 422
+                && s.reason == "Invalid"
+                && s.details.as_ref().is_none_or(|d| d.causes.is_empty())
+        })
     }
 
     /// The API server's answer, when it gave one.
@@ -96,6 +113,13 @@ impl ActuateError {
             | ActuateError::PlanKey(KeyError::Create { source, .. }) => Some(source),
             ActuateError::PlanKey(_) => None,
         }
+    }
+
+    /// True when the plan annotation was not written because it no longer held what the
+    /// decision read (the pod's author, or another writer, changed it since): no fault, the pod
+    /// is read and judged again ([`Actuator::apply`](super::Actuator::apply)).
+    pub fn plan_changed(&self) -> bool {
+        matches!(self, ActuateError::RecordPlan { source, .. } if source.precondition_failed())
     }
 
     /// The `WriteForbidden` Event's note when the API server forbade the write (403): nothing

@@ -1,6 +1,8 @@
 //! Carrying out a [`Decision::Preempt`]: past the brakes, the plan-sealing key first (a plan that
-//! could not be recorded is not started), the plan recorded when the decision says, each victim
-//! removed in order, the `PreemptingForResize` Event. A plan the brakes hold back (a
+//! could not be recorded is not started), the plan recorded when the decision says (only over the
+//! annotation the decision read: a plan whose record the API server refuses because the pod's
+//! author changed the annotation since evicts nothing), each victim removed in order, the
+//! `PreemptingForResize` Event. A plan the brakes hold back (a
 //! `PreemptionHeld` Event naming the brake, or `PreemptionPaused` when it opened a breaker), or
 //! an eviction the API server refuses, comes back as the decision to carry out instead.
 
@@ -9,7 +11,7 @@ use resize_guard_policy::pod::{self, PodKey};
 
 use resize_guard_runtime::events::EventIntent;
 
-use super::{ActuateError, Actuator, held_back, reference};
+use super::{ActuateError, Actuator, Instead, held_back, reference};
 use crate::preemption::brakes::{Held, Limits};
 use crate::preemption::decision::{Decision, Record, Removal, Via, eviction_refused};
 
@@ -24,7 +26,7 @@ impl Actuator {
         note: String,
         limits: Limits,
         pending_on_node: usize,
-    ) -> Result<Option<Decision>, ActuateError> {
+    ) -> Result<Option<Instead>, ActuateError> {
         let key = PodKey::of(pod).to_string();
         let fresh = !matches!(record, Record::Recorded);
         let node = pod::node_name(pod).unwrap_or_default();
@@ -39,19 +41,22 @@ impl Actuator {
             std::time::Instant::now(),
         ) {
             Ok(admission) => admission,
-            Err(held) => return Ok(Some(self.held(pod, node, &held, limits))),
+            Err(held) => return Ok(Some(self.held(pod, node, &held, limits).into())),
         };
         // The state that let the plan through is persisted before its first write (its tokens
         // go back when `admission` drops).
         if let Err(held) = admission.saved().await {
-            return Ok(Some(self.held(pod, node, &held, limits)));
+            return Ok(Some(self.held(pod, node, &held, limits).into()));
         }
         if fresh {
             // A plan that could not be recorded is not started: the key first.
             self.plan_key().await?;
         }
+        // Recorded only over what the decision read (`Actuator::record`): when the pod's
+        // author changed the annotation since, this fails and no victim is touched.
+        let mut written = None;
         if let Record::Before(rec) = &record {
-            self.record(pod, Some(rec)).await?;
+            written = Some(self.record(pod, Some(rec)).await?);
         }
         self.metrics
             .preemption(if fresh { "started" } else { "resumed" });
@@ -69,7 +74,10 @@ impl Actuator {
                         .filter(|_| v.via == Via::Eviction)
                         .and_then(|answer| eviction_refused(&v.victim, answer)) =>
                 {
-                    return Ok(Some(then));
+                    return Ok(Some(Instead {
+                        decision: then,
+                        written,
+                    }));
                 }
                 Err(source) => {
                     if source.forbidden().is_none() {

@@ -246,11 +246,20 @@ async fn a_multi_victim_plan_is_recorded_then_each_victim_evicted_and_marked() {
         ]
     );
     let log = seen.lock().unwrap().clone();
+    // A JSON Patch over what was read (no annotations at all): the UID, then the map tested.
     let plan_patch = &log[0].body;
-    assert_eq!(plan_patch["metadata"]["uid"], "u-app");
+    assert_eq!(
+        plan_patch[0],
+        json!({"op": "test", "path": "/metadata/uid", "value": "u-app"})
+    );
+    assert_eq!(
+        plan_patch[1],
+        json!({"op": "test", "path": "/metadata/annotations", "value": null})
+    );
+    assert_eq!(plan_patch[2]["op"], "add");
     // Both victims are in another namespace than the preemptor's: the annotation counts them,
     // names neither, and opens under the controller's key to exactly them.
-    let value = plan_patch["metadata"]["annotations"][crate::preemption::seal::PLAN_ANNOTATION]
+    let value = plan_patch[2]["value"][crate::preemption::seal::PLAN_ANNOTATION]
         .as_str()
         .unwrap();
     for hidden in ["batch", "v1", "v2", "u-v1", "u-v2"] {
@@ -325,10 +334,18 @@ async fn a_budget_refusal_clears_the_plan_and_touches_no_further_victim() {
             "PATCH /api/v1/namespaces/prod/pods/app",
         ]
     );
-    let cleared = seen.lock().unwrap()[2].body.clone();
+    // The clear tests for the record this very plan wrote (not for the pod as first read,
+    // which had none), then removes it.
+    let log = seen.lock().unwrap().clone();
+    let recorded = log[0].body[2]["value"][crate::preemption::seal::PLAN_ANNOTATION].clone();
+    let path = "/metadata/annotations/resize-guard.io~1preemption";
     assert_eq!(
-        cleared["metadata"]["annotations"][crate::preemption::seal::PLAN_ANNOTATION],
-        Value::Null
+        log[2].body,
+        json!([
+            {"op": "test", "path": "/metadata/uid", "value": "u-app"},
+            {"op": "test", "path": path, "value": recorded},
+            {"op": "remove", "path": path},
+        ])
     );
     assert!(a.metrics.render().contains("outcome=\"pdb_blocked\""));
     settle().await;
@@ -492,6 +509,7 @@ async fn the_requeue_is_the_decisions_own() {
 }
 
 mod claims;
+mod conflicts;
 mod withheld;
 
 /// kube-apiserver's RBAC refusal, as it words it for the controller's ServiceAccount.

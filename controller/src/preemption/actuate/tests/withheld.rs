@@ -7,8 +7,11 @@ use super::*;
 async fn a_replica_that_does_not_lead_writes_nothing() {
     let (client, seen) = fake(Box::new(ok));
     let a = actuator(client, Leadership::new());
+    let mut planned = preemptor();
+    planned.metadata.annotations = Some([(PLAN_ANNOTATION.to_owned(), "read".to_owned())].into());
+    let err = a.apply(&planned, Decision::ClearPlan).await.unwrap_err();
+    assert_eq!(err.reason(), "NotLeader");
     for decision in [
-        Decision::ClearPlan,
         Decision::Revert {
             patch: json!({"spec": {}}),
             note: "n".into(),
