@@ -13,7 +13,7 @@
 //! |---|---|---|---|---|
 //! | beyond allocatable | v1.36+ | 403 `Forbidden` | kind `pods`, cause `NodeCapacity` | `PodResizeValidator`'s: `pods "<name>" is forbidden: node didn't have enough allocatable resources: …` |
 //! | beyond allocatable | v1.33–v1.35 | 403 `Forbidden` | kind `pods`, cause `NodeCapacity` | `pods "<name>" is forbidden: resize-guard: …` (the API server stores it there, the kubelet marks it Infeasible) |
-//! | QoS class change | all | 422 `Invalid` | kind `Pod`, cause `FieldValueInvalid` at `spec` (+ any other validation error) | `ValidatePodResize`'s: `Pod "<name>" is invalid: spec: Invalid value: "<class>": Pod QOS Class may not change as a result of resizing` |
+//! | QoS class change | all | 422 `Invalid` | kind `Pod`, cause `FieldValueInvalid` at `spec` (+ any other validation error upstream reports with it), then `resize-guard.io/Explanation` at `spec` | `ValidatePodResize`'s: `Pod "<name>" is invalid: spec: Invalid value: "<class>": Pod QOS Class may not change as a result of resizing` |
 //! | resize-guard's own rules | all | 403 `Forbidden` | kind `pods`, a `resize-guard.io/…` cause ([`cause`]) | `resize-guard: …` |
 
 use k8s_openapi::api::core::v1::Pod;
@@ -40,6 +40,10 @@ pub mod cause {
     /// A cpu or memory quantity that is not valid syntax (only a request that did not come
     /// through kube-apiserver, which refuses it while decoding, can carry one).
     pub const INVALID_QUANTITY: &str = "resize-guard.io/InvalidQuantity";
+    /// Not a refusal of its own: resize-guard's explanation, the last cause of a refusal in
+    /// `ValidatePodResize`'s shape (422 Invalid), after upstream's causes, because kubectl
+    /// prints such a refusal's causes and not its message.
+    pub const EXPLANATION: &str = "resize-guard.io/Explanation";
 }
 
 /// One `metav1.StatusCause`.
@@ -113,6 +117,9 @@ impl Refusal {
             }
             None => errors.push(qos),
         }
+        // kubectl prints an Invalid refusal from its causes alone, never its message
+        // (`checkErr`, k8s.io/kubectl `pkg/cmd/util/helpers.go`): the explanation follows
+        // upstream's causes as one more, of resize-guard's own type, at `spec`.
         let causes = errors
             .iter()
             .map(|e| Cause {
@@ -120,6 +127,11 @@ impl Refusal {
                 message: e.detail.clone(),
                 field: e.field.clone(),
             })
+            .chain([Cause {
+                kind: cause::EXPLANATION.to_owned(),
+                message: explanation.to_owned(),
+                field: "spec".to_owned(),
+            }])
             .collect();
         Refusal {
             code: 422,

@@ -152,12 +152,22 @@ fn a_qos_change_is_validations_answer_then_ours_on_every_minor() {
         assert_eq!((r.code, r.reason, r.kind), (422, "Invalid", "Pod"));
         assert_eq!(r.name, "app");
         assert_eq!(
-            r.causes,
-            [Cause {
+            r.causes[0],
+            Cause {
                 kind: "FieldValueInvalid".into(),
                 message: "Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing".into(),
                 field: "spec".into(),
-            }]
+            }
+        );
+        assert_eq!(r.causes.len(), 2);
+        assert_eq!(r.causes[1].kind, "resize-guard.io/Explanation");
+        assert_eq!(r.causes[1].field, "spec");
+        assert!(
+            r.message.ends_with(&r.causes[1].message)
+                && r.causes[1]
+                    .message
+                    .starts_with("resize-guard: this resize would change"),
+            "{r:?}"
         );
         assert!(
             r.message.starts_with(&format!(
@@ -179,7 +189,7 @@ fn a_qos_change_with_other_errors_lists_them_all_in_validations_order() {
     let limit = "Invalid value: \"500m\": must be less than or equal to cpu limit of 250m";
     let qos = "Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing";
     assert_eq!(
-        r.causes,
+        r.causes[..2],
         [
             Cause {
                 kind: "FieldValueInvalid".into(),
@@ -193,6 +203,7 @@ fn a_qos_change_with_other_errors_lists_them_all_in_validations_order() {
             },
         ]
     );
+    assert_eq!(r.causes[2].kind, cause::EXPLANATION);
     assert!(
         r.message.starts_with(&format!(
             "Pod \"app\" is invalid: [spec.containers[0].resources.requests: {limit}, spec: {qos}]. resize-guard: "
@@ -251,6 +262,7 @@ fn resize_guards_own_refusals_carry_their_own_cause_types() {
         cause::MEMORY_BELOW_USAGE,
         cause::DEFERRED_STUCK,
         cause::INVALID_QUANTITY,
+        cause::EXPLANATION,
     ] {
         assert!(c.starts_with("resize-guard.io/"), "{c}");
     }

@@ -161,6 +161,8 @@ async fn mutate_denies_a_qos_change_naming_the_container_and_the_fix() {
     assert_eq!(r["status"]["code"], 422);
     assert_eq!(r["status"]["reason"], "Invalid");
     assert_eq!(r["status"]["status"], "Failure");
+    let msg = denial(&r);
+    let explanation = &msg[msg.find("resize-guard: ").unwrap()..];
     assert_eq!(
         r["status"]["details"],
         json!({"name": "app", "kind": "Pod", "causes": [
@@ -168,9 +170,9 @@ async fn mutate_denies_a_qos_change_naming_the_container_and_the_fix() {
              "message": "Invalid value: \"500m\": must be less than or equal to cpu limit of 250m"},
             {"reason": "FieldValueInvalid", "field": "spec",
              "message": "Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing"},
+            {"reason": "resize-guard.io/Explanation", "field": "spec", "message": explanation},
         ]})
     );
-    let msg = denial(&r);
     assert!(
         msg.starts_with("Pod \"app\" is invalid: [spec.containers[0].resources.requests: Invalid value: \"500m\": must be less than or equal to cpu limit of 250m, spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing]. resize-guard: "),
         "{msg}"
