@@ -16,6 +16,10 @@
 //! (`deploy/overlays/validating-only`, for clusters that forbid mutating webhooks) acts on the
 //! same verdicts except a QoS change, which the API server refuses before it runs.
 //!
+//! A denial carries the refusal's whole shape ([`crate::refusal`]): where Kubernetes would
+//! refuse the resize too (beyond allocatable, a QoS change), its code, reason, details and
+//! message, then resize-guard's explanation.
+//!
 //! A repair is judged again before it is offered: a repaired resize may itself be refused (now
 //! Infeasible), and then the stage denies instead.
 

@@ -14,7 +14,27 @@
 //! | beyond allocatable | v1.36+ | 403 `Forbidden` | kind `pods`, cause `NodeCapacity` | `PodResizeValidator`'s: `pods "<name>" is forbidden: node didn't have enough allocatable resources: …` |
 //! | beyond allocatable | v1.33–v1.35 | 403 `Forbidden` | kind `pods`, cause `NodeCapacity` | `pods "<name>" is forbidden: resize-guard: …` (the API server stores it there, the kubelet marks it Infeasible) |
 //! | QoS class change | all | 422 `Invalid` | kind `Pod`, cause `FieldValueInvalid` at `spec` (+ any other validation error upstream reports with it), then `resize-guard.io/Explanation` at `spec` | `ValidatePodResize`'s: `Pod "<name>" is invalid: spec: Invalid value: "<class>": Pod QOS Class may not change as a result of resizing` |
-//! | resize-guard's own rules | all | 403 `Forbidden` | kind `pods`, a `resize-guard.io/…` cause ([`cause`]) | `resize-guard: …` |
+//! | resize-guard's own rules | all | 403 `Forbidden` | kind `pods`, a `resize-guard.io/…` cause ([`cause`]) | `resize-guard: …` |//!
+//! **Where resize-guard's capacity rule and upstream's can still answer differently.** The rule
+//! itself is upstream's on each minor ([`crate::capacity`]: `PodResizeValidator`'s exact
+//! comparison on v1.36+, the kubelet's rounded one on v1.33–v1.35). What differs is what it
+//! reads and when it runs:
+//! - *The node's allocatable* comes from resize-guard's cluster view, kube-apiserver's from its
+//!   own node informer; for a moment after a node's allocatable changes they can disagree.
+//!   resize-guard then refuses with the numbers it has (a resize the API server would now
+//!   admit), or lets through one the API server then refuses itself, in its own words only.
+//! - *A node that reports no allocatable*: resize-guard judges nothing (`Verdict::Skipped`);
+//!   on v1.36+ `PodResizeValidator` compares with zero and refuses in its own words.
+//! - *A node labelled with another OS than linux*: `PodResizeValidator` answers
+//!   `UnsupportedPlatform` before it compares capacity; resize-guard does not read the label,
+//!   so a resize also beyond that node's allocatable gets `NodeCapacity` from it instead.
+//! - *A resize that changes no cpu or memory value* (only a `resizePolicy`) of a pod already
+//!   beyond its node: upstream compares it (the generation moves), resize-guard does not judge
+//!   it (`Verdict::NoChange`), so the API server refuses it itself.
+//! - *A resize built-in validation or `NodeDeclaredFeatureValidator` refuses anyway*:
+//!   resize-guard steps aside (`Verdict::Invalid`) and upstream's refusal reaches the user as
+//!   it is; validation runs before the validating admission plugins, so that is upstream's
+//!   order too. A QoS change is refused before capacity for the same reason.
 
 use k8s_openapi::api::core::v1::Pod;
 
