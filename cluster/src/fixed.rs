@@ -24,6 +24,8 @@ pub struct FixedCluster {
     pub pdbs: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
     /// Ledgers built so far.
     pub ledgers: std::sync::Mutex<HashMap<String, std::sync::Arc<NodeLedger>>>,
+    /// The Kubernetes minor the API server reports (`None`: the newest rules).
+    pub minor: Option<u32>,
 }
 
 impl FixedCluster {
@@ -40,6 +42,7 @@ impl FixedCluster {
             pods,
             pdbs,
             ledgers: Default::default(),
+            minor: None,
         }
     }
 }
@@ -66,5 +69,8 @@ impl Cluster for FixedCluster {
     }
     fn install_namespace(&self) -> &str {
         "resize-guard"
+    }
+    fn kubernetes_minor(&self) -> Option<u32> {
+        self.minor
     }
 }

@@ -16,6 +16,10 @@
 //! (`deploy/overlays/validating-only`, for clusters that forbid mutating webhooks) acts on the
 //! same verdicts except a QoS change, which the API server refuses before it runs.
 //!
+//! A denial carries the refusal's whole shape ([`crate::refusal`]): where Kubernetes would
+//! refuse the resize too (beyond allocatable, a QoS change), its code, reason, details and
+//! message, then resize-guard's explanation.
+//!
 //! A repair is judged again before it is offered: a repaired resize may itself be refused (now
 //! Infeasible), and then the stage denies instead.
 
@@ -25,6 +29,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::audience::Audience;
 use crate::memory::{MemoryCheck, judge, lowered_limits};
+use crate::refusal::{Refusal, cause, pod_name};
 use crate::usage::Evidence;
 use crate::verdict::clip;
 use crate::{Context, Ruling, Verdict, classify};
@@ -72,8 +77,10 @@ pub enum Effect {
     Allow,
     /// Refuse it; `ResizeRejected` Warning Event with the same message.
     Deny {
-        /// The message for the user (and the Event).
-        message: String,
+        /// The status to answer with: code, reason, details and the message for the user (and
+        /// the Event), in Kubernetes' shape where Kubernetes would refuse it too
+        /// ([`crate::refusal`]).
+        refusal: Refusal,
         /// The verdict label it was refused for (the Event's action).
         label: &'static str,
     },
@@ -166,7 +173,7 @@ pub fn admit_for(
     let effect = match outcome.action {
         Ruling::Allow => Effect::Allow,
         Ruling::Deny(message) => Effect::Deny {
-            message,
+            refusal: refusal_for(&verdict, &message, old, new),
             label: verdict.label(),
         },
         Ruling::Repair(fix) => {
@@ -181,7 +188,7 @@ pub fn admit_for(
                     decision = format!("qos-repaired-then-{}", again.label());
                     warnings.clear();
                     Effect::Deny {
-                        message,
+                        refusal: refusal_for(&again, &message, old, new),
                         label: again.label(),
                     }
                 }
@@ -259,7 +266,11 @@ impl Judged {
                 let reject = rule.below_usage == crate::policy::BelowUsage::Reject;
                 if reject && !ctx.policy.is_audit() {
                     self.effect = Effect::Deny {
-                        message: check.message(rule),
+                        refusal: Refusal::own(
+                            cause::MEMORY_BELOW_USAGE,
+                            &check.message(rule),
+                            &pod_name(new, old),
+                        ),
                         label: MemoryCheck::LABEL,
                     };
                     self.decision = MemoryCheck::LABEL.to_owned();
@@ -278,6 +289,19 @@ impl Judged {
                 }
             }
         }
+    }
+}
+
+/// The refusal of a resize the policy denies for `verdict`, with `explanation` (resize-guard's
+/// words for the pod's audience) in Kubernetes' shape where Kubernetes refuses it too.
+fn refusal_for(verdict: &Verdict, explanation: &str, old: &Pod, new: &Pod) -> Refusal {
+    let name = pod_name(new, old);
+    match verdict {
+        Verdict::Infeasible(i) => Refusal::node_capacity(i, explanation, &name),
+        Verdict::QosChange(q) => Refusal::qos(q, explanation, old, &name),
+        Verdict::Deferred(_) => Refusal::own(cause::DEFERRED_STUCK, explanation, &name),
+        // `Verdict::outcome_for` denies nothing else but an invalid quantity.
+        _ => Refusal::own(cause::INVALID_QUANTITY, explanation, &name),
     }
 }
 

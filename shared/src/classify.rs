@@ -13,6 +13,7 @@
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 
 use crate::budget::Budgets;
+use crate::capacity;
 use crate::ledger::NodeLedger;
 use crate::node_features;
 use crate::pod::{self, PodKey};
@@ -74,7 +75,7 @@ pub fn classify(old: &Pod, new: &Pod, ctx: &Context<'_>) -> Verdict {
             to,
             culprits: culprits(old_spec, from, new_spec, to),
             repair,
-            also_invalid: invalid.map(|e| e.to_string()),
+            also_invalid: invalid,
         });
     }
     if let Some(e) = invalid {
@@ -145,17 +146,27 @@ fn judge_room(pod: &Pod, spec: &PodSpec, status: Option<&PodStatus>, ctx: &Conte
             ledger.node
         ));
     }
-    // Kubelet Infeasible check: the pod's total desired request against allocatable, memory first.
-    let desired = spec_requests(spec, None, Accounting::Desired);
-    for name in [ResourceName::Memory, ResourceName::Cpu] {
-        if desired.get(name) > ledger.allocatable.get(name) {
-            return Verdict::Infeasible(Infeasibility {
-                node: ledger.node.clone(),
-                resource: name,
-                requested: desired.get(name),
-                allocatable: ledger.allocatable.get(name),
-            });
-        }
+    // Infeasible exactly as upstream decides it on this minor (`crate::capacity`): v1.36+
+    // `PodResizeValidator` (exact `PodRequests` against allocatable), v1.33–v1.35 the kubelet
+    // (`GetResourceRequest`, rounded). The verdict names the first of memory, cpu (the kubelet's
+    // order) and keeps every resource beyond allocatable in upstream's order.
+    let beyond = if ctx.minor.is_none_or(|m| m >= 36) {
+        capacity::beyond_allocatable(capacity::pod_requests(spec), ledger.allocatable_exact)
+    } else {
+        capacity::kubelet_beyond(capacity::kubelet_requests(spec), ledger.allocatable_exact)
+    };
+    let first = [ResourceName::Memory, ResourceName::Cpu]
+        .into_iter()
+        .find_map(|name| beyond.iter().find(|e| e.resource == name));
+    if let Some(first) = first {
+        return Verdict::Infeasible(Infeasibility {
+            node: ledger.node.clone(),
+            resource: first.resource,
+            requested: first.requested,
+            allocatable: first.allocatable,
+            beyond: beyond.clone(),
+            minor: ctx.minor,
+        });
     }
     let key = PodKey::of(pod);
     let request = spec_requests(spec, status, Accounting::Resizing);

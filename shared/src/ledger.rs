@@ -79,6 +79,9 @@ pub struct NodeLedger {
     /// `status.allocatable` cpu and memory (0 where the node reports none; see
     /// [`NodeLedger::allocatable_unknown`]).
     pub allocatable: Resources,
+    /// The same, exact (nano-units, as `Quantity.Cmp` compares them): what upstream's
+    /// capacity checks read ([`crate::capacity`]).
+    pub allocatable_exact: crate::capacity::Exact,
     /// Why the node's allocatable is not known (`reports no status.allocatable`, `reports no
     /// allocatable memory`), if it is not: a node registering, or one whose kubelet has not
     /// reported yet. Nothing is judged against an unknown allocatable (`crate::classify`): every
@@ -111,6 +114,7 @@ impl NodeLedger {
         let reported = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
         NodeLedger {
             allocatable: Resources::from_opt_list(reported),
+            allocatable_exact: crate::capacity::Exact::of_list(reported),
             allocatable_unknown: allocatable_unknown(reported),
             opt_out: node_opt_out(node),
             declared_features: crate::node_features::declared(node),

@@ -27,6 +27,7 @@ pub mod plan;
 pub mod pod;
 pub mod policy;
 pub mod quantity;
+pub mod refusal;
 pub mod repair;
 pub mod resources;
 pub mod selector;
@@ -38,5 +39,7 @@ pub mod victims;
 
 pub use classify::{Context, assess, classify};
 // The mirrors of upstream Kubernetes, at the paths they had before `upstream/` held them.
-pub use upstream::{aggregate, node_features, pending, qos, requests, strategy, validation};
+pub use upstream::{
+    aggregate, capacity, node_features, pending, qos, requests, strategy, validation,
+};
 pub use verdict::{Outcome, Ruling, Verdict};

@@ -140,6 +140,16 @@ fn to_i64(v: i128) -> i64 {
     i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
 }
 
+/// Upstream `Quantity.MilliValue()` of an exact amount in nano-units: thousandths, rounded up.
+pub fn milli_of_nanos(nanos: i128) -> i64 {
+    to_i64(div_ceil(nanos, NANOS_PER_MILLI))
+}
+
+/// Upstream `Quantity.Value()` of an exact amount in nano-units: units, rounded up.
+pub fn units_of_nanos(nanos: i128) -> i64 {
+    to_i64(div_ceil(nanos, NANOS_PER_UNIT))
+}
+
 /// Upstream `Quantity.MilliValue()`: the value in thousandths, rounded up.
 pub fn milli_value(q: &Quantity) -> Result<i64, QuantityError> {
     parse_nanos(&q.0).map(|n| to_i64(div_ceil(n, NANOS_PER_MILLI)))

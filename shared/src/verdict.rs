@@ -7,6 +7,7 @@
 //! condition the kubelet will set.
 
 use crate::audience::Audience;
+use crate::capacity::Excess;
 use crate::policy::{OnQosChange, Policy};
 use crate::qos::QosClass;
 use crate::quantity::ResourceName;
@@ -86,16 +87,81 @@ pub struct Infeasibility {
     pub requested: i64,
     /// The node's allocatable of it.
     pub allocatable: i64,
+    /// Every resource the pod requests more of than the node's allocatable, cpu first, as the
+    /// cluster's minor compares them (`PodResizeValidator` on v1.36+, the kubelet on
+    /// v1.33–v1.35: [`crate::capacity`]).
+    pub beyond: Vec<Excess>,
+    /// The Kubernetes minor it was judged for (`None`: the newest), which decides what
+    /// Kubernetes itself does with it (the messages say so).
+    pub minor: Option<u32>,
 }
 
 impl Infeasibility {
     /// The `PodResizePending` message a v1.33–v1.35 kubelet sets for it
-    /// (`allocation_manager.go`); v1.36+ kubelets no longer mark capacity-Infeasible resizes and
-    /// keep them Deferred, while the API server refuses them first (`NodeCapacity`).
+    /// (`allocation_manager.go`); v1.36+ kubelets no longer mark capacity-Infeasible resizes,
+    /// and the API server refuses them first (`NodeCapacity`).
     pub fn kubelet_message(&self) -> String {
         format!(
             "Node didn't have enough capacity: {}, requested: {}, capacity: {}",
             self.resource, self.requested, self.allocatable
+        )
+    }
+
+    /// Whether the API server itself refuses it (`PodResizeValidator`, v1.36+).
+    pub fn refused_by_api_server(&self) -> bool {
+        self.minor.is_none_or(|m| m >= 36)
+    }
+
+    /// resize-guard's explanation, true for [`minor`](Self::minor): what the pod asks, what the
+    /// node has, what Kubernetes does with it, and what to do instead.
+    pub fn explanation(&self) -> String {
+        // `beyond` is never empty as `classify` builds it; a hand-built value names `resource`.
+        let single = [Excess {
+            resource: self.resource,
+            requested: self.requested,
+            allocatable: self.allocatable,
+        }];
+        let excess = if self.beyond.is_empty() {
+            &single[..]
+        } else {
+            &self.beyond[..]
+        };
+        let wants = excess
+            .iter()
+            .map(|e| {
+                format!(
+                    "{res} {req} but the node's allocatable {res} is {cap}",
+                    res = e.resource,
+                    req = e.resource.format(e.requested),
+                    cap = e.resource.format(e.allocatable)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", and ");
+        let at_most = excess
+            .iter()
+            .map(|e| format!("{} {}", e.resource.format(e.allocatable), e.resource))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        let kubernetes = match self.minor {
+            Some(m) if m < 36 => format!(
+                "Kubernetes v1.{m} would store it and the kubelet would mark it Infeasible \
+                 (\"{}\") and never apply it, leaving spec and status apart",
+                self.kubelet_message()
+            ),
+            Some(m) => format!(
+                "Kubernetes v1.{m} refuses it itself (PodResizeValidator), and no kubelet would \
+                 ever apply it"
+            ),
+            None => "Kubernetes v1.36 and later refuse it themselves (PodResizeValidator), and \
+                     no kubelet would ever apply it"
+                .to_owned(),
+        };
+        format!(
+            "resize-guard: this resize can never fit on node {node}: the pod would request \
+             {wants}; {kubernetes}. Request at most {at_most} for the whole pod, or move the \
+             workload to a larger node.",
+            node = self.node,
         )
     }
 }
@@ -113,7 +179,7 @@ pub struct QosChange {
     pub repair: Option<QosRepair>,
     /// Another built-in validation error the API server reports with the QoS one, if any
     /// (e.g. a request raised above its limit), in upstream's words.
-    pub also_invalid: Option<String>,
+    pub also_invalid: Option<crate::validation::Invalidities>,
 }
 
 /// A resize refused for what it is, regardless of the node.
@@ -206,18 +272,7 @@ impl Verdict {
                 f.node, f.request, f.used, f.allocatable
             ),
             Verdict::Deferred(d) => deferred_message(d, audience),
-            Verdict::Infeasible(i) => format!(
-                "resize-guard: this resize can never fit on node {node}: the pod would request {res} {req} \
-                 but the node's allocatable {res} is {cap}, so no kubelet would ever apply it (v1.33–v1.35 \
-                 kubelets mark it Infeasible: \"{kubelet}\"; later ones keep it Deferred) and spec and \
-                 status would stay apart. Request at most {cap} {res} for the whole pod, or move the \
-                 workload to a larger node.",
-                node = i.node,
-                res = i.resource,
-                req = i.resource.format(i.requested),
-                cap = i.resource.format(i.allocatable),
-                kubelet = i.kubelet_message(),
-            ),
+            Verdict::Infeasible(i) => i.explanation(),
             Verdict::QosChange(q) => qos_message(q),
             Verdict::Denied(Denial::InvalidQuantity(e)) => format!("resize-guard: {e}"),
             Verdict::Invalid(why) => {

@@ -10,7 +10,7 @@
 //! | `pods/resize` subresource, `InPlacePodVerticalScaling` on by default | 1.33+ (beta 1.33–1.34, GA 1.35) | `pkg/features/kube_features.go` |
 //! | memory-limit decrease without restart | 1.34+ | v1.33 `validateContainerResize` refuses it ("memory limits cannot be decreased unless resizePolicy is RestartContainer", `pkg/apis/core/validation/validation.go`) |
 //! | kubelet marks a resize above allocatable Infeasible | 1.33–1.35 | `canResizePod` (v1.33 `pkg/kubelet/kubelet.go`), `handlePodResourcesResize` (v1.34–v1.35 `pkg/kubelet/allocation/allocation_manager.go`): "Node didn't have enough capacity" |
-//! | API server refuses a resize above allocatable | 1.36+ | `PodResizeValidator` admission plugin (`plugin/pkg/admission/podresize/admission.go`, cause `NodeCapacity`), after mutating webhooks |
+//! | API server refuses a resize above allocatable | 1.36+ | `PodResizeValidator` admission plugin (`plugin/pkg/admission/podresize/admission.go`, cause `NodeCapacity`), after mutating webhooks (resize-guard's refusal has its shape: [`crate::refusal`]) |
 //! | node opt-out field `spec.podPreemptionPolicy.disableResizePreemption` | 1.37+ (alpha gate `InPlacePodVerticalScalingSchedulerPreemption`) | `pkg/apis/core/types.go` |
 
 use std::fmt;
@@ -109,7 +109,8 @@ pub enum Feature {
     /// resize, once stored, drifts until `feasibility.revertInfeasible` or a person reverts it).
     KubeletMarksCapacityInfeasible,
     /// The API server's `PodResizeValidator` refuses a resize larger than the node's
-    /// allocatable (after resize-guard's mutating webhook has refused it in its own words).
+    /// allocatable; resize-guard's mutating webhook, which runs first, refuses it in the same
+    /// shape (`crate::refusal`).
     ApiServerCapacityCheck,
     /// `Node.spec.podPreemptionPolicy.disableResizePreemption` exists (alpha gate); elsewhere
     /// only resize-guard's node label opts a node out.
@@ -168,7 +169,7 @@ impl Feature {
                 "the kubelet no longer marks resizes above allocatable Infeasible"
             }
             (Feature::ApiServerCapacityCheck, true) => {
-                "the API server refuses resizes above allocatable itself; resize-guard's refusal comes first, with the node's numbers"
+                "the API server refuses resizes above allocatable itself; resize-guard's refusal comes first, in its shape (403, NodeCapacity, its message word for word), then the node's numbers"
             }
             (Feature::ApiServerCapacityCheck, false) => {
                 "the API server stores resizes above allocatable: resize-guard's refusal is the only admission check"

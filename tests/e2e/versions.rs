@@ -23,7 +23,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::Status;
 use resize_guard_harness::admission::Webhooks;
 use resize_guard_harness::binaries::requested_minor;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
@@ -48,6 +49,60 @@ struct Row {
 }
 
 static ROWS: Mutex<Vec<Row>> = Mutex::new(Vec::new());
+
+/// Upstream's refusals without resize-guard (`qos`, `infeasible` on v1.36+), to compare its
+/// refusals with.
+static UPSTREAM: Mutex<Vec<(&'static str, Status)>> = Mutex::new(Vec::new());
+
+fn upstream_refusal(key: &str) -> Status {
+    UPSTREAM
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, s)| s.clone())
+        .unwrap_or_else(|| panic!("no upstream {key} refusal recorded (see the *-upstream rows)"))
+}
+
+/// Resizes pod `app` in `ns` by `patch` through the API, as a client (the VPA updater,
+/// upstream's e2e) reads the answer: the Status of a refusal.
+async fn api_resize(env: &Env, ns: &str, patch: &str, dry_run: bool) -> Result<(), Status> {
+    let pods: Api<Pod> = Api::namespaced(env.client().await, ns);
+    let patch: serde_json::Value = serde_json::from_str(patch).unwrap();
+    let params = if dry_run {
+        PatchParams::default().dry_run()
+    } else {
+        PatchParams::default()
+    };
+    match pods
+        .patch_subresource("resize", "app", &params, &Patch::Strategic(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) => Err(*s),
+        Err(e) => panic!("resize: {e}"),
+    }
+}
+
+/// A Status's causes as (type, field, message).
+fn causes(s: &Status) -> Vec<(String, String, String)> {
+    s.details
+        .iter()
+        .flat_map(|d| &d.causes)
+        .map(|c| (c.reason.clone(), c.field.clone(), c.message.clone()))
+        .collect()
+}
+
+/// A Status's `details` kind and name.
+fn subject(s: &Status) -> (String, String) {
+    s.details
+        .as_ref()
+        .map(|d| (d.kind.clone(), d.name.clone()))
+        .unwrap_or_default()
+}
+
+/// What kube-apiserver puts before the mutating webhook's message (`ToStatusErr`).
+const DENIED: &str = "admission webhook \"mutate.resize-guard.io\" denied the request: ";
 
 fn record(id: &'static str, behaviour: &'static str, result: &'static str, detail: String) {
     println!("[{result}] {id}: {behaviour} — {detail}");
@@ -120,6 +175,9 @@ fn sidecar_pod(node: &str) -> Pod {
 /// Upstream alone refuses a QoS-changing resize in its own words.
 async fn qos_upstream(env: &'static Env) -> String {
     let (ns, _, _) = env.field_test("v-qos-up").await;
+    let refused = api_resize(env, &ns, QOS_PATCH, true).await.unwrap_err();
+    assert_eq!((refused.code, refused.reason.as_str()), (422, "Invalid"));
+    UPSTREAM.lock().unwrap().push(("qos", refused));
     let out = env.kubectl().resize(&ns, "app", QOS_PATCH).await.unwrap();
     assert!(!out.success, "stored: {}", out.stdout);
     assert!(
@@ -135,6 +193,12 @@ async fn qos_upstream(env: &'static Env) -> String {
 /// minors store it and the kubelet marks it Infeasible. Returns the namespace of a stored one.
 async fn infeasible_upstream(env: &'static Env, minor: u32) -> (String, Option<String>) {
     let (ns, _, pods) = env.field_test("v-inf-up").await;
+    if minor >= 36 {
+        let patch = cpu_resize(TOO_BIG);
+        let refused = api_resize(env, &ns, &patch, true).await.unwrap_err();
+        assert_eq!((refused.code, refused.reason.as_str()), (403, "Forbidden"));
+        UPSTREAM.lock().unwrap().push(("infeasible", refused));
+    }
     let out = env.try_resize_cpu(&ns, "app", TOO_BIG).await;
     if minor >= 36 {
         assert!(!out.success, "v1.{minor} stored it: {}", out.stdout);
@@ -199,33 +263,96 @@ async fn wait_events(env: &Env, ns: &str, reason: &str) -> String {
     panic!("no {reason} Event in {ns}: {text}");
 }
 
-/// resize-guard explains a QoS change before upstream's terse refusal.
+/// resize-guard refuses a QoS change as `ValidatePodResize` does (422 Invalid, upstream's
+/// details, causes and message word for word), then explains it (in the message and as the last
+/// cause, which kubectl prints).
 async fn qos_explained(env: &'static Env) -> String {
     let (ns, _, _) = env.field_test("v-qos").await;
+    let up = upstream_refusal("qos");
+    let with = api_resize(env, &ns, QOS_PATCH, false).await.unwrap_err();
+    assert_eq!(
+        (with.code, with.reason.as_str()),
+        (422, "Invalid"),
+        "{with:?}"
+    );
+    assert_eq!(subject(&with), subject(&up));
+    let (ours, theirs) = (causes(&with), causes(&up));
+    assert_eq!(ours[..ours.len() - 1], theirs[..], "{with:?}");
+    let explanation = ours.last().unwrap();
+    assert_eq!(
+        (explanation.0.as_str(), explanation.1.as_str()),
+        ("resize-guard.io/Explanation", "spec")
+    );
+    assert!(
+        with.message.starts_with(&format!(
+            "{DENIED}{}. resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable",
+            up.message
+        )) && with.message.ends_with(&explanation.2),
+        "{with:?}\nupstream: {up:?}"
+    );
     let out = env.kubectl().resize(&ns, "app", QOS_PATCH).await.unwrap();
     assert!(!out.success);
-    let want = r#"admission webhook "mutate.resize-guard.io" denied the request: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable"#;
-    assert!(out.stderr.contains(want), "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("container app: cpu request 500m ≠ limit 250m"),
-        "{}",
-        out.stderr
-    );
-    "resize-guard's explanation (container app: cpu request 500m ≠ limit 250m) before the API server's".into()
+    for want in [
+        "* spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing",
+        "* spec: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable",
+        "container app: cpu request 500m ≠ limit 250m",
+    ] {
+        assert!(out.stderr.contains(want), "{want:?} in\n{}", out.stderr);
+    }
+    "upstream's 422 Invalid word for word, then resize-guard's explanation (container app: cpu request 500m ≠ limit 250m)".into()
 }
 
-/// resize-guard refuses a resize above allocatable with the node's numbers, on every minor.
-async fn infeasible_refused(env: &'static Env) -> String {
+/// resize-guard refuses a resize above allocatable with the node's numbers, on every minor, in
+/// `PodResizeValidator`'s shape: on v1.36+ its refusal word for word, then the explanation; on
+/// v1.33–v1.35 (which store it) 403 Forbidden with cause NodeCapacity and words true there.
+async fn infeasible_refused(env: &'static Env, minor: u32) -> String {
     let (ns, node, pods) = env.field_test("v-inf").await;
-    let out = env.try_resize_cpu(&ns, "app", TOO_BIG).await;
-    assert!(!out.success, "stored: {}", out.stdout);
-    let want = format!(
+    let with = api_resize(env, &ns, &cpu_resize(TOO_BIG), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (with.code, with.reason.as_str()),
+        (403, "Forbidden"),
+        "{with:?}"
+    );
+    assert_eq!(subject(&with), ("pods".to_owned(), "app".to_owned()));
+    assert_eq!(
+        causes(&with),
+        [("NodeCapacity".to_owned(), String::new(), String::new())]
+    );
+    let ours = format!(
         "resize-guard: this resize can never fit on node {node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m"
     );
-    assert!(out.stderr.contains(&want), "{}", out.stderr);
+    let detail = if minor >= 36 {
+        let up = upstream_refusal("infeasible");
+        assert_eq!(causes(&with), causes(&up));
+        assert_eq!(subject(&with), subject(&up));
+        assert!(
+            with.message
+                .starts_with(&format!("{DENIED}{}. {ours}", up.message)),
+            "{with:?}\nupstream: {up:?}"
+        );
+        assert!(
+            with.message
+                .contains(&format!("Kubernetes v1.{minor} refuses it itself")),
+            "{with:?}"
+        );
+        "PodResizeValidator's 403 (NodeCapacity) word for word, then the node's numbers; nothing stored"
+    } else {
+        assert!(
+            with.message.starts_with(&format!(
+                "{DENIED}pods \"app\" is forbidden: {ours}; Kubernetes v1.{minor} would store it and the kubelet would mark it Infeasible"
+            )),
+            "{with:?}"
+        );
+        assert!(!with.message.contains("allocatable resources"), "{with:?}");
+        "403 Forbidden, cause NodeCapacity, with the node's numbers and the kubelet's; nothing stored"
+    };
+    let out = env.try_resize_cpu(&ns, "app", TOO_BIG).await;
+    assert!(!out.success, "stored: {}", out.stdout);
+    assert!(out.stderr.contains(&ours), "{}", out.stderr);
     assert_eq!(pods.get("app").await.unwrap().metadata.generation, Some(1));
-    "refused at admission with the node's numbers; nothing stored".into()
+    detail.into()
 }
 
 /// A Deferred resize: the lower-priority filler is preempted and the resize completes in place.
@@ -535,7 +662,7 @@ async fn every_version_sensitive_behaviour_on_this_minor() {
         check(
             "infeasible",
             "resize above allocatable, with resize-guard",
-            infeasible_refused(env)
+            infeasible_refused(env, minor)
         ),
         revert,
         check(

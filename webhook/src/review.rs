@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionResponse, AdmissionReview};
+use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use resize_guard_cluster::lean::LeanPod;
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::pod::PodKey;
@@ -20,6 +21,7 @@ use resize_guard_policy::Context;
 use resize_guard_policy::admission::{Admission, Effect, admit_for, dry_run_note};
 use resize_guard_policy::audience::Audience;
 use resize_guard_policy::pod::node_name;
+use resize_guard_policy::refusal::Refusal;
 use resize_guard_policy::usage::Evidence;
 use resize_guard_policy::verdict::clip;
 
@@ -298,11 +300,15 @@ fn judge(resize: &Resize, cluster: &dyn Cluster, usage: &Evidence) -> Reviewed {
     let mut event = None;
     match effect {
         Effect::Allow => {}
-        Effect::Deny { message, label } => {
-            resp = resp.deny(&message);
-            resp.result.code = 403;
-            resp.result.reason = "Forbidden".into();
-            event = Some(intent(&target, true, "ResizeRejected", label, &message));
+        Effect::Deny { refusal, label } => {
+            event = Some(intent(
+                &target,
+                true,
+                "ResizeRejected",
+                label,
+                &refusal.message,
+            ));
+            resp = deny(resp, refusal);
         }
         Effect::Repair { pod, .. } => {
             let encoded = encode_repair(&resp, new, &pod);
@@ -345,6 +351,41 @@ fn judge(resize: &Resize, cluster: &dyn Cluster, usage: &Evidence) -> Reviewed {
     reviewed.usage_of = vouched.ok().filter(|_| wants_usage);
     reviewed.usage_withheld = usage_withheld;
     reviewed
+}
+
+/// `resp`, denied with `refusal` as its `status`: code, reason, message and details (name,
+/// kind, causes), which kube-apiserver passes on whole (`ToStatusErr`, k8s.io/apiserver
+/// `pkg/admission/plugin/webhook/errors/statuserror.go`, only prefixes the message with
+/// `admission webhook "<name>" denied the request: `).
+fn deny(resp: AdmissionResponse, refusal: Refusal) -> AdmissionResponse {
+    let Refusal {
+        code,
+        reason,
+        message,
+        name,
+        kind,
+        causes,
+    } = refusal;
+    let mut resp = resp.deny(message);
+    resp.result.status = Some(StatusSummary::Failure);
+    resp.result.code = code;
+    resp.result.reason = reason.to_owned();
+    resp.result.details = Some(StatusDetails {
+        name,
+        group: String::new(),
+        kind: kind.to_owned(),
+        uid: String::new(),
+        causes: causes
+            .into_iter()
+            .map(|c| StatusCause {
+                reason: c.kind,
+                message: c.message,
+                field: c.field,
+            })
+            .collect(),
+        retry_after_seconds: 0,
+    });
+    resp
 }
 
 /// No policy in force: allowed with a warning and an audit annotation saying why.

@@ -246,11 +246,17 @@ mod memory {
         let policy = Policy::default();
         for stage in [Stage::Mutate, Stage::Validate] {
             let a = judge_with(stage, &old, &new, &policy, &used(150));
-            let Effect::Deny { message, label } = &a.effect else {
+            let Effect::Deny { refusal, label } = &a.effect else {
                 panic!("{a:?}")
             };
             assert_eq!(*label, "memory-below-usage");
+            let message = &refusal.message;
             assert!(message.contains("working set 150Mi"), "{message}");
+            assert_eq!((refusal.code, refusal.reason), (403, "Forbidden"));
+            assert_eq!(
+                refusal.causes[0].kind,
+                crate::refusal::cause::MEMORY_BELOW_USAGE
+            );
             assert_eq!(a.decision, "memory-below-usage");
             assert!(!a.wants_usage);
             assert_eq!(

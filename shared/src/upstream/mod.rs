@@ -15,6 +15,7 @@
 //! | [`node_features`] | `plugin/pkg/admission/nodedeclaredfeatures/admission.go`, `NodeDeclaredFeatureValidator` |
 //! | [`aggregate`] | `staging/src/k8s.io/component-helpers/resource/helpers.go`, `AggregateContainerRequests` / `AggregateContainerLimits` |
 //! | [`requests`] | the pod request formula and kubelet accounting: `staging/src/k8s.io/component-helpers/resource/helpers.go`, `PodRequests`; `pkg/kubelet/allocation/allocation_manager.go`, `canAdmitPod` (the [`requests::Accounting`] table lists each view) |
+//! | [`capacity`] | whether a resize can ever fit on its node: `plugin/pkg/admission/podresize/admission.go`, `validateRequestsWithinAllocatable` (v1.36+); `pkg/api/v1/resource/helpers.go`, `GetResourceRequest`, as `handlePodResourcesResize` compares it (v1.33–v1.35 kubelets) |
 //! | [`pending`] | the kubelet's pending-resize order: `pkg/kubelet/allocation/allocation_manager.go`, `retryPendingResizes` |
 //! | [`victim_order`] | the scheduler's victim order: `pkg/scheduler/util/utils.go`, `MoreImportantPod` |
 //!
@@ -22,6 +23,7 @@
 //! `resize_guard_policy::victims::importance`), so callers need not know which room it is in.
 
 pub mod aggregate;
+pub mod capacity;
 pub mod node_features;
 pub mod pending;
 pub mod qos;

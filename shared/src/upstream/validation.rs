@@ -82,6 +82,9 @@ pub struct Invalidities {
     /// Upstream returns this error alone, before it compares QoS classes (static and Windows
     /// pods); all other errors are reported together with a QoS change, if there is one.
     pub alone: bool,
+    /// How many of [`errors`](Self::errors) upstream lists before the QoS rule's: those of
+    /// `validatePodMetadataAndSpec`, which `ValidatePodResize` collects first.
+    pub before_qos: usize,
 }
 
 impl fmt::Display for Invalidities {
@@ -95,9 +98,9 @@ impl fmt::Display for Invalidities {
     }
 }
 
-/// Collects errors in order.
+/// Collects errors in order; the second field counts those collected before the QoS rule.
 #[derive(Default)]
-struct Errors(Vec<Invalidity>);
+struct Errors(Vec<Invalidity>, usize);
 
 impl Errors {
     fn push(&mut self, field: impl Into<String>, detail: String) {
@@ -120,6 +123,7 @@ impl Errors {
             Ok(())
         } else {
             Err(Invalidities {
+                before_qos: self.1.min(self.0.len()),
                 errors: self.0,
                 alone,
             })
@@ -151,6 +155,7 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
     }
     let mut e = Errors::default();
     validate_spec_resources(new_spec, &mut e);
+    e.1 = e.0.len();
     if crate::pod::is_mirror(old) || old_spec.os.as_ref().is_some_and(|os| os.name == "windows") {
         let mut only = Errors::default();
         let what = if crate::pod::is_mirror(old) {

@@ -176,6 +176,10 @@ impl Node {
         NodeLedger {
             node: "n1".into(),
             allocatable: self.alloc,
+            allocatable_exact: resize_guard_policy::capacity::Exact {
+                cpu: i128::from(self.alloc.cpu) * 1_000_000,
+                memory: i128::from(self.alloc.memory) * 1_000_000_000,
+            },
             allocatable_unknown: None,
             opt_out: None,
             declared_features: Vec::new(),

@@ -45,21 +45,20 @@ async fn qos_change_gets_resize_guards_message_in_kubectl() {
         r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"500m"}}}]}}"#;
     let out = env.kubectl().resize(&ns, "app", patch).await.unwrap();
     assert!(!out.success);
-    assert!(
-        out.stderr.contains(r#"admission webhook "mutate.resize-guard.io" denied the request: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable"#),
-        "{}",
-        out.stderr
-    );
+    // `ValidatePodResize`'s 422 Invalid, which kubectl prints from its causes: upstream's
+    // errors, then resize-guard's explanation as the last one.
+    for line in [
+        "The Pod \"app\" is invalid: \n",
+        "* spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing\n",
+        "* spec: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable",
+    ] {
+        assert!(out.stderr.contains(line), "{line:?} in\n{}", out.stderr);
+    }
     assert!(
         out.stderr
             .contains("container app: cpu request 500m ≠ limit 250m"),
         "{}",
         out.stderr
-    );
-    assert!(
-        !out.stderr
-            .contains("Pod QOS Class may not change as a result of resizing\n"),
-        "our message comes first"
     );
     let events = events_text(env, &ns, "app", "ResizeRejected").await;
     assert!(
@@ -75,16 +74,20 @@ async fn infeasible_resize_gets_resize_guards_message_with_the_nodes_numbers() {
     let (ns, node, pods) = support::field_test(env, "infeasible").await;
     let out = env.try_resize_cpu(&ns, "app", "2430m").await;
     assert!(!out.success);
+    // `PodResizeValidator`'s refusal word for word, then resize-guard's numbers and advice.
     assert!(
-        out.stderr.contains(&format!(r#"admission webhook "mutate.resize-guard.io" denied the request: resize-guard: this resize can never fit on node {node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m"#)),
+        out.stderr.contains(&format!(r#"Error from server (Forbidden): admission webhook "mutate.resize-guard.io" denied the request: pods "app" is forbidden: node didn't have enough allocatable resources: cpu, requested: 2430, allocatable: 1930. resize-guard: this resize can never fit on node {node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m"#)),
         "{}",
         out.stderr
     );
-    // On v1.37 no kubelet marks it Infeasible (it would stay Deferred): the denial must not
-    // claim otherwise (pkg/kubelet/allocation/handlers.go returns Infeasible only for
-    // static-pod/swap/pod-level/memory-backed-volume/static-manager cases).
+    // On v1.37 the API server refuses it itself and no kubelet marks it Infeasible (it would
+    // stay Deferred; pkg/kubelet/allocation/handlers.go returns Infeasible only for
+    // static-pod/swap/pod-level/memory-backed-volume/static-manager cases): the denial says
+    // so, and nothing about v1.33–v1.35 kubelets.
     assert!(
-        out.stderr.contains("so no kubelet would ever apply it (v1.33–v1.35 kubelets mark it Infeasible: \"Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930\"; later ones keep it Deferred)"),
+        out.stderr.contains("Kubernetes v1.37 refuses it itself (PodResizeValidator), and no kubelet would ever apply it")
+            && !out.stderr.contains("Deferred")
+            && !out.stderr.contains("Node didn't have enough capacity"),
         "{}",
         out.stderr
     );

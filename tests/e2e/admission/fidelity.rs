@@ -1,9 +1,11 @@
 //! Fidelity of resize-guard to kube-apiserver v1.37.2 on `pods/resize`: its mutating webhook
 //! runs before the API server's own validation, so whatever it denies replaces upstream's
 //! answer. It must never say something upstream would not: a resize upstream accepts is
-//! accepted, one upstream refuses for the QoS rule alone gets resize-guard's QoS explanation
-//! (with upstream's classes), one upstream refuses with NodeCapacity may get resize-guard's
-//! Infeasible explanation, and every other refusal reaches the user word for word.
+//! accepted, one upstream refuses for the QoS rule gets upstream's own refusal (code, reason,
+//! details, message) followed by resize-guard's QoS explanation (with upstream's classes), one
+//! upstream refuses with NodeCapacity gets `PodResizeValidator`'s refusal word for word followed
+//! by resize-guard's Infeasible explanation (`answer::shape`), and every other refusal reaches
+//! the user word for word.
 //!
 //! Phase 1 (before the webhook is registered) creates every pod — the named disagreement
 //! classes and a few hundred generated cases — and records upstream's answer to each resize on
@@ -133,11 +135,157 @@ async fn pod_level_limit_defaulting_qos_change_gets_resize_guards_message() {
         .await
         .unwrap();
     assert!(!out.success);
+    // kubectl prints a 422 Invalid from its causes: upstream's, then resize-guard's explanation.
     assert!(
-        out.stderr.contains(r#"admission webhook "mutate.resize-guard.io" denied the request: resize-guard: this resize would change the pod's QoS class from Burstable to Guaranteed"#),
+        out.stderr.contains(r#"* spec: Invalid value: "Burstable": Pod QOS Class may not change as a result of resizing"#)
+            && out.stderr.contains("* spec: resize-guard: this resize would change the pod's QoS class from Burstable to Guaranteed"),
         "{}",
         out.stderr
     );
+}
+
+/// The real resize through kube-apiserver with resize-guard installed: the answer as a client
+/// reads it.
+async fn with_resize_guard(env: &Env, p: &Probe) -> Answer {
+    let api: Api<Pod> = Api::namespaced(env.client().await, &p.ns);
+    answer::resize(&api, &p.name, &p.patch, false).await
+}
+
+/// Upstream's e2e `pod-resize-scheduler-tests` (k8s.io/kubernetes v1.37.2
+/// `test/e2e/node/pod_resize.go`) resizes a pod beyond its node and expects a StatusError with
+/// reason Forbidden, `node didn't have enough allocatable resources` in `Error()` and
+/// `Details.Causes[0].Type == "NodeCapacity"`: resize-guard, which refuses it first, answers
+/// exactly that, word for word as upstream without it, then its own explanation. On v1.33–v1.35
+/// upstream stores it; resize-guard refuses it with the same code, reason and cause.
+#[tokio::test]
+async fn a_resize_beyond_allocatable_is_refused_in_pod_resize_validators_shape() {
+    let (env, base) = setup().await;
+    let _g = env.guard();
+    let minor = env.cp.minor();
+    for (key, upstream_says) in [
+        (
+            "beyond-allocatable",
+            "cpu, requested: 40000, allocatable: 32000",
+        ),
+        (
+            "beyond-allocatable-both",
+            "cpu, requested: 40000, allocatable: 32000; memory, requested: 107374182400, allocatable: 68719476736",
+        ),
+    ] {
+        let p = base.named(key);
+        let with = with_resize_guard(env, p).await;
+        let Answer::Refused {
+            code,
+            reason,
+            message,
+            causes,
+            subject,
+        } = &with
+        else {
+            panic!("{key}: stored with resize-guard installed")
+        };
+        assert_eq!((*code, reason.as_str()), (403, "Forbidden"), "{with}");
+        assert_eq!(causes[0].0, "NodeCapacity", "{with}");
+        assert_eq!(subject, &("pods".to_owned(), key.to_owned()));
+        assert!(
+            message.contains("resize-guard: this resize can never fit on node"),
+            "{with}"
+        );
+        if minor >= 36 {
+            assert_eq!(
+                answer::upstream(&p.upstream).class(),
+                "capacity",
+                "{}",
+                p.upstream
+            );
+            let up = format!(
+                "pods \"{key}\" is forbidden: node didn't have enough allocatable resources: {upstream_says}"
+            );
+            assert_eq!(p.upstream.message(), up);
+            assert!(
+                message.starts_with(&format!(
+                    "admission webhook \"mutate.resize-guard.io\" denied the request: {up}. resize-guard: "
+                )),
+                "{with}"
+            );
+        } else {
+            assert_eq!(p.upstream, Answer::Accepted, "v1.{minor} stores it");
+        }
+        assert_eq!(answer::shape(&p.upstream, &with, minor), None);
+        let pods: Api<Pod> = Api::namespaced(env.client().await, &p.ns);
+        assert_eq!(
+            pods.get(&p.name).await.unwrap().metadata.generation,
+            Some(1),
+            "{key}: nothing stored"
+        );
+    }
+}
+
+/// A QoS-changing resize: `ValidatePodResize`'s 422 Invalid, with upstream's details and
+/// message word for word, then resize-guard's explanation (in the message and as the last
+/// cause, which is what kubectl prints).
+#[tokio::test]
+async fn a_qos_change_is_refused_in_validations_shape_and_kubectl_prints_both() {
+    let (env, base) = setup().await;
+    let _g = env.guard();
+    let p = base.named("qos-only");
+    assert_eq!(
+        answer::upstream(&p.upstream),
+        Upstream::QosOnly {
+            from: "Guaranteed".into()
+        },
+        "{}",
+        p.upstream
+    );
+    let with = with_resize_guard(env, p).await;
+    let Answer::Refused {
+        code,
+        reason,
+        message,
+        causes,
+        subject,
+    } = &with
+    else {
+        panic!("stored with resize-guard installed")
+    };
+    let Answer::Refused {
+        causes: up_causes,
+        subject: up_subject,
+        ..
+    } = &p.upstream
+    else {
+        unreachable!()
+    };
+    assert_eq!((*code, reason.as_str()), (422, "Invalid"), "{with}");
+    assert_eq!(subject, up_subject);
+    assert_eq!(subject, &("Pod".to_owned(), "qos-only".to_owned()));
+    assert_eq!(&causes[..1], &up_causes[..], "{with}");
+    assert_eq!(
+        (causes[0].0.as_str(), causes[0].1.as_str()),
+        ("FieldValueInvalid", "spec")
+    );
+    assert_eq!(causes[1].0, answer::EXPLANATION);
+    assert!(
+        message.starts_with(&format!(
+            "admission webhook \"mutate.resize-guard.io\" denied the request: {}. resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable",
+            p.upstream.message()
+        )),
+        "{with}"
+    );
+    assert_eq!(answer::shape(&p.upstream, &with, env.cp.minor()), None);
+    let out = env
+        .kubectl()
+        .resize(&p.ns, &p.name, &p.patch.to_string())
+        .await
+        .unwrap();
+    assert!(!out.success);
+    for line in [
+        "The Pod \"qos-only\" is invalid: \n",
+        "* spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing\n",
+        "* spec: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable",
+    ] {
+        assert!(out.stderr.contains(line), "{line:?} in\n{}", out.stderr);
+    }
 }
 
 #[tokio::test]

@@ -409,9 +409,14 @@ async fn phases() {
     assert!(!out.success, "a refused resize exits 1");
     let refused = rg_run(env, &[], &qos_change).await;
     assert_eq!(refused.code, 1, "{}", refused.stderr);
+    // `ValidatePodResize`'s 422 Invalid in upstream's words, then resize-guard's explanation.
+    let refusal = line(
+        &out.stdout,
+        "API server: refused (HTTP 422): admission webhook \"mutate.resize-guard.io\" denied the request: Pod \"app\" is invalid: [",
+    );
     assert!(
-        line(&out.stdout, "API server: refused (HTTP 403): admission webhook \"mutate.resize-guard.io\" denied the request: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable")
-            .contains("container app: cpu request 500m ≠ limit 250m"),
+        refusal.contains("spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing]. resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable")
+            && refusal.contains("container app: cpu request 500m ≠ limit 250m"),
         "{}",
         out.stdout
     );
@@ -433,7 +438,7 @@ async fn phases() {
     assert!(!out.success);
     assert!(
         line(&out.stdout, "API server: refused (HTTP 403)").contains(&format!(
-            "resize-guard: this resize can never fit on node {field_node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m"
+            "pods \"app\" is forbidden: node didn't have enough allocatable resources: cpu, requested: 2430, allocatable: 1930. resize-guard: this resize can never fit on node {field_node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m"
         )),
         "{}",
         out.stdout

@@ -156,8 +156,27 @@ async fn post(state: &AppState, path: &str, review: &Value) -> Value {
 async fn mutate_denies_a_qos_change_naming_the_container_and_the_fix() {
     let (_, _, r) = field_resize(Policy::default(), "/mutate", ("500m", "250m"), false).await;
     assert_eq!(r["allowed"], false);
-    assert_eq!(r["status"]["code"], 403);
+    // `ValidatePodResize`'s answer (422 Invalid, `errors.NewInvalid`), the request raised above
+    // its limit first, as `validatePodMetadataAndSpec` reports it, then the QoS rule.
+    assert_eq!(r["status"]["code"], 422);
+    assert_eq!(r["status"]["reason"], "Invalid");
+    assert_eq!(r["status"]["status"], "Failure");
     let msg = denial(&r);
+    let explanation = &msg[msg.find("resize-guard: ").unwrap()..];
+    assert_eq!(
+        r["status"]["details"],
+        json!({"name": "app", "kind": "Pod", "causes": [
+            {"reason": "FieldValueInvalid", "field": "spec.containers[0].resources.requests",
+             "message": "Invalid value: \"500m\": must be less than or equal to cpu limit of 250m"},
+            {"reason": "FieldValueInvalid", "field": "spec",
+             "message": "Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing"},
+            {"reason": "resize-guard.io/Explanation", "field": "spec", "message": explanation},
+        ]})
+    );
+    assert!(
+        msg.starts_with("Pod \"app\" is invalid: [spec.containers[0].resources.requests: Invalid value: \"500m\": must be less than or equal to cpu limit of 250m, spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing]. resize-guard: "),
+        "{msg}"
+    );
     assert!(msg.contains("from Guaranteed to Burstable"), "{msg}");
     assert!(
         msg.contains("container app: cpu request 500m ≠ limit 250m"),
@@ -245,27 +264,50 @@ async fn a_repair_that_would_be_infeasible_is_denied_instead() {
 
 #[tokio::test]
 async fn infeasible_resizes_are_denied_at_both_stages_with_the_nodes_numbers() {
-    let (cluster, app) = field_test(Policy::default());
-    let st = state(cluster);
-    let review = resize_review(&app, &with_cpu(&app, "2430m", "2430m"), false);
-    for path in ["/mutate", "/validate"] {
-        let r = post(&st, path, &review).await;
-        assert_eq!(r["allowed"], false, "{path}");
-        let msg = denial(&r);
+    for minor in [None, Some(37), Some(36), Some(35), Some(33)] {
+        let (mut cluster, app) = field_test(Policy::default());
+        cluster.minor = minor;
+        let st = state(cluster);
+        let review = resize_review(&app, &with_cpu(&app, "2430m", "2430m"), false);
+        for path in ["/mutate", "/validate"] {
+            infeasible_answer(&post(&st, path, &review).await, minor, path);
+        }
+    }
+}
+
+/// The field test's 2430m resize refused in `PodResizeValidator`'s shape on `minor`.
+fn infeasible_answer(r: &Value, minor: Option<u32>, path: &str) {
+    assert_eq!(r["allowed"], false, "{path}");
+    assert_eq!(r["status"]["code"], 403);
+    assert_eq!(r["status"]["reason"], "Forbidden");
+    assert_eq!(
+        r["status"]["details"],
+        json!({"name": "app", "kind": "pods", "causes": [{"reason": "NodeCapacity"}]})
+    );
+    let msg = denial(r);
+    assert!(
+        msg.contains("node n1") && msg.contains("2430m") && msg.contains("1930m"),
+        "{msg}"
+    );
+    if minor.is_none_or(|m| m >= 36) {
         assert!(
-            msg.contains("node n1") && msg.contains("2430m") && msg.contains("1930m"),
-            "{msg}"
-        );
+                msg.starts_with("pods \"app\" is forbidden: node didn't have enough allocatable resources: cpu, requested: 2430, allocatable: 1930. resize-guard: this resize can never fit on node n1"),
+                "{msg}"
+            );
+    } else {
         assert!(
-            msg.contains("Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930"),
+            msg.starts_with(
+                "pods \"app\" is forbidden: resize-guard: this resize can never fit on node n1"
+            ) && msg
+                .contains("Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930"),
             "{msg}"
-        );
-        assert_eq!(r["auditAnnotations"]["decision"], "infeasible");
-        assert_eq!(
-            r["auditAnnotations"]["infeasible"],
-            "cpu requested 2430m > allocatable 1930m"
         );
     }
+    assert_eq!(r["auditAnnotations"]["decision"], "infeasible");
+    assert_eq!(
+        r["auditAnnotations"]["infeasible"],
+        "cpu requested 2430m > allocatable 1930m"
+    );
 }
 
 #[tokio::test]
@@ -398,6 +440,14 @@ async fn stuck_deferred_resizes_warn_or_are_denied_by_policy() {
     let r = post(&state(cluster), "/validate", &review).await;
     assert_eq!(r["allowed"], false);
     assert!(denial(&r).contains("this resize will wait"), "{r}");
+    // resize-guard's own refusal (Kubernetes would store it): 403 Forbidden, its own cause.
+    assert_eq!(r["status"]["code"], 403);
+    assert_eq!(r["status"]["reason"], "Forbidden");
+    assert_eq!(
+        r["status"]["details"],
+        json!({"name": "app", "kind": "pods", "causes": [{"reason": "resize-guard.io/DeferredStuck"}]})
+    );
+    assert!(denial(&r).starts_with("resize-guard: node n1"), "{r}");
 }
 
 #[tokio::test]

@@ -33,6 +33,8 @@ pub enum Answer {
         message: String,
         /// `Status.details.causes`: (reason, field, message).
         causes: Vec<(String, String, String)>,
+        /// `Status.details` `kind` and `name`.
+        subject: (String, String),
     },
 }
 
@@ -86,12 +88,14 @@ impl Answer {
                 reason: r1,
                 message: m1,
                 causes: k1,
+                ..
             },
             Answer::Refused {
                 code: c2,
                 reason: r2,
                 message: m2,
                 causes: k2,
+                ..
             },
         ) = (self, other)
         else {
@@ -140,6 +144,11 @@ pub async fn resize(api: &Api<Pod>, name: &str, patch: &Value, dry_run: bool) ->
                     .flat_map(|d| d.causes.iter())
                     .map(|c| (c.reason.clone(), c.field.clone(), c.message.clone()))
                     .collect(),
+                subject: s
+                    .details
+                    .as_ref()
+                    .map(|d| (d.kind.clone(), d.name.clone()))
+                    .unwrap_or_default(),
             },
             Err(e) if attempt < 5 => {
                 eprintln!("resize {name}: {e}; retrying");
@@ -219,6 +228,7 @@ pub fn upstream(answer: &Answer) -> Upstream {
         reason,
         message,
         causes,
+        ..
     } = answer
     else {
         return Upstream::Accepted;
@@ -291,12 +301,19 @@ pub enum Guard {
     Infeasible(Option<(String, u128, u128)>),
 }
 
+/// What kube-apiserver puts between the webhook's name and its message (`ToStatusErr`,
+/// k8s.io/apiserver `pkg/admission/plugin/webhook/errors/statuserror.go`).
+pub const DENIED: &str = ".resize-guard.io\" denied the request: ";
+
+/// resize-guard's explanation after upstream's message (`resize_guard_policy::refusal::THEN`).
+pub const THEN: &str = ". resize-guard: ";
+
+/// The cause type of resize-guard's explanation in a 422 Invalid refusal.
+pub const EXPLANATION: &str = "resize-guard.io/Explanation";
+
 /// resize-guard's verdict inside a refusal, if the refusal is one of its QoS/Infeasible denials.
 pub fn guard(answer: &Answer) -> Option<Guard> {
-    let msg = answer.message();
-    if !msg.contains("resize-guard.io\" denied the request: resize-guard: ") {
-        return None;
-    }
+    let (_, msg) = answer.message().split_once(DENIED)?;
     if let Some((_, rest)) = msg.split_once(RG_QOS) {
         let (from, rest) = rest.split_once(" to ")?;
         let to: String = rest.chars().take_while(|c| c.is_alphanumeric()).collect();
@@ -323,6 +340,123 @@ pub fn guard(answer: &Answer) -> Option<Guard> {
         return Some(Guard::Infeasible(quote));
     }
     None
+}
+
+/// Whether resize-guard's refusal `with` (a [`Guard`]) has Kubernetes' shape, given upstream's
+/// answer `without` on minor `minor`: `None` if it does, else why not.
+///
+/// - refused by `PodResizeValidator` (v1.36+): the same code, reason, details and causes, and
+///   the message upstream's word for word, then resize-guard's explanation;
+/// - stored upstream (v1.33–v1.35): 403 Forbidden, kind `pods`, the one cause `NodeCapacity`,
+///   and `NewForbidden`'s `pods "<name>" is forbidden: ` before the explanation;
+/// - refused for the QoS rule: 422 Invalid, the same details, upstream's causes (as a set when
+///   upstream reports several, whose order varies) then one `resize-guard.io/Explanation` at
+///   `spec`, and the message upstream's word for word (alone) or with upstream's subject
+///   (several), then the explanation.
+pub fn shape(without: &Answer, with: &Answer, minor: u32) -> Option<String> {
+    let Answer::Refused {
+        code,
+        reason,
+        message,
+        causes,
+        subject,
+    } = with
+    else {
+        return Some("accepted".to_owned());
+    };
+    let ours = message.split_once(DENIED).map_or("", |(_, m)| m);
+    let status = (*code, reason.as_str());
+    let bad = |what: &str| Some(format!("resize-guard's refusal {what}: {with}"));
+    match (upstream(without), guard(with)) {
+        (Upstream::Capacity(_), Some(Guard::Infeasible(_))) => {
+            let Answer::Refused {
+                message: up,
+                causes: up_causes,
+                subject: up_subject,
+                ..
+            } = without
+            else {
+                return None;
+            };
+            if status != (403, "Forbidden") {
+                bad("is not 403 Forbidden")
+            } else if causes != up_causes || subject != up_subject {
+                bad(&format!(
+                    "has details {subject:?} {causes:?}, upstream's are {up_subject:?} {up_causes:?}"
+                ))
+            } else if !ours.starts_with(&format!("{up}{THEN}this resize can never fit")) {
+                bad(&format!("does not start with upstream's message {up:?}"))
+            } else {
+                None
+            }
+        }
+        (Upstream::Accepted, Some(Guard::Infeasible(_))) if minor <= 35 => {
+            let node_capacity = [("NodeCapacity".to_owned(), String::new(), String::new())];
+            if status != (403, "Forbidden") || subject.0 != "pods" || causes[..] != node_capacity {
+                bad("is not 403 Forbidden on pods with the one cause NodeCapacity")
+            } else if !ours.starts_with(&format!(
+                "pods \"{}\" is forbidden: resize-guard: this resize can never fit",
+                subject.1
+            )) || !ours.contains(&format!("Kubernetes v1.{minor} would store it"))
+            {
+                bad("is not NewForbidden's form or not true on this minor")
+            } else {
+                None
+            }
+        }
+        (
+            up @ (Upstream::QosOnly { .. } | Upstream::QosAndInvalid { .. }),
+            Some(Guard::Qos { .. }),
+        ) => {
+            let Answer::Refused {
+                message: up_message,
+                causes: up_causes,
+                subject: up_subject,
+                ..
+            } = without
+            else {
+                return None;
+            };
+            let Some((last, theirs)) = causes.split_last() else {
+                return bad("has no causes");
+            };
+            let sorted = |k: &[(String, String, String)]| {
+                let mut k = k.to_vec();
+                k.sort();
+                k
+            };
+            let lead = match up {
+                Upstream::QosOnly { .. } => up_message.clone(),
+                _ => up_message
+                    .split_once(": ")
+                    .map(|(s, _)| format!("{s}: "))
+                    .unwrap_or_default(),
+            };
+            if status != (422, "Invalid") {
+                bad("is not 422 Invalid")
+            } else if subject != up_subject || sorted(theirs) != sorted(up_causes) {
+                bad(&format!(
+                    "has details {subject:?} {theirs:?}, upstream's are {up_subject:?} {up_causes:?}"
+                ))
+            } else if last.0 != EXPLANATION
+                || last.1 != "spec"
+                || !last.2.starts_with(RG_QOS)
+                || !ours.ends_with(&last.2)
+            {
+                bad(&format!(
+                    "does not end with its explanation as a cause: {last:?}"
+                ))
+            } else if !ours.starts_with(&lead)
+                || (matches!(up, Upstream::QosOnly { .. })
+                    && !ours.starts_with(&format!("{lead}{THEN}")))
+            {
+                bad(&format!("does not start with upstream's {lead:?}"))
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
 }
 
 /// How the answer with resize-guard installed relates to upstream's.
@@ -410,21 +544,8 @@ pub fn judge(
             "upstream refuses for the QoS rule alone; resize-guard's QoS denial expected"
                 .to_owned(),
         ),
-        (Upstream::Capacity(upstream), Outcome::GuardInfeasible) => match guard {
-            Some(Guard::Infeasible(Some((res, requested, capacity)))) => {
-                let agrees = upstream
-                    .iter()
-                    .any(|(r, q, a)| *r == res && *q == requested && *a == capacity);
-                (!agrees).then(|| {
-                    format!(
-                        "Infeasible numbers {res} {requested}/{capacity} differ from upstream's {upstream:?}"
-                    )
-                })
-            }
-            _ => Some(
-                "resize-guard's Infeasible denial quotes no kubelet numbers to check".to_owned(),
-            ),
-        },
+        // Its numbers are upstream's own message, which `shape` compares word for word.
+        (Upstream::Capacity(_), Outcome::GuardInfeasible) => None,
         (_, Outcome::Same) => None,
         (up, outcome) => Some(format!(
             "upstream refuses ({}) and the user must see its message, but {}",
@@ -440,6 +561,10 @@ pub fn judge(
             }
         )),
     };
+    let why = why.or_else(|| match outcome {
+        Outcome::GuardQos | Outcome::GuardInfeasible => shape(without, with, minor),
+        _ => None,
+    });
     (outcome, why)
 }
 
@@ -448,6 +573,7 @@ mod tests {
     use super::*;
 
     fn refused(code: u16, reason: &str, message: &str, causes: &[(&str, &str, &str)]) -> Answer {
+        let kind = if code == 422 { "Pod" } else { "pods" };
         Answer::Refused {
             code,
             reason: reason.into(),
@@ -456,6 +582,7 @@ mod tests {
                 .iter()
                 .map(|(a, b, c)| ((*a).into(), (*b).into(), (*c).into()))
                 .collect(),
+            subject: (kind.into(), "app".into()),
         }
     }
 
@@ -487,18 +614,60 @@ mod tests {
             upstream(&cap),
             Upstream::Capacity(vec![("cpu".into(), 2430, 1930), ("memory".into(), 5, 4)])
         );
+        let cap_message = "pods \"app\" is forbidden: node didn't have enough allocatable resources: cpu, requested: 2430, allocatable: 1930; memory, requested: 5, allocatable: 4";
         let rg = refused(
             403,
             "Forbidden",
-            "admission webhook \"mutate.resize-guard.io\" denied the request: resize-guard: this resize can never fit on node n: the pod would request cpu 2430m but the node's allocatable cpu is 1930m, so no kubelet would ever apply it (v1.33–v1.35 kubelets mark it Infeasible: \"Node didn't have enough capacity: cpu, requested: 2430, capacity: 1930\"; later ones keep it Deferred) and …",
-            &[],
+            &format!(
+                "admission webhook \"mutate.resize-guard.io\" denied the request: {cap_message}. resize-guard: this resize can never fit on node n: …"
+            ),
+            &[("NodeCapacity", "", "")],
         );
         assert_eq!(judge(&cap, &rg, None, 37), (Outcome::GuardInfeasible, None));
-        let rg_qos = refused(
+        // Its own message or no NodeCapacity cause is not upstream's shape.
+        let own_words = refused(
             403,
             "Forbidden",
-            "admission webhook \"mutate.resize-guard.io\" denied the request: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable, which …",
+            "admission webhook \"mutate.resize-guard.io\" denied the request: resize-guard: this resize can never fit on node n: …",
+            &[("NodeCapacity", "", "")],
+        );
+        assert!(judge(&cap, &own_words, None, 37).1.is_some());
+        let no_cause = refused(403, "Forbidden", rg.message(), &[]);
+        assert!(judge(&cap, &no_cause, None, 37).1.is_some());
+        let v135 = refused(
+            403,
+            "Forbidden",
+            "admission webhook \"mutate.resize-guard.io\" denied the request: pods \"app\" is forbidden: resize-guard: this resize can never fit on node n: …; Kubernetes v1.35 would store it and …",
+            &[("NodeCapacity", "", "")],
+        );
+        let explanation = "resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable, which …";
+        let rg_qos = refused(
+            422,
+            "Invalid",
+            &format!(
+                "admission webhook \"mutate.resize-guard.io\" denied the request: {}. {explanation}",
+                qos.message()
+            ),
+            &[
+                (
+                    "FieldValueInvalid",
+                    "spec",
+                    "Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing",
+                ),
+                (EXPLANATION, "spec", explanation),
+            ],
+        );
+        let old_qos = refused(
+            403,
+            "Forbidden",
+            &format!(
+                "admission webhook \"mutate.resize-guard.io\" denied the request: {explanation}"
+            ),
             &[],
+        );
+        assert!(
+            judge(&qos, &old_qos, Some("Burstable"), 37).1.is_some(),
+            "403 with resize-guard's words alone"
         );
         assert_eq!(
             judge(&qos, &rg_qos, Some("Burstable"), 37),
@@ -514,9 +683,13 @@ mod tests {
             "false deny"
         );
         assert_eq!(
-            judge(&Answer::Accepted, &rg, None, 35),
+            judge(&Answer::Accepted, &v135, None, 35),
             (Outcome::GuardInfeasible, None),
             "v1.35 stores it: refusing it at admission is the point"
+        );
+        assert!(
+            judge(&Answer::Accepted, &v135, None, 34).1.is_some(),
+            "the message must name the minor it is sent on"
         );
         assert_eq!(judge(&cap, &cap.clone(), None, 37), (Outcome::Same, None));
     }

@@ -124,6 +124,27 @@ pub fn all() -> Vec<Scenario> {
             }),
             patch: json!({"spec": {"resources": {"requests": {"cpu": "1", "memory": "0.25Gi"}, "limits": {"cpu": "1", "memory": "0.25Gi"}}}}),
         },
+        // Larger than the node (32 cpu, 64Gi): refused by `PodResizeValidator` on v1.36+
+        // (cpu alone, then cpu and memory, joined by "; "), stored on v1.33–v1.35.
+        Scenario {
+            key: "beyond-allocatable",
+            node: NodeKind::Default,
+            spec: guaranteed_pod(),
+            patch: json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "40"}, "limits": {"cpu": "40"}}}]}}),
+        },
+        Scenario {
+            key: "beyond-allocatable-both",
+            node: NodeKind::Default,
+            spec: guaranteed_pod(),
+            patch: json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "40", "memory": "100Gi"}, "limits": {"cpu": "40", "memory": "100Gi"}}}]}}),
+        },
+        // The QoS rule alone: a Guaranteed pod's cpu limit raised, its request kept.
+        Scenario {
+            key: "qos-only",
+            node: NodeKind::Default,
+            spec: guaranteed_pod(),
+            patch: json!({"spec": {"containers": [{"name": "app", "resources": {"limits": {"cpu": "1"}}}]}}),
+        },
         // An empty pod-level `resources` object appears (the patch only deletes a key that is
         // not there) next to a resize past the node: upstream's validation refuses the empty
         // object before any capacity check.
@@ -139,6 +160,13 @@ pub fn all() -> Vec<Scenario> {
             }}),
         },
     ]
+}
+
+/// A Guaranteed pod of one container, 500m and 128Mi.
+fn guaranteed_pod() -> Value {
+    json!({
+        "containers": [app("app", json!({"requests": {"cpu": "500m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}))],
+    })
 }
 
 /// A Guaranteed pod with pod-level requests = limits.
