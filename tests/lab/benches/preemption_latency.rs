@@ -35,6 +35,8 @@ use resize_guard_harness::objects::*;
 const GATE: &str = "InPlacePodVerticalScalingSchedulerPreemption=true";
 const DEFAULT_RUNS: usize = 40;
 const UPSTREAM_NS: &str = "upstream-bench";
+/// The shipped policy with the per-namespace eviction budget raised to the cluster rate.
+const BRAKES: &str = "mode: enforce\npreemption:\n  enabled: true\n  maxEvictionsPerMinute: 20\n  maxEvictionsPerNamespacePerMinute: 20\n";
 
 type Seen = Arc<Mutex<HashMap<String, (Option<Instant>, Option<Instant>)>>>;
 
@@ -143,7 +145,10 @@ fn main() {
     env.cp.start_scheduler(&[GATE]).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let controller = support::side_by_side(env, UPSTREAM_NS, "mode: enforce\n").await;
+        // A plan every few seconds from one namespace for minutes: the shipped per-namespace
+        // budget (6 a minute) would hold later runs back and this would time the brake, not the
+        // path. The namespace may spend the whole cluster rate, as one tenant alone may.
+        let controller = support::side_by_side(env, UPSTREAM_NS, BRAKES).await;
         let client = env.client().await;
         let ours_ns = env.namespace("rg-bench").await;
         let seen: Seen = Arc::default();
@@ -158,7 +163,7 @@ fn main() {
         }
         // The same with pdb: bestEffort (plain DELETE, like kube-scheduler, instead of the
         // Eviction API's PDB check).
-        set_policy(env, &format!("mode: enforce\npreemption:\n  enabled: true\n  pdb: bestEffort\nnamespaces:\n  exclude: [kube-system, {UPSTREAM_NS}]\n")).await;
+        set_policy(env, &format!("{BRAKES}  pdb: bestEffort\nnamespaces:\n  exclude: [kube-system, {UPSTREAM_NS}]\n")).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         // Interleaved with kube-scheduler again: the bestEffort ratio is against this phase's
         // runs, on the machine as it is now.

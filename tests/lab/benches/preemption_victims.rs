@@ -255,7 +255,7 @@ fn main() {
     rt.block_on(async {
         env.priority_class("mid-never", 10_000, true).await;
         let controller =
-            support::side_by_side(env, UPSTREAM_NS, "mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: 100\n")
+            support::side_by_side(env, UPSTREAM_NS, "mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: 100\n  maxEvictionsPerNamespacePerMinute: 20\n")
                 .await;
 
         let mut rng = Lcg(seed);
