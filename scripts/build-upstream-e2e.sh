@@ -9,7 +9,8 @@
 #   scripts/build-upstream-e2e.sh --no-build           # exit 3 if not cached yet
 #   RESIZE_GUARD_UPSTREAM_E2E_BIN="$(scripts/build-upstream-e2e.sh | tail -n 1)/resize-e2e.test" cargo test ...
 #
-# The LAST line of stdout is the absolute path of the directory holding `resize-e2e.test` and
+# The LAST line of stdout is the absolute path of the directory holding `resize-e2e.test`,
+# `ginkgo` (the CLI at the version the module pins, which runs it in parallel processes) and
 # `busybox.oci.tar`, the image every resize spec's container runs, under upstream's name
 # (test/utils/image/manifest.go's BusyBox: registry.k8s.io/e2e-test-images/busybox:<tag>, read from
 # the pinned module), built from Debian's busybox-static (`apt-get download`, no root needed) with
@@ -37,7 +38,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stamp-cache.sh"
 
 BINARY=resize-e2e.test
-stamp_cache_tool build-upstream-e2e "$BINARY" busybox.oci.tar busybox.ref
+stamp_cache_tool build-upstream-e2e "$BINARY" ginkgo busybox.oci.tar busybox.ref
 
 stamp_cache_args 30 "$@"
 # The override names the binary (as the Makefile exports it), not a directory.
@@ -86,6 +87,8 @@ start=$SECONDS
 (cd "$MOD_DIR" && go test -c "${BUILD_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP_OUT/$BINARY" "$PACKAGE") >&2 \
   || die "go test -c failed after $(( SECONDS - start ))s (see output above). Module: $MOD_DIR"
 [[ -x "$TMP_OUT/$BINARY" ]] || die "go test -c succeeded but $TMP_OUT lacks $BINARY"
+(cd "$MOD_DIR" && go build "${BUILD_FLAGS[@]}" -o "$TMP_OUT/ginkgo" github.com/onsi/ginkgo/v2/ginkgo) >&2 \
+  || die "go build of ginkgo's CLI failed after $(( SECONDS - start ))s. Module: $MOD_DIR"
 log "compiled in $(( SECONDS - start ))s"
 
 # BusyBox's name as the specs ask for it: test/utils/image/manifest.go of the pinned module
@@ -124,6 +127,7 @@ have "$TMP_OUT" || die "build finished but $TMP_OUT is incomplete"
 
 # Sanity: the binary runs, carries the version, and holds the resize specs.
 stamp_cache_expect "$K8S_VERSION" "$TMP_OUT/$BINARY" --version
+stamp_cache_expect "$(go -C "$MOD_DIR" list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2 | tr -d v)" "$TMP_OUT/ginkgo" version
 stamp_cache_expect "Pod InPlace Resize Container" "$TMP_OUT/$BINARY" --ginkgo.dry-run --ginkgo.v \
   --ginkgo.focus "InPlace Resize" --kubeconfig /dev/null
 stamp_cache_build_info "kubernetes=$K8S_VERSION" "ginkgo=$(go -C "$MOD_DIR" list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2)" \

@@ -6,7 +6,8 @@
 # (each staging module at its published tag; tests/control-plane/gen-module.sh explains why) and
 # its `go`/`godebug` lines, read from tests/control-plane/v1.N/go.mod, so the specs and the
 # binaries they test come from one Kubernetes. ginkgo and gomega are left to `go mod tidy`, which
-# selects what k8s.io/kubernetes's own go.mod requires (nothing else here asks for them).
+# selects what k8s.io/kubernetes's own go.mod requires (nothing else here asks for them); the
+# `tool` line keeps ginkgo's CLI (same version) buildable from this module.
 #
 # Usage: tests/upstream-e2e/gen-module.sh [1.N]   (default 1.37)
 # Needs only the Go module proxy; GOTOOLCHAIN=local (a module demanding a newer Go fails loudly).
@@ -35,6 +36,10 @@ K8S_VERSION="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exi
   sed -n '/^replace (/,/^)/p' "$CP_MOD"
   echo
   echo "require k8s.io/kubernetes $K8S_VERSION"
+  echo
+  # ginkgo's CLI runs the compiled specs in parallel processes (`ginkgo -p`), at the version
+  # k8s.io/kubernetes pins for the library.
+  echo "tool github.com/onsi/ginkgo/v2/ginkgo"
 } >"$ROOT/go.mod"
 rm -f "$ROOT/go.sum"
 (cd "$ROOT" && go mod tidy && go mod edit -fmt)

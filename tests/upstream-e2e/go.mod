@@ -214,3 +214,5 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 	tags.cncf.io/container-device-interface/specs-go v1.1.0 // indirect
 )
+
+tool github.com/onsi/ginkgo/v2/ginkgo
