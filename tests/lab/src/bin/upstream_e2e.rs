@@ -7,7 +7,8 @@
 //! and metrics-server beside it. Specs that need a clean node (`[Serial]`) run after the others,
 //! one at a time (the whole run is serial). Each mode's JUnit report is compared spec by spec with
 //! `tests/upstream-e2e/expected.tsv` (`resize_guard_lab::upstream_specs`); any difference fails
-//! the run and is printed. Reports and logs go under `target/upstream-e2e/`.
+//! the run and is printed. Reports and logs go under `target/upstream-e2e/`; `--reports-only` judges
+//! the last run's reports again (after editing the table).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -57,6 +58,10 @@ struct Args {
     /// time. `[Serial]` specs always run alone, afterwards.
     #[arg(long, default_value_t = 3)]
     procs: u32,
+    /// Run nothing: judge the reports a previous run left in --out against the table again
+    /// (after editing the table).
+    #[arg(long)]
+    reports_only: bool,
 }
 
 /// The specs the runner leaves out (a ginkgo label filter): those whose feature gate is off by
@@ -93,7 +98,11 @@ fn main() -> anyhow::Result<()> {
     for mode in modes {
         let started = Instant::now();
         println!("upstream-e2e: {} …", mode.name());
-        let observed = run_mode(mode, &dir, &out, args.focus.as_deref(), args.procs)?;
+        let observed = if args.reports_only {
+            read_reports(mode, &out)?
+        } else {
+            run_mode(mode, &dir, &out, args.focus.as_deref(), args.procs)?
+        };
         let mut verdict = compare(&observed, &table, mode);
         if args.focus.is_some() {
             // A focused run judges only what ran.
@@ -143,6 +152,28 @@ fn report(mode: Mode, v: &Verdict, took: Duration) {
     for d in &v.differences {
         println!("  DIFFERS: {d}");
     }
+}
+
+/// The phases a mode runs, in order, with the ginkgo label filter that picks each one's specs.
+const PHASES: [(&str, &str); 2] = [("parallel", "!Serial"), ("serial", "Serial")];
+
+fn report_path(out: &Path, mode: Mode, phase: &str) -> PathBuf {
+    out.join(format!("{}-{phase}.xml", mode.name()))
+}
+
+/// The outcomes in the reports an earlier run of `mode` wrote under `out`.
+fn read_reports(
+    mode: Mode,
+    out: &Path,
+) -> anyhow::Result<std::collections::BTreeMap<String, Outcome>> {
+    let mut runs = Vec::new();
+    for (phase, _) in PHASES {
+        let path = report_path(out, mode, phase);
+        let xml = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        runs.push(parse_junit(&xml, FOCUS)?);
+    }
+    Ok(merge(runs))
 }
 
 /// One mode: a fresh control plane and real node, then the specs.
@@ -207,8 +238,8 @@ async fn specs(
     let kubeconfig = cp.kubeconfig_path();
     let mut runs = Vec::new();
     // The specs that share the node first, then the [Serial] ones.
-    for (phase, serial) in [("parallel", "!Serial"), ("serial", "Serial")] {
-        let report = out.join(format!("{}-{phase}.xml", mode.name()));
+    for (phase, serial) in PHASES {
+        let report = report_path(out, mode, phase);
         let log = out.join(format!("{}-{phase}.log", mode.name()));
         let _ = std::fs::remove_file(&report);
         // ginkgo's own flags, for its CLI (parallel processes) or the test binary itself.
