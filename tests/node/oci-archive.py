@@ -1,11 +1,25 @@
 #!/usr/bin/env python3
 """Write an OCI image archive (oci-layout + index.json + blobs) holding ONE static binary at /<name>.
-usage: oci-archive.py IMAGE_REF BINARY OUT.tar [ENTRYPOINT...]
-IMAGE_REF like localhost/rg/pause:1. Deterministic (mtime 0, uid 0)."""
+usage: oci-archive.py [--dir DIR] [--link NAME]... IMAGE_REF BINARY OUT.tar [ENTRYPOINT...]
+IMAGE_REF like localhost/rg/pause:1. Deterministic (mtime 0, uid 0).
+--dir DIR puts the binary at /DIR/<name> (PATH=/DIR:/); each --link NAME adds /DIR/NAME, a symlink
+to it (a multi-call binary's applets, e.g. busybox's sh, cat, sleep)."""
 import gzip, hashlib, io, json, os, sys, tarfile
 
-ref, binary, out = sys.argv[1:4]
-entry = sys.argv[4:] or ["/" + os.path.basename(binary)]
+args, bin_dir, links = sys.argv[1:], "", []
+while args and args[0] in ("--dir", "--link"):
+    if len(args) < 2:
+        sys.exit("oci-archive.py: %s needs a value" % args[0])
+    if args[0] == "--dir":
+        bin_dir = args[1].strip("/")
+    else:
+        links.append(args[1])
+    args = args[2:]
+if len(args) < 3:
+    sys.exit(__doc__)
+ref, binary, out = args[:3]
+prefix = bin_dir + "/" if bin_dir else ""
+entry = args[3:] or ["/" + prefix + os.path.basename(binary)]
 tag = ref.rsplit(":", 1)[1]
 
 def tarinfo(name, size=0, mode=0o755, kind=tarfile.REGTYPE):
@@ -16,12 +30,16 @@ def tarinfo(name, size=0, mode=0o755, kind=tarfile.REGTYPE):
 # layer: the binary plus empty dirs the runtime likes to find
 raw = io.BytesIO()
 with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as t:
-    for d in ("dev", "proc", "sys", "etc", "tmp"):
+    for d in ("dev", "proc", "sys", "etc", "tmp") + ((bin_dir,) if bin_dir else ()):
         t.addfile(tarinfo(d + "/", mode=0o755 if d != "tmp" else 0o1777, kind=tarfile.DIRTYPE))
     for f, content in (("etc/passwd", b"root:x:0:0:root:/:/pause\n"), ("etc/group", b"root:x:0:\n")):
         t.addfile(tarinfo(f, len(content), 0o644), io.BytesIO(content))
     data = open(binary, "rb").read()
-    t.addfile(tarinfo(os.path.basename(binary), len(data)), io.BytesIO(data))
+    t.addfile(tarinfo(prefix + os.path.basename(binary), len(data)), io.BytesIO(data))
+    for name in sorted(set(links) - {os.path.basename(binary)}):
+        ti = tarinfo(prefix + name, kind=tarfile.SYMTYPE)
+        ti.linkname = os.path.basename(binary)
+        t.addfile(ti)
 layer_tar = raw.getvalue()
 diff_id = "sha256:" + hashlib.sha256(layer_tar).hexdigest()
 gz = io.BytesIO()
@@ -37,7 +55,7 @@ def blob(b):
 lay = blob(layer)
 config = json.dumps({
     "created": "1970-01-01T00:00:00Z", "architecture": "amd64", "os": "linux",
-    "config": {"Entrypoint": entry, "Env": ["PATH=/"], "WorkingDir": "/", "StopSignal": "SIGTERM"},
+    "config": {"Entrypoint": entry, "Env": ["PATH=" + ("/" + bin_dir + ":/" if bin_dir else "/")], "WorkingDir": "/", "StopSignal": "SIGTERM"},
     "rootfs": {"type": "layers", "diff_ids": [diff_id]},
     "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "oci-archive.py"}],
 }, sort_keys=True).encode()

@@ -487,6 +487,13 @@ impl ControlPlane {
     /// Starts kube-controller-manager with [`CONTROLLERS`] unless it already runs (several
     /// tests of one binary may ask), and waits until it serves.
     pub fn start_controller_manager(&self) -> anyhow::Result<()> {
+        self.start_controller_manager_with(&[])
+    }
+
+    /// [`ControlPlane::start_controller_manager`] with `extra` controllers on top (e.g.
+    /// `resourcequota-controller`, which upstream's ResourceQuota specs need for the quota's
+    /// `status.used`).
+    pub fn start_controller_manager_with(&self, extra: &[&str]) -> anyhow::Result<()> {
         let mut slot = self
             .controller_manager
             .lock()
@@ -504,6 +511,7 @@ impl ControlPlane {
             "--kube-api-qps=200".to_owned(),
             "--kube-api-burst=400".to_owned(),
         ];
+        controllers.extend(extra);
         if self.real_node_host.is_some() {
             controllers.extend(REAL_NODE_CONTROLLERS);
             args.push(format!(

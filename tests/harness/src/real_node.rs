@@ -158,6 +158,16 @@ impl RealNode {
         }
     }
 
+    /// Imports OCI image archives (`tests/node/oci-archive.py`'s) into the running node's
+    /// containerd under the names they carry (`node.sh import`), so pods naming them pull nothing.
+    pub fn import_images(&self, archives: &[PathBuf]) -> anyhow::Result<()> {
+        let work = path_str(&self.work);
+        let mut args = vec!["import", work.as_str()];
+        let archives: Vec<String> = archives.iter().map(|a| path_str(a)).collect();
+        args.extend(archives.iter().map(String::as_str));
+        node_sh(&self.script, &self.envs(), &args)
+    }
+
     /// The node's work directory (logs under `logs/`).
     pub fn work(&self) -> &Path {
         &self.work

@@ -9,7 +9,8 @@
 //! ([`busy_node`]) and their report ([`growth`], [`scale_report`]), the README's goals table from every
 //! benchmark's summary ([`bench_report`]); the narrated demos ([`demo`]:
 //! `make demo`, `make demo-node`, `make demo-vpa`, `make vpa-lag`), the sandbox ([`sandbox`]) and
-//! the version matrix's table ([`matrix`]). The benchmarks that start a control plane or an
+//! the version matrix's table ([`matrix`]), and Kubernetes' own resize e2e specs judged against
+//! their expectations table ([`upstream_specs`], `make upstream-e2e`). The benchmarks that start a control plane or an
 //! in-process API server are this crate's `benches/`; in-process micro-benchmarks stay with the
 //! crate they measure.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -25,3 +26,4 @@ pub mod review_latency;
 pub mod sandbox;
 pub mod scale_pods;
 pub mod scale_report;
+pub mod upstream_specs;
