@@ -74,6 +74,24 @@ fn an_empty_pod_level_object_the_old_pod_lacks_is_another_change() {
 }
 
 #[test]
+fn a_qos_change_keeps_upstream_from_its_closing_comparison() {
+    // `ValidatePodResize` reaches its closing `Semantic.DeepEqual` only while `allErrs` is
+    // empty, and the QoS error comes first: a Guaranteed pod made Burstable together with an
+    // empty pod-level object gets the QoS error alone (seen on kube-apiserver v1.37.2).
+    let old = base().build();
+    let mut new = change(
+        &old,
+        At::Container(1),
+        &[("cpu", "200m")],
+        &[("cpu", "400m")],
+    );
+    if let Some(s) = new.spec.as_mut() {
+        s.resources = Some(ResourceRequirements::default());
+    }
+    assert_eq!(check(&old, &new), Ok(()));
+}
+
+#[test]
 fn a_plain_resize_is_valid() {
     let old = base().build();
     let new = change(
