@@ -74,21 +74,7 @@ async fn walls(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()> {
     };
 
     // The images, pushed the way an operator pushes them to their own registry.
-    let push = std::process::Command::new("make")
-        .current_dir(repo_root())
-        .args([
-            "-s",
-            "push",
-            &format!("REGISTRY={}/resize-guard", real_node::REGISTRY),
-            "PLAIN_HTTP=1",
-        ])
-        .output()?;
-    anyhow::ensure!(
-        push.status.success(),
-        "make push failed (make image first; make test does):\n{}{}",
-        String::from_utf8_lossy(&push.stdout),
-        String::from_utf8_lossy(&push.stderr)
-    );
+    real_node::push_images()?;
 
     // Installed exactly as the README says.
     let applied = Instant::now();

@@ -45,6 +45,27 @@ const SYSCTLS: [&str; 6] = [
     "kernel/keys/root_maxbytes",
 ];
 
+/// Pushes the images `make image` wrote to the registry the node pulls from, with `make push`,
+/// the way an operator pushes them to their own registry.
+pub fn push_images() -> anyhow::Result<()> {
+    let push = Command::new("make")
+        .current_dir(crate::install::repo_root())
+        .args([
+            "-s",
+            "push",
+            &format!("REGISTRY={REGISTRY}/resize-guard"),
+            "PLAIN_HTTP=1",
+        ])
+        .output()?;
+    anyhow::ensure!(
+        push.status.success(),
+        "make push failed (make image first; make test does):\n{}{}",
+        String::from_utf8_lossy(&push.stdout),
+        String::from_utf8_lossy(&push.stderr)
+    );
+    Ok(())
+}
+
 /// One real node (see the module docs).
 #[derive(Debug)]
 pub struct RealNode {

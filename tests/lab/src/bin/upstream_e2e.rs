@@ -303,21 +303,7 @@ async fn specs(
 /// resize-guard as `tests/e2e/real_node/mod.rs` installs it: the images `make image` wrote,
 /// pushed with `make push` to the registry the node pulls from, and `kubectl apply -k deploy/`.
 async fn install(cp: &ControlPlane) -> anyhow::Result<()> {
-    let push = std::process::Command::new("make")
-        .current_dir(repo_root())
-        .args([
-            "-s",
-            "push",
-            &format!("REGISTRY={}/resize-guard", real_node::REGISTRY),
-            "PLAIN_HTTP=1",
-        ])
-        .output()?;
-    anyhow::ensure!(
-        push.status.success(),
-        "make push failed (make image first):\n{}{}",
-        String::from_utf8_lossy(&push.stdout),
-        String::from_utf8_lossy(&push.stderr)
-    );
+    real_node::push_images()?;
     let kubectl = Kubectl::admin(cp);
     let deploy = repo_root().join("deploy");
     let out = kubectl
