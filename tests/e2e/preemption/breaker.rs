@@ -17,14 +17,12 @@ use crate::scenario::controller as support;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::objects::*;
 
 use super::tenants::{
-    controller_pod_writes, evictions, metrics, reset_policy, resize_all, wait_evictions,
-    wait_resized,
+    Tenants, controller_pod_writes, evictions, metrics, reset_policy, resize_all, three_tenants,
+    wait_evictions, wait_resized,
 };
 
 /// How long a victim on the contested node takes to exit once asked to stop.
@@ -69,28 +67,17 @@ async fn wait_event_saying(
 async fn futile_plans_pause_only_their_own_tenants_preemption() {
     let env = shared(EnvOptions::default());
     let _g = env.guard();
-    env.priority_class("lowest", 10, false).await;
-    let (ns_a, ns_b, ns_x) = (
-        env.namespace("br-a").await,
-        env.namespace("br-b").await,
-        env.namespace("br-x").await,
-    );
-    let c = support::start(env, "breaker").await;
-    resize_guard_harness::install::set_policy(
+    let Tenants {
+        c,
+        ns: [ns_a, ns_b, ns_x],
+        pods: [pods_a, pods_b, pods_x],
+    } = three_tenants(
         env,
-        &format!(
-            "mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: 5\n  maxEvictionsPerMinute: 30\n  maxEvictionsPerNamespacePerMinute: 6\n  circuitBreaker:\n    futilePlans: 2\n    windowSeconds: 600\n    pauseSeconds: 600\n    scope: namespace\nnamespaces:\n  exclude: [kube-system, {ns_x}]\n"
-        ),
+        "br",
+        "breaker",
+        "  maxVictimsPerResize: 5\n  maxEvictionsPerMinute: 30\n  maxEvictionsPerNamespacePerMinute: 6\n  circuitBreaker:\n    futilePlans: 2\n    windowSeconds: 600\n    pauseSeconds: 600\n    scope: namespace\n",
     )
     .await;
-    c.wait_policy(|p| p.contains("futilePlans: 2")).await;
-    c.wait_leading().await;
-    let client = env.client().await;
-    let (pods_a, pods_b, pods_x): (Api<Pod>, Api<Pod>, Api<Pod>) = (
-        Api::namespaced(client.clone(), &ns_a),
-        Api::namespaced(client.clone(), &ns_b),
-        Api::namespaced(client, &ns_x),
-    );
 
     // The contested node: 100m + 3 × 300m + 2 × 100m + 300m, no room to spare.
     let node_a = env.node("ba", "1500m", "8Gi").await;

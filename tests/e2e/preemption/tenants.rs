@@ -365,6 +365,43 @@ pub(super) fn controller_pod_writes(
         .collect()
 }
 
+/// Two tenant namespaces and a third, X, in `namespaces.exclude`, named from `prefix`, with their
+/// pod APIs; a controller started as `identity` under `preemption` (the policy's `preemption:`
+/// block, indented, after `mode: enforce`), loaded and leading.
+pub(super) struct Tenants {
+    pub c: support::Controller,
+    pub ns: [String; 3],
+    pub pods: [Api<Pod>; 3],
+}
+
+pub(super) async fn three_tenants(
+    env: &'static Env,
+    prefix: &str,
+    identity: &str,
+    preemption: &str,
+) -> Tenants {
+    env.priority_class("lowest", 10, false).await;
+    let ns = [
+        env.namespace(&format!("{prefix}-a")).await,
+        env.namespace(&format!("{prefix}-b")).await,
+        env.namespace(&format!("{prefix}-x")).await,
+    ];
+    let c = support::start(env, identity).await;
+    let excluded = ns[2].clone();
+    resize_guard_harness::install::set_policy(
+        env,
+        &format!(
+            "mode: enforce\npreemption:\n  enabled: true\n{preemption}namespaces:\n  exclude: [kube-system, {excluded}]\n"
+        ),
+    )
+    .await;
+    c.wait_policy(|p| p.contains(&excluded)).await;
+    c.wait_leading().await;
+    let client = env.client().await;
+    let pods = ns.clone().map(|n| Api::namespaced(client.clone(), &n));
+    Tenants { c, ns, pods }
+}
+
 /// Tenant A streams Deferred resizes on three nodes (one victim each) past its budget
 /// (`maxEvictionsPerNamespacePerMinute: 2`); tenant B's Deferred resize, made then, still acts
 /// within B's own budget. A third namespace X is in `namespaces.exclude` and holds, on B's node,
@@ -379,28 +416,17 @@ async fn tenants_under_their_budgets_never_touch_an_excluded_namespace() {
     let env = shared(EnvOptions::default());
     let _serial = SERIAL.lock().await;
     let _g = env.guard();
-    env.priority_class("lowest", 10, false).await;
-    let (ns_a, ns_b, ns_x) = (
-        env.namespace("xt-a").await,
-        env.namespace("xt-b").await,
-        env.namespace("xt-x").await,
-    );
-    let c = support::start(env, "excluded").await;
-    resize_guard_harness::install::set_policy(
+    let Tenants {
+        c,
+        ns: [ns_a, ns_b, ns_x],
+        pods: [pods_a, pods_b, pods_x],
+    } = three_tenants(
         env,
-        &format!(
-            "mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: 1\n  maxEvictionsPerMinute: 30\n  maxEvictionsPerNamespacePerMinute: 2\nnamespaces:\n  exclude: [kube-system, {ns_x}]\n"
-        ),
+        "xt",
+        "excluded",
+        "  maxVictimsPerResize: 1\n  maxEvictionsPerMinute: 30\n  maxEvictionsPerNamespacePerMinute: 2\n",
     )
     .await;
-    c.wait_policy(|p| p.contains(&ns_x)).await;
-    c.wait_leading().await;
-    let client = env.client().await;
-    let (pods_a, pods_b, pods_x): (Api<Pod>, Api<Pod>, Api<Pod>) = (
-        Api::namespaced(client.clone(), &ns_a),
-        Api::namespaced(client.clone(), &ns_b),
-        Api::namespaced(client, &ns_x),
-    );
     let mut apps_a = Vec::new();
     for n in 0..3 {
         full_node(env, &pods_a, &format!("xa{n}"), 1, 1).await;
