@@ -25,10 +25,22 @@
 //!
 //! **The counts outlive a leader** ([`persisted`], [`ledger`]): the buckets, each resize's spend
 //! and the breakers are written, with wall-clock times, to ConfigMap `resize-guard-brakes` in the
-//! install namespace, through the lease's fence, at most once a second, and always before the
-//! first eviction of a plan they let through ([`Admission::saved`]). A new leader reads them back
-//! before its reconcile loop acts. Node claims stay in memory: a recorded plan is resumed by the
-//! next leader from the preemptor's annotation (ARCHITECTURE.md §5.2).
+//! install namespace, through the lease's fence, at most once a second unless a plan waits on
+//! them. A new leader reads them back before its reconcile loop acts. Node claims stay in
+//! memory: a recorded plan is resumed by the next leader from the preemptor's annotation
+//! (ARCHITECTURE.md §5.2).
+//!
+//! **A reserve instead of a write on every plan's path** ([`Admission::saved`]). Each document
+//! also declares a *reserve*: the victims this leader may let through before its next document
+//! is saved (one whole plan, `maxVictimsPerResize`). A plan whose victims fit in the reserve of
+//! the newest saved document sends its evictions at once, and the document counting them
+//! follows; a plan beyond it waits until a document counting it is saved (written at once, not
+//! after the interval), and is held if that fails. A new leader that reads a reserve charges it
+//! to every bucket at the moment it takes over — a whole plan's worth, so every bucket starts
+//! empty and refills at its rate — since its predecessor may have spent it anywhere just before
+//! it stopped. What the reserve does not cover: a leader that dies within the interval after
+//! such a plan leaves that plan's victims out of its resize's spend and its futility out of the
+//! breaker (the buckets still charge them).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -230,6 +242,11 @@ struct State {
     breakers: HashMap<Reach, Breaker>,
     /// Bumped by every change worth persisting.
     version: u64,
+    /// Victims let through by this process so far (the reserve's measure).
+    admitted: u64,
+    /// The reserve the next document declares: `maxVictimsPerResize` of the latest plan (none
+    /// before the first).
+    reserve: u32,
 }
 
 impl State {
@@ -248,6 +265,8 @@ impl State {
 struct Saved {
     /// Every version up to this one is saved.
     through: u64,
+    /// The saved documents' reserves cover plans until this many victims were let through.
+    covers: u64,
     /// The last failed save: the version it tried and why it failed.
     failed: Option<(u64, String)>,
 }
@@ -259,6 +278,8 @@ pub struct Brakes {
     /// The latest version, for the ledger's writer.
     changes: watch::Sender<u64>,
     saved: watch::Sender<Saved>,
+    /// The newest version a plan beyond the reserve waits for: the ledger writes it at once.
+    urgent: watch::Sender<u64>,
     /// A ledger writer is running: plans wait for their state to be saved.
     persisting: AtomicBool,
 }
@@ -279,6 +300,8 @@ pub struct Admission<'a> {
     reserved: u32,
     removed: u32,
     version: u64,
+    /// [`State::admitted`] with this plan's victims.
+    admitted: u64,
 }
 
 impl Admission<'_> {
@@ -287,19 +310,28 @@ impl Admission<'_> {
         self.removed = self.removed.saturating_add(1).min(self.reserved);
     }
 
-    /// Completes once the state that let this plan through is saved (at once when nothing
-    /// persists it), or says why it could not be: its evictions must then not be sent.
+    /// Completes once the state that let this plan through is saved, or a saved document's
+    /// reserve covers its victims (at once when nothing persists it), or says why it could not
+    /// be: its evictions must then not be sent.
     pub async fn saved(&self) -> Result<(), Held> {
         if !self.brakes.persisting.load(Ordering::Acquire) {
             return Ok(());
         }
-        let want = self.version;
+        let (want, admitted) = (self.version, self.admitted);
         let mut rx = self.brakes.saved.subscribe();
+        if rx.borrow().covers >= admitted {
+            return Ok(());
+        }
+        self.brakes.urgent.send_if_modified(|w| {
+            let newer = want > *w;
+            *w = (*w).max(want);
+            newer
+        });
         let wait = async {
             loop {
                 {
                     let s = rx.borrow_and_update();
-                    if s.through >= want {
+                    if s.through >= want || s.covers >= admitted {
                         return Ok(());
                     }
                     if let Some((tried, why)) = &s.failed
@@ -356,9 +388,12 @@ impl Brakes {
                 resizes: HashMap::new(),
                 breakers: HashMap::new(),
                 version: 0,
+                admitted: 0,
+                reserve: 0,
             }),
             changes: watch::Sender::new(0),
             saved: watch::Sender::new(Saved::default()),
+            urgent: watch::Sender::new(0),
             persisting: AtomicBool::new(false),
         }
     }
@@ -453,7 +488,9 @@ impl Brakes {
             entry.pending_at_plan = pending_on_node;
         }
         entry.touched = now;
-        let version = s.changed();
+        s.admitted = s.admitted.saturating_add(u64::from(victims));
+        s.reserve = limits.per_resize;
+        let (version, admitted) = (s.changed(), s.admitted);
         self.changes.send_replace(version);
         Ok(Admission {
             brakes: self,
@@ -462,6 +499,7 @@ impl Brakes {
             reserved: victims,
             removed: 0,
             version,
+            admitted,
         })
     }
 

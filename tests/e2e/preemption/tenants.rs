@@ -1,8 +1,8 @@
 //! The brakes per tenant and across leaders, read back from kube-apiserver's audit log, on
 //! hollow nodes (upstream's v1.37.2 kubelet):
 //! - a leader killed in the middle of a flood of Deferred resizes: the replica that takes over
-//!   continues the eviction bucket the dead one persisted (ConfigMap `resize-guard-brakes`)
-//!   instead of starting with a full one;
+//!   starts from the counts the dead one persisted (ConfigMap `resize-guard-brakes`), its
+//!   reserve charged, instead of with a full bucket;
 //! - one namespace spending its eviction budget (`maxEvictionsPerNamespacePerMinute`) leaves
 //!   the cluster's rate to the others: another namespace's plan acts while the first one's
 //!   plans are held (`held_namespace_rate`, `PreemptionHeld` Events naming the budget);

@@ -43,8 +43,8 @@ impl Actuator {
             Ok(admission) => admission,
             Err(held) => return Ok(Some(self.held(pod, node, &held, limits).into())),
         };
-        // The state that let the plan through is persisted before its first write (its tokens
-        // go back when `admission` drops).
+        // A saved write of the brakes covers the plan (counting it, or by its reserve) before
+        // its first write (its tokens go back when `admission` drops).
         if let Err(held) = admission.saved().await {
             return Ok(Some(self.held(pod, node, &held, limits).into()));
         }

@@ -9,8 +9,9 @@
 //!   (clamped); unreadable, or the read fails, every bucket starts empty. Each is logged and
 //!   counted (`resize_guard_brakes_state_loads_total{result}`).
 //! - [`keep`] writes them (server-side apply, through the lease's fence) whenever they change,
-//!   at most once per [`MIN_INTERVAL`]; a plan's evictions wait until the state that let it
-//!   through is written ([`super::Admission::saved`]), so a leader that dies mid-plan leaves its
+//!   at most once per [`MIN_INTERVAL`] — at once when a plan beyond the saved reserve waits on
+//!   it. A plan's evictions wait until a saved document covers them, by counting them or by
+//!   its reserve ([`super::Admission::saved`]), so a leader that dies mid-plan leaves its
 //!   victims paid for. A failed write is retried and counted
 //!   (`resize_guard_brakes_state_writes_total{result="error"}`); the plans waiting on it are
 //!   held (`held_state_unsaved`), sending nothing.
@@ -23,7 +24,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::persisted::{Now, Restored};
+use super::persisted::{Now, Restored, Snapshot};
 use super::{Brakes, Saved};
 use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
@@ -116,7 +117,8 @@ pub async fn keep(
     brakes.persisting.store(true, Ordering::Release);
     let _persisting = Persisting(&brakes);
     let mut changes = brakes.changes.subscribe();
-    let mut last: Option<tokio::time::Instant> = None;
+    let mut urgent = brakes.urgent.subscribe();
+    let mut last: Option<(tokio::time::Instant, u64)> = None;
     loop {
         let latest = *changes.borrow_and_update();
         if latest <= brakes.saved.borrow().through {
@@ -125,11 +127,20 @@ pub async fn keep(
             }
             continue;
         }
-        if let Some(last) = last {
-            tokio::time::sleep_until(last + MIN_INTERVAL).await;
+        if let Some((at, tried)) = last {
+            // A plan waiting for a version not yet tried cuts the interval short: such writes
+            // come no faster than the plans the buckets let through.
+            tokio::select! {
+                () = tokio::time::sleep_until(at + MIN_INTERVAL) => {}
+                waits = urgent.wait_for(|w| *w > tried) => if waits.is_err() { return },
+            }
         }
-        last = Some(tokio::time::Instant::now());
-        let (version, doc) = brakes.snapshot(Now::read());
+        let Snapshot {
+            version,
+            covers,
+            doc,
+        } = brakes.snapshot(Now::read());
+        last = Some((tokio::time::Instant::now(), version));
         let text = serde_json::to_string(&doc).unwrap_or_default();
         let body = json!({
             "apiVersion": "v1",
@@ -152,7 +163,10 @@ pub async fn keep(
         };
         metrics.brakes_state_write(if failed.is_none() { "ok" } else { "error" });
         brakes.saved.send_modify(|s: &mut Saved| match failed {
-            None => s.through = s.through.max(version),
+            None => {
+                s.through = s.through.max(version);
+                s.covers = s.covers.max(covers);
+            }
             Some(why) => {
                 tracing::warn!(
                     configmap = CONFIGMAP,

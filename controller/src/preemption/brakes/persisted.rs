@@ -12,8 +12,10 @@
 //! brakes": a document that does not parse leaves every bucket empty from now (a namespace's
 //! bucket, too, when first used), an unreadable bucket is empty, an unreadable breaker of a
 //! known scope is open (cut to `pauseSeconds` when first met); only an unreadable resize's spend
-//! is lost, which the buckets still bound. [`Restored`] says which happened, for a log line and
-//! `resize_guard_brakes_state_loads_total{result}`.
+//! is lost, which the buckets still bound. A document declaring a reserve (or one that cannot be
+//! read) leaves every bucket empty from now: the writer may have spent a whole plan's worth
+//! anywhere after writing it ([`super`]'s doc). [`Restored`] says which happened, for a log line
+//! and `resize_guard_brakes_state_loads_total{result}`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -89,6 +91,25 @@ pub struct Document {
     pub resizes: BTreeMap<String, SpentDoc>,
     /// Breakers by key (`namespace/<name>`, `node/<name>`, `cluster`).
     pub breakers: BTreeMap<String, BreakerDoc>,
+    /// Victims the writer may let through before its next document is saved (0: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reserve: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A document to write, and what saving it settles.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The state's version it holds.
+    pub version: u64,
+    /// Plans are covered until this many victims were let through (those it counts and its
+    /// reserve).
+    pub covers: u64,
+    /// The document.
+    pub doc: Document,
 }
 
 /// What reading a document gave.
@@ -162,8 +183,8 @@ fn millis(d: Duration) -> i64 {
 }
 
 impl Brakes {
-    /// The counts as a document written at `now`, and the version it holds.
-    pub fn snapshot(&self, now: Now) -> (u64, Document) {
+    /// The counts as a document written at `now`.
+    pub fn snapshot(&self, now: Now) -> Snapshot {
         let s = self.lock();
         let bucket = |b: &Bucket| BucketDoc {
             tokens: if b.tokens.is_finite() {
@@ -213,8 +234,13 @@ impl Brakes {
                     (reach.key(), doc)
                 })
                 .collect(),
+            reserve: s.reserve,
         };
-        (s.version, doc)
+        Snapshot {
+            version: s.version,
+            covers: s.admitted.saturating_add(u64::from(s.reserve)),
+            doc,
+        }
     }
 
     /// Replaces the counts (node claims stay) with those `text` holds, read at `now`.
@@ -257,6 +283,8 @@ fn read(text: &str, now: Now) -> (State, Restored) {
         resizes: HashMap::new(),
         breakers: HashMap::new(),
         version: 0,
+        admitted: 0,
+        reserve: 0,
     };
     let doc = match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(doc)) => doc,
@@ -311,6 +339,23 @@ fn read(text: &str, now: Now) -> (State, Restored) {
         if !b.is_idle() {
             state.breakers.insert(reach, b);
         }
+    }
+    let reserved = match doc.get("reserve") {
+        None | Some(Value::Null) => false,
+        Some(v) if v.as_u64() == Some(0) => false,
+        Some(v) => {
+            if v.as_u64().is_none() {
+                lost.push("the reserve (read as a whole plan's)".to_owned());
+            }
+            true
+        }
+    };
+    if reserved {
+        // Its writer may have spent up to a whole plan's worth in any bucket after writing it:
+        // charged now, which leaves none.
+        state.cluster = Bucket::empty_at(now.instant);
+        state.namespaces.clear();
+        state.fresh_from = Some(now.instant);
     }
     let restored = if lost.is_empty() {
         Restored::Whole

@@ -372,25 +372,34 @@ fn the_counts_persisted_by_one_leader_are_continued_by_the_next() {
     let in_flight = old
         .admit(&z, "n2", 2, true, 1, l, t1 + Duration::from_secs(20))
         .unwrap();
-    let (_, doc) = old.snapshot(at(t1 + Duration::from_secs(20), WALL));
+    let mut doc = old.snapshot(at(t1 + Duration::from_secs(20), WALL)).doc;
     drop(in_flight);
+    // It let plans through, so it declares a reserve of one whole plan.
+    assert_eq!(doc.reserve, 4);
     let text = serde_json::to_string(&doc).unwrap();
 
     // Another process, 5 s of wall time later, on its own monotonic clock.
     let (new, t) = (Brakes::new(), Instant::now() + Duration::from_secs(1000));
+    let wait_for_three =
+        |b: &Brakes| match b.admit(&pod_in("tenant-b", "b", 1), "n3", 3, true, 1, l, t) {
+            Err(Held::Rate { wait }) => wait.as_secs_f64(),
+            other => panic!("{other:?}"),
+        };
     assert_eq!(
         new.restore(&text, at(t, WALL + 5_000)),
         persisted::Restored::Whole
     );
-    // The cluster's bucket is where the old one left it (2 of 4) plus 5 s of refill: a plan of
-    // 3 waits 5 s more (a fresh leader would have let it go at once).
-    match new.admit(&pod_in("tenant-b", "b", 1), "n3", 3, true, 1, l, t) {
-        Err(Held::Rate { wait }) => {
-            let secs = wait.as_secs_f64();
-            assert!((4.9..5.1).contains(&secs), "{wait:?}");
-        }
-        other => panic!("{other:?}"),
-    }
+    // The reserve is charged at the takeover: every bucket is empty then, so a plan of 3 waits
+    // for 3 tokens at 6 a minute (a fresh leader would have let it go at once).
+    let secs = wait_for_three(&new);
+    assert!((29.9..30.1).contains(&secs), "{secs}");
+    // Without a reserve the cluster's bucket is where the old one left it (2 of 4) plus 5 s of
+    // refill: a plan of 3 waits 5 s more.
+    doc.reserve = 0;
+    let unreserved = Brakes::new();
+    unreserved.restore(&serde_json::to_string(&doc).unwrap(), at(t, WALL + 5_000));
+    let secs = wait_for_three(&unreserved);
+    assert!((4.9..5.1).contains(&secs), "{secs}");
     // Z's victims in flight count as spent: its resize (cap 4) cannot have 3 more.
     assert_eq!(
         new.admit(&z, "n2", 3, false, 1, l, t + Duration::from_secs(60))
@@ -406,7 +415,7 @@ fn the_counts_persisted_by_one_leader_are_continued_by_the_next() {
         other => panic!("{other:?}"),
     }
     // ... and that pause is persisted too: a third leader finds A paused, less what passed.
-    let (_, doc) = new.snapshot(at(later, WALL + 65_000));
+    let doc = new.snapshot(at(later, WALL + 65_000)).doc;
     let third = Brakes::new();
     let t3 = Instant::now() + Duration::from_secs(5000);
     third.restore(

@@ -199,3 +199,62 @@ async fn a_plan_whose_counts_could_not_be_written_is_held_and_nothing_is_sent_un
     assert!(seen.lock().unwrap().is_empty());
     let _ = writer.await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_plan_within_the_saved_reserve_goes_at_once_and_one_beyond_it_is_written_at_once() {
+    let (client, seen) = fake(|s| match s.0.as_str() {
+        "PATCH" => config_map(""),
+        _ => status(404, "NotFound"),
+    });
+    let brakes = Arc::new(Brakes::new());
+    let writer = tokio::spawn(keep(
+        client,
+        "resize-guard".into(),
+        brakes.clone(),
+        Leadership::forever(),
+        Arc::new(Metrics::new()),
+    ));
+    while !brakes.persisting.load(Ordering::Acquire) {
+        tokio::task::yield_now().await;
+    }
+    let in_ns = |ns: &str| -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "app", "namespace": ns,
+            "uid": format!("u-{ns}"), "generation": 1}}))
+        .unwrap()
+    };
+    let writes = || seen.lock().unwrap().len();
+    let t = Instant::now();
+    // The first plan waits for a document counting it, which declares a reserve of one whole
+    // plan (2 victims).
+    let first = brakes
+        .admit(&in_ns("a"), "n1", 1, true, 1, limits(), t)
+        .unwrap();
+    first.saved().await.unwrap();
+    assert_eq!(writes(), 1);
+    let body = seen.lock().unwrap()[0].2.clone();
+    let doc: Value = serde_json::from_str(body["data"][KEY].as_str().unwrap()).unwrap();
+    assert_eq!(doc["reserve"], 2);
+    // The next fits in that reserve: it goes with no write of its own.
+    let second = brakes
+        .admit(&in_ns("b"), "n2", 1, true, 1, limits(), t)
+        .unwrap();
+    second.saved().await.unwrap();
+    assert_eq!(writes(), 1);
+    // One beyond it waits for a write, sent at once rather than after the interval.
+    let third = brakes
+        .admit(
+            &in_ns("c"),
+            "n3",
+            2,
+            true,
+            1,
+            limits(),
+            t + std::time::Duration::from_secs(60),
+        )
+        .unwrap();
+    let asked = tokio::time::Instant::now();
+    third.saved().await.unwrap();
+    assert!(asked.elapsed() < MIN_INTERVAL, "{:?}", asked.elapsed());
+    assert_eq!(writes(), 2);
+    writer.abort();
+}
