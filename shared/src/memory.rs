@@ -277,15 +277,40 @@ pub fn scope_name(scope: &Scope) -> String {
 }
 
 /// Bytes for people: `150Mi` when exact, else one decimal of the largest binary unit
-/// (`150.3Mi`).
+/// (`150.3Mi`, `272.8Ki`); under 1Ki, plain bytes.
 pub fn human_bytes(bytes: i64) -> String {
+    match unit_of(bytes) {
+        None => ResourceName::Memory.format(bytes),
+        Some((unit, size)) => format!("{:.1}{unit}", bytes as f64 / size as f64),
+    }
+}
+
+/// [`human_bytes`] rounded up, so that it is never below `bytes` (a limit to suggest): `273Ki`,
+/// `165.1Mi`.
+pub fn human_bytes_up(bytes: i64) -> String {
+    match unit_of(bytes) {
+        None => ResourceName::Memory.format(bytes),
+        Some(("Ki", size)) => format!("{}Ki", (bytes + size - 1) / size),
+        Some((unit, size)) => {
+            let tenths = (bytes.saturating_mul(10) + size - 1) / size;
+            format!("{}.{}{unit}", tenths / 10, tenths % 10)
+        }
+    }
+}
+
+/// The unit `bytes` is shown in with a decimal, `None` when it is shown exactly.
+fn unit_of(bytes: i64) -> Option<(&'static str, i64)> {
+    const KI: i64 = 1 << 10;
     const MI: i64 = 1 << 20;
     const GI: i64 = 1 << 30;
-    if bytes % MI == 0 || bytes < MI {
-        return ResourceName::Memory.format(bytes);
+    if bytes < KI || bytes % MI == 0 || (bytes < MI && bytes % KI == 0) {
+        return None;
     }
-    let (unit, size) = if bytes >= GI { ("Gi", GI) } else { ("Mi", MI) };
-    format!("{:.1}{unit}", bytes as f64 / size as f64)
+    Some(match bytes {
+        b if b >= GI => ("Gi", GI),
+        b if b >= MI => ("Mi", MI),
+        _ => ("Ki", KI),
+    })
 }
 
 impl Judged {
@@ -348,7 +373,7 @@ impl MemoryCheck {
                 .map(|j| j.clause(rule.headroom_percent))
                 .collect::<Vec<_>>()
                 .join("; "),
-            human_bytes(least),
+            human_bytes_up(least),
             rule.headroom_percent,
         )
     }

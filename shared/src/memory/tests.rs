@@ -283,6 +283,14 @@ fn human_bytes_are_exact_or_one_decimal() {
     assert_eq!(human_bytes(150 * MI), "150Mi");
     assert_eq!(human_bytes(150 * MI + 300 * 1024), "150.3Mi");
     assert_eq!(human_bytes(512), "512");
+    assert_eq!(human_bytes(300 * 1024), "300Ki");
+    // Under a mebibyte, kibibytes rather than a long run of bytes.
+    assert_eq!(human_bytes(279_348), "272.8Ki");
+    // A suggested limit is never below what it stands for.
+    assert_eq!(human_bytes_up(279_348), "273Ki");
+    assert_eq!(human_bytes_up(150 * MI + 300 * 1024), "150.3Mi");
+    assert_eq!(human_bytes_up(150 * MI + 1), "150.1Mi");
+    assert_eq!(human_bytes_up(2 * MI), "2Mi");
 }
 
 proptest! {
