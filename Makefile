@@ -63,7 +63,7 @@ WITH_METRICS_SERVER = RESIZE_GUARD_METRICS_SERVER_BIN="$$(scripts/build-metrics-
 # ~4 min) beside the BusyBox image they run (Debian's busybox-static), for make upstream-e2e.
 WITH_UPSTREAM_E2E = RESIZE_GUARD_UPSTREAM_E2E_BIN="$$(scripts/build-upstream-e2e.sh | tail -n 1)/resize-e2e.test"
 
-.PHONY: e2e vpa-lag demo-node upstream-e2e upstream push krew test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-report bench-scale sandbox demo demo-vpa fmt fuzz rss flood
+.PHONY: e2e vpa-lag demo-node upstream-e2e upstream-e2e-short upstream push krew test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-report bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
@@ -80,13 +80,21 @@ demo-node: image
 
 # Kubernetes v1.37.2's own in-place resize e2e specs, unmodified, on the real node (as demo-node:
 # needs root): once without resize-guard, once with it installed from its images (make push,
-# kubectl apply -k deploy/) and metrics-server; each spec's outcome is compared with
-# tests/upstream-e2e/expected.tsv and any difference fails (MODE=without|with for one mode,
+# kubectl apply -k deploy/) and metrics-server, then upstream's resize preemption spec with its
+# alpha gate on and no resize-guard; each spec's outcome is compared with
+# tests/upstream-e2e/expected.tsv and any difference fails (MODE=without|with|gate for one mode,
 # FOCUS=regex for some specs). Reports and logs under target/upstream-e2e/.
 upstream-e2e: image
 	$(CARGO) build --locked -p resize-guard-lab --bin resize-guard-upstream-e2e
 	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(WITH_METRICS_SERVER) $(WITH_UPSTREAM_E2E) $(CARGO) run --locked -q -p resize-guard-lab \
 		--bin resize-guard-upstream-e2e -- $(if $(MODE),--mode $(MODE)) $(if $(FOCUS),--focus '$(FOCUS)')
+
+# Its short subset (tests/lab/src/bin/upstream_e2e.rs SHORT: a spec or two of every group, and
+# upstream's resize preemption spec with its gate off), with resize-guard installed only.
+upstream-e2e-short: image
+	$(CARGO) build --locked -p resize-guard-lab --bin resize-guard-upstream-e2e
+	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(WITH_METRICS_SERVER) $(WITH_UPSTREAM_E2E) $(CARGO) run --locked -q -p resize-guard-lab \
+		--bin resize-guard-upstream-e2e -- --mode with --short
 
 # The field report's VPA walls: VPA v1.6.0's updater and admission-controller, kube-scheduler and
 # kube-controller-manager, without resize-guard and then with it; FULL=1 also waits out VPA's

@@ -209,6 +209,14 @@ resolvConf: $WORK/kubelet/resolv.conf
 serializeImagePulls: false
 systemReserved: {cpu: "$reserved_cpu", memory: 256Mi}
 EOF
+  # RESIZE_GUARD_NODE_FEATURE_GATES=Name=true,...: the kubelet's feature gates (an alpha's e2e).
+  if [[ -n "${RESIZE_GUARD_NODE_FEATURE_GATES:-}" ]]; then
+    echo "featureGates:" >>"$WORK/kubelet/config.yaml"
+    local gate
+    for gate in ${RESIZE_GUARD_NODE_FEATURE_GATES//,/ }; do
+      echo "  ${gate%%=*}: ${gate#*=}" >>"$WORK/kubelet/config.yaml"
+    done
+  fi
   cat >"$WORK/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration

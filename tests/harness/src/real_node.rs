@@ -24,6 +24,8 @@ use crate::control_plane::ControlPlane;
 pub const NODE_BIN_ENV: &str = "RESIZE_GUARD_NODE_BIN_DIR";
 /// scripts/build-registry.sh's registry binary (set by the Makefile).
 pub const REGISTRY_BIN_ENV: &str = "RESIZE_GUARD_REGISTRY_BIN";
+/// The kubelet's feature gates for `node.sh up` (`Name=true,…`; empty: the defaults).
+const FEATURE_GATES_ENV: &str = "RESIZE_GUARD_NODE_FEATURE_GATES";
 /// The host end of the node's veth: kube-apiserver and the registry listen here.
 pub const HOST: &str = "10.213.0.1";
 /// The registry the node pulls `ghcr.io/…` images from (containerd's only host for ghcr.io).
@@ -69,6 +71,8 @@ pub fn push_images() -> anyhow::Result<()> {
 /// One real node (see the module docs).
 #[derive(Debug)]
 pub struct RealNode {
+    /// The kubelet's feature gates (`Name=true` entries), set before [`RealNode::start`].
+    pub feature_gates: Vec<String>,
     work: PathBuf,
     script: PathBuf,
     bin_dir: PathBuf,
@@ -112,6 +116,7 @@ impl RealNode {
             .map(|k| Ok(((*k).to_owned(), read_sysctl(k)?)))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let mut node = RealNode {
+            feature_gates: Vec::new(),
             work,
             script,
             bin_dir,
@@ -313,6 +318,7 @@ impl RealNode {
         vec![
             (NODE_BIN_ENV, path_str(&self.bin_dir)),
             (REGISTRY_BIN_ENV, path_str(&self.registry_bin)),
+            (FEATURE_GATES_ENV, self.feature_gates.join(",")),
         ]
     }
 }

@@ -48,6 +48,7 @@ pub const ORDER: &[(&str, &str)] = &[
         "RESIZE_GUARD_INITIAL_LIST=paged make bench-scale STEPS=30000",
     ),
     ("resize_latency", "make bench"),
+    ("upstream_preemption", "make upstream-e2e"),
 ];
 
 /// One goal of one summary.

@@ -6,7 +6,10 @@
 //!
 //! The table has one line per spec: its name as the report gives it (without ginkgo's `[It] `),
 //! then one column per mode — without resize-guard, then with it (and metrics-server) — each
-//! `pass`, `deviation: <why it fails here>` or `skip: <why it does not run here>`.
+//! `pass`, `deviation: <why it fails here>` or `skip: <why it does not run here>`. A spec the
+//! [`Mode::Gate`] run covers (upstream's own resize preemption, its alpha gate on) has a third
+//! column for it. [`PreemptionTimes`] reads how long that spec's preemptor waited from the run's
+//! log, for either side.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -43,13 +46,16 @@ impl fmt::Display for Expected {
     }
 }
 
-/// The two modes of a run, in the table's column order.
+/// The modes of a run, in the table's column order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// The cluster as upstream tests it.
     Without,
     /// resize-guard installed from `deploy/`, and metrics-server.
     With,
+    /// No resize-guard, the alpha gate `InPlacePodVerticalScalingSchedulerPreemption` on in every
+    /// component: only the specs of that gate run.
+    Gate,
 }
 
 impl Mode {
@@ -58,15 +64,27 @@ impl Mode {
         match self {
             Mode::Without => "without-resize-guard",
             Mode::With => "with-resize-guard",
+            Mode::Gate => "gate-on-without-resize-guard",
         }
     }
 }
 
-/// The expectations table: spec name → (without, with).
+/// What the table expects of one spec, per mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// [`Mode::Without`].
+    pub without: Expected,
+    /// [`Mode::With`].
+    pub with: Expected,
+    /// [`Mode::Gate`], for the specs that run there.
+    pub gate: Option<Expected>,
+}
+
+/// The expectations table: spec name → what each mode does.
 #[derive(Debug, Clone, Default)]
 pub struct Expectations {
     /// Every spec the table names, in name order.
-    pub specs: BTreeMap<String, (Expected, Expected)>,
+    pub specs: BTreeMap<String, Row>,
 }
 
 impl Expectations {
@@ -78,12 +96,14 @@ impl Expectations {
                 continue;
             }
             let cols: Vec<&str> = line.split('\t').collect();
-            let [name, without, with] = cols[..] else {
-                anyhow::bail!(
-                    "line {}: expected 3 tab-separated columns (spec, without, with), got {}",
+            let (name, without, with, gate) = match cols[..] {
+                [name, without, with] => (name, without, with, None),
+                [name, without, with, gate] => (name, without, with, Some(gate)),
+                _ => anyhow::bail!(
+                    "line {}: expected 3 or 4 tab-separated columns (spec, without, with[, gate]), got {}",
                     i + 1,
                     cols.len()
-                );
+                ),
             };
             let parse = |s: &str| {
                 expected(s).ok_or_else(|| {
@@ -93,7 +113,11 @@ impl Expectations {
                     )
                 })
             };
-            let entry = (parse(without)?, parse(with)?);
+            let entry = Row {
+                without: parse(without)?,
+                with: parse(with)?,
+                gate: gate.map(parse).transpose()?,
+            };
             anyhow::ensure!(
                 specs.insert(name.to_owned(), entry).is_none(),
                 "line {}: {name:?} is in the table twice",
@@ -103,11 +127,12 @@ impl Expectations {
         Ok(Expectations { specs })
     }
 
-    /// What the table expects of `spec` in `mode`.
+    /// What the table expects of `spec` in `mode` (`None`: nothing, it does not run there).
     pub fn get(&self, spec: &str, mode: Mode) -> Option<&Expected> {
-        self.specs.get(spec).map(|(without, with)| match mode {
-            Mode::Without => without,
-            Mode::With => with,
+        self.specs.get(spec).and_then(|row| match mode {
+            Mode::Without => Some(&row.without),
+            Mode::With => Some(&row.with),
+            Mode::Gate => row.gate.as_ref(),
         })
     }
 }
@@ -243,6 +268,10 @@ pub fn compare(observed: &BTreeMap<String, Outcome>, table: &Expectations, mode:
     let mut v = Verdict::default();
     for (spec, outcome) in observed {
         let expected = table.get(spec, mode);
+        if expected.is_none() && mode == Mode::Gate && matches!(outcome, Outcome::Skipped(_)) {
+            // Not a spec of the gate's: its run filters it out.
+            continue;
+        }
         match (expected, outcome) {
             (Some(Expected::Pass), Outcome::Passed) => v.passed += 1,
             (Some(Expected::Deviation(_)), Outcome::Failed(_)) => v.deviations += 1,
@@ -255,7 +284,7 @@ pub fn compare(observed: &BTreeMap<String, Outcome>, table: &Expectations, mode:
         }
     }
     for spec in table.specs.keys() {
-        if !observed.contains_key(spec) {
+        if !observed.contains_key(spec) && table.get(spec, mode).is_some() {
             v.differences.push(Difference {
                 spec: spec.clone(),
                 expected: table.get(spec, mode).cloned(),
@@ -358,6 +387,44 @@ fn unescape(s: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// How long the preemptor of upstream's `deferred-resize-preemption` spec waited, read from the
+/// `STEP:` lines of the run's log (ginkgo's `-v` output with `GINKGO_TIME_FORMAT` set to
+/// [`STEP_TIME_FORMAT`]): from the step that resizes it (it is then Deferred) and from the step
+/// that lifts the node's opt-out, to the step after its resize was verified actuated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PreemptionTimes {
+    /// Resize asked (then Deferred) → the preemptor's new resources in place, in seconds.
+    pub deferred_to_resized: f64,
+    /// The node's `disableResizePreemption` removed → the same, in seconds.
+    pub allowed_to_resized: f64,
+}
+
+/// The time format the runner gives ginkgo for its `STEP:` lines (RFC 3339 with milliseconds).
+pub const STEP_TIME_FORMAT: &str = "2006-01-02T15:04:05.000Z07:00";
+
+impl PreemptionTimes {
+    /// The spec's step that resizes the preemptor.
+    const RESIZED: &str = "STEP: Resize high-priority preemptor pod";
+    /// Its step that removes the node's opt-out.
+    const ALLOWED: &str = "STEP: Remove disable policy from node";
+    /// Its step after the preemptor's resize was verified.
+    const DONE: &str = "STEP: Verify that mid-priority pod";
+
+    /// The times in `log`, `None` unless all three steps are there.
+    pub fn read(log: &str) -> Option<PreemptionTimes> {
+        let at = |step: &str| -> Option<k8s_openapi::jiff::Timestamp> {
+            let line = log.lines().find(|l| l.contains(step))?;
+            line.rsplit_once("@ ")?.1.trim().parse().ok()
+        };
+        let (resized, allowed, done) = (at(Self::RESIZED)?, at(Self::ALLOWED)?, at(Self::DONE)?);
+        let secs = |from: k8s_openapi::jiff::Timestamp| done.duration_since(from).as_secs_f64();
+        Some(PreemptionTimes {
+            deferred_to_resized: secs(resized),
+            allowed_to_resized: secs(allowed),
+        })
+    }
 }
 
 fn first_lines(s: &str, n: usize) -> String {
@@ -465,6 +532,50 @@ mod tests {
         let specs: Vec<&str> = v.differences.iter().map(|d| d.spec.as_str()).collect();
         assert_eq!(specs, ["b", "e", "c"]);
         assert!(v.differences[2].to_string().contains("not in the report"));
+    }
+
+    #[test]
+    fn the_gate_run_is_judged_only_on_the_specs_with_a_gate_column() {
+        let t = Expectations::parse("a\tpass\tpass\np\tskip: alpha\tpass\tpass\n").unwrap();
+        assert_eq!(t.get("a", Mode::Gate), None);
+        assert_eq!(t.get("p", Mode::Gate), Some(&Expected::Pass));
+        // `a` filtered out, `p` passed: as the table says.
+        let observed = run(&[
+            ("a", Outcome::Skipped("filtered".into())),
+            ("p", Outcome::Passed),
+        ]);
+        let v = compare(&observed, &t, Mode::Gate);
+        assert!(v.differences.is_empty(), "{:?}", v.differences);
+        assert_eq!(v.passed, 1);
+        // `p` failing, or `a` running, are differences; so is `p` missing.
+        let observed = run(&[("a", Outcome::Passed), ("p", Outcome::Failed("x".into()))]);
+        assert_eq!(compare(&observed, &t, Mode::Gate).differences.len(), 2);
+        let v = compare(
+            &run(&[("a", Outcome::Skipped(String::new()))]),
+            &t,
+            Mode::Gate,
+        );
+        assert_eq!(v.differences.len(), 1);
+        assert_eq!(v.differences[0].spec, "p");
+    }
+
+    #[test]
+    fn the_preemptors_wait_is_read_from_the_step_lines() {
+        let log = "\
+STEP: Creating a kubernetes client @ 2026-12-06T10:00:00.000Z
+STEP: Resize high-priority preemptor pod 'preemptor-pod' to 50% CPU (exceeds free node capacity, should defer) @ 2026-12-06T10:00:02.500Z
+STEP: Assert that victim pod 'victim-pod' is NOT preempted while policy is disabled @ 2026-12-06T10:00:03.000Z
+STEP: Remove disable policy from node 'n' to enable resize preemption @ 2026-12-06T10:00:13.000Z
+STEP: Verify that mid-priority pod 'midpri-pod' is preserved and successfully actuated after victim eviction @ 2026-12-06T10:00:20.250Z
+";
+        let t = PreemptionTimes::read(log).unwrap();
+        assert!((t.deferred_to_resized - 17.75).abs() < 1e-9, "{t:?}");
+        assert!((t.allowed_to_resized - 7.25).abs() < 1e-9, "{t:?}");
+        // A run that stopped before the preemptor was resized has no times.
+        assert_eq!(
+            PreemptionTimes::read(log.rsplit_once("STEP: Verify").unwrap().0),
+            None
+        );
     }
 
     #[test]
