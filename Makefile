@@ -1,7 +1,8 @@
 # resize-guard — every command a person or CI needs.
 #   make test     fmt check, clippy (-D warnings), dependency guard, unit + end-to-end tests
 #                 against a real kube-apiserver v1.37.2 + etcd (built from Go modules on first use),
-#                 and the version-sensitive suite on v1.35.4 too
+#                 and the version-sensitive suite on v1.35.4 too, then the short subset of
+#                 Kubernetes' own resize e2e specs on the real node (make upstream-e2e-short)
 #   make test-matrix  the version-sensitive suite on v1.33, v1.34, v1.35, v1.36 and v1.37 (each minor's
 #                 binaries built on first use, ~10 min each); prints the table and writes it into the README
 #   make image    static, stripped release binaries for linux/amd64 and linux/arm64 (arm64 cross-compiled
@@ -11,8 +12,8 @@
 #                 index, both platforms), the kubectl plugin as kubectl-resize_guard-<version>-linux-{amd64,arm64}.tar.gz
 #                 (+ .sha256) and the krew manifest target/image/resize-guard.yaml
 #   make krew     validate target/image/resize-guard.yaml with krew's own validate-krew-manifest
-#   make upstream build (or reuse) every upstream part the tests use: control planes, helm, VPA,
-#                 the registry, promtool, metrics-server, krew's validator, the real node's kubelet,
+#   make upstream build (or reuse) every upstream part the tests use: control planes, upstream's
+#                 resize e2e specs, helm, VPA, the registry, promtool, metrics-server, krew's validator, the real node's kubelet,
 #                 kube-proxy, containerd and runc
 #   make push     push both images to REGISTRY=host[:port]/namespace (TAG=..., PLAIN_HTTP=1 for a registry
 #                 on loopback) with the OCI distribution API; credentials from docker/podman login
@@ -31,6 +32,8 @@
 #   make vpa      build (or reuse) VPA v1.6.0's recommender, updater and admission-controller for the VPA tests
 #   make flood    the brakes under 200 Deferred resizes on 20 hollow nodes (~10 min; `make test` runs 20 on 4)
 #   make fuzz     the four fuzz targets for FUZZ_SECONDS each (default 300; `make test` runs them 10 s each)
+#   make upstream-e2e  Kubernetes v1.37.2's own resize e2e specs on the real node, without and with
+#                 resize-guard, and upstream's preemption spec with its alpha gate (~40 min, root)
 
 CARGO ?= cargo
 comma := ,
@@ -90,7 +93,8 @@ upstream-e2e: image
 		--bin resize-guard-upstream-e2e -- $(if $(MODE),--mode $(MODE)) $(if $(FOCUS),--focus '$(FOCUS)')
 
 # Its short subset (tests/lab/src/bin/upstream_e2e.rs SHORT: a spec or two of every group, and
-# upstream's resize preemption spec with its gate off), with resize-guard installed only.
+# upstream's resize preemption spec with its gate off), with resize-guard installed only; part of
+# make test (about 3 minutes).
 upstream-e2e-short: image
 	$(CARGO) build --locked -p resize-guard-lab --bin resize-guard-upstream-e2e
 	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(WITH_METRICS_SERVER) $(WITH_UPSTREAM_E2E) $(CARGO) run --locked -q -p resize-guard-lab \
@@ -113,7 +117,7 @@ vpa-lag:
 	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-lab \
 		--bin resize-guard-vpa-lag -- --preset $(PRESET) --replicas $(REPLICAS) $(if $(DROP),--drop,)
 
-test: fmt-check clippy deps-check image unit e2e test-versions
+test: fmt-check clippy deps-check image unit e2e test-versions upstream-e2e-short
 
 # Static binaries (glibc, +crt-static, symbols stripped) for linux/amd64 and linux/arm64 in their
 # own target dir so the debug cache stays warm, then one multi-platform OCI archive (an image index
@@ -234,6 +238,7 @@ e2e:
 # Every upstream part `make test` uses, built or reused (.ci/run builds them beside the Rust builds).
 upstream:
 	scripts/build-control-plane.sh >/dev/null
+	scripts/build-upstream-e2e.sh >/dev/null
 	scripts/build-helm.sh >/dev/null
 	scripts/build-vpa.sh >/dev/null
 	scripts/build-registry.sh >/dev/null
