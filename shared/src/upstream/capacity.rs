@@ -111,8 +111,11 @@ pub fn pod_requests(spec: &PodSpec) -> Exact {
             }
         }
     }
+    // Sums saturate like the amounts themselves (`crate::quantity`): a request near the
+    // largest quantity plus an overhead is not an overflow.
     for (k, v) in amounts(spec.overhead.as_ref()) {
-        *reqs.entry(k).or_default() += v;
+        let total = reqs.entry(k).or_default();
+        *total = total.saturating_add(v);
     }
     Exact::of_amounts(&reqs)
 }
@@ -161,7 +164,7 @@ pub fn kubelet_requests(spec: &PodSpec) -> Exact {
         if let Some(total) = reqs.get_mut(&k)
             && *total != 0
         {
-            *total += v;
+            *total = total.saturating_add(v);
         }
     }
     Exact::of_amounts(&reqs)

@@ -132,13 +132,15 @@ fn legacy_qos_class(spec: &PodSpec, pod_level_gate: bool) -> QosClass {
     };
     let mut add = |requests_of: Vec<(&'static str, i128)>, limits_of: Vec<(&'static str, i128)>| {
         for (k, q) in requests_of {
-            *requests.entry(k).or_default() += q;
+            let sum = requests.entry(k).or_default();
+            *sum = sum.saturating_add(q);
         }
         if limits_of.len() < ResourceName::ALL.len() {
             guaranteed = false;
         }
         for (k, q) in limits_of {
-            *limits.entry(k).or_default() += q;
+            let sum = limits.entry(k).or_default();
+            *sum = sum.saturating_add(q);
         }
     };
     match spec.resources.as_ref().filter(|_| pod_level_gate) {

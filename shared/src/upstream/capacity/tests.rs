@@ -142,3 +142,24 @@ fn the_kubelet_adds_overhead_only_to_a_requested_resource() {
     );
     assert_eq!(pod_requests(&s).memory, 2 * (1 << 30) * 1_000_000_000);
 }
+
+#[test]
+fn a_request_too_large_to_count_plus_overhead_saturates_instead_of_overflowing() {
+    // Found by the review fuzzer: a quantity beyond what i128 nano-units hold reads as the
+    // largest amount, and adding the pod's overhead to it overflowed.
+    let huge = pod()
+        .container(
+            container("c")
+                .request("cpu", "1e40")
+                .request("memory", "1e40"),
+        )
+        .overhead("cpu", "100m")
+        .overhead("memory", "100Mi");
+    let requests = pod_requests(&spec(huge.clone()));
+    assert_eq!(requests.get(ResourceName::Cpu), i128::MAX);
+    assert!(validate(huge.clone(), &[("cpu", "64"), ("memory", "256Gi")]).is_some());
+    assert_eq!(
+        kubelet_requests(&spec(huge)).get(ResourceName::Memory),
+        i128::MAX
+    );
+}
