@@ -185,19 +185,12 @@ impl Refusal {
 
     /// `admission.NewForbidden` for a pod (k8s.io/apiserver `pkg/admission/errors.go`;
     /// `errors.NewForbidden` of k8s.io/apimachinery `pkg/api/errors/errors.go`) with one cause.
-    fn forbidden(name: &str, error: &str, cause: &str) -> Refusal {
-        Refusal {
-            code: 403,
-            reason: "Forbidden",
-            message: format!("pods {} is forbidden: {error}", go_quote(name)),
-            name: name.to_owned(),
-            kind: "pods",
-            causes: vec![Cause {
-                kind: cause.to_owned(),
-                message: String::new(),
-                field: String::new(),
-            }],
-        }
+    fn forbidden(name: &str, error: &str, cause: &'static str) -> Refusal {
+        Refusal::own(
+            cause,
+            &format!("pods {} is forbidden: {error}", go_quote(name)),
+            name,
+        )
     }
 }
 

@@ -327,6 +327,11 @@ fn plan_on(p: &Pod) -> Option<String> {
     p.metadata.annotations.as_ref()?.get(PLAN).cloned()
 }
 
+/// The plan annotation `app` carries now.
+async fn app_plan(pods: &Api<Pod>) -> Option<String> {
+    plan_on(&pods.get("app").await.unwrap())
+}
+
 /// The write `controller/src/preemption/actuate/plan_patch.rs` builds, on the real API server:
 /// it lands over exactly what was read, and over anything written since it is refused whole
 /// (422, recognised as a failed precondition) and the author's value stays — for a clear, a
@@ -355,10 +360,7 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
         plan_write(&pods, &read, Some("ctrl")).await,
         "add over no map",
     );
-    assert_eq!(
-        plan_on(&pods.get("app").await.unwrap()).as_deref(),
-        Some("author-1")
-    );
+    assert_eq!(app_plan(&pods).await.as_deref(), Some("author-1"));
 
     // A clear and a replace over a value the author changed since: refused, the author's stays.
     let read = pods.get("app").await.unwrap();
@@ -371,10 +373,7 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
         plan_write(&pods, &read, Some("ctrl")).await,
         "replace over a changed value",
     );
-    assert_eq!(
-        plan_on(&pods.get("app").await.unwrap()).as_deref(),
-        Some("author-2")
-    );
+    assert_eq!(app_plan(&pods).await.as_deref(), Some("author-2"));
 
     // Over exactly what was read: replaced, then removed.
     let read = pods.get("app").await.unwrap();
@@ -382,7 +381,7 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
     let read = pods.get("app").await.unwrap();
     assert_eq!(plan_on(&read).as_deref(), Some("ctrl"));
     plan_write(&pods, &read, None).await.unwrap();
-    assert_eq!(plan_on(&pods.get("app").await.unwrap()), None);
+    assert_eq!(app_plan(&pods).await, None);
 
     // Absent among other annotations: the `null` test passes while it is absent, and fails
     // once the author wrote it.
@@ -397,10 +396,7 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
         plan_write(&pods, &read, Some("ctrl")).await,
         "add over a value written since",
     );
-    assert_eq!(
-        plan_on(&pods.get("app").await.unwrap()).as_deref(),
-        Some("author-3")
-    );
+    assert_eq!(app_plan(&pods).await.as_deref(), Some("author-3"));
     let read = pods.get("app").await.unwrap();
     plan_write(&pods, &read, None).await.unwrap();
     let read = pods.get("app").await.unwrap();
@@ -446,10 +442,7 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
             .is_none_or(|a| a.is_empty())
     );
     plan_write(&pods, &read, Some("ctrl")).await.unwrap();
-    assert_eq!(
-        plan_on(&pods.get("app").await.unwrap()).as_deref(),
-        Some("ctrl")
-    );
+    assert_eq!(app_plan(&pods).await.as_deref(), Some("ctrl"));
     delete_and_wait_gone(&pods, "app").await;
 }
 
@@ -528,7 +521,7 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
             kube::runtime::controller::Action::requeue(SHORT_WAIT)
         );
         assert_eq!(
-            plan_on(&pods.get("app").await.unwrap()).as_deref(),
+            app_plan(&pods).await.as_deref(),
             Some("author-2"),
             "the author's write was erased unjudged"
         );
@@ -578,10 +571,7 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
         action,
         kube::runtime::controller::Action::requeue(SHORT_WAIT)
     );
-    assert_eq!(
-        plan_on(&pods.get("app").await.unwrap()).as_deref(),
-        Some("author-3")
-    );
+    assert_eq!(app_plan(&pods).await.as_deref(), Some("author-3"));
     assert_eq!(conflicts(), "resize_guard_plan_write_conflicts_total 3");
     assert!(evicted(env, &ns).is_empty(), "{:?}", evicted(env, &ns));
     assert!(support::preempted(&pods, &["v1", "v2"]).await.is_empty());
@@ -589,7 +579,7 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
     // The same plan over a current read: recorded (the author's record replaced), both evicted.
     let read = pods.get("app").await.unwrap();
     actuator.apply(&read, preempt(&read)).await.unwrap();
-    let recorded = plan_on(&pods.get("app").await.unwrap()).unwrap();
+    let recorded = app_plan(&pods).await.unwrap();
     assert!(recorded.contains("\"count\":2"), "{recorded}");
     assert_eq!(conflicts(), "resize_guard_plan_write_conflicts_total 3");
     let deadline = std::time::Instant::now() + T;
