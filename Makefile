@@ -1,22 +1,24 @@
 # resize-guard — every command a person or CI needs.
 #   make test     fmt check, clippy (-D warnings), dependency guard, unit + end-to-end tests
 #                 against a real kube-apiserver v1.37.2 + etcd (built from Go modules on first use),
-#                 and the version-sensitive suite on v1.35.4 too, then the short subset of
-#                 Kubernetes' own resize e2e specs on the real node (make upstream-e2e-short)
+#                 then the short subset of Kubernetes' own resize e2e specs on the real node
+#                 (make upstream-e2e-short)
+#   make test-versions  the version-sensitive suite on v1.35.4 (its binaries built on first use)
 #   make test-matrix  the version-sensitive suite on v1.33, v1.34, v1.35, v1.36 and v1.37 (each minor's
 #                 binaries built on first use, ~10 min each); prints the table and writes it into the README
 #   make image    static, stripped release binaries for linux/amd64 and linux/arm64 (arm64 cross-compiled
 #                 with Debian's aarch64 gcc; missing cross packages and qemu-user are apt-get installed)
 #                 and their multi-platform images from deploy/image/Containerfile, without a container
 #                 engine: target/image/resize-guard-{webhook,controller}-<version>.oci.tar (OCI image
-#                 index, both platforms), the kubectl plugin as kubectl-resize_guard-<version>-linux-{amd64,arm64}.tar.gz
+#                 index, both platforms, tagged <version>-g<commit>; RELEASE=1: <version>), the kubectl plugin as kubectl-resize_guard-<version>-linux-{amd64,arm64}.tar.gz
 #                 (+ .sha256) and the krew manifest target/image/resize-guard.yaml
 #   make krew     validate target/image/resize-guard.yaml with krew's own validate-krew-manifest
 #   make upstream build (or reuse) every upstream part the tests use: control planes, upstream's
 #                 resize e2e specs, helm, VPA, the registry, promtool, metrics-server, krew's validator, the real node's kubelet,
 #                 kube-proxy, containerd and runc
 #   make push     push both images to REGISTRY=host[:port]/namespace (TAG=..., PLAIN_HTTP=1 for a registry
-#                 on loopback) with the OCI distribution API; credentials from docker/podman login
+#                 on loopback) with the OCI distribution API; credentials from docker/podman login;
+#                 prints the kustomize images: block and Helm --set flags that pin what it pushed
 #   make bench    benchmarks, printed as tables and written under target/bench/
 #   make sandbox  a real control plane with hollow nodes (upstream kubelet) and metrics-server to try resizes
 #                 by hand (Ctrl-C stops; REAL_NODE=1 adds a real node)
@@ -117,7 +119,7 @@ vpa-lag:
 	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-lab \
 		--bin resize-guard-vpa-lag -- --preset $(PRESET) --replicas $(REPLICAS) $(if $(DROP),--drop,)
 
-test: fmt-check clippy deps-check image unit e2e test-versions upstream-e2e-short
+test: fmt-check clippy deps-check image unit e2e upstream-e2e-short
 
 # Static binaries (glibc, +crt-static, symbols stripped) for linux/amd64 and linux/arm64 in their
 # own target dir so the debug cache stays warm, then one multi-platform OCI archive (an image index
@@ -144,6 +146,9 @@ PLUGIN_ARCHIVE = $(PLUGIN)-linux-amd64.tar.gz
 PLUGIN_ARCHIVE_ARM64 = $(PLUGIN)-linux-arm64.tar.gz
 KREW_MANIFEST = target/image/resize-guard.yaml
 COMMIT_TIME = $$(git log -1 --format=%ct 2>/dev/null || echo 0)
+# Every build gets its own tag, so a node never keeps a stale image under IfNotPresent: the version,
+# the commit, and -dirty for uncommitted changes (0.2.0-g1a2b3c4); RELEASE=1 tags the version alone.
+IMAGE_TAG = $(if $(RELEASE),$(VERSION),$(VERSION)-g$(shell git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty))
 image:
 	@missing=""; \
 	command -v $(ARM64_CC) >/dev/null || missing="$$missing gcc-aarch64-linux-gnu"; \
@@ -163,7 +168,7 @@ image:
 		CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=$(ARM64_CC) CC_aarch64_unknown_linux_gnu=$(ARM64_CC) \
 		$(CARGO) build --locked --release --target aarch64-unknown-linux-gnu $(IMAGE_PACKAGES)
 	SOURCE_DATE_EPOCH="$(COMMIT_TIME)" $(IMAGE_BIN)/resize-guard-image \
-		--revision "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" --out-dir target/image \
+		--revision "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" --out-dir target/image --tag "$(IMAGE_TAG)" \
 		--platform linux/amd64=$(IMAGE_BIN) --platform linux/arm64=$(IMAGE_BIN_ARM64) \
 		resize-guard-webhook resize-guard-controller
 	for arch in amd64 arm64; do \
@@ -182,6 +187,7 @@ image:
 	$(IMAGE_BIN)/kubectl-resize_guard --version
 	qemu-aarch64 $(IMAGE_BIN_ARM64)/kubectl-resize_guard --version
 	@echo "image: $(PLUGIN_ARCHIVE) $(PLUGIN_ARCHIVE_ARM64) $(KREW_MANIFEST)"
+	@echo "image: both images are tagged $(IMAGE_TAG); make push REGISTRY=<yours> prints the kustomize and Helm lines that run them"
 
 # The krew manifest `make image` wrote, checked by krew's own validate-krew-manifest (built from
 # sigs.k8s.io/krew's Go module by scripts/build-krew.sh; structure, platforms, no overlaps; the
@@ -246,10 +252,10 @@ upstream:
 	scripts/build-metrics-server.sh >/dev/null
 	scripts/build-node.sh >/dev/null
 	scripts/build-krew.sh >/dev/null
-	RESIZE_GUARD_K8S_VERSION=1.35 scripts/build-control-plane.sh >/dev/null
 
-# The version-sensitive suite on v1.35, the first minor where in-place resize is GA (`unit` ran it
-# on v1.37 with everything else). `--workspace` keeps `unit`'s feature set, so nothing recompiles.
+# The version-sensitive suite on v1.35, the first minor where in-place resize is GA (`make test` runs
+# it on v1.37 with everything else; `make test-matrix` on every minor). Its control plane is built
+# on first use (~7 min cold): a cold CI run on 2 cores cannot also afford it inside 60 minutes.
 test-versions:
 	$(call with_k8s,1.35) CARGO="$(CARGO)" tests/e2e/run.sh versions
 

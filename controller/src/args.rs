@@ -9,7 +9,7 @@ use resize_guard_runtime::{CommonArgs, parse_duration};
 /// resize-guard preemption controller.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "resize-guard-controller", version)]
-#[command(mut_arg("health_addr", |a| a.default_value("0.0.0.0:8081")))]
+#[command(mut_arg("health_addr", |a| a.default_value("[::]:8081")))]
 pub struct Args {
     /// Namespace, policy ConfigMap, health address, watch threshold, log format.
     #[command(flatten)]

@@ -51,11 +51,14 @@ pub struct Build<'a> {
     /// One build context per platform, in index order: the directory of that platform's
     /// static binaries, which `COPY` reads from.
     pub contexts: &'a [(Platform, &'a Path)],
-    /// `VERSION`, also the tag.
+    /// `VERSION`: the `org.opencontainers.image.version` label and the archive's file name.
     pub version: &'a str,
+    /// The tag the image is named under: `make image` gives every build its own (version and
+    /// commit, e.g. `0.2.0-g1a2b3c4`), a release build the version.
+    pub tag: &'a str,
     /// `REVISION`: the git commit.
     pub revision: &'a str,
-    /// Registry and namespace the image is named under, e.g. `ghcr.io/resize-guard`.
+    /// Registry and namespace the image is named under, e.g. `registry.invalid/resize-guard`.
     pub registry: &'a str,
     /// Every timestamp, in seconds since 1970 (`SOURCE_DATE_EPOCH`).
     pub epoch: u64,
@@ -74,7 +77,7 @@ pub fn build(build: &Build<'_>) -> Result<Image, ImageError> {
     let spec = spec::resolve(&file, &build_args)?;
     let reference = Reference {
         repository: format!("{}/{name}", build.registry.trim_end_matches('/')),
-        tag: build.version.to_string(),
+        tag: build.tag.to_string(),
     };
     let platforms = build
         .contexts

@@ -28,14 +28,20 @@ struct Cli {
     /// Where `<binary>-<version>.oci.tar` and the `<binary>-<version>.oci/` layout go.
     #[arg(long, default_value = "target/image")]
     out_dir: PathBuf,
-    /// `VERSION` and tag; the workspace version by default.
+    /// `VERSION` (the version label and the archive's name); the workspace version by default.
     #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
     image_version: String,
+    /// The tag the images are named under; `--image-version` by default. `make image` passes
+    /// the version and commit (`0.2.0-g1a2b3c4`), so no two builds share a tag.
+    #[arg(long)]
+    tag: Option<String>,
     /// `REVISION`: the git commit the binaries were built from.
     #[arg(long, env = "RESIZE_GUARD_REVISION", default_value = "unknown")]
     revision: String,
-    /// Registry and namespace the images are named under.
-    #[arg(long, default_value = "ghcr.io/resize-guard")]
+    /// Registry and namespace the images are named under. The default cannot resolve (RFC 2606
+    /// reserves `.invalid`): it is what `deploy/` and the chart name until an operator points
+    /// them at their own registry (`make push` prints how).
+    #[arg(long, default_value = "registry.invalid/resize-guard")]
     registry: String,
     /// Every timestamp in the image, in seconds since 1970.
     #[arg(long, env = "SOURCE_DATE_EPOCH", default_value_t = 0)]
@@ -77,6 +83,7 @@ fn main() -> anyhow::Result<()> {
             binary: name,
             contexts: &contexts,
             version: &cli.image_version,
+            tag: cli.tag.as_deref().unwrap_or(&cli.image_version),
             revision: &cli.revision,
             registry: &cli.registry,
             epoch: cli.source_date_epoch,

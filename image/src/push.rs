@@ -22,6 +22,7 @@ use serde::Deserialize;
 mod credentials;
 mod destination;
 mod layout;
+pub mod pins;
 
 pub use credentials::{credentials, credentials_in};
 pub use destination::Destination;

@@ -22,8 +22,9 @@ fn project<'a>(binary: &'a str, contexts: &'a [(Platform, &'a Path)]) -> Build<'
         binary,
         contexts,
         version: "0.1.0",
+        tag: "0.1.0",
         revision: "abc",
-        registry: "ghcr.io/resize-guard",
+        registry: "registry.invalid/resize-guard",
         epoch: 0,
     }
 }
@@ -77,7 +78,7 @@ fn names_the_image_after_the_binary() {
     let image = build_with(&binary, "abc", 0);
     assert_eq!(
         image.reference.to_string(),
-        "ghcr.io/resize-guard/resize-guard-controller:0.1.0"
+        "registry.invalid/resize-guard/resize-guard-controller:0.1.0"
     );
     let index: serde_json::Value = serde_json::from_slice(&image.layout_index).unwrap();
     assert_eq!(index["manifests"][0]["digest"], image.index.digest.as_str());
@@ -89,7 +90,7 @@ fn names_the_image_after_the_binary() {
     assert_eq!(annotations["org.opencontainers.image.ref.name"], "0.1.0");
     assert_eq!(
         annotations["io.containerd.image.name"],
-        "ghcr.io/resize-guard/resize-guard-controller:0.1.0"
+        "registry.invalid/resize-guard/resize-guard-controller:0.1.0"
     );
     assert_eq!(
         archive_name("resize-guard-controller", "0.1.0"),
@@ -193,4 +194,28 @@ fn refuses_a_platform_given_twice_and_an_unknown_one() {
     );
     assert_eq!(Platform::parse("linux/arm64"), Some(Platform::LINUX_ARM64));
     assert_eq!(Platform::parse("darwin/arm64"), None);
+}
+
+#[test]
+fn a_build_tag_names_the_image_while_the_version_labels_it() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_binary(dir.path(), "resize-guard-certs", b"certs");
+    let binary = fake_binary(dir.path(), "resize-guard-controller", b"x");
+    let contexts = [(Platform::LINUX_AMD64, binary.parent().unwrap())];
+    let image = build(&Build {
+        tag: "0.1.0-g1a2b3c4",
+        ..project("resize-guard-controller", &contexts)
+    })
+    .unwrap();
+    assert_eq!(
+        image.reference.to_string(),
+        "registry.invalid/resize-guard/resize-guard-controller:0.1.0-g1a2b3c4"
+    );
+    let config: serde_json::Value =
+        serde_json::from_slice(&image.platforms[0].config.bytes).unwrap();
+    let labels = &config["config"]["Labels"];
+    assert_eq!(
+        labels["org.opencontainers.image.version"], "0.1.0",
+        "{labels}"
+    );
 }

@@ -9,6 +9,7 @@
 //! | `--as/--as-group/--as-uid`   | the `Impersonate-*` headers (kube-rs `AuthInfo::impersonate*`) |
 //! | `--request-timeout`          | connect, read and write timeouts of each request             |
 //! | `-n`, else the context's namespace, else `default` | [`Connection::namespace`]      |
+//! | cluster `proxy-url`, `HTTPS_PROXY`, `NO_PROXY` | [`proxy`]: chosen by client-go's rules |
 //!
 //! The connection also knows where it points ([`Target`]) so errors can say so.
 
@@ -20,6 +21,8 @@ use kube::config::{Config, KubeConfigOptions, Kubeconfig};
 
 use crate::args::Global;
 use crate::exit::Target;
+
+mod proxy;
 
 /// A connected client and the namespaces commands use.
 #[derive(Clone)]
@@ -116,10 +119,23 @@ impl Connection {
             user: global.user.clone(),
         };
         let (context, user) = names(&kubeconfig, &options);
+        let cluster_proxy = cluster_proxy_url(&kubeconfig, &options, &context);
         let mut config = Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
             .with_context(|| format!("loading kubeconfig ({})", source.describe()))?;
         apply(global, &mut config);
+        let (https_proxy, no_proxy) = proxy::from_env();
+        config.proxy_url = proxy::choose(
+            &config.cluster_url,
+            cluster_proxy.as_deref(),
+            https_proxy.as_deref(),
+            no_proxy.as_deref(),
+        )
+        .map(|p| {
+            p.parse::<http::Uri>()
+                .with_context(|| format!("the proxy {p:?} is not a URL"))
+        })
+        .transpose()?;
         let namespace = global
             .namespace
             .clone()
@@ -168,6 +184,28 @@ fn names(kubeconfig: &Kubeconfig, options: &KubeConfigOptions) -> (String, Strin
         })
         .unwrap_or_default();
     (context, user)
+}
+
+/// The `proxy-url` of the cluster the options (else the context) pick.
+fn cluster_proxy_url(
+    kubeconfig: &Kubeconfig,
+    options: &KubeConfigOptions,
+    context: &str,
+) -> Option<String> {
+    let cluster = options.cluster.clone().or_else(|| {
+        kubeconfig
+            .contexts
+            .iter()
+            .find(|c| c.name == context)
+            .and_then(|c| c.context.as_ref())
+            .map(|c| c.cluster.clone())
+    })?;
+    kubeconfig
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster)
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.proxy_url.clone())
 }
 
 /// Impersonation and timeouts, which override the kubeconfig's as kubectl's flags do.

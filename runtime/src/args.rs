@@ -11,8 +11,9 @@ use std::time::Duration;
 /// `:8081` with `#[command(mut_arg(...))]`, so the two can share a host network namespace.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
-    /// Plain HTTP address for `/livez`, `/readyz` and `/metrics`.
-    #[arg(long, env = "RESIZE_GUARD_HEALTH_ADDR", default_value = "0.0.0.0:8080")]
+    /// Plain HTTP address for `/livez`, `/readyz` and `/metrics`; `[::]` takes IPv4 and IPv6
+    /// (`listener`).
+    #[arg(long, env = "RESIZE_GUARD_HEALTH_ADDR", default_value = "[::]:8080")]
     pub health_addr: SocketAddr,
 
     /// The namespace resize-guard runs in (always excluded; holds the policy ConfigMap and the
@@ -67,7 +68,7 @@ mod tests {
     }
 
     #[derive(Debug, Parser)]
-    #[command(mut_arg("health_addr", |a| a.default_value("0.0.0.0:8081")))]
+    #[command(mut_arg("health_addr", |a| a.default_value("[::]:8081")))]
     struct OtherPort {
         #[command(flatten)]
         common: CommonArgs,

@@ -107,7 +107,7 @@ fn probe<T: Send + 'static>(
 /// Binds `addr` and serves `router` on it in the background, for as long as the process runs
 /// (through a shutdown's drain, so `/readyz` can say it is shutting down).
 pub async fn serve(addr: SocketAddr, router: Router) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = tokio::net::TcpListener::from_std(crate::listener::bind(addr)?)?;
     tracing::info!(%addr, "serving /livez /readyz /metrics");
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {

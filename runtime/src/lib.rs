@@ -26,6 +26,7 @@ pub mod cluster_version;
 pub mod events;
 pub mod exposition;
 pub mod health;
+pub mod listener;
 pub mod policy_mode;
 pub mod process;
 pub mod process_metrics;

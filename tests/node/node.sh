@@ -98,7 +98,7 @@ ensure_iptables() {
 
 write_configs() { # KUBECONFIG RESERVED_CPU CLIENT_CA
   local kubeconfig=$1 reserved_cpu=$2 client_ca=$3
-  mkdir -p "$WORK"/{containerd/root,containerd/state,containerd/certs.d/ghcr.io,run/s,kubelet/root,kubelet/pod-logs,cni/conf,cni/ipam,registry/data,images}
+  mkdir -p "$WORK"/{containerd/root,containerd/state,"containerd/certs.d/$REGISTRY_ADDR",run/s,kubelet/root,kubelet/pod-logs,cni/conf,cni/ipam,registry/data,images}
   cp "$kubeconfig" "$WORK/kubeconfig"
   cp "$client_ca" "$WORK/kubelet/client-ca.crt"
   cat >"$WORK/registry/config.yml" <<EOF
@@ -108,9 +108,9 @@ storage:
   filesystem: {rootdirectory: $WORK/registry/data}
 http: {addr: $REGISTRY_ADDR}
 EOF
-  # resize-guard's images keep their names (ghcr.io/resize-guard/...); containerd pulls them from
-  # the local registry, the only host it knows for ghcr.io.
-  cat >"$WORK/containerd/certs.d/ghcr.io/hosts.toml" <<EOF
+  # The local registry is an operator's own: `make push REGISTRY=$REGISTRY_ADDR/resize-guard` puts
+  # resize-guard's images there and the install names them so; it speaks plain HTTP.
+  cat >"$WORK/containerd/certs.d/$REGISTRY_ADDR/hosts.toml" <<EOF
 server = "http://$REGISTRY_ADDR"
 [host."http://$REGISTRY_ADDR"]
   capabilities = ["pull", "resolve"]

@@ -15,8 +15,12 @@ use resize_guard_runtime::{CommonArgs, parse_duration};
 #[derive(Debug, Clone, Parser)]
 #[command(name = "resize-guard-webhook", version)]
 pub struct Args {
-    /// HTTPS address kube-apiserver calls (`/mutate`, `/validate`).
-    #[arg(long, env = "RESIZE_GUARD_TLS_ADDR", default_value = "0.0.0.0:8443")]
+    /// HTTPS address kube-apiserver calls (`/mutate`, `/validate`). `[::]` takes IPv4 and IPv6
+    /// (`resize_guard_runtime::listener`). Port 10250, as cert-manager's webhook: the one port
+    /// besides 443 every managed control plane reaches nodes on (GKE private clusters' firewall
+    /// lets nothing else through), so the default install is judged there too; with
+    /// `hostNetwork` it is the kubelet's, so pick another.
+    #[arg(long, env = "RESIZE_GUARD_TLS_ADDR", default_value = "[::]:10250")]
     pub tls_addr: SocketAddr,
 
     /// Namespace, policy ConfigMap, health address, watch threshold, log format.
@@ -216,7 +220,8 @@ mod tests {
     #[test]
     fn defaults_are_production_values() {
         let a = Args::try_parse_from(["resize-guard-webhook"]).unwrap();
-        assert_eq!(a.tls_addr.port(), 8443);
+        assert_eq!(a.tls_addr.port(), 10250);
+        assert!(a.tls_addr.ip().is_unspecified() && a.tls_addr.is_ipv6());
         assert_eq!(a.common.health_addr.port(), 8080);
         assert_eq!(a.common.namespace, "resize-guard");
         assert_eq!(a.tls_secret, "resize-guard-webhook-tls");

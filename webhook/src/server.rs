@@ -476,7 +476,7 @@ async fn serve_admission(
             args.connection_timers(),
             metrics.clone(),
         ));
-    let mut server = axum_server::bind(args.tls_addr)
+    let mut server = axum_server::from_tcp(resize_guard_runtime::listener::bind(args.tls_addr)?)?
         .acceptor(acceptor)
         .handle(handle)
         .first_request_timeout(args.header_read_timeout)

@@ -1,9 +1,10 @@
 //! `resize-guard-push`: pushes the OCI layouts `make image` wrote to a registry, each under the
 //! repository and tag it was built as, re-rooted at `--registry`: the blobs, every platform's
-//! manifest by digest, then the image index under the tag; `make push` runs it.
+//! manifest by digest, then the image index under the tag; `make push` runs it. Then it prints
+//! what runs them: a kustomize `images:` block and Helm `--set` flags pinning each digest.
 //!
 //! ```text
-//! resize-guard-push --registry registry.example/platform [--tag 0.1.0] [--plain-http] \
+//! resize-guard-push --registry registry.example/platform [--tag 0.2.0] [--plain-http] \
 //!     target/image/resize-guard-webhook-0.2.0.oci target/image/resize-guard-controller-0.2.0.oci
 //! ```
 
@@ -11,6 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use resize_guard_image::push::pins::{self, Pin};
 use resize_guard_image::push::{Destination, Layout, Registry, credentials};
 
 #[derive(Parser)]
@@ -29,7 +31,7 @@ struct Cli {
     /// `host[:port]/namespace` the images go under: `<registry>/resize-guard-webhook:<tag>`.
     #[arg(long)]
     registry: String,
-    /// The tag; by default the one each image was built with (the workspace version).
+    /// The tag; by default the one each image was built with (`make image`: version and commit).
     #[arg(long)]
     tag: Option<String>,
     /// Talk plain HTTP (a registry on loopback); HTTPS with the system's roots otherwise.
@@ -56,6 +58,7 @@ async fn run(cli: &Cli) -> anyhow::Result<()> {
     let registry = cli.registry.trim_end_matches('/');
     let host = registry.split('/').next().unwrap_or_default();
     let client = Registry::new(host, cli.plain_http, credentials(host)?)?;
+    let mut pinned = Vec::new();
     for dir in &cli.layouts {
         let layout = Layout::read(dir)?;
         let (name, built_tag) = layout.short_name();
@@ -66,6 +69,12 @@ async fn run(cli: &Cli) -> anyhow::Result<()> {
             "{to}@{}  ({} blobs uploaded, {} already there; {} platform manifests)",
             pushed.digest, pushed.uploaded, pushed.present, pushed.manifests
         );
+        pinned.push(Pin {
+            built: layout.built().0.to_owned(),
+            pushed: format!("{}/{}", to.host, to.repository),
+            digest: pushed.digest,
+        });
     }
+    println!("\n{}\n{}", pins::kustomize(&pinned), pins::helm(&pinned));
     Ok(())
 }

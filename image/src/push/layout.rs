@@ -142,13 +142,19 @@ impl Layout {
         })
     }
 
+    /// The repository and the tag of the name it was built under, e.g.
+    /// `registry.invalid/resize-guard/resize-guard-webhook` and `0.2.0-g1a2b3c4`.
+    pub fn built(&self) -> (&str, &str) {
+        match self.name.rsplit_once(':') {
+            Some((r, t)) if !t.contains('/') => (r, t),
+            _ => (self.name.as_str(), ""),
+        }
+    }
+
     /// The repository's last path component and the tag of the name it was built under, e.g.
     /// `resize-guard-webhook` and `0.1.0`.
     pub fn short_name(&self) -> (String, String) {
-        let (repo, tag) = match self.name.rsplit_once(':') {
-            Some((r, t)) if !t.contains('/') => (r, t),
-            _ => (self.name.as_str(), ""),
-        };
+        let (repo, tag) = self.built();
         let base = repo.rsplit('/').next().unwrap_or(repo);
         (base.to_owned(), tag.to_owned())
     }

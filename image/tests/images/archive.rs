@@ -199,13 +199,16 @@ fn check_image(binary: &str) {
         entry["mediaType"],
         "application/vnd.oci.image.index.v1+json"
     );
+    // Every build has its own tag (no node keeps a stale image under IfNotPresent): the
+    // version, then the commit it was built from, as git names it.
+    let tag = built_tag();
     assert_eq!(
         entry["annotations"]["org.opencontainers.image.ref.name"],
-        VERSION
+        tag
     );
     assert_eq!(
         entry["annotations"]["io.containerd.image.name"],
-        format!("ghcr.io/resize-guard/{binary}:{VERSION}")
+        format!("registry.invalid/resize-guard/{binary}:{tag}")
     );
 
     let index = json(blob(&files, entry));
@@ -233,4 +236,29 @@ fn webhook_archive_indexes_amd64_and_arm64_images_of_runnable_static_binaries() 
 #[test]
 fn controller_archive_indexes_amd64_and_arm64_images_with_the_controller_and_certs() {
     check_image(BINARIES[1]);
+}
+
+/// The tag `make image` named the images with, checked against git: `<version>-g<commit>`, with
+/// `-dirty` when the tree had uncommitted changes.
+pub fn built_tag() -> String {
+    let layout = std::fs::read(crate::push::repo_root().join(format!(
+        "target/image/resize-guard-webhook-{VERSION}.oci/index.json"
+    )))
+    .expect("run `make image` first (make test does)");
+    let tag = json(&layout)["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=7", "HEAD"])
+        .current_dir(crate::push::repo_root())
+        .output()
+        .unwrap();
+    let commit = String::from_utf8(head.stdout).unwrap();
+    let clean = format!("{VERSION}-g{}", commit.trim());
+    assert!(
+        tag == clean || tag == format!("{clean}-dirty"),
+        "the build's tag {tag:?} is not {clean}[-dirty] (rebuild with make image)"
+    );
+    tag
 }

@@ -21,7 +21,7 @@ use serde_json::Value;
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const BINARIES: [&str; 2] = ["resize-guard-webhook", "resize-guard-controller"];
 
-fn repo_root() -> PathBuf {
+pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
@@ -300,6 +300,7 @@ fn both_multi_platform_images_are_pushed_and_read_back_as_built() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let tag = crate::archive::built_tag();
     for binary in BINARIES {
         // What the archive names, and the layout the push reads says the same.
         let archive = crate::archive::read_archive(binary);
@@ -315,13 +316,28 @@ fn both_multi_platform_images_are_pushed_and_read_back_as_built() {
             .unwrap()
             .to_owned();
         assert!(
-            stdout.contains(&format!("{target}/{binary}:{VERSION}@{want}  ("))
+            stdout.contains(&format!("{target}/{binary}:{tag}@{want}  ("))
                 && stdout.contains("; 2 platform manifests)"),
+            "{stdout}"
+        );
+        // What runs it: the kustomize `images:` entry for deploy/'s name and the Helm flags,
+        // both pinning the digest the registry stored.
+        assert!(
+            stdout.contains(&format!(
+                "  - name: registry.invalid/resize-guard/{binary}\n    newName: {target}/{binary}\n    digest: {want}\n"
+            )),
+            "{stdout}"
+        );
+        let key = binary.trim_start_matches("resize-guard-");
+        assert!(
+            stdout.contains(&format!(
+                "--set image.{key}.repository={target}/{binary},image.{key}.digest={want}"
+            )),
             "{stdout}"
         );
 
         let repo = format!("/v2/platform/rg/{binary}");
-        let (bytes, digest) = get_manifest(port, &repo, VERSION, INDEX);
+        let (bytes, digest) = get_manifest(port, &repo, &tag, INDEX);
         assert_eq!(digest, want, "the tag names the archive's image index");
         let index: Value = serde_json::from_slice(&bytes).unwrap();
         let manifests = index["manifests"].as_array().unwrap();

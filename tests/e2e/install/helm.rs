@@ -33,6 +33,8 @@ const HELM_LABELS: [&str; 3] = [
 
 /// Held by the tests that write to the API server (server dry runs read the objects a real
 /// install creates, and an uninstall may delete them mid-apply).
+mod upgrade;
+
 static CLUSTER: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(|| tokio::sync::Mutex::new(()));
 
 /// (kind, namespace or "", name).
@@ -543,6 +545,97 @@ async fn the_default_render_is_the_kustomize_install_and_variants_are_the_overla
     }
 }
 
+/// The admission port is 10250 inside the pod (the port managed control planes reach nodes on),
+/// served on IPv4 and IPv6 by default in both installs; with `hostNetwork` that port is the
+/// kubelet's, so the chart refuses it (and a health port of 10250) naming the fix; a `strategy`
+/// value replaces the rollout the network mode picks.
+#[tokio::test]
+async fn the_admission_port_is_the_kubelets_but_never_on_the_nodes_network() {
+    let env = shared(EnvOptions::default());
+    let _g = env.guard();
+    let helm = helm();
+    let container = |d: &Value| d["spec"]["template"]["spec"]["containers"][0].clone();
+    for (how, rendered) in [
+        ("helm", helm.template(&[]).await),
+        (
+            "kustomize",
+            kubectl(env, &["kustomize", &path("deploy")]).await,
+        ),
+    ] {
+        let objs = objects(&rendered);
+        let webhook = find(&objs, "Deployment", "resize-guard-webhook");
+        assert_eq!(
+            container(webhook)["ports"][0]["containerPort"],
+            10250,
+            "{how}"
+        );
+        // The program's own default address, [::]:10250, so no --tls-addr flag.
+        assert!(
+            !container(webhook)["args"].to_string().contains("addr"),
+            "{how}: {}",
+            container(webhook)["args"]
+        );
+        assert_eq!(
+            webhook["spec"]["strategy"]["rollingUpdate"],
+            serde_json::json!({"maxUnavailable": 0, "maxSurge": 1}),
+            "{how}"
+        );
+    }
+    for set in [
+        "webhook.hostNetwork=true",
+        "webhook.hostNetwork=true,webhook.port=9443,webhook.healthPort=10250",
+    ] {
+        let chart = path(CHART);
+        let out = helm
+            .run(&["template", "resize-guard", &chart, "--set", set])
+            .await;
+        assert!(
+            !out.success
+                && out.stderr.contains("port 10250 is the kubelet's")
+                && out
+                    .stderr
+                    .contains("--set webhook.port=9443,webhook.healthPort=9080"),
+            "{set}: {}{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+    // Default-deny egress clusters: both programs' policies allow what the value names, and
+    // only then restrict egress at all.
+    let egress = r#"networkPolicy.egress=[{"to":[{"ipBlock":{"cidr":"10.0.0.10/32"}}],"ports":[{"port":6443,"protocol":"TCP"}]}]"#;
+    let objs = objects(&helm.template(&["--set-json", egress]).await);
+    for name in ["resize-guard", "resize-guard-controller"] {
+        let spec = &find(&objs, "NetworkPolicy", name)["spec"];
+        assert_eq!(
+            spec["policyTypes"],
+            serde_json::json!(["Ingress", "Egress"]),
+            "{name}"
+        );
+        assert_eq!(
+            spec["egress"][0]["ports"][0]["port"], 6443,
+            "{name}: {spec}"
+        );
+    }
+    let objs = objects(&helm.template(&[]).await);
+    let spec = &find(&objs, "NetworkPolicy", "resize-guard-controller")["spec"];
+    assert!(
+        spec["egress"].is_null() && spec["policyTypes"] == serde_json::json!(["Ingress"]),
+        "{spec}"
+    );
+    let objs = objects(
+        &helm
+            .template(&[
+                "--set-json",
+                r#"webhook.strategy={"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":"50%","maxSurge":0}}"#,
+            ])
+            .await,
+    );
+    assert_eq!(
+        find(&objs, "Deployment", "resize-guard-webhook")["spec"]["strategy"],
+        serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "50%", "maxSurge": 0}})
+    );
+}
+
 /// The admission port's NetworkPolicy rule: open to any source by default (kube-apiserver's
 /// source differs by cluster), narrowed to `networkPolicy.admissionFrom` when given — the same
 /// objects as `deploy/overlays/admission-from` — with the health port left open either way.
@@ -554,7 +647,7 @@ async fn the_admission_port_is_narrowed_only_when_admission_from_is_given() {
 
     let default = objects(&helm.template(&[]).await);
     let open = &find(&default, "NetworkPolicy", "resize-guard")["spec"]["ingress"];
-    assert_eq!(open[0]["ports"][0]["port"], 8443);
+    assert_eq!(open[0]["ports"][0]["port"], 10250);
     assert!(open[0]["from"].is_null(), "narrowed by default: {open}");
     assert!(open[1]["from"].is_null(), "{open}");
 
@@ -575,7 +668,7 @@ async fn the_admission_port_is_narrowed_only_when_admission_from_is_given() {
         rules[0]["from"],
         serde_json::json!([{"ipBlock": {"cidr": "10.0.0.0/24"}}])
     );
-    assert_eq!(rules[0]["ports"][0]["port"], 8443);
+    assert_eq!(rules[0]["ports"][0]["port"], 10250);
     // The kubelet's probes and Prometheus still reach the health port.
     assert_eq!(rules[1]["ports"][0]["port"], 8080);
     assert!(rules[1]["from"].is_null(), "{rules}");
@@ -588,11 +681,11 @@ async fn the_admission_port_is_narrowed_only_when_admission_from_is_given() {
     let konnectivity = r#"networkPolicy.admissionFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}},"podSelector":{"matchLabels":{"k8s-app":"konnectivity-agent"}}}]"#;
     let objs = objects(
         &helm
-            .template(&["--set-json", konnectivity, "--set", "webhook.port=10250"])
+            .template(&["--set-json", konnectivity, "--set", "webhook.port=9443"])
             .await,
     );
     let rules = &find(&objs, "NetworkPolicy", "resize-guard")["spec"]["ingress"];
-    assert_eq!(rules[0]["ports"][0]["port"], 10250);
+    assert_eq!(rules[0]["ports"][0]["port"], 9443);
     assert_eq!(
         rules[0]["from"][0]["podSelector"]["matchLabels"]["k8s-app"],
         "konnectivity-agent"
@@ -1004,7 +1097,7 @@ async fn values_reach_the_objects() {
     );
     assert_eq!(
         container(controller)["image"],
-        "ghcr.io/resize-guard/resize-guard-controller:0.2.0"
+        "registry.invalid/resize-guard/resize-guard-controller:0.2.0"
     );
     assert_eq!(container(controller)["imagePullPolicy"], "Always");
     assert_eq!(
@@ -1063,7 +1156,7 @@ async fn values_reach_the_objects() {
             "--set",
             "webhook.hostNetwork=true",
             "--set",
-            "webhook.port=10250",
+            "webhook.port=9443",
             "--set",
             "webhook.healthPort=9080",
         ])
@@ -1094,7 +1187,7 @@ async fn values_reach_the_objects() {
     );
     assert_eq!(
         container(controller)["image"],
-        format!("ghcr.io/resize-guard/resize-guard-controller@{digest}")
+        format!("registry.invalid/resize-guard/resize-guard-controller@{digest}")
     );
     let affinity = &pod(webhook)["spec"]["affinity"];
     assert!(affinity["nodeAffinity"].is_object() && affinity["podAntiAffinity"].is_null());
@@ -1113,17 +1206,22 @@ async fn values_reach_the_objects() {
         args(webhook),
         [
             "--log-format=json",
-            "--tls-addr=0.0.0.0:10250",
-            "--health-addr=0.0.0.0:9080"
+            "--tls-addr=[::]:9443",
+            "--health-addr=[::]:9080"
         ]
     );
     assert_eq!(
         container(webhook)["ports"],
-        serde_json::json!([{"name": "https", "containerPort": 10250}, {"name": "health", "containerPort": 9080}])
+        serde_json::json!([{"name": "https", "containerPort": 9443}, {"name": "health", "containerPort": 9080}])
+    );
+    // On the node's network a surge pod would need a node free of the ports: one at a time.
+    assert_eq!(
+        webhook["spec"]["strategy"],
+        serde_json::json!({"rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
     );
     let policy = find(&objs, "NetworkPolicy", "resize-guard");
     assert_eq!(
-        policy["spec"]["ingress"][0]["ports"][0]["port"], 10250,
+        policy["spec"]["ingress"][0]["ports"][0]["port"], 9443,
         "the NetworkPolicy follows the admission port"
     );
     assert_eq!(policy["spec"]["ingress"][1]["ports"][0]["port"], 9080);
@@ -1151,6 +1249,11 @@ async fn values_reach_the_objects() {
         "mode: audit\nqos:\n  onChange: repair\n"
     );
 }
+
+/// An operator's own images, as `make push` prints the flags for them.
+const OWN_WEBHOOK_IMAGE: &str = "image.webhook.repository=registry.example/platform/resize-guard-webhook,image.webhook.digest=sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const OWN_CONTROLLER_IMAGE: &str = "image.controller.repository=registry.example/platform/resize-guard-controller,image.controller.digest=sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 
 /// The commands NOTES prints (indented `kubectl …` lines), but those with a `<placeholder>`.
 fn notes_commands(helm_stdout: &str) -> Vec<String> {
@@ -1219,6 +1322,11 @@ async fn helm_install_create_namespace_runs_what_notes_prints_in_every_mode() {
         ("validating-only", vec!["webhooks.mutating=false"]),
         ("audit", vec!["policy.config=mode: audit"]),
         ("cert-manager", vec!["certificates.mode=cert-manager"]),
+        (
+            "own registry",
+            vec![OWN_WEBHOOK_IMAGE, OWN_CONTROLLER_IMAGE],
+        ),
+        // Last: the policy ConfigMap NOTES have the operator create is theirs and stays.
         ("own policy", vec!["policy.create=false"]),
     ] {
         let mut args = vec![
@@ -1247,6 +1355,24 @@ async fn helm_install_create_namespace_runs_what_notes_prints_in_every_mode() {
         assert!(
             !install.stdout.contains("mutating + validating"),
             "{mode}: one webhook configuration per install: {}",
+            install.stdout
+        );
+        // NOTES name the images in use, and say when they cannot be pulled.
+        let own = set.contains(&OWN_WEBHOOK_IMAGE);
+        let images = if own {
+            format!(
+                "  webhook     registry.example/platform/resize-guard-webhook@{DIGEST}\n  \
+                 controller  registry.example/platform/resize-guard-controller@{DIGEST}\n"
+            )
+        } else {
+            "  webhook     registry.invalid/resize-guard/resize-guard-webhook:0.2.0\n  \
+             controller  registry.invalid/resize-guard/resize-guard-controller:0.2.0\n"
+                .to_owned()
+        };
+        assert!(
+            install.stdout.contains(&format!("Images:\n{images}"))
+                && install.stdout.contains("never resolves") != own,
+            "{mode}: NOTES name the images in use:\n{}",
             install.stdout
         );
         let kind = if set.contains(&"webhooks.mutating=false") {
@@ -1397,4 +1523,42 @@ async fn uninstall(env: &Env, ns: &str, kubeconfig: &str) {
         .unwrap();
     assert!(!out.success, "{}", out.stdout);
     kubectl(env, &["get", "namespace", ns]).await;
+    remove_leftovers(env, ns).await;
+}
+
+/// What the programs made at run time stays after `helm uninstall`; the README's one command
+/// (its "Uninstall" step, run as printed but for the namespace) names all of it and removes it.
+async fn remove_leftovers(env: &Env, ns: &str) {
+    let readme = std::fs::read_to_string(path("README.md")).unwrap();
+    let command = readme
+        .lines()
+        .find(|l| l.starts_with("kubectl -n resize-guard delete --ignore-not-found secret/"))
+        .expect("the README's uninstall step names the leftovers")
+        .replacen("-n resize-guard ", &format!("-n {ns} "), 1);
+    let left = || async {
+        kubectl(
+            env,
+            &["get", "secrets,configmaps,leases", "-n", ns, "-o", "name"],
+        )
+        .await
+        .lines()
+        // The namespace's own, and (with policy.create=false) the policy NOTES had the operator
+        // create: theirs, not the programs'.
+        .filter(|l| !matches!(*l, "configmap/kube-root-ca.crt" | "configmap/resize-guard"))
+        .map(str::to_owned)
+        .collect::<Vec<_>>()
+    };
+    let before = left().await;
+    assert!(
+        before.iter().any(|o| o.starts_with("lease")),
+        "the controller ran, so at least its Lease is left: {before:?}"
+    );
+    for object in &before {
+        assert!(
+            command.split(' ').any(|word| word == object),
+            "{object} is left after helm uninstall but the README's command does not name it: {command}"
+        );
+    }
+    run_note(env, &command).await;
+    assert_eq!(left().await, Vec::<String>::new(), "after: {command}");
 }

@@ -7,7 +7,9 @@
 //! `deploy/follow-namespace` under `transformers:`), by default and with cert-manager, judges
 //! resizes: both programs run as that namespace's real ServiceAccounts (tokens from the
 //! TokenRequest API), the webhook behind the moved Service, so kube-apiserver verifies its
-//! certificate for `resize-guard-webhook.platform-rg.svc`. cert-manager is not built here: a
+//! certificate for `resize-guard-webhook.platform-rg.svc`. The moved install leaves the
+//! namespace alone: made beforehand with a pod in it, both are still there after `kubectl delete
+//! -k`. cert-manager is not built here: a
 //! stand-in (`resize_guard_harness::issuer`) issues for the installed Certificate's DNS names and
 //! injects the CA its annotation names.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -723,6 +725,11 @@ async fn an_install_moved_to_another_namespace_judges_resizes_by_default_and_wit
             out.contains(&format!("values:\n      - kube-system\n      - {MOVED}\n")),
             "{overlay}: the moved namespace is excluded from judgement:\n{out}"
         );
+        // The namespace is the user's: no Namespace object, so no labels on it and no deletion.
+        assert!(
+            !out.contains("kind: Namespace\n"),
+            "{overlay}: a moved install renders a Namespace:\n{out}"
+        );
         for stale in [
             "namespace: resize-guard\n",
             ".resize-guard.svc",
@@ -732,6 +739,9 @@ async fn an_install_moved_to_another_namespace_judges_resizes_by_default_and_wit
             assert!(!out.contains(stale), "{overlay}: {stale:?} left in:\n{out}");
         }
     }
+
+    // The namespace exists before the install, holding a workload of its own.
+    let neighbour = Neighbour::create(env).await;
 
     // Default: the controller makes the certificates for the moved Service and injects caBundle.
     let dir = moved_kustomization("");
@@ -769,11 +779,86 @@ async fn an_install_moved_to_another_namespace_judges_resizes_by_default_and_wit
     .unwrap();
     assert_eq!(from, format!("{MOVED}/resize-guard-webhook"));
     judged_by_the_moved_install(env, &ns, "cert-manager", &["--certificates=external"]).await;
-    // The other tests here install into resize-guard: take the moved install's cluster-scoped
-    // objects (RBAC bindings to platform-rg, the webhook configuration) away again.
-    kubectl(
-        env,
-        &["delete", "-k", &dir, "--wait=false", "--ignore-not-found"],
-    )
-    .await;
+    // Uninstalled as a user would (`kubectl delete -k`, waiting for every object to go): the
+    // install's objects are gone, the namespace and the workload already in it are not. This also
+    // takes the moved install's cluster-scoped objects (RBAC bindings to platform-rg, the webhook
+    // configuration) away from the other tests here, which install into resize-guard.
+    let out = kubectl(env, &["delete", "-k", &dir, "--ignore-not-found"]).await;
+    assert!(
+        out.stdout
+            .contains("deployment.apps \"resize-guard-webhook\" deleted")
+            && !out.stdout.lines().any(|l| l.starts_with("namespace ")),
+        "{}",
+        out.stdout
+    );
+    neighbour.assert_untouched(env).await;
+}
+
+/// A namespace [`MOVED`] made before the install, with a pod of its own in it.
+struct Neighbour {
+    namespace_uid: String,
+    pod_uid: String,
+}
+
+impl Neighbour {
+    async fn create(env: &Env) -> Self {
+        use k8s_openapi::api::core::v1::{Namespace, Pod};
+        use kube::api::{Api, PostParams};
+        let client = env.client().await;
+        let namespace: Namespace = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": MOVED, "labels": {"team": "platform"}}}),
+        )
+        .unwrap();
+        let namespace = Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap();
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "neighbour"},
+            "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}
+        }))
+        .unwrap();
+        let pod = Api::<Pod>::namespaced(client, MOVED)
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap();
+        Self {
+            namespace_uid: namespace.metadata.uid.unwrap(),
+            pod_uid: pod.metadata.uid.unwrap(),
+        }
+    }
+
+    /// The namespace is the same object, not terminating, with only its own labels; the pod is
+    /// the same pod.
+    async fn assert_untouched(&self, env: &Env) {
+        use k8s_openapi::api::core::v1::{Namespace, Pod};
+        use kube::api::Api;
+        let client = env.client().await;
+        let namespace = Api::<Namespace>::all(client.clone())
+            .get(MOVED)
+            .await
+            .unwrap();
+        assert_eq!(
+            namespace.metadata.uid.as_deref(),
+            Some(&*self.namespace_uid)
+        );
+        assert!(
+            namespace.metadata.deletion_timestamp.is_none(),
+            "{namespace:?}"
+        );
+        let labels = namespace.metadata.labels.unwrap_or_default();
+        assert!(
+            labels
+                .keys()
+                .all(|k| !k.starts_with("pod-security.kubernetes.io/"))
+                && labels.get("team").map(String::as_str) == Some("platform"),
+            "{labels:?}"
+        );
+        let pod = Api::<Pod>::namespaced(client, MOVED)
+            .get("neighbour")
+            .await
+            .unwrap();
+        assert_eq!(pod.metadata.uid.as_deref(), Some(&*self.pod_uid));
+        assert!(pod.metadata.deletion_timestamp.is_none(), "{pod:?}");
+    }
 }

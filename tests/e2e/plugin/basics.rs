@@ -63,15 +63,15 @@ async fn rg(env: &Env, args: &[&str]) -> KubectlOutput {
 }
 
 /// A finished plugin run with its exit status.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(super) struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 /// `kubectl resize-guard <args>` through the real kubectl (which `exec`s the plugin, so its exit
 /// status is the plugin's), with `vars` set on top of the admin `KUBECONFIG`.
-async fn rg_run(env: &Env, vars: &[(&str, &str)], args: &[&str]) -> Run {
+pub(super) async fn rg_run(env: &Env, vars: &[(&str, &str)], args: &[&str]) -> Run {
     let k = env.kubectl();
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut dirs = vec![plugin_dir()];

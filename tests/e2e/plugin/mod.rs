@@ -2,4 +2,5 @@
 
 mod basics;
 mod memory;
+mod proxy;
 mod tenancy;

@@ -1,7 +1,8 @@
 //! resize-guard as a user runs it, on a real node: upstream's kubelet v1.37 and kube-proxy,
 //! containerd and runc in a network namespace (`tests/node/`), the images `make image` wrote
-//! pushed with `make push` to a local registry and pulled by containerd under their shipped
-//! names, and `kubectl apply -k deploy/` exactly as the README says — no overlay at all.
+//! pushed with `make push` to a local registry (an operator's own), and `kubectl apply -k` of
+//! `deploy/` with the `images:` block `make push` printed, exactly as the README says — nothing
+//! else changed.
 //!
 //! Then the field test's three walls with real containers: the QoS explanation, the Infeasible
 //! refusal with the node's numbers, and the Deferred resize completed after the real victim got
@@ -22,7 +23,6 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use resize_guard_harness::control_plane::{ControlPlane, Options};
-use resize_guard_harness::install::repo_root;
 use resize_guard_harness::kubectl::Kubectl;
 use resize_guard_harness::objects::*;
 use resize_guard_harness::real_node::{self, RealNode, container_id, exit_code, runs_pause};
@@ -73,16 +73,18 @@ async fn walls(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()> {
         kubeconfig: cp.kubeconfig_path(),
     };
 
-    // The images, pushed the way an operator pushes them to their own registry.
-    real_node::push_images()?;
-
-    // Installed exactly as the README says.
+    // The images, pushed the way an operator pushes them to their own registry; installed
+    // exactly as the README says: deploy/ with the `images:` block `make push` printed.
+    let (_, own) = real_node::push_images()?;
     let applied = Instant::now();
-    let deploy = repo_root().join("deploy");
     let out = kubectl
-        .run(["apply", "-k", &deploy.display().to_string()])
+        .run(["apply", "-k", &own.display().to_string()])
         .await?;
-    anyhow::ensure!(out.success, "kubectl apply -k deploy/: {}", out.stderr);
+    anyhow::ensure!(
+        out.success,
+        "kubectl apply -k deploy/ + images: {}",
+        out.stderr
+    );
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "resize-guard");
     for name in ["resize-guard-webhook", "resize-guard-controller"] {
         wait_object(&deployments, name, T, |d| {

@@ -28,7 +28,7 @@ pub const REGISTRY_BIN_ENV: &str = "RESIZE_GUARD_REGISTRY_BIN";
 const FEATURE_GATES_ENV: &str = "RESIZE_GUARD_NODE_FEATURE_GATES";
 /// The host end of the node's veth: kube-apiserver and the registry listen here.
 pub const HOST: &str = "10.213.0.1";
-/// The registry the node pulls `ghcr.io/…` images from (containerd's only host for ghcr.io).
+/// The registry the node pulls resize-guard's images from (plain HTTP: containerd's `hosts.toml`).
 pub const REGISTRY: &str = "10.213.0.1:5000";
 /// The Node's name.
 pub const NAME: &str = "real-node";
@@ -48,8 +48,11 @@ const SYSCTLS: [&str; 6] = [
 ];
 
 /// Pushes the images `make image` wrote to the registry the node pulls from, with `make push`,
-/// the way an operator pushes them to their own registry.
-pub fn push_images() -> anyhow::Result<()> {
+/// the way an operator pushes them to their own registry, and writes the kustomization the
+/// README's install then has them write: `deploy/` under `resources:` and the `images:` block
+/// `make push` printed (each image renamed to this registry and pinned by its digest). Returns
+/// `make push`'s output and that kustomization's directory, for `kubectl apply -k`.
+pub fn push_images() -> anyhow::Result<(String, PathBuf)> {
     let push = Command::new("make")
         .current_dir(crate::install::repo_root())
         .args([
@@ -59,13 +62,35 @@ pub fn push_images() -> anyhow::Result<()> {
             "PLAIN_HTTP=1",
         ])
         .output()?;
+    let stdout = String::from_utf8_lossy(&push.stdout).into_owned();
     anyhow::ensure!(
         push.status.success(),
-        "make push failed (make image first; make test does):\n{}{}",
-        String::from_utf8_lossy(&push.stdout),
+        "make push failed (make image first; make test does):\n{stdout}{}",
         String::from_utf8_lossy(&push.stderr)
     );
-    Ok(())
+    // The block from `images:` to the first line that does not belong to it.
+    let images: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| *l != "images:")
+        .take_while(|l| *l == "images:" || l.starts_with("  "))
+        .collect();
+    anyhow::ensure!(
+        images.len() == 7,
+        "make push printed no images: block for both images:\n{stdout}"
+    );
+    let dir = crate::install::repo_root()
+        .join("target/harness-overlays")
+        .join(format!("{}-own-registry", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             resources:\n  - ../../../deploy\n{}\n",
+            images.join("\n")
+        ),
+    )?;
+    Ok((stdout, dir))
 }
 
 /// One real node (see the module docs).

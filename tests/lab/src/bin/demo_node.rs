@@ -1,6 +1,7 @@
 //! `make demo-node`: the field test's three walls on a real node — upstream's kubelet and
 //! kube-proxy v1.37.2, containerd and runc (`tests/node/`) — with resize-guard installed exactly
-//! as the README says (`make push` to a local registry, `kubectl apply -k deploy/`, no overlay):
+//! as the README says (`make push` to a local registry, `kubectl apply -k` of `deploy/` with the
+//! `images:` block it printed):
 //! both programs run as pods from their images, and the resize lands in the container's cgroup.
 //! The numbers follow the node's real allocatable CPU. Then the memory wall on real memory:
 //! metrics-server scraping the real kubelet, resize-guard refusing a limit below the container's
@@ -14,7 +15,6 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{EnvVar, Pod, ServiceAccount};
 use kube::api::Api;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
-use resize_guard_harness::install::repo_root;
 use resize_guard_harness::metrics_server::{MetricsServer, container_usage};
 use resize_guard_harness::objects::*;
 use resize_guard_harness::quantity::parse_milli;
@@ -64,22 +64,25 @@ async fn play(cp: &ControlPlane, node: &mut RealNode, demo: &mut Demo) -> anyhow
     demo.run(&["get", "nodes", "-o", "wide"]).await;
 
     demo.say("Pushing resize-guard's images to the registry the node pulls from, as an operator pushes to theirs:");
-    let registry = format!("REGISTRY={}/resize-guard", real_node::REGISTRY);
-    println!("$ make push {registry} PLAIN_HTTP=1");
-    let push = std::process::Command::new("make")
-        .current_dir(repo_root())
-        .args(["-s", "push", &registry, "PLAIN_HTTP=1"])
-        .output()?;
-    print!("{}", String::from_utf8_lossy(&push.stdout));
-    demo.expect(
-        push.status.success(),
-        "both images pushed (make image wrote them)",
+    println!(
+        "$ make push REGISTRY={}/resize-guard PLAIN_HTTP=1",
+        real_node::REGISTRY
     );
+    let pushed = real_node::push_images();
+    if let Ok((stdout, _)) = &pushed {
+        print!("{stdout}");
+    }
+    demo.expect(
+        pushed.is_ok(),
+        "both images pushed (make image wrote them), with the images: block that runs them",
+    );
+    let (_, own) = pushed?;
 
-    demo.say("Installing resize-guard exactly as the README says — nothing changed for the demo:");
+    demo.say("Installing resize-guard exactly as the README says: deploy/ with the images: block make push printed:");
+    let kustomization = own.join("kustomization.yaml");
+    print!("{}", std::fs::read_to_string(&kustomization)?);
     let applied = Instant::now();
-    let deploy = repo_root().join("deploy").display().to_string();
-    demo.run(&["apply", "-k", &deploy]).await;
+    demo.run(&["apply", "-k", &own.display().to_string()]).await;
     let client = cp.client().await?;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "resize-guard");
     let mut available = true;

@@ -570,15 +570,19 @@ async fn preemption_policy(cp: &ControlPlane) -> anyhow::Result<()> {
 }
 
 /// resize-guard as `tests/e2e/real_node/mod.rs` installs it: the images `make image` wrote,
-/// pushed with `make push` to the registry the node pulls from, and `kubectl apply -k deploy/`.
+/// pushed with `make push` to the registry the node pulls from, and `kubectl apply -k` of
+/// `deploy/` with the `images:` block `make push` printed.
 async fn install(cp: &ControlPlane) -> anyhow::Result<()> {
-    real_node::push_images()?;
+    let (_, own) = real_node::push_images()?;
     let kubectl = Kubectl::admin(cp);
-    let deploy = repo_root().join("deploy");
     let out = kubectl
-        .run(["apply", "-k", &deploy.display().to_string()])
+        .run(["apply", "-k", &own.display().to_string()])
         .await?;
-    anyhow::ensure!(out.success, "kubectl apply -k deploy/: {}", out.stderr);
+    anyhow::ensure!(
+        out.success,
+        "kubectl apply -k deploy/ + images: {}",
+        out.stderr
+    );
     let deployments: Api<Deployment> = Api::namespaced(cp.client().await?, "resize-guard");
     for name in ["resize-guard-webhook", "resize-guard-controller"] {
         wait_object(&deployments, name, Duration::from_secs(180), |d| {
