@@ -174,16 +174,18 @@ fn names(kubeconfig: &Kubeconfig, options: &KubeConfigOptions) -> (String, Strin
     let user = options
         .user
         .clone()
-        .or_else(|| {
-            kubeconfig
-                .contexts
-                .iter()
-                .find(|c| c.name == context)
-                .and_then(|c| c.context.as_ref())
-                .and_then(|c| c.user.clone())
-        })
+        .or_else(|| context_named(kubeconfig, &context).and_then(|c| c.user.clone()))
         .unwrap_or_default();
     (context, user)
+}
+
+/// The kubeconfig's context called `name`.
+fn context_named<'a>(kubeconfig: &'a Kubeconfig, name: &str) -> Option<&'a kube::config::Context> {
+    kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == name)
+        .and_then(|c| c.context.as_ref())
 }
 
 /// The `proxy-url` of the cluster the options (else the context) pick.
@@ -192,14 +194,10 @@ fn cluster_proxy_url(
     options: &KubeConfigOptions,
     context: &str,
 ) -> Option<String> {
-    let cluster = options.cluster.clone().or_else(|| {
-        kubeconfig
-            .contexts
-            .iter()
-            .find(|c| c.name == context)
-            .and_then(|c| c.context.as_ref())
-            .map(|c| c.cluster.clone())
-    })?;
+    let cluster = options
+        .cluster
+        .clone()
+        .or_else(|| context_named(kubeconfig, context).map(|c| c.cluster.clone()))?;
     kubeconfig
         .clusters
         .iter()
