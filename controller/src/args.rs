@@ -153,7 +153,7 @@ mod tests {
         let a = Args::try_parse_from(["resize-guard-controller"])
             .unwrap()
             .common;
-        assert_eq!(a.health_addr.to_string(), "0.0.0.0:8081");
+        assert_eq!(a.health_addr.to_string(), "[::]:8081");
         assert_eq!(a.namespace, "resize-guard");
     }
 
