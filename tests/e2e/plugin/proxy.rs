@@ -103,6 +103,22 @@ fn kubeconfig(env: &resize_guard_harness::env::Env, dir: &std::path::Path, extra
     path.display().to_string()
 }
 
+/// `kubectl resize-guard status -A` with that kubeconfig, `HTTPS_PROXY` and `NO_PROXY` (empty:
+/// unset for the plugin).
+async fn status(
+    env: &resize_guard_harness::env::Env,
+    kubeconfig: &str,
+    https_proxy: &str,
+    no_proxy: &str,
+) -> super::basics::Run {
+    let vars = [
+        ("KUBECONFIG", kubeconfig),
+        ("HTTPS_PROXY", https_proxy),
+        ("NO_PROXY", no_proxy),
+    ];
+    rg_run(env, &vars, &["status", "-A"]).await
+}
+
 #[tokio::test]
 async fn the_plugin_reaches_the_api_server_through_https_proxy_and_proxy_url() {
     let env = shared(EnvOptions::default());
@@ -115,13 +131,7 @@ async fn the_plugin_reaches_the_api_server_through_https_proxy_and_proxy_url() {
     // HTTPS_PROXY with a NO_PROXY that names the proxy's own host, as a laptop with a local
     // proxy has it: the API server is not excluded, so every request is tunnelled.
     let proxy = Proxy::start().await;
-    let url = proxy.url();
-    let vars = [
-        ("KUBECONFIG", renamed.as_str()),
-        ("HTTPS_PROXY", url.as_str()),
-        ("NO_PROXY", "localhost,127.0.0.1"),
-    ];
-    let out = rg_run(env, &vars, &["status", "-A"]).await;
+    let out = status(env, &renamed, &proxy.url(), "localhost,127.0.0.1").await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let tunnels = proxy.tunnels();
     assert!(
@@ -136,25 +146,14 @@ async fn the_plugin_reaches_the_api_server_through_https_proxy_and_proxy_url() {
         dir.path(),
         &format!("\n    proxy-url: {}", proxy.url()),
     );
-    let vars = [
-        ("KUBECONFIG", with_url.as_str()),
-        ("HTTPS_PROXY", ""),
-        ("NO_PROXY", ""),
-    ];
-    let out = rg_run(env, &vars, &["status", "-A"]).await;
+    let out = status(env, &with_url, "", "").await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(!proxy.tunnels().is_empty(), "proxy-url was not used");
 
     // NO_PROXY naming the server's domain: the plugin goes direct (and cannot resolve the name),
     // the proxy sees nothing.
     let proxy = Proxy::start().await;
-    let url = proxy.url();
-    let vars = [
-        ("KUBECONFIG", renamed.as_str()),
-        ("HTTPS_PROXY", url.as_str()),
-        ("NO_PROXY", ".resize-guard.test"),
-    ];
-    let out = rg_run(env, &vars, &["status", "-A"]).await;
+    let out = status(env, &renamed, &proxy.url(), ".resize-guard.test").await;
     let says = format!("error: cannot reach the API server https://{target}");
     assert!(
         out.code == 3 && out.stderr.starts_with(&says),
@@ -168,13 +167,7 @@ async fn the_plugin_reaches_the_api_server_through_https_proxy_and_proxy_url() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     };
-    let url = format!("http://127.0.0.1:{down}");
-    let vars = [
-        ("KUBECONFIG", renamed.as_str()),
-        ("HTTPS_PROXY", url.as_str()),
-        ("NO_PROXY", ""),
-    ];
-    let out = rg_run(env, &vars, &["status", "-A"]).await;
+    let out = status(env, &renamed, &format!("http://127.0.0.1:{down}"), "").await;
     assert!(
         out.code == 3 && out.stderr.starts_with(&says),
         "{}",
