@@ -62,6 +62,7 @@ pub struct Metrics {
     victims: Counter,
     leader: Gauge,
     deferred: Gauge,
+    deferred_oldest: Gauge,
     unblock: Histogram,
     reconcile: Histogram,
     cert_repairs: Family<What, Counter>,
@@ -90,6 +91,7 @@ impl Metrics {
         let victims = Counter::default();
         let leader = Gauge::default();
         let deferred = Gauge::default();
+        let deferred_oldest = Gauge::default();
         let unblock = Histogram::new([
             0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
         ]);
@@ -122,6 +124,11 @@ impl Metrics {
                 "deferred_pods",
                 "Pods whose resize the kubelet has Deferred, as the leader sees them",
                 deferred.clone(),
+            );
+            registry.register(
+                "deferred_oldest_seconds",
+                "How long the oldest resize the kubelet has Deferred has been so (its PodResizePending condition's lastTransitionTime), as the leader sees it; 0 when none is",
+                deferred_oldest.clone(),
             );
             registry.register(
                 "time_to_unblock_seconds",
@@ -190,6 +197,7 @@ impl Metrics {
             victims,
             leader,
             deferred,
+            deferred_oldest,
             unblock,
             reconcile,
             cert_repairs,
@@ -275,9 +283,11 @@ impl Metrics {
         self.leader.set(i64::from(leader));
     }
 
-    /// Sets the number of Deferred pods.
-    pub fn set_deferred(&self, n: usize) {
+    /// Sets the number of Deferred pods and how long the oldest has been Deferred.
+    pub fn set_deferred(&self, n: usize, oldest: std::time::Duration) {
         self.deferred.set(i64::try_from(n).unwrap_or(i64::MAX));
+        self.deferred_oldest
+            .set(i64::try_from(oldest.as_secs()).unwrap_or(i64::MAX));
     }
 
     /// Records a time-to-unblock.
@@ -353,6 +363,22 @@ mod tests {
             "resize_guard_policy_mode{mode=\"enforce\"} 1",
             "resize_guard_policy_mode{mode=\"audit\"} 0",
             "# TYPE resize_guard_fenced_writes counter",
+            "resize_guard_deferred_pods 0",
+            "resize_guard_deferred_oldest_seconds 0",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+
+    #[test]
+    fn the_deferred_gauges_carry_the_count_and_the_oldest_age_in_seconds() {
+        let m = Metrics::new();
+        m.set_deferred(2, std::time::Duration::from_millis(510_900));
+        let text = m.render();
+        for line in [
+            "# TYPE resize_guard_deferred_oldest_seconds gauge",
+            "resize_guard_deferred_pods 2",
+            "resize_guard_deferred_oldest_seconds 510",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

@@ -1,7 +1,7 @@
 //! The work only the Lease holder does — the preemption controller, the certificate manager
 //! (`--certificates=self`), the last good policy copy, the brakes' ledger and the deferred-pods
-//! gauge — started on gaining the Lease and
-//! stopped on losing it. Losing it aborts everything at once (every write is also fenced by
+//! gauges — started on gaining the Lease and
+//! stopped on losing it (the gauges then read 0: a follower sees no Deferred pod). Losing it aborts everything at once (every write is also fenced by
 //! [`Leadership`], so an aborted task cannot write afterwards); a shutdown first lets in-flight
 //! reconciles finish while the Lease is still ours, within the fence.
 //!
@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::Controller;
 use kube::runtime::reflector::Store;
 use resize_guard_cluster::ClusterView;
@@ -63,6 +64,7 @@ pub struct Leading {
     gauge: JoinHandle<()>,
     last_good: JoinHandle<()>,
     ledger: JoinHandle<()>,
+    metrics: Arc<Metrics>,
 }
 
 impl Leading {
@@ -152,6 +154,7 @@ impl Leading {
             gauge,
             last_good,
             ledger,
+            metrics: metrics.clone(),
         }
     }
 
@@ -175,6 +178,7 @@ impl Leading {
     /// Stops everything now.
     pub async fn abort(self) {
         self.gauge.abort();
+        self.metrics.set_deferred(0, Duration::ZERO);
         self.last_good.abort();
         self.ledger.abort();
         if let Some(handle) = self.controller {
@@ -255,7 +259,8 @@ fn spawn_ledger(
     (handle, loaded)
 }
 
-/// `resize_guard_deferred_pods`, counted from the shared pod cache every 5 s.
+/// `resize_guard_deferred_pods` and `resize_guard_deferred_oldest_seconds`, read from the shared
+/// pod cache every 5 s.
 fn deferred_gauge(
     supervisor: &Supervisor,
     pods: Store<Pod>,
@@ -263,13 +268,75 @@ fn deferred_gauge(
 ) -> JoinHandle<()> {
     supervisor.spawn("the deferred-pods gauge", async move {
         loop {
-            let n = pods
-                .state()
-                .iter()
-                .filter(|p| resize_guard_policy::pod::is_deferred_now(p))
-                .count();
-            metrics.set_deferred(n);
+            let (n, oldest) = deferred(&pods.state(), Timestamp::now());
+            metrics.set_deferred(n, oldest);
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
     })
+}
+
+/// How many pods have a resize Deferred now, and how long the oldest has been: the age at `now`
+/// of its `PodResizePending` condition's `lastTransitionTime` (the kubelet's wall clock; a time
+/// in the future, or none, is no age at all).
+fn deferred(pods: &[Arc<Pod>], now: Timestamp) -> (usize, Duration) {
+    pods.iter()
+        .filter(|p| resize_guard_policy::pod::is_deferred_now(p))
+        .fold((0, Duration::ZERO), |(n, oldest), pod| {
+            let age = resize_guard_policy::pod::resize_pending(pod)
+                .and_then(|c| c.last_transition_time.as_ref())
+                .and_then(|since| Duration::try_from(now.duration_since(since.0)).ok())
+                .unwrap_or(Duration::ZERO);
+            (n + 1, oldest.max(age))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    /// A pod on a node whose `PodResizePending` condition says `reason` since `since`.
+    fn pending(reason: &str, since: Option<Timestamp>) -> Arc<Pod> {
+        let mut pod = Pod::default();
+        pod.metadata.generation = Some(2);
+        pod.spec = Some(PodSpec {
+            node_name: Some("node-a".into()),
+            ..PodSpec::default()
+        });
+        pod.status = Some(PodStatus {
+            conditions: Some(vec![PodCondition {
+                type_: "PodResizePending".into(),
+                status: "True".into(),
+                reason: Some(reason.into()),
+                observed_generation: Some(2),
+                last_transition_time: since.map(Time),
+                ..PodCondition::default()
+            }]),
+            ..PodStatus::default()
+        });
+        Arc::new(pod)
+    }
+
+    #[test]
+    fn the_oldest_deferred_resize_is_the_age_of_its_condition() {
+        let now: Timestamp = "2030-01-01T00:10:00Z".parse().unwrap();
+        let at = |s: &str| Some(s.parse::<Timestamp>().unwrap());
+        let pods = [
+            pending("Deferred", at("2030-01-01T00:07:00Z")),
+            pending("Deferred", at("2030-01-01T00:01:30Z")),
+            // Infeasible is not Deferred, however old.
+            pending("Infeasible", at("2029-12-31T00:00:00Z")),
+        ];
+        assert_eq!(deferred(&pods, now), (2, Duration::from_secs(510)));
+    }
+
+    #[test]
+    fn a_condition_from_the_future_or_without_a_time_is_no_age() {
+        let now: Timestamp = "2030-01-01T00:10:00Z".parse().unwrap();
+        let ahead = Some("2030-01-01T00:12:00Z".parse::<Timestamp>().unwrap());
+        let pods = [pending("Deferred", ahead), pending("Deferred", None)];
+        assert_eq!(deferred(&pods, now), (2, Duration::ZERO));
+        assert_eq!(deferred(&[], now), (0, Duration::ZERO));
+    }
 }
