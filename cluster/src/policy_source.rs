@@ -74,6 +74,10 @@ pub struct PolicySource {
     in_force: Option<InForce>,
 }
 
+/// Every value [`PolicySource::config_map_state`] answers: the series of
+/// `resize_guard_policy_configmap_state{state}`.
+pub const CONFIG_MAP_STATES: &[&str] = &["valid", "invalid", "missing", "unread"];
+
 /// Parses a ConfigMap's `data` as a policy: the policy and its text, or why not.
 pub fn parse(
     data: Option<&std::collections::BTreeMap<String, String>>,
@@ -125,6 +129,17 @@ impl PolicySource {
             Reading::Good(..) => return None,
         };
         Some(format!("no policy in force: {cm} and {copy}"))
+    }
+
+    /// What the policy ConfigMap holds as last read, whatever policy is in force: `valid`,
+    /// `invalid` (garbled or key-less), `missing` or `unread` (one of [`CONFIG_MAP_STATES`]).
+    pub fn config_map_state(&self) -> &'static str {
+        match self.config_map {
+            Reading::Good(..) => "valid",
+            Reading::Bad(_) => "invalid",
+            Reading::Missing => "missing",
+            Reading::Unread => "unread",
+        }
     }
 
     /// Both sources have been read once: from then on "no policy" is a fact, not a start-up
@@ -205,6 +220,7 @@ mod tests {
     #[test]
     fn nothing_is_in_force_before_both_sources_are_read() {
         let mut s = PolicySource::default();
+        assert_eq!(s.config_map_state(), "unread");
         assert!(s.why_none().unwrap().contains("not been read"));
         s.config_map(bad());
         assert!(!s.settled());
@@ -263,13 +279,18 @@ mod tests {
         let mut s = PolicySource::default();
         s.last_good(None);
         s.config_map(good("mode: audit\n"));
+        assert_eq!(s.config_map_state(), "valid");
         assert!(!s.config_map(bad()));
         assert_eq!(mode(&s), Some((Mode::Audit, Origin::ConfigMap)));
+        // The origin stays `configmap`: only the ConfigMap's state says it broke.
+        assert_eq!(s.config_map_state(), "invalid");
         assert!(!s.config_map(None));
         assert_eq!(mode(&s), Some((Mode::Audit, Origin::ConfigMap)));
+        assert_eq!(s.config_map_state(), "missing");
         // A fixed ConfigMap takes over again.
         assert!(s.config_map(good("mode: enforce\n")));
         assert_eq!(mode(&s), Some((Mode::Enforce, Origin::ConfigMap)));
+        assert_eq!(s.config_map_state(), "valid");
     }
 
     #[test]

@@ -319,6 +319,15 @@ impl ClusterView {
         self.policy_in_force().map_or("none", |f| f.origin.as_str())
     }
 
+    /// What the policy ConfigMap holds as last read (`valid`, `invalid`, `missing`, `unread`):
+    /// the value of `resize_guard_policy_configmap_state{state}` that reads 1
+    /// (`crate::policy_source::CONFIG_MAP_STATES`).
+    pub fn policy_config_map_state(&self) -> &'static str {
+        self.policy
+            .read()
+            .map_or("unread", |source| source.config_map_state())
+    }
+
     /// Ticks every time a new policy takes effect (the controller re-evaluates every pod).
     pub fn policy_changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.policy_version.subscribe()

@@ -1,9 +1,13 @@
 //! The policy in force on `/metrics`: `resize_guard_policy_mode{mode}` ([`PolicyMode`]), 1 for
 //! the mode of the policy in force (`enforce` or `audit`), 0 for the other, both 0 while no
-//! policy is in force; and `resize_guard_policy_in_force{origin}` ([`PolicyOrigin`]), 1 for where
-//! it came from (`configmap`, `last-good`) or `none`. Both are read from the program's cluster
-//! view at each scrape, so a reloaded policy shows at the next scrape without a hook on the
-//! reload path (`cluster/src/view.rs`, `ClusterView::policy_in_force`).
+//! policy is in force; `resize_guard_policy_in_force{origin}` ([`PolicyOrigin`]), 1 for where it
+//! came from (`configmap`, `last-good`) or `none`; and `resize_guard_policy_configmap_state{state}`
+//! ([`PolicyOrigin::config_map_collector`]), 1 for what the policy ConfigMap holds as last read
+//! (`valid`, `invalid`, `missing`, `unread`): a ConfigMap that breaks keeps the policy it held in
+//! force with origin `configmap`, so only this one says its edits are not taking effect. All are
+//! read from the program's cluster view at each scrape, so a reloaded policy shows at the next
+//! scrape without a hook on the reload path (`cluster/src/view.rs`,
+//! `ClusterView::policy_in_force`).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -87,10 +91,29 @@ pub struct OriginLabels {
     pub origin: String,
 }
 
-/// The `resize_guard_policy_in_force{origin}` collector: one series per origin of `origins`
-/// (the cluster view's list, `cluster/src/view.rs` `POLICY_ORIGINS`), 1 for the one `current`
-/// answers at the scrape, 0 for the others.
+/// The label of `resize_guard_policy_configmap_state`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    /// What the policy ConfigMap holds as last read.
+    pub state: String,
+}
+
+/// Which one-of gauge a [`PolicyOrigin`] collector encodes.
+#[derive(Debug, Clone, Copy)]
+enum OneOf {
+    /// `resize_guard_policy_in_force{origin}`.
+    Origin,
+    /// `resize_guard_policy_configmap_state{state}`.
+    ConfigMapState,
+}
+
+/// A one-of gauge of the policy: one series per value of `values`, 1 for the one `current`
+/// answers at the scrape, 0 for the others. `resize_guard_policy_in_force{origin}` (the cluster
+/// view's origins, `cluster/src/view.rs` `POLICY_ORIGINS`) and
+/// `resize_guard_policy_configmap_state{state}` (`cluster/src/policy_source.rs`
+/// `CONFIG_MAP_STATES`).
 pub struct PolicyOrigin {
+    which: OneOf,
     origins: &'static [&'static str],
     current: Box<dyn Fn() -> &'static str + Send + Sync>,
 }
@@ -98,42 +121,81 @@ pub struct PolicyOrigin {
 impl fmt::Debug for PolicyOrigin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PolicyOrigin")
+            .field("which", &self.which)
             .field("origins", &self.origins)
             .finish_non_exhaustive()
     }
 }
 
 impl PolicyOrigin {
-    /// The collector to register in the program's `resize_guard` registry.
+    /// The `resize_guard_policy_in_force{origin}` collector to register in the program's
+    /// `resize_guard` registry.
     pub fn collector(
         origins: &'static [&'static str],
         current: impl Fn() -> &'static str + Send + Sync + 'static,
     ) -> Box<dyn Collector> {
         Box::new(PolicyOrigin {
+            which: OneOf::Origin,
             origins,
             current: Box::new(current),
         })
     }
+
+    /// The `resize_guard_policy_configmap_state{state}` collector: what the policy ConfigMap
+    /// holds as last read (`valid`, `invalid`, `missing`, `unread`), whatever policy is in force.
+    pub fn config_map_collector(
+        states: &'static [&'static str],
+        current: impl Fn() -> &'static str + Send + Sync + 'static,
+    ) -> Box<dyn Collector> {
+        Box::new(PolicyOrigin {
+            which: OneOf::ConfigMapState,
+            origins: states,
+            current: Box::new(current),
+        })
+    }
+
+    fn encode_with<L: EncodeLabelSet + Clone + Eq + std::hash::Hash + fmt::Debug>(
+        &self,
+        mut encoder: DescriptorEncoder,
+        (name, help): (&str, &str),
+        label: impl Fn(&str) -> L,
+    ) -> Result<(), fmt::Error> {
+        let family = Family::<L, Gauge>::default();
+        let current = (self.current)();
+        for value in self.origins {
+            family
+                .get_or_create(&label(value))
+                .set(i64::from(*value == current));
+        }
+        let metric = encoder.encode_descriptor(name, help, None, family.metric_type())?;
+        family.encode(metric)
+    }
 }
 
 impl Collector for PolicyOrigin {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let family = Family::<OriginLabels, Gauge>::default();
-        let current = (self.current)();
-        for origin in self.origins {
-            family
-                .get_or_create(&OriginLabels {
-                    origin: (*origin).to_owned(),
-                })
-                .set(i64::from(*origin == current));
+    fn encode(&self, encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        match self.which {
+            OneOf::Origin => self.encode_with(
+                encoder,
+                (
+                    "policy_in_force",
+                    "Where the policy in force came from (none: nothing is denied, repaired or preempted)",
+                ),
+                |v| OriginLabels {
+                    origin: v.to_owned(),
+                },
+            ),
+            OneOf::ConfigMapState => self.encode_with(
+                encoder,
+                (
+                    "policy_configmap_state",
+                    "What the policy ConfigMap holds as last read: valid (its policy is in force), invalid or missing (an earlier policy, the last good copy or none is in force), unread",
+                ),
+                |v| StateLabels {
+                    state: v.to_owned(),
+                },
+            ),
         }
-        let metric = encoder.encode_descriptor(
-            "policy_in_force",
-            "Where the policy in force came from (none: nothing is denied, repaired or preempted)",
-            None,
-            family.metric_type(),
-        )?;
-        family.encode(metric)
     }
 }
 
@@ -170,6 +232,36 @@ mod tests {
         let text = exposition(&registry);
         assert!(text.contains("resize_guard_policy_in_force{origin=\"last-good\"} 1"));
         assert!(text.contains("resize_guard_policy_in_force{origin=\"none\"} 0"));
+    }
+
+    #[test]
+    fn the_config_map_state_gauge_follows_its_source_at_each_scrape() {
+        let live = Arc::new(Mutex::new("valid"));
+        let read = live.clone();
+        let mut registry = Registry::with_prefix("resize_guard");
+        registry.register_collector(PolicyOrigin::config_map_collector(
+            &["valid", "invalid", "missing", "unread"],
+            move || *read.lock().unwrap(),
+        ));
+        assert_lines(
+            &exposition(&registry),
+            &[
+                "# TYPE resize_guard_policy_configmap_state gauge",
+                "resize_guard_policy_configmap_state{state=\"valid\"} 1",
+                "resize_guard_policy_configmap_state{state=\"invalid\"} 0",
+                "resize_guard_policy_configmap_state{state=\"missing\"} 0",
+                "resize_guard_policy_configmap_state{state=\"unread\"} 0",
+            ],
+        );
+        *live.lock().unwrap() = "invalid";
+        let text = exposition(&registry);
+        assert_contains(
+            &text,
+            &[
+                "resize_guard_policy_configmap_state{state=\"valid\"} 0",
+                "resize_guard_policy_configmap_state{state=\"invalid\"} 1",
+            ],
+        );
     }
 
     #[test]
