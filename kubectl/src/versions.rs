@@ -12,6 +12,7 @@ use kube::api::Api;
 use serde::Serialize;
 
 use crate::connection::Connection;
+use crate::exit::said;
 
 /// This plugin's release.
 pub const PLUGIN: &str = env!("CARGO_PKG_VERSION");
@@ -66,7 +67,7 @@ pub async fn read(conn: &Connection) -> Versions {
         programs.push(match api.get_opt(name).await {
             Ok(Some(d)) => program(deployment, &d, container),
             Ok(None) => unknown(deployment, "no such Deployment".into()),
-            Err(e) => unknown(deployment, format!("cannot read it: {e}")),
+            Err(e) => unknown(deployment, format!("cannot read it: {}", said(&e))),
         });
     }
     compare(PLUGIN, programs)

@@ -21,6 +21,7 @@ use super::install_rights::{self, ESCALATION, INSTALL_KINDS, INSTALL_VERBS};
 use super::rbac::Permission;
 use super::{Line, Mode, Report, fail, kubernetes, line, release};
 use crate::connection::Connection;
+use crate::exit::said;
 use crate::facts::list_pages;
 use crate::table::Mark;
 use crate::versions;
@@ -71,18 +72,28 @@ async fn resize_served(conn: &Connection) -> Line {
         Err(e) => line(
             S,
             Mark::Warn,
-            format!("cannot list the API server's core resources: {e}"),
+            format!("cannot list the API server's core resources: {}", said(&e)),
         ),
     }
 }
 
-/// `kubectl auth can-i`'s words for a list of permissions.
+/// `kubectl auth can-i`'s words for a list of permissions, the verbs on one object together
+/// (`get, create, patch namespaces cluster-wide`).
 fn describe(perms: &[Permission], namespace: &str) -> String {
-    perms
+    let mut groups: Vec<(Vec<&str>, String)> = Vec::new();
+    for p in perms {
+        let full = p.describe(namespace);
+        let object = full[p.verb.len()..].trim_start().to_owned();
+        match groups.iter_mut().find(|(_, o)| *o == object) {
+            Some((verbs, _)) => verbs.push(p.verb),
+            None => groups.push((vec![p.verb], object)),
+        }
+    }
+    groups
         .iter()
-        .map(|p| p.describe(namespace))
+        .map(|(verbs, object)| format!("{} {object}", verbs.join(", ")))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join("; ")
 }
 
 /// May the caller get, create and patch every kind `deploy/base` creates?
@@ -108,7 +119,10 @@ async fn install_line(conn: &Connection) -> Line {
         Err(e) => line(
             S,
             Mark::Warn,
-            format!("cannot ask the API server what you may do (SelfSubjectAccessReview): {e}"),
+            format!(
+                "cannot ask the API server what you may do (SelfSubjectAccessReview): {}",
+                said(&e)
+            ),
         ),
     }
 }
@@ -155,7 +169,10 @@ async fn grant_line(conn: &Connection) -> Line {
         Err(e) => line(
             S,
             Mark::Warn,
-            format!("cannot ask the API server what you may grant (SelfSubjectAccessReview): {e}"),
+            format!(
+                "cannot ask the API server what you may grant (SelfSubjectAccessReview): {}",
+                said(&e)
+            ),
         ),
     }
 }
@@ -171,7 +188,7 @@ async fn nodes_line(conn: &Connection) -> Line {
     .await;
     match nodes {
         Ok(nodes) => nodes_verdict(&nodes),
-        Err(e) => line(S, Mark::Warn, format!("cannot list nodes: {e}")),
+        Err(e) => line(S, Mark::Warn, format!("cannot list nodes: {}", said(&e))),
     }
 }
 
@@ -264,7 +281,10 @@ async fn existing(conn: &Connection) -> (Line, Option<versions::Versions>) {
             line(
                 S,
                 Mark::Warn,
-                format!("cannot tell whether resize-guard is installed already: {e}"),
+                format!(
+                    "cannot tell whether resize-guard is installed already: {}",
+                    said(&e)
+                ),
             ),
             None,
         ),
@@ -292,6 +312,17 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_verbs_on_one_object_are_said_together() {
+        let perms = install_rights::install_permissions();
+        let said = describe(&perms[..6], "rg");
+        assert_eq!(
+            said,
+            "get, create, patch namespaces cluster-wide; get, create, patch \
+             priorityclasses.scheduling.k8s.io cluster-wide"
+        );
     }
 
     #[test]

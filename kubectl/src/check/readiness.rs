@@ -48,16 +48,7 @@ where
                 return Ok(report);
             }
             Ok(Ok(report)) => {
-                let failing: Vec<&str> = report
-                    .checks
-                    .iter()
-                    .filter(|l| l.mark == Mark::Fail)
-                    .map(|l| l.text.as_str())
-                    .collect();
-                progress(
-                    &mut said,
-                    format!("{} failing: {}", failing.len(), failing.join("; ")),
-                );
+                progress(&mut said, failing(&report));
                 last = Some(Ok(report));
             }
             Ok(Err(e)) => {
@@ -85,6 +76,26 @@ where
         }
         tokio::time::sleep_until((Instant::now() + interval).min(deadline)).await;
     }
+}
+
+/// The failed checks in one line: how many, and the first few.
+fn failing(report: &Report) -> String {
+    const SHOWN: usize = 3;
+    let texts: Vec<&str> = report
+        .checks
+        .iter()
+        .filter(|l| l.mark == Mark::Fail)
+        .map(|l| l.text.as_str())
+        .collect();
+    let mut out = format!(
+        "{} failing: {}",
+        texts.len(),
+        texts[..texts.len().min(SHOWN)].join("; ")
+    );
+    if texts.len() > SHOWN {
+        out.push_str(&format!("; and {} more", texts.len() - SHOWN));
+    }
+    out
 }
 
 /// Says what is being waited for on stderr, once per change.
@@ -133,6 +144,15 @@ mod tests {
         assert_eq!(r.failed, 0);
         let w = r.wait.unwrap();
         assert_eq!((w.attempts, w.timed_out, w.timeout_seconds), (3, false, 10));
+    }
+
+    #[test]
+    fn progress_names_the_first_failed_checks() {
+        assert_eq!(failing(&report(2)), "2 failing: broken 0; broken 1");
+        assert_eq!(
+            failing(&report(5)),
+            "5 failing: broken 0; broken 1; broken 2; and 2 more"
+        );
     }
 
     #[tokio::test]
