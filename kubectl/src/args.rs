@@ -62,7 +62,8 @@ pub struct Global {
     /// `default`). Not where resize-guard is installed: that is --install-namespace.
     #[arg(short = 'n', long, global = true)]
     pub namespace: Option<String>,
-    /// Output format: text (default), wide, json or yaml.
+    /// Output format: text (default), wide, json or yaml (a document with apiVersion
+    /// resize-guard.io/v1alpha1 and a kind per command: Explanation, WhatIf, Status, Check).
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Text)]
     pub output: Output,
     /// The namespace resize-guard itself is installed in (its policy ConfigMap, controller
@@ -172,7 +173,8 @@ pub enum Command {
         #[arg(short = 'A', long)]
         all_namespaces: bool,
     },
-    /// Install health, one line per check with the fix; exits 4 on any failed check.
+    /// Install health, one line per check with the fix; exits 4 on any failed check. --pre checks
+    /// a cluster before installing; --wait waits until every check passes.
     #[command(after_help = help::CHECK)]
     Check(CheckArgs),
 }
@@ -198,12 +200,34 @@ pub struct WhatIf {
 }
 
 /// `check`'s arguments.
-#[derive(Debug, Clone, ClapArgs)]
+#[derive(Debug, Clone, Default, ClapArgs)]
 pub struct CheckArgs {
     /// The pod (`NAMESPACE/NAME`) to send the dry-run probe resize for; default: the first
     /// running pod resize-guard judges.
     #[arg(long, value_name = "NAMESPACE/NAME")]
     pub probe_pod: Option<String>,
+    /// Before installing: is this Kubernetes supported, may you install what deploy/ creates,
+    /// and is there a node to run it on? Exits 4 on any failed check.
+    #[arg(long, conflicts_with_all = ["probe_pod", "wait"])]
+    pub pre: bool,
+    /// Wait until every check passes, at most TIMEOUT (default 5m; as --request-timeout: 90,
+    /// 30s, 2m); exits 4 with the checks still failing when it runs out.
+    #[arg(
+        long,
+        value_name = "TIMEOUT",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "5m",
+        value_parser = wait_timeout
+    )]
+    pub wait: Option<Duration>,
+}
+
+/// Parses `--wait=TIMEOUT` as [`request_timeout`] does, refusing zero (it would not wait).
+pub fn wait_timeout(text: &str) -> Result<Duration, String> {
+    request_timeout(text)?
+        .0
+        .ok_or_else(|| format!("--wait={text}: the timeout must be more than zero"))
 }
 
 #[cfg(test)]
@@ -269,6 +293,31 @@ mod tests {
     }
 
     #[test]
+    fn check_waits_five_minutes_unless_told_and_only_with_equals() {
+        let wait = |args: &[&str]| match parse(args).unwrap().command {
+            Command::Check(c) => c.wait,
+            _ => unreachable!(),
+        };
+        assert_eq!(wait(&["check"]), None);
+        assert_eq!(wait(&["check", "--wait"]), Some(Duration::from_secs(300)));
+        assert_eq!(wait(&["check", "--wait=90"]), Some(Duration::from_secs(90)));
+        assert_eq!(
+            wait(&["check", "--wait=2m", "-o", "json"]),
+            Some(Duration::from_secs(120))
+        );
+        // Without `=`, the next word is not the timeout.
+        assert_eq!(
+            parse(&["check", "--wait", "30s"]).unwrap_err().kind(),
+            ErrorKind::UnknownArgument
+        );
+        let pre = match parse(&["check", "--pre"]).unwrap().command {
+            Command::Check(c) => c.pre,
+            _ => unreachable!(),
+        };
+        assert!(pre);
+    }
+
+    #[test]
     fn bad_flags_are_usage_errors() {
         let kind = |args: &[&str]| parse(args).unwrap_err().kind();
         assert_eq!(
@@ -288,6 +337,23 @@ mod tests {
             ErrorKind::MissingRequiredArgument
         );
         assert_eq!(kind(&["status", "--nope"]), ErrorKind::UnknownArgument);
+        assert_eq!(kind(&["status", "-o", "xml"]), ErrorKind::InvalidValue);
+        let e = parse(&["status", "-o", "xml"]).unwrap_err().to_string();
+        assert!(
+            e.contains("invalid value 'xml' for '--output <OUTPUT>'")
+                && e.contains("[possible values: text, wide, json, yaml]"),
+            "{e}"
+        );
+        assert_eq!(
+            kind(&["check", "--pre", "--wait"]),
+            ErrorKind::ArgumentConflict
+        );
+        assert_eq!(
+            kind(&["check", "--pre", "--probe-pod", "a/b"]),
+            ErrorKind::ArgumentConflict
+        );
+        assert_eq!(kind(&["check", "--wait=0"]), ErrorKind::ValueValidation);
+        assert_eq!(kind(&["check", "--wait=soon"]), ErrorKind::ValueValidation);
         // clap exits 2 for every usage error; crate::exit keeps 2 for the same meaning.
         assert_eq!(parse(&["status", "--nope"]).unwrap_err().exit_code(), 2);
     }

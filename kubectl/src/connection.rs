@@ -69,7 +69,7 @@ impl Source {
     }
 
     /// Reads and merges the files.
-    fn read(&self) -> anyhow::Result<Kubeconfig> {
+    pub fn read(&self) -> anyhow::Result<Kubeconfig> {
         let read = |p: &PathBuf| {
             Kubeconfig::read_from(p).with_context(|| format!("reading kubeconfig {}", p.display()))
         };

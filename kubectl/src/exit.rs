@@ -70,6 +70,16 @@ impl fmt::Display for Target {
     }
 }
 
+/// What a client error says in one line: the API server's own message for an answer (a
+/// Forbidden names the user and the verb), else the error and its innermost reason.
+pub fn said(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+        kube::Error::Api(status) => format!("{} (HTTP {})", status.reason, status.code),
+        other => innermost(other),
+    }
+}
+
 /// The exit status for `e` and its one-line message (without the `error: ` prefix). `target`
 /// is where the plugin was talking to, once known.
 pub fn report(e: &anyhow::Error, target: Option<&Target>) -> (Exit, String) {
@@ -201,6 +211,16 @@ mod tests {
                  (the API server https://10.0.0.1:6443 (context prod, user jane))"
                     .into()
             )
+        );
+    }
+
+    #[test]
+    fn an_answer_is_said_in_the_api_servers_words() {
+        let status = kube::core::Status::failure("nodes is forbidden: User \"u\"", "Forbidden")
+            .with_code(403);
+        assert_eq!(
+            said(&kube::Error::Api(Box::new(status))),
+            "nodes is forbidden: User \"u\""
         );
     }
 

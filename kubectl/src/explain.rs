@@ -23,10 +23,19 @@ use serde::Serialize;
 
 use crate::facts::{LeaseState, ago, event_time};
 use crate::judgement::{DecisionView, decision_view};
+use crate::output::{Document, rfc3339};
 use crate::table::age;
 pub use text::render_text;
 
-/// The explanation, as `-o json|yaml` prints it.
+impl Document for Explanation {
+    const KIND: &'static str = "Explanation";
+
+    fn text(&self, wide: bool) -> String {
+        render_text(self, wide)
+    }
+}
+
+/// What `explain` prints: `kind: Explanation`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Explanation {
@@ -112,6 +121,8 @@ pub struct PendingView {
     pub message: String,
     /// Since the condition last changed.
     pub age: Option<String>,
+    /// The condition's `lastTransitionTime` (RFC 3339).
+    pub since: Option<String>,
 }
 
 /// The memory rule on limits the kubelet has not applied (a decrease waiting or refused).
@@ -138,13 +149,18 @@ pub struct PlanView {
     pub others: usize,
     /// Its age.
     pub age: String,
+    /// When it was made (RFC 3339).
+    pub time: String,
 }
 
 /// One Event.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct EventView {
     /// Since it last happened.
     pub age: String,
+    /// When it last happened (RFC 3339).
+    pub last_seen: Option<String>,
     /// `Normal` or `Warning`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -194,6 +210,7 @@ pub fn explain(
         reason: c.reason.clone().unwrap_or_default(),
         message: c.message.clone().unwrap_or_default(),
         age: c.last_transition_time.as_ref().map(|t| age(ago(t.0, now))),
+        since: c.last_transition_time.as_ref().map(|t| rfc3339(t.0)),
     });
     let decision = if condition.is_some() {
         let verdict = assess(pod, ctx);
@@ -217,6 +234,7 @@ pub fn explain(
             .collect(),
         others: p.count.saturating_sub(p.own.len()),
         age: age(ago(p.time, now)),
+        time: rfc3339(p.time),
     });
     let controller = lease.map(controller_line);
     let events = events
@@ -272,6 +290,7 @@ fn controller_line(l: &LeaseState) -> String {
 fn event_view(e: &Event, now: Timestamp) -> EventView {
     EventView {
         age: event_time(e).map(|t| age(ago(t, now))).unwrap_or_default(),
+        last_seen: event_time(e).map(rfc3339),
         kind: e.type_.clone().unwrap_or_default(),
         reason: e.reason.clone().unwrap_or_default(),
         from: e

@@ -19,6 +19,15 @@ Examples:
   KUBECONFIG=~/.kube/config:~/.kube/staging kubectl resize-guard status --context staging \\
     --as jane --as-group sre --request-timeout 10s
 
+Output:
+  -o json and -o yaml print one document per command: apiVersion resize-guard.io/v1alpha1,
+  kind Explanation (explain), WhatIf (what-if), Status (status) or Check (check), observedAt
+  (RFC 3339), then the command's fields; times in it are RFC 3339.
+
+Shell completion (kubectl v1.26+ completes plugins): put kubectl_complete-resize_guard, from the
+release archive, on PATH beside kubectl-resize_guard; or, with krew, link the plugin under that
+name: ln -s kubectl-resize_guard ~/.krew/bin/kubectl_complete-resize_guard
+
 Namespaces:
   -n/--namespace names where your pods are (default: the context's namespace, else default);
   --install-namespace names where resize-guard itself runs (default resize-guard, or
@@ -30,7 +39,7 @@ Exit status:
   2  usage error: unknown flag, missing or malformed argument
   3  could not talk to the cluster (kubeconfig, connection, TLS, timeout), the API server
      answered an error (Forbidden, NotFound, ...), or the plugin itself failed
-  4  check: at least one check failed (✗)
+  4  check: at least one check failed (✗); check --wait: still failing when the time ran out
 
 Read-only except `what-if`, which sends its resize as a server-side dry run.";
 
@@ -85,5 +94,12 @@ Examples:
   # In CI: fail the job on any ✗
   kubectl resize-guard check -o json > check.json || exit 1
 
-Exit status: 0 every check passed (‼ lines are warnings), 4 at least one check failed,
-2 usage error, 3 could not talk to the cluster.";
+  # Before installing: supported Kubernetes, your RBAC to install, nodes to run on
+  kubectl resize-guard check --pre
+
+  # Install, then wait (at most 5 minutes) until every check passes
+  kubectl apply -k deploy/ && kubectl resize-guard check --wait
+  kubectl resize-guard check --wait=90s
+
+Exit status: 0 every check passed (‼ lines are warnings), 4 at least one check failed (with
+--wait: still failing when the time ran out), 2 usage error, 3 could not talk to the cluster.";

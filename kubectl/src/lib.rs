@@ -10,16 +10,21 @@
 //!   the recorded plan, the Events.
 //! - [`what_if`]: a resize tried as a server-side dry run ([`dry_run`]), plus the local plan.
 //! - [`status`]: every pending resize, highest priority first.
-//! - [`check`]: install health, `linkerd check` style.
+//! - [`check`]: install health, `linkerd check` style; `--pre` before installing, `--wait`
+//!   until healthy.
 //!
 //! It connects as kubectl does ([`connection`]: the kubeconfig merge list, `--context`, `--as`,
-//! `--request-timeout`, …) and exits with a status per outcome ([`exit`]).
+//! `--request-timeout`, …), prints through one path ([`output`]: text, wide, or a JSON/YAML
+//! document with `apiVersion: resize-guard.io/v1alpha1` and a `kind` per command), says when
+//! the installed programs run another release ([`versions`]), completes its own command line
+//! in the shell through kubectl ([`completion`]), and exits with a status per outcome ([`exit`]).
 //!
 //! Read-only except `what-if`'s dry run; `explain` and `status` need only `get`/`list`.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod args;
 pub mod check;
+pub mod completion;
 pub mod connection;
 pub mod dry_run;
 pub mod exit;
@@ -27,19 +32,21 @@ pub mod explain;
 pub mod facts;
 pub mod help;
 pub mod judgement;
+pub mod output;
 pub mod status;
 pub mod table;
+pub mod versions;
 pub mod what_if;
 
 use k8s_openapi::jiff::Timestamp;
 use resize_guard_policy::memory::unapplied_lowerings;
 use resize_guard_policy::usage::Evidence;
-use serde::Serialize;
 
 use crate::args::{Cli, Command, Output, WhatIf};
 use crate::connection::Connection;
 use crate::exit::{Exit, Target};
 use crate::facts::{Judge, LeaseState};
+use crate::output::print;
 
 /// Runs the command: prints its output, or `error: …` on stderr, and returns the exit status
 /// ([`Exit`]).
@@ -87,22 +94,21 @@ async fn execute(cli: Cli, target: &mut Option<Target>) -> anyhow::Result<Exit> 
             let judge = Judge::load(&conn).await;
             let mut notes = judge.notes.clone();
             let lease = controller_lease(&conn, &mut notes).await;
-            let rows =
-                status::collect(&conn, namespace, &judge, lease.as_ref(), Timestamp::now()).await?;
-            print(out, &rows, |rows| {
-                let mut text = status::render_text(rows, namespace, out == Output::Wide);
-                for n in &notes {
-                    text.push_str(&format!("note: {n}\n"));
-                }
-                text
-            })?;
+            let now = Timestamp::now();
+            let items = status::collect(&conn, namespace, &judge, lease.as_ref(), now).await?;
+            let report = status::Report {
+                namespace: namespace.map(str::to_owned),
+                items,
+                notes,
+                versions: versions::read(&conn).await,
+            };
+            print(out, &report, now)?;
             Ok(Exit::Done)
         }
         Command::Check(args) => {
-            let lines = check::run(&conn, &args).await?;
-            let failed = lines.iter().any(|l| l.mark == table::Mark::Fail);
-            print(out, &lines, |l| check::render_text(l))?;
-            Ok(if failed {
+            let report = check::run(&conn, &args).await?;
+            print(out, &report, Timestamp::now())?;
+            Ok(if report.failed > 0 {
                 Exit::CheckFailed
             } else {
                 Exit::Done
@@ -123,6 +129,7 @@ async fn explain_pod(conn: &Connection, name: &str, out: Output) -> anyhow::Resu
         Vec::new()
     });
     let ctx = judge.context(ledger.as_ref());
+    let now = Timestamp::now();
     // Usage is read only for a memory limit the kubelet has yet to apply.
     let usage = if unapplied_lowerings(&p).is_empty() {
         Evidence::NotFetched
@@ -136,10 +143,10 @@ async fn explain_pod(conn: &Connection, name: &str, out: Output) -> anyhow::Resu
         lease.as_ref(),
         &events,
         &usage,
-        Timestamp::now(),
+        now,
     );
     x.notes = notes;
-    print(out, &x, |x| explain::render_text(x, out == Output::Wide))?;
+    print(out, &x, now)?;
     Ok(Exit::Done)
 }
 
@@ -181,7 +188,7 @@ async fn what_if_pod(
         command: what_if::command(&conn.namespace, name, &proposal),
         api_server: answer,
     };
-    print(out, &report, what_if::render_text)?;
+    print(out, &report, Timestamp::now())?;
     Ok(if report.api_server.accepted {
         Exit::Done
     } else {
@@ -203,17 +210,4 @@ async fn controller_lease(conn: &Connection, notes: &mut Vec<String>) -> Option<
             None
         }
     }
-}
-
-fn print<T: Serialize + ?Sized>(
-    out: Output,
-    value: &T,
-    text: impl FnOnce(&T) -> String,
-) -> anyhow::Result<()> {
-    match out {
-        Output::Json => println!("{}", serde_json::to_string_pretty(value)?),
-        Output::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
-        Output::Text | Output::Wide => print!("{}", text(value)),
-    }
-    Ok(())
 }

@@ -17,7 +17,40 @@ use serde::Serialize;
 use crate::connection::Connection;
 use crate::facts::{Judge, LeaseState, ago, ledger, list_pages};
 use crate::judgement::{DecisionView, decision_view};
+use crate::output::{Document, rfc3339};
 use crate::table::{age, render};
+use crate::versions::Versions;
+
+/// What `status` prints: `kind: Status`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// The namespace listed; `null` for every namespace (`-A`).
+    pub namespace: Option<String>,
+    /// The pending resizes, highest priority first.
+    pub items: Vec<Row>,
+    /// Assumptions made because something could not be read.
+    pub notes: Vec<String>,
+    /// The plugin's release and the installed programs' ([`crate::versions`]).
+    pub versions: Versions,
+}
+
+impl Document for Report {
+    const KIND: &'static str = "Status";
+
+    /// The table, then a note per assumption, then a warning if the installed programs run
+    /// another release than the plugin.
+    fn text(&self, wide: bool) -> String {
+        let mut text = render_text(&self.items, self.namespace.as_deref(), wide);
+        for n in &self.notes {
+            text.push_str(&format!("note: {n}\n"));
+        }
+        if let Some(w) = self.versions.warning() {
+            text.push_str(&format!("warning: {w}\n"));
+        }
+        text
+    }
+}
 
 /// One pending resize.
 #[derive(Debug, Serialize)]
@@ -33,8 +66,10 @@ pub struct Row {
     pub priority: i32,
     /// `Deferred`, `Infeasible` or `InProgress`.
     pub state: String,
-    /// Since the condition last changed.
+    /// Since the condition last changed (`lastTransitionTime`), as kubectl prints ages.
     pub age: String,
+    /// The condition's `lastTransitionTime` (RFC 3339), which [`Row::age`] counts from.
+    pub since: Option<String>,
     /// The kubelet's message.
     pub message: String,
     /// What resize-guard decides.
@@ -83,6 +118,7 @@ pub async fn collect(
             priority: pod::priority(p),
             state,
             age: since.map(|_| age(waited)).unwrap_or_default(),
+            since: since.map(rfc3339),
             message,
             decision,
             since_seconds: waited.as_secs(),
@@ -119,8 +155,8 @@ fn pending(p: &Pod) -> Option<(String, String, Option<Timestamp>)> {
     ))
 }
 
-/// The text form; `wide` adds the kubelet's message.
-/// The table; `namespace` is the one listed (`None`: every namespace, with a NAMESPACE column).
+/// The table; `namespace` is the one listed (`None`: every namespace, with a NAMESPACE column);
+/// `wide` adds the kubelet's message.
 pub fn render_text(rows: &[Row], namespace: Option<&str>, wide: bool) -> String {
     let all_namespaces = namespace.is_none();
     if rows.is_empty() {
@@ -164,6 +200,71 @@ pub fn render_text(rows: &[Row], namespace: Option<&str>, wide: bool) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::args::Output;
+    use crate::output::render;
+    use crate::versions::{Program, compare};
+
+    fn row() -> Row {
+        Row {
+            namespace: "shop".into(),
+            name: "web-0".into(),
+            node: "n1".into(),
+            priority: 1000,
+            state: "Deferred".into(),
+            age: "3m".into(),
+            since: Some("2026-01-02T15:01:05Z".into()),
+            message: "Node didn't have enough resource: cpu".into(),
+            decision: DecisionView::idle(false),
+            since_seconds: 180,
+        }
+    }
+
+    #[test]
+    fn the_text_shows_what_the_json_holds() {
+        let old = Program {
+            deployment: "rg/resize-guard-webhook".into(),
+            image: Some("r/w:0.1.0".into()),
+            version: Some("0.1.0".into()),
+            source: Some("imageTag"),
+            error: None,
+        };
+        let report = Report {
+            namespace: None,
+            items: vec![row()],
+            notes: vec!["PodDisruptionBudgets could not be listed".into()],
+            versions: compare("0.2.0", vec![old]),
+        };
+        let at: Timestamp = "2026-01-02T15:04:05Z".parse().unwrap();
+        let text = render(Output::Wide, &report, at).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&render(Output::Json, &report, at).unwrap()).unwrap();
+        assert_eq!(json["kind"], "Status");
+        assert_eq!(json["observedAt"], "2026-01-02T15:04:05Z");
+        assert_eq!(json["namespace"], serde_json::Value::Null);
+        let item = &json["items"][0];
+        let row = text.lines().nth(1).unwrap();
+        for key in ["namespace", "name", "node", "state", "age", "message"] {
+            assert!(row.contains(item[key].as_str().unwrap()), "{key} in {row}");
+        }
+        assert!(row.contains(&item["priority"].to_string()), "{row}");
+        assert!(
+            row.contains(item["decision"]["short"].as_str().unwrap()),
+            "{row}"
+        );
+        assert_eq!(item["since"], "2026-01-02T15:01:05Z");
+        for n in json["notes"].as_array().unwrap() {
+            assert!(
+                text.contains(&format!("note: {}\n", n.as_str().unwrap())),
+                "{text}"
+            );
+        }
+        assert_eq!(json["versions"]["skew"], true);
+        assert!(
+            text.contains("warning: kubectl resize-guard is 0.2.0, but rg/resize-guard-webhook runs 0.1.0 (image tag)"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn no_pending_resize_names_the_namespace_looked_in() {

@@ -80,7 +80,7 @@ pub fn age(d: Duration) -> String {
 pub enum Mark {
     /// Passed.
     Ok,
-    /// Failed: `check` exits 1.
+    /// Failed: `check` exits 4.
     Fail,
     /// Could not be judged, or worth a look; does not fail `check`.
     Warn,

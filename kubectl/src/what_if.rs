@@ -16,6 +16,7 @@ use serde_json::json;
 use crate::args::WhatIf;
 use crate::dry_run::Answer;
 use crate::judgement::{DecisionView, decision_view, victims_table};
+use crate::output::Document;
 use crate::table::bold;
 
 /// One planned change.
@@ -193,7 +194,7 @@ pub fn command(namespace: &str, pod: &str, proposal: &Proposal) -> String {
     )
 }
 
-/// Everything `what-if` prints.
+/// What `what-if` prints: `kind: WhatIf`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
@@ -209,6 +210,14 @@ pub struct Report {
     pub plan: DecisionView,
     /// The command that applies it.
     pub command: String,
+}
+
+impl Document for Report {
+    const KIND: &'static str = "WhatIf";
+
+    fn text(&self, _wide: bool) -> String {
+        render_text(self)
+    }
 }
 
 /// Judges `proposal` locally (the plan).

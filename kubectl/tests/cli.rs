@@ -41,3 +41,31 @@ fn no_cluster_exits_3_naming_the_kubeconfig() {
     assert!(printed.contains("/nonexistent/kubeconfig"), "{printed}");
     assert!(!printed.contains("panicked"), "{printed}");
 }
+
+#[test]
+fn an_unknown_output_format_is_a_usage_error_naming_the_formats() {
+    let (code, printed) = plugin(&["status", "-o", "xml"], "");
+    assert_eq!(code, Some(2), "{printed}");
+    assert!(
+        printed.contains("invalid value 'xml'")
+            && printed.contains("[possible values: text, wide, json, yaml]"),
+        "{printed}"
+    );
+}
+
+#[test]
+fn the_completion_helper_hands_the_words_to_the_plugin_beside_it() {
+    // As the release archive unpacks them: both files in one directory, which is not on PATH.
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl_complete-resize_guard"))
+        .args(["status", "-o", ""])
+        .env_clear()
+        .env("HOME", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "json\tJSON, for scripts\ntext\tHuman-readable\nwide\tHuman-readable, with more \
+         columns\nyaml\tYAML, for scripts\n:4\n"
+    );
+}

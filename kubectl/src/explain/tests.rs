@@ -67,6 +67,9 @@ fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
     assert_eq!(json["recordedPlan"]["current"], true);
     assert_eq!(json["recordedPlan"]["others"], 1);
     assert_eq!(json["ledger"]["terminating"]["cpu"], "1500m");
+    // The age the text shows, and the RFC 3339 time it counts from.
+    assert_eq!(json["recordedPlan"]["age"], "121m");
+    assert_eq!(json["recordedPlan"]["time"], "2026-12-01T10:00:00Z");
 }
 
 #[test]

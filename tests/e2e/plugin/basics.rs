@@ -48,7 +48,7 @@ use serde_json::json;
 const T: Duration = Duration::from_secs(60);
 
 /// The directory holding the plugin binary cargo built for this test.
-fn plugin_dir() -> PathBuf {
+pub(super) fn plugin_dir() -> PathBuf {
     PathBuf::from(crate::scenario::program("kubectl-resize_guard"))
         .parent()
         .unwrap()
@@ -313,7 +313,11 @@ async fn phases() {
     let json_out = rg(env, &["check", &probe, "-o", "json"]).await;
     let lines: serde_json::Value = serde_json::from_str(&json_out.stdout).unwrap();
     assert!(
-        lines.as_array().unwrap().iter().all(|l| l["mark"] == "ok"),
+        lines["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["mark"] == "ok"),
         "{lines}"
     );
 
@@ -356,7 +360,7 @@ async fn phases() {
     .await;
     assert!(out.success, "{}", out.stderr);
     let rows: serde_yaml_ng::Value = serde_yaml_ng::from_str(&out.stdout).unwrap();
-    assert!(rows.as_sequence().is_some(), "{}", out.stdout);
+    assert!(rows["items"].as_sequence().is_some(), "{}", out.stdout);
     let out = rg(env, &["check", &probe, "--install-namespace", "elsewhere"]).await;
     assert!(!out.success);
     assert!(
