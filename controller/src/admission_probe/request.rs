@@ -56,9 +56,11 @@ pub async fn probe(
     }
 }
 
-/// The PATCH and its whole answer; `Err` when there was none (connection, TLS, a body that
-/// could not be read), with the reason.
-async fn send(
+/// Sends the probe's PATCH about pod `namespace/name` as `client`'s user and returns the whole
+/// answer, with the pod as the API server returned it when admitted; `Err` when there was none
+/// (connection, TLS, a body that could not be read), with the reason. (Also how the tests show
+/// what anyone else's dry run gets back.)
+pub async fn send(
     client: &kube::Client,
     namespace: &str,
     name: &str,
