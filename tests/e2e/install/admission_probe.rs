@@ -271,7 +271,10 @@ async fn the_probe_reaches_the_webhook_notices_it_failing_open_and_no_one_else_g
         .run([
             "apply",
             "-k",
-            &repo_root().join("deploy/post-install-check").display().to_string(),
+            &repo_root()
+                .join("deploy/post-install-check")
+                .display()
+                .to_string(),
             "--server-side",
         ])
         .await
@@ -291,7 +294,10 @@ async fn the_probe_reaches_the_webhook_notices_it_failing_open_and_no_one_else_g
     // the API server's metrics.
     let before = fail_open(env).await;
     webhook.kill();
-    let text = wait_metrics(cp, "the bypass gauge at 1", |t| sample(t, GAUGE) == Some(1.0)).await;
+    let text = wait_metrics(cp, "the bypass gauge at 1", |t| {
+        sample(t, GAUGE) == Some(1.0)
+    })
+    .await;
     assert!(sample(&text, BYPASSED).unwrap() >= 1.0, "{text}");
     let readyz = http_get(cp, "/readyz").await.unwrap();
     assert!(
@@ -309,7 +315,10 @@ async fn the_probe_reaches_the_webhook_notices_it_failing_open_and_no_one_else_g
     );
     let (code, said) = probe_once(&check, POD, "0s").await;
     assert_eq!(code, 3, "{said}");
-    assert!(said.contains("admission probe bypassed resize-guard"), "{said}");
+    assert!(
+        said.contains("admission probe bypassed resize-guard"),
+        "{said}"
+    );
 
     // (4) Back: reached again, the gauge 0, /readyz plain.
     let mut webhook = spawn_webhook(env, port, health);
@@ -320,7 +329,11 @@ async fn the_probe_reaches_the_webhook_notices_it_failing_open_and_no_one_else_g
     .await;
     let deadline = Instant::now() + T;
     while http_get(cp, "/readyz").await.as_deref() != Ok("ok") {
-        assert!(Instant::now() < deadline, "{:?}", http_get(cp, "/readyz").await);
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            http_get(cp, "/readyz").await
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     controller.stop().await;

@@ -49,7 +49,11 @@ fn helm_test_passes_on_a_real_node() {
 
 /// `helm` (RESIZE_GUARD_HELM_BIN, as the Makefile sets it) with the control plane's kubeconfig and
 /// a private home.
-async fn helm(cp: &ControlPlane, home: &std::path::Path, args: &[&str]) -> anyhow::Result<(bool, String)> {
+async fn helm(
+    cp: &ControlPlane,
+    home: &std::path::Path,
+    args: &[&str],
+) -> anyhow::Result<(bool, String)> {
     let bin = std::env::var_os("RESIZE_GUARD_HELM_BIN").ok_or_else(|| {
         anyhow::anyhow!(
             "RESIZE_GUARD_HELM_BIN is not set: run through make e2e, or set it to \"$(scripts/build-helm.sh | tail -n 1)/helm\""
@@ -88,7 +92,10 @@ async fn helm_test(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()>
         .filter(|w| w.starts_with("image."))
         .map(str::to_owned)
         .collect();
-    anyhow::ensure!(sets.len() == 2, "make push printed no Helm flags:\n{pushed}");
+    anyhow::ensure!(
+        sets.len() == 2,
+        "make push printed no Helm flags:\n{pushed}"
+    );
     let home = tempfile::tempdir()?;
     let mut install = vec![
         "install",
@@ -134,7 +141,9 @@ async fn helm_test(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()>
     anyhow::ensure!(ok, "helm test failed:\n{said}");
     anyhow::ensure!(
         said.contains("Phase:          Succeeded")
-            && said.contains("admission probe reached resize-guard: webhook replica resize-guard-webhook-")
+            && said.contains(
+                "admission probe reached resize-guard: webhook replica resize-guard-webhook-"
+            )
             && said.contains("not within 168h: ok"),
         "{said}"
     );
@@ -146,7 +155,12 @@ async fn helm_test(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()>
             && roles.get_opt("resize-guard-check").await?.is_none(),
         "the check's ServiceAccount or Role outlived the test"
     );
-    let (ok, said) = helm(cp, home.path(), &["uninstall", "resize-guard", "-n", RG, "--wait"]).await?;
+    let (ok, said) = helm(
+        cp,
+        home.path(),
+        &["uninstall", "resize-guard", "-n", RG, "--wait"],
+    )
+    .await?;
     anyhow::ensure!(ok, "helm uninstall:\n{said}");
     Ok(())
 }

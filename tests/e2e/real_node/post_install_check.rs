@@ -64,7 +64,10 @@ fn check_overlay(own: &Path, name: &str, extra: &str) -> anyhow::Result<std::pat
         dir.join("kustomization.yaml"),
         format!(
             "{}{extra}",
-            installed.replace("  - ../../../deploy\n", "  - ../../../deploy/post-install-check\n")
+            installed.replace(
+                "  - ../../../deploy\n",
+                "  - ../../../deploy/post-install-check\n"
+            )
         ),
     )?;
     Ok(dir)
@@ -79,7 +82,12 @@ async fn run_job(
     let out = kubectl
         .run(["apply", "-k", &overlay.display().to_string()])
         .await?;
-    anyhow::ensure!(out.success, "apply -k {}: {}", overlay.display(), out.stderr);
+    anyhow::ensure!(
+        out.success,
+        "apply -k {}: {}",
+        overlay.display(),
+        out.stderr
+    );
     let jobs: Api<Job> = Api::namespaced(client.clone(), RG);
     let condition = |j: &Job, kind: &str| {
         j.status
@@ -116,9 +124,9 @@ async fn scale_webhook(kubectl: &Kubectl, client: &kube::Client, n: i32) -> anyh
     anyhow::ensure!(out.success, "scale: {}", out.stderr);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), RG);
     wait_object(&deployments, "resize-guard-webhook", T, |d| {
-        d.status.as_ref().is_some_and(|s| {
-            s.available_replicas.unwrap_or(0) == n && s.replicas.unwrap_or(0) == n
-        })
+        d.status
+            .as_ref()
+            .is_some_and(|s| s.available_replicas.unwrap_or(0) == n && s.replicas.unwrap_or(0) == n)
     })
     .await?;
     Ok(())
@@ -143,7 +151,9 @@ pub async fn run(cp: &ControlPlane, kubectl: &Kubectl, own: &Path) -> anyhow::Re
     anyhow::ensure!(complete, "the post-install check failed:\n{logs}");
     anyhow::ensure!(
         logs.contains("not within 168h: ok")
-            && logs.contains("admission probe reached resize-guard: webhook replica resize-guard-webhook-"),
+            && logs.contains(
+                "admission probe reached resize-guard: webhook replica resize-guard-webhook-"
+            ),
         "{logs}"
     );
 
@@ -166,7 +176,9 @@ pub async fn run(cp: &ControlPlane, kubectl: &Kubectl, own: &Path) -> anyhow::Re
         .run([
             "delete",
             "-k",
-            &check_overlay(own, "check-down", quick)?.display().to_string(),
+            &check_overlay(own, "check-down", quick)?
+                .display()
+                .to_string(),
         ])
         .await?;
     anyhow::ensure!(out.success, "delete -k: {}", out.stderr);

@@ -137,7 +137,10 @@ async fn the_check_is_one_restricted_pod_with_one_grant_in_both_installs() {
         ["Job", "Role", "RoleBinding", "ServiceAccount"],
         "{kustomized}"
     );
-    assert_eq!(find(&k, "Role", "resize-guard-check")["rules"], role["rules"]);
+    assert_eq!(
+        find(&k, "Role", "resize-guard-check")["rules"],
+        role["rules"]
+    );
     assert_eq!(
         find(&k, "RoleBinding", "resize-guard-check")["subjects"],
         binding["subjects"]
