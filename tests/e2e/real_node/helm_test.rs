@@ -14,6 +14,7 @@ use k8s_openapi::api::rbac::v1::Role;
 use kube::api::Api;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::install::repo_root;
+use resize_guard_harness::kubectl::Kubectl;
 use resize_guard_harness::objects::wait_object;
 use resize_guard_harness::real_node::{self, RealNode};
 
@@ -143,9 +144,23 @@ async fn helm_test(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()>
         said.contains("Phase:          Succeeded")
             && said.contains(
                 "admission probe reached resize-guard: webhook replica resize-guard-webhook-"
-            )
-            && said.contains("not within 168h: ok"),
+            ),
         "{said}"
+    );
+    // `--logs` shows the probe's container; the certificate check ran first, in the init
+    // container of the pod the test leaves for its logs.
+    let kubectl = Kubectl {
+        bin: cp.binaries().kubectl.clone(),
+        kubeconfig: cp.kubeconfig_path(),
+    };
+    let certificate = kubectl
+        .run(["logs", "-n", RG, "resize-guard-check", "-c", "certificate"])
+        .await?;
+    anyhow::ensure!(
+        certificate.success && certificate.stdout.contains("not within 168h: ok"),
+        "{}{}",
+        certificate.stdout,
+        certificate.stderr
     );
     // The grant lived only while the test ran.
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), RG);
