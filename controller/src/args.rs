@@ -44,12 +44,30 @@ pub struct Args {
     #[command(flatten)]
     pub certificates: CertificateArgs,
 
+    /// Whether resizes still reach the webhook (`crate::admission_probe`).
+    #[command(flatten)]
+    pub admission_probe: crate::admission_probe::ProbeArgs,
+
+    /// Instead of running the controller: `probe` sends the admission probe once and exits by
+    /// its outcome.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Test-only (feature `testing`, never in a release build): panic the reconcile loop or a
     /// watch task on a named object, `reconcile=<pod>`, `watch-pods=<pod>`, `watch-nodes=<node>`
     /// (`resize_guard_cluster::fault`).
     #[cfg(feature = "testing")]
     #[arg(long, hide = true)]
     pub inject_panic: Vec<String>,
+}
+
+/// What to run instead of the controller.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Send the admission probe (a dry-run resize of `--admission-probe-pod` in `--namespace`)
+    /// and exit: 0 when it reached the webhook, 3 when the API server admitted it without the
+    /// webhook, 1 on an error.
+    Probe(crate::admission_probe::OnceArgs),
 }
 
 /// Who provides the webhook's certificates.
@@ -155,6 +173,25 @@ mod tests {
             .common;
         assert_eq!(a.health_addr.to_string(), "[::]:8081");
         assert_eq!(a.namespace, "resize-guard");
+    }
+
+    #[test]
+    fn probe_is_a_subcommand_and_the_probe_flags_are_the_controllers() {
+        let a = Args::try_parse_from(["resize-guard-controller"]).unwrap();
+        assert!(a.command.is_none());
+        let a = Args::try_parse_from([
+            "resize-guard-controller",
+            "--admission-probe-pod=check-x",
+            "probe",
+            "--wait=2m",
+        ])
+        .unwrap();
+        assert_eq!(a.admission_probe.pod.as_deref(), Some("check-x"));
+        match a.command {
+            Some(Command::Probe(o)) => assert_eq!(o.wait, Duration::from_secs(120)),
+            other => panic!("{other:?}"),
+        }
+        assert!(Args::try_parse_from(["resize-guard-controller", "probes"]).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! # resize-guard-controller
 //!
 //! Makes room for Deferred in-place resizes, and, while it leads, keeps the webhook's
-//! certificates and the last good policy copy. Three rooms and the wiring around them:
+//! certificates and the last good policy copy. Three rooms, a probe and the wiring around them:
 //!
 //! - [`preemption`]: a pod watch (kube-runtime [`Controller`](kube::runtime::Controller))
 //!   triggers [`preemption::reconcile`] for each pod; the cluster view (`resize_guard_cluster`)
@@ -16,13 +16,17 @@
 //!   [`lease::fence`].
 //! - [`certificates`]: the webhook's CA, serving certificate and caBundle.
 //!
-//! Wiring: [`args`] (the command line), [`run`] (starts the view, the elector and the
-//! admin server), [`metrics`].
+//! - [`admission_probe`]: every replica checks that resizes still reach the webhook (a dry-run
+//!   resize of its own pod through the API server), for `/readyz`, metrics and an Event.
+//!
+//! Wiring: [`args`] (the command line), [`run`] (starts the view, the elector, the admission
+//! probe and the admin server), [`metrics`].
 //!
 //! The modules [`plan`] and [`reconcile`] keep the paths used outside this crate before the
 //! rooms existed.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod admission_probe;
 pub mod args;
 pub mod certificates;
 pub mod last_good;

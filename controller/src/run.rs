@@ -33,23 +33,36 @@ use crate::preemption::actuate::Actuator;
 
 /// Runs until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let mut config = kube::Config::infer().await?;
-    // Every request names this replica, so the audit log tells replicas apart.
-    let agent = format!(
-        "resize-guard-controller/{} ({})",
-        env!("CARGO_PKG_VERSION"),
-        identity(&args)
-    );
-    config
-        .headers
-        .push((USER_AGENT, HeaderValue::from_str(&agent)?));
-    let client = resize_guard_runtime::api_client::build(config)?;
+    let client = client(&identity(&args)).await?;
     serve(
         args,
         client,
         resize_guard_runtime::process::shutdown_signal(),
     )
     .await
+}
+
+/// `resize-guard-controller probe`: the admission probe, once ([`crate::admission_probe::once`]).
+pub async fn probe(
+    args: Args,
+    wait: std::time::Duration,
+) -> anyhow::Result<std::process::ExitCode> {
+    let client = client("probe").await?;
+    crate::admission_probe::once(client, &args.common.namespace, &args.admission_probe, wait).await
+}
+
+/// The program's client; every request names this replica (`who`), so the audit log tells
+/// replicas apart.
+async fn client(who: &str) -> anyhow::Result<kube::Client> {
+    let mut config = kube::Config::infer().await?;
+    let agent = format!(
+        "resize-guard-controller/{} ({who})",
+        env!("CARGO_PKG_VERSION"),
+    );
+    config
+        .headers
+        .push((USER_AGENT, HeaderValue::from_str(&agent)?));
+    Ok(resize_guard_runtime::api_client::build(config)?)
 }
 
 /// This replica's identity in the Lease: `--identity`, else the host (pod) name.
@@ -116,19 +129,32 @@ pub async fn serve(
     let pods = view
         .pod_store()
         .ok_or_else(|| anyhow::anyhow!("the cluster view keeps no pod store"))?;
+    let probe = crate::admission_probe::start(
+        client.clone(),
+        &common.namespace,
+        &args.admission_probe,
+        runtime.events().clone(),
+        metrics.exposition(),
+        runtime.stopped(),
+    );
     // `/readyz`: 503 with the view's reason until every watch has listed and while one has been
     // failing too long.
     runtime
         .serve_health(
             common.health_addr,
             {
-                // No policy in force: the controller idles, and is not ready, saying why.
+                // No policy in force: the controller idles, and is not ready, saying why. A
+                // probe that did not reach the webhook is a note, never unreadiness
+                // (`crate::admission_probe` says why).
                 let view = view.clone();
                 Arc::new(move || {
                     view.readiness()?;
                     match view.policy_problem() {
                         Some(why) => Err(why),
-                        None => Ok(view.policy_note()),
+                        None => Ok(notes(
+                            view.policy_note(),
+                            probe.as_ref().and_then(|p| p.note()),
+                        )),
                     }
                 })
             },
@@ -207,6 +233,14 @@ pub async fn serve(
             return Ok(());
         }
         tracing::warn!(identity, "lost leadership; every write stopped");
+    }
+}
+
+/// The `/readyz` notes, joined.
+fn notes(policy: Option<String>, probe: Option<String>) -> Option<String> {
+    match (policy, probe) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
     }
 }
 

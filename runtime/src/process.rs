@@ -29,9 +29,9 @@ pub const SHUTDOWN_LINGER: std::time::Duration = std::time::Duration::from_secs(
 /// still running at most [`SHUTDOWN_LINGER`] instead of waiting for it: hyper resolves host names
 /// on blocking threads, and with an unreachable resolver each lookup blocks for seconds, which
 /// kept a stopped process alive long after SIGTERM (`#[tokio::main]` waits for every one).
-pub fn block_on<F>(main: F) -> anyhow::Result<()>
+pub fn block_on<F, T>(main: F) -> anyhow::Result<T>
 where
-    F: std::future::Future<Output = anyhow::Result<()>>,
+    F: std::future::Future<Output = anyhow::Result<T>>,
 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

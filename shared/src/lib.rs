@@ -16,6 +16,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admission;
+pub mod admission_probe;
 pub mod audience;
 pub mod budget;
 pub mod classify;

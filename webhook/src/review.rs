@@ -25,6 +25,8 @@ use resize_guard_policy::refusal::Refusal;
 use resize_guard_policy::usage::Evidence;
 use resize_guard_policy::verdict::clip;
 
+pub mod probe;
+
 pub use resize_guard_cluster::Cluster;
 
 pub use resize_guard_policy::admission::Stage;
@@ -240,7 +242,8 @@ fn response(uid: &str) -> AdmissionResponse {
 }
 
 /// Encodes [`admit_for`]'s answer as an AdmissionResponse (a repair as a JSON patch), with the
-/// Event to record (none on dry run).
+/// Event to record (none on dry run). An admission probe is answered first, unjudged
+/// ([`probe`]).
 ///
 /// The request body is unauthenticated content, so what the answer reveals is bounded by what
 /// the cluster view vouches for ([`known_pod`], a lookup in the view's pods of that node, no
@@ -248,6 +251,9 @@ fn response(uid: &str) -> AdmissionResponse {
 /// read, and judged, only for a pod the view knows by UID on the named node — else the memory
 /// rule judges without it ([`Reviewed::usage_withheld`]) and the answer carries no usage.
 fn judge(resize: &Resize, cluster: &dyn Cluster, usage: &Evidence) -> Reviewed {
+    if let Some(answer) = probe::answer(resize, cluster.install_namespace()) {
+        return answer;
+    }
     let Resize {
         stage,
         old,

@@ -307,6 +307,9 @@ pub async fn serve(
         .instance
         .clone()
         .or_else(|| std::env::var("HOSTNAME").ok());
+    if let Some(name) = &instance {
+        crate::review::probe::name_replica(name);
+    }
     let reporter = Reporter {
         controller: "resize-guard-webhook".into(),
         instance,

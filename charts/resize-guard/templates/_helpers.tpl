@@ -151,6 +151,30 @@ matchConditions:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+{{/*
+The admission probe's entry (controller/src/admission_probe.rs; deploy/base/webhook-configurations.yaml
+says why): the main entry's Service, path, failurePolicy and timeout, none of its selectors or
+matchConditions, called only for a dry-run resize by resize-guard's controller or its
+post-install check of a pod in the account's own namespace. (dict "path" "/mutate" "root" $)
+*/}}
+{{- define "resize-guard.probeWebhook" -}}
+- name: probe.resize-guard.io
+  clientConfig:
+    service: {name: resize-guard-webhook, namespace: {{ include "resize-guard.namespace" .root }}, path: {{ .path }}, port: 443}
+  rules:
+    - {operations: [UPDATE], apiGroups: [""], apiVersions: [v1], resources: [pods/resize], scope: Namespaced}
+  admissionReviewVersions: [v1]
+  sideEffects: NoneOnDryRun
+  failurePolicy: {{ .root.Values.webhooks.failurePolicy }}
+  timeoutSeconds: {{ .root.Values.webhooks.timeoutSeconds }}
+  matchPolicy: Equivalent
+  matchConditions:
+    - name: resize-guard-admission-probe
+      expression: >-
+        has(request.dryRun) && request.dryRun &&
+        (request.userInfo.username == 'system:serviceaccount:' + request.namespace + ':resize-guard-controller' ||
+        request.userInfo.username == 'system:serviceaccount:' + request.namespace + ':resize-guard-check')
+{{- end }}
 {{- define "resize-guard.webhookSelectors" -}}
 {{- with .Values.webhooks.namespaceSelector }}
 namespaceSelector:

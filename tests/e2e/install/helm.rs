@@ -31,6 +31,8 @@ const HELM_LABELS: [&str; 3] = [
     "app.kubernetes.io/instance",
 ];
 
+mod post_install_check;
+
 /// Held by the tests that write to the API server (server dry runs read the objects a real
 /// install creates, and an uninstall may delete them mid-apply).
 mod upgrade;
@@ -117,9 +119,18 @@ impl Helm {
     }
 
     /// `helm template resize-guard charts/resize-guard --namespace NS <set…>`.
+    /// `helm template` without the test hooks (`templates/tests/`, which `helm install` does not
+    /// apply: `post_install_check.rs` renders them).
     async fn template_in(&self, namespace: &str, set: &[&str]) -> String {
         let chart = path(CHART);
-        let mut args = vec!["template", "resize-guard", &chart, "--namespace", namespace];
+        let mut args = vec![
+            "template",
+            "resize-guard",
+            &chart,
+            "--namespace",
+            namespace,
+            "--skip-tests",
+        ];
         args.extend_from_slice(set);
         self.ok(&args).await.stdout
     }
@@ -502,7 +513,10 @@ async fn the_default_render_is_the_kustomize_install_and_variants_are_the_overla
     assert_same_objects("defaults vs deploy/", &without_namespace, &default, true);
     // Without --namespace (Helm's `default`), the install namespace is still resize-guard.
     let chart = path(CHART);
-    let bare = helm.ok(&["template", "resize-guard", &chart]).await.stdout;
+    let bare = helm
+        .ok(&["template", "resize-guard", &chart, "--skip-tests"])
+        .await
+        .stdout;
     assert_same_objects("no --namespace vs deploy/", &without_namespace, &bare, true);
 
     // Every Helm label is there, on every object, and nowhere in selectors or pod templates.

@@ -1,6 +1,7 @@
 //! Installing from `deploy/` as a user would: kustomize, the Helm chart, the monitoring rules, and
 //! the webhook running as its ServiceAccount under the installed RBAC.
 
+mod admission_probe;
 mod grants;
 mod helm;
 mod kustomize;

@@ -276,7 +276,7 @@ async fn phases() {
         .to_owned();
     let healthy = [
         "kubernetes\n----------\n✓ Kubernetes v1.37.2 is supported (v1.33–v1.37 are tested)\n".to_owned(),
-        "✓ MutatingWebhookConfiguration resize-guard present: mutate.resize-guard.io\n".to_owned(),
+        "✓ MutatingWebhookConfiguration resize-guard present: mutate.resize-guard.io, probe.resize-guard.io\n".to_owned(),
         format!("✓ mutate.resize-guard.io calls {url} (a URL, not a Service)\n"),
         format!("✓ mutate.resize-guard.io's caBundle verifies the certificate served at {served}\n"),
         format!("✓ the certificate served at {served} is valid for 89d more\n"),

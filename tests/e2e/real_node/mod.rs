@@ -11,9 +11,10 @@
 //! memory wall on real memory ([`memory_wall`]): what the kubelet and the kernel do when a limit
 //! goes below what a container holds and resize-guard has no metrics to judge it by, then
 //! metrics-server scraping the real kubelet and resize-guard refusing the same decrease up front
-//! with the real working set. At the end the node is torn down and must leave nothing behind
-//! (netns, links, routes, cgroups, mounts, processes, sysctls). Prints the numbers the README
-//! quotes.
+//! with the real working set; then the post-install check ([`post_install_check`]). At the end the
+//! node is torn down and must leave nothing behind (netns, links, routes, cgroups, mounts,
+//! processes, sysctls). Prints the numbers the README quotes. The chart's `helm test` has a suite
+//! of its own ([`helm_test`]).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};
@@ -28,7 +29,9 @@ use resize_guard_harness::objects::*;
 use resize_guard_harness::real_node::{self, RealNode, container_id, exit_code, runs_pause};
 use serde_json::json;
 
+mod helm_test;
 mod memory_wall;
+mod post_install_check;
 
 const T: Duration = Duration::from_secs(120);
 const NS: &str = "field";
@@ -291,7 +294,8 @@ async fn walls(cp: &ControlPlane, node: &mut RealNode) -> anyhow::Result<()> {
 
     rolling_restart(cp, &kubectl).await?;
     memory_wall::pinned(node, &kubectl, &pods).await?;
-    memory_wall::guarded(cp, node, &kubectl, &pods).await
+    memory_wall::guarded(cp, node, &kubectl, &pods).await?;
+    post_install_check::run(cp, &kubectl, &own).await
 }
 
 /// `kubectl rollout restart` of the webhook under a steady stream of resizes of `app`: the real

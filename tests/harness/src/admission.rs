@@ -22,6 +22,8 @@ pub const CONFIG_NAME: &str = "resize-guard";
 pub const MUTATING_NAME: &str = "mutate.resize-guard.io";
 /// The validating webhook's name (audit annotations are prefixed with it).
 pub const VALIDATING_NAME: &str = "validate.resize-guard.io";
+/// The admission probe's webhook, in either configuration (`controller/src/admission_probe.rs`).
+pub const PROBE_NAME: &str = "probe.resize-guard.io";
 /// The field manager the harness writes `caBundle` with.
 pub const FIELD_MANAGER: &str = "resize-guard-harness";
 
@@ -54,7 +56,8 @@ pub async fn register(
     set_ca_bundle(&env.client().await, ca_base64, which).await
 }
 
-/// Writes `caBundle` on the webhook of the configuration `which` installs (server-side apply).
+/// Writes `caBundle` on the webhooks of the configuration `which` installs (server-side apply):
+/// the judging one and the admission probe's.
 pub async fn set_ca_bundle(
     client: &kube::Client,
     ca_base64: &str,
@@ -66,7 +69,10 @@ pub async fn set_ca_bundle(
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": kind,
             "metadata": {"name": CONFIG_NAME},
-            "webhooks": [{"name": name, "clientConfig": {"caBundle": ca_base64}}],
+            "webhooks": [
+                {"name": name, "clientConfig": {"caBundle": ca_base64}},
+                {"name": PROBE_NAME, "clientConfig": {"caBundle": ca_base64}},
+            ],
         })
     };
     match which {

@@ -71,10 +71,15 @@ pub fn overlay(how: &Install) -> String {
         if how.through_service {
             continue;
         }
+        // Both entries: the webhook's and the admission probe's (`probe.resize-guard.io`).
         let patch = match &how.webhook_url {
-            Some(url) => format!(
-                "      - {{op: replace, path: /webhooks/0/clientConfig, value: {{url: \"{url}{path}\"}}}}\n"
-            ),
+            Some(url) => (0..2)
+                .map(|i| {
+                    format!(
+                        "      - {{op: replace, path: /webhooks/{i}/clientConfig, value: {{url: \"{url}{path}\"}}}}\n"
+                    )
+                })
+                .collect::<String>(),
             None => format!(
                 "      $patch: delete\n      apiVersion: admissionregistration.k8s.io/v1\n      kind: {kind}\n      metadata: {{name: resize-guard}}\n"
             ),
