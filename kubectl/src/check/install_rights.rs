@@ -194,6 +194,9 @@ pub const GRANTS: &[Grant] = &[
         &["resize-guard-controller"],
     ),
     here("coordination.k8s.io", &["leases"], &["create"], &[]),
+    // The admission probe's dry-run resize of the controller's own pod (a ValidatingAdmissionPolicy
+    // refuses it anything but a dry run).
+    here("", &["pods/resize"], &["patch"], &[]),
 ];
 
 /// Every single permission [`GRANTS`] gives, without repeats.

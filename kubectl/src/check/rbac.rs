@@ -151,6 +151,8 @@ const CONTROLLER_OWN: &[Permission] = &[
         Some("resize-guard-controller"),
     ),
     here("create", "coordination.k8s.io", "leases", None),
+    // The admission probe: a dry-run resize of its own pod (`controller/src/admission_probe.rs`).
+    here("patch", "", "pods/resize", None),
 ];
 
 /// What the controller must never be able to do.
