@@ -3,8 +3,9 @@
 //! `deploy/base/controller-writes.yaml` (and the chart's templates of the same names) install
 //! ValidatingAdmissionPolicies and their bindings that let the controller's ServiceAccount change
 //! nothing in a pod but the `resize-guard.io/preemption` annotation, add nothing to a pod's status
-//! but `DisruptionTarget`, resize a pod only back to what the kubelet reports, evict or delete no
-//! pod in kube-system or its own namespace, and change only `caBundle` of the webhook
+//! but `DisruptionTarget`, resize a pod only back to what the kubelet reports (and in its own namespace
+//! only as the admission probe's dry run), evict or delete no pod in kube-system or its own
+//! namespace, and change only `caBundle` of the webhook
 //! configurations. Without the binding a policy does nothing; without `Deny` it only warns or
 //! audits; with `failurePolicy: Ignore` an evaluation error lets the write through; a policy that
 //! no longer matches the writes it guards guards nothing. Each of these is a ✗ here, since the
@@ -57,6 +58,13 @@ pub const GUARDS: &[Guard] = &[
         name: "resize-guard-controller-resize-writes",
         limits: "resizes to the resources the kubelet reports",
         unguarded: "may resize any pod it can patch pods/resize of to any value",
+        file: "controller-writes.yaml",
+        matches: &[("UPDATE", "", "pods/resize")],
+    },
+    Guard {
+        name: "resize-guard-admission-probe",
+        limits: "resizes in its own namespace to the admission probe's dry runs",
+        unguarded: "may really resize pods of its own namespace, not only dry-run its admission probe",
         file: "controller-writes.yaml",
         matches: &[("UPDATE", "", "pods/resize")],
     },
