@@ -146,6 +146,28 @@ async fn kubectl(env: &Env, args: &[&str]) -> String {
 }
 
 /// The objects of a YAML stream by (kind, namespace, name); empty documents skipped.
+/// Creates the install namespace as the chart renders it (`namespace.create=true`: Pod Security
+/// restricted enforced), so a server dry run also judges pod templates under it.
+async fn apply_chart_namespace(env: &Env, helm: &Helm, chart: &str) {
+    let ns = helm
+        .ok(&[
+            "template",
+            "resize-guard",
+            chart,
+            "--namespace",
+            NAMESPACE,
+            "--set",
+            "namespace.create=true",
+            "--show-only",
+            "templates/namespace.yaml",
+        ])
+        .await
+        .stdout;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &ns).unwrap();
+    kubectl(env, &["apply", "-f", &file.path().display().to_string()]).await;
+}
+
 fn objects(stream: &str) -> BTreeMap<Key, Value> {
     let mut out = BTreeMap::new();
     for doc in serde_yaml_ng::Deserializer::from_str(stream) {
@@ -719,23 +741,7 @@ async fn every_render_applies_on_server_dry_run() {
     // Dry run does not create the namespace: create it as the chart renders it (Pod Security
     // restricted enforced), so the dry run also judges both pod templates under it.
     let chart = path(CHART);
-    let ns = helm
-        .ok(&[
-            "template",
-            "resize-guard",
-            &chart,
-            "--namespace",
-            NAMESPACE,
-            "--set",
-            "namespace.create=true",
-            "--show-only",
-            "templates/namespace.yaml",
-        ])
-        .await
-        .stdout;
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), &ns).unwrap();
-    kubectl(env, &["apply", "-f", &file.path().display().to_string()]).await;
+    apply_chart_namespace(env, helm, &chart).await;
     let labels = kubectl(
         env,
         &[

@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::Role;
 use kube::api::Api;
-use resize_guard_harness::control_plane::{ControlPlane, Options};
+use resize_guard_harness::control_plane::ControlPlane;
 use resize_guard_harness::install::repo_root;
 use resize_guard_harness::kubectl::Kubectl;
 use resize_guard_harness::objects::wait_object;
@@ -23,29 +23,7 @@ const T: Duration = Duration::from_secs(180);
 
 #[test]
 fn helm_test_passes_on_a_real_node() {
-    let mut node = RealNode::prepare().expect("real node network");
-    let cp = ControlPlane::start(&Options {
-        real_node_host: Some(real_node::HOST.to_owned()),
-        ..Options::default()
-    })
-    .expect("control plane");
-    cp.start_scheduler(&[]).expect("kube-scheduler");
-    cp.start_controller_manager()
-        .expect("kube-controller-manager");
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let result = rt.block_on(Box::pin(helm_test(&cp, &mut node)));
-    if let Err(e) = &result {
-        eprintln!(
-            "{}\n--- kubelet ---\n{}\n--- containerd ---\n{}",
-            cp.dump_logs(),
-            node.log_tail("kubelet", 8000),
-            node.log_tail("containerd", 4000),
-        );
-        panic!("{e:#}");
-    }
-    drop(rt);
-    drop(cp);
-    node.stop().expect("the real node left something behind");
+    super::on_the_real_node(|cp, node| Box::pin(helm_test(cp, node)));
 }
 
 /// `helm` (RESIZE_GUARD_HELM_BIN, as the Makefile sets it) with the control plane's kubeconfig and

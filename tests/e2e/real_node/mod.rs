@@ -38,6 +38,16 @@ const NS: &str = "field";
 
 #[test]
 fn resize_guard_as_shipped_on_a_real_node() {
+    on_the_real_node(|cp, node| Box::pin(walls(cp, node)));
+}
+
+/// The future a real-node test runs: it borrows the control plane and the node.
+type NodeTest<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + 'a>>;
+
+/// Runs `body` on a control plane whose one node is the real node (kube-scheduler and
+/// kube-controller-manager started); on failure prints every part's log, then panics; either way
+/// stops the node and checks it left nothing behind.
+fn on_the_real_node(body: impl for<'a> FnOnce(&'a ControlPlane, &'a mut RealNode) -> NodeTest<'a>) {
     let mut node = RealNode::prepare().expect("real node network");
     let cp = ControlPlane::start(&Options {
         real_node_host: Some(real_node::HOST.to_owned()),
@@ -48,7 +58,7 @@ fn resize_guard_as_shipped_on_a_real_node() {
     cp.start_controller_manager()
         .expect("kube-controller-manager");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let result = rt.block_on(Box::pin(walls(&cp, &mut node)));
+    let result = rt.block_on(body(&cp, &mut node));
     if let Err(e) = &result {
         eprintln!(
             "{}\n--- kubelet ---\n{}\n--- containerd ---\n{}\n--- kube-proxy ---\n{}",

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 
 use resize_guard_harness::env::{EnvOptions, shared};
 
-use super::{CHART, CLUSTER, NAMESPACE, dry_run, find, helm, kubectl, objects, path};
+use super::{
+    CHART, CLUSTER, NAMESPACE, apply_chart_namespace, dry_run, find, helm, kubectl, objects, path,
+};
 
 const SHOW: &str = "templates/tests/post-install-check.yaml";
 
@@ -155,23 +157,7 @@ async fn the_check_is_one_restricted_pod_with_one_grant_in_both_installs() {
 
     // Both pass Pod Security restricted where the install namespace enforces it (created as the
     // chart renders it, labels checked by every_render_applies_on_server_dry_run).
-    let ns = helm
-        .ok(&[
-            "template",
-            "resize-guard",
-            &chart,
-            "--namespace",
-            NAMESPACE,
-            "--set",
-            "namespace.create=true",
-            "--show-only",
-            "templates/namespace.yaml",
-        ])
-        .await
-        .stdout;
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), &ns).unwrap();
-    kubectl(env, &["apply", "-f", &file.path().display().to_string()]).await;
+    apply_chart_namespace(env, helm, &chart).await;
     let out = dry_run(env, "helm test hooks", &rendered, &[]).await;
     assert!(out.contains("pod/resize-guard-check"), "{out}");
     let out = dry_run(env, "deploy/post-install-check", &kustomized, &[]).await;
