@@ -37,6 +37,7 @@ pub mod usage;
 pub mod verdict;
 pub mod version;
 pub mod victims;
+pub mod warning;
 
 pub use classify::{Context, assess, classify};
 // The mirrors of upstream Kubernetes, at the paths they had before `upstream/` held them.

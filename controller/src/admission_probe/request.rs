@@ -5,6 +5,7 @@
 //! goes through the program's client (`resize_guard_runtime::api_client`), so it is retried as
 //! every other request is.
 
+use resize_guard_policy::warning::warning_text;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
@@ -127,30 +128,6 @@ fn reference(pod: &Pod) -> ObjectReference {
     }
 }
 
-/// The text of one `Warning` header value (RFC 9111 §5.5: `299 - "text"`, the text a quoted
-/// string), as the API server writes them (`k8s.io/apiserver/pkg/endpoints/handlers/warning`).
-/// kubectl/src/dry_run.rs reads them the same way.
-pub fn warning_text(header: &str) -> Option<String> {
-    let rest = header.trim();
-    let start = rest.find('"')?;
-    let end = rest.rfind('"')?;
-    if end <= start {
-        return None;
-    }
-    let mut out = String::with_capacity(end - start);
-    let mut chars = rest[start + 1..end].chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            if let Some(next) = chars.next() {
-                out.push(next);
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    Some(out)
-}
-
 /// Whether `name` can name a pod in a request path: a DNS-1123 subdomain (what the API server
 /// accepts as a pod name), so it can never reach another path or add a query.
 pub fn valid_pod_name(name: &str) -> bool {
@@ -175,23 +152,6 @@ mod tests {
     use kube::client::Body;
 
     use super::*;
-
-    #[test]
-    fn warning_headers_unquote() {
-        assert_eq!(
-            warning_text(
-                r#"299 - "resize-guard: admission probe reached webhook replica w at /mutate""#
-            )
-            .as_deref(),
-            Some("resize-guard: admission probe reached webhook replica w at /mutate")
-        );
-        assert_eq!(
-            warning_text(r#"299 - "say \"hi\" \\ bye""#).as_deref(),
-            Some(r#"say "hi" \ bye"#)
-        );
-        assert_eq!(warning_text("299 - no quotes"), None);
-        assert_eq!(warning_text("299 - \""), None);
-    }
 
     #[test]
     fn only_pod_names_reach_the_path() {
