@@ -6,9 +6,11 @@
 //! pod the same way.
 
 use std::fmt;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::quantity::{QuantityError, parse_nanos};
@@ -148,6 +150,15 @@ pub fn is_sidecar(container: &Container) -> bool {
 /// The first `PodResizePending` condition, as upstream `IsPodResizeDeferred` reads it.
 pub fn resize_pending(pod: &Pod) -> Option<&PodCondition> {
     pod.status.as_ref().and_then(resize_pending_in)
+}
+
+/// How long at `now` the `PodResizePending` condition has held, by its `lastTransitionTime` (the
+/// kubelet's wall clock): zero without one, or when it lies in the future.
+pub fn resize_pending_for(pod: &Pod, now: Timestamp) -> Duration {
+    resize_pending(pod)
+        .and_then(|c| c.last_transition_time.as_ref())
+        .and_then(|since| Duration::try_from(now.duration_since(since.0)).ok())
+        .unwrap_or(Duration::ZERO)
 }
 
 /// The first `PodResizePending` condition of a status.

@@ -1,9 +1,9 @@
 //! The work only the Lease holder does — the preemption controller, the certificate manager
 //! (`--certificates=self`), the last good policy copy, the brakes' ledger and the deferred-pods
-//! gauges — started on gaining the Lease and
-//! stopped on losing it (the gauges then read 0: a follower sees no Deferred pod). Losing it aborts everything at once (every write is also fenced by
-//! [`Leadership`], so an aborted task cannot write afterwards); a shutdown first lets in-flight
-//! reconciles finish while the Lease is still ours, within the fence.
+//! gauges — started on gaining the Lease and stopped on losing it (the gauges then read 0: a
+//! follower sees no Deferred pod). Losing it aborts everything at once (every write is also
+//! fenced by [`Leadership`], so an aborted task cannot write afterwards); a shutdown first lets
+//! in-flight reconciles finish while the Lease is still ours, within the fence.
 //!
 //! Every task runs under the view's [`Supervisor`](resize_guard_cluster::supervisor::Supervisor):
 //! a panicking reconcile takes the controller's task down with it (kube-runtime polls reconciles
@@ -282,10 +282,7 @@ fn deferred(pods: &[Arc<Pod>], now: Timestamp) -> (usize, Duration) {
     pods.iter()
         .filter(|p| resize_guard_policy::pod::is_deferred_now(p))
         .fold((0, Duration::ZERO), |(n, oldest), pod| {
-            let age = resize_guard_policy::pod::resize_pending(pod)
-                .and_then(|c| c.last_transition_time.as_ref())
-                .and_then(|since| Duration::try_from(now.duration_since(since.0)).ok())
-                .unwrap_or(Duration::ZERO);
+            let age = resize_guard_policy::pod::resize_pending_for(pod, now);
             (n + 1, oldest.max(age))
         })
 }

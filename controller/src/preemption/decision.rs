@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use resize_guard_policy::pod::{PodKey, is_deferred_now, resize_pending};
+use resize_guard_policy::pod::{PodKey, is_deferred_now, resize_pending, resize_pending_for};
 use resize_guard_policy::policy::{PdbMode, Policy};
 use resize_guard_policy::verdict::Deferral;
 use resize_guard_policy::victims::{NoPlan, name_list};
@@ -362,12 +362,7 @@ fn awaited_victims(
 /// neither a kubelet clock ahead of the controller's nor a restarted controller can make a
 /// fresh deferral look old.
 fn deferred_age(pod: &Pod, now: Timestamp, seen: Duration) -> Duration {
-    let condition = resize_pending(pod)
-        .and_then(|c| c.last_transition_time.as_ref())
-        .map_or(Duration::ZERO, |since| {
-            Duration::try_from(now.duration_since(since.0)).unwrap_or(Duration::ZERO)
-        });
-    condition.min(seen)
+    resize_pending_for(pod, now).min(seen)
 }
 
 /// What a plan annotation this controller did not seal (or cannot read) means: it is never
