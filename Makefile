@@ -18,7 +18,8 @@
 #   make plugins  make image, plus the kubectl plugin for darwin/amd64, darwin/arm64 (.tar.gz) and windows/amd64
 #                 (.zip), and the krew manifest listing every archive (~5 min a platform; not in make test)
 #   make krew     validate target/image/resize-guard.yaml with krew's own validate-krew-manifest
-#   make upstream build (or reuse) every upstream part the tests use: control planes, upstream's
+#   make upstream build (or reuse) every upstream part the tests use: the cross toolchain (zig, cargo-zigbuild,
+#                 cargo-auditable), qemu-aarch64, control planes, upstream's
 #                 resize e2e specs, helm, VPA, the registry, promtool, metrics-server, krew's validator, the real node's kubelet,
 #                 kube-proxy, containerd and runc
 #   make push     push both images to REGISTRY=host[:port]/namespace (TAG=..., PLAIN_HTTP=1 for a registry
@@ -258,8 +259,11 @@ e2e:
 	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) \
 		CARGO="$(CARGO)" JOBS=$(E2E_JOBS) tests/e2e/run.sh $(subst $(comma), ,$(SUITES)) $(if $(ARGS),-- $(ARGS))
 
-# Every upstream part `make test` uses, built or reused (.ci/run builds them beside the Rust builds).
+# Every upstream part `make test` uses, built or reused (.ci/run builds them beside the Rust builds);
+# the release build's cross toolchain and the tests' qemu first, so `make image` finds them ready.
 upstream:
+	scripts/build-cross.sh >/dev/null
+	scripts/build-qemu.sh >/dev/null
 	scripts/build-control-plane.sh >/dev/null
 	scripts/build-upstream-e2e.sh >/dev/null
 	scripts/build-helm.sh >/dev/null
