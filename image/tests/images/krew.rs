@@ -377,7 +377,7 @@ fn krew_installs_every_platform_from_the_generated_manifest_and_refuses_a_wrong_
 
     // Another sha256 on the first platform: krew refuses to install it.
     let first = &listed(&local)[0].sha256;
-    let wrong = local.replacen(first.as_str(), &"0".repeat(64), 1);
+    let wrong = local.replacen(first.as_str(), &"f".repeat(64), 1);
     std::fs::write(&path, wrong).unwrap();
     let out = validate(&path, &[&krew, &k8s], &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
