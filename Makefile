@@ -189,7 +189,8 @@ image:
 	$(foreach p,$(PLATFORMS),$(ZIGBUILD) --target $(call triple,$p) $(IMAGE_PACKAGES) \
 		$(if $(filter $(TOOL_TARGET),$(call triple,$p)),$(TOOL_PACKAGES)) && ) \
 	$(if $(filter $(TOOL_TARGET),$(foreach p,$(PLATFORMS),$(call triple,$p))),true,\
-		CARGO_TARGET_DIR=$(IMAGE_BUILD) $(CARGO) build --locked --release --target $(TOOL_TARGET) $(TOOL_PACKAGES))
+		$(if $(findstring musl,$(TOOL_TARGET)),$(ZIGBUILD),CARGO_TARGET_DIR=$(IMAGE_BUILD) $(CARGO) build --locked --release) \
+		--target $(TOOL_TARGET) $(TOOL_PACKAGES))
 	SOURCE_DATE_EPOCH="$(COMMIT_TIME)" $(IMAGE_BIN)/resize-guard-image \
 		--revision "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" --out-dir target/image --tag "$(IMAGE_TAG)" \
 		$(foreach p,$(PLATFORMS),--platform $p=$(call bin_dir,$p)) resize-guard-webhook resize-guard-controller
