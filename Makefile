@@ -6,14 +6,20 @@
 #   make test-versions  the version-sensitive suite on v1.35.4 (its binaries built on first use)
 #   make test-matrix  the version-sensitive suite on v1.33, v1.34, v1.35, v1.36 and v1.37 (each minor's
 #                 binaries built on first use, ~10 min each); prints the table and writes it into the README
-#   make image    static, stripped release binaries for linux/amd64 and linux/arm64 (arm64 cross-compiled
-#                 with Debian's aarch64 gcc; missing cross packages and qemu-user are apt-get installed)
-#                 and their multi-platform images from deploy/image/Containerfile, without a container
-#                 engine: target/image/resize-guard-{webhook,controller}-<version>.oci.tar (OCI image
-#                 index, both platforms, tagged <version>-g<commit>; RELEASE=1: <version>), the kubectl plugin as kubectl-resize_guard-<version>-linux-{amd64,arm64}.tar.gz
-#                 (+ .sha256) and the krew manifest target/image/resize-guard.yaml
+#   make image    static (musl), stripped release binaries for PLATFORMS (default linux/amd64 linux/arm64;
+#                 PLATFORMS=linux/amd64 for one), cross-compiled without root by zig (cargo-zigbuild) under
+#                 cargo-auditable (scripts/build-cross.sh installs both and zig from PyPI and crates.io), and their
+#                 images from deploy/image/Containerfile, without a container engine:
+#                 target/image/resize-guard-{webhook,controller}-<version>.oci.tar (OCI image index, one manifest
+#                 per platform, tagged <version>-g<commit>; RELEASE=1: <version>), each image's CycloneDX SBOM
+#                 resize-guard-{webhook,controller}-<version>.cdx.json (from the binaries' embedded dependency
+#                 trees), the kubectl plugin as kubectl-resize_guard-<version>-linux-<arch>.tar.gz (+ .sha256) and
+#                 the krew manifest target/image/resize-guard.yaml listing those archives
+#   make plugins  make image, plus the kubectl plugin for darwin/amd64, darwin/arm64 (.tar.gz) and windows/amd64
+#                 (.zip), and the krew manifest listing every archive (~5 min a platform; not in make test)
 #   make krew     validate target/image/resize-guard.yaml with krew's own validate-krew-manifest
-#   make upstream build (or reuse) every upstream part the tests use: control planes, upstream's
+#   make upstream build (or reuse) every upstream part the tests use: the cross toolchain (zig, cargo-zigbuild,
+#                 cargo-auditable), qemu-aarch64, control planes, upstream's
 #                 resize e2e specs, helm, VPA, the registry, promtool, metrics-server, krew's validator, the real node's kubelet,
 #                 kube-proxy, containerd and runc
 #   make push     push both images to REGISTRY=host[:port]/namespace (TAG=..., PLAIN_HTTP=1 for a registry
@@ -68,7 +74,7 @@ WITH_METRICS_SERVER = RESIZE_GUARD_METRICS_SERVER_BIN="$$(scripts/build-metrics-
 # ~4 min) beside the BusyBox image they run (Debian's busybox-static), for make upstream-e2e.
 WITH_UPSTREAM_E2E = RESIZE_GUARD_UPSTREAM_E2E_BIN="$$(scripts/build-upstream-e2e.sh | tail -n 1)/resize-e2e.test"
 
-.PHONY: e2e vpa-lag demo-node upstream-e2e upstream-e2e-short upstream push krew test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-report bench-scale sandbox demo demo-vpa fmt fuzz rss flood
+.PHONY: e2e vpa-lag demo-node upstream-e2e upstream-e2e-short upstream push krew plugins test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-report bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
@@ -121,78 +127,91 @@ vpa-lag:
 
 test: fmt-check clippy deps-check image unit e2e upstream-e2e-short
 
-# Static binaries (glibc, +crt-static, symbols stripped) for linux/amd64 and linux/arm64 in their
-# own target dir so the debug cache stays warm, then one multi-platform OCI archive (an image index
-# over both platforms' manifests) per image, stamped with the commit and its time (same binaries,
-# same digest); the controller image also carries resize-guard-certs (deploy/image/Containerfile
-# says why). The image writer is built there too, optimised (its gzip is ~5x slower in a debug
-# build). arm64 is cross-compiled with Debian's cross gcc as linker and libc (static), and its
-# plugin runs once under qemu-user; what is missing of those is installed with apt-get (root),
-# the rustup target with rustup.
+# Static, stripped release binaries for each of PLATFORMS (Linux: musl, so static; one variable
+# away from an amd64-only build: `make image PLATFORMS=linux/amd64`) in their own target dir so
+# the debug cache stays warm, then one OCI archive per image (an image index over the platforms'
+# manifests), stamped with the commit and its time (same binaries, same digest), and its SBOM; the
+# controller image also carries resize-guard-certs (deploy/image/Containerfile says why). No root
+# and no system package: every target is cross-compiled with zig as C compiler and linker through
+# cargo-zigbuild, under cargo-auditable so each binary embeds its dependency tree, the three
+# installed (pinned, cached) by scripts/build-cross.sh from PyPI and crates.io; rustup adds the
+# Rust targets. The image writer, the plugin packer and the pusher (image/) are built with the
+# platform of this machine (optimised: gzip is ~5x slower in a debug build). What runs where is
+# checked by the image tests (image/tests/images/), not here: a binary for another CPU or a
+# dynamically linked one is refused by the image writer (image/src/executable.rs).
+PLATFORMS ?= linux/amd64 linux/arm64
+# `make plugins` adds these kubectl plugin builds (zig links macOS and Windows too).
+PLUGIN_PLATFORMS ?= darwin/amd64 darwin/arm64 windows/amd64
+triple.linux/amd64 = x86_64-unknown-linux-musl
+triple.linux/arm64 = aarch64-unknown-linux-musl
+triple.darwin/amd64 = x86_64-apple-darwin
+triple.darwin/arm64 = aarch64-apple-darwin
+triple.windows/amd64 = x86_64-pc-windows-gnu
+triple = $(or $(triple.$(1)),$(error unknown platform $(1) (known: linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64)))
 IMAGE_BUILD = target/image-build
-IMAGE_BIN = $(IMAGE_BUILD)/x86_64-unknown-linux-gnu/release
-IMAGE_BIN_ARM64 = $(IMAGE_BUILD)/aarch64-unknown-linux-gnu/release
-IMAGE_RUSTFLAGS = -C target-feature=+crt-static -C strip=symbols
+bin_dir = $(IMAGE_BUILD)/$(call triple,$(1))/release
+# The image tools run here: on Linux built static like the images (so they share one build),
+# elsewhere (a macOS builder) for the host.
+HOST_TRIPLE = $(shell rustc -vV | sed -n 's/^host: //p')
+tool_target.x86_64-unknown-linux-gnu = x86_64-unknown-linux-musl
+tool_target.aarch64-unknown-linux-gnu = aarch64-unknown-linux-musl
+TOOL_TARGET = $(or $(tool_target.$(HOST_TRIPLE)),$(HOST_TRIPLE))
+IMAGE_BIN = $(IMAGE_BUILD)/$(TOOL_TARGET)/release
+# Paths in panic messages name the checkout and cargo's registry relatively, so two machines
+# building one commit write the same bytes.
+IMAGE_RUSTFLAGS = -C strip=symbols --remap-path-prefix=$(CURDIR)=. --remap-path-prefix=$${CARGO_HOME:-$$HOME/.cargo}=cargo
 IMAGE_PACKAGES = -p resize-guard-webhook -p resize-guard-controller -p resize-guard-certs -p resize-guard-kubectl
-ARM64_CC = aarch64-linux-gnu-gcc
-# The kubectl plugin ships as krew archives next to the images (the plugin and LICENSE, same static
-# builds, the commit's time on every entry, so the same source gives the same bytes), each with its
-# sha256, and target/image/resize-guard.yaml: the krew manifest plugins/resize-guard.yaml with
-# those sha256s filled in (`make krew` validates it with krew's own validator).
+TOOL_PACKAGES = -p resize-guard-image
+# `cargo auditable zigbuild`: cargo-auditable runs $CARGO (here cargo-zigbuild) with itself as
+# rustc's workspace wrapper; cargo-zigbuild runs cargo with zig as each target's linker and C
+# compiler. Expects cross= to hold scripts/build-cross.sh's directory.
+ZIGBUILD = RUSTFLAGS="$(IMAGE_RUSTFLAGS)" CARGO_TARGET_DIR=$(IMAGE_BUILD) CARGO_ZIGBUILD_ZIG_PATH="$$cross/zig" \
+	CARGO="$$cross/cargo-zigbuild" "$$cross/cargo-auditable" auditable zigbuild --locked --release
+# macOS: the oldest release the plugin runs on, and the framework stubs it links against.
+DARWIN_ENV = MACOSX_DEPLOYMENT_TARGET=11.0 SDKROOT="$$cross/macos-sdk"
+rustup_targets = installed="$$(rustup target list --installed)"; for t in $(1); do \
+	printf '%s\n' "$$installed" | grep -qx "$$t" || rustup target add "$$t" || exit 1; done
+# The kubectl plugin ships as krew archives next to the images (the plugin and LICENSE, the
+# commit's time on every entry, so the same source gives the same bytes; .tar.gz, .zip for
+# Windows), each with its sha256, and target/image/resize-guard.yaml: the krew manifest
+# plugins/resize-guard.yaml listing exactly the archives built (`make krew` validates it).
 VERSION = $(shell $(CARGO) metadata --format-version 1 --no-deps --locked \
 	| python3 -c 'import json, sys; print([p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "resize-guard-kubectl"][0])')
-PLUGIN = target/image/kubectl-resize_guard-$(VERSION)
-PLUGIN_ARCHIVE = $(PLUGIN)-linux-amd64.tar.gz
-PLUGIN_ARCHIVE_ARM64 = $(PLUGIN)-linux-arm64.tar.gz
 KREW_MANIFEST = target/image/resize-guard.yaml
 COMMIT_TIME = $$(git log -1 --format=%ct 2>/dev/null || echo 0)
 # Every build gets its own tag, so a node never keeps a stale image under IfNotPresent: the version,
 # the commit, and -dirty for uncommitted changes (0.2.0-g1a2b3c4); RELEASE=1 tags the version alone.
 IMAGE_TAG = $(if $(RELEASE),$(VERSION),$(VERSION)-g$(shell git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty))
+PLUGIN_PACK = SOURCE_DATE_EPOCH="$(COMMIT_TIME)" $(IMAGE_BIN)/resize-guard-plugin --out-dir target/image
 image:
-	@missing=""; \
-	command -v $(ARM64_CC) >/dev/null || missing="$$missing gcc-aarch64-linux-gnu"; \
-	test -f /usr/aarch64-linux-gnu/lib/libc.a || missing="$$missing libc6-dev-arm64-cross"; \
-	command -v qemu-aarch64 >/dev/null || missing="$$missing qemu-user"; \
-	if [ -n "$$missing" ]; then \
-		[ "$$(id -u)" = 0 ] || { echo "make image: needs$$missing: apt-get install$$missing (as root)" >&2; exit 1; }; \
-		echo "make image: installing$$missing with apt-get (arm64 cross build, qemu-user) …"; \
-		apt-get install -y --no-install-recommends $$missing \
-			|| { apt-get update && apt-get install -y --no-install-recommends $$missing; } \
-			|| { echo "make image: apt-get install$$missing failed" >&2; exit 1; }; \
-	fi
-	@rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
-	RUSTFLAGS="$(IMAGE_RUSTFLAGS)" CARGO_TARGET_DIR=$(IMAGE_BUILD) \
-		$(CARGO) build --locked --release --target x86_64-unknown-linux-gnu $(IMAGE_PACKAGES) -p resize-guard-image
-	RUSTFLAGS="$(IMAGE_RUSTFLAGS)" CARGO_TARGET_DIR=$(IMAGE_BUILD) \
-		CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=$(ARM64_CC) CC_aarch64_unknown_linux_gnu=$(ARM64_CC) \
-		$(CARGO) build --locked --release --target aarch64-unknown-linux-gnu $(IMAGE_PACKAGES)
+	@$(call rustup_targets,$(sort $(foreach p,$(PLATFORMS),$(call triple,$p)) $(TOOL_TARGET)))
+	cross="$$(scripts/build-cross.sh | tail -n 1)" && \
+	$(foreach p,$(PLATFORMS),$(ZIGBUILD) --target $(call triple,$p) $(IMAGE_PACKAGES) \
+		$(if $(filter $(TOOL_TARGET),$(call triple,$p)),$(TOOL_PACKAGES)) && ) \
+	$(if $(filter $(TOOL_TARGET),$(foreach p,$(PLATFORMS),$(call triple,$p))),true,\
+		$(if $(findstring musl,$(TOOL_TARGET)),$(ZIGBUILD),CARGO_TARGET_DIR=$(IMAGE_BUILD) $(CARGO) build --locked --release) \
+		--target $(TOOL_TARGET) $(TOOL_PACKAGES))
 	SOURCE_DATE_EPOCH="$(COMMIT_TIME)" $(IMAGE_BIN)/resize-guard-image \
 		--revision "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" --out-dir target/image --tag "$(IMAGE_TAG)" \
-		--platform linux/amd64=$(IMAGE_BIN) --platform linux/arm64=$(IMAGE_BIN_ARM64) \
-		resize-guard-webhook resize-guard-controller
-	for arch in amd64 arm64; do \
-		if [ $$arch = amd64 ]; then bin=$(IMAGE_BIN); else bin=$(IMAGE_BIN_ARM64); fi; \
-		tar --owner=0 --group=0 --numeric-owner --mode=go-w --mtime="@$(COMMIT_TIME)" \
-			-cf - -C $$bin kubectl-resize_guard -C $(CURDIR) LICENSE | gzip -n > $(PLUGIN)-linux-$$arch.tar.gz \
-		&& (cd $(dir $(PLUGIN)) && sha256sum $(notdir $(PLUGIN))-linux-$$arch.tar.gz > $(notdir $(PLUGIN))-linux-$$arch.tar.gz.sha256) \
-		|| exit 1; \
-	done
-	{ echo "# krew manifest of kubectl resize-guard $(VERSION) (linux/amd64, linux/arm64), written by make image"; \
-	  echo "# from plugins/resize-guard.yaml with the sha256 of the archives beside it."; \
-	  sed -e '1,/^apiVersion:/{/^#/d;}' -e "s/@VERSION@/$(VERSION)/g" \
-		-e "s/@SHA256_LINUX_AMD64@/$$(cut -d' ' -f1 $(PLUGIN_ARCHIVE).sha256)/" \
-		-e "s/@SHA256_LINUX_ARM64@/$$(cut -d' ' -f1 $(PLUGIN_ARCHIVE_ARM64).sha256)/" \
-		plugins/resize-guard.yaml; } > $(KREW_MANIFEST)
-	$(IMAGE_BIN)/kubectl-resize_guard --version
-	qemu-aarch64 $(IMAGE_BIN_ARM64)/kubectl-resize_guard --version
-	@echo "image: $(PLUGIN_ARCHIVE) $(PLUGIN_ARCHIVE_ARM64) $(KREW_MANIFEST)"
-	@echo "image: both images are tagged $(IMAGE_TAG); make push REGISTRY=<yours> prints the kustomize and Helm lines that run them"
+		$(foreach p,$(PLATFORMS),--platform $p=$(call bin_dir,$p)) resize-guard-webhook resize-guard-controller
+	$(PLUGIN_PACK) $(foreach p,$(PLATFORMS),--platform $p=$(call bin_dir,$p))
+	@echo "image: both images are tagged $(IMAGE_TAG) ($(PLATFORMS)); make push REGISTRY=<yours> prints the kustomize and Helm lines that run them"
 
-# The krew manifest `make image` wrote, checked by krew's own validate-krew-manifest (built from
-# sigs.k8s.io/krew's Go module by scripts/build-krew.sh; structure, platforms, no overlaps; the
-# install half needs the archives at their release URLs, so it is skipped here).
-krew: image
+# The kubectl plugin for PLUGIN_PLATFORMS too (macOS on Intel and Apple silicon, Windows), each
+# a release build of kubectl/ alone with zig (~5 min each on 2 cores, so not part of make test),
+# then every archive and the manifest again, now listing PLATFORMS and PLUGIN_PLATFORMS.
+plugins: image
+	@$(call rustup_targets,$(foreach p,$(PLUGIN_PLATFORMS),$(call triple,$p)))
+	cross="$$(scripts/build-cross.sh | tail -n 1)" && $(DARWIN_ENV) $(ZIGBUILD) \
+		$(foreach p,$(PLUGIN_PLATFORMS),--target $(call triple,$p)) -p resize-guard-kubectl
+	$(PLUGIN_PACK) $(foreach p,$(PLATFORMS) $(PLUGIN_PLATFORMS),--platform $p=$(call bin_dir,$p))
+
+# The krew manifest `make image` or `make plugins` wrote, checked by krew's own
+# validate-krew-manifest (built from sigs.k8s.io/krew's Go module by scripts/build-krew.sh;
+# structure, platforms, no overlaps; the install half needs the archives at their release URLs,
+# so it is skipped here; image/tests/images/krew.rs installs them from a local server).
+krew:
+	@test -f $(KREW_MANIFEST) || { echo "make krew: no $(KREW_MANIFEST): run make image (or make plugins) first" >&2; exit 2; }
 	"$$(scripts/build-krew.sh | tail -n 1)/validate-krew-manifest" -manifest $(KREW_MANIFEST) -skip-install
 
 # The images `make image` wrote, pushed under REGISTRY by the release build of resize-guard-push
@@ -241,8 +260,11 @@ e2e:
 	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) \
 		CARGO="$(CARGO)" JOBS=$(E2E_JOBS) tests/e2e/run.sh $(subst $(comma), ,$(SUITES)) $(if $(ARGS),-- $(ARGS))
 
-# Every upstream part `make test` uses, built or reused (.ci/run builds them beside the Rust builds).
+# Every upstream part `make test` uses, built or reused (.ci/run builds them beside the Rust builds);
+# the release build's cross toolchain and the tests' qemu first, so `make image` finds them ready.
 upstream:
+	scripts/build-cross.sh >/dev/null
+	scripts/build-qemu.sh >/dev/null
 	scripts/build-control-plane.sh >/dev/null
 	scripts/build-upstream-e2e.sh >/dev/null
 	scripts/build-helm.sh >/dev/null

@@ -1,7 +1,8 @@
 //! From an [`ImageSpec`] and one platform's build context (the directory of that platform's
 //! static binaries) to the blobs of that platform's image: a layer per `COPY` ([`crate::layer`]),
 //! the image config (its os/architecture, `User`, `Env`, `Entrypoint`, `Labels`, the layers'
-//! `diff_ids`) and the manifest. [`crate::index`] joins the platforms into one image.
+//! `diff_ids`) and the manifest. [`crate::index`] joins the platforms into one image. Every
+//! executable it copies must be a static program for that platform ([`crate::executable`]).
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
@@ -11,6 +12,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::blob::Blob;
 use crate::error::ImageError;
+use crate::executable;
 use crate::layer::file_layer;
 use crate::oci::{self, Descriptor, Platform};
 use crate::spec::ImageSpec;
@@ -58,9 +60,15 @@ pub fn assemble(
         if !metadata.is_file() {
             return Err(ImageError::Source { path });
         }
-        let executable = metadata.permissions().mode() & 0o111 != 0;
+        let runnable = metadata.permissions().mode() & 0o111 != 0;
         let content = std::fs::read(&path).map_err(ImageError::io("reading", &path))?;
-        let layer = file_layer(&copy.dest, &content, executable, epoch)
+        if runnable {
+            executable::check(&content, platform).map_err(|problem| ImageError::Program {
+                path: path.clone(),
+                problem,
+            })?;
+        }
+        let layer = file_layer(&copy.dest, &content, runnable, epoch)
             .map_err(ImageError::io("writing the layer of", &path))?;
         layers.push(layer.blob);
         diff_ids.push(layer.diff_id);

@@ -30,6 +30,22 @@ pub enum ImageError {
         /// The resolved source path.
         path: PathBuf,
     },
+    /// A program is not for the platform it is packed as, or needs a dynamic loader.
+    #[error("{} is {problem}", path.display())]
+    Program {
+        /// The program's path.
+        path: PathBuf,
+        /// What its header says instead ([`crate::executable::check`]).
+        problem: String,
+    },
+    /// A program carries no dependency tree (`cargo auditable` embeds one), or it is unreadable.
+    #[error("{}: no SBOM: {problem}", path.display())]
+    AuditData {
+        /// The program's path.
+        path: PathBuf,
+        /// Why its audit data could not be read.
+        problem: String,
+    },
     /// Serialising an OCI JSON document failed.
     #[error("serialising the {what} failed")]
     Json {
@@ -59,6 +75,8 @@ impl ImageError {
             Self::Parse { .. } => "ParseFailed",
             Self::Resolve { .. } => "ResolveFailed",
             Self::Source { .. } => "MissingSource",
+            Self::Program { .. } => "WrongProgram",
+            Self::AuditData { .. } => "NoAuditData",
             Self::Json { .. } => "JsonFailed",
             Self::Io { .. } => "IoFailed",
         }

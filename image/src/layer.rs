@@ -61,7 +61,7 @@ pub(crate) fn header(kind: tar::EntryType, mode: u32, size: u64, mtime: u64) -> 
 }
 
 /// gzip with no file name and a zero timestamp, so the output depends on `bytes` only.
-fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+pub(crate) fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut encoder = GzBuilder::new()
         .mtime(0)
         .write(Vec::new(), Compression::default());

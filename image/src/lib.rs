@@ -13,7 +13,12 @@
 //! ImageSpec + each platform's static binaries ─assemble─▶ layers + config + manifest
 //! manifests of linux/amd64, linux/arm64 ─join─▶ image index + index.json
 //!   ─▶ target/image/<binary>-<version>.oci.tar   (podman load -i, ctr images import)
+//! each program's embedded dependency tree ─▶ target/image/<binary>-<version>.cdx.json
 //! ```
+//!
+//! Every program packed must be a static program for its platform ([`executable`]); [`sbom`]
+//! writes each image's CycloneDX SBOM from the dependency trees `cargo auditable` embedded in its
+//! programs; [`plugin`] packs the kubectl plugin for krew (archives, sha256, the manifest).
 //!
 //! Every timestamp is `SOURCE_DATE_EPOCH` (or 0) and every owner root, so the same binaries,
 //! version and revision give the same index digest. [`build`] does it all for one image; the
@@ -25,15 +30,19 @@ pub mod assemble;
 pub mod blob;
 pub mod containerfile;
 pub mod error;
+pub mod executable;
 pub mod index;
 pub mod layer;
 pub mod layout;
 pub mod oci;
+pub mod plugin;
 pub mod push;
+pub mod sbom;
 pub mod spec;
 mod words;
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 pub use assemble::PlatformImage;
@@ -64,17 +73,22 @@ pub struct Build<'a> {
     pub epoch: u64,
 }
 
-/// Builds the image of `build.binary` from the Containerfile's stage `BINARY` selects, once per
-/// platform, joined by an image index.
-pub fn build(build: &Build<'_>) -> Result<Image, ImageError> {
-    let name = build.binary;
+/// The Containerfile's stage `build.binary` with the build arguments resolved.
+fn resolve(build: &Build<'_>) -> Result<spec::ImageSpec, ImageError> {
     let build_args = BTreeMap::from([
-        ("BINARY".to_string(), name.to_string()),
+        ("BINARY".to_string(), build.binary.to_string()),
         ("VERSION".to_string(), build.version.to_string()),
         ("REVISION".to_string(), build.revision.to_string()),
     ]);
     let file = containerfile::parse(build.containerfile)?;
-    let spec = spec::resolve(&file, &build_args)?;
+    spec::resolve(&file, &build_args)
+}
+
+/// Builds the image of `build.binary` from the Containerfile's stage `BINARY` selects, once per
+/// platform, joined by an image index.
+pub fn build(build: &Build<'_>) -> Result<Image, ImageError> {
+    let name = build.binary;
+    let spec = resolve(build)?;
     let reference = Reference {
         repository: format!("{}/{name}", build.registry.trim_end_matches('/')),
         tag: build.tag.to_string(),
@@ -85,6 +99,40 @@ pub fn build(build: &Build<'_>) -> Result<Image, ImageError> {
         .map(|(platform, context)| assemble::assemble(&spec, context, *platform, build.epoch))
         .collect::<Result<Vec<_>, _>>()?;
     index::join(reference, platforms)
+}
+
+/// The SBOM of `image`, built by [`build`] from `build`: every platform's programs (the
+/// executable files its `COPY`s bring) and the crates in them, from their embedded dependency
+/// trees ([`sbom`]).
+pub fn sbom(build: &Build<'_>, image: &Image) -> Result<sbom::Bom, ImageError> {
+    let spec = resolve(build)?;
+    let mut files = Vec::new();
+    for (platform, context) in build.contexts {
+        for copy in &spec.copies {
+            let path = context.join(&copy.src);
+            let metadata = std::fs::metadata(&path).map_err(ImageError::io("reading", &path))?;
+            if metadata.permissions().mode() & 0o111 == 0 {
+                continue;
+            }
+            let bytes = std::fs::read(&path).map_err(ImageError::io("reading", &path))?;
+            files.push((*platform, copy.dest.as_str(), path, bytes));
+        }
+    }
+    let programs: Vec<sbom::Program<'_>> = files
+        .iter()
+        .map(|(platform, dest, path, bytes)| sbom::Program {
+            platform: *platform,
+            path: dest,
+            source: path,
+            bytes,
+        })
+        .collect();
+    sbom::image_sbom(image, build.binary, &programs, build.epoch)
+}
+
+/// The SBOM's file name: `<binary>-<version>.cdx.json`.
+pub fn sbom_name(binary: &str, version: &str) -> String {
+    format!("{binary}-{version}.cdx.json")
 }
 
 /// The archive's file name: `<binary>-<version>.oci.tar`.

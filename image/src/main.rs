@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::Parser;
-use resize_guard_image::{Build, Platform, archive_name, build, layout};
+use resize_guard_image::{Build, Platform, archive_name, build, layout, sbom, sbom_name};
 
 #[derive(Parser)]
 #[command(
@@ -25,7 +25,8 @@ struct Cli {
     /// The Containerfile (only FROM scratch, ARG, COPY, USER, ENTRYPOINT, LABEL).
     #[arg(long, default_value = "deploy/image/Containerfile")]
     containerfile: PathBuf,
-    /// Where `<binary>-<version>.oci.tar` and the `<binary>-<version>.oci/` layout go.
+    /// Where `<binary>-<version>.oci.tar`, the `<binary>-<version>.oci/` layout and the SBOM
+    /// `<binary>-<version>.cdx.json` go.
     #[arg(long, default_value = "target/image")]
     out_dir: PathBuf,
     /// `VERSION` (the version label and the archive's name); the workspace version by default.
@@ -78,7 +79,7 @@ fn main() -> anyhow::Result<()> {
         .map(|(platform, dir)| (*platform, dir.as_path()))
         .collect();
     for name in &cli.images {
-        let image = build(&Build {
+        let spec = Build {
             containerfile: &containerfile,
             binary: name,
             contexts: &contexts,
@@ -87,14 +88,20 @@ fn main() -> anyhow::Result<()> {
             revision: &cli.revision,
             registry: &cli.registry,
             epoch: cli.source_date_epoch,
-        })
-        .with_context(|| format!("building the image {name}"))?;
+        };
+        let image = build(&spec).with_context(|| format!("building the image {name}"))?;
+        let bom = sbom(&spec, &image).with_context(|| format!("the SBOM of the image {name}"))?;
+        let bom_path = cli.out_dir.join(sbom_name(name, &cli.image_version));
         let archive = cli.out_dir.join(archive_name(name, &cli.image_version));
         let layout_dir = archive.with_extension("");
         layout::write_layout(&image, &layout_dir)
             .with_context(|| format!("writing {}", layout_dir.display()))?;
         layout::write_archive(&image, &archive, cli.source_date_epoch)
             .with_context(|| format!("writing {}", archive.display()))?;
+        let mut json = serde_json::to_vec_pretty(&bom).context("serialising the SBOM")?;
+        json.push(b'\n');
+        std::fs::write(&bom_path, json)
+            .with_context(|| format!("writing {}", bom_path.display()))?;
         println!(
             "{}  {}  {}",
             archive.display(),
@@ -108,6 +115,11 @@ fn main() -> anyhow::Result<()> {
                 platform.platform, platform.manifest.digest, compressed
             );
         }
+        println!(
+            "  SBOM {}  {} components",
+            bom_path.display(),
+            bom.components.len()
+        );
     }
     Ok(())
 }

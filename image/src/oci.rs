@@ -59,7 +59,7 @@ impl Descriptor {
 pub struct Platform {
     /// `amd64` or `arm64`.
     pub architecture: &'static str,
-    /// `linux`.
+    /// `linux` (every image), `darwin` or `windows` (the kubectl plugin).
     pub os: &'static str,
 }
 
@@ -75,11 +75,42 @@ impl Platform {
         os: "linux",
     };
 
-    /// Parses `os/architecture`; only the platforms `make image` builds are known.
+    /// `darwin/amd64` (macOS on Intel): the kubectl plugin only, never an image.
+    pub const DARWIN_AMD64: Platform = Platform {
+        architecture: "amd64",
+        os: "darwin",
+    };
+    /// `darwin/arm64` (macOS on Apple silicon): the kubectl plugin only.
+    pub const DARWIN_ARM64: Platform = Platform {
+        architecture: "arm64",
+        os: "darwin",
+    };
+    /// `windows/amd64`: the kubectl plugin only.
+    pub const WINDOWS_AMD64: Platform = Platform {
+        architecture: "amd64",
+        os: "windows",
+    };
+
+    /// The platforms an image is built for (`make image`): Linux only, the images run on nodes.
+    pub const IMAGES: [Platform; 2] = [Self::LINUX_AMD64, Self::LINUX_ARM64];
+    /// The platforms the kubectl plugin is packaged for (`make image`, `make plugins`), in
+    /// krew's names.
+    pub const PLUGINS: [Platform; 5] = [
+        Self::LINUX_AMD64,
+        Self::LINUX_ARM64,
+        Self::DARWIN_AMD64,
+        Self::DARWIN_ARM64,
+        Self::WINDOWS_AMD64,
+    ];
+
+    /// Parses `os/architecture` as an image platform; only [`Platform::IMAGES`] are known.
     pub fn parse(s: &str) -> Option<Platform> {
-        [Self::LINUX_AMD64, Self::LINUX_ARM64]
-            .into_iter()
-            .find(|p| p.to_string() == s)
+        Self::IMAGES.into_iter().find(|p| p.to_string() == s)
+    }
+
+    /// Parses `os/architecture` as a plugin platform; only [`Platform::PLUGINS`] are known.
+    pub fn parse_plugin(s: &str) -> Option<Platform> {
+        Self::PLUGINS.into_iter().find(|p| p.to_string() == s)
     }
 }
 

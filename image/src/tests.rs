@@ -7,7 +7,14 @@ use super::*;
 
 const PROJECT: &str = include_str!("../../deploy/image/Containerfile");
 
+/// A stand-in static x86-64 program: an ELF header, then `content`.
 fn fake_binary(dir: &Path, name: &str, content: &[u8]) -> std::path::PathBuf {
+    let mut program = crate::executable::tests::static_amd64();
+    program.extend(content);
+    write_program(dir, name, &program)
+}
+
+fn write_program(dir: &Path, name: &str, content: &[u8]) -> std::path::PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, content).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -43,7 +50,7 @@ fn build_with(binary: &Path, revision: &str, epoch: u64) -> Image {
 #[test]
 fn same_input_gives_the_same_manifest_digest() {
     let dir = tempfile::tempdir().unwrap();
-    let binary = fake_binary(dir.path(), "resize-guard-webhook", b"\x7fELF fake");
+    let binary = fake_binary(dir.path(), "resize-guard-webhook", b"fake");
     let first = build_with(&binary, "abc", 0);
     // Other mode bits on the same executable file change nothing.
     std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -137,10 +144,12 @@ fn writes_the_layout_directory_with_every_blob() {
 /// Stand-ins for both platforms' binaries (the controller image also holds resize-guard-certs).
 fn two_platforms(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let (amd64, arm64) = (dir.join("amd64"), dir.join("arm64"));
-    for (context, content) in [(&amd64, b"x86-64".as_slice()), (&arm64, b"aarch64")] {
+    for (context, machine) in [(&amd64, 0x3E), (&arm64, 0xB7)] {
         std::fs::create_dir_all(context).unwrap();
-        fake_binary(context, "resize-guard-controller", content);
-        fake_binary(context, "resize-guard-certs", content);
+        let tree = crate::sbom::tests::tree(None);
+        let program = crate::sbom::tests::audited_program(machine, &tree);
+        write_program(context, "resize-guard-controller", &program);
+        write_program(context, "resize-guard-certs", &program);
     }
     (amd64, arm64)
 }
@@ -217,5 +226,61 @@ fn a_build_tag_names_the_image_while_the_version_labels_it() {
     assert_eq!(
         labels["org.opencontainers.image.version"], "0.1.0",
         "{labels}"
+    );
+}
+
+#[test]
+fn refuses_a_program_for_another_cpu_or_a_dynamic_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, arm64) = two_platforms(dir.path());
+    let wrong = [(Platform::LINUX_AMD64, arm64.as_path())];
+    let err = build(&project("resize-guard-controller", &wrong)).unwrap_err();
+    assert_eq!(err.reason(), "WrongProgram");
+    assert!(
+        err.to_string()
+            .ends_with("resize-guard-controller is a program for linux/arm64, not linux/amd64"),
+        "{err}"
+    );
+    let dynamic = crate::executable::tests::elf(0x3E, Some(3));
+    write_program(dir.path(), "resize-guard-webhook", &dynamic);
+    let context = [(Platform::LINUX_AMD64, dir.path())];
+    let err = build(&project("resize-guard-webhook", &context)).unwrap_err();
+    assert!(err.to_string().contains("dynamically linked"), "{err}");
+}
+
+#[test]
+fn the_sbom_lists_every_program_of_every_platform() {
+    let dir = tempfile::tempdir().unwrap();
+    let (amd64, arm64) = two_platforms(dir.path());
+    let contexts = [
+        (Platform::LINUX_AMD64, amd64.as_path()),
+        (Platform::LINUX_ARM64, arm64.as_path()),
+    ];
+    let spec = project("resize-guard-controller", &contexts);
+    let image = build(&spec).unwrap();
+    let bom = serde_json::to_value(sbom(&spec, &image).unwrap()).unwrap();
+    let programs: Vec<&str> = bom["dependencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["ref"] == "image:resize-guard-controller")
+        .unwrap()["dependsOn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        programs,
+        [
+            "linux/amd64:/usr/local/bin/resize-guard-certs",
+            "linux/amd64:/usr/local/bin/resize-guard-controller",
+            "linux/arm64:/usr/local/bin/resize-guard-certs",
+            "linux/arm64:/usr/local/bin/resize-guard-controller",
+        ]
+    );
+    assert_eq!(
+        sbom_name("resize-guard-controller", "0.1.0"),
+        "resize-guard-controller-0.1.0.cdx.json"
     );
 }

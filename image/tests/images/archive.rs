@@ -1,8 +1,9 @@
 //! The images `make image` wrote, checked as a container runtime would read them: for each
 //! image, `target/image/<image>-<version>.oci.tar` → `index.json` → image index → one manifest
-//! per platform (linux/amd64, linux/arm64) → config and layers, every blob's digest and size
-//! checked against its bytes, then the layers unpacked into a temporary root filesystem and each
-//! `<rootfs>/usr/local/bin/<binary> --version` run: natively on amd64, under qemu-user on arm64.
+//! per platform built (linux/amd64 and linux/arm64 by default, `PLATFORMS` picks) → config and
+//! layers, every blob's digest and size checked against its bytes, then the layers unpacked into
+//! a temporary root filesystem and each `<rootfs>/usr/local/bin/<binary> --version` run:
+//! natively on amd64, under qemu's `qemu-aarch64` on arm64.
 //! Each binary is static and stripped for its platform's CPU (checked in its ELF headers,
 //! `elf/mod.rs`), so that is running what the image holds.
 //!
@@ -222,19 +223,46 @@ fn check_image(binary: &str) {
         .iter()
         .map(|m| m["platform"]["architecture"].as_str().unwrap())
         .collect();
-    assert_eq!(arches, elf::ARCHES, "one manifest per platform");
-    for (manifest, arch) in manifests.iter().zip(elf::ARCHES) {
+    assert_eq!(
+        arches,
+        image_arches(),
+        "one manifest per platform, as the webhook's"
+    );
+    for (manifest, arch) in manifests.iter().zip(arches) {
         check_platform(&files, binary, manifest, arch);
     }
 }
 
+/// The CPUs the images were built for (`PLATFORMS`), in index order, read from the webhook
+/// image's index: amd64, arm64 or both, in that order.
+pub fn image_arches() -> Vec<&'static str> {
+    let files = read_archive(BINARIES[0]);
+    let layout = json(&files["index.json"]);
+    let index = json(blob(&files, &layout["manifests"][0]));
+    let arches: Vec<&'static str> = index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| match m["platform"]["architecture"].as_str().unwrap() {
+            "amd64" => "amd64",
+            "arm64" => "arm64",
+            other => panic!("an image for {other}: make image builds amd64 and arm64"),
+        })
+        .collect();
+    assert!(
+        ["amd64 arm64", "amd64", "arm64"].contains(&arches.join(" ").as_str()),
+        "image platforms {arches:?}: each of amd64, arm64 at most once, in that order"
+    );
+    arches
+}
+
 #[test]
-fn webhook_archive_indexes_amd64_and_arm64_images_of_runnable_static_binaries() {
+fn webhook_archive_indexes_an_image_of_runnable_static_binaries_per_platform() {
     check_image(BINARIES[0]);
 }
 
 #[test]
-fn controller_archive_indexes_amd64_and_arm64_images_with_the_controller_and_certs() {
+fn controller_archive_indexes_an_image_per_platform_with_the_controller_and_certs() {
     check_image(BINARIES[1]);
 }
 
@@ -261,4 +289,42 @@ pub fn built_tag() -> String {
         "the build's tag {tag:?} is not {clean}[-dirty] (rebuild with make image)"
     );
     tag
+}
+
+/// Every program in `binary`'s image: `(architecture, path in the image, bytes)`, platforms in
+/// index order (also read by `sbom.rs`).
+pub(crate) fn image_programs(binary: &str) -> Vec<(String, String, Vec<u8>)> {
+    let files = read_archive(binary);
+    let layout = json(&files["index.json"]);
+    let index = json(blob(&files, &layout["manifests"][0]));
+    let mut programs = Vec::new();
+    for entry in index["manifests"].as_array().unwrap() {
+        let arch = entry["platform"]["architecture"].as_str().unwrap();
+        let manifest = json(blob(&files, entry));
+        for layer in manifest["layers"].as_array().unwrap() {
+            let mut tar = Vec::new();
+            flate2::read::GzDecoder::new(blob(&files, layer))
+                .read_to_end(&mut tar)
+                .unwrap();
+            for file in tar::Archive::new(tar.as_slice()).entries().unwrap() {
+                let mut file = file.unwrap();
+                let path = format!("/{}", file.path().unwrap().display());
+                if file.header().entry_type().is_file() && path.starts_with("/usr/local/bin/") {
+                    let mut bytes = Vec::new();
+                    file.read_to_end(&mut bytes).unwrap();
+                    programs.push((arch.to_owned(), path, bytes));
+                }
+            }
+        }
+    }
+    programs
+}
+
+/// The digest of `binary`'s image index, as `index.json` names it.
+pub(crate) fn index_digest(binary: &str) -> String {
+    let files = read_archive(binary);
+    json(&files["index.json"])["manifests"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }

@@ -1,16 +1,21 @@
-//! The kubectl plugin as krew ships it: the two archives `make image` wrote
-//! (`target/image/kubectl-resize_guard-<version>-linux-{amd64,arm64}.tar.gz`), their `.sha256`
-//! files, and the krew manifest `target/image/resize-guard.yaml` generated from
-//! `plugins/resize-guard.yaml`, checked by krew's own `validate-krew-manifest` (krew v0.4.3 built
-//! from its Go module by `scripts/build-krew.sh`; `RESIZE_GUARD_KREW_DIR` overrides).
+//! The kubectl plugin as krew ships it: the archives `make image` (Linux) or `make plugins`
+//! (also macOS and Windows) wrote (`target/image/kubectl-resize_guard-<version>-<os>-<arch>`
+//! `.tar.gz`, `.zip` on Windows), their `.sha256` files, and the krew manifest
+//! `target/image/resize-guard.yaml` generated from `plugins/resize-guard.yaml`, checked by krew's
+//! own `validate-krew-manifest` (krew v0.4.3 built from its Go module by `scripts/build-krew.sh`;
+//! `RESIZE_GUARD_KREW_DIR` overrides).
 //!
-//! Each archive holds exactly the plugin (static, stripped, for its CPU, and runs: natively or
-//! under qemu-user) and the repository's LICENSE. The manifest passes krew's structural
-//! validation as generated; then krew installs every platform for real (`kubectl krew install
-//! --manifest`, through the real kubectl of `RESIZE_GUARD_K8S_BIN_DIR`), downloading each archive
-//! from a loopback HTTP server written here with the manifest's URIs pointed at it, so krew
-//! itself checks each sha256 against the archive's bytes and finds the LICENSE. A manifest with a
-//! wrong sha256 is refused. Nothing is skipped: a missing part fails with how to get it.
+//! The manifest lists exactly the archives in the directory, its Linux platforms those of the
+//! images. Each archive holds exactly the plugin and the repository's LICENSE; the plugin is for
+//! its platform and carries its dependency tree: on Linux static, stripped and run (natively or
+//! under qemu), on macOS a signed Mach-O loading only system libraries ([`crate::macho`]), on
+//! Windows a PE32+ console program importing only Windows' DLLs ([`crate::pe`]). The manifest
+//! passes krew's structural validation as generated; then krew installs every platform for real
+//! (`kubectl krew install --manifest`, through the real kubectl of `RESIZE_GUARD_K8S_BIN_DIR`),
+//! downloading each archive from a loopback HTTP server written here with the manifest's URIs
+//! pointed at it, so krew itself checks each sha256 against the archive's bytes and unpacks it.
+//! A manifest with a wrong sha256 is refused. Nothing is skipped: a missing part fails with how
+//! to get it.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -32,8 +37,101 @@ fn image_dir() -> PathBuf {
     repo_root().join("target/image")
 }
 
-fn archive_name(arch: &str) -> String {
-    format!("kubectl-resize_guard-{VERSION}-linux-{arch}.tar.gz")
+/// One platform the manifest lists, as krew names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Listed {
+    os: String,
+    arch: String,
+    uri: String,
+    sha256: String,
+    bin: String,
+}
+
+impl Listed {
+    fn archive(&self) -> String {
+        let extension = if self.os == "windows" {
+            "zip"
+        } else {
+            "tar.gz"
+        };
+        format!(
+            "kubectl-resize_guard-{VERSION}-{}-{}.{extension}",
+            self.os, self.arch
+        )
+    }
+}
+
+/// The manifest's `spec.platforms`, parsed.
+fn listed(manifest: &str) -> Vec<Listed> {
+    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(manifest).unwrap();
+    let text = |v: &serde_yaml_ng::Value| v.as_str().unwrap().to_owned();
+    doc["spec"]["platforms"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|p| Listed {
+            os: text(&p["selector"]["matchLabels"]["os"]),
+            arch: text(&p["selector"]["matchLabels"]["arch"]),
+            uri: text(&p["uri"]),
+            sha256: text(&p["sha256"]),
+            bin: text(&p["bin"]),
+        })
+        .collect()
+}
+
+fn manifest_text() -> String {
+    String::from_utf8(read(&image_dir().join("resize-guard.yaml"))).unwrap()
+}
+
+/// The files an archive holds, in order: `(name, mode, content)`; a `.zip` is read by Python's
+/// `zipfile` (krew reads it with Go's archive/zip in the install test below).
+fn unpack(platform: &Listed, bytes: &[u8]) -> Vec<(String, u32, Vec<u8>)> {
+    if platform.os != "windows" {
+        let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+        return tar
+            .entries()
+            .unwrap()
+            .map(|entry| {
+                let mut entry = entry.unwrap();
+                let header = entry.header();
+                assert_eq!((header.uid().unwrap(), header.gid().unwrap()), (0, 0));
+                let mode = header.mode().unwrap();
+                let name = entry.path().unwrap().display().to_string();
+                let mut content = Vec::new();
+                entry.read_to_end(&mut content).unwrap();
+                (name, mode, content)
+            })
+            .collect();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let zip = dir.path().join("plugin.zip");
+    std::fs::write(&zip, bytes).unwrap();
+    let script = "import sys, zipfile\n\
+                  with zipfile.ZipFile(sys.argv[1]) as z:\n\
+                  \x20   assert z.testzip() is None\n\
+                  \x20   for i in z.infolist():\n\
+                  \x20       print(i.filename, i.external_attr >> 16 & 0o7777)\n\
+                  \x20   z.extractall(sys.argv[2])\n";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(&zip)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let (name, mode) = line.split_once(' ').unwrap();
+            let content = std::fs::read(dir.path().join(name)).unwrap();
+            (name.to_owned(), mode.parse().unwrap(), content)
+        })
+        .collect()
 }
 
 fn read(path: &Path) -> Vec<u8> {
@@ -62,16 +160,6 @@ fn krew_dir() -> PathBuf {
     PathBuf::from(stdout.lines().last().unwrap())
 }
 
-/// The manifest's `sha256:` and `uri:` values, in platform order (read as text: krew's validator
-/// parses the YAML).
-fn manifest_values(manifest: &str, key: &str) -> Vec<String> {
-    manifest
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix(&format!("{key}: ")))
-        .map(|v| v.trim_matches('"').to_owned())
-        .collect()
-}
-
 /// `validate-krew-manifest -manifest <path>` (plus `extra`), with krew and kubectl on PATH.
 fn validate(manifest: &Path, path_dirs: &[&Path], extra: &[&str]) -> std::process::Output {
     let mut path = std::env::join_paths(path_dirs).unwrap();
@@ -89,61 +177,102 @@ fn validate(manifest: &Path, path_dirs: &[&Path], extra: &[&str]) -> std::proces
 }
 
 #[test]
-fn each_plugin_archive_holds_the_static_plugin_for_its_cpu_and_the_license() {
+fn each_plugin_archive_holds_the_plugin_for_its_platform_and_the_license() {
     let license = read(&repo_root().join("LICENSE"));
-    for arch in elf::ARCHES {
-        let path = image_dir().join(archive_name(arch));
+    let platforms = listed(&manifest_text());
+    let linux: Vec<&str> = platforms
+        .iter()
+        .filter(|p| p.os == "linux")
+        .map(|p| p.arch.as_str())
+        .collect();
+    assert_eq!(
+        linux,
+        crate::archive::image_arches(),
+        "the plugin is built with the images"
+    );
+    // The directory holds the archives the manifest lists, no other.
+    let mut present: Vec<String> = std::fs::read_dir(image_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("kubectl-resize_guard-") && !n.ends_with(".sha256"))
+        .collect();
+    present.sort();
+    let mut names: Vec<String> = platforms.iter().map(Listed::archive).collect();
+    names.sort();
+    assert_eq!(present, names, "archives in target/image vs the manifest");
+
+    for platform in &platforms {
+        let name = platform.archive();
+        let what = format!("{}/{} ({name})", platform.os, platform.arch);
+        let path = image_dir().join(&name);
         let bytes = read(&path);
-        let sums = String::from_utf8(read(&path.with_extension("gz.sha256"))).unwrap();
+        let sums = String::from_utf8(read(&image_dir().join(format!("{name}.sha256")))).unwrap();
         assert_eq!(
             sums,
-            format!("{}  {}\n", hex_sha256(&bytes), archive_name(arch)),
+            format!("{}  {name}\n", hex_sha256(&bytes)),
             "the .sha256 file is sha256sum's line for the archive"
         );
-        let dir = tempfile::tempdir().unwrap();
-        let mut names = Vec::new();
-        let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
-        for entry in tar.entries().unwrap() {
-            let mut entry = entry.unwrap();
-            let name = entry.path().unwrap().display().to_string();
-            let header = entry.header();
-            assert_eq!((header.uid().unwrap(), header.gid().unwrap()), (0, 0));
-            assert_eq!(
-                header.mode().unwrap() & 0o022,
-                0,
-                "{name} is group/world-writable"
-            );
-            let mut content = Vec::new();
-            entry.read_to_end(&mut content).unwrap();
-            std::fs::write(dir.path().join(&name), &content).unwrap();
-            names.push(name);
-        }
-        assert_eq!(names, ["kubectl-resize_guard", "LICENSE"], "{arch}");
-        assert_eq!(read(&dir.path().join("LICENSE")), license);
-        let plugin = dir.path().join("kubectl-resize_guard");
-        elf::assert_static_stripped(&read(&plugin), arch, &archive_name(arch));
-        std::fs::set_permissions(&plugin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        let files = unpack(platform, &bytes);
+        let entries: Vec<(&str, u32)> = files.iter().map(|(n, m, _)| (n.as_str(), *m)).collect();
         assert_eq!(
-            elf::run_version(&plugin, arch).trim(),
-            format!("kubectl resize-guard {VERSION}")
+            entries,
+            [(platform.bin.as_str(), 0o755), ("LICENSE", 0o644)],
+            "{what}"
         );
+        assert_eq!(files[1].2, license);
+        let program = &files[0].2;
+        let tree = match platform.os.as_str() {
+            "linux" => {
+                elf::assert_static_stripped(program, &platform.arch, &what);
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join(&platform.bin);
+                std::fs::write(&path, program).unwrap();
+                std::fs::set_permissions(
+                    &path,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                )
+                .unwrap();
+                assert_eq!(
+                    elf::run_version(&path, &platform.arch).trim(),
+                    format!("kubectl resize-guard {VERSION}")
+                );
+                elf::elf_audit_tree(program, &what)
+            }
+            "darwin" => crate::macho::check(program, &platform.arch, &what),
+            "windows" => crate::pe::check(program, &what).1,
+            other => panic!("{what}: no check for {other}"),
+        };
+        let root = tree["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["root"] == true)
+            .unwrap();
+        assert_eq!(root["name"], "resize-guard-kubectl", "{what}");
+        assert_eq!(root["version"], VERSION, "{what}");
     }
 }
 
 #[test]
 fn the_generated_krew_manifest_names_each_archive_by_its_sha256_and_passes_krews_validator() {
     let path = image_dir().join("resize-guard.yaml");
-    let manifest = String::from_utf8(read(&path)).unwrap();
-    let want: Vec<String> = elf::ARCHES
-        .iter()
-        .map(|arch| hex_sha256(&read(&image_dir().join(archive_name(arch)))))
-        .collect();
-    assert_eq!(manifest_values(&manifest, "sha256"), want);
-    let uris = manifest_values(&manifest, "uri");
-    assert_eq!(uris.len(), 2);
-    for (uri, arch) in uris.iter().zip(elf::ARCHES) {
-        assert!(uri.ends_with(&format!("/{}", archive_name(arch))), "{uri}");
+    let manifest = manifest_text();
+    let platforms = listed(&manifest);
+    assert!(!platforms.is_empty());
+    for platform in &platforms {
+        let name = platform.archive();
+        assert_eq!(
+            platform.sha256,
+            hex_sha256(&read(&image_dir().join(&name))),
+            "{name}"
+        );
+        assert!(
+            platform.uri.ends_with(&format!("/v{VERSION}/{name}")),
+            "{}",
+            platform.uri
+        );
+        let exe = if platform.os == "windows" { ".exe" } else { "" };
+        assert_eq!(platform.bin, format!("kubectl-resize_guard{exe}"));
     }
     assert!(manifest.contains(&format!("version: v{VERSION}\n")));
     assert!(!manifest.contains('@'), "a placeholder is left: {manifest}");
@@ -198,7 +327,7 @@ fn serve_archives() -> String {
 }
 
 #[test]
-fn krew_installs_both_platforms_from_the_generated_manifest_and_refuses_a_wrong_sha256() {
+fn krew_installs_every_platform_from_the_generated_manifest_and_refuses_a_wrong_sha256() {
     let hint = "set RESIZE_GUARD_K8S_BIN_DIR=\"$(scripts/build-control-plane.sh | tail -n 1)\" \
                 (make test does): krew runs as `kubectl krew`";
     let k8s = PathBuf::from(
@@ -211,7 +340,8 @@ fn krew_installs_both_platforms_from_the_generated_manifest_and_refuses_a_wrong_
         k8s.display()
     );
     let krew = krew_dir();
-    let manifest = String::from_utf8(read(&image_dir().join("resize-guard.yaml"))).unwrap();
+    let manifest = manifest_text();
+    let count = listed(&manifest).len();
     let base = serve_archives();
     let local = manifest
         .lines()
@@ -229,7 +359,7 @@ fn krew_installs_both_platforms_from_the_generated_manifest_and_refuses_a_wrong_
         .join("\n");
     assert_eq!(
         local.matches(&format!("uri: {base}/")).count(),
-        2,
+        count,
         "{local}"
     );
 
@@ -241,14 +371,14 @@ fn krew_installs_both_platforms_from_the_generated_manifest_and_refuses_a_wrong_
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "krew could not install it: {stderr}");
     assert!(
-        stderr.contains("all 2 spec.platforms installed fine"),
+        stderr.contains(&format!("all {count} spec.platforms installed fine")),
         "{stderr}"
     );
 
-    // The arm64 archive's sha256 on the amd64 platform: krew refuses to install it.
-    let sums = manifest_values(&local, "sha256");
-    let swapped = local.replacen(&sums[0], &sums[1], 1);
-    std::fs::write(&path, swapped).unwrap();
+    // Another sha256 on the first platform: krew refuses to install it.
+    let first = &listed(&local)[0].sha256;
+    let wrong = local.replacen(first.as_str(), &"f".repeat(64), 1);
+    std::fs::write(&path, wrong).unwrap();
     let out = validate(&path, &[&krew, &k8s], &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
