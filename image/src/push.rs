@@ -9,9 +9,9 @@
 //! its tag-schema fallback.
 //!
 //! Credentials come from the files and credential helpers `docker login` and `podman login` use
-//! ([`credentials`]); a `401` is answered once (`push/auth.rs`): with Basic credentials, or a Bearer
-//! token from the realm the registry names (the token flow of Docker Hub, GHCR, ECR, GAR, ACR,
-//! Quay), an identity token exchanged there for an access token.
+//! ([`credentials`]); a `401` is answered once (`push/auth.rs`): with Basic credentials, or a
+//! Bearer token from the realm the registry names (the token flow of Docker Hub, GHCR, ECR, GAR,
+//! ACR, Quay), an identity token exchanged there for an access token.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -143,24 +143,69 @@ pub struct Pushed {
 /// A registry's answer: status, headers, body.
 type Answer = (StatusCode, HeaderMap, Bytes);
 
+/// Where a client's credentials come from: given, or looked up on the first challenge.
+enum Source {
+    /// These, or none.
+    Given(Option<Credential>),
+    /// [`credentials()`] for the host, run once, when the registry first asks: a registry that
+    /// asks for none never runs a credential helper.
+    Lookup(Mutex<Option<Option<Credential>>>),
+}
+
 /// A registry client for one host.
 pub struct Registry {
     client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     host: String,
     base: String,
-    credential: Option<Credential>,
+    source: Source,
     authorization: Mutex<Option<HeaderValue>>,
 }
 
 impl Registry {
     /// A client for `host` (`host[:port]`; Docker Hub's names go to its API host), over plain
     /// HTTP when `plain_http` (a registry on loopback), else HTTPS verified against the system's
-    /// roots, answering challenges with `credential`.
-    pub fn new(
+    /// roots; the credentials for a challenge are looked up ([`credentials()`]) when the first
+    /// one comes.
+    pub fn new(host: &str, plain_http: bool) -> Result<Registry, PushError> {
+        Registry::build(host, plain_http, Source::Lookup(Mutex::new(None)))
+    }
+
+    /// [`Registry::new`] answering challenges with `credential` (none: anonymously).
+    pub fn with_credential(
         host: &str,
         plain_http: bool,
         credential: Option<Credential>,
     ) -> Result<Registry, PushError> {
+        Registry::build(host, plain_http, Source::Given(credential))
+    }
+
+    /// The credentials sent so far (`None`: none, or the registry asked for none).
+    pub fn credential_used(&self) -> Option<Credential> {
+        match &self.source {
+            Source::Given(c) => c.clone(),
+            Source::Lookup(slot) => slot.lock().ok().and_then(|s| s.clone()).flatten(),
+        }
+    }
+
+    /// The credentials to answer a challenge with, looked up on first use.
+    fn credential(&self) -> Result<Option<Credential>, PushError> {
+        match &self.source {
+            Source::Given(c) => Ok(c.clone()),
+            Source::Lookup(slot) => {
+                let Ok(mut slot) = slot.lock() else {
+                    return credentials(&self.host);
+                };
+                if let Some(found) = slot.as_ref() {
+                    return Ok(found.clone());
+                }
+                let found = credentials(&self.host)?;
+                *slot = Some(found.clone());
+                Ok(found)
+            }
+        }
+    }
+
+    fn build(host: &str, plain_http: bool, source: Source) -> Result<Registry, PushError> {
         let host = credentials::api_host(host);
         let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
@@ -178,7 +223,7 @@ impl Registry {
             client: Client::builder(TokioExecutor::new()).build(connector),
             host: host.to_owned(),
             base: format!("{scheme}://{host}"),
-            credential,
+            source,
             authorization: Mutex::new(None),
         })
     }

@@ -17,15 +17,15 @@ use std::process::ExitCode;
 use clap::Parser;
 use resize_guard_image::push::pins::{self, Pin};
 use resize_guard_image::push::referrer::Sbom;
-use resize_guard_image::push::{Destination, Layout, Registry, credentials};
+use resize_guard_image::push::{Destination, Layout, Registry};
 
 #[derive(Parser)]
 #[command(
     name = "resize-guard-push",
     version,
     about = "Push resize-guard's OCI image layouts to a registry (OCI distribution API)",
-    after_help = "Credentials: the first of $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json \
-                  (podman login), $DOCKER_CONFIG/config.json or ~/.docker/config.json (docker login) \
+    after_help = "Credentials, looked up when the registry first asks for some: the first of \
+                  $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json (podman login), $DOCKER_CONFIG/config.json or ~/.docker/config.json (docker login) \
                   that has some for the registry's host: its credHelpers entry for the host, else its \
                   credsStore (docker-credential-<name> get, as docker runs them), else its auths entry \
                   (auth, username and password, or identitytoken). An identity token is exchanged at \
@@ -71,11 +71,7 @@ async fn main() -> ExitCode {
 async fn run(cli: &Cli) -> anyhow::Result<()> {
     let registry = cli.registry.trim_end_matches('/');
     let host = registry.split('/').next().unwrap_or_default();
-    let credential = credentials(host)?;
-    if let Some(c) = &credential {
-        eprintln!("resize-guard-push: {host}: {}", c.describe());
-    }
-    let client = Registry::new(host, cli.plain_http, credential)?;
+    let client = Registry::new(host, cli.plain_http)?;
     // Every layout and SBOM is read before anything is pushed: a missing file pushes nothing.
     let mut work = Vec::new();
     for dir in &cli.layouts {
@@ -118,6 +114,9 @@ async fn run(cli: &Cli) -> anyhow::Result<()> {
             pushed: format!("{}/{}", to.host, to.repository),
             digest: pushed.digest,
         });
+    }
+    if let Some(c) = client.credential_used() {
+        eprintln!("resize-guard-push: {host}: pushed with {}", c.describe());
     }
     println!("\n{}\n{}", pins::kustomize(&pinned), pins::helm(&pinned));
     Ok(())

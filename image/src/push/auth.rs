@@ -33,7 +33,8 @@ impl Registry {
         challenge: &str,
     ) -> Result<Option<HeaderValue>, PushError> {
         let (scheme, params) = challenge.split_once(' ').unwrap_or((challenge, ""));
-        let secret = self.credential.as_ref().map(|c| &c.secret);
+        let credential = self.credential()?;
+        let secret = credential.as_ref().map(|c| &c.secret);
         let basic = match secret {
             Some(Secret::Basic { username, password }) => header(&format!(
                 "Basic {}",
@@ -139,7 +140,7 @@ impl Registry {
 
     /// Which credentials went with the requests, for messages.
     pub(super) fn credentials_used(&self) -> String {
-        match &self.credential {
+        match self.credential_used() {
             Some(c) => c.describe(),
             None => format!(
                 "no credentials (none for {} in the credential files: docker login, podman \

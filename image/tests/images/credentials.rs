@@ -4,7 +4,8 @@
 //! script here that answers as docker-credential-pass does: it stands in for an external
 //! program), or an `auths` entry in a podman auth file. Each push is read back with the same
 //! user; a wrong password, no credentials, an identity token offered to a Basic realm and a
-//! missing helper each fail naming where the credentials came from.
+//! missing helper each fail naming where the credentials came from, and a registry that asks for
+//! none never runs a helper.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::os::unix::fs::PermissionsExt as _;
@@ -186,7 +187,7 @@ fn credentials_from_helpers_and_auth_files_push_to_an_htpasswd_registry() {
     );
     assert!(
         text(&out).contains(&format!(
-            "resize-guard-push: {host}: user \"{USER}\" from docker-credential-store (credsStore in {})",
+            "resize-guard-push: {host}: pushed with user \"{USER}\" from docker-credential-store (credsStore in {})",
             client.dir.path().join("docker/config.json").display()
         )),
         "{}",
@@ -307,5 +308,14 @@ fn credentials_from_helpers_and_auth_files_push_to_an_htpasswd_registry() {
     )
     .unwrap();
     assert_eq!(status, 404, "nothing was pushed");
+
+    // A registry that asks for no credentials never runs the helper: the same missing helper is
+    // no obstacle there.
+    let open = crate::push::start_registry();
+    let mut open_args = args("open");
+    open_args[1] = format!("127.0.0.1:{}/open", open.port);
+    let out = client.push(&open_args, false);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("pushed with"), "{}", text(&out));
     drop(registry);
 }

@@ -251,7 +251,7 @@ fn an_identity_token_is_exchanged_at_the_token_realm_and_pushes() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         text(&out).contains(&format!(
-            "resize-guard-push: {host}: the identity token from auths["
+            "resize-guard-push: {host}: pushed with the identity token from auths["
         )),
         "{}",
         text(&out)
