@@ -256,15 +256,36 @@ fn an_identity_token_is_exchanged_at_the_token_realm_and_pushes() {
         "{}",
         text(&out)
     );
+    // The refresh-token grant, for the repository's pull and push (the registry names the actions
+    // in no fixed order).
     let forms = server.forms.lock().unwrap().clone();
-    assert!(
-        forms.iter().any(|f| f.starts_with("POST /token HTTP/1.1")
-            && f.contains("grant_type=refresh_token")
-            && f.contains("client_id=resize-guard-push")
-            && f.contains(&format!("refresh_token={REFRESH}"))
-            && f.contains("scope=repository%3Atoken%2Fresize-guard-webhook%3Apull%2Cpush")),
-        "{forms:?}"
-    );
+    let granted = forms.iter().any(|f| {
+        let Some(form) = f.strip_prefix("POST /token HTTP/1.1") else {
+            return false;
+        };
+        let fields: Vec<(&str, String)> = form
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k, decode(v)))
+            .collect();
+        let field = |name: &str| {
+            fields
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let mut actions: Vec<&str> = field("scope")
+            .and_then(|s| s.strip_prefix("repository:token/resize-guard-webhook:"))
+            .map(|a| a.split(',').collect())
+            .unwrap_or_default();
+        actions.sort_unstable();
+        field("grant_type") == Some("refresh_token")
+            && field("client_id") == Some("resize-guard-push")
+            && field("refresh_token") == Some(REFRESH)
+            && field("service") == Some(SERVICE)
+            && actions == ["pull", "push"]
+    });
+    assert!(granted, "{forms:?}\n{}", text(&out));
     let index: Value = serde_json::from_slice(
         &std::fs::read(layout("resize-guard-webhook").join("index.json")).unwrap(),
     )
