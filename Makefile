@@ -20,11 +20,16 @@
 #   make krew     validate target/image/resize-guard.yaml with krew's own validate-krew-manifest
 #   make upstream build (or reuse) every upstream part the tests use: the cross toolchain (zig, cargo-zigbuild,
 #                 cargo-auditable), qemu-aarch64, control planes, upstream's
-#                 resize e2e specs, helm, VPA, the registry, promtool, metrics-server, krew's validator, the real node's kubelet,
+#                 resize e2e specs, helm, VPA, the registry, cosign, promtool, metrics-server, krew's validator,
+#                 the real node's kubelet,
 #                 kube-proxy, containerd and runc
 #   make push     push both images to REGISTRY=host[:port]/namespace (TAG=..., PLAIN_HTTP=1 for a registry
-#                 on loopback) with the OCI distribution API; credentials from docker/podman login;
-#                 prints the kustomize images: block and Helm --set flags that pin what it pushed
+#                 on loopback) with the OCI distribution API, each with its CycloneDX SBOM as an OCI
+#                 artifact referring to it; credentials from docker/podman login (files, credential
+#                 helpers, identity tokens); prints the kustomize images: block and Helm --set flags
+#                 that pin what it pushed
+#   make sign     sign what make push pushed with cosign: REGISTRY=... KEY=cosign.key|kms-uri (TLOG=0: no
+#                 transparency log); docs/signing.md: verifying, and admission policies that check it
 #   make bench    benchmarks, printed as tables and written under target/bench/
 #   make sandbox  a real control plane with hollow nodes (upstream kubelet) and metrics-server to try resizes
 #                 by hand (Ctrl-C stops; REAL_NODE=1 adds a real node)
@@ -64,6 +69,9 @@ WITH_VPA = RESIZE_GUARD_VPA_DIR="$$(scripts/build-vpa.sh | tail -n 1)"
 # CNCF distribution's registry from Go modules (first run a few minutes), for the push test and
 # the real node.
 WITH_REGISTRY = RESIZE_GUARD_REGISTRY_BIN="$$(scripts/build-registry.sh | tail -n 1)/registry"
+# sigstore's cosign v3 from its Go module (first run several minutes), for the signing test
+# (image/tests/images/sign.rs) and `make sign`.
+WITH_COSIGN = RESIZE_GUARD_COSIGN_BIN="$$(scripts/build-cosign.sh | tail -n 1)/cosign"
 # A real node's parts: kubelet and kube-proxy v1.37.2, containerd, runc, the CNI plugins and a
 # pause (first run ~6 min), for the real-node suite (tests/node/).
 WITH_NODE = RESIZE_GUARD_NODE_BIN_DIR="$$(scripts/build-node.sh | tail -n 1)"
@@ -74,7 +82,7 @@ WITH_METRICS_SERVER = RESIZE_GUARD_METRICS_SERVER_BIN="$$(scripts/build-metrics-
 # ~4 min) beside the BusyBox image they run (Debian's busybox-static), for make upstream-e2e.
 WITH_UPSTREAM_E2E = RESIZE_GUARD_UPSTREAM_E2E_BIN="$$(scripts/build-upstream-e2e.sh | tail -n 1)/resize-e2e.test"
 
-.PHONY: e2e vpa-lag demo-node upstream-e2e upstream-e2e-short upstream push krew plugins test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-report bench-scale sandbox demo demo-vpa fmt fuzz rss flood
+.PHONY: e2e vpa-lag demo-node upstream-e2e upstream-e2e-short upstream push sign krew plugins test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-report bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
 # A real control plane, resize-guard installed from deploy/, and the three walls of the field test.
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
@@ -215,12 +223,37 @@ krew:
 	"$$(scripts/build-krew.sh | tail -n 1)/validate-krew-manifest" -manifest $(KREW_MANIFEST) -skip-install
 
 # The images `make image` wrote, pushed under REGISTRY by the release build of resize-guard-push
-# (image/src/push.rs; image/tests/images/push.rs runs this target against a real registry).
+# (image/src/push.rs; image/tests/images/push.rs runs this target against a real registry), each
+# with its CycloneDX SBOM beside it as an OCI artifact referring to the image (NO_SBOM=1 leaves
+# the SBOMs out). Credentials: docker's and podman's files and credential helpers.
 push:
-	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=host[:port]/namespace [TAG=tag] [PLAIN_HTTP=1]" >&2; exit 2; }
+	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=host[:port]/namespace [TAG=tag] [PLAIN_HTTP=1] [NO_SBOM=1]" >&2; exit 2; }
 	@test -x $(IMAGE_BIN)/resize-guard-push || { echo "make push: run make image first" >&2; exit 2; }
 	$(IMAGE_BIN)/resize-guard-push --registry "$(REGISTRY)" $(if $(TAG),--tag "$(TAG)") $(if $(PLAIN_HTTP),--plain-http) \
-		target/image/resize-guard-webhook-$(VERSION).oci target/image/resize-guard-controller-$(VERSION).oci
+		$(if $(NO_SBOM),--no-sbom) target/image/resize-guard-webhook-$(VERSION).oci target/image/resize-guard-controller-$(VERSION).oci
+
+# Signs what `make push` pushed: each image index by the digest `make image` wrote (the one the
+# tag names after the push), with cosign (COSIGN=path, else v3 built by scripts/build-cosign.sh)
+# and KEY (a cosign key file with COSIGN_PASSWORD in the environment, or a KMS URI). The signature
+# goes beside the image as a Sigstore bundle referring to it; SIGNATURE_FORMAT=legacy writes
+# cosign's older `sha256-<hex>.sig` tag instead, for verifiers that read only that. TLOG=0 keeps it
+# out of the Rekor transparency log (a registry on loopback, an air-gapped site). docs/signing.md
+# says how to verify it and how an admission policy checks it.
+COSIGN ?= "$$(scripts/build-cosign.sh | tail -n 1)/cosign"
+SIGNATURE_FORMAT ?= bundle
+sign:
+	@test -n "$(REGISTRY)" -a -n "$(KEY)" || { echo "usage: make sign REGISTRY=host[:port]/namespace KEY=cosign.key|kms-uri [TLOG=0] [SIGNATURE_FORMAT=bundle|legacy] [PLAIN_HTTP=1] [COSIGN=path]" >&2; exit 2; }
+	@case "$(SIGNATURE_FORMAT)" in bundle|legacy) ;; *) echo "make sign: SIGNATURE_FORMAT is bundle or legacy" >&2; exit 2;; esac
+	@cosign=$(COSIGN); for b in webhook controller; do \
+		layout=target/image/resize-guard-$$b-$(VERSION).oci; \
+		test -f $$layout/index.json || { echo "make sign: $$layout is missing: run make image and make push first" >&2; exit 2; }; \
+		digest=$$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"])' $$layout/index.json) || exit 1; \
+		echo "make sign: $(REGISTRY)/resize-guard-$$b@$$digest"; \
+		"$$cosign" sign --yes --key "$(KEY)" \
+			$(if $(or $(filter 0,$(TLOG)),$(filter legacy,$(SIGNATURE_FORMAT))),--use-signing-config=false) \
+			$(if $(filter 0,$(TLOG)),--tlog-upload=false) $(if $(filter legacy,$(SIGNATURE_FORMAT)),--new-bundle-format=false) \
+			$(if $(PLAIN_HTTP),--allow-http-registry) "$(REGISTRY)/resize-guard-$$b@$$digest" || exit 1; \
+	done
 
 control-plane:
 	scripts/build-control-plane.sh >/dev/null
@@ -249,7 +282,7 @@ deps-check:
 # `test = false`: it runs only when named) (the image tests push to a
 # local registry and run krew as `kubectl krew`).
 unit:
-	$(call with_k8s,1.37) $(WITH_REGISTRY) $(CARGO) test --workspace --locked
+	$(call with_k8s,1.37) $(WITH_REGISTRY) $(WITH_COSIGN) $(CARGO) test --workspace --locked
 
 # The end-to-end suites (tests/e2e), one process per suite, E2E_JOBS of them at a time (longest
 # first; most of a suite's time is spent waiting on its cluster); SUITES=admission,vpa::updater
@@ -270,6 +303,7 @@ upstream:
 	scripts/build-helm.sh >/dev/null
 	scripts/build-vpa.sh >/dev/null
 	scripts/build-registry.sh >/dev/null
+	scripts/build-cosign.sh >/dev/null
 	scripts/build-promtool.sh >/dev/null
 	scripts/build-metrics-server.sh >/dev/null
 	scripts/build-node.sh >/dev/null

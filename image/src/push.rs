@@ -4,11 +4,15 @@
 //! each platform's manifest is `PUT` by its digest, then the image index under the tag (a
 //! registry refuses an index whose manifests it lacks); every digest the registry answers is
 //! checked against the layout's. A layout whose `index.json` names a single manifest is pushed
-//! the same way, that manifest under the tag. Credentials come from the files `docker login` and `podman login` write
-//! ([`credentials`]); a `401` is answered once, with Basic credentials or a Bearer token fetched
-//! from the realm the registry names (the token flow of Docker Hub, GHCR, ECR, GAR, Quay).
+//! the same way, that manifest under the tag. The image's SBOM then goes beside it as an OCI
+//! artifact whose `subject` is what the tag names ([`referrer`]), found by the referrers API or
+//! its tag-schema fallback.
+//!
+//! Credentials come from the files and credential helpers `docker login` and `podman login` use
+//! ([`credentials`]); a `401` is answered once (`push/auth.rs`): with Basic credentials, or a
+//! Bearer token from the realm the registry names (the token flow of Docker Hub, GHCR, ECR, GAR,
+//! ACR, Quay), an identity token exchanged there for an access token.
 
-use std::path::PathBuf;
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -17,75 +21,20 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use serde::Deserialize;
 
-mod credentials;
+mod auth;
+pub mod credentials;
 mod destination;
+mod error;
 mod layout;
 pub mod pins;
+pub mod referrer;
 
-pub use credentials::{credentials, credentials_in};
+pub use credentials::{Credential, Secret, credentials, credentials_in};
 pub use destination::Destination;
+pub use error::PushError;
 use layout::read_blob;
 pub use layout::{Document, Layout};
-
-/// Why a push failed; every variant names the registry or the file.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PushError {
-    /// The destination is not `host[:port]/repository[:tag]`.
-    #[error("destination {0:?}: expected host[:port]/repository[:tag]")]
-    Destination(String),
-    /// The layout directory is missing or malformed.
-    #[error("image layout {}: {problem}", dir.display())]
-    Layout {
-        /// The layout directory.
-        dir: PathBuf,
-        /// What is wrong.
-        problem: String,
-    },
-    /// A credentials file exists but cannot be read.
-    #[error("credentials file {}: {problem}", path.display())]
-    Credentials {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        problem: String,
-    },
-    /// The registry could not be reached.
-    #[error("{method} {url}: {source}")]
-    Connect {
-        /// The request's method.
-        method: Method,
-        /// The request's URL.
-        url: String,
-        /// The client's error.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// The registry answered, but not as the protocol says it should.
-    #[error("{method} {url}: the registry answered {status}: {body}")]
-    Refused {
-        /// The request's method.
-        method: Method,
-        /// The request's URL.
-        url: String,
-        /// The status.
-        status: StatusCode,
-        /// The start of the answer's body (the registry's error JSON).
-        body: String,
-    },
-    /// The registry stored a manifest or index with another digest than the layout's.
-    #[error("{url}: the registry stored digest {stored}, the layout's is {expected}")]
-    Digest {
-        /// The manifest URL.
-        url: String,
-        /// What the layout holds.
-        expected: String,
-        /// What the registry answered in `Docker-Content-Digest`.
-        stored: String,
-    },
-}
 
 /// What a push did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,18 +49,73 @@ pub struct Pushed {
     pub present: usize,
 }
 
+/// A registry's answer: status, headers, body.
+type Answer = (StatusCode, HeaderMap, Bytes);
+
+/// Where a client's credentials come from: given, or looked up on the first challenge.
+enum Source {
+    /// These, or none.
+    Given(Option<Credential>),
+    /// [`credentials()`] for the host, run once, when the registry first asks: a registry that
+    /// asks for none never runs a credential helper.
+    Lookup(Mutex<Option<Option<Credential>>>),
+}
+
 /// A registry client for one host.
 pub struct Registry {
     client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    host: String,
     base: String,
-    basic: Option<String>,
+    source: Source,
     authorization: Mutex<Option<HeaderValue>>,
 }
 
 impl Registry {
-    /// A client for `host`, over plain HTTP when `plain_http` (a registry on loopback), else
-    /// HTTPS verified against the system's roots; `basic` is `base64(user:password)`.
-    pub fn new(host: &str, plain_http: bool, basic: Option<String>) -> Result<Registry, PushError> {
+    /// A client for `host` (`host[:port]`; Docker Hub's names go to its API host), over plain
+    /// HTTP when `plain_http` (a registry on loopback), else HTTPS verified against the system's
+    /// roots; the credentials for a challenge are looked up ([`credentials()`]) when the first
+    /// one comes.
+    pub fn new(host: &str, plain_http: bool) -> Result<Registry, PushError> {
+        Registry::build(host, plain_http, Source::Lookup(Mutex::new(None)))
+    }
+
+    /// [`Registry::new`] answering challenges with `credential` (none: anonymously).
+    pub fn with_credential(
+        host: &str,
+        plain_http: bool,
+        credential: Option<Credential>,
+    ) -> Result<Registry, PushError> {
+        Registry::build(host, plain_http, Source::Given(credential))
+    }
+
+    /// The credentials sent so far (`None`: none, or the registry asked for none).
+    pub fn credential_used(&self) -> Option<Credential> {
+        match &self.source {
+            Source::Given(c) => c.clone(),
+            Source::Lookup(slot) => slot.lock().ok().and_then(|s| s.clone()).flatten(),
+        }
+    }
+
+    /// The credentials to answer a challenge with, looked up on first use.
+    fn credential(&self) -> Result<Option<Credential>, PushError> {
+        match &self.source {
+            Source::Given(c) => Ok(c.clone()),
+            Source::Lookup(slot) => {
+                let Ok(mut slot) = slot.lock() else {
+                    return credentials(&self.host);
+                };
+                if let Some(found) = slot.as_ref() {
+                    return Ok(found.clone());
+                }
+                let found = credentials(&self.host)?;
+                *slot = Some(found.clone());
+                Ok(found)
+            }
+        }
+    }
+
+    fn build(host: &str, plain_http: bool, source: Source) -> Result<Registry, PushError> {
+        let host = credentials::api_host(host);
         let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(provider)
@@ -126,8 +130,9 @@ impl Registry {
         let scheme = if plain_http { "http" } else { "https" };
         Ok(Registry {
             client: Client::builder(TokioExecutor::new()).build(connector),
+            host: host.to_owned(),
             base: format!("{scheme}://{host}"),
-            basic,
+            source,
             authorization: Mutex::new(None),
         })
     }
@@ -136,9 +141,7 @@ impl Registry {
     pub async fn push(&self, layout: &Layout, to: &Destination) -> Result<Pushed, PushError> {
         let (mut uploaded, mut present) = (0, 0);
         for digest in &layout.blobs {
-            let url = format!("{}/v2/{}/blobs/{digest}", self.base, to.repository);
-            let head = self.send(Method::HEAD, &url, None, Bytes::new()).await?;
-            if head.0 == StatusCode::OK {
+            if self.has_blob(&to.repository, digest).await? {
                 present += 1;
                 continue;
             }
@@ -156,7 +159,8 @@ impl Registry {
         }
         let digest = self
             .put_manifest(&to.repository, &to.tag, &layout.top)
-            .await?;
+            .await?
+            .0;
         Ok(Pushed {
             digest,
             manifests: layout.manifests.len(),
@@ -165,14 +169,25 @@ impl Registry {
         })
     }
 
+    /// Whether the repository holds the blob (`HEAD`).
+    async fn has_blob(&self, repository: &str, digest: &str) -> Result<bool, PushError> {
+        let url = format!("{}/v2/{repository}/blobs/{digest}", self.base);
+        let (status, _, body) = self.send(Method::HEAD, &url, None, Bytes::new()).await?;
+        match status {
+            StatusCode::OK => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            _ => Err(refused(status, Method::HEAD, &url, &body)),
+        }
+    }
+
     /// `PUT`s a manifest or index under `reference` (a tag or its digest) and checks the digest
-    /// the registry stored is the document's.
+    /// the registry stored is the document's; the digest and the answer's headers.
     async fn put_manifest(
         &self,
         repository: &str,
         reference: &str,
         document: &Document,
-    ) -> Result<String, PushError> {
+    ) -> Result<(String, HeaderMap), PushError> {
         let url = format!("{}/v2/{repository}/manifests/{reference}", self.base);
         let (status, headers, body) = self
             .send(
@@ -195,7 +210,26 @@ impl Registry {
                 stored,
             });
         }
-        Ok(stored)
+        Ok((stored, headers))
+    }
+
+    /// `GET`s a manifest or index as `accept`; `None` when the registry has none under
+    /// `reference`.
+    async fn get_manifest(
+        &self,
+        repository: &str,
+        reference: &str,
+        accept: &str,
+    ) -> Result<Option<Answer>, PushError> {
+        let url = format!("{}/v2/{repository}/manifests/{reference}", self.base);
+        let answer = self
+            .send_accepting(Method::GET, &url, None, Bytes::new(), Some(accept))
+            .await?;
+        match answer.0 {
+            StatusCode::OK => Ok(Some(answer)),
+            StatusCode::NOT_FOUND => Ok(None),
+            status => Err(refused(status, Method::GET, &url, &answer.2)),
+        }
     }
 
     /// One monolithic upload: `POST` opens a session, `PUT ?digest=` closes it with the bytes.
@@ -218,24 +252,46 @@ impl Registry {
             location.to_owned()
         };
         let sep = if location.contains('?') { '&' } else { '?' };
-        let put = format!("{location}{sep}digest={}", encode(digest));
+        let put = format!("{location}{sep}digest={}", auth::encode(digest));
         let (status, _, body) = self
             .send(Method::PUT, &put, Some("application/octet-stream"), bytes)
             .await?;
         expect(status, StatusCode::CREATED, Method::PUT, &url, &body)
     }
 
-    /// Sends a request, answering one `401` with credentials (Basic, or a Bearer token from the
-    /// realm the challenge names) and keeping them for the next requests.
+    /// Sends a request with the authorization kept from the last challenge, answering one `401`
+    /// ([`auth`]) and keeping what answered it for the next requests. A second `401` is an
+    /// [`PushError::Unauthorized`] naming the credentials sent.
     async fn send(
         &self,
         method: Method,
         url: &str,
         content_type: Option<&str>,
         body: Bytes,
-    ) -> Result<(StatusCode, HeaderMap, Bytes), PushError> {
+    ) -> Result<Answer, PushError> {
+        self.send_accepting(method, url, content_type, body, None)
+            .await
+    }
+
+    /// [`Registry::send`] with an `Accept` header.
+    async fn send_accepting(
+        &self,
+        method: Method,
+        url: &str,
+        content_type: Option<&str>,
+        body: Bytes,
+        accept: Option<&str>,
+    ) -> Result<Answer, PushError> {
+        let stored = self.authorization.lock().ok().and_then(|a| a.clone());
         let first = self
-            .request(method.clone(), url, content_type, body.clone(), None)
+            .request_with(
+                method.clone(),
+                url,
+                content_type,
+                accept,
+                body.clone(),
+                stored,
+            )
             .await?;
         if first.0 != StatusCode::UNAUTHORIZED {
             return Ok(first);
@@ -246,63 +302,35 @@ impl Registry {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        let authorization = self.authorize(&challenge).await?;
+        let authorization = self.authorize(url, &challenge).await?;
         if let Ok(mut slot) = self.authorization.lock() {
-            *slot = authorization;
+            slot.clone_from(&authorization);
         }
-        self.request(method, url, content_type, body, None).await
-    }
-
-    /// The `Authorization` value for a `WWW-Authenticate` challenge, if there is one to give.
-    async fn authorize(&self, challenge: &str) -> Result<Option<HeaderValue>, PushError> {
-        let (scheme, params) = challenge.split_once(' ').unwrap_or((challenge, ""));
-        let basic = self
-            .basic
-            .as_ref()
-            .and_then(|b| HeaderValue::from_str(&format!("Basic {b}")).ok());
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return Ok(basic);
-        }
-        let params = challenge_params(params);
-        let Some(realm) = params.iter().find(|(k, _)| k == "realm").map(|(_, v)| v) else {
-            return Ok(basic);
-        };
-        let query: Vec<String> = params
-            .iter()
-            .filter(|(k, _)| k == "service" || k == "scope")
-            .map(|(k, v)| format!("{k}={}", encode(v)))
-            .collect();
-        let sep = if realm.contains('?') { '&' } else { '?' };
-        let url = format!("{realm}{sep}{}", query.join("&"));
-        let (status, _, body) = self
-            .request(Method::GET, &url, None, Bytes::new(), basic)
+        let again = self
+            .request_with(method, url, content_type, accept, body, authorization)
             .await?;
-        expect(status, StatusCode::OK, Method::GET, &url, &body)?;
-        #[derive(Deserialize)]
-        struct Token {
-            token: Option<String>,
-            access_token: Option<String>,
+        if again.0 == StatusCode::UNAUTHORIZED {
+            return Err(self.auth_error(
+                url,
+                &format!(
+                    "the registry answered 401: {}",
+                    String::from_utf8_lossy(&again.2[..again.2.len().min(512)])
+                ),
+            ));
         }
-        let token: Token = serde_json::from_slice(&body).map_err(|e| PushError::Refused {
-            method: Method::GET,
-            url: url.clone(),
-            status,
-            body: format!("not a token answer: {e}"),
-        })?;
-        Ok(token
-            .token
-            .or(token.access_token)
-            .and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok()))
+        Ok(again)
     }
 
-    async fn request(
+    /// Sends one request with exactly `authorization` (none when `None`).
+    async fn request_with(
         &self,
         method: Method,
         url: &str,
         content_type: Option<&str>,
+        accept: Option<&str>,
         body: Bytes,
         authorization: Option<HeaderValue>,
-    ) -> Result<(StatusCode, HeaderMap, Bytes), PushError> {
+    ) -> Result<Answer, PushError> {
         let connect = |source: Box<dyn std::error::Error + Send + Sync>| PushError::Connect {
             method: method.clone(),
             url: url.to_owned(),
@@ -315,8 +343,10 @@ impl Registry {
         if let Some(ct) = content_type {
             req = req.header(header::CONTENT_TYPE, ct);
         }
-        let stored = self.authorization.lock().ok().and_then(|a| a.clone());
-        if let Some(auth) = authorization.or(stored) {
+        if let Some(accept) = accept {
+            req = req.header(header::ACCEPT, accept);
+        }
+        if let Some(auth) = authorization {
             req = req.header(header::AUTHORIZATION, auth);
         }
         let req = req.body(Full::new(body)).map_err(|e| connect(e.into()))?;
@@ -335,6 +365,15 @@ impl Registry {
     }
 }
 
+fn refused(status: StatusCode, method: Method, url: &str, body: &[u8]) -> PushError {
+    PushError::Refused {
+        method,
+        url: url.to_owned(),
+        status,
+        body: String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned(),
+    }
+}
+
 fn expect(
     status: StatusCode,
     want: StatusCode,
@@ -345,47 +384,7 @@ fn expect(
     if status == want {
         return Ok(());
     }
-    Err(PushError::Refused {
-        method,
-        url: url.to_owned(),
-        status,
-        body: String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned(),
-    })
-}
-
-/// `key="value"` pairs of a challenge, in order.
-fn challenge_params(s: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut rest = s.trim();
-    while let Some((key, after)) = rest.split_once('=') {
-        let key = key
-            .trim()
-            .trim_start_matches(',')
-            .trim()
-            .to_ascii_lowercase();
-        let (value, tail) = match after.strip_prefix('"') {
-            Some(quoted) => match quoted.split_once('"') {
-                Some((v, t)) => (v, t),
-                None => (quoted, ""),
-            },
-            None => after.split_once(',').unwrap_or((after, "")),
-        };
-        out.push((key, value.to_owned()));
-        rest = tail.trim_start_matches(',').trim();
-    }
-    out
-}
-
-/// Percent-encodes everything but RFC 3986's unreserved characters.
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    Err(refused(status, method, url, body))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! Destinations, challenges and credentials files, without a registry.
+//! Destinations and challenges, without a registry.
 
+use super::auth::{challenge_params, encode};
 use super::*;
 
 #[test]
@@ -40,28 +41,5 @@ fn a_bearer_challenge_is_read_with_quoted_commas() {
     assert_eq!(
         encode("repository:a/b:pull,push"),
         "repository%3Aa%2Fb%3Apull%2Cpush"
-    );
-}
-
-#[test]
-fn credentials_come_from_the_first_file_that_names_the_host() {
-    let dir = tempfile::tempdir().unwrap();
-    let (podman, docker) = (dir.path().join("auth.json"), dir.path().join("config.json"));
-    std::fs::write(&podman, r#"{"auths":{"other:5000":{"auth":"eDp5"}}}"#).unwrap();
-    std::fs::write(
-        &docker,
-        r#"{"auths":{"https://registry.example/v1/":{"auth":"dTpw"},"other:5000":{"auth":"bm86"}}}"#,
-    )
-    .unwrap();
-    let files = [dir.path().join("missing.json"), podman.clone(), docker];
-    let found = |host| credentials_in(&files, host).unwrap();
-    assert_eq!(found("registry.example").as_deref(), Some("dTpw"));
-    assert_eq!(found("other:5000").as_deref(), Some("eDp5"));
-    assert_eq!(found("nowhere"), None);
-    std::fs::write(&podman, "{not json").unwrap();
-    let e = credentials_in(&files, "x").unwrap_err().to_string();
-    assert!(
-        e.starts_with(&format!("credentials file {}", podman.display())),
-        "{e}"
     );
 }

@@ -5,8 +5,10 @@
 //! index of the archive (same digest), the index lists linux/amd64 and linux/arm64, each
 //! platform's manifest is served by its digest, every blob hashes to its digest and is the
 //! archive's own, and each config has the entrypoint, non-root user and OCI labels of
-//! `deploy/image/Containerfile`. A second push uploads nothing; an unreachable registry and a
-//! missing layout fail with the URL or the path named.
+//! `deploy/image/Containerfile`; each image's SBOM is found from the index digest alone (the
+//! referrers API, or the referrers tag this registry version needs) and is the file `make image`
+//! wrote. A second push uploads nothing and lists each SBOM once; an unreachable registry, a
+//! missing layout and a missing SBOM fail with the URL or the path named.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::HashMap;
@@ -25,7 +27,7 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn layout(binary: &str) -> PathBuf {
+pub fn layout(binary: &str) -> PathBuf {
     let dir = repo_root().join(format!("target/image/{binary}-{VERSION}.oci"));
     assert!(
         dir.join("index.json").is_file(),
@@ -36,9 +38,9 @@ fn layout(binary: &str) -> PathBuf {
 }
 
 /// The registry process, stopped on drop.
-struct Registry {
+pub struct Registry {
     child: Child,
-    port: u16,
+    pub port: u16,
     _dir: tempfile::TempDir,
 }
 
@@ -49,7 +51,7 @@ impl Drop for Registry {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -57,7 +59,17 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start_registry() -> Registry {
+pub fn start_registry() -> Registry {
+    start_registry_with(|_| String::new(), None)
+}
+
+/// A registry with what `config` returns (given the registry's own directory, where it may
+/// write files) appended to its configuration, e.g. an `auth:` section; ready when `GET /v2/`
+/// answers `ready` (200 without auth, 401 with).
+pub fn start_registry_with(
+    config: impl FnOnce(&std::path::Path) -> String,
+    ready: Option<u16>,
+) -> Registry {
     let hint = "build it with scripts/build-registry.sh and run the tests with \
                 RESIZE_GUARD_REGISTRY_BIN=\"$(scripts/build-registry.sh | tail -n 1)/registry\" \
                 (make test does)";
@@ -69,12 +81,13 @@ fn start_registry() -> Registry {
     );
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
+    let extra = config(dir.path());
     let config = dir.path().join("config.yml");
     std::fs::write(
         &config,
         format!(
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
-             http:\n  addr: 127.0.0.1:{port}\n",
+             http:\n  addr: 127.0.0.1:{port}\n{extra}",
             dir.path().join("data").display()
         ),
     )
@@ -93,7 +106,9 @@ fn start_registry() -> Registry {
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Ok((200, _, _)) = get(port, "/v2/", "*/*") {
+        if let Ok((status, _, _)) = get(port, "/v2/", "*/*")
+            && status == ready.unwrap_or(200)
+        {
             return registry;
         }
         assert!(Instant::now() < deadline, "the registry did not serve /v2/");
@@ -102,15 +117,28 @@ fn start_registry() -> Registry {
 }
 
 /// An HTTP answer: status, lower-cased headers, body.
-type Answer = (u16, Vec<(String, String)>, Vec<u8>);
+pub type Answer = (u16, Vec<(String, String)>, Vec<u8>);
 
 /// A GET over HTTP/1.1.
-fn get(port: u16, path: &str, accept: &str) -> std::io::Result<Answer> {
+pub fn get(port: u16, path: &str, accept: &str) -> std::io::Result<Answer> {
+    get_with(port, path, accept, None)
+}
+
+/// A GET over HTTP/1.1 with an `Authorization` header when given.
+pub fn get_with(
+    port: u16,
+    path: &str,
+    accept: &str,
+    authorization: Option<&str>,
+) -> std::io::Result<Answer> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let auth = authorization
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: {accept}\r\n{auth}Connection: close\r\n\r\n"
     )?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
@@ -153,7 +181,7 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
 }
 
 /// `sha256:<hex>`, computed here rather than by the crate under test.
-fn sha256(b: &[u8]) -> String {
+pub fn sha256(b: &[u8]) -> String {
     use sha2::Digest as _;
     let hash = sha2::Sha256::digest(b);
     let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
@@ -161,7 +189,7 @@ fn sha256(b: &[u8]) -> String {
 }
 
 /// `make push` as an operator runs it, with `vars` (`REGISTRY=…`).
-fn make_push(vars: &[String]) -> std::process::Output {
+pub fn make_push(vars: &[String]) -> std::process::Output {
     Command::new("make")
         .arg("-s")
         .arg("-C")
@@ -173,19 +201,19 @@ fn make_push(vars: &[String]) -> std::process::Output {
 }
 
 /// The push command itself (the debug build), for the error paths.
-fn push(args: &[String]) -> std::process::Output {
+pub fn push(args: &[String]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_resize-guard-push"))
         .args(args)
         .output()
         .unwrap()
 }
 
-const INDEX: &str = "application/vnd.oci.image.index.v1+json";
-const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub const INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 
 /// GETs a manifest or index by tag or digest as `accept`, checking the registry's digest header
 /// against the bytes; the bytes and their digest.
-fn get_manifest(port: u16, repo: &str, reference: &str, accept: &str) -> (Vec<u8>, String) {
+pub fn get_manifest(port: u16, repo: &str, reference: &str, accept: &str) -> (Vec<u8>, String) {
     let (status, headers, body) =
         get(port, &format!("{repo}/manifests/{reference}"), accept).unwrap();
     assert_eq!(
@@ -208,6 +236,75 @@ fn get_manifest(port: u16, repo: &str, reference: &str, accept: &str) -> (Vec<u8
         "{reference} served as {headers:?}"
     );
     (body, digest)
+}
+
+/// The SBOM `make image` wrote beside the image.
+pub fn sbom_file(binary: &str) -> PathBuf {
+    let path = repo_root().join(format!("target/image/{binary}-{VERSION}.cdx.json"));
+    assert!(
+        path.is_file(),
+        "{} is missing: run `make image` first (make test does)",
+        path.display()
+    );
+    path
+}
+
+pub const CYCLONEDX: &str = "application/vnd.cyclonedx+json";
+
+/// What refers to `digest` in `repo` (`/v2/<name>`), as a client finds it: the referrers API,
+/// or, where the registry answers 404 there (CNCF distribution v3.1 has none), the referrers tag
+/// `sha256-<hex>` the distribution spec falls back to.
+pub fn referrers(port: u16, repo: &str, digest: &str) -> Vec<Value> {
+    let (status, _, body) = get(port, &format!("{repo}/referrers/{digest}"), INDEX).unwrap();
+    let body = match status {
+        200 => body,
+        404 => {
+            let tag = digest.replacen(':', "-", 1);
+            let (status, _, body) = get(port, &format!("{repo}/manifests/{tag}"), INDEX).unwrap();
+            assert_eq!(
+                status,
+                200,
+                "no referrers tag {tag}: {}",
+                String::from_utf8_lossy(&body)
+            );
+            body
+        }
+        other => panic!(
+            "referrers of {digest}: {other} {}",
+            String::from_utf8_lossy(&body)
+        ),
+    };
+    let index: Value = serde_json::from_slice(&body).unwrap();
+    index["manifests"].as_array().unwrap().clone()
+}
+
+/// The SBOM attached to `digest`, found from the digest alone: its one CycloneDX referrer, whose
+/// subject is that digest; the SBOM's bytes.
+pub fn attached_sbom(port: u16, repo: &str, digest: &str) -> Vec<u8> {
+    let sboms: Vec<Value> = referrers(port, repo, digest)
+        .into_iter()
+        .filter(|r| r["artifactType"] == CYCLONEDX)
+        .collect();
+    assert_eq!(sboms.len(), 1, "one SBOM refers to {digest}: {sboms:?}");
+    let artifact = sboms[0]["digest"].as_str().unwrap();
+    let (bytes, got) = get_manifest(port, repo, artifact, MANIFEST);
+    assert_eq!(got, artifact);
+    let manifest: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(manifest["artifactType"], CYCLONEDX);
+    assert_eq!(manifest["subject"]["digest"], digest);
+    assert_eq!(manifest["subject"]["mediaType"], INDEX);
+    assert_eq!(
+        manifest["config"]["mediaType"],
+        "application/vnd.oci.empty.v1+json"
+    );
+    let layers = manifest["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 1, "{manifest}");
+    assert_eq!(layers[0]["mediaType"], CYCLONEDX);
+    let blob = layers[0]["digest"].as_str().unwrap();
+    let (status, _, sbom) = get(port, &format!("{repo}/blobs/{blob}"), "*/*").unwrap();
+    assert_eq!(status, 200, "{blob}");
+    assert_eq!(sha256(&sbom), blob);
+    sbom
 }
 
 /// One platform's manifest as the registry serves it: config and layers fetched and hashed, the
@@ -328,6 +425,21 @@ fn both_multi_platform_images_are_pushed_and_read_back_as_built() {
             )),
             "{stdout}"
         );
+        // Its SBOM, pushed beside it and found from the index digest alone.
+        assert!(
+            stdout.contains(&format!("  SBOM {target}/{binary}@sha256:"))
+                && stdout.contains(&format!(
+                    "refers to {want}; referrers tag {})",
+                    want.replacen(':', "-", 1)
+                )),
+            "{stdout}"
+        );
+        let repo = format!("/v2/platform/rg/{binary}");
+        assert_eq!(
+            attached_sbom(port, &repo, &want),
+            std::fs::read(sbom_file(binary)).unwrap(),
+            "the SBOM found from {want} is the file make image wrote"
+        );
         let key = binary.trim_start_matches("resize-guard-");
         assert!(
             stdout.contains(&format!(
@@ -336,7 +448,6 @@ fn both_multi_platform_images_are_pushed_and_read_back_as_built() {
             "{stdout}"
         );
 
-        let repo = format!("/v2/platform/rg/{binary}");
         let (bytes, digest) = get_manifest(port, &repo, &tag, INDEX);
         assert_eq!(digest, want, "the tag names the archive's image index");
         let index: Value = serde_json::from_slice(&bytes).unwrap();
@@ -357,6 +468,14 @@ fn both_multi_platform_images_are_pushed_and_read_back_as_built() {
     let again = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
     assert_eq!(again.matches("(0 blobs uploaded,").count(), 2, "{again}");
+    // The SBOM is listed once, not once per push.
+    for binary in BINARIES {
+        let index = crate::archive::read_archive(binary);
+        let index: Value = serde_json::from_slice(&index["index.json"]).unwrap();
+        let digest = index["manifests"][0]["digest"].as_str().unwrap();
+        let all = referrers(port, &format!("/v2/platform/rg/{binary}"), digest);
+        assert_eq!(all.len(), 1, "{all:?}");
+    }
 
     // Another tag: only the manifest moves.
     let mut tagged = vars.clone();
@@ -381,6 +500,7 @@ fn an_unreachable_registry_and_a_missing_layout_fail_naming_what() {
         "--registry".into(),
         format!("127.0.0.1:{port}/rg"),
         "--plain-http".into(),
+        "--no-sbom".into(),
         layout("resize-guard-webhook").display().to_string(),
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -402,5 +522,28 @@ fn an_unreachable_registry_and_a_missing_layout_fail_naming_what() {
         err.contains("image layout /nonexistent/layout.oci: index.json:")
             && err.contains("run `make image` first"),
         "{err}"
+    );
+    // A layout without its SBOM beside it: nothing is pushed, and the message says how to skip it.
+    let dir = tempfile::tempdir().unwrap();
+    let alone = dir
+        .path()
+        .join(format!("resize-guard-webhook-{VERSION}.oci"));
+    std::os::unix::fs::symlink(layout("resize-guard-webhook"), &alone).unwrap();
+    let out = push(&[
+        "--registry".into(),
+        format!("127.0.0.1:{port}/rg"),
+        alone.display().to_string(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        err.trim(),
+        format!(
+            "error: SBOM {}: missing: `make image` writes it beside the image (or push with \
+             --no-sbom, make push NO_SBOM=1, to leave it out)",
+            dir.path()
+                .join(format!("resize-guard-webhook-{VERSION}.cdx.json"))
+                .display()
+        )
     );
 }
