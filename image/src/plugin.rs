@@ -1,8 +1,10 @@
 //! The kubectl plugin as krew ships it, for each platform built: an archive holding the program
-//! (`kubectl-resize_guard`, `.exe` on Windows) and the repository's LICENSE — `.tar.gz` for
-//! Linux and macOS, `.zip` for Windows (krew's convention) — its `.sha256` (sha256sum's line),
-//! and one krew manifest listing them all ([`krew`]). Each program must be a static program for
-//! its platform ([`crate::executable`]). Owners root, modes 0755/0644 and every time
+//! (`kubectl-resize_guard`, `.exe` on Windows), its shell-completion helper
+//! (`kubectl_complete-resize_guard`, which kubectl runs from `PATH` and which hands the words to
+//! the program beside it) and the repository's LICENSE — `.tar.gz` for Linux and macOS, `.zip`
+//! for Windows (krew's convention) — its `.sha256` (sha256sum's line), and one krew manifest
+//! listing them all ([`krew`]). Both programs must be static programs for their platform
+//! ([`crate::executable`]). Owners root, modes 0755/0644 and every time
 //! `SOURCE_DATE_EPOCH`: the same programs give the same bytes.
 //!
 //! [`write`] also removes the archives of platforms not built this time, so the directory never
@@ -22,15 +24,26 @@ use crate::oci::Platform;
 
 /// The program's name, as krew runs it for `kubectl resize-guard`.
 pub const PROGRAM: &str = "kubectl-resize_guard";
+/// The completion helper's name, as kubectl (v1.26+) looks it up for `kubectl resize-guard`.
+pub const HELPER: &str = "kubectl_complete-resize_guard";
 /// The manifest's file name.
 pub const MANIFEST: &str = "resize-guard.yaml";
 
 /// The program's file name on `platform`.
 pub fn program_name(platform: Platform) -> String {
+    executable_name(PROGRAM, platform)
+}
+
+/// The completion helper's file name on `platform`.
+pub fn helper_name(platform: Platform) -> String {
+    executable_name(HELPER, platform)
+}
+
+fn executable_name(name: &str, platform: Platform) -> String {
     if platform.os == "windows" {
-        format!("{PROGRAM}.exe")
+        format!("{name}.exe")
     } else {
-        PROGRAM.to_string()
+        name.to_string()
     }
 }
 
@@ -48,34 +61,49 @@ pub fn archive_name(version: &str, platform: Platform) -> String {
     )
 }
 
-/// The archive of `program` (the plugin built for `platform`) and `license`.
+/// The programs one archive carries, built for its platform.
+#[derive(Debug, Clone, Copy)]
+pub struct Programs<'a> {
+    /// The plugin ([`PROGRAM`]).
+    pub plugin: &'a [u8],
+    /// The completion helper ([`HELPER`]).
+    pub helper: &'a [u8],
+}
+
+/// The archive of `programs` (built for `platform`) and `license`, in that order.
 pub fn archive(
     platform: Platform,
-    program: &[u8],
+    programs: Programs<'_>,
     license: &[u8],
     epoch: u64,
 ) -> std::io::Result<Vec<u8>> {
-    let name = program_name(platform);
+    let (plugin, helper) = (program_name(platform), helper_name(platform));
+    let entries = [
+        zip::Entry {
+            name: &plugin,
+            mode: 0o755,
+            content: programs.plugin,
+        },
+        zip::Entry {
+            name: &helper,
+            mode: 0o755,
+            content: programs.helper,
+        },
+        zip::Entry {
+            name: "LICENSE",
+            mode: 0o644,
+            content: license,
+        },
+    ];
     if platform.os == "windows" {
-        let entries = [
-            zip::Entry {
-                name: &name,
-                mode: 0o755,
-                content: program,
-            },
-            zip::Entry {
-                name: "LICENSE",
-                mode: 0o644,
-                content: license,
-            },
-        ];
         return zip::archive(&entries, epoch);
     }
     let mut builder = tar::Builder::new(Vec::new());
-    let mut file = header(tar::EntryType::Regular, 0o755, program.len() as u64, epoch);
-    builder.append_data(&mut file, &name, program)?;
-    let mut file = header(tar::EntryType::Regular, 0o644, license.len() as u64, epoch);
-    builder.append_data(&mut file, "LICENSE", license)?;
+    for entry in &entries {
+        let size = entry.content.len() as u64;
+        let mut file = header(tar::EntryType::Regular, entry.mode, size, epoch);
+        builder.append_data(&mut file, entry.name, entry.content)?;
+    }
     gzip(&builder.into_inner()?)
 }
 
@@ -111,6 +139,16 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ImageError> {
     std::fs::rename(&tmp, path).map_err(ImageError::io("renaming into place", path))
 }
 
+/// The program at `source`, refused unless it is a static program for `platform`.
+fn read_program(source: &Path, platform: Platform) -> Result<Vec<u8>, ImageError> {
+    let program = std::fs::read(source).map_err(ImageError::io("reading", source))?;
+    executable::check(&program, platform).map_err(|problem| ImageError::Program {
+        path: source.to_path_buf(),
+        problem,
+    })?;
+    Ok(program)
+}
+
 /// Writes every platform's archive and `.sha256` and the manifest [`MANIFEST`] into `out_dir`,
 /// and removes the archives of the other known platforms; the archives, in order.
 pub fn write(package: &Package<'_>, out_dir: &Path) -> Result<Vec<Written>, ImageError> {
@@ -125,15 +163,15 @@ pub fn write(package: &Package<'_>, out_dir: &Path) -> Result<Vec<Written>, Imag
                 "plugin platform {platform} given twice"
             )));
         }
-        let source = dir.join(program_name(*platform));
-        let program = std::fs::read(&source).map_err(ImageError::io("reading", &source))?;
-        executable::check(&program, *platform).map_err(|problem| ImageError::Program {
-            path: source.clone(),
-            problem,
-        })?;
+        let plugin = read_program(&dir.join(program_name(*platform)), *platform)?;
+        let helper = read_program(&dir.join(helper_name(*platform)), *platform)?;
+        let programs = Programs {
+            plugin: &plugin,
+            helper: &helper,
+        };
         let name = archive_name(package.version, *platform);
         let path = out_dir.join(&name);
-        let bytes = archive(*platform, &program, package.license, package.epoch)
+        let bytes = archive(*platform, programs, package.license, package.epoch)
             .map_err(ImageError::io("packing", &path))?;
         let sha256: String = Sha256::digest(&bytes)
             .iter()

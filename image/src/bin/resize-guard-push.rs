@@ -89,8 +89,12 @@ async fn run(cli: &Cli) -> anyhow::Result<()> {
         let to = Destination::parse(&format!("{registry}/{name}:{tag}"), &tag)?;
         let pushed = client.push(layout, &to).await?;
         println!(
-            "{to}@{}  ({} blobs uploaded, {} already there; {} platform manifests)",
-            pushed.digest, pushed.uploaded, pushed.present, pushed.manifests
+            "{to}@{}  ({} blobs uploaded, {} already there; {} platform manifest{})",
+            pushed.digest,
+            pushed.uploaded,
+            pushed.present,
+            pushed.manifests,
+            if pushed.manifests == 1 { "" } else { "s" }
         );
         if let Some(sbom) = sbom {
             let attached = client

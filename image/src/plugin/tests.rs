@@ -20,6 +20,7 @@ fn programs(root: &Path, platforms: &[Platform]) -> Vec<(Platform, PathBuf)> {
             let dir = root.join(format!("{}-{}", platform.os, platform.architecture));
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(dir.join(program_name(*platform)), program_for(*platform)).unwrap();
+            std::fs::write(dir.join(helper_name(*platform)), program_for(*platform)).unwrap();
             (*platform, dir)
         })
         .collect()
@@ -42,9 +43,14 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+const PROGRAMS: Programs<'static> = Programs {
+    plugin: b"program",
+    helper: b"helper",
+};
+
 #[test]
-fn a_tar_gz_holds_the_program_and_the_license_owned_by_root() {
-    let bytes = archive(Platform::DARWIN_ARM64, b"program", b"license", 7).unwrap();
+fn a_tar_gz_holds_the_program_its_helper_and_the_license_owned_by_root() {
+    let bytes = archive(Platform::DARWIN_ARM64, PROGRAMS, b"license", 7).unwrap();
     let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
     let entries: Vec<(String, u32, u64, u64, u64, u64)> = tar
         .entries()
@@ -66,12 +72,13 @@ fn a_tar_gz_holds_the_program_and_the_license_owned_by_root() {
         entries,
         [
             ("kubectl-resize_guard".into(), 0o755, 0, 0, 7, 7),
+            ("kubectl_complete-resize_guard".into(), 0o755, 0, 0, 7, 6),
             ("LICENSE".into(), 0o644, 0, 0, 7, 7),
         ]
     );
     assert_eq!(
         bytes,
-        archive(Platform::DARWIN_ARM64, b"program", b"license", 7).unwrap()
+        archive(Platform::DARWIN_ARM64, PROGRAMS, b"license", 7).unwrap()
     );
 }
 
@@ -79,7 +86,11 @@ fn a_tar_gz_holds_the_program_and_the_license_owned_by_root() {
 fn a_zip_is_read_back_by_pythons_zipfile_with_names_modes_and_time() {
     let dir = tempfile::tempdir().unwrap();
     let program = vec![b'x'; 100_000];
-    let bytes = archive(Platform::WINDOWS_AMD64, &program, b"license", 1_700_000_000).unwrap();
+    let programs = Programs {
+        plugin: &program,
+        helper: b"helper",
+    };
+    let bytes = archive(Platform::WINDOWS_AMD64, programs, b"license", 1_700_000_000).unwrap();
     let path = dir.path().join("a.zip");
     std::fs::write(&path, &bytes).unwrap();
     let script = r#"
@@ -103,6 +114,7 @@ with zipfile.ZipFile(sys.argv[1]) as z:
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
         "kubectl-resize_guard.exe 0o100755 (2023, 11, 14, 22, 13, 20) 8 100000 xxxxxxx\n\
+         kubectl_complete-resize_guard.exe 0o100755 (2023, 11, 14, 22, 13, 20) 8 6 helper\n\
          LICENSE 0o100644 (2023, 11, 14, 22, 13, 20) 8 7 license\n"
     );
     assert!(bytes.len() < 1_000, "deflated: {} bytes", bytes.len());
@@ -243,14 +255,23 @@ fn a_narrower_build_removes_the_archives_it_did_not_build() {
 fn a_program_for_another_platform_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mut built = programs(dir.path(), &[Platform::DARWIN_AMD64]);
-    // The Linux program where the macOS one belongs.
-    std::fs::write(built[0].1.join(PROGRAM), static_amd64()).unwrap();
+    // The Linux program where the macOS one belongs, the plugin or its helper.
+    for name in [PROGRAM, HELPER] {
+        let path = built[0].1.join(name);
+        let right = std::fs::read(&path).unwrap();
+        std::fs::write(&path, static_amd64()).unwrap();
+        let err = write(&package(&built), &dir.path().join("out")).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("is a program for linux/amd64, not darwin/amd64"),
+            "{err}"
+        );
+        assert!(err.to_string().contains(name), "{err}");
+        std::fs::write(&path, right).unwrap();
+    }
+    std::fs::remove_file(built[0].1.join(HELPER)).unwrap();
     let err = write(&package(&built), &dir.path().join("out")).unwrap_err();
-    assert!(
-        err.to_string()
-            .ends_with("is a program for linux/amd64, not darwin/amd64"),
-        "{err}"
-    );
+    assert!(err.to_string().contains(HELPER), "{err}");
     built[0].1 = dir.path().join("missing");
     assert_eq!(
         write(&package(&built), &dir.path().join("out"))

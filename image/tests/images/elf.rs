@@ -108,9 +108,15 @@ fn fetch_qemu() -> PathBuf {
     )
 }
 
-/// `program --version`'s stdout, run natively (amd64) or under `qemu-aarch64` (arm64); retries
-/// while another test thread's fork still holds the freshly written file open (ETXTBSY).
+/// `program --version`'s stdout, run natively (amd64) or under `qemu-aarch64` (arm64).
 pub fn run_version(program: &Path, arch: &str) -> String {
+    run(program, arch, &["--version"])
+}
+
+/// `program ARGS…`'s stdout, run natively (amd64) or under `qemu-aarch64` (arm64), which must
+/// succeed; retries while another test thread's fork still holds the freshly written file open
+/// (ETXTBSY).
+pub fn run(program: &Path, arch: &str, args: &[&str]) -> String {
     let mut command = match arch {
         "amd64" => Command::new(program),
         "arm64" => {
@@ -120,13 +126,13 @@ pub fn run_version(program: &Path, arch: &str) -> String {
         }
         other => panic!("cannot run a {other} binary here"),
     };
-    command.arg("--version");
+    command.args(args);
     for _ in 0..50 {
         match command.output() {
             Ok(out) => {
                 assert!(
                     out.status.success(),
-                    "{} --version ({arch}): {out:?}",
+                    "{} {args:?} ({arch}): {out:?}",
                     program.display()
                 );
                 return String::from_utf8(out.stdout).unwrap();

@@ -6,9 +6,10 @@
 //! `RESIZE_GUARD_KREW_DIR` overrides).
 //!
 //! The manifest lists exactly the archives in the directory, its Linux platforms those of the
-//! images. Each archive holds exactly the plugin and the repository's LICENSE; the plugin is for
-//! its platform and carries its dependency tree: on Linux static, stripped and run (natively or
-//! under qemu), on macOS a signed Mach-O loading only system libraries ([`crate::macho`]), on
+//! images. Each archive holds exactly the plugin, its completion helper and the repository's
+//! LICENSE; both programs are for the platform and carry their dependency trees: on Linux static,
+//! stripped and run (natively or under qemu; the helper hands a completion to the plugin beside
+//! it where the platform is this machine's), on macOS a signed Mach-O loading only system libraries ([`crate::macho`]), on
 //! Windows a PE32+ console program importing only Windows' DLLs ([`crate::pe`]). The manifest
 //! passes krew's structural validation as generated; then krew installs every platform for real
 //! (`kubectl krew install --manifest`, through the real kubectl of `RESIZE_GUARD_K8S_BIN_DIR`),
@@ -177,7 +178,8 @@ fn validate(manifest: &Path, path_dirs: &[&Path], extra: &[&str]) -> std::proces
 }
 
 #[test]
-fn each_plugin_archive_holds_the_plugin_for_its_platform_and_the_license() {
+fn each_plugin_archive_holds_the_plugin_and_its_completion_helper_for_its_platform_and_the_license()
+{
     let license = read(&repo_root().join("LICENSE"));
     let platforms = listed(&manifest_text());
     let linux: Vec<&str> = platforms
@@ -214,42 +216,73 @@ fn each_plugin_archive_holds_the_plugin_for_its_platform_and_the_license() {
         );
         let files = unpack(platform, &bytes);
         let entries: Vec<(&str, u32)> = files.iter().map(|(n, m, _)| (n.as_str(), *m)).collect();
+        let helper = platform.bin.replace("kubectl-", "kubectl_complete-");
         assert_eq!(
             entries,
-            [(platform.bin.as_str(), 0o755), ("LICENSE", 0o644)],
+            [
+                (platform.bin.as_str(), 0o755),
+                (helper.as_str(), 0o755),
+                ("LICENSE", 0o644)
+            ],
             "{what}"
         );
-        assert_eq!(files[1].2, license);
-        let program = &files[0].2;
-        let tree = match platform.os.as_str() {
-            "linux" => {
-                elf::assert_static_stripped(program, &platform.arch, &what);
-                let dir = tempfile::tempdir().unwrap();
-                let path = dir.path().join(&platform.bin);
-                std::fs::write(&path, program).unwrap();
-                std::fs::set_permissions(
-                    &path,
-                    std::os::unix::fs::PermissionsExt::from_mode(0o755),
-                )
-                .unwrap();
+        assert_eq!(files[2].2, license);
+        let unpacked = tempfile::tempdir().unwrap();
+        let mut trees = Vec::new();
+        for (name, _, program) in &files[..2] {
+            let what = format!("{what} {name}");
+            let tree = match platform.os.as_str() {
+                "linux" => {
+                    elf::assert_static_stripped(program, &platform.arch, &what);
+                    let path = unpacked.path().join(name);
+                    std::fs::write(&path, program).unwrap();
+                    std::fs::set_permissions(
+                        &path,
+                        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                    )
+                    .unwrap();
+                    elf::elf_audit_tree(program, &what)
+                }
+                "darwin" => crate::macho::check(program, &platform.arch, &what),
+                "windows" => crate::pe::check(program, &what).1,
+                other => panic!("{what}: no check for {other}"),
+            };
+            trees.push(tree);
+        }
+        if platform.os == "linux" {
+            let plugin = unpacked.path().join(&platform.bin);
+            assert_eq!(
+                elf::run_version(&plugin, &platform.arch).trim(),
+                format!("kubectl resize-guard {VERSION}")
+            );
+            // The helper runs the plugin beside it: that needs the kernel to run the platform's
+            // programs (qemu-user runs one program, not the one it execs).
+            let native = match std::env::consts::ARCH {
+                "x86_64" => "amd64",
+                "aarch64" => "arm64",
+                other => other,
+            };
+            if platform.arch == native {
+                let helper = unpacked.path().join(&helper);
+                let answer = elf::run(&helper, &platform.arch, &["wh"]);
+                assert!(answer.starts_with("what-if\t"), "{what}: {answer}");
                 assert_eq!(
-                    elf::run_version(&path, &platform.arch).trim(),
-                    format!("kubectl resize-guard {VERSION}")
+                    answer,
+                    elf::run(&plugin, &platform.arch, &["__complete", "wh"]),
+                    "{what}: the helper's answer is the plugin's"
                 );
-                elf::elf_audit_tree(program, &what)
             }
-            "darwin" => crate::macho::check(program, &platform.arch, &what),
-            "windows" => crate::pe::check(program, &what).1,
-            other => panic!("{what}: no check for {other}"),
-        };
-        let root = tree["packages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["root"] == true)
-            .unwrap();
-        assert_eq!(root["name"], "resize-guard-kubectl", "{what}");
-        assert_eq!(root["version"], VERSION, "{what}");
+        }
+        for tree in &trees {
+            let root = tree["packages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["root"] == true)
+                .unwrap();
+            assert_eq!(root["name"], "resize-guard-kubectl", "{what}");
+            assert_eq!(root["version"], VERSION, "{what}");
+        }
     }
 }
 
