@@ -57,16 +57,7 @@ struct Cli {
 }
 
 fn parse_platform(s: &str) -> Result<(Platform, PathBuf), String> {
-    let (platform, dir) = s
-        .split_once('=')
-        .ok_or_else(|| format!("{s:?}: expected os/arch=DIR, e.g. linux/arm64=target/…/release"))?;
-    let platform = Platform::parse(platform).ok_or_else(|| {
-        format!("{platform:?}: unknown platform (known: linux/amd64, linux/arm64)")
-    })?;
-    if dir.is_empty() {
-        return Err(format!("{s:?}: the directory is empty"));
-    }
-    Ok((platform, PathBuf::from(dir)))
+    Platform::parse_with_dir(s, &Platform::IMAGES)
 }
 
 fn main() -> anyhow::Result<()> {

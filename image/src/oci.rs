@@ -4,6 +4,7 @@
 //! JSON keys and their order are fixed: the same image serialises to the same bytes.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -111,6 +112,32 @@ impl Platform {
     /// Parses `os/architecture` as a plugin platform; only [`Platform::PLUGINS`] are known.
     pub fn parse_plugin(s: &str) -> Option<Platform> {
         Self::PLUGINS.into_iter().find(|p| p.to_string() == s)
+    }
+
+    /// Parses a command line's `os/arch=DIR` where only `known` platforms may stand: the
+    /// platform and its directory, or an error naming what was expected.
+    pub fn parse_with_dir(s: &str, known: &[Platform]) -> Result<(Platform, PathBuf), String> {
+        let example = known
+            .last()
+            .map_or("linux/amd64".into(), Platform::to_string);
+        let (platform, dir) = s.split_once('=').ok_or_else(|| {
+            format!("{s:?}: expected os/arch=DIR, e.g. {example}=target/…/release")
+        })?;
+        let names: Vec<String> = known.iter().map(Platform::to_string).collect();
+        let platform = known
+            .iter()
+            .copied()
+            .find(|p| p.to_string() == platform)
+            .ok_or_else(|| {
+                format!(
+                    "{platform:?}: unknown platform (known: {})",
+                    names.join(", ")
+                )
+            })?;
+        if dir.is_empty() {
+            return Err(format!("{s:?}: the directory is empty"));
+        }
+        Ok((platform, PathBuf::from(dir)))
     }
 }
 

@@ -206,6 +206,31 @@ fn refuses_a_platform_given_twice_and_an_unknown_one() {
 }
 
 #[test]
+fn a_command_lines_platform_and_directory_are_parsed_among_the_known_ones() {
+    let parse = Platform::parse_with_dir;
+    assert_eq!(
+        parse("linux/arm64=out/release", &Platform::IMAGES),
+        Ok((Platform::LINUX_ARM64, "out/release".into()))
+    );
+    assert_eq!(
+        parse("darwin/arm64=d", &Platform::PLUGINS),
+        Ok((Platform::DARWIN_ARM64, "d".into()))
+    );
+    assert_eq!(
+        parse("darwin/arm64=d", &Platform::IMAGES),
+        Err("\"darwin/arm64\": unknown platform (known: linux/amd64, linux/arm64)".into())
+    );
+    assert_eq!(
+        parse("linux/amd64", &Platform::PLUGINS),
+        Err("\"linux/amd64\": expected os/arch=DIR, e.g. windows/amd64=target/…/release".into())
+    );
+    assert_eq!(
+        parse("linux/amd64=", &Platform::IMAGES),
+        Err("\"linux/amd64=\": the directory is empty".into())
+    );
+}
+
+#[test]
 fn a_build_tag_names_the_image_while_the_version_labels_it() {
     let dir = tempfile::tempdir().unwrap();
     fake_binary(dir.path(), "resize-guard-certs", b"certs");

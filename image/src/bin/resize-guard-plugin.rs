@@ -45,20 +45,7 @@ struct Cli {
 }
 
 fn parse_platform(s: &str) -> Result<(Platform, PathBuf), String> {
-    let (platform, dir) = s.split_once('=').ok_or_else(|| {
-        format!("{s:?}: expected os/arch=DIR, e.g. darwin/arm64=target/…/release")
-    })?;
-    let known: Vec<String> = Platform::PLUGINS.iter().map(Platform::to_string).collect();
-    let platform = Platform::parse_plugin(platform).ok_or_else(|| {
-        format!(
-            "{platform:?}: unknown platform (known: {})",
-            known.join(", ")
-        )
-    })?;
-    if dir.is_empty() {
-        return Err(format!("{s:?}: the directory is empty"));
-    }
-    Ok((platform, PathBuf::from(dir)))
+    Platform::parse_with_dir(s, &Platform::PLUGINS)
 }
 
 fn main() -> anyhow::Result<()> {

@@ -8,6 +8,7 @@
 //! none never runs a helper.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::text;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -110,14 +111,6 @@ impl Client {
         self.env(&mut command, false);
         command.output().unwrap()
     }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// A registry that admits `USER` with `PASSWORD` only.

@@ -16,3 +16,12 @@ mod push;
 mod sbom;
 mod sign;
 mod token;
+
+/// A command's stdout then stderr, for assertion messages.
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}

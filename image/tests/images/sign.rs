@@ -10,6 +10,7 @@
 //! `make image` wrote. No transparency log and no network: the signatures are key-only (`TLOG=0`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::text;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -41,14 +42,6 @@ fn cosign(home: &Path, args: &[&str]) -> Output {
         .env_remove("DOCKER_CONFIG")
         .output()
         .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// The digest `make image` wrote for `binary`'s image index (what `make push` put under the tag).

@@ -7,6 +7,7 @@
 //! identity token there and push with the access token; a wrong one fails naming the realm.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::text;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt as _;
@@ -200,14 +201,6 @@ fn push(home: &std::path::Path, args: &[String]) -> Output {
         .env_remove("REGISTRY_AUTH_FILE")
         .output()
         .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 #[test]
