@@ -139,6 +139,20 @@ pub(super) async fn metrics(c: &support::Controller) -> String {
         .unwrap()
 }
 
+/// Deletes the brakes' persisted counts (ConfigMap `resize-guard-brakes`) before a test starts
+/// its replicas, so they begin as on a fresh install whatever ran before: an earlier test's
+/// leader leaves a document declaring a reserve, which starts every bucket empty
+/// (`controller/src/preemption/brakes/persisted.rs`), and how long that takes to refill would
+/// then depend on which test ran first and on its policy.
+pub(super) async fn fresh_brakes(env: &Env) {
+    let cms: Api<ConfigMap> = Api::namespaced(env.client().await, "resize-guard");
+    match cms.delete("resize-guard-brakes", &Default::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => panic!("deleting ConfigMap resize-guard-brakes: {e}"),
+    }
+}
+
 /// Back to the shipped policy (and its RBAC) for the next test.
 pub(super) async fn reset_policy(env: &Env) {
     let cms: Api<ConfigMap> = Api::namespaced(env.client().await, "resize-guard");
@@ -159,6 +173,7 @@ async fn a_leader_killed_mid_flood_leaves_its_eviction_bucket_to_the_next() {
     let env = shared(EnvOptions::default());
     let _serial = SERIAL.lock().await;
     let _g = env.guard();
+    fresh_brakes(env).await;
     let a = support::start(env, "brakes-a").await;
     let b = support::start(env, "brakes-b").await;
     // (Set after the start: installing resets the policy.)
@@ -245,6 +260,7 @@ async fn one_namespace_spending_its_budget_leaves_the_cluster_rate_to_the_others
     let env = shared(EnvOptions::default());
     let _serial = SERIAL.lock().await;
     let _g = env.guard();
+    fresh_brakes(env).await;
     let c = support::start(env, "tenants").await;
     resize_guard_harness::install::set_policy(
         env,
@@ -386,6 +402,7 @@ pub(super) async fn three_tenants(
         env.namespace(&format!("{prefix}-b")).await,
         env.namespace(&format!("{prefix}-x")).await,
     ];
+    fresh_brakes(env).await;
     let c = support::start(env, identity).await;
     let excluded = ns[2].clone();
     resize_guard_harness::install::set_policy(
