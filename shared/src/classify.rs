@@ -3,9 +3,10 @@
 //! [`classify`] judges a `pods/resize` request (old stored pod, new pod as the mutating webhook
 //! receives it) in the order the API server and the kubelet would: first the object is made what
 //! the resize strategy will make of it ([`crate::strategy::prepare_resize`]); then nothing to do
-//! → refused by built-in validation for anything but QoS ([`crate::validation`]: resize-guard
-//! steps aside so the user sees upstream's message) → QoS class change (resize-guard explains or
-//! repairs it) → refused by `NodeDeclaredFeatureValidator` ([`crate::node_features`]: step aside)
+//! (no cpu or memory value changes and built-in validation lets it through) → refused by
+//! built-in validation for anything but QoS ([`crate::validation`]: resize-guard steps aside so
+//! the user sees upstream's message; a resize that changes no cpu or memory value too) → QoS
+//! class change (resize-guard explains or repairs it) → refused by `NodeDeclaredFeatureValidator` ([`crate::node_features`]: step aside)
 //! → Infeasible (memory checked first) → fits now or Deferred, with a preemption plan for the
 //! Deferred case. [`assess`] is the same judgement for a pod whose resize
 //! is already stored (the controller's view of a Deferred pod).
@@ -56,12 +57,18 @@ pub fn classify(old: &Pod, new: &Pod, ctx: &Context<'_>) -> Verdict {
     let (Some(old_spec), Some(new_spec)) = (old.spec.as_ref(), prepared.spec.as_ref()) else {
         return Verdict::Skipped("pod has no spec".to_owned());
     };
+    // kube-apiserver validates every resize, whatever it changes (`ValidatePodResize`,
+    // pkg/apis/core/validation/validation.go): one that changes no cpu or memory value is
+    // NoChange only if validation lets it through. Otherwise it is upstream's to refuse, in its
+    // words: pod-level `hugepages-2Mi` added is "only cpu and memory resources are mutable at
+    // pod-level" (`validatePodLevelResourcesResize`, v1.36+), and a pod with pod-level resources
+    // cannot be resized at all on v1.33–v1.35.
+    let invalid = validate_resize_on(old, &prepared, ctx.minor).err();
     if !resources_changed(old_spec, new_spec) {
-        return Verdict::NoChange;
+        return invalid.map_or(Verdict::NoChange, |e| Verdict::Invalid(e.to_string()));
     }
     // `ValidatePodResize` reports the QoS error together with every other error, except for
     // static and Windows pods, where it stops first.
-    let invalid = validate_resize_on(old, &prepared, ctx.minor).err();
     if let Some(e) = invalid.as_ref().filter(|e| e.alone) {
         return Verdict::Invalid(e.to_string());
     }

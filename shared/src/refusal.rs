@@ -28,9 +28,6 @@
 //! - *A node labelled with another OS than linux*: `PodResizeValidator` answers
 //!   `UnsupportedPlatform` before it compares capacity; resize-guard does not read the label,
 //!   so a resize also beyond that node's allocatable gets `NodeCapacity` from it instead.
-//! - *A resize that changes no cpu or memory value* (only a `resizePolicy`) of a pod already
-//!   beyond its node: upstream compares it (the generation moves), resize-guard does not judge
-//!   it (`Verdict::NoChange`), so the API server refuses it itself.
 //! - *A resize built-in validation or `NodeDeclaredFeatureValidator` refuses anyway*:
 //!   resize-guard steps aside (`Verdict::Invalid`) and upstream's refusal reaches the user as
 //!   it is; validation runs before the validating admission plugins, so that is upstream's

@@ -192,7 +192,8 @@ pub enum Denial {
 /// What a resize is, as far as resize-guard is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// cpu and memory requests and limits are unchanged.
+    /// cpu and memory requests and limits are unchanged, and built-in validation lets the
+    /// resize through (otherwise it is [`Verdict::Invalid`]).
     NoChange,
     /// resize-guard does not judge this pod (excluded namespace, not on a known node).
     Skipped(String),

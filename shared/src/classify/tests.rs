@@ -596,6 +596,74 @@ fn static_pods_are_left_to_the_api_server_even_when_qos_changes() {
     );
 }
 
+/// Pod-level `hugepages-2Mi` added by a resize that changes no cpu or memory value:
+/// kube-apiserver refuses it (`validatePodLevelResourcesResize`, v1.36+), so it is Invalid in
+/// upstream's words, not NoChange, on every minor; allowed either way (upstream refuses it).
+#[test]
+fn pod_level_hugepages_added_is_left_to_the_api_server_not_no_change() {
+    let pod = |hugepages: bool| {
+        let mut b = PodBuilder::new("prod", "app")
+            .node("n1")
+            .container(container("app").guaranteed("250m", "64Mi"));
+        for (resource, q) in [("cpu", "500m"), ("memory", "128Mi")] {
+            b = b.pod_request(resource, q).pod_limit(resource, q);
+        }
+        if hugepages {
+            b = b
+                .pod_request("hugepages-2Mi", "2Mi")
+                .pod_limit("hugepages-2Mi", "2Mi");
+        }
+        b.running(0).qos_status("Guaranteed").build()
+    };
+    let (old, new) = (pod(false), pod(true));
+    let w = World::alone(&old);
+    assert_eq!(w.classify(&old, &old), Verdict::NoChange, "a no-op stays one");
+    let v = w.classify(&old, &new);
+    assert_eq!(
+        v,
+        Verdict::Invalid(
+            "spec: Forbidden: only cpu and memory resources are mutable at pod-level".into()
+        )
+    );
+    assert_eq!(v.label(), "invalid");
+    assert_eq!(v.outcome(&w.policy).action, Ruling::Allow);
+    // v1.35: the gate is off; v1.33–v1.34: no pod with pod-level resources is resizable, the
+    // no-op included (`ValidatePodResize` of those minors).
+    let on = |minor: u32, new: &Pod| {
+        let mut ctx = w.ctx();
+        ctx.minor = Some(minor);
+        classify(&old, new, &ctx)
+    };
+    let v = on(35, &new);
+    assert!(
+        matches!(&v, Verdict::Invalid(why) if why.contains("InPlacePodLevelResourcesVerticalScalingEnabled feature gate is disabled")),
+        "{v:?}"
+    );
+    for resize in [&new, &old] {
+        assert_eq!(
+            on(34, resize),
+            Verdict::Invalid("[]: Forbidden: pods with pod-level resources cannot be resized".into())
+        );
+    }
+}
+
+/// Only a `resizePolicy` changed: upstream's `ValidatePodResize` refuses it ("only cpu and
+/// memory resources are mutable"), so it is Invalid too, not NoChange.
+#[test]
+fn a_resize_policy_alone_is_left_to_the_api_server_not_no_change() {
+    let (old, w) = World::field([]);
+    let mut new = old.clone();
+    new.spec.as_mut().unwrap().containers[0].resize_policy =
+        Some(vec![k8s_openapi::api::core::v1::ContainerResizePolicy {
+            resource_name: "cpu".into(),
+            restart_policy: "RestartContainer".into(),
+        }]);
+    assert_eq!(
+        w.classify(&old, &new),
+        Verdict::Invalid("spec: Forbidden: only cpu and memory resources are mutable".into())
+    );
+}
+
 #[test]
 fn the_victim_cap_is_stated_with_the_count_a_plan_would_take() {
     let old = app("250m").build();

@@ -459,6 +459,33 @@ async fn an_empty_pod_level_resources_object_gets_upstreams_message_not_infeasib
     assert_user_sees_upstreams_refusal(env, p).await;
 }
 
+/// A resize that adds pod-level `hugepages-2Mi` and changes no cpu or memory value: upstream
+/// refuses it, resize-guard steps aside and says so on a dry run (decision `invalid`, as
+/// `kubectl resize-guard what-if` reads it), and the user sees upstream's refusal word for word.
+#[tokio::test]
+async fn adding_pod_level_hugepages_is_upstreams_refusal_and_resize_guards_invalid() {
+    let (env, base) = setup().await;
+    let _g = env.guard();
+    let p = invalid_upstream(
+        base,
+        "pod-level-hugepages-added",
+        "spec: Forbidden: only cpu and memory resources are mutable at pod-level",
+    );
+    let dry = env
+        .kubectl()
+        .resize_dry_run(&p.ns, &p.name, &p.patch.to_string())
+        .await
+        .unwrap();
+    assert!(!dry.success, "{}", dry.stderr);
+    assert!(
+        dry.stderr
+            .contains("resize-guard (dry run): mutate decision invalid"),
+        "{}",
+        dry.stderr
+    );
+    assert_user_sees_upstreams_refusal(env, p).await;
+}
+
 /// One row of the summary: how often each outcome happened for one class of upstream answer.
 #[derive(Default)]
 struct Row {
