@@ -19,9 +19,9 @@ use k8s_openapi::jiff::Timestamp;
 use crate::budget::Budgets;
 use crate::classify::Context;
 use crate::ledger::{LedgerEntry, NodeLedger};
-use crate::pod::{RESIZE_PENDING, is_sidecar};
+use crate::upstream::pod::{RESIZE_PENDING, is_sidecar};
 use crate::policy::Policy;
-use crate::requests::{Accounting, pod_requests};
+use crate::upstream::requests::{Accounting, pod_requests};
 use crate::resources::ResourceList;
 
 /// The namespace resize-guard is installed in, in every test and benchmark.

@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 
-use crate::aggregate::container_limits;
-use crate::pod::{all_containers, is_sidecar};
+use crate::upstream::aggregate::container_limits;
+use crate::upstream::pod::{all_containers, is_sidecar};
 use crate::policy::{BelowUsage, MemoryDecrease};
-use crate::quantity::{ResourceName, value};
+use crate::upstream::quantity::{ResourceName, value};
 use crate::resources::ResourceList;
 use crate::usage::{Evidence, PodUsage};
 

@@ -410,7 +410,7 @@ fn a_shrink_always_fits() {
     assert!(matches!(w.classify(&old, &new), Verdict::Fits(_)));
 }
 
-use crate::qos::QosClass;
+use crate::upstream::qos::QosClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 #[test]
@@ -461,11 +461,11 @@ fn pod_level_limit_defaulting_turns_the_pod_guaranteed() {
             .running(0)
             .build();
         // What the API server stored on create (`PrepareForCreate` defaulting).
-        crate::strategy::default_pod_level_resources(pod.spec.as_mut().unwrap());
+        crate::upstream::strategy::default_pod_level_resources(pod.spec.as_mut().unwrap());
         pod
     };
     let old = stored(false);
-    assert_eq!(crate::qos::qos_class(&old), QosClass::Burstable);
+    assert_eq!(crate::upstream::qos::qos_class(&old), QosClass::Burstable);
     let mut new = stored(false);
     set_first(&mut new, "limits", "memory", "128Mi");
     let w = World::alone(&old);
@@ -554,7 +554,7 @@ fn node_declared_features_are_checked_after_qos() {
         why,
         "pod update requires features InPlacePodVerticalScalingInitContainers which are not available on node \"n1\""
     );
-    w.ledger.declared_features = vec![crate::node_features::INIT_CONTAINER_RESIZE.to_owned()];
+    w.ledger.declared_features = vec![crate::upstream::node_features::INIT_CONTAINER_RESIZE.to_owned()];
     assert!(matches!(w.classify(&old, &new), Verdict::Fits(_)));
 }
 
@@ -581,7 +581,7 @@ fn requests_only_on_guaranteed_is_a_qos_change_that_also_quotes_the_limit_error(
 #[test]
 fn static_pods_are_left_to_the_api_server_even_when_qos_changes() {
     let old = app("250m")
-        .annotation(crate::pod::MIRROR_ANNOTATION, "x")
+        .annotation(crate::upstream::pod::MIRROR_ANNOTATION, "x")
         .build();
     let mut new = old.clone();
     new.spec.as_mut().unwrap().containers[0]

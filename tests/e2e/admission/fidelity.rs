@@ -41,7 +41,7 @@ use kube::api::Api;
 use resize_guard_harness::admission::Webhooks;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
-use resize_guard_policy::node_features::{KUBELET_DEFAULTS_V1_37, POD_LEVEL_RESIZE};
+use resize_guard_policy::upstream::node_features::{KUBELET_DEFAULTS_V1_37, POD_LEVEL_RESIZE};
 use tokio::sync::OnceCell;
 
 static BASELINE: OnceCell<Baseline> = OnceCell::const_new();

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::{Errors, nanos};
-use crate::aggregate::amounts;
-use crate::pod::is_sidecar;
+use crate::upstream::aggregate::amounts;
+use crate::upstream::pod::is_sidecar;
 use crate::resources::ResourceList;
 
 /// `validatePodResizeContainerOrdering`.

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
 
 use super::Errors;
 use super::containers::removed;
-use crate::aggregate::{Amounts, amounts};
+use crate::upstream::aggregate::{Amounts, amounts};
 use crate::resources::ResourceList;
 
 /// `validatePodLevelResourcesResize`, when either side has pod-level resources.
