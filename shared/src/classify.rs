@@ -15,16 +15,16 @@
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 
 use crate::budget::Budgets;
-use crate::upstream::capacity;
 use crate::ledger::NodeLedger;
-use crate::upstream::node_features;
 use crate::pod::{self, PodKey};
 use crate::policy::Policy;
+use crate::repair::{QosRepair, Target, culprits, repair, targets};
+use crate::resources::{ResourceList, Resources};
+use crate::upstream::capacity;
+use crate::upstream::node_features;
 use crate::upstream::qos::{current_qos_class, spec_qos_class_on};
 use crate::upstream::quantity::ResourceName;
-use crate::repair::{QosRepair, Target, culprits, repair, targets};
 use crate::upstream::requests::{Accounting, spec_requests};
-use crate::resources::{ResourceList, Resources};
 use crate::upstream::strategy::prepare_resize_on;
 use crate::upstream::validation::validate_resize_on;
 use crate::verdict::{Deferral, Denial, Fit, Infeasibility, QosChange, Verdict};

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::upstream::pending::PendingResize;
 use crate::pod::{self, PodKey};
-use crate::upstream;
-use crate::upstream::requests::{Accounting, pod_requests};
 use crate::resources::Resources;
+use crate::upstream;
+use crate::upstream::pending::PendingResize;
+use crate::upstream::requests::{Accounting, pod_requests};
 
 /// Label that opts a node out of resize preemption on any cluster version.
 pub const PREEMPTION_LABEL: &str = "resize-guard.io/preemption";

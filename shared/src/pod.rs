@@ -17,8 +17,7 @@ use crate::upstream::quantity::{QuantityError, parse_nanos};
 
 // old path, kept until controller/ moves (lead merges)
 pub use crate::upstream::pod::{
-    REASON_DEFERRED, REASON_INFEASIBLE, is_resize_infeasible, is_sidecar, priority,
-    resize_pending,
+    REASON_DEFERRED, REASON_INFEASIBLE, is_resize_infeasible, is_sidecar, priority, resize_pending,
 };
 // old path, kept until victims.rs moves (lead merges)
 pub(crate) use crate::upstream::pod::is_critical;

@@ -7,12 +7,12 @@
 //! condition the kubelet will set.
 
 use crate::audience::Audience;
-use crate::upstream::capacity::Excess;
 use crate::policy::{OnQosChange, Policy};
-use crate::upstream::qos::QosClass;
-use crate::upstream::quantity::ResourceName;
 use crate::repair::{Culprit, QosRepair};
 use crate::resources::Resources;
+use crate::upstream::capacity::Excess;
+use crate::upstream::qos::QosClass;
+use crate::upstream::quantity::ResourceName;
 use crate::victims::{NoPlan, PreemptionPlan};
 
 /// How many pod names a message lists before "and N more".

@@ -554,7 +554,8 @@ fn node_declared_features_are_checked_after_qos() {
         why,
         "pod update requires features InPlacePodVerticalScalingInitContainers which are not available on node \"n1\""
     );
-    w.ledger.declared_features = vec![crate::upstream::node_features::INIT_CONTAINER_RESIZE.to_owned()];
+    w.ledger.declared_features =
+        vec![crate::upstream::node_features::INIT_CONTAINER_RESIZE.to_owned()];
     assert!(matches!(w.classify(&old, &new), Verdict::Fits(_)));
 }
 
@@ -617,7 +618,11 @@ fn pod_level_hugepages_added_is_left_to_the_api_server_not_no_change() {
     };
     let (old, new) = (pod(false), pod(true));
     let w = World::alone(&old);
-    assert_eq!(w.classify(&old, &old), Verdict::NoChange, "a no-op stays one");
+    assert_eq!(
+        w.classify(&old, &old),
+        Verdict::NoChange,
+        "a no-op stays one"
+    );
     let v = w.classify(&old, &new);
     assert_eq!(
         v,
@@ -642,7 +647,9 @@ fn pod_level_hugepages_added_is_left_to_the_api_server_not_no_change() {
     for resize in [&new, &old] {
         assert_eq!(
             on(34, resize),
-            Verdict::Invalid("[]: Forbidden: pods with pod-level resources cannot be resized".into())
+            Verdict::Invalid(
+                "[]: Forbidden: pods with pod-level resources cannot be resized".into()
+            )
         );
     }
 }

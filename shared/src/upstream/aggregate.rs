@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 
+use crate::resources::ResourceList;
 use crate::upstream::pod::is_sidecar;
 use crate::upstream::quantity::{Format, canonical, parse_nanos};
-use crate::resources::ResourceList;
 
 /// Resource name → exact amount in nano-units.
 pub type Amounts = BTreeMap<String, i128>;

@@ -20,9 +20,9 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::PodSpec;
 
+use crate::resources::ResourceList;
 use crate::upstream::aggregate::{Amounts, amounts, container_requests};
 use crate::upstream::quantity::{ResourceName, milli_of_nanos, units_of_nanos};
-use crate::resources::ResourceList;
 
 /// The cause type `PodResizeValidator` gives its refusal (`ReasonNodeCapacity`,
 /// `plugin/pkg/admission/podresize/admission.go`).

@@ -21,10 +21,10 @@ use std::cmp::Ordering;
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 
+use crate::resources::Resources;
 use crate::upstream::pod;
 use crate::upstream::qos::{QosClass, current_qos_class};
 use crate::upstream::requests::{Accounting, spec_requests};
-use crate::resources::Resources;
 
 /// One resize in the kubelet's pending queue.
 #[derive(Debug, Clone, PartialEq, Eq)]

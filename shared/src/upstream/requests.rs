@@ -15,8 +15,8 @@
 
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec, PodStatus};
 
-use crate::upstream::pod::{is_infeasible_status, is_sidecar};
 use crate::resources::{ResourceList, Resources};
+use crate::upstream::pod::{is_infeasible_status, is_sidecar};
 
 /// Which view of a pod's requests to compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

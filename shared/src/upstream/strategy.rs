@@ -13,9 +13,9 @@
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use crate::resources::ResourceList;
 use crate::upstream::aggregate;
 use crate::upstream::quantity::parse_nanos;
-use crate::resources::ResourceList;
 
 /// Upstream `resourcehelper.IsSupportedPodLevelResource`: cpu, memory and hugepages.
 pub fn is_pod_level_resource(name: &str) -> bool {

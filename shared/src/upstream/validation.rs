@@ -148,8 +148,8 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
     // Upstream's first error, the QoS rule (`GetPodQOS(old) != ComputePodQOS(new)`), is the
     // policy crate's own rule and not reported here, but it still keeps `ValidatePodResize`
     // from reaching its closing `Semantic.DeepEqual` (only run while `allErrs` is empty).
-    let qos_changes =
-        crate::upstream::qos::current_qos_class(old) != crate::upstream::qos::spec_qos_class_on(new_spec, minor);
+    let qos_changes = crate::upstream::qos::current_qos_class(old)
+        != crate::upstream::qos::spec_qos_class_on(new_spec, minor);
     let minor = minor.unwrap_or(u32::MAX);
     // v1.33–v1.34 `ValidatePodResize`: "pods with pod-level resources cannot be resized", alone.
     if minor <= 34 && (pod_level_set(old_spec) || pod_level_set(new_spec)) {
@@ -161,7 +161,9 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
     let mut e = Errors::default();
     validate_spec_resources(new_spec, &mut e);
     e.1 = e.0.len();
-    if crate::upstream::pod::is_mirror(old) || old_spec.os.as_ref().is_some_and(|os| os.name == "windows") {
+    if crate::upstream::pod::is_mirror(old)
+        || old_spec.os.as_ref().is_some_and(|os| os.name == "windows")
+    {
         let mut only = Errors::default();
         let what = if crate::upstream::pod::is_mirror(old) {
             "static"

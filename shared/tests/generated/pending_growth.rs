@@ -18,10 +18,10 @@ use proptest::strategy::ValueTree;
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::INSTALL_NAMESPACE;
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
-use resize_guard_policy::upstream::pending::PendingResize;
 use resize_guard_policy::pod::PodKey;
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::resources::Resources;
+use resize_guard_policy::upstream::pending::PendingResize;
 use resize_guard_policy::victims::{PreemptionPlan, Preemptor, select_victims};
 
 const P: usize = usize::MAX;

@@ -18,11 +18,11 @@ use resize_guard_policy::fixture::{INSTALL_NAMESPACE, PodBuilder, container, con
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::pod::Controller;
 use resize_guard_policy::policy::{PdbMode, Policy};
+use resize_guard_policy::repair::repair;
+use resize_guard_policy::resources::Resources;
 use resize_guard_policy::upstream::qos::{QosClass, current_qos_class, spec_qos_class};
 use resize_guard_policy::upstream::quantity::parse_nanos;
-use resize_guard_policy::repair::repair;
 use resize_guard_policy::upstream::requests::{Accounting, pod_requests};
-use resize_guard_policy::resources::Resources;
 use resize_guard_policy::victims::{PreemptionPlan, Preemptor, select_victims};
 use resize_guard_policy::{Verdict, classify};
 

@@ -5,8 +5,8 @@
 use k8s_openapi::api::core::v1::PodSpec;
 
 use super::*;
-use crate::upstream::aggregate::{Amounts, amounts};
 use crate::fixture::{ContainerBuilder, PodBuilder, container};
+use crate::upstream::aggregate::{Amounts, amounts};
 use crate::upstream::quantity::parse_nanos;
 
 /// `newContainer(name, requests, limits)` with `getResourceList(cpu, memory)` ("" = unset).

@@ -6,8 +6,8 @@
 use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
 
 use super::{Errors, nanos};
-use crate::upstream::aggregate;
 use crate::resources::ResourceList;
+use crate::upstream::aggregate;
 use crate::upstream::strategy::{is_hugepages, is_overcommit_allowed, is_pod_level_resource};
 
 /// The resource parts of `ValidatePodSpec` that a resize can break.
