@@ -121,12 +121,13 @@ mod tests {
     use super::*;
 
     fn pod_with_conditions(conds: Vec<PodCondition>) -> Pod {
-        let mut pod = Pod::default();
-        pod.status = Some(PodStatus {
-            conditions: Some(conds),
+        Pod {
+            status: Some(PodStatus {
+                conditions: Some(conds),
+                ..Default::default()
+            }),
             ..Default::default()
-        });
-        pod
+        }
     }
 
     fn cond(reason: &str) -> PodCondition {
