@@ -273,13 +273,15 @@ clippy:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) clippy --workspace --test e2e --locked -- -D warnings
 
-# The policy crate must stay pure: no kube client, no async runtime, no HTTP stack.
+# The policy crate must stay pure: no kube client, no async runtime, no HTTP stack; and its mirrors
+# of upstream's code (shared/src/upstream/) import nothing of the rest but the data they are handed.
 deps-check:
 	@bad=$$($(CARGO) tree -p resize-guard-policy -e normal --prefix none --locked \
 		| grep -E '^(kube|kube-[a-z]+|tokio|hyper|hyper-[a-z]+|reqwest|axum|tower) ' || true); \
 	if [ -n "$$bad" ]; then \
 		echo "resize-guard-policy must not depend on:"; echo "$$bad"; exit 1; \
 	else echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"; fi
+	$(CARGO) test -p resize-guard-policy --locked --test upstream_wall -q
 
 # The fast tier: every crate's unit and in-process tests, no API server (tests/e2e's binary is
 # `test = false`: it runs only when named) (the image tests push to a

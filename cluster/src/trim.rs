@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use resize_guard_policy::ledger::PREEMPTION_LABEL;
-use resize_guard_policy::pod::{RESIZE_IN_PROGRESS, RESIZE_PENDING};
+use resize_guard_policy::upstream::pod::{RESIZE_IN_PROGRESS, RESIZE_PENDING};
 
 /// The annotation `kubectl apply` keeps a copy of the whole manifest in.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";

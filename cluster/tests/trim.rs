@@ -28,11 +28,12 @@ use resize_guard_policy::admission::{Admission, Effect, Stage, admit_with};
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::{PodBuilder, container, context, node};
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger, PREEMPTION_LABEL, counts_on};
-use resize_guard_policy::pending::PendingResize;
 use resize_guard_policy::pod::{self, PodKey};
 use resize_guard_policy::policy::Policy;
-use resize_guard_policy::qos::{current_qos_class, qos_class};
-use resize_guard_policy::requests::{Accounting, pod_requests};
+use resize_guard_policy::upstream;
+use resize_guard_policy::upstream::pending::PendingResize;
+use resize_guard_policy::upstream::qos::{current_qos_class, qos_class};
+use resize_guard_policy::upstream::requests::{Accounting, pod_requests};
 use resize_guard_policy::usage::Evidence;
 use resize_guard_policy::{assess, classify};
 use trim_cases::{add_noise, build, pod_case};
@@ -68,7 +69,7 @@ fn controller_reads(p: &Pod) -> String {
                     .map(|c| (&c.name, &c.resources))
                     .collect::<Vec<_>>()
             }),
-            pod::resize_pending(p).map(|c| (&c.message, &c.reason, &c.status)),
+            upstream::pod::resize_pending(p).map(|c| (&c.message, &c.reason, &c.status)),
             status.map(|s| {
                 s.container_statuses
                     .iter()
@@ -104,19 +105,19 @@ fn pod_facts(p: &Pod) -> Vec<(&'static str, String)> {
                 (
                     (
                         PodKey::of(p),
-                        pod::priority(p),
-                        pod::never_preempts(p),
+                        upstream::pod::priority(p),
+                        upstream::pod::never_preempts(p),
                         pod::node_name(p),
                         pod::is_terminating(p),
-                        pod::is_terminal(p),
-                        pod::is_mirror(p),
-                        pod::is_critical(p),
+                        upstream::pod::is_terminal(p),
+                        upstream::pod::is_mirror(p),
+                        upstream::pod::is_critical(p),
                     ),
                     (
                         pod::start_time(p),
-                        pod::resize_pending(p),
-                        pod::is_resize_infeasible(p),
-                        pod::is_resize_deferred(p),
+                        upstream::pod::resize_pending(p),
+                        upstream::pod::is_resize_infeasible(p),
+                        upstream::pod::is_resize_deferred(p),
                         pod::is_deferred_now(p),
                         pod::validate_quantities(p).map_err(|e| e.to_string()),
                         counts_on(p, "n1"),

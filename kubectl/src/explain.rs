@@ -13,10 +13,11 @@ use k8s_openapi::jiff::Timestamp;
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::memory::{MemoryCheck, briefs, judge, unapplied_lowerings};
 use resize_guard_policy::plan::SealedPlan;
-use resize_guard_policy::pod::{self, PodKey, resize_pending};
-use resize_guard_policy::qos::qos_reason;
-use resize_guard_policy::requests::{Accounting, spec_requests};
+use resize_guard_policy::pod::{self, PodKey};
 use resize_guard_policy::resources::Resources;
+use resize_guard_policy::upstream::qos::qos_reason;
+use resize_guard_policy::upstream::requests::{Accounting, spec_requests};
+use resize_guard_policy::upstream::{self, pod::resize_pending};
 use resize_guard_policy::usage::Evidence;
 use resize_guard_policy::{Context, assess};
 use serde::Serialize;
@@ -245,7 +246,7 @@ pub fn explain(
     Explanation {
         pod: format!("{}/{}", key.namespace, key.name),
         node: pod::node_name(pod).map(str::to_owned),
-        priority: pod::priority(pod),
+        priority: upstream::pod::priority(pod),
         priority_class: spec.priority_class_name.clone(),
         qos,
         ledger: ledger_view,
@@ -348,7 +349,7 @@ fn is_resize_event(e: &Event) -> bool {
 }
 
 fn split(r: Resources) -> (String, String) {
-    use resize_guard_policy::quantity::ResourceName;
+    use resize_guard_policy::upstream::quantity::ResourceName;
     (
         ResourceName::Cpu.format(r.cpu),
         ResourceName::Memory.format(r.memory),

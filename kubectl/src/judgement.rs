@@ -5,7 +5,7 @@
 //! mode, `minDeferredSeconds`, the Eviction API) are said next to it.
 
 use resize_guard_policy::Context;
-use resize_guard_policy::quantity::ResourceName;
+use resize_guard_policy::upstream::quantity::ResourceName;
 use resize_guard_policy::verdict::{Deferral, Verdict};
 use resize_guard_policy::victims::{NoPlan, name_list};
 use serde::Serialize;

@@ -12,6 +12,7 @@ use kube::api::{Api, ListParams};
 use resize_guard_policy::assess;
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::pod::{self, PodKey};
+use resize_guard_policy::upstream;
 use serde::Serialize;
 
 use crate::connection::Connection;
@@ -115,7 +116,7 @@ pub async fn collect(
             namespace: key.namespace,
             name: key.name,
             node,
-            priority: pod::priority(p),
+            priority: upstream::pod::priority(p),
             state,
             age: since.map(|_| age(waited)).unwrap_or_default(),
             since: since.map(rfc3339),

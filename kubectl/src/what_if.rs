@@ -8,7 +8,7 @@
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use resize_guard_policy::quantity::ResourceName;
+use resize_guard_policy::upstream::quantity::ResourceName;
 use resize_guard_policy::{Context, classify};
 use serde::Serialize;
 use serde_json::json;

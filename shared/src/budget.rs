@@ -1,75 +1,20 @@
-//! PodDisruptionBudgets as the preemption code sees them: which pods each one covers and how
-//! many disruptions it still allows.
+//! PodDisruptionBudgets as the preemption code sees them: compiled once, indexed by namespace,
+//! asked which budgets cover a pod and which pods in an order would break one.
 //!
-//! [`Budgets::violations`] is upstream `filterPodsWithPDBViolation`
-//! (`pkg/scheduler/framework/preemption/preemption.go`): walk the pods in the given order,
-//! decrement every matching budget's `disruptionsAllowed` (unless the pod is already listed in
-//! `status.disruptedPods`), and flag a pod as violating when any of its budgets goes below zero.
-//! A budget with an empty or invalid selector matches nothing; a pod without labels matches none.
-//!
-//! A budget only ever covers pods of its own namespace, so [`Budgets`] indexes them by namespace:
-//! judging a pod costs the budgets of its namespace, not every budget of the cluster.
+//! Whether a budget covers a pod and whether an order breaks it are upstream's
+//! (`filterPodsWithPDBViolation`, mirrored in [`crate::upstream::pdb`]). What is resize-guard's:
+//! a budget only ever covers pods of its own namespace, so [`Budgets`] indexes them by
+//! namespace, and judging a pod costs the budgets of its namespace, not every budget of the
+//! cluster.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use crate::selector::Selector;
+use crate::upstream::pdb::{self, Budget};
 
-/// One PDB, compiled for matching.
-#[derive(Debug, Clone)]
-pub struct Budget {
-    /// `metadata.namespace`.
-    pub namespace: String,
-    /// `metadata.name`.
-    pub name: String,
-    selector: Option<Selector>,
-    /// `status.disruptionsAllowed`.
-    pub disruptions_allowed: i32,
-    disrupted: BTreeSet<String>,
-}
-
-impl Budget {
-    /// Compiles a PDB.
-    pub fn new(pdb: &PodDisruptionBudget) -> Budget {
-        let selector = pdb
-            .spec
-            .as_ref()
-            .and_then(|s| s.selector.as_ref())
-            .and_then(|ls| Selector::from_label_selector(ls).ok())
-            .filter(|s| !s.is_empty());
-        let status = pdb.status.as_ref();
-        Budget {
-            namespace: pdb.metadata.namespace.clone().unwrap_or_default(),
-            name: pdb.metadata.name.clone().unwrap_or_default(),
-            selector,
-            disruptions_allowed: status.and_then(|s| s.disruptions_allowed).unwrap_or(0),
-            disrupted: status
-                .and_then(|s| s.disrupted_pods.as_ref())
-                .map(|d| d.keys().cloned().collect())
-                .unwrap_or_default(),
-        }
-    }
-
-    /// True when this budget covers a pod with these namespace and labels.
-    pub fn covers(&self, namespace: &str, labels: Option<&BTreeMap<String, String>>) -> bool {
-        let has_labels = labels.is_some_and(|l| !l.is_empty());
-        has_labels
-            && self.namespace == namespace
-            && self.selector.as_ref().is_some_and(|s| s.matches(labels))
-    }
-}
-
-/// A pod as far as budgets care.
-#[derive(Debug, Clone, Copy)]
-pub struct BudgetSubject<'a> {
-    /// Namespace.
-    pub namespace: &'a str,
-    /// Name (budgets list disrupted pods by name).
-    pub name: &'a str,
-    /// Labels.
-    pub labels: Option<&'a BTreeMap<String, String>>,
-}
+// old path, kept until victims.rs moves (lead merges)
+pub(crate) use crate::upstream::pdb::BudgetSubject;
 
 /// All PDBs of the cluster (or of the namespaces of interest), compiled once and indexed by
 /// namespace.
@@ -121,31 +66,23 @@ impl Budgets {
             .collect()
     }
 
-    /// Upstream `filterPodsWithPDBViolation`: for pods in the given order, whether evicting each
-    /// (together with the ones before it) would break a budget.
+    /// Upstream `filterPodsWithPDBViolation` ([`pdb::violations`]): for pods in the given
+    /// order, whether evicting each (together with the ones before it) would break a budget.
     pub fn violations(&self, subjects: &[BudgetSubject<'_>]) -> Vec<bool> {
-        let mut allowed: Vec<i32> = self.budgets.iter().map(|b| b.disruptions_allowed).collect();
-        subjects
-            .iter()
-            .map(|s| {
-                let mut violated = false;
-                for (i, b) in self.in_namespace(s.namespace) {
-                    if !b.covers(s.namespace, s.labels) || b.disrupted.contains(s.name) {
-                        continue;
-                    }
-                    allowed[i] -= 1;
-                    if allowed[i] < 0 {
-                        violated = true;
-                    }
-                }
-                violated
-            })
-            .collect()
+        pdb::violations(&self.budgets, subjects, |namespace: &str| {
+            self.by_namespace
+                .get(namespace)
+                .into_iter()
+                .flatten()
+                .copied()
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use k8s_openapi::api::policy::v1::{PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};

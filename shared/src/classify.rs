@@ -2,29 +2,31 @@
 //!
 //! [`classify`] judges a `pods/resize` request (old stored pod, new pod as the mutating webhook
 //! receives it) in the order the API server and the kubelet would: first the object is made what
-//! the resize strategy will make of it ([`crate::strategy::prepare_resize`]); then nothing to do
-//! → refused by built-in validation for anything but QoS ([`crate::validation`]: resize-guard
-//! steps aside so the user sees upstream's message) → QoS class change (resize-guard explains or
-//! repairs it) → refused by `NodeDeclaredFeatureValidator` ([`crate::node_features`]: step aside)
-//! → Infeasible (memory checked first) → fits now or Deferred, with a preemption plan for the
-//! Deferred case. [`assess`] is the same judgement for a pod whose resize
-//! is already stored (the controller's view of a Deferred pod).
+//! the resize strategy will make of it ([`crate::upstream::strategy::prepare_resize`]); then
+//! nothing to do (no cpu or memory value changes and built-in validation lets it through) → refused
+//! by built-in validation for anything but QoS ([`crate::upstream::validation`]: resize-guard steps
+//! aside so the user sees upstream's message; a resize that changes no cpu or memory value too) →
+//! QoS class change (resize-guard explains or repairs it) → refused by
+//! `NodeDeclaredFeatureValidator` ([`crate::upstream::node_features`]: step aside) → Infeasible
+//! (memory checked first) → fits now or Deferred, with a preemption plan for the Deferred case.
+//! [`assess`] is the same judgement for a pod whose resize is already stored (the controller's view
+//! of a Deferred pod).
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 
 use crate::budget::Budgets;
-use crate::capacity;
 use crate::ledger::NodeLedger;
-use crate::node_features;
 use crate::pod::{self, PodKey};
 use crate::policy::Policy;
-use crate::qos::{current_qos_class, spec_qos_class_on};
-use crate::quantity::ResourceName;
 use crate::repair::{QosRepair, Target, culprits, repair, targets};
-use crate::requests::{Accounting, spec_requests};
 use crate::resources::{ResourceList, Resources};
-use crate::strategy::prepare_resize_on;
-use crate::validation::validate_resize_on;
+use crate::upstream::capacity;
+use crate::upstream::node_features;
+use crate::upstream::qos::{current_qos_class, spec_qos_class_on};
+use crate::upstream::quantity::ResourceName;
+use crate::upstream::requests::{Accounting, spec_requests};
+use crate::upstream::strategy::prepare_resize_on;
+use crate::upstream::validation::validate_resize_on;
 use crate::verdict::{Deferral, Denial, Fit, Infeasibility, QosChange, Verdict};
 use crate::victims::{Preemptor, select_victims};
 
@@ -40,7 +42,7 @@ pub struct Context<'a> {
     /// resize-guard's own namespace (always excluded).
     pub install_namespace: &'a str,
     /// The cluster's Kubernetes minor (35 for v1.35): built-in validation is mirrored as that
-    /// minor has it ([`crate::validation::validate_resize_on`]); `None` means the newest.
+    /// minor has it ([`crate::upstream::validation::validate_resize_on`]); `None` means the newest.
     pub minor: Option<u32>,
 }
 
@@ -56,12 +58,18 @@ pub fn classify(old: &Pod, new: &Pod, ctx: &Context<'_>) -> Verdict {
     let (Some(old_spec), Some(new_spec)) = (old.spec.as_ref(), prepared.spec.as_ref()) else {
         return Verdict::Skipped("pod has no spec".to_owned());
     };
+    // kube-apiserver validates every resize, whatever it changes (`ValidatePodResize`,
+    // pkg/apis/core/validation/validation.go): one that changes no cpu or memory value is
+    // NoChange only if validation lets it through. Otherwise it is upstream's to refuse, in its
+    // words: pod-level `hugepages-2Mi` added is "only cpu and memory resources are mutable at
+    // pod-level" (`validatePodLevelResourcesResize`, v1.36+), and a pod with pod-level resources
+    // cannot be resized at all on v1.33–v1.35.
+    let invalid = validate_resize_on(old, &prepared, ctx.minor).err();
     if !resources_changed(old_spec, new_spec) {
-        return Verdict::NoChange;
+        return invalid.map_or(Verdict::NoChange, |e| Verdict::Invalid(e.to_string()));
     }
     // `ValidatePodResize` reports the QoS error together with every other error, except for
     // static and Windows pods, where it stops first.
-    let invalid = validate_resize_on(old, &prepared, ctx.minor).err();
     if let Some(e) = invalid.as_ref().filter(|e| e.alone) {
         return Verdict::Invalid(e.to_string());
     }
@@ -146,7 +154,7 @@ fn judge_room(pod: &Pod, spec: &PodSpec, status: Option<&PodStatus>, ctx: &Conte
             ledger.node
         ));
     }
-    // Infeasible exactly as upstream decides it on this minor (`crate::capacity`): v1.36+
+    // Infeasible exactly as upstream decides it on this minor (`crate::upstream::capacity`): v1.36+
     // `PodResizeValidator` (exact `PodRequests` against allocatable), v1.33–v1.35 the kubelet
     // (`GetResourceRequest`, rounded). The verdict names the first of memory, cpu (the kubelet's
     // order) and keeps every resource beyond allocatable in upstream's order.

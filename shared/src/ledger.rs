@@ -13,10 +13,11 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::pending::PendingResize;
 use crate::pod::{self, PodKey};
-use crate::requests::{Accounting, pod_requests};
 use crate::resources::Resources;
+use crate::upstream;
+use crate::upstream::pending::PendingResize;
+use crate::upstream::requests::{Accounting, pod_requests};
 
 /// Label that opts a node out of resize preemption on any cluster version.
 pub const PREEMPTION_LABEL: &str = "resize-guard.io/preemption";
@@ -41,7 +42,7 @@ pub struct LedgerEntry {
     pub critical: bool,
     /// Mirror pod of a static pod: cannot be evicted through the API.
     pub mirror: bool,
-    /// Its own Deferred resize, waiting in the kubelet's queue ([`crate::pending`]).
+    /// Its own Deferred resize, waiting in the kubelet's queue ([`crate::upstream::pending`]).
     pub pending: Option<PendingResize>,
     /// `spec.terminationGracePeriodSeconds` (a victim's eviction grace is capped by policy).
     pub grace_seconds: Option<i64>,
@@ -54,13 +55,13 @@ impl LedgerEntry {
     pub fn new(p: &Pod) -> LedgerEntry {
         LedgerEntry {
             key: PodKey::of(p),
-            priority: pod::priority(p),
+            priority: upstream::pod::priority(p),
             held: pod_requests(p, Accounting::Admitted),
             terminating: pod::is_terminating(p),
             start_time: pod::start_time(p).map(|t| t.0),
             labels: p.metadata.labels.clone().map(Arc::new),
-            critical: pod::is_critical(p),
-            mirror: pod::is_mirror(p),
+            critical: upstream::pod::is_critical(p),
+            mirror: upstream::pod::is_mirror(p),
             pending: PendingResize::of(p),
             grace_seconds: p
                 .spec
@@ -80,8 +81,8 @@ pub struct NodeLedger {
     /// [`NodeLedger::allocatable_unknown`]).
     pub allocatable: Resources,
     /// The same, exact (nano-units, as `Quantity.Cmp` compares them): what upstream's
-    /// capacity checks read ([`crate::capacity`]).
-    pub allocatable_exact: crate::capacity::Exact,
+    /// capacity checks read ([`crate::upstream::capacity`]).
+    pub allocatable_exact: crate::upstream::capacity::Exact,
     /// Why the node's allocatable is not known (`reports no status.allocatable`, `reports no
     /// allocatable memory`), if it is not: a node registering, or one whose kubelet has not
     /// reported yet. Nothing is judged against an unknown allocatable (`crate::classify`): every
@@ -89,7 +90,7 @@ pub struct NodeLedger {
     pub allocatable_unknown: Option<String>,
     /// Why resize preemption is disabled on this node, if it is.
     pub opt_out: Option<String>,
-    /// `status.declaredFeatures` (v1.35+ kubelets; see [`crate::node_features`]).
+    /// `status.declaredFeatures` (v1.35+ kubelets; see [`crate::upstream::node_features`]).
     pub declared_features: Vec<String>,
     /// Active pods bound to the node.
     pub pods: Vec<LedgerEntry>,
@@ -114,10 +115,10 @@ impl NodeLedger {
         let reported = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
         NodeLedger {
             allocatable: Resources::from_opt_list(reported),
-            allocatable_exact: crate::capacity::Exact::of_list(reported),
+            allocatable_exact: crate::upstream::capacity::Exact::of_list(reported),
             allocatable_unknown: allocatable_unknown(reported),
             opt_out: node_opt_out(node),
-            declared_features: crate::node_features::declared(node),
+            declared_features: crate::upstream::node_features::declared(node),
             node: node.metadata.name.clone().unwrap_or_default(),
             pods: entries,
         }
@@ -167,7 +168,7 @@ fn allocatable_unknown(reported: Option<&crate::resources::ResourceList>) -> Opt
 
 /// True when `pod` holds resources on node `node`: bound there and not in a terminal phase.
 pub fn counts_on(pod: &Pod, node: &str) -> bool {
-    pod::node_name(pod) == Some(node) && !pod::is_terminal(pod)
+    pod::node_name(pod) == Some(node) && !upstream::pod::is_terminal(pod)
 }
 
 /// Why a node opted out of resize preemption: the v1.37 alpha field

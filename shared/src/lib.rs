@@ -5,14 +5,15 @@
 //! the other refuses to act on. No kube client, no async runtime, no HTTP.
 //!
 //! Data flow: a [`pod`] and a node become a [`ledger::NodeLedger`] (kubelet accounting from
-//! [`requests`]); [`classify::classify`] compares the old and new pod ([`qos`], feasibility,
-//! shortfall) and, for a Deferred resize, asks [`victims::select_victims`] for a plan; the result
-//! is a [`verdict::Verdict`] whose [`verdict::Verdict::outcome`] under a [`policy::Policy`]
-//! says allow, warn, repair or deny.
+//! [`upstream::requests`]); [`classify::classify`] compares the old and new pod
+//! ([`upstream::qos`], feasibility, shortfall) and, for a Deferred resize, asks
+//! [`victims::select_victims`] for a plan; the result is a [`verdict::Verdict`] whose
+//! [`verdict::Verdict::outcome`] under a [`policy::Policy`] says allow, warn, repair or deny.
 //!
-//! [`upstream`] holds the code that mirrors upstream Kubernetes line for line (QoS, defaulting,
-//! validation, the request formula, the kubelet's queue, the victim order); everything else is
-//! resize-guard's own policy.
+//! [`upstream`] holds the code that mirrors upstream Kubernetes line for line (quantities, label
+//! selectors, the small pod helpers, QoS, defaulting, validation, the request formula, the
+//! kubelet's queue, the victim order, the PDB filter), and callers name it there
+//! (`resize_guard_policy::upstream::qos`); everything else is resize-guard's own policy.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admission;
@@ -27,11 +28,9 @@ pub mod memory;
 pub mod plan;
 pub mod pod;
 pub mod policy;
-pub mod quantity;
 pub mod refusal;
 pub mod repair;
 pub mod resources;
-pub mod selector;
 pub mod upstream;
 pub mod usage;
 pub mod verdict;
@@ -40,8 +39,6 @@ pub mod victims;
 pub mod warning;
 
 pub use classify::{Context, assess, classify};
-// The mirrors of upstream Kubernetes, at the paths they had before `upstream/` held them.
-pub use upstream::{
-    aggregate, capacity, node_features, pending, qos, requests, strategy, validation,
-};
+// old path, kept until victims.rs moves (lead merges)
+pub(crate) use upstream::{pending, requests};
 pub use verdict::{Outcome, Ruling, Verdict};

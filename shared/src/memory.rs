@@ -15,11 +15,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 
-use crate::aggregate::container_limits;
-use crate::pod::{all_containers, is_sidecar};
 use crate::policy::{BelowUsage, MemoryDecrease};
-use crate::quantity::{ResourceName, value};
 use crate::resources::ResourceList;
+use crate::upstream::aggregate::container_limits;
+use crate::upstream::pod::{all_containers, is_sidecar};
+use crate::upstream::quantity::{ResourceName, value};
 use crate::usage::{Evidence, PodUsage};
 
 /// Whose limit is lowered.

@@ -1,32 +1,26 @@
-//! Facts about a pod that every decision needs: identity, priority, lifecycle, criticality and
-//! the kubelet's resize conditions.
+//! resize-guard's own facts about a pod: its key, node, controlling owner, how long its resize has
+//! been pending, whether the controller acts on it now, and whether its quantities parse.
 //!
-//! These mirror small upstream helpers (`corev1helpers.PodPriority`, `kubetypes.IsCriticalPod`,
-//! `resource.IsPodResizeDeferred`, …) and are kept here so the webhook and the controller read a
-//! pod the same way.
+//! The small helpers that mirror upstream (priority, criticality, sidecars, the kubelet's resize
+//! conditions) live in [`crate::upstream::pod`]; these build on them.
 
 use std::fmt;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::quantity::{QuantityError, parse_nanos};
+use crate::upstream::pod::all_containers;
+use crate::upstream::quantity::{QuantityError, parse_nanos};
 
-/// Annotation the kubelet puts on mirror pods of static pods (`kubetypes.ConfigMirrorAnnotationKey`).
-pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
-/// `scheduling.SystemCriticalPriority`: pods at or above it are system-critical.
-pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
-/// Condition type the kubelet sets while a resize waits (`v1.PodResizePending`).
-pub const RESIZE_PENDING: &str = "PodResizePending";
-/// Condition type the kubelet sets while a resize is actuated (`v1.PodResizeInProgress`).
-pub const RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
-/// Reason of a resize that may fit later (`v1.PodReasonDeferred`).
-pub const REASON_DEFERRED: &str = "Deferred";
-/// Reason of a resize that can never fit on this node (`v1.PodReasonInfeasible`).
-pub const REASON_INFEASIBLE: &str = "Infeasible";
+// old path, kept until controller/ moves (lead merges)
+pub use crate::upstream::pod::{
+    REASON_DEFERRED, REASON_INFEASIBLE, is_resize_infeasible, is_sidecar, priority, resize_pending,
+};
+// old path, kept until victims.rs moves (lead merges)
+pub(crate) use crate::upstream::pod::is_critical;
 
 /// Namespace, name and UID of a pod. Displays as `namespace/name`; serialized with these three
 /// field names (the controller records its planned victims this way).
@@ -58,19 +52,6 @@ impl fmt::Display for PodKey {
     }
 }
 
-/// `corev1helpers.PodPriority`: `spec.priority`, or 0 when unset.
-pub fn priority(pod: &Pod) -> i32 {
-    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
-}
-
-/// True when the pod's `preemptionPolicy` is `Never` (upstream `PodEligibleToPreemptOthers`).
-pub fn never_preempts(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.preemption_policy.as_deref())
-        == Some("Never")
-}
-
 /// The node the pod is bound to, if any.
 pub fn node_name(pod: &Pod) -> Option<&str> {
     pod.spec
@@ -82,22 +63,6 @@ pub fn node_name(pod: &Pod) -> Option<&str> {
 /// True when deletion has started (`metadata.deletionTimestamp` is set).
 pub fn is_terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
-}
-
-/// True when the pod finished (`Succeeded` or `Failed`): its resources are released.
-pub fn is_terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
-}
-
-/// True for the mirror of a static pod: it cannot be resized or evicted through the API.
-pub fn is_mirror(pod: &Pod) -> bool {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
 }
 
 /// Who controls a pod, as far as preemption cares (`metadata.ownerReferences`, the entry with
@@ -130,26 +95,9 @@ pub fn controller(pod: &Pod) -> Controller {
     }
 }
 
-/// Upstream `kubetypes.IsCriticalPod`: static, mirror, or priority at least
-/// [`SYSTEM_CRITICAL_PRIORITY`]. The kubelet preempts for these itself (v1.33–v1.37 without the
-/// scheduler gate), so resize-guard never acts for them and never takes them as victims.
-pub fn is_critical(pod: &Pod) -> bool {
-    is_mirror(pod) || priority(pod) >= SYSTEM_CRITICAL_PRIORITY
-}
-
 /// `status.startTime`, which orders pods of equal priority (older is more important).
 pub fn start_time(pod: &Pod) -> Option<&Time> {
     pod.status.as_ref().and_then(|s| s.start_time.as_ref())
-}
-
-/// True for a sidecar: an init container with `restartPolicy: Always`.
-pub fn is_sidecar(container: &Container) -> bool {
-    container.restart_policy.as_deref() == Some("Always")
-}
-
-/// The first `PodResizePending` condition, as upstream `IsPodResizeDeferred` reads it.
-pub fn resize_pending(pod: &Pod) -> Option<&PodCondition> {
-    pod.status.as_ref().and_then(resize_pending_in)
 }
 
 /// How long at `now` the `PodResizePending` condition has held, by its `lastTransitionTime` (the
@@ -159,30 +107,6 @@ pub fn resize_pending_for(pod: &Pod, now: Timestamp) -> Duration {
         .and_then(|c| c.last_transition_time.as_ref())
         .and_then(|since| Duration::try_from(now.duration_since(since.0)).ok())
         .unwrap_or(Duration::ZERO)
-}
-
-/// The first `PodResizePending` condition of a status.
-pub fn resize_pending_in(status: &PodStatus) -> Option<&PodCondition> {
-    status
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == RESIZE_PENDING)
-}
-
-/// Upstream `resource.IsPodResizeInfeasible`: the first `PodResizePending` says `Infeasible`.
-pub fn is_resize_infeasible(pod: &Pod) -> bool {
-    pod.status.as_ref().is_some_and(is_infeasible_status)
-}
-
-/// [`is_resize_infeasible`] for a status alone.
-pub fn is_infeasible_status(status: &PodStatus) -> bool {
-    resize_pending_in(status).and_then(|c| c.reason.as_deref()) == Some(REASON_INFEASIBLE)
-}
-
-/// Upstream `resource.IsPodResizeDeferred`: the first `PodResizePending` says `Deferred`.
-pub fn is_resize_deferred(pod: &Pod) -> bool {
-    resize_pending(pod).and_then(|c| c.reason.as_deref()) == Some(REASON_DEFERRED)
 }
 
 /// The stricter test the controller acts on (ARCHITECTURE.md §5): the first `PodResizePending` condition
@@ -201,13 +125,6 @@ pub fn is_deferred_now(pod: &Pod) -> bool {
         && current
         && node_name(pod).is_some()
         && !is_terminating(pod)
-}
-
-/// All regular and init containers of a spec, in spec order (regular first).
-pub fn all_containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
-    spec.containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
 }
 
 /// Checks every cpu/memory quantity in the pod's spec is valid syntax, naming the first bad one.
@@ -233,7 +150,10 @@ pub fn validate_quantities(pod: &Pod) -> Result<(), QuantityError> {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
+
     use super::*;
+    use crate::upstream::pod::{RESIZE_PENDING, is_resize_deferred};
 
     fn pod_with_conditions(generation: i64, conds: Vec<PodCondition>) -> Pod {
         let mut pod = Pod::default();
@@ -292,36 +212,6 @@ mod tests {
                 cond(RESIZE_PENDING, "Deferred", "True", Some(1)),
             ],
         );
-        assert!(is_resize_infeasible(&p));
-        assert!(!is_resize_deferred(&p));
         assert!(!is_deferred_now(&p));
-    }
-
-    #[test]
-    fn critical_pods_are_mirror_pods_or_system_priority() {
-        let mut p = Pod::default();
-        assert!(!is_critical(&p));
-        p.spec = Some(PodSpec {
-            priority: Some(SYSTEM_CRITICAL_PRIORITY),
-            ..Default::default()
-        });
-        assert!(is_critical(&p));
-        let mut m = Pod::default();
-        m.metadata.annotations = Some([(MIRROR_ANNOTATION.to_owned(), "x".to_owned())].into());
-        assert!(is_critical(&m) && is_mirror(&m));
-    }
-
-    #[test]
-    fn priority_defaults_to_zero_and_never_policy_is_detected() {
-        let mut p = Pod::default();
-        assert_eq!(priority(&p), 0);
-        assert!(!never_preempts(&p));
-        p.spec = Some(PodSpec {
-            preemption_policy: Some("Never".into()),
-            priority: Some(7),
-            ..Default::default()
-        });
-        assert!(never_preempts(&p));
-        assert_eq!(priority(&p), 7);
     }
 }

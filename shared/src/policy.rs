@@ -13,7 +13,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::selector::Selector;
+use crate::upstream::selector::Selector;
 
 /// Whether resize-guard acts or only reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]

@@ -16,7 +16,7 @@
 //! | QoS class change | all | 422 `Invalid` | kind `Pod`, cause `FieldValueInvalid` at `spec` (+ any other validation error upstream reports with it), then `resize-guard.io/Explanation` at `spec` | `ValidatePodResize`'s: `Pod "<name>" is invalid: spec: Invalid value: "<class>": Pod QOS Class may not change as a result of resizing` |
 //! | resize-guard's own rules | all | 403 `Forbidden` | kind `pods`, a `resize-guard.io/…` cause ([`cause`]) | `resize-guard: …` |//!
 //! **Where resize-guard's capacity rule and upstream's can still answer differently.** The rule
-//! itself is upstream's on each minor ([`crate::capacity`]: `PodResizeValidator`'s exact
+//! itself is upstream's on each minor ([`crate::upstream::capacity`]: `PodResizeValidator`'s exact
 //! comparison on v1.36+, the kubelet's rounded one on v1.33–v1.35). What differs is what it
 //! reads and when it runs:
 //! - *The node's allocatable* comes from resize-guard's cluster view, kube-apiserver's from its
@@ -28,9 +28,6 @@
 //! - *A node labelled with another OS than linux*: `PodResizeValidator` answers
 //!   `UnsupportedPlatform` before it compares capacity; resize-guard does not read the label,
 //!   so a resize also beyond that node's allocatable gets `NodeCapacity` from it instead.
-//! - *A resize that changes no cpu or memory value* (only a `resizePolicy`) of a pod already
-//!   beyond its node: upstream compares it (the generation moves), resize-guard does not judge
-//!   it (`Verdict::NoChange`), so the API server refuses it itself.
 //! - *A resize built-in validation or `NodeDeclaredFeatureValidator` refuses anyway*:
 //!   resize-guard steps aside (`Verdict::Invalid`) and upstream's refusal reaches the user as
 //!   it is; validation runs before the validating admission plugins, so that is upstream's
@@ -38,8 +35,8 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::capacity::{NODE_CAPACITY, node_capacity_error};
-use crate::validation::Invalidity;
+use crate::upstream::capacity::{NODE_CAPACITY, node_capacity_error};
+use crate::upstream::validation::Invalidity;
 use crate::verdict::{Infeasibility, QosChange};
 
 /// Between upstream's message and resize-guard's explanation.

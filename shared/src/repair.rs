@@ -14,9 +14,9 @@
 use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::qos::{QosClass, effective_requests, pod_level_resources, spec_qos_class};
-use crate::quantity::{ResourceName, parse_nanos};
 use crate::resources::ResourceList;
+use crate::upstream::qos::{QosClass, effective_requests, pod_level_resources, spec_qos_class};
+use crate::upstream::quantity::{ResourceName, parse_nanos};
 
 /// Where a resource setting lives.
 #[derive(Debug, Clone, PartialEq, Eq)]

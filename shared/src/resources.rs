@@ -1,7 +1,7 @@
 //! CPU and memory amounts, the only resources a resize can change.
 //!
-//! [`Resources`] holds millicores and bytes as integers (see [`crate::quantity`]) so that sums,
-//! maxima and comparisons are exact, as they are in the kubelet's `framework.Resource`.
+//! [`Resources`] holds millicores and bytes as integers (see [`crate::upstream::quantity`]) so that
+//! sums, maxima and comparisons are exact, as they are in the kubelet's `framework.Resource`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -9,7 +9,7 @@ use std::ops::{Add, AddAssign, Sub};
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::quantity::{QuantityError, ResourceName};
+use crate::upstream::quantity::{QuantityError, ResourceName};
 
 /// A Kubernetes `ResourceList` (`requests`, `limits`, `allocatedResources`, …).
 pub type ResourceList = BTreeMap<String, Quantity>;

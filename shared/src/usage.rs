@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 
-use crate::quantity::value;
+use crate::upstream::quantity::value;
 
 /// A pod's memory usage: each container's working set, and when it was measured.
 #[derive(Debug, Clone, PartialEq, Eq)]

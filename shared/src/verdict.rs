@@ -7,12 +7,12 @@
 //! condition the kubelet will set.
 
 use crate::audience::Audience;
-use crate::capacity::Excess;
 use crate::policy::{OnQosChange, Policy};
-use crate::qos::QosClass;
-use crate::quantity::ResourceName;
 use crate::repair::{Culprit, QosRepair};
 use crate::resources::Resources;
+use crate::upstream::capacity::Excess;
+use crate::upstream::qos::QosClass;
+use crate::upstream::quantity::ResourceName;
 use crate::victims::{NoPlan, PreemptionPlan};
 
 /// How many pod names a message lists before "and N more".
@@ -89,7 +89,7 @@ pub struct Infeasibility {
     pub allocatable: i64,
     /// Every resource the pod requests more of than the node's allocatable, cpu first, as the
     /// cluster's minor compares them (`PodResizeValidator` on v1.36+, the kubelet on
-    /// v1.33–v1.35: [`crate::capacity`]).
+    /// v1.33–v1.35: [`crate::upstream::capacity`]).
     pub beyond: Vec<Excess>,
     /// The Kubernetes minor it was judged for (`None`: the newest), which decides what
     /// Kubernetes itself does with it (the messages say so).
@@ -179,7 +179,7 @@ pub struct QosChange {
     pub repair: Option<QosRepair>,
     /// Another built-in validation error the API server reports with the QoS one, if any
     /// (e.g. a request raised above its limit), in upstream's words.
-    pub also_invalid: Option<crate::validation::Invalidities>,
+    pub also_invalid: Option<crate::upstream::validation::Invalidities>,
 }
 
 /// A resize refused for what it is, regardless of the node.
@@ -192,7 +192,8 @@ pub enum Denial {
 /// What a resize is, as far as resize-guard is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// cpu and memory requests and limits are unchanged.
+    /// cpu and memory requests and limits are unchanged, and built-in validation lets the
+    /// resize through (otherwise it is [`Verdict::Invalid`]).
     NoChange,
     /// resize-guard does not judge this pod (excluded namespace, not on a known node).
     Skipped(String),

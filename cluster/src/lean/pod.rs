@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use resize_guard_policy::pod::{RESIZE_IN_PROGRESS, RESIZE_PENDING};
+use resize_guard_policy::upstream::pod::{RESIZE_IN_PROGRESS, RESIZE_PENDING};
 use serde::{Deserialize, Deserializer};
 
 use super::meta::{WireMeta, must_be, nullable};

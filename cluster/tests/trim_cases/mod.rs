@@ -18,7 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 use resize_guard_cluster::trim::LAST_APPLIED;
 use resize_guard_policy::fixture::{ContainerBuilder, PodBuilder, container};
-use resize_guard_policy::pod;
+use resize_guard_policy::upstream::pod;
 
 /// A container's resource shape.
 #[derive(Debug, Clone)]

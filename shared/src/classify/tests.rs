@@ -410,7 +410,7 @@ fn a_shrink_always_fits() {
     assert!(matches!(w.classify(&old, &new), Verdict::Fits(_)));
 }
 
-use crate::qos::QosClass;
+use crate::upstream::qos::QosClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 #[test]
@@ -461,11 +461,11 @@ fn pod_level_limit_defaulting_turns_the_pod_guaranteed() {
             .running(0)
             .build();
         // What the API server stored on create (`PrepareForCreate` defaulting).
-        crate::strategy::default_pod_level_resources(pod.spec.as_mut().unwrap());
+        crate::upstream::strategy::default_pod_level_resources(pod.spec.as_mut().unwrap());
         pod
     };
     let old = stored(false);
-    assert_eq!(crate::qos::qos_class(&old), QosClass::Burstable);
+    assert_eq!(crate::upstream::qos::qos_class(&old), QosClass::Burstable);
     let mut new = stored(false);
     set_first(&mut new, "limits", "memory", "128Mi");
     let w = World::alone(&old);
@@ -554,7 +554,8 @@ fn node_declared_features_are_checked_after_qos() {
         why,
         "pod update requires features InPlacePodVerticalScalingInitContainers which are not available on node \"n1\""
     );
-    w.ledger.declared_features = vec![crate::node_features::INIT_CONTAINER_RESIZE.to_owned()];
+    w.ledger.declared_features =
+        vec![crate::upstream::node_features::INIT_CONTAINER_RESIZE.to_owned()];
     assert!(matches!(w.classify(&old, &new), Verdict::Fits(_)));
 }
 
@@ -581,7 +582,7 @@ fn requests_only_on_guaranteed_is_a_qos_change_that_also_quotes_the_limit_error(
 #[test]
 fn static_pods_are_left_to_the_api_server_even_when_qos_changes() {
     let old = app("250m")
-        .annotation(crate::pod::MIRROR_ANNOTATION, "x")
+        .annotation(crate::upstream::pod::MIRROR_ANNOTATION, "x")
         .build();
     let mut new = old.clone();
     new.spec.as_mut().unwrap().containers[0]
@@ -593,6 +594,80 @@ fn static_pods_are_left_to_the_api_server_even_when_qos_changes() {
     assert_eq!(
         w.classify(&old, &new),
         Verdict::Invalid("[]: Forbidden: static pods cannot be resized".into())
+    );
+}
+
+/// Pod-level `hugepages-2Mi` added by a resize that changes no cpu or memory value:
+/// kube-apiserver refuses it (`validatePodLevelResourcesResize`, v1.36+), so it is Invalid in
+/// upstream's words, not NoChange, on every minor; allowed either way (upstream refuses it).
+#[test]
+fn pod_level_hugepages_added_is_left_to_the_api_server_not_no_change() {
+    let pod = |hugepages: bool| {
+        let mut b = PodBuilder::new("prod", "app")
+            .node("n1")
+            .container(container("app").guaranteed("250m", "64Mi"));
+        for (resource, q) in [("cpu", "500m"), ("memory", "128Mi")] {
+            b = b.pod_request(resource, q).pod_limit(resource, q);
+        }
+        if hugepages {
+            b = b
+                .pod_request("hugepages-2Mi", "2Mi")
+                .pod_limit("hugepages-2Mi", "2Mi");
+        }
+        b.running(0).qos_status("Guaranteed").build()
+    };
+    let (old, new) = (pod(false), pod(true));
+    let w = World::alone(&old);
+    assert_eq!(
+        w.classify(&old, &old),
+        Verdict::NoChange,
+        "a no-op stays one"
+    );
+    let v = w.classify(&old, &new);
+    assert_eq!(
+        v,
+        Verdict::Invalid(
+            "spec: Forbidden: only cpu and memory resources are mutable at pod-level".into()
+        )
+    );
+    assert_eq!(v.label(), "invalid");
+    assert_eq!(v.outcome(&w.policy).action, Ruling::Allow);
+    // v1.35: the gate is off; v1.33–v1.34: no pod with pod-level resources is resizable, the
+    // no-op included (`ValidatePodResize` of those minors).
+    let on = |minor: u32, new: &Pod| {
+        let mut ctx = w.ctx();
+        ctx.minor = Some(minor);
+        classify(&old, new, &ctx)
+    };
+    let v = on(35, &new);
+    assert!(
+        matches!(&v, Verdict::Invalid(why) if why.contains("InPlacePodLevelResourcesVerticalScalingEnabled feature gate is disabled")),
+        "{v:?}"
+    );
+    for resize in [&new, &old] {
+        assert_eq!(
+            on(34, resize),
+            Verdict::Invalid(
+                "[]: Forbidden: pods with pod-level resources cannot be resized".into()
+            )
+        );
+    }
+}
+
+/// Only a `resizePolicy` changed: upstream's `ValidatePodResize` refuses it ("only cpu and
+/// memory resources are mutable"), so it is Invalid too, not NoChange.
+#[test]
+fn a_resize_policy_alone_is_left_to_the_api_server_not_no_change() {
+    let (old, w) = World::field([]);
+    let mut new = old.clone();
+    new.spec.as_mut().unwrap().containers[0].resize_policy =
+        Some(vec![k8s_openapi::api::core::v1::ContainerResizePolicy {
+            resource_name: "cpu".into(),
+            restart_policy: "RestartContainer".into(),
+        }]);
+    assert_eq!(
+        w.classify(&old, &new),
+        Verdict::Invalid("spec: Forbidden: only cpu and memory resources are mutable".into())
     );
 }
 

@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 
-use crate::pod::is_sidecar;
-use crate::quantity::{Format, canonical, parse_nanos};
 use crate::resources::ResourceList;
+use crate::upstream::pod::is_sidecar;
+use crate::upstream::quantity::{Format, canonical, parse_nanos};
 
 /// Resource name → exact amount in nano-units.
 pub type Amounts = BTreeMap<String, i128>;
@@ -31,7 +31,8 @@ pub fn amounts(list: Option<&ResourceList>) -> Amounts {
 }
 
 /// Upstream `AggregateContainerRequests(pod, PodResourcesOptions{})` over `spec` (requests as
-/// stored, i.e. after `SetDefaults_Pod`; see [`crate::strategy::default_container_requests`]).
+/// stored, i.e. after `SetDefaults_Pod`; see
+/// [`crate::upstream::strategy::default_container_requests`]).
 pub fn container_requests(spec: &PodSpec) -> Amounts {
     values(&container_requests_spelled(spec))
 }
@@ -106,7 +107,7 @@ fn aggregate(spec: &PodSpec, of: impl Fn(&Container) -> Option<&ResourceList>) -
 
 /// `addResourceList`: adds `other` into `list`, creating missing names; a sum keeps the
 /// receiver's format unless the receiver is zero (`Quantity.Add` in apimachinery v0.37.2).
-/// Sums saturate like the amounts themselves ([`crate::quantity`]).
+/// Sums saturate like the amounts themselves ([`crate::upstream::quantity`]).
 fn add(list: &mut Spelled, other: &Spelled) {
     for (k, (v, f)) in other {
         list.entry(k.clone())

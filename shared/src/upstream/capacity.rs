@@ -20,9 +20,9 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::PodSpec;
 
-use crate::aggregate::{Amounts, amounts, container_requests};
-use crate::quantity::{ResourceName, milli_of_nanos, units_of_nanos};
 use crate::resources::ResourceList;
+use crate::upstream::aggregate::{Amounts, amounts, container_requests};
+use crate::upstream::quantity::{ResourceName, milli_of_nanos, units_of_nanos};
 
 /// The cause type `PodResizeValidator` gives its refusal (`ReasonNodeCapacity`,
 /// `plugin/pkg/admission/podresize/admission.go`).
@@ -111,7 +111,7 @@ pub fn pod_requests(spec: &PodSpec) -> Exact {
             }
         }
     }
-    // Sums saturate like the amounts themselves (`crate::quantity`): a request near the
+    // Sums saturate like the amounts themselves (`crate::upstream::quantity`): a request near the
     // largest quantity plus an overhead is not an overflow.
     for (k, v) in amounts(spec.overhead.as_ref()) {
         let total = reqs.entry(k).or_default();

@@ -19,15 +19,29 @@
 //! | [`pending`] | the kubelet's pending-resize order: `pkg/kubelet/allocation/allocation_manager.go`, `retryPendingResizes` |
 //! | [`victim_order`] | the scheduler's victim order: `pkg/scheduler/util/utils.go`, `MoreImportantPod` |
 //!
-//! Each module is also re-exported at its old path (`resize_guard_policy::qos`, …;
-//! `resize_guard_policy::victims::importance`), so callers need not know which room it is in.
+//! | [`quantity`] | resource quantities: k8s.io/apimachinery `pkg/api/resource/quantity.go`, `ParseQuantity`, `MilliValue`, `Value`, `String` |
+//! | [`selector`] | label selectors: k8s.io/apimachinery `pkg/apis/meta/v1/helpers.go`, `LabelSelectorAsSelector`; `pkg/labels/selector.go`, `Parse`, `Matches` |
+//! | [`pod`] | the small pod helpers (`PodPriority`, `IsCriticalPod`, `IsRestartableInitContainer`, `IsPodResizeDeferred`, …; its table names each) |
+//! | [`pdb`] | the scheduler's PDB filter: `pkg/scheduler/framework/preemption/preemption.go`, `filterPodsWithPDBViolation` |
+//!
+//! **The wall.** Callers name these modules by their path here
+//! (`resize_guard_policy::upstream::qos`); nothing re-exports them elsewhere. Code here imports
+//! nothing from the rest of the crate but the plain data types it is handed
+//! ([`crate::resources::ResourceList`], [`crate::resources::Resources`],
+//! [`crate::ledger::LedgerEntry`]) and, in tests, the fixtures: `shared/tests/upstream_wall.rs`
+//! reads every file here and fails on any other `crate::` path, so resize-guard's own policy can
+//! never leak into a mirror.
 
 pub mod aggregate;
 pub mod capacity;
 pub mod node_features;
+pub mod pdb;
 pub mod pending;
+pub mod pod;
 pub mod qos;
+pub mod quantity;
 pub mod requests;
+pub mod selector;
 pub mod strategy;
 pub mod validation;
 pub mod victim_order;

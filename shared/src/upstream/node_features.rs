@@ -19,8 +19,8 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::pod::is_sidecar;
-use crate::validation::same_requirements;
+use crate::upstream::pod::is_sidecar;
+use crate::upstream::validation::same_requirements;
 
 /// Needed by a pod-level resources resize.
 pub const POD_LEVEL_RESIZE: &str = "InPlacePodLevelResourcesVerticalScaling";

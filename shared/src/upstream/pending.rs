@@ -21,10 +21,10 @@ use std::cmp::Ordering;
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::pod;
-use crate::qos::{QosClass, current_qos_class};
-use crate::requests::{Accounting, spec_requests};
 use crate::resources::Resources;
+use crate::upstream::pod;
+use crate::upstream::qos::{QosClass, current_qos_class};
+use crate::upstream::requests::{Accounting, spec_requests};
 
 /// One resize in the kubelet's pending queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl PendingResize {
     /// The pod's place in the queue, when the kubelet holds its resize as Deferred (Infeasible
     /// resizes are not retried; a terminating pod's room is coming back anyway).
     pub fn of(p: &Pod) -> Option<PendingResize> {
-        if !pod::is_resize_deferred(p) || pod::is_terminating(p) {
+        if !pod::is_resize_deferred(p) || p.metadata.deletion_timestamp.is_some() {
             return None;
         }
         let spec = p.spec.as_ref()?;

@@ -12,9 +12,9 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 
-use crate::quantity::{ResourceName, parse_nanos};
 use crate::resources::ResourceList;
-use crate::strategy::{
+use crate::upstream::quantity::{ResourceName, parse_nanos};
+use crate::upstream::strategy::{
     default_container_requests, default_pod_level_resources, is_pod_level_resource,
 };
 

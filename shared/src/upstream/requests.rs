@@ -15,8 +15,8 @@
 
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec, PodStatus};
 
-use crate::pod::{is_infeasible_status, is_sidecar};
 use crate::resources::{ResourceList, Resources};
+use crate::upstream::pod::{is_infeasible_status, is_sidecar};
 
 /// Which view of a pod's requests to compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,7 @@ pub fn spec_requests(
             .and_then(|r| r.requests.as_ref());
         let status_allocated = status.and_then(|s| s.allocated_resources.as_ref());
         let effective = view.combine(declared, status_actual, status_allocated);
-        for name in crate::quantity::ResourceName::ALL {
+        for name in crate::upstream::quantity::ResourceName::ALL {
             if pod_level.contains_key(name.key()) {
                 total.set(name, effective.get(name));
             }

@@ -13,9 +13,9 @@
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::aggregate;
-use crate::quantity::parse_nanos;
 use crate::resources::ResourceList;
+use crate::upstream::aggregate;
+use crate::upstream::quantity::parse_nanos;
 
 /// Upstream `resourcehelper.IsSupportedPodLevelResource`: cpu, memory and hugepages.
 pub fn is_pod_level_resource(name: &str) -> bool {
@@ -163,7 +163,7 @@ pub fn default_pod_level_resources(spec: &mut PodSpec) {
         .is_some_and(|e| !e.is_empty());
     let all_limited = |name: &str| {
         !has_ephemeral
-            && crate::pod::all_containers(spec).all(|c| {
+            && crate::upstream::pod::all_containers(spec).all(|c| {
                 c.resources
                     .as_ref()
                     .and_then(|r| r.limits.as_ref())

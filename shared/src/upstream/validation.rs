@@ -27,7 +27,7 @@
 //!   RestartContainer rule for them.
 //!
 //! The QoS rule is not here: a QoS change on an otherwise valid resize is resize-guard's to
-//! explain ([`crate::qos`]). The first violation found is returned, worded as upstream's
+//! explain ([`crate::upstream::qos`]). The first violation found is returned, worded as upstream's
 //! `field.Error` (`<path>: <type>: <detail>`).
 
 mod containers;
@@ -41,8 +41,8 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::pod::is_sidecar;
-use crate::quantity::parse_nanos;
+use crate::upstream::pod::is_sidecar;
+use crate::upstream::quantity::parse_nanos;
 use containers::{
     only_cpu_memory_changed, validate_container_order, validate_container_resize,
     validate_init_container_changes,
@@ -132,8 +132,8 @@ impl Errors {
 }
 
 /// Checks a resize from the stored `old` pod to `new`, which must already be what the resize
-/// strategy makes of the request ([`crate::strategy::prepare_resize`]). Quantities are quoted
-/// as the objects spell them: the API server sends webhooks the canonical spelling, which is
+/// strategy makes of the request ([`crate::upstream::strategy::prepare_resize`]). Quantities are
+/// quoted as the objects spell them: the API server sends webhooks the canonical spelling, which is
 /// what its own messages print.
 pub fn validate_resize(old: &Pod, new: &Pod) -> Result<(), Invalidities> {
     validate_resize_on(old, new, None)
@@ -148,8 +148,8 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
     // Upstream's first error, the QoS rule (`GetPodQOS(old) != ComputePodQOS(new)`), is the
     // policy crate's own rule and not reported here, but it still keeps `ValidatePodResize`
     // from reaching its closing `Semantic.DeepEqual` (only run while `allErrs` is empty).
-    let qos_changes =
-        crate::qos::current_qos_class(old) != crate::qos::spec_qos_class_on(new_spec, minor);
+    let qos_changes = crate::upstream::qos::current_qos_class(old)
+        != crate::upstream::qos::spec_qos_class_on(new_spec, minor);
     let minor = minor.unwrap_or(u32::MAX);
     // v1.33–v1.34 `ValidatePodResize`: "pods with pod-level resources cannot be resized", alone.
     if minor <= 34 && (pod_level_set(old_spec) || pod_level_set(new_spec)) {
@@ -161,9 +161,11 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
     let mut e = Errors::default();
     validate_spec_resources(new_spec, &mut e);
     e.1 = e.0.len();
-    if crate::pod::is_mirror(old) || old_spec.os.as_ref().is_some_and(|os| os.name == "windows") {
+    if crate::upstream::pod::is_mirror(old)
+        || old_spec.os.as_ref().is_some_and(|os| os.name == "windows")
+    {
         let mut only = Errors::default();
-        let what = if crate::pod::is_mirror(old) {
+        let what = if crate::upstream::pod::is_mirror(old) {
             "static"
         } else {
             "windows"

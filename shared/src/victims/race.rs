@@ -1,11 +1,11 @@
 //! Plans that win the race for the freed room, whatever order the victims terminate in.
 //!
 //! Victims go one at a time, and on each removal the kubelet retries every pending resize in its
-//! queue order ([`crate::pending`]). A plan sized on the kubelet's accounting alone (other pods at
-//! their allocation) can lose: part-way through, the preemptor still does not fit but a
-//! lower-priority pod's pending growth does, the kubelet admits that one, and once every victim
-//! is gone the preemptor is still short. upstream's alpha avoids this by counting *every* pending
-//! growth on the node (KEP-5836) and over-preempts.
+//! queue order ([`crate::upstream::pending`]). A plan sized on the kubelet's accounting alone
+//! (other pods at their allocation) can lose: part-way through, the preemptor still does not fit
+//! but a lower-priority pod's pending growth does, the kubelet admits that one, and once every
+//! victim is gone the preemptor is still short. upstream's alpha avoids this by counting *every*
+//! pending growth on the node (KEP-5836) and over-preempts.
 //!
 //! A pending resize `t` can be admitted before the preemptor only if it fits in some state the
 //! node passes through before the preemptor is admitted, with every other pod at no more than
@@ -25,7 +25,8 @@
 
 use crate::ledger::LedgerEntry;
 use crate::resources::Resources;
-use crate::victims::{Preemptor, importance};
+use crate::upstream::victim_order::importance;
+use crate::victims::Preemptor;
 
 /// Up to this many candidates with pending growth, every subset of them is tried as forced
 /// victims (2^6 = 64 small searches); beyond it, each one alone.

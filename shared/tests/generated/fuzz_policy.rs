@@ -23,7 +23,7 @@ use resize_guard_policy::policy::{
     FeasibilityPolicy, Mode, NamespacePolicy, OnQosChange, PdbMode, Policy, PreemptionPolicy,
     ProtectedSelector, QosPolicy,
 };
-use resize_guard_policy::selector::Selector;
+use resize_guard_policy::upstream::selector::Selector;
 
 /// Keys of the real document, then YAML punctuation and values of every type.
 const DICTIONARY: &[&str] = &[

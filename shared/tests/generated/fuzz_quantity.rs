@@ -1,10 +1,10 @@
-//! Fuzzes the quantity parser (`resize_guard_policy::quantity`): arbitrary bytes, dictionary
-//! text (digits, signs, suffixes, exponents, odd Unicode), mutations of `fuzz/corpus/quantity/`
-//! and generated quantities in Kubernetes syntax. Besides never panicking, every parse keeps
-//! the invariants upstream's `resource.Quantity` has: an error names its input; `Value()` is
-//! `MilliValue()` rounded up once more; the canonical spelling parses back to the same amount;
-//! a leading `0`, a trailing fractional `0` and a minus sign change nothing but the sign; the
-//! suffix ladder `n < u < m < 1 < k < Ki < M < Mi < … < Ei` is monotone; and `kubectl`-style
+//! Fuzzes the quantity parser (`resize_guard_policy::upstream::quantity`): arbitrary bytes,
+//! dictionary text (digits, signs, suffixes, exponents, odd Unicode), mutations of
+//! `fuzz/corpus/quantity/` and generated quantities in Kubernetes syntax. Besides never panicking,
+//! every parse keeps the invariants upstream's `resource.Quantity` has: an error names its input;
+//! `Value()` is `MilliValue()` rounded up once more; the canonical spelling parses back to the same
+//! amount; a leading `0`, a trailing fractional `0` and a minus sign change nothing but the sign;
+//! the suffix ladder `n < u < m < 1 < k < Ki < M < Mi < … < Ei` is monotone; and `kubectl`-style
 //! formatting of any millicore or byte amount parses back to it.
 //!
 //! Known limitation, left to the parser's owners: the parser keeps 36 significant digits and
@@ -21,7 +21,7 @@
 use crate::harness::{Case, Fuzz};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
-use resize_guard_policy::quantity::{
+use resize_guard_policy::upstream::quantity::{
     Format, ResourceName, canonical, format_bytes, format_millicores, milli_value, parse_nanos,
     value,
 };

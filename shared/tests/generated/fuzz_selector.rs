@@ -1,4 +1,4 @@
-//! Fuzzes label selectors (`resize_guard_policy::selector`): the string form of
+//! Fuzzes label selectors (`resize_guard_policy::upstream::selector`): the string form of
 //! `preemption.protectedSelector` on arbitrary bytes, dictionary text and mutations of
 //! `fuzz/corpus/selector/`, and on selectors generated from a model, whose matches are compared
 //! with the model's and with the same selector in structured form (`Selector::from_label_selector`,
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use crate::harness::{Case, Fuzz};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use proptest::prelude::*;
-use resize_guard_policy::selector::Selector;
+use resize_guard_policy::upstream::selector::Selector;
 
 const DICTIONARY: &[&str] = &[
     "=",

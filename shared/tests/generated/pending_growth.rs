@@ -18,10 +18,10 @@ use proptest::strategy::ValueTree;
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::INSTALL_NAMESPACE;
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
-use resize_guard_policy::pending::PendingResize;
 use resize_guard_policy::pod::PodKey;
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::resources::Resources;
+use resize_guard_policy::upstream::pending::PendingResize;
 use resize_guard_policy::victims::{PreemptionPlan, Preemptor, select_victims};
 
 const P: usize = usize::MAX;
@@ -176,7 +176,7 @@ impl Node {
         NodeLedger {
             node: "n1".into(),
             allocatable: self.alloc,
-            allocatable_exact: resize_guard_policy::capacity::Exact {
+            allocatable_exact: resize_guard_policy::upstream::capacity::Exact {
                 cpu: i128::from(self.alloc.cpu) * 1_000_000,
                 memory: i128::from(self.alloc.memory) * 1_000_000_000,
             },

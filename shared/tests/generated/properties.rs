@@ -18,11 +18,11 @@ use resize_guard_policy::fixture::{INSTALL_NAMESPACE, PodBuilder, container, con
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::pod::Controller;
 use resize_guard_policy::policy::{PdbMode, Policy};
-use resize_guard_policy::qos::{QosClass, current_qos_class, spec_qos_class};
-use resize_guard_policy::quantity::parse_nanos;
 use resize_guard_policy::repair::repair;
-use resize_guard_policy::requests::{Accounting, pod_requests};
 use resize_guard_policy::resources::Resources;
+use resize_guard_policy::upstream::qos::{QosClass, current_qos_class, spec_qos_class};
+use resize_guard_policy::upstream::quantity::parse_nanos;
+use resize_guard_policy::upstream::requests::{Accounting, pod_requests};
 use resize_guard_policy::victims::{PreemptionPlan, Preemptor, select_victims};
 use resize_guard_policy::{Verdict, classify};
 
@@ -431,6 +431,6 @@ proptest! {
     #[test]
     fn integer_millicores_round_trip(m in 0..10_000_000i64) {
         let q = Quantity(format!("{m}m"));
-        prop_assert_eq!(resize_guard_policy::quantity::milli_value(&q).unwrap(), m);
+        prop_assert_eq!(resize_guard_policy::upstream::quantity::milli_value(&q).unwrap(), m);
     }
 }

@@ -41,7 +41,7 @@ use kube::api::Api;
 use resize_guard_harness::admission::Webhooks;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
-use resize_guard_policy::node_features::{KUBELET_DEFAULTS_V1_37, POD_LEVEL_RESIZE};
+use resize_guard_policy::upstream::node_features::{KUBELET_DEFAULTS_V1_37, POD_LEVEL_RESIZE};
 use tokio::sync::OnceCell;
 
 static BASELINE: OnceCell<Baseline> = OnceCell::const_new();
@@ -455,6 +455,33 @@ async fn an_empty_pod_level_resources_object_gets_upstreams_message_not_infeasib
         base,
         "empty-pod-level-resources",
         "only cpu and memory resources are mutable",
+    );
+    assert_user_sees_upstreams_refusal(env, p).await;
+}
+
+/// A resize that adds pod-level `hugepages-2Mi` and changes no cpu or memory value: upstream
+/// refuses it, resize-guard steps aside and says so on a dry run (decision `invalid`, as
+/// `kubectl resize-guard what-if` reads it), and the user sees upstream's refusal word for word.
+#[tokio::test]
+async fn adding_pod_level_hugepages_is_upstreams_refusal_and_resize_guards_invalid() {
+    let (env, base) = setup().await;
+    let _g = env.guard();
+    let p = invalid_upstream(
+        base,
+        "pod-level-hugepages-added",
+        "spec: Forbidden: only cpu and memory resources are mutable at pod-level",
+    );
+    let dry = env
+        .kubectl()
+        .resize_dry_run(&p.ns, &p.name, &p.patch.to_string())
+        .await
+        .unwrap();
+    assert!(!dry.success, "{}", dry.stderr);
+    assert!(
+        dry.stderr
+            .contains("resize-guard (dry run): mutate decision invalid"),
+        "{}",
+        dry.stderr
     );
     assert_user_sees_upstreams_refusal(env, p).await;
 }

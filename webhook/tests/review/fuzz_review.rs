@@ -40,12 +40,12 @@ use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::{
     PodBuilder, container, context, field_app, field_filler, field_node, node,
 };
-use resize_guard_policy::node_features::KUBELET_DEFAULTS_V1_37;
 use resize_guard_policy::policy::{
     FeasibilityPolicy, Mode, NamespacePolicy, OnQosChange, PdbMode, Policy, PreemptionPolicy,
     ProtectedSelector, QosPolicy,
 };
-use resize_guard_policy::selector::Selector;
+use resize_guard_policy::upstream::node_features::KUBELET_DEFAULTS_V1_37;
+use resize_guard_policy::upstream::selector::Selector;
 use resize_guard_policy::{Verdict, classify};
 use resize_guard_webhook::review::{Stage, review};
 use serde_json::{Value, json};

@@ -12,7 +12,7 @@ use resize_guard_policy::fixture::{
     PodBuilder, container, field_app, field_filler, field_node, node,
 };
 use resize_guard_policy::policy::Policy;
-use resize_guard_policy::qos::{QosClass, qos_class};
+use resize_guard_policy::upstream::qos::{QosClass, qos_class};
 use resize_guard_webhook::metrics::Metrics;
 use resize_guard_webhook::server::{AppState, admission_router, health_router};
 use resize_guard_webhook::usage::MetricsApi;

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::PodSpec;
 use super::{
     QosClass, container_requirements, effective_requests, pod_level_resources, spec_qos_class_on,
 };
-use crate::quantity::{ResourceName, parse_nanos};
 use crate::resources::ResourceList;
+use crate::upstream::quantity::{ResourceName, parse_nanos};
 
 /// The class of `spec` on Kubernetes minor `minor` (`None`: the newest) and why.
 pub fn qos_reason(spec: &PodSpec, minor: Option<u32>) -> (QosClass, String) {

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::fixture::{PodBuilder, container};
-use crate::pod::{REASON_DEFERRED, REASON_INFEASIBLE};
+use crate::upstream::pod::{REASON_DEFERRED, REASON_INFEASIBLE};
 
 fn req(p: &Pod, a: Accounting) -> Resources {
     pod_requests(p, a)

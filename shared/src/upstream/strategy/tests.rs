@@ -5,9 +5,9 @@
 use k8s_openapi::api::core::v1::PodSpec;
 
 use super::*;
-use crate::aggregate::{Amounts, amounts};
 use crate::fixture::{ContainerBuilder, PodBuilder, container};
-use crate::quantity::parse_nanos;
+use crate::upstream::aggregate::{Amounts, amounts};
+use crate::upstream::quantity::parse_nanos;
 
 /// `newContainer(name, requests, limits)` with `getResourceList(cpu, memory)` ("" = unset).
 fn c(name: &str, req: (&str, &str), lim: (&str, &str)) -> ContainerBuilder {

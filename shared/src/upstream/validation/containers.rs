@@ -8,9 +8,9 @@ use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::{Errors, nanos};
-use crate::aggregate::amounts;
-use crate::pod::is_sidecar;
 use crate::resources::ResourceList;
+use crate::upstream::aggregate::amounts;
+use crate::upstream::pod::is_sidecar;
 
 /// `validatePodResizeContainerOrdering`.
 pub(super) fn validate_container_order(old: &PodSpec, new: &PodSpec, e: &mut Errors) {

@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
 
 use super::Errors;
 use super::containers::removed;
-use crate::aggregate::{Amounts, amounts};
 use crate::resources::ResourceList;
+use crate::upstream::aggregate::{Amounts, amounts};
 
 /// `validatePodLevelResourcesResize`, when either side has pod-level resources.
 pub(super) fn validate_pod_level_resize(old: &PodSpec, new: &PodSpec, e: &mut Errors) {

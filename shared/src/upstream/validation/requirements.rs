@@ -6,9 +6,9 @@
 use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
 
 use super::{Errors, nanos};
-use crate::aggregate;
 use crate::resources::ResourceList;
-use crate::strategy::{is_hugepages, is_overcommit_allowed, is_pod_level_resource};
+use crate::upstream::aggregate;
+use crate::upstream::strategy::{is_hugepages, is_overcommit_allowed, is_pod_level_resource};
 
 /// The resource parts of `ValidatePodSpec` that a resize can break.
 pub(super) fn validate_spec_resources(spec: &PodSpec, e: &mut Errors) {

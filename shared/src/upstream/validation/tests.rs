@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
 use super::*;
 use crate::fixture::{PodBuilder, container};
 use crate::resources::ResourceList;
-use crate::strategy::prepare_resize;
+use crate::upstream::strategy::prepare_resize;
 
 fn base() -> PodBuilder {
     PodBuilder::new("ns", "p")
@@ -237,7 +237,7 @@ fn pod_level_rules() {
 #[test]
 fn static_windows_and_status_less_pods_cannot_be_resized() {
     let mirror = base()
-        .annotation(crate::pod::MIRROR_ANNOTATION, "x")
+        .annotation(crate::upstream::pod::MIRROR_ANNOTATION, "x")
         .build();
     assert_eq!(
         check(&mirror, &mirror).unwrap_err(),

@@ -138,6 +138,16 @@ pub fn all() -> Vec<Scenario> {
             spec: guaranteed_pod(),
             patch: json!({"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "40", "memory": "100Gi"}, "limits": {"cpu": "40", "memory": "100Gi"}}}]}}),
         },
+        // Pod-level `hugepages-2Mi` added, no cpu or memory value changed: upstream refuses it
+        // ("only cpu and memory resources are mutable at pod-level",
+        // `validatePodLevelResourcesResize`); resize-guard's decision is `invalid`, not
+        // `no-change`.
+        Scenario {
+            key: "pod-level-hugepages-added",
+            node: NodeKind::Default,
+            spec: pod_level_pod(),
+            patch: json!({"spec": {"resources": {"requests": {"hugepages-2Mi": "2Mi"}, "limits": {"hugepages-2Mi": "2Mi"}}}}),
+        },
         // The QoS rule alone: a Guaranteed pod's cpu limit raised, its request kept.
         Scenario {
             key: "qos-only",

@@ -5,7 +5,7 @@
 //! status as kube-controller-manager writes it.
 
 use resize_guard_lab::scale_pods::status::NODE_CONDITIONS;
-use resize_guard_policy::node_features::KUBELET_DEFAULTS_V1_37;
+use resize_guard_policy::upstream::node_features::KUBELET_DEFAULTS_V1_37;
 use serde_json::{Value, json};
 
 use super::objects::{at, fields_v1, hole, managed};
