@@ -64,6 +64,9 @@ use bucket::{Bucket, Shape};
 pub const CLAIM_TTL: Duration = Duration::from_secs(300);
 /// How long a resize's count is kept after it was last touched.
 const SPENT_TTL: Duration = Duration::from_secs(3600);
+/// How a held plan's note names the holder of its node's claim when that holder is a pod of
+/// another namespace.
+pub const OTHER_NAMESPACE: &str = "a pod in another namespace";
 /// How long a plan waits for its brakes' state to be saved before it is held instead.
 const SAVE_WAIT: Duration = Duration::from_secs(10);
 
@@ -126,7 +129,8 @@ pub enum Held {
     },
     /// Another resize's plan is in flight on the node.
     NodeBusy {
-        /// Its preemptor (namespace/name).
+        /// Its preemptor: `namespace/name` when it is in the held plan's namespace, else
+        /// [`OTHER_NAMESPACE`] (this text reaches the held plan's namespace).
         holder: String,
     },
     /// The resize already cost victims; this plan would take it past the cap.
@@ -183,7 +187,7 @@ impl Held {
                 limits.breaker.pause_seconds
             ),
             Held::NodeBusy { holder } => {
-                format!("one plan at a time per node: {holder}'s is in flight")
+                format!("one plan at a time per node: the plan of {holder} is in flight")
             }
             Held::Spent { .. } => format!(
                 "this resize reached preemption.maxVictimsPerResize ({})",
@@ -426,9 +430,13 @@ impl Brakes {
             && claim.uid != uid
             && now.saturating_duration_since(claim.since) < CLAIM_TTL
         {
-            return Err(Held::NodeBusy {
-                holder: claim.holder.clone(),
-            });
+            // The holder reaches the preemptor's namespace (the `PreemptionHeld` Event on its
+            // pod): a pod of another namespace is not named there (shared/src/audience.rs).
+            let holder = match claim.holder.split_once('/') {
+                Some((ns, _)) if ns == namespace => claim.holder.clone(),
+                _ => OTHER_NAMESPACE.to_owned(),
+            };
+            return Err(Held::NodeBusy { holder });
         }
         s.resizes
             .retain(|_, r| now.saturating_duration_since(r.touched) < SPENT_TTL);

@@ -96,6 +96,20 @@ fn one_plan_in_flight_per_node_until_it_ends_or_goes_quiet() {
             holder: "prod/pod-p".into()
         }
     );
+    // A plan of another namespace hears that the node is busy, not whose plan it is.
+    let mut other = pod("o", 1);
+    other.metadata.namespace = Some("tenant-b".into());
+    let held = b.admit(&other, "n1", 1, true, 1, l, now).unwrap_err();
+    assert_eq!(
+        held,
+        Held::NodeBusy {
+            holder: OTHER_NAMESPACE.into()
+        }
+    );
+    assert_eq!(
+        held.brake(l),
+        "one plan at a time per node: the plan of a pod in another namespace is in flight"
+    );
     // Another node is free; the holder itself may go on (a resumed plan).
     assert!(b.admit(&q, "n2", 1, true, 1, l, now).is_ok());
     assert!(b.admit(&p, "n1", 1, false, 1, l, now).is_ok());

@@ -24,7 +24,7 @@ pub fn held_back(node: &str, held: &Held, limits: Limits) -> Decision {
         },
         Held::NodeBusy { holder } => Decision::Wait {
             why: format!(
-                "one plan at a time on node {node}: {holder}'s is in flight (until it ends, or waits longer than preemption.stallAfterSeconds)"
+                "one plan at a time on node {node}: the plan of {holder} is in flight (until it ends, or waits longer than preemption.stallAfterSeconds)"
             ),
             after: NODE_BUSY_WAIT,
         },
