@@ -121,6 +121,19 @@ impl Judge {
     }
 }
 
+/// The names of `pod`'s containers, then its init containers (sidecars among them).
+pub fn container_names(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .iter()
+        .flat_map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        })
+        .map(|c| c.name.clone())
+        .collect()
+}
+
 /// The policy from its ConfigMap: `None` when there is no ConfigMap; an error when it does not
 /// parse (with the parser's line-precise message).
 pub async fn policy(conn: &Connection) -> anyhow::Result<Option<Policy>> {

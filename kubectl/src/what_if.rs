@@ -145,27 +145,15 @@ fn pick<'a>(pod: &'a Pod, name: Option<&str>) -> anyhow::Result<(&'a Container, 
             .with_context(|| {
                 format!(
                     "the pod has no container {n:?}; it has {}",
-                    names(pod).join(", ")
+                    crate::facts::container_names(pod).join(", ")
                 )
             }),
         None if spec.containers.len() == 1 => Ok((&spec.containers[0], false)),
         None => anyhow::bail!(
             "the pod has several containers ({}): pick one with --container",
-            names(pod).join(", ")
+            crate::facts::container_names(pod).join(", ")
         ),
     }
-}
-
-fn names(pod: &Pod) -> Vec<String> {
-    pod.spec
-        .iter()
-        .flat_map(|s| {
-            s.containers
-                .iter()
-                .chain(s.init_containers.iter().flatten())
-        })
-        .map(|c| c.name.clone())
-        .collect()
 }
 
 /// `limit × new / base`, VPA's proportional limit; the request's own spelling when the ratio

@@ -105,15 +105,7 @@ async fn read(global: &Global, what: &ClusterNames) -> anyhow::Result<Vec<String
         ClusterNames::Containers { pod } => {
             let name = crate::facts::pod_name(pod)?;
             let p = crate::facts::pod(&conn, &conn.namespace, name).await?;
-            p.spec
-                .iter()
-                .flat_map(|s| {
-                    s.containers
-                        .iter()
-                        .chain(s.init_containers.iter().flatten())
-                })
-                .map(|c| c.name.clone())
-                .collect()
+            crate::facts::container_names(&p)
         }
     })
 }

@@ -40,7 +40,7 @@ mod upgrade;
 static CLUSTER: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(|| tokio::sync::Mutex::new(()));
 
 /// (kind, namespace or "", name).
-type Key = (String, String, String);
+pub(crate) type Key = (String, String, String);
 
 fn path(rel: &str) -> String {
     repo_root().join(rel).display().to_string()
@@ -168,7 +168,9 @@ async fn apply_chart_namespace(env: &Env, helm: &Helm, chart: &str) {
     kubectl(env, &["apply", "-f", &file.path().display().to_string()]).await;
 }
 
-fn objects(stream: &str) -> BTreeMap<Key, Value> {
+/// The objects of a YAML stream by (kind, namespace, name); each must have a kind and a name
+/// and appear once (also read by `monitoring/component.rs`).
+pub(crate) fn objects(stream: &str) -> BTreeMap<Key, Value> {
     let mut out = BTreeMap::new();
     for doc in serde_yaml_ng::Deserializer::from_str(stream) {
         let v = Value::deserialize(doc).unwrap_or_else(|e| panic!("bad YAML: {e}\n{stream}"));

@@ -13,8 +13,9 @@ use std::path::PathBuf;
 
 use resize_guard_harness::binaries::Binaries;
 use resize_guard_harness::install::repo_root;
-use serde::Deserialize;
 use serde_json::Value;
+
+use crate::install::helm::objects;
 
 use super::{ALL_MONITORING, NAMESPACE, RuleFile, alerts, run, template_text};
 
@@ -51,26 +52,6 @@ fn generated(template: &str) -> String {
          #   {BLESS}\n{}\n",
         body.join("\n")
     )
-}
-
-/// The objects of a YAML stream by (kind, namespace, name).
-fn objects(stream: &str) -> BTreeMap<(String, String, String), Value> {
-    let mut out = BTreeMap::new();
-    for doc in serde_yaml_ng::Deserializer::from_str(stream) {
-        let v = Value::deserialize(doc).unwrap_or_else(|e| panic!("bad YAML: {e}\n{stream}"));
-        if v.is_null() {
-            continue;
-        }
-        let s = |p: &str| {
-            v.pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned()
-        };
-        let key = (s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
-        assert!(out.insert(key.clone(), v).is_none(), "{key:?} twice");
-    }
-    out
 }
 
 /// The monitoring objects of a render: (kind, namespace, name) of each, by kind.
