@@ -20,6 +20,7 @@ pub mod admission_probe;
 pub mod audience;
 pub mod budget;
 pub mod classify;
+pub mod event_reason;
 #[cfg(any(test, feature = "testing"))]
 pub mod fixture;
 pub mod ledger;
