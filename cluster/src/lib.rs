@@ -3,21 +3,17 @@
 //! What both programs know about the cluster, behind one trait: [`Cluster`] gives the policy in
 //! force, a node's [`NodeLedger`] and the PodDisruptionBudgets. [`view::ClusterView`] implements
 //! it from live watches (objects [`trim`]med on arrival, pods in an [`index::PodIndex`], each
-//! watch's [`watch_health`] behind readiness, every watch task under a [`supervisor`]);
-//! `FixedCluster` (behind the `testing` feature) from given objects, for tests and benchmarks,
-//! and `fault`'s injected panics for supervision tests.
+//! watch's [`watch_health`] behind readiness, every watch task under the process's
+//! `resize_guard_runtime::supervisor`); `FixedCluster` (behind the `testing` feature) from given
+//! objects, for tests and benchmarks.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod exposition;
 #[cfg(any(test, feature = "testing"))]
-pub mod fault;
-#[cfg(any(test, feature = "testing"))]
 mod fixed;
 pub mod index;
-pub mod jitter;
 pub mod lean;
 pub mod policy_source;
-pub mod supervisor;
 pub mod trim;
 pub mod view;
 pub mod watch_health;

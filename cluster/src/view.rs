@@ -57,7 +57,6 @@ use crate::Cluster;
 pub use crate::index::PodIndex;
 use crate::lean::LeanNode;
 use crate::policy_source::{InForce, PolicySource};
-use crate::supervisor::Supervisor;
 use crate::trim::trim_pdb;
 use crate::watch_health::{WatchHealth, Watched};
 pub use config::{KeepPod, PolicyReloadHook, ViewConfig};
@@ -67,6 +66,7 @@ use pods::watch_pods;
 pub use pods::{POD_EVENTS_CAPACITY, POD_PAGE_SIZE};
 pub use policy_watch::last_good_name;
 use policy_watch::{watch_last_good, watch_policy};
+use resize_guard_runtime::supervisor::Supervisor;
 use watches::{reflect, trimmed};
 
 /// Every value [`ClusterView::policy_origin`] answers: the series of
@@ -97,7 +97,7 @@ pub struct ClusterView {
     /// The API server refused a streaming list: the pod and node watches list in pages.
     lists_in_pages: Arc<std::sync::atomic::AtomicBool>,
     #[cfg(any(test, feature = "testing"))]
-    injected_panics: crate::fault::InjectedPanics,
+    injected_panics: resize_guard_runtime::fault::InjectedPanics,
 }
 
 impl Debug for ClusterView {
@@ -203,7 +203,7 @@ impl ClusterView {
 
     /// The test-only injected panics the view was started with.
     #[cfg(any(test, feature = "testing"))]
-    pub fn injected_panics(&self) -> &crate::fault::InjectedPanics {
+    pub fn injected_panics(&self) -> &resize_guard_runtime::fault::InjectedPanics {
         &self.injected_panics
     }
 

@@ -154,7 +154,7 @@ pub fn start(
 /// `interval`, plus up to a fifth of it at random (apimachinery's `wait.Jitter(interval, 0.2)`),
 /// so replicas started together do not probe together.
 fn jittered(interval: Duration) -> Duration {
-    interval.mul_f64(1.0 + 0.2 * resize_guard_cluster::jitter::fraction())
+    interval.mul_f64(1.0 + 0.2 * resize_guard_runtime::jitter::fraction())
 }
 
 /// `resize-guard-controller probe`: probes pod `pod` in `namespace` once, or every 2s until a

@@ -17,13 +17,17 @@
 //! |---|---|
 //! | [`secrets`] | the layout of both Secrets, rotation state included |
 //! | [`ca_bundle`] | what a configuration trusts and the server-side apply body |
-//! | [`rotation`] | the decision |
+//! | [`rotation`] | the decision ([`rotation::Rotation`]) |
 //! | [`actuator`] | reads and writes, nothing else |
+//! | [`args`] | the flags ([`CertificateArgs`]) |
 
 pub mod actuator;
+pub mod args;
 pub mod ca_bundle;
 pub mod rotation;
 pub mod secrets;
+
+pub use args::{CertificateArgs, CertificateMode};
 
 use std::fmt::Debug;
 use std::net::IpAddr;
@@ -41,11 +45,10 @@ use resize_guard_certs::CertSpec;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
-use crate::args::CertificateArgs;
 use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
 use actuator::{Actuator, describe};
-use rotation::{Decision, Expected, decide};
+use rotation::{Expected, Rotation, decide};
 
 /// How many decide-and-act rounds one wake-up may take (a fresh install needs two, a CA
 /// rotation step two or three).
@@ -214,7 +217,7 @@ pub async fn reconcile(actuator: &Actuator, expected: &Expected, metrics: &Metri
     );
 }
 
-fn record_expiry(metrics: &Metrics, decision: &Decision) {
+fn record_expiry(metrics: &Metrics, decision: &Rotation) {
     if let Some(t) = decision.ca_expiry {
         metrics.certificate_expiry("ca", t);
     }

@@ -5,7 +5,7 @@
 //! Lease and exits.
 //!
 //! **Supervision.** The view's watch tasks and the leader's tasks run under one
-//! [`Supervisor`](resize_guard_cluster::supervisor::Supervisor). The first that panics or ends
+//! [`Supervisor`](resize_guard_runtime::supervisor::Supervisor). The first that panics or ends
 //! unasked makes this replica step down at once, leading or not: `/livez` and `/readyz` fail with
 //! the reason, every write stops (leadership revoked, the leader's work aborted), the Lease is
 //! released so a follower takes over within its retry period instead of the lease duration, the
@@ -23,13 +23,15 @@ use resize_guard_cluster::view::ViewConfig;
 use resize_guard_runtime::Runtime;
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::args::{Args, CertificateMode};
+use crate::args::Args;
 use crate::certificates;
-use crate::lease::duties::Leading;
+use crate::certificates::CertificateMode;
+use crate::leading::{Duties, Leading};
 use crate::lease::elector::Elector;
 use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
-use crate::preemption::actuate::Actuator;
+use crate::preemption::actuator::Actuator;
+use crate::preemption::reconcile::Course;
 
 /// Runs until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -115,7 +117,7 @@ pub async fn serve(
         config.acts_on_pdbs = true;
         #[cfg(feature = "testing")]
         {
-            config.injected_panics = resize_guard_cluster::fault::InjectedPanics::parse(
+            config.injected_panics = resize_guard_runtime::fault::InjectedPanics::parse(
                 args.inject_panic.iter().map(String::as_str),
             )
             .map_err(anyhow::Error::msg)?;
@@ -174,12 +176,14 @@ pub async fn serve(
     );
     let supervisor = view.supervisor().clone();
     let leadership = Leadership::new();
-    let actuator = Actuator {
-        client: client.clone(),
-        events: runtime.events().clone(),
-        metrics: metrics.clone(),
-        leadership: leadership.clone(),
-        seal: Arc::new(crate::preemption::seal::PlanSeal::new(&common.namespace)),
+    let course = Course {
+        actuator: Actuator {
+            client: client.clone(),
+            events: runtime.events().clone(),
+            metrics: metrics.clone(),
+            leadership: leadership.clone(),
+            seal: Arc::new(crate::preemption::seal::PlanSeal::new(&common.namespace)),
+        },
         brakes: Arc::new(crate::preemption::brakes::Brakes::new()),
         waits: Arc::new(crate::preemption::decision::Waits::new()),
     };
@@ -200,8 +204,8 @@ pub async fn serve(
             &client,
             &view,
             &metrics,
-            &actuator,
-            crate::lease::duties::Duties {
+            &course,
+            Duties {
                 certificates: certificates.clone(),
                 last_good: crate::last_good::LastGood {
                     namespace: common.namespace.clone(),
@@ -247,7 +251,7 @@ fn notes(policy: Option<String>, probe: Option<String>) -> Option<String> {
 /// A supervised task stopped: stop acting, give the Lease up, fail `/livez`, and end the process
 /// with the reason (the kubelet restarts it with fresh caches; meanwhile a follower leads).
 async fn step_down(
-    exit: resize_guard_cluster::supervisor::TaskExit,
+    exit: resize_guard_runtime::supervisor::TaskExit,
     runtime: &Runtime,
     metrics: &Metrics,
     elector: &Elector,

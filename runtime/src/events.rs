@@ -20,6 +20,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+pub use resize_guard_policy::event_reason::EventReason;
 use tokio::sync::mpsc;
 
 /// How many Events may wait to be published before new ones are dropped.
@@ -45,8 +46,8 @@ pub struct EventIntent {
     pub related: Option<ObjectReference>,
     /// `Warning` or `Normal`.
     pub warning: bool,
-    /// The Event's reason (`ResizeRejected`, `Preempted` …).
-    pub reason: &'static str,
+    /// The Event's reason (one list for both programs).
+    pub reason: EventReason,
     /// What was done or judged (`Preempt`, or the review's decision label): keeps different
     /// Events of one object apart when repeats are aggregated into series.
     pub action: String,
@@ -63,7 +64,7 @@ impl EventIntent {
             } else {
                 EventType::Normal
             },
-            reason: self.reason.to_owned(),
+            reason: self.reason.as_str().to_owned(),
             note: Some(resize_guard_policy::verdict::clip(&self.note, NOTE_LIMIT)),
             action: self.action,
             secondary: self.related,

@@ -11,6 +11,11 @@
 //! | Event publishing | [`events`] | every Event of the program (the cluster view's, the webhook's, the controller's) → one bounded queue → one publisher task |
 //! | shutdown | [`Runtime::stopped`] | the stop signal, seen by every part that drains or stops |
 //! | Kubernetes version | [`cluster_version`] | `/version` at start-up → log lines, `resize_guard_kubernetes_*` metrics (a collector each program registers), `/readyz` |
+//! | supervision | [`supervisor`] | the first supervised task (a watch, the reconcile loop) that panics or ends unasked → the program steps down |
+//! | retry jitter | [`jitter`] | a random fraction for retry schedules (watch back-off, leader election, the admission probe) |
+//!
+//! Behind the `testing` feature (never in a release build), `fault`: panics injected into
+//! supervised tasks by the supervision tests.
 //!
 //! Both programs allocate with mimalloc (the reasons are in `src/allocator.rs`).
 //!
@@ -25,11 +30,15 @@ pub mod build_info;
 pub mod cluster_version;
 pub mod events;
 pub mod exposition;
+#[cfg(any(test, feature = "testing"))]
+pub mod fault;
 pub mod health;
+pub mod jitter;
 pub mod listener;
 pub mod policy_mode;
 pub mod process;
 pub mod process_metrics;
+pub mod supervisor;
 
 use std::future::Future;
 use std::net::SocketAddr;

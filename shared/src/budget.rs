@@ -11,10 +11,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use crate::upstream::pdb::{self, Budget};
-
-// old path, kept until victims.rs moves (lead merges)
-pub(crate) use crate::upstream::pdb::BudgetSubject;
+use crate::upstream::pdb::{self, Budget, BudgetSubject};
 
 /// All PDBs of the cluster (or of the namespaces of interest), compiled once and indexed by
 /// namespace.

@@ -21,6 +21,7 @@ pub mod admission_probe;
 pub mod audience;
 pub mod budget;
 pub mod classify;
+pub mod event_reason;
 #[cfg(any(test, feature = "testing"))]
 pub mod fixture;
 pub mod ledger;
@@ -39,6 +40,4 @@ pub mod victims;
 pub mod warning;
 
 pub use classify::{Context, assess, classify};
-// old path, kept until victims.rs moves (lead merges)
-pub(crate) use upstream::{pending, requests};
 pub use verdict::{Outcome, Ruling, Verdict};

@@ -12,15 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::upstream::pod::all_containers;
+use crate::upstream::pod::{REASON_DEFERRED, all_containers, resize_pending};
 use crate::upstream::quantity::{QuantityError, parse_nanos};
-
-// old path, kept until controller/ moves (lead merges)
-pub use crate::upstream::pod::{
-    REASON_DEFERRED, REASON_INFEASIBLE, is_resize_infeasible, is_sidecar, priority, resize_pending,
-};
-// old path, kept until victims.rs moves (lead merges)
-pub(crate) use crate::upstream::pod::is_critical;
 
 /// Namespace, name and UID of a pod. Displays as `namespace/name`; serialized with these three
 /// field names (the controller records its planned victims this way).

@@ -29,15 +29,16 @@ mod tests;
 use std::fmt;
 
 use crate::audience::Audience;
-use crate::budget::{BudgetSubject, Budgets};
+use crate::budget::Budgets;
+use crate::upstream::pdb::BudgetSubject;
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 
 use crate::ledger::{LedgerEntry, NodeLedger};
-use crate::pending::PendingResize;
 use crate::pod::PodKey;
-use crate::policy::{PdbMode, Policy};
-use crate::requests::{Accounting, spec_requests};
+use crate::policy::{PdbMode, Policy, PreemptionPolicy};
 use crate::resources::Resources;
+use crate::upstream::pending::PendingResize;
+use crate::upstream::requests::{Accounting, spec_requests};
 /// Kept at its old path: the order is upstream's ([`crate::upstream::victim_order`]).
 pub use crate::upstream::victim_order::importance;
 use exclusion::eligible;
@@ -74,7 +75,7 @@ impl Preemptor {
             request: queue.request,
             held: spec_requests(spec, status, Accounting::Admitted),
             never_preempts: spec.preemption_policy.as_deref() == Some("Never"),
-            critical: crate::pod::is_critical(pod),
+            critical: crate::upstream::pod::is_critical(pod),
             queue,
         }
     }
@@ -275,13 +276,35 @@ fn select(
             excluded,
         },
     })?;
-    if chosen.victims.len() > rules.max_victims_per_resize as usize {
-        return Err(NoPlan::TooManyVictims {
-            needed: chosen.victims.len(),
+    victim_cap(chosen.victims.len(), rules).map_err(|over| NoPlan::TooManyVictims {
+        needed: over.victims,
+        max: over.max,
+    })?;
+    Ok(plan(&field, &chosen, shortfall))
+}
+
+/// A plan with more victims than `preemption.maxVictimsPerResize` allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverCap {
+    /// The plan's victims.
+    pub victims: usize,
+    /// `preemption.maxVictimsPerResize`.
+    pub max: u32,
+}
+
+/// The one cap on a plan's victims, `preemption.maxVictimsPerResize`: a fresh plan beyond it is
+/// no plan ([`NoPlan::TooManyVictims`], from [`select_victims`]), and a recorded plan beyond it is
+/// not resumed but dropped (`controller/src/preemption/decision/resume.rs`), so a cap lowered
+/// since a plan was recorded binds that plan too. The victims one resize costs over several
+/// plans are capped by the controller's brakes (`controller/src/preemption/brakes.rs`).
+pub fn victim_cap(victims: usize, rules: &PreemptionPolicy) -> Result<(), OverCap> {
+    if victims > rules.max_victims_per_resize as usize {
+        return Err(OverCap {
+            victims,
             max: rules.max_victims_per_resize,
         });
     }
-    Ok(plan(&field, &chosen, shortfall))
+    Ok(())
 }
 
 fn subjects<'a>(entries: impl Iterator<Item = &'a LedgerEntry>) -> Vec<BudgetSubject<'a>> {

@@ -35,7 +35,7 @@ pub use resize_guard_policy::admission::Stage;
 const WARNING_LIMIT: usize = 256;
 
 /// An Event to record on the pod, decided by the review (the programs' one Event type).
-pub use resize_guard_runtime::events::EventIntent;
+pub use resize_guard_runtime::events::{EventIntent, EventReason};
 
 /// A finished review.
 #[derive(Debug)]
@@ -310,7 +310,7 @@ fn judge(resize: &Resize, cluster: &dyn Cluster, usage: &Evidence) -> Reviewed {
             event = Some(intent(
                 &target,
                 true,
-                "ResizeRejected",
+                EventReason::ResizeRejected,
                 label,
                 &refusal.message,
             ));
@@ -325,7 +325,7 @@ fn judge(resize: &Resize, cluster: &dyn Cluster, usage: &Evidence) -> Reviewed {
                     event = Some(intent(
                         &target,
                         false,
-                        "ResizeRepaired",
+                        EventReason::ResizeRepaired,
                         "qos-repair",
                         &note,
                     ));
@@ -501,7 +501,7 @@ fn finish(
 fn intent(
     target: &Result<ObjectReference, String>,
     warning: bool,
-    reason: &'static str,
+    reason: EventReason,
     action: &str,
     note: &str,
 ) -> Result<EventIntent, String> {

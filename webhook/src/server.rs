@@ -425,7 +425,7 @@ fn load_cert(
     args: &Args,
     client: kube::Client,
     metrics: &Arc<Metrics>,
-    supervisor: &resize_guard_cluster::supervisor::Supervisor,
+    supervisor: &resize_guard_runtime::supervisor::Supervisor,
 ) -> anyhow::Result<Arc<ServingCert>> {
     let cert = Arc::new(ServingCert::new());
     match &args.cert_dir {

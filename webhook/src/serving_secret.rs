@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 
-use resize_guard_cluster::supervisor::Supervisor;
+use resize_guard_runtime::supervisor::Supervisor;
 use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;

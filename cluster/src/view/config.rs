@@ -52,7 +52,7 @@ pub struct ViewConfig {
     /// Test-only injected panics of the watch tasks (and, read back through
     /// [`ClusterView::injected_panics`], of the controller's reconciles).
     #[cfg(any(test, feature = "testing"))]
-    pub injected_panics: crate::fault::InjectedPanics,
+    pub injected_panics: resize_guard_runtime::fault::InjectedPanics,
 }
 
 impl ViewConfig {

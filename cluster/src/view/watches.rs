@@ -87,7 +87,7 @@ pub(super) async fn reflect<K>(
 type WatchTask = std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 
 impl ClusterView {
-    /// Runs the watch loop `work` under the view's [`crate::supervisor::Supervisor`] as `task`.
+    /// Runs the watch loop `work` under the view's [`Supervisor`](resize_guard_runtime::supervisor::Supervisor) as `task`.
     /// A watch loop only returns when its stream ends, which kube's watcher never does on its
     /// own (it retries on [`WatchBackoff`]): any end is a fault.
     pub(super) fn supervise(&self, task: &str, work: impl Future<Output = ()> + Send + 'static) {
@@ -110,7 +110,9 @@ pub(super) fn inject<K: Resource>(
         watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) | watcher::Event::Delete(obj),
     ) = item
     {
-        view.injected_panics
-            .check(crate::fault::Site::Watch(resource), &obj.name_any());
+        view.injected_panics.check(
+            resize_guard_runtime::fault::Site::Watch(resource.as_str()),
+            &obj.name_any(),
+        );
     }
 }

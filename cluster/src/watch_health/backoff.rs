@@ -43,7 +43,7 @@ impl Iterator for WatchBackoff {
         let base = self.next;
         self.next = (base * 2).min(BACKOFF_MAX);
         // Up to a quarter of the base on top.
-        Some(base + (base / 4).mul_f64(crate::jitter::fraction()))
+        Some(base + (base / 4).mul_f64(resize_guard_runtime::jitter::fraction()))
     }
 }
 

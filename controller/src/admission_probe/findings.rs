@@ -11,13 +11,13 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use resize_guard_runtime::events::EventIntent;
+use resize_guard_runtime::events::{EventIntent, EventReason};
 use resize_guard_runtime::exposition::Exposition;
 
 use super::outcome::{Outcome, RESULTS};
 
 /// The Warning Event's reason on the probed pod when probes start to bypass the webhook.
-pub const BYPASSED_REASON: &str = "AdmissionProbeBypassed";
+pub const BYPASSED_REASON: EventReason = EventReason::AdmissionProbeBypassed;
 
 /// Label of the probe counter.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -151,7 +151,7 @@ impl CertWrite {
 
 /// The actions to take, and the expiries seen (for the metrics).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Decision {
+pub struct Rotation {
     /// In order.
     pub actions: Vec<CertWrite>,
     /// `notAfter` of the current CA, if usable.
@@ -161,7 +161,7 @@ pub struct Decision {
 }
 
 /// Decides what to change. See the module table.
-pub fn decide(now: SystemTime, observed: &Observed, expected: &Expected) -> Decision {
+pub fn decide(now: SystemTime, observed: &Observed, expected: &Expected) -> Rotation {
     let serving_expiry = observed
         .serving
         .as_ref()
@@ -172,7 +172,7 @@ pub fn decide(now: SystemTime, observed: &Observed, expected: &Expected) -> Deci
     let current = match settle_ca(&ca, now, expected) {
         CaStep::Settled(current) => current,
         CaStep::Write(plan, reason) => {
-            return Decision {
+            return Rotation {
                 actions: vec![CertWrite::WriteCa {
                     plan: *plan,
                     reason,
@@ -200,7 +200,7 @@ pub fn decide(now: SystemTime, observed: &Observed, expected: &Expected) -> Deci
             reason,
         });
     }
-    Decision {
+    Rotation {
         actions,
         ca_expiry: Some(current.not_after()),
         serving_expiry,

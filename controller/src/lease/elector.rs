@@ -72,7 +72,7 @@ impl Timing {
     /// The follower's wait before its next attempt: the retry period × [1, 1 + jitter).
     pub fn jittered_retry(&self) -> Duration {
         self.retry_period
-            .mul_f64(1.0 + JITTER_FACTOR * resize_guard_cluster::jitter::fraction())
+            .mul_f64(1.0 + JITTER_FACTOR * resize_guard_runtime::jitter::fraction())
     }
 }
 

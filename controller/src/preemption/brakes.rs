@@ -8,7 +8,7 @@
 //! - **Eviction rates** ([`bucket`]): a cluster-wide token bucket
 //!   (`preemption.maxEvictionsPerMinute`, the outer bound) and one per preemptor namespace
 //!   (`preemption.maxEvictionsPerNamespacePerMinute`), each holding one whole plan
-//!   (`maxVictimsPerResize` tokens) and refilling at its rate. A plan starts only when both hold
+//!   ([`Limits::bucket_size`]: `maxVictimsPerResize` tokens) and refilling at its rate. A plan starts only when both hold
 //!   a token for each of its victims, so two plans admitted together can never exceed either;
 //!   tokens of victims that were not removed go back. One namespace's churn spends only its
 //!   own budget and its share of the cluster's.
@@ -73,7 +73,8 @@ const SAVE_WAIT: Duration = Duration::from_secs(10);
 /// The brakes' settings, read from the policy in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// `preemption.maxVictimsPerResize`: per plan and per resize; also each bucket's size.
+    /// `preemption.maxVictimsPerResize`: the victims one resize may cost over its plans
+    /// (and the size of each bucket and of the reserve: [`Limits::bucket_size`]).
     pub per_resize: u32,
     /// `preemption.maxEvictionsPerMinute`.
     pub per_minute: u32,
@@ -97,16 +98,27 @@ impl Limits {
         }
     }
 
+    /// The tokens each eviction-rate bucket holds at most: one whole plan, the largest a plan
+    /// may be (`maxVictimsPerResize`). Derived, not a knob of its own: a bucket smaller than a
+    /// plan would hold that plan for ever (a plan starts only when the bucket holds a token for
+    /// each of its victims), and a larger one would let more than one plan through at once, a
+    /// burst beyond what the rates (`maxEvictionsPerMinute`,
+    /// `maxEvictionsPerNamespacePerMinute`) promise. The reserve of the persisted state
+    /// ([`Admission::saved`]) is one such bucket too.
+    pub fn bucket_size(self) -> u32 {
+        self.per_resize
+    }
+
     fn cluster(self) -> Shape {
         Shape {
-            size: self.per_resize,
+            size: self.bucket_size(),
             per_minute: self.per_minute,
         }
     }
 
     fn namespace(self) -> Shape {
         Shape {
-            size: self.per_resize,
+            size: self.bucket_size(),
             per_minute: self.per_namespace_minute,
         }
     }
@@ -497,7 +509,7 @@ impl Brakes {
         }
         entry.touched = now;
         s.admitted = s.admitted.saturating_add(u64::from(victims));
-        s.reserve = limits.per_resize;
+        s.reserve = limits.bucket_size();
         let (version, admitted) = (s.changed(), s.admitted);
         self.changes.send_replace(version);
         Ok(Admission {

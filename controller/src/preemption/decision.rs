@@ -1,5 +1,5 @@
 //! What the controller should do for one pod, as a value (ARCHITECTURE.md §5: decisions emit intents; the
-//! [`crate::preemption::actuate`] layer performs them). Pure: the pod, the verdict from
+//! [`crate::preemption::actuator`] layer performs them). Pure: the pod, the verdict from
 //! `resize_guard_policy::assess`, the recorded plan and the state of its victims in, a
 //! [`Decision`] out — with when to look again — so every branch is unit-tested without a cluster.
 //!
@@ -13,17 +13,20 @@
 //! preempted for (no victim can make it fit; a v1.37 kubelet keeps such a resize Deferred for
 //! ever instead of marking it Infeasible: `decision/infeasible.rs`).
 //!
-//! Also decided here, for the actuator to carry out: what a refused eviction means
-//! ([`refusal`]) and what a plan the brakes hold back becomes ([`held`]). What the controller
-//! remembers between reconciles — how long a resize has waited, budget refusals — and the rules
-//! that read it (back-off, the stall timer, the re-plan back-off) are [`waits`].
+//! Also decided here, on what the reconciler hands back: what a plan the brakes hold back
+//! becomes ([`held`], on the brakes' verdict) and what a refused eviction means ([`refusal`], on
+//! the outcome the actuator reports). What the controller remembers between reconciles — how
+//! long a resize has waited, budget refusals — and the rules that read it (back-off, the stall
+//! timer, the re-plan back-off) are [`waits`]. Every Event a decision leads to is the
+//! decision's own ([`notice`]): the actuator records it as it is.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use resize_guard_policy::pod::{PodKey, is_deferred_now, resize_pending, resize_pending_for};
+use resize_guard_policy::pod::{PodKey, is_deferred_now, resize_pending_for};
 use resize_guard_policy::policy::{PdbMode, Policy};
+use resize_guard_policy::upstream::pod::resize_pending;
 use resize_guard_policy::verdict::Deferral;
 use resize_guard_policy::victims::{NoPlan, name_list};
 use resize_guard_policy::{Verdict, verdict::NAMES_IN_MESSAGES};
@@ -33,12 +36,15 @@ use crate::preemption::seal::{PlanRecord, Untrusted};
 
 pub mod held;
 mod infeasible;
+pub mod notes;
+pub mod notice;
 pub mod refusal;
 mod resume;
 pub mod victim_state;
 pub mod waits;
 
 pub use held::held_back;
+pub use notice::Notice;
 pub use refusal::{budget_refused, eviction_refused};
 pub use victim_state::{VictimState, VictimStates, spare_the_unneeded, victim_state};
 pub use waits::{Awaited, Waits};
@@ -95,8 +101,8 @@ pub enum Decision {
         note: String,
         /// The policy's brakes on it.
         limits: Limits,
-        /// Pending resizes on the node now, for the brakes' measure of progress (filled in by
-        /// the reconciler from the node's ledger, which `decide` does not read).
+        /// Pending resizes on the node now, for the brakes' measure of progress (read by the
+        /// reconciler from the node's ledger: [`Inputs::pending_on_node`]).
         pending_on_node: usize,
         /// When to look again once every victim was acted on.
         after: Duration,
@@ -151,6 +157,17 @@ pub enum Decision {
         patch: serde_json::Value,
         /// The Event note.
         note: String,
+    },
+    /// A plan the brakes held back ([`held_back`]): counted under `outcome`, said in `notice`
+    /// (which brake, or that it opened a circuit breaker) while it waits, then `then` carried
+    /// out (a wait, or no plan past the per-resize cap).
+    Held {
+        /// The `outcome` label of `resize_guard_preemptions_total`.
+        outcome: &'static str,
+        /// The Event it says, if any.
+        notice: Option<Notice>,
+        /// What the plan becomes.
+        then: Box<Decision>,
     },
     /// No plan can make room: say why, retry later.
     Failed {
@@ -244,27 +261,49 @@ impl Decision {
             | Decision::Stalled { after, .. }
             | Decision::WouldPreempt { after, .. }
             | Decision::Failed { after, .. } => Some(*after),
+            Decision::Held { then, .. } => then.requeue(),
         }
     }
 }
 
-/// Decides for `pod`. `verdict` is `assess(pod)` on the current view; `victims` gives the state
-/// of each victim of the recorded plan, by the victim's key; `grace` a pod's own
-/// `terminationGracePeriodSeconds` when known; `install_namespace` is resize-guard's own;
-/// `seen_deferred` how long this controller has seen the resize Deferred
-/// ([`Waits::deferred_for`], monotonic).
-#[allow(clippy::too_many_arguments)]
-pub fn decide(
-    pod: &Pod,
-    verdict: &Verdict,
-    plan: Option<&PlanRecord>,
-    victims: &VictimStates,
-    policy: &Policy,
-    install_namespace: &str,
-    now: Timestamp,
-    grace: &dyn Fn(&PodKey) -> Option<i64>,
-    seen_deferred: Duration,
-) -> Decision {
+/// Everything [`decide`] reads besides the pod, as the reconciler read it.
+#[derive(Clone, Copy)]
+pub struct Inputs<'a> {
+    /// `assess(pod)` on the current view.
+    pub verdict: &'a Verdict,
+    /// The recorded plan, sealed by this controller and verified.
+    pub plan: Option<&'a PlanRecord>,
+    /// The state of each victim of the recorded plan, by the victim's key.
+    pub victims: &'a VictimStates,
+    /// The policy in force.
+    pub policy: &'a Policy,
+    /// resize-guard's own namespace.
+    pub install_namespace: &'a str,
+    /// Now, on the wall clock (plan records carry wall-clock times).
+    pub now: Timestamp,
+    /// A pod's own `terminationGracePeriodSeconds`, when known.
+    pub grace: &'a dyn Fn(&PodKey) -> Option<i64>,
+    /// How long this controller has seen the resize Deferred ([`Waits::deferred_for`],
+    /// monotonic).
+    pub seen_deferred: Duration,
+    /// Pending resizes on the pod's node now (its ledger's), carried by a plan for the brakes'
+    /// measure of progress ([`Decision::Preempt`]).
+    pub pending_on_node: usize,
+}
+
+/// Decides for `pod` on `inputs`.
+pub fn decide(pod: &Pod, inputs: &Inputs<'_>) -> Decision {
+    let Inputs {
+        verdict,
+        plan,
+        victims,
+        policy,
+        install_namespace,
+        now,
+        grace,
+        seen_deferred,
+        pending_on_node,
+    } = *inputs;
     let generation = pod.metadata.generation.unwrap_or(0);
     if let Some(revert) = infeasible::revert_infeasible(pod, policy, install_namespace, generation)
     {
@@ -306,7 +345,7 @@ pub fn decide(
     };
     if let Some(p) = plan.filter(|p| p.generation == generation) {
         // Every planned victim gone and the resize still Deferred: `None`, plan again below.
-        match resume::resume(p, victims, deferral, policy, now, grace) {
+        match resume::resume(p, victims, deferral, policy, now, grace, pending_on_node) {
             // Every wait of a resumed plan is on its own victims terminating.
             Some(Decision::Wait { why, .. }) => {
                 return Decision::Awaiting {
@@ -326,7 +365,15 @@ pub fn decide(
             after: min - waited,
         };
     }
-    plan_fresh(pod, deferral, policy, generation, now, grace)
+    plan_fresh(
+        pod,
+        deferral,
+        policy,
+        generation,
+        now,
+        grace,
+        pending_on_node,
+    )
 }
 
 /// The recorded plan's victims not yet gone, each with its state and grace period, for the
@@ -406,6 +453,7 @@ fn removals(
         .collect()
 }
 
+/// A fresh plan for the deferral `d`, or why none.
 fn plan_fresh(
     pod: &Pod,
     d: &Deferral,
@@ -413,6 +461,7 @@ fn plan_fresh(
     generation: i64,
     now: Timestamp,
     grace: &dyn Fn(&PodKey) -> Option<i64>,
+    pending_on_node: usize,
 ) -> Decision {
     let me = PodKey::of(pod);
     let plan = match &d.plan {
@@ -459,10 +508,11 @@ fn plan_fresh(
         ),
         victims: removals(victims, policy, grace),
         limits: Limits::of(policy),
-        pending_on_node: 0,
+        pending_on_node,
         after: SHORT_WAIT,
     }
 }
+
 fn failed(why: &NoPlan, d: &Deferral) -> Decision {
     Decision::Failed {
         reason: why.reason(),

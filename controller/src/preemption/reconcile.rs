@@ -1,8 +1,10 @@
-//! The kube-runtime reconciler: for each pod, read the view, judge with
-//! `resize_guard_policy::assess`, [`decide`], pace the decision with what the controller
-//! remembers of the resize ([`Waits::pace`]: back-off, the stall timer, the re-plan back-off),
-//! and [`apply`](crate::preemption::actuate::Actuator::apply). Canonical shape:
-//! `reconcile(Arc<Pod>, Arc<Ctx>)` plus `error_policy`, explicit requeues.
+//! The kube-runtime reconciler, which owns the controller's one-way loop: for each pod, read the
+//! view, judge with `resize_guard_policy::assess`, [`decide`] on everything read (the node's
+//! pending resizes included), pace the decision with what the controller remembers of the
+//! resize ([`Waits::pace`]: back-off, the stall timer, the re-plan back-off), then send it on its
+//! [`Course`]: the brakes' verdict, the actuator, and the outcome handed to the next decision.
+//! Nothing below calls back up: the decider reads values, the actuator reports outcomes.
+//! Canonical shape: `reconcile(Arc<Pod>, Arc<Ctx>)` plus `error_policy`, explicit requeues.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,31 +14,34 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use resize_guard_cluster::{Cluster, ClusterView};
 use resize_guard_policy::ledger::NodeLedger;
-use resize_guard_policy::pod::{
-    PodKey, is_deferred_now, is_resize_infeasible, node_name, resize_pending,
-};
+use resize_guard_policy::pod::{PodKey, is_deferred_now, node_name};
 use resize_guard_policy::policy::Policy;
+use resize_guard_policy::upstream::pod::{is_resize_infeasible, resize_pending};
 use resize_guard_policy::{Context, assess};
 
-use crate::preemption::actuate::{ActuateError, Actuator};
+use crate::preemption::actuator::ActuateError;
 use crate::preemption::decision::{
-    Decision, VictimStates, Waits, decide, plan_untrusted, spare_the_unneeded, victim_state,
+    Inputs, VictimStates, Waits, decide, plan_untrusted, spare_the_unneeded, victim_state,
 };
 use crate::preemption::seal::{PLAN_ANNOTATION, PlanRecord};
 use resize_guard_policy::budget::Budgets;
 
+mod course;
+
+pub use course::Course;
+
 /// How long a reconcile waits for the pod and node watches to deliver again after an error.
 const STALE_CACHE_WAIT: Duration = Duration::from_secs(1);
 /// The back-off after an API failure met while carrying out a decision ([`error_policy`]): the
-/// one requeue no [`Decision`] carries, because no decision foresaw the failure.
+/// one requeue no decision carries, because no decision foresaw the failure.
 const ERROR_BACKOFF: Duration = Duration::from_secs(2);
 
 /// Everything a reconcile reads.
 pub struct Ctx {
     /// The cluster view (ledgers, PDBs, policy).
     pub view: Arc<ClusterView>,
-    /// Performs decisions.
-    pub actuator: Actuator,
+    /// Takes decisions through the brakes and the actuator.
+    pub course: Course,
 }
 
 /// The pods the controller keeps whole and reconciles: a pending resize (Deferred or
@@ -86,10 +91,10 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
     // A plan is acted on only if this controller sealed it for this pod: the annotation is on
     // a pod its author may edit.
     let plan = if annotated {
-        let key = ctx.actuator.plan_key().await?;
-        match ctx.actuator.seal.verify(key, &pod) {
+        let key = ctx.course.actuator.plan_key().await?;
+        match ctx.course.actuator.seal.verify(key, &pod) {
             Some(Ok(rec)) => Some(rec),
-            Some(Err(why)) => return ctx.actuator.apply(&pod, plan_untrusted(&why)).await,
+            Some(Err(why)) => return ctx.course.run(&pod, plan_untrusted(&why)).await,
             None => None,
         }
     } else {
@@ -117,30 +122,27 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, ActuateEr
         &policy,
     );
     let grace = |v: &PodKey| ctx.view.pod_entry(&v.uid)?.grace_seconds;
-    let waits: &Waits = &ctx.actuator.waits;
-    let seen_deferred = waits.deferred_for(&pod, Instant::now());
+    let waits: &Waits = &ctx.course.waits;
     let decision = decide(
         &pod,
-        &verdict,
-        plan.as_ref(),
-        &states,
-        &policy,
-        install_namespace,
-        Timestamp::now(),
-        &grace,
-        seen_deferred,
+        &Inputs {
+            verdict: &verdict,
+            plan: plan.as_ref(),
+            victims: &states,
+            policy: &policy,
+            install_namespace,
+            now: Timestamp::now(),
+            grace: &grace,
+            seen_deferred: waits.deferred_for(&pod, Instant::now()),
+            pending_on_node: ledger
+                .as_deref()
+                .map_or(0, |l| l.pods.iter().filter(|e| e.pending.is_some()).count()),
+        },
     );
-    let mut decision = waits.pace(&pod, decision, &policy, Instant::now());
-    if let Decision::Preempt {
-        pending_on_node, ..
-    } = &mut decision
-    {
-        *pending_on_node = ledger
-            .as_deref()
-            .map_or(0, |l| l.pods.iter().filter(|e| e.pending.is_some()).count());
-    }
-    let action = ctx.actuator.apply(&pod, decision).await;
-    ctx.actuator
+    let decision = waits.pace(&pod, decision, &policy, Instant::now());
+    let action = ctx.course.run(&pod, decision).await;
+    ctx.course
+        .actuator
         .metrics
         .reconciled(started.elapsed().as_secs_f64());
     action
@@ -178,7 +180,7 @@ fn victim_states(
 /// looked at again like after any error, never parked until it changes.
 pub fn error_policy(pod: Arc<Pod>, error: &ActuateError, ctx: Arc<Ctx>) -> Action {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let leading = ctx.actuator.leadership.is_leading();
+    let leading = ctx.course.actuator.leadership.is_leading();
     let action = after_error(error, leading);
     if action == Action::await_change() {
         tracing::info!(pod = name, error = %error.chain(), "not leading; nothing written");
@@ -204,34 +206,4 @@ fn after_error(error: &ActuateError, leading: bool) -> Action {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::lease::fence::Fenced;
-    use crate::preemption::actuate::WriteError;
-
-    #[test]
-    fn a_fenced_write_parks_the_pod_only_when_the_replica_really_lost_the_lease() {
-        let fenced = |f: Fenced| ActuateError::Preempt {
-            victim: "batch/filler".into(),
-            source: WriteError::Fenced(f),
-        };
-        for f in [Fenced::NotLeader, Fenced::Lapsed] {
-            assert_eq!(
-                after_error(&fenced(f), false),
-                Action::await_change(),
-                "{f:?}"
-            );
-            assert_eq!(
-                after_error(&fenced(f), true),
-                Action::requeue(ERROR_BACKOFF),
-                "{f:?}: still leading"
-            );
-        }
-        let api = ActuateError::RecordPlan {
-            pod: "prod/app".into(),
-            source: WriteError::Api(kube::Error::LinesCodecMaxLineLengthExceeded),
-        };
-        assert_eq!(after_error(&api, false), Action::requeue(ERROR_BACKOFF));
-        assert_eq!(after_error(&api, true), Action::requeue(ERROR_BACKOFF));
-    }
-}
+mod tests;

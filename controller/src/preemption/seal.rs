@@ -43,7 +43,7 @@ use tokio::sync::OnceCell;
 
 pub use resize_guard_policy::plan::{PLAN_ANNOTATION, PLAN_FORMAT, PlanRecord, SealedPlan};
 
-use crate::preemption::actuate::WriteError;
+use crate::preemption::write::WriteError;
 
 /// The Secret (in the install namespace) holding the key that seals plan records.
 pub const PLAN_KEY_SECRET: &str = "resize-guard-plan-key";

@@ -789,3 +789,12 @@ fn a_resumed_plan_takes_only_the_recorded_victims_a_fresh_reprieve_still_needs()
     let tight = NodeLedger::new(&node("n1", "1500m", "64Gi"), &pods);
     assert!(among(&[key("a")], &tight).is_err());
 }
+
+#[test]
+fn the_victim_cap_allows_up_to_max_victims_per_resize() {
+    let mut rules = Policy::default().preemption;
+    rules.max_victims_per_resize = 2;
+    assert_eq!(victim_cap(0, &rules), Ok(()));
+    assert_eq!(victim_cap(2, &rules), Ok(()));
+    assert_eq!(victim_cap(3, &rules), Err(OverCap { victims: 3, max: 2 }));
+}

@@ -171,7 +171,7 @@ async fn the_controllers_status_writes_reach_only_its_disruption_target() {
         let r = status(body).await;
         assert!(refused(&r, STATUS), "the controller changed {what}: {r:?}");
     }
-    // What controller/src/preemption/actuate/removal.rs sends goes through, also over the
+    // What controller/src/preemption/actuator/removal.rs sends goes through, also over the
     // Eviction API's own DisruptionTarget.
     let mut body = disruption_target("PreemptionByResizeGuard");
     status(body.clone()).await.unwrap();

@@ -6,7 +6,7 @@
 //! - an older sealed record of the same resize, put back by the pod's author, is dropped as
 //!   superseded (`controller/src/preemption/seal.rs` `PlanSeal::verify`) and none of its victims
 //!   is evicted — put back once: the controller's clear of its own record cannot erase it;
-//! - the controller's plan-annotation write (`controller/src/preemption/actuate/plan_patch.rs`)
+//! - the controller's plan-annotation write (`controller/src/preemption/actuator/plan_patch.rs`)
 //!   lands only over what its decision read: kube-apiserver refuses it whole (422, no causes)
 //!   over anything written since, for a clear, a replace, a write over an absent annotation and
 //!   on a recreated pod;
@@ -21,8 +21,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use resize_guard_controller::preemption::actuate::WriteError;
-use resize_guard_controller::preemption::actuate::plan_patch::plan_patch;
+use resize_guard_controller::preemption::actuator::WriteError;
+use resize_guard_controller::preemption::actuator::plan_patch::plan_patch;
 use resize_guard_controller::preemption::seal::{PlanRecord, seal};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::objects::*;
@@ -250,7 +250,7 @@ async fn an_older_sealed_record_put_back_by_the_pods_author_is_rejected_as_super
     }
     // The pod's author (the test's admin identity) puts the first record back, once. A clear
     // the controller still sends for its own second record is conditional on the annotation
-    // holding that record (`controller/src/preemption/actuate/plan_patch.rs`): it cannot erase
+    // holding that record (`controller/src/preemption/actuator/plan_patch.rs`): it cannot erase
     // the put-back unjudged.
     put_plan(&pods, "app", &first).await;
     let put_back = std::time::Instant::now();
@@ -332,7 +332,7 @@ async fn app_plan(pods: &Api<Pod>) -> Option<String> {
     plan_on(&pods.get("app").await.unwrap())
 }
 
-/// The write `controller/src/preemption/actuate/plan_patch.rs` builds, on the real API server:
+/// The write `controller/src/preemption/actuator/plan_patch.rs` builds, on the real API server:
 /// it lands over exactly what was read, and over anything written since it is refused whole
 /// (422, recognised as a failed precondition) and the author's value stays — for a clear, a
 /// replace and a write over an absent annotation (with and without other annotations), and on a
@@ -446,7 +446,8 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
     delete_and_wait_gone(&pods, "app").await;
 }
 
-/// The controller's actuator (`controller/src/preemption/actuate.rs`) on the real API server,
+/// The controller's actuator (`controller/src/preemption/actuator.rs`, through the course a
+/// decision takes: `controller/src/preemption/reconcile/course.rs`) on the real API server,
 /// acting as the controller's ServiceAccount on a decision made over a read of the pod that the
 /// pod's author has since changed — the race of a put-back with the controller's clear, made
 /// deterministic. The clear keeps the author's value (judged on the next read), and a plan to be
@@ -456,11 +457,12 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
 async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothing() {
     use resize_guard_controller::lease::fence::Leadership;
     use resize_guard_controller::metrics::Metrics;
-    use resize_guard_controller::preemption::actuate::Actuator;
+    use resize_guard_controller::preemption::actuator::Actuator;
     use resize_guard_controller::preemption::brakes::{Brakes, Limits};
     use resize_guard_controller::preemption::decision::{
         Decision, Record, Removal, SHORT_WAIT, Via, Waits,
     };
+    use resize_guard_controller::preemption::reconcile::Course;
     use resize_guard_controller::preemption::seal::PlanSeal;
     use resize_guard_harness::control_plane::Identity;
     use resize_guard_policy::pod::PodKey;
@@ -479,23 +481,26 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
         .unwrap();
     resize_guard_harness::install::apply_rbac(env).await;
     let client = env.cp.client_as(Identity::Controller).await.unwrap();
-    let actuator = Actuator {
-        events: resize_guard_runtime::Events::start(
-            client.clone(),
-            kube::runtime::events::Reporter {
-                controller: "e2e-stale".into(),
-                instance: None,
-            },
-        ),
-        client,
-        metrics: std::sync::Arc::new(Metrics::new()),
-        leadership: Leadership::forever(),
-        seal: std::sync::Arc::new(PlanSeal::fixed(&[7; 32])),
+    let course = Course {
+        actuator: Actuator {
+            events: resize_guard_runtime::Events::start(
+                client.clone(),
+                kube::runtime::events::Reporter {
+                    controller: "e2e-stale".into(),
+                    instance: None,
+                },
+            ),
+            client,
+            metrics: std::sync::Arc::new(Metrics::new()),
+            leadership: Leadership::forever(),
+            seal: std::sync::Arc::new(PlanSeal::fixed(&[7; 32])),
+        },
         brakes: std::sync::Arc::new(Brakes::new()),
         waits: std::sync::Arc::new(Waits::new()),
     };
     let conflicts = || {
-        actuator
+        course
+            .actuator
             .metrics
             .render()
             .lines()
@@ -515,7 +520,7 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
             after: SHORT_WAIT,
         },
     ] {
-        let action = actuator.apply(&read, decision).await.unwrap();
+        let action = course.run(&read, decision).await.unwrap();
         assert_eq!(
             action,
             kube::runtime::controller::Action::requeue(SHORT_WAIT)
@@ -566,7 +571,7 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
             after: SHORT_WAIT,
         }
     };
-    let action = actuator.apply(&read, preempt(&read)).await.unwrap();
+    let action = course.run(&read, preempt(&read)).await.unwrap();
     assert_eq!(
         action,
         kube::runtime::controller::Action::requeue(SHORT_WAIT)
@@ -578,7 +583,7 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
 
     // The same plan over a current read: recorded (the author's record replaced), both evicted.
     let read = pods.get("app").await.unwrap();
-    actuator.apply(&read, preempt(&read)).await.unwrap();
+    course.run(&read, preempt(&read)).await.unwrap();
     let recorded = app_plan(&pods).await.unwrap();
     assert!(recorded.contains("\"count\":2"), "{recorded}");
     assert_eq!(conflicts(), "resize_guard_plan_write_conflicts_total 3");

@@ -7,7 +7,7 @@
 //! listed resourceVersion, sends the resize PATCH, and times what the watches observe: the
 //! kubelet's Deferred condition (its `lastTransitionTime` has whole seconds, so the watch's clock
 //! is used), then the controller's plan annotation (`resize-guard.io/preemption`,
-//! `controller/src/preemption/seal.rs`) and first `Preempted` Event on a victim (`controller/src/preemption/actuate.rs`),
+//! `controller/src/preemption/seal.rs`) and first `Preempted` Event on a victim (`controller/src/preemption/actuator.rs`),
 //! then the kubelet applying the resize once the victims are gone. [`BusyNode::reset`] deletes the
 //! resized pod and recreates it and the victims, so every measurement starts from the same node.
 //! Timing is wall-clock on a shared machine; the API server, etcd, kubelet and both programs
@@ -42,7 +42,7 @@ pub const HIGH_CLASS: &str = "scale-high";
 pub const PREEMPTOR: &str = "app";
 /// The controller's plan annotation (`controller/src/preemption/seal.rs`, `PLAN_ANNOTATION`).
 pub const PLAN_ANNOTATION: &str = "resize-guard.io/preemption";
-/// The reason of the controller's Event on each victim (`controller/src/preemption/actuate.rs`).
+/// The reason of the controller's Event on each victim (`controller/src/preemption/actuator.rs`).
 pub const PREEMPTED_REASON: &str = "Preempted";
 
 /// The node and its pods.

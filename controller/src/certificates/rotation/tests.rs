@@ -65,7 +65,7 @@ impl World {
         }
     }
 
-    fn decide(&self, now: SystemTime) -> Decision {
+    fn decide(&self, now: SystemTime) -> Rotation {
         decide(now, &self.observed, &self.expected)
     }
 
@@ -185,14 +185,14 @@ fn kinds(actions: &[CertWrite]) -> Vec<(Repair, Option<ConfigurationKind>)> {
         .collect()
 }
 
-fn only_leaf_reason(d: &Decision) -> String {
+fn only_leaf_reason(d: &Rotation) -> String {
     match d.actions.as_slice() {
         [CertWrite::IssueLeaf { reason, .. }] => reason.clone(),
         other => panic!("expected one IssueLeaf, got {other:#?}"),
     }
 }
 
-fn only_ca_write(d: &Decision) -> (CaPlan, String) {
+fn only_ca_write(d: &Rotation) -> (CaPlan, String) {
     match d.actions.as_slice() {
         [CertWrite::WriteCa { plan, reason }] => (plan.clone(), reason.clone()),
         other => panic!("expected one WriteCa, got {other:#?}"),

@@ -1,6 +1,7 @@
 //! A token bucket of the eviction rate: one for the cluster (`preemption.maxEvictionsPerMinute`)
 //! and one per preemptor namespace (`preemption.maxEvictionsPerNamespacePerMinute`). Each holds
-//! one whole plan (`maxVictimsPerResize` tokens) and refills at its rate.
+//! one whole plan (`Limits::bucket_size`, `maxVictimsPerResize` tokens: why, there) and refills
+//! at its rate.
 
 use std::time::{Duration, Instant};
 

@@ -68,6 +68,24 @@ fn evictions_never_exceed_the_rate_over_any_minute() {
 }
 
 #[test]
+fn a_bucket_holds_exactly_one_plan_of_the_largest_size_a_plan_may_be() {
+    let (b, l, now) = brakes(4, 6, 0);
+    assert_eq!(l.bucket_size(), 4);
+    // The largest plan goes at once on fresh brakes; then the bucket is empty: one more victim
+    // waits for the rate (6 a minute: 10 s a token).
+    run(&b, &pod("a", 1), "n1", 4, true, l, now);
+    match b.admit(&pod("b", 1), "n2", 1, true, 1, l, now) {
+        Err(Held::Rate { wait }) => {
+            assert!(
+                wait.abs_diff(Duration::from_secs(10)) < Duration::from_millis(1),
+                "{wait:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_plan_waits_until_the_bucket_holds_all_its_victims_and_unused_tokens_go_back() {
     let (b, l, now) = brakes(3, 6, 0);
     // Three reserved, one removed: two go back.

@@ -1,13 +1,53 @@
-//! What a plan the brakes ([`crate::preemption::brakes`]) hold back becomes: a wait, each with
-//! when to look again, or (past the per-resize cap) no plan. The actuator records the outcome,
-//! says so in a Warning Event when this plan opened the circuit breaker, and carries out the
-//! decision returned here.
+//! What a plan the brakes ([`crate::preemption::brakes`]) hold back becomes, decided on the
+//! brakes' verdict (the reconciler asks the brakes between deciding and acting): a
+//! [`Decision::Held`] that counts the brake (`resize_guard_preemptions_total{outcome}`), says
+//! so in an Event while the plan waits (`PreemptionHeld` naming the brake, one series per brake;
+//! `PreemptionPaused`, a Warning, from the plan that opened a circuit breaker), and then waits,
+//! each brake with when to look again, or (past the per-resize cap) fails: no plan.
 
+use resize_guard_runtime::events::EventReason;
+
+use super::notice::{Notice, PREEMPT};
 use super::{Decision, FAILED_RETRY, NODE_BUSY_WAIT, PAUSED_RECHECK, SHORT_WAIT};
 use crate::preemption::brakes::{Held, Limits};
 
 /// The decision for a plan on `node` held back as `held` under `limits`.
 pub fn held_back(node: &str, held: &Held, limits: Limits) -> Decision {
+    let then = instead(node, held, limits);
+    let notice = match (held, &then) {
+        (
+            Held::Paused {
+                opened_now: true, ..
+            },
+            Decision::Wait { why, .. },
+        ) => Some(Notice {
+            warning: true,
+            reason: EventReason::PreemptionPaused,
+            action: PREEMPT,
+            note: why.clone(),
+        }),
+        // Which brake holds it, in words that stay the same while it holds: one series per
+        // brake (the action, the outcome, keeps another brake's Event apart).
+        (_, Decision::Wait { .. }) => Some(Notice {
+            warning: false,
+            reason: EventReason::PreemptionHeld,
+            action: held.outcome(),
+            note: format!(
+                "resize-guard held this preemption plan: {}",
+                held.brake(limits)
+            ),
+        }),
+        _ => None,
+    };
+    Decision::Held {
+        outcome: held.outcome(),
+        notice,
+        then: Box::new(then),
+    }
+}
+
+/// What the held plan becomes: a wait, or no plan.
+fn instead(node: &str, held: &Held, limits: Limits) -> Decision {
     match held {
         Held::Paused {
             reach,
@@ -84,10 +124,52 @@ mod tests {
         assert_eq!(after(&rate(10)), Some(SHORT_WAIT));
         assert_eq!(after(&rate(2_900)), Some(Duration::from_millis(2_900)));
         match held_back("n1", &Held::Spent { spent: 5, more: 1 }, limits) {
-            Decision::Failed { reason, after, .. } => {
-                assert_eq!((reason, after), ("victims_per_resize", FAILED_RETRY));
-            }
+            Decision::Held {
+                outcome,
+                notice: None,
+                then,
+            } => match *then {
+                Decision::Failed { reason, after, .. } => {
+                    assert_eq!(outcome, "held_victims_per_resize");
+                    assert_eq!((reason, after), ("victims_per_resize", FAILED_RETRY));
+                }
+                other => panic!("{other:?}"),
+            },
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_held_plan_says_which_brake_and_the_plan_that_opened_a_breaker_warns() {
+        let limits = Limits::of(&Policy::default());
+        let busy = Held::NodeBusy {
+            holder: "prod/other".into(),
+        };
+        let notices = held_back("n1", &busy, limits).notices();
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert_eq!(
+            (notices[0].reason, notices[0].warning, notices[0].action),
+            (EventReason::PreemptionHeld, false, "held_node_busy")
+        );
+        assert!(
+            notices[0]
+                .note
+                .starts_with("resize-guard held this preemption plan: ")
+        );
+        let opened = Held::Paused {
+            reach: crate::preemption::brakes::breaker::Reach::Cluster,
+            left: Duration::from_secs(300),
+            opened_now: true,
+            futile: 3,
+        };
+        let notices = held_back("n1", &opened, limits).notices();
+        assert_eq!(
+            (notices[0].reason, notices[0].warning, notices[0].action),
+            (EventReason::PreemptionPaused, true, PREEMPT)
+        );
+        // Past the per-resize cap: no held notice, the failure's own Event.
+        let spent = held_back("n1", &Held::Spent { spent: 5, more: 1 }, limits).notices();
+        assert_eq!(spent.len(), 1);
+        assert_eq!(spent[0].reason, EventReason::ResizePreemptionFailed);
     }
 }

@@ -3,8 +3,8 @@
 //! allocatable, for which nothing is preempted ([`never_fits`]).
 
 use k8s_openapi::api::core::v1::Pod;
-use resize_guard_policy::pod::{REASON_INFEASIBLE, resize_pending};
 use resize_guard_policy::policy::Policy;
+use resize_guard_policy::upstream::pod::{REASON_INFEASIBLE, resize_pending};
 use resize_guard_policy::verdict::Infeasibility;
 
 use super::{Decision, FAILED_RETRY};
@@ -58,7 +58,7 @@ pub(super) fn revert_infeasible(
         .init_containers
         .iter()
         .flatten()
-        .filter(|c| resize_guard_policy::pod::is_sidecar(c))
+        .filter(|c| resize_guard_policy::upstream::pod::is_sidecar(c))
     {
         if let Some(r) = actual(&c.name, status.init_container_statuses.as_ref()) {
             inits.push(serde_json::json!({"name": c.name, "resources": r}));

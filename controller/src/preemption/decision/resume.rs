@@ -1,6 +1,7 @@
 //! Resuming a plan recorded for the current generation: its victims still running are
 //! preempted, terminating ones awaited, rather than chosen again. A resumed plan obeys every
-//! rule a fresh one does ([`unfit_to_resume`]), and a victim stuck terminating long past its
+//! rule a fresh one does ([`unfit_to_resume`]; the victim cap is the fresh plan's own,
+//! `resize_guard_policy::victims::victim_cap`), and a victim stuck terminating long past its
 //! grace period is reported, not replaced ([`stalled`]). Each victim is read with its own state,
 //! by key ([`VictimStates`]).
 
@@ -8,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use resize_guard_policy::pod::PodKey;
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::verdict::Deferral;
+use resize_guard_policy::victims::victim_cap;
 
 use super::{
     Decision, Record, SHORT_WAIT, STALL_SLACK, STALLED_RECHECK, VictimState, VictimStates, join,
@@ -25,6 +27,7 @@ pub(super) fn resume(
     policy: &Policy,
     now: Timestamp,
     grace: &dyn Fn(&PodKey) -> Option<i64>,
+    pending_on_node: usize,
 ) -> Option<Decision> {
     if let Some(why) = unfit_to_resume(plan, victims, deferral, policy) {
         return Some(Decision::DropPlan {
@@ -45,7 +48,7 @@ pub(super) fn resume(
             note: format!("resuming the recorded plan: {}", join(&pending)),
             victims: removals(pending, policy, grace),
             limits: Limits::of(policy),
-            pending_on_node: 0,
+            pending_on_node,
             after: SHORT_WAIT,
         });
     }
@@ -79,11 +82,11 @@ fn unfit_to_resume(
     deferral: &Deferral,
     policy: &Policy,
 ) -> Option<String> {
-    let max = policy.preemption.max_victims_per_resize;
-    if plan.victims.len() > max as usize {
+    // The cap a fresh plan obeys, where it is decided (`shared/src/victims.rs`).
+    if let Err(over) = victim_cap(plan.victims.len(), &policy.preemption) {
         return Some(format!(
-            "it names {} victims, more than preemption.maxVictimsPerResize ({max})",
-            plan.victims.len()
+            "it names {} victims, more than preemption.maxVictimsPerResize ({})",
+            over.victims, over.max
         ));
     }
     let ineligible: Vec<String> = plan

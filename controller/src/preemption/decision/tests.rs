@@ -6,7 +6,7 @@ use resize_guard_policy::assess;
 use resize_guard_policy::fixture::{
     INSTALL_NAMESPACE, PodBuilder, container, context, field_app, field_filler, field_node, node,
 };
-use resize_guard_policy::pod::{REASON_DEFERRED, REASON_INFEASIBLE};
+use resize_guard_policy::upstream::pod::{REASON_DEFERRED, REASON_INFEASIBLE};
 
 fn now() -> Timestamp {
     Timestamp::from_second(1_000).unwrap()
@@ -74,14 +74,17 @@ fn decide(
         .collect();
     super::decide(
         pod,
-        verdict,
-        plan,
-        &states,
-        policy,
-        INSTALL_NAMESPACE,
-        now,
-        &|_| Some(45),
-        SEEN_LONG_AGO,
+        &super::Inputs {
+            verdict,
+            plan,
+            victims: &states,
+            policy,
+            install_namespace: INSTALL_NAMESPACE,
+            now,
+            grace: &|_| Some(45),
+            seen_deferred: SEEN_LONG_AGO,
+            pending_on_node: 0,
+        },
     )
 }
 
@@ -369,14 +372,17 @@ fn each_victim_goes_with_its_own_grace_period_capped_only_when_policy_says_throu
         let own = |_: &PodKey| known.then_some(45);
         let d = super::decide(
             &s.pod,
-            &s.verdict,
-            None,
-            &VictimStates::default(),
-            &s.policy,
-            INSTALL_NAMESPACE,
-            now(),
-            &own,
-            SEEN_LONG_AGO,
+            &super::Inputs {
+                verdict: &s.verdict,
+                plan: None,
+                victims: &VictimStates::default(),
+                policy: &s.policy,
+                install_namespace: INSTALL_NAMESPACE,
+                now: now(),
+                grace: &own,
+                seen_deferred: SEEN_LONG_AGO,
+                pending_on_node: 0,
+            },
         );
         match d {
             Decision::Preempt { victims, .. } => assert_eq!(

@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
-use resize_guard_policy::pod::{PodKey, node_name, priority};
+use resize_guard_policy::pod::{PodKey, node_name};
 use resize_guard_policy::policy::Policy;
+use resize_guard_policy::upstream::pod::priority;
 use resize_guard_policy::victims::{Exclusion, Preemptor, exclusion, select_among_recorded};
 
 /// Where a planned victim is now, re-checked against the rules a fresh plan obeys.

@@ -1,6 +1,15 @@
-//! What the Eviction API's answers mean.
+//! What the Eviction API's answers mean: each told apart by the answer
+//! (`crate::preemption::outcome::Refusal::of`), then decided on ([`eviction_refused`]).
 
 use super::*;
+use std::time::Duration;
+
+use crate::preemption::outcome::Refusal;
+
+/// What `answer` to the eviction of `victim` decides, when it is a refusal.
+fn refused(victim: &PodKey, answer: &kube::core::Status) -> Option<Decision> {
+    Refusal::of(answer).map(|r| eviction_refused(victim, &r))
+}
 
 /// An Eviction API answer as kube-apiserver sends it (`code`, causes of `reason`, Retry-After).
 fn answer(code: u16, causes: &[(&str, &str)], retry_after: u32) -> kube::core::Status {
@@ -34,7 +43,7 @@ fn a_budget_refusal_drops_the_plan_and_chooses_again_soon_saying_which_budget() 
         ),
     ] {
         let refusal = answer(429, &[("DisruptionBudget", message)], retry);
-        match eviction_refused(&victim, &refusal) {
+        match refused(&victim, &refusal) {
             Some(Decision::Replan { why, after, .. }) => {
                 assert!(why.contains("batch/guarded"), "{why}");
                 assert!(why.contains(message), "{why}");
@@ -58,7 +67,7 @@ fn throttling_keeps_the_plan_for_as_long_as_the_server_asks_within_bounds() {
         (503, 0, THROTTLE_WAIT),
         (504, 3600, MAX_THROTTLE_WAIT),
     ] {
-        match eviction_refused(&victim, &answer(code, &[], retry)) {
+        match refused(&victim, &answer(code, &[], retry)) {
             Some(Decision::Throttled { why, after }) => {
                 assert_eq!(after, wait, "{code} {retry}");
                 assert!(why.contains(&format!("HTTP {code}")), "{why}");
@@ -70,16 +79,16 @@ fn throttling_keeps_the_plan_for_as_long_as_the_server_asks_within_bounds() {
     let mut two = answer(500, &[], 0);
     two.message = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.".into();
     assert!(matches!(
-        eviction_refused(&victim, &two),
+        refused(&victim, &two),
         Some(Decision::Replan { why, .. }) if why.contains("more than one PodDisruptionBudget")
     ));
     // A 429 whose cause is not a budget is throttling too; another 500 or a 403 is not a
     // refusal this decides on.
     assert!(matches!(
-        eviction_refused(&victim, &answer(429, &[("FieldValueInvalid", "x")], 0)),
+        refused(&victim, &answer(429, &[("FieldValueInvalid", "x")], 0)),
         Some(Decision::Throttled { .. })
     ));
     for code in [500, 403, 404] {
-        assert!(eviction_refused(&victim, &answer(code, &[], 0)).is_none());
+        assert!(refused(&victim, &answer(code, &[], 0)).is_none());
     }
 }

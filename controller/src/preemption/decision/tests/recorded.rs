@@ -261,14 +261,17 @@ fn each_victim_is_read_with_its_own_state_whatever_order_the_states_come_in() {
     .collect();
     let d = crate::preemption::decision::decide(
         &s.pod,
-        &s.verdict,
-        Some(&rec),
-        &states,
-        &s.policy,
-        resize_guard_policy::fixture::INSTALL_NAMESPACE,
-        now(),
-        &|_| Some(45),
-        SEEN_LONG_AGO,
+        &crate::preemption::decision::Inputs {
+            verdict: &s.verdict,
+            plan: Some(&rec),
+            victims: &states,
+            policy: &s.policy,
+            install_namespace: resize_guard_policy::fixture::INSTALL_NAMESPACE,
+            now: now(),
+            grace: &|_| Some(45),
+            seen_deferred: SEEN_LONG_AGO,
+            pending_on_node: 0,
+        },
     );
     match d {
         Decision::Preempt {

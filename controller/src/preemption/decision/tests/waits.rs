@@ -277,14 +277,17 @@ fn min_deferred_seconds_counts_neither_a_kubelet_clock_ahead_nor_a_fresh_sightin
         let v = verdict(&pod, vec![filler(false)], &policy);
         let d = super::super::decide(
             &pod,
-            &v,
-            None,
-            &VictimStates::default(),
-            &policy,
-            INSTALL_NAMESPACE,
-            now(),
-            &|_| Some(45),
-            Duration::from_secs(seen),
+            &super::super::Inputs {
+                verdict: &v,
+                plan: None,
+                victims: &VictimStates::default(),
+                policy: &policy,
+                install_namespace: INSTALL_NAMESPACE,
+                now: now(),
+                grace: &|_| Some(45),
+                seen_deferred: Duration::from_secs(seen),
+                pending_on_node: 0,
+            },
         );
         match (want, &d) {
             (Some(left), Decision::Wait { why, after }) => {

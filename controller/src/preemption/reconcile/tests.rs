@@ -1,6 +1,7 @@
-//! The actuator against a fake API server (tower-test, as kube-rs's controller-rs tests its
-//! reconciler): the requests it makes, in order, for each kind of decision and each answer the
-//! API server can give — and none once leadership is gone.
+//! The course of a decision against a fake API server (tower-test, as kube-rs's controller-rs
+//! tests its reconciler): the brakes, the actuator and the decisions their outcomes lead to —
+//! the requests made, in order, for each kind of decision and each answer the API server can
+//! give, and none once leadership is gone.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,10 +12,16 @@ use kube::runtime::events::Reporter;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::lease::fence::{Fenced, Leadership};
+use crate::metrics::Metrics;
+use crate::preemption::actuator::{Actuator, WriteError};
 use crate::preemption::brakes::Limits;
+use crate::preemption::decision::Decision;
 use crate::preemption::decision::{NODE_BUSY_WAIT, REPLAN_WAIT, Record, Removal, SHORT_WAIT, Via};
+use crate::preemption::seal::PLAN_ANNOTATION;
 use crate::preemption::seal::PlanRecord;
 use resize_guard_policy::pod::PodKey;
+use resize_guard_runtime::Events;
 
 /// One request the fake saw.
 #[derive(Debug, Clone)]
@@ -122,15 +129,15 @@ fn refusing(suffix: &'static str, refusal: (StatusCode, Value)) -> Answer {
     })
 }
 
-/// The actuator of a replica that leads for good, on a fake API server answering with `answer`;
+/// The course of a replica that leads for good, on a fake API server answering with `answer`;
 /// with the requests seen.
-fn leading(answer: Answer) -> (Actuator, Arc<Mutex<Vec<Seen>>>) {
+fn leading(answer: Answer) -> (Course, Arc<Mutex<Vec<Seen>>>) {
     let (client, seen) = fake(answer);
-    (actuator(client, Leadership::forever()), seen)
+    (course(client, Leadership::forever()), seen)
 }
 
-fn actuator(client: kube::Client, leadership: Leadership) -> Actuator {
-    Actuator {
+fn course(client: kube::Client, leadership: Leadership) -> Course {
+    let actuator = Actuator {
         events: Events::start(
             client.clone(),
             Reporter {
@@ -142,6 +149,9 @@ fn actuator(client: kube::Client, leadership: Leadership) -> Actuator {
         metrics: Arc::new(Metrics::new()),
         leadership,
         seal: Arc::new(crate::preemption::seal::PlanSeal::fixed(&[7; 32])),
+    };
+    Course {
+        actuator,
         brakes: Arc::new(crate::preemption::brakes::Brakes::new()),
         waits: Arc::new(crate::preemption::decision::Waits::new()),
     }
@@ -177,11 +187,11 @@ fn plan(victims: &[Removal]) -> PlanRecord {
 
 /// Carries out a plan to preempt `victims`.
 async fn preempt(
-    a: &Actuator,
+    a: &Course,
     record: Record,
     victims: Vec<Removal>,
 ) -> Result<Action, ActuateError> {
-    a.apply(
+    a.run(
         &preemptor(),
         Decision::Preempt {
             record,
@@ -196,7 +206,7 @@ async fn preempt(
 }
 
 /// A fresh plan evicting v1 then v2, recorded before (what a multi-victim plan does).
-async fn preempt_two(a: &Actuator) -> Action {
+async fn preempt_two(a: &Course) -> Action {
     let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
     preempt(a, Record::Before(plan(&victims)), victims)
         .await
@@ -347,7 +357,12 @@ async fn a_budget_refusal_clears_the_plan_and_touches_no_further_victim() {
             {"op": "remove", "path": path},
         ])
     );
-    assert!(a.metrics.render().contains("outcome=\"pdb_blocked\""));
+    assert!(
+        a.actuator
+            .metrics
+            .render()
+            .contains("outcome=\"pdb_blocked\"")
+    );
     settle().await;
     assert_eq!(events(&seen), ["PreemptionReplanned"]);
     let note = seen
@@ -378,7 +393,7 @@ async fn a_throttled_eviction_is_asked_once_and_the_plan_kept_for_later() {
             "POST /api/v1/namespaces/batch/pods/v1/eviction",
         ]
     );
-    let metrics = a.metrics.render();
+    let metrics = a.actuator.metrics.render();
     assert!(metrics.contains("outcome=\"throttled\""), "{metrics}");
     assert!(
         metrics.contains("resize_guard_fenced_writes_total 0"),
@@ -455,7 +470,12 @@ async fn a_victim_already_gone_or_replaced_is_skipped_and_the_plan_goes_on() {
             "PATCH /api/v1/namespaces/batch/pods/v3/status",
         ]
     );
-    assert!(a.metrics.render().contains("resize_guard_victims_total 1"));
+    assert!(
+        a.actuator
+            .metrics
+            .render()
+            .contains("resize_guard_victims_total 1")
+    );
 }
 
 #[tokio::test]
@@ -469,7 +489,7 @@ async fn losing_the_lease_mid_plan_stops_every_later_write_events_included() {
         }
         ok(s)
     }));
-    let a = actuator(client, leadership);
+    let a = course(client, leadership);
     let victims = vec![removal("v1", Via::Eviction), removal("v2", Via::Eviction)];
     let err = preempt(&a, Record::Recorded, victims).await.unwrap_err();
     assert_eq!(err.reason(), "NotLeader", "{}", err.chain());
@@ -480,11 +500,12 @@ async fn losing_the_lease_mid_plan_stops_every_later_write_events_included() {
     );
     assert!(events(&seen).is_empty(), "{:?}", events(&seen));
     assert!(
-        a.metrics
+        a.actuator
+            .metrics
             .render()
             .contains("resize_guard_fenced_writes_total 1"),
         "{}",
-        a.metrics.render()
+        a.actuator.metrics.render()
     );
 }
 
@@ -496,15 +517,15 @@ async fn the_requeue_is_the_decisions_own() {
         note: "n".into(),
         after: Duration::from_secs(42),
     };
-    let action = a.apply(&preemptor(), failed).await.unwrap();
+    let action = a.run(&preemptor(), failed).await.unwrap();
     assert_eq!(action, Action::requeue(Duration::from_secs(42)));
     let audit = Decision::WouldPreempt {
         note: "n".into(),
         after: Duration::from_secs(7),
     };
-    let action = a.apply(&preemptor(), audit).await.unwrap();
+    let action = a.run(&preemptor(), audit).await.unwrap();
     assert_eq!(action, Action::requeue(Duration::from_secs(7)));
-    let action = a.apply(&preemptor(), Decision::Idle).await.unwrap();
+    let action = a.run(&preemptor(), Decision::Idle).await.unwrap();
     assert_eq!(action, Action::await_change());
 }
 
@@ -546,7 +567,7 @@ async fn a_forbidden_delete_stops_the_plan_and_says_which_grant_is_missing() {
             "DELETE /api/v1/namespaces/batch/pods/v1",
         ]
     );
-    let metrics = a.metrics.render();
+    let metrics = a.actuator.metrics.render();
     assert!(metrics.contains("outcome=\"forbidden\""), "{metrics}");
     assert!(!metrics.contains("outcome=\"error\""), "{metrics}");
     settle().await;
@@ -568,7 +589,7 @@ async fn a_forbidden_revert_says_which_grant_is_missing() {
     // feasibility.revertInfeasible without deploy/components/revert-infeasible.
     let (a, seen) = leading(refusing("/resize", rbac_refusal("patch", "pods/resize")));
     let e = a
-        .apply(
+        .run(
             &preemptor(),
             Decision::Revert {
                 patch: json!({"spec": {"containers": [{"name": "app"}]}}),
@@ -578,7 +599,12 @@ async fn a_forbidden_revert_says_which_grant_is_missing() {
         .await
         .unwrap_err();
     assert_eq!(e.reason(), "Forbidden");
-    assert!(a.metrics.render().contains("outcome=\"forbidden\""));
+    assert!(
+        a.actuator
+            .metrics
+            .render()
+            .contains("outcome=\"forbidden\"")
+    );
     settle().await;
     assert_eq!(events(&seen), ["WriteForbidden"]);
     let log = seen.lock().unwrap().clone();
@@ -600,7 +626,7 @@ async fn a_forbidden_revert_says_which_grant_is_missing() {
 async fn events_name_no_pod_of_another_namespace_than_their_own() {
     let (a, seen) = leading(Box::new(ok));
     let victims = vec![removal("v1", Via::Eviction)];
-    a.apply(
+    a.run(
         &preemptor(),
         Decision::Preempt {
             record: Record::After(plan(&victims)),
@@ -645,7 +671,7 @@ async fn events_name_no_pod_of_another_namespace_than_their_own() {
 async fn a_rejected_plan_record_is_quoted_as_written() {
     let (a, seen) = leading(Box::new(ok));
     let why = "it names batch/v1: its namespace is protected";
-    a.apply(
+    a.run(
         &preemptor(),
         Decision::DropPlan {
             why: why.into(),
@@ -665,4 +691,30 @@ async fn a_rejected_plan_record_is_quoted_as_written() {
         "{}",
         rejected.body
     );
+}
+
+#[test]
+fn a_fenced_write_parks_the_pod_only_when_the_replica_really_lost_the_lease() {
+    let fenced = |f: Fenced| ActuateError::Preempt {
+        victim: "batch/filler".into(),
+        source: WriteError::Fenced(f),
+    };
+    for f in [Fenced::NotLeader, Fenced::Lapsed] {
+        assert_eq!(
+            after_error(&fenced(f), false),
+            Action::await_change(),
+            "{f:?}"
+        );
+        assert_eq!(
+            after_error(&fenced(f), true),
+            Action::requeue(ERROR_BACKOFF),
+            "{f:?}: still leading"
+        );
+    }
+    let api = ActuateError::RecordPlan {
+        pod: "prod/app".into(),
+        source: WriteError::Api(kube::Error::LinesCodecMaxLineLengthExceeded),
+    };
+    assert_eq!(after_error(&api, false), Action::requeue(ERROR_BACKOFF));
+    assert_eq!(after_error(&api, true), Action::requeue(ERROR_BACKOFF));
 }

@@ -1,35 +1,20 @@
 //! Removing one victim: `DisruptionTarget` (reason `PreemptionByResizeGuard`), then the Eviction
 //! API or DELETE as the [`Removal`] says, with its grace period and the victim's UID as a
-//! precondition, and the `Preempted` Event on the victim. A victim already gone, or another pod
-//! now, is not an error.
+//! precondition, and the `Preempted` Event on the victim ([`Removal::event`]). A victim already
+//! gone, or another pod now, is not an error.
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     DeleteOptions as K8sDeleteOptions, ObjectMeta, Preconditions as K8sPreconditions,
 };
 use k8s_openapi::jiff::Timestamp;
-use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use resize_guard_policy::pod::{self, PodKey};
+use resize_guard_policy::pod::PodKey;
 use serde_json::json;
 
-use super::{Actuator, WriteError, reference};
+use super::{Actuator, WriteError};
 use crate::preemption::decision::{Removal, Via};
-
-/// The victim as an Event names it: only its key is at hand, not the pod.
-fn victim_reference(r: &Removal) -> ObjectReference {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(r.victim.name.clone()),
-            namespace: Some(r.victim.namespace.clone()),
-            uid: Some(r.victim.uid.clone()),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-    .object_ref(&())
-}
 
 /// The Eviction body for `r`: its grace period, and its UID as a precondition.
 fn eviction(r: &Removal) -> Eviction {
@@ -60,7 +45,7 @@ impl Actuator {
             "metadata": {"uid": r.victim.uid},
             "status": {"conditions": [{
                 "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByResizeGuard",
-                "message": super::notes::disruption_message(&r.victim.namespace, &preemptor_key),
+                "message": r.condition_message(preemptor),
                 "lastTransitionTime": Timestamp::now().to_string(),
             }]}
         });
@@ -119,19 +104,8 @@ impl Actuator {
                 }
             }
         }
-        let priority = pod::priority(preemptor);
-        let node = pod::node_name(preemptor).unwrap_or_default();
-        let (note, relate) =
-            super::notes::preempted(&r.victim.namespace, &preemptor_key, priority, node);
         tracing::info!(victim = %r.victim, preemptor = %preemptor_key, "preempted");
-        let related = relate.then(|| reference(preemptor));
-        self.event(
-            &victim_reference(r),
-            related.as_ref(),
-            false,
-            "Preempted",
-            note,
-        );
+        self.record_event(r.event(preemptor));
         Ok(true)
     }
 }

@@ -1,10 +1,10 @@
-//! Supervised tasks: the view's watch loops and the controller's reconcile loop run on tokio
-//! tasks whose end nobody would otherwise notice. A panicking watch task leaves its cache frozen
-//! while it still reads as fresh; a panicking reconcile loop leaves a replica renewing the Lease
-//! with nothing acting behind it (ARCHITECTURE.md §5.9). Every such task is spawned through a
-//! [`Supervisor`], which catches its panic or its unexpected end, logs it at ERROR and records
+//! Supervised tasks: the cluster view's watch loops and the controller's reconcile loop run on
+//! tokio tasks whose end nobody would otherwise notice. A panicking watch task leaves its cache
+//! frozen while it still reads as fresh; a panicking reconcile loop leaves a replica renewing the
+//! Lease with nothing acting behind it (ARCHITECTURE.md §5.9). Every such task is spawned through
+//! a [`Supervisor`], which catches its panic or its unexpected end, logs it at ERROR and records
 //! the first [`TaskExit`]. The view then reports itself unready and stale for acting
-//! ([`crate::ClusterView::readiness`]), and the controller steps down
+//! (`ClusterView::readiness`, `cluster/src/view.rs`), and the controller steps down
 //! (`controller/src/run.rs`): it stops acting, releases the Lease, fails `/livez` and exits so
 //! that another replica takes over.
 //!
@@ -166,55 +166,6 @@ mod tests {
         assert_eq!(
             exit.to_string(),
             "the reconcile loop ended: the stream ended"
-        );
-    }
-
-    /// A view whose API server never answers (nothing listens on the discard port): its own
-    /// watches keep retrying, so only the test's task can stop.
-    fn unreachable_view() -> std::sync::Arc<crate::view::ClusterView> {
-        let client =
-            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
-                .unwrap();
-        let events = resize_guard_runtime::events::Events::start(
-            client.clone(),
-            kube::runtime::events::Reporter {
-                controller: "supervisor-test".into(),
-                instance: None,
-            },
-        );
-        crate::view::ClusterView::start(
-            client,
-            crate::view::ViewConfig::new("resize-guard", "resize-guard", events),
-        )
-    }
-
-    #[tokio::test]
-    async fn a_stopped_watch_task_leaves_the_view_unready_and_stale_for_acting_for_good() {
-        let view = unreachable_view();
-        assert!(view.stale_for_acting().is_some(), "never listed yet");
-        view.supervisor()
-            .spawn("the pods watch", async { panic!("injected") });
-        let exit = tokio::time::timeout(Duration::from_secs(5), view.supervisor().exited())
-            .await
-            .unwrap();
-        assert_eq!(exit.to_string(), "the pods watch panicked: injected");
-        let frozen = "the pods watch panicked: injected; the caches may be frozen";
-        assert_eq!(view.readiness(), Err(frozen.to_owned()));
-        assert!(!view.is_ready());
-        assert_eq!(
-            view.stale_for_acting(),
-            Some("a supervised task stopped; the caches may be frozen")
-        );
-        // For good: a later graceful end, or another task's failure, changes nothing.
-        view.supervisor().spawn("the nodes watch", async { Ok(()) });
-        view.supervisor()
-            .spawn("the policy watch", async { Err("its stream ended".into()) })
-            .await
-            .unwrap();
-        assert_eq!(view.readiness(), Err(frozen.to_owned()));
-        assert_eq!(
-            view.stale_for_acting(),
-            Some("a supervised task stopped; the caches may be frozen")
         );
     }
 

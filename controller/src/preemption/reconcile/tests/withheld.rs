@@ -6,10 +6,10 @@ use super::*;
 #[tokio::test]
 async fn a_replica_that_does_not_lead_writes_nothing() {
     let (client, seen) = fake(Box::new(ok));
-    let a = actuator(client, Leadership::new());
+    let a = course(client, Leadership::new());
     let mut planned = preemptor();
     planned.metadata.annotations = Some([(PLAN_ANNOTATION.to_owned(), "read".to_owned())].into());
-    let err = a.apply(&planned, Decision::ClearPlan).await.unwrap_err();
+    let err = a.run(&planned, Decision::ClearPlan).await.unwrap_err();
     assert_eq!(err.reason(), "NotLeader");
     for decision in [
         Decision::Revert {
@@ -25,10 +25,10 @@ async fn a_replica_that_does_not_lead_writes_nothing() {
             after: SHORT_WAIT,
         },
     ] {
-        let err = a.apply(&preemptor(), decision).await.unwrap_err();
+        let err = a.run(&preemptor(), decision).await.unwrap_err();
         assert_eq!(err.reason(), "NotLeader");
     }
-    a.apply(
+    a.run(
         &preemptor(),
         Decision::Failed {
             reason: "NoVictims",
@@ -56,7 +56,7 @@ async fn a_plan_the_brakes_hold_back_writes_nothing_and_says_why() {
         pending_on_node: 1,
         after: SHORT_WAIT,
     };
-    a.apply(&preemptor(), first).await.unwrap();
+    a.run(&preemptor(), first).await.unwrap();
     let made = writes(&seen).len();
     let on = |node: &str, uid: &str| {
         let mut p = preemptor();
@@ -78,13 +78,13 @@ async fn a_plan_the_brakes_hold_back_writes_nothing_and_says_why() {
     };
     // Another resize on the same node waits for the plan in flight there; one elsewhere waits
     // for the eviction rate (20 a minute: one token back in 3 s).
-    let busy = a.apply(&on("n1", "u-b"), one("v3")).await.unwrap();
+    let busy = a.run(&on("n1", "u-b"), one("v3")).await.unwrap();
     assert_eq!(busy, Action::requeue(NODE_BUSY_WAIT));
-    let rate = a.apply(&on("n2", "u-c"), one("v4")).await.unwrap();
+    let rate = a.run(&on("n2", "u-c"), one("v4")).await.unwrap();
     let shown = format!("{rate:?}");
     assert!(shown.contains("Some(2.9"), "{shown}");
     assert_eq!(writes(&seen).len(), made, "{:?}", writes(&seen));
-    let metrics = a.metrics.render();
+    let metrics = a.actuator.metrics.render();
     for outcome in ["held_node_busy", "held_eviction_rate"] {
         assert!(
             metrics.contains(&format!("outcome=\"{outcome}\"")),
@@ -109,7 +109,7 @@ async fn a_plan_held_by_its_namespaces_budget_writes_nothing_and_names_the_brake
         pending_on_node: 1,
         after: SHORT_WAIT,
     };
-    a.apply(&preemptor(), first).await.unwrap();
+    a.run(&preemptor(), first).await.unwrap();
     let made = writes(&seen).len();
     tokio::time::sleep(Duration::from_millis(20)).await;
     let mut other = preemptor();
@@ -125,7 +125,7 @@ async fn a_plan_held_by_its_namespaces_budget_writes_nothing_and_names_the_brake
         pending_on_node: 1,
         after: SHORT_WAIT,
     };
-    let action = a.apply(&other, held).await.unwrap();
+    let action = a.run(&other, held).await.unwrap();
     let shown = format!("{action:?}");
     assert!(
         shown.contains("Some(59.") || shown.contains("Some(60"),
@@ -133,11 +133,12 @@ async fn a_plan_held_by_its_namespaces_budget_writes_nothing_and_names_the_brake
     );
     assert_eq!(writes(&seen).len(), made, "{:?}", writes(&seen));
     assert!(
-        a.metrics
+        a.actuator
+            .metrics
             .render()
             .contains("outcome=\"held_namespace_rate\""),
         "{}",
-        a.metrics.render()
+        a.actuator.metrics.render()
     );
     settle().await;
     let notes: Vec<String> = seen

@@ -5,9 +5,9 @@
 //! (`shared/src/audience.rs`). Notes are decided whole in `crate::preemption::decision`, which
 //! names pods as `namespace/name` (`PodKey`'s form); [`for_namespace`] rewrites every such name
 //! of another namespace in a note as a count, at the one place Events are queued
-//! (`Actuator::event`), so no note — a fresh plan, a resumed one, a stalled or refused
-//! eviction, audit mode — can miss it. The controller's log keeps the note whole, for the
-//! operator.
+//! (`Actuator::record_event`, `crate::preemption::actuator`), so no note — a fresh plan, a
+//! resumed one, a stalled or refused eviction, audit mode — can miss it. The controller's log
+//! keeps the note whole, for the operator.
 //!
 //! `Preempted` on a victim of another namespace than its preemptor names the preemptor as "a
 //! higher-priority pod in another namespace" with its priority and node (the why, not the who),
@@ -20,8 +20,10 @@
 //! Counting them there would hide nothing the annotation does not show; the record's format
 //! (`shared/src/plan.rs`) is where other namespaces' names would have to go first.
 
+use resize_guard_runtime::events::EventReason;
+
 /// The Event reason whose note quotes the plan record on its own pod, left as written.
-pub const QUOTES_THE_RECORD: &str = "PreemptionPlanRejected";
+pub const QUOTES_THE_RECORD: EventReason = EventReason::PreemptionPlanRejected;
 
 /// `note` for readers of namespace `ns`: every `namespace/name` of another namespace (with its
 /// `(priority N)` when one follows) becomes `a pod in another namespace`, and a run of them

@@ -22,8 +22,9 @@ fn preemptor_with_plan(value: &str) -> Pod {
     p
 }
 
-fn conflicts(a: &Actuator) -> String {
-    a.metrics
+fn conflicts(a: &Course) -> String {
+    a.actuator
+        .metrics
         .render()
         .lines()
         .find(|l| l.starts_with("resize_guard_plan_write_conflicts_total"))
@@ -38,7 +39,7 @@ async fn a_plan_record_refused_as_changed_touches_no_victim_and_the_pod_is_read_
     assert_eq!(action, Action::requeue(SHORT_WAIT));
     assert_eq!(writes(&seen), ["PATCH /api/v1/namespaces/prod/pods/app"]);
     assert_eq!(conflicts(&a), "resize_guard_plan_write_conflicts_total 1");
-    let metrics = a.metrics.render();
+    let metrics = a.actuator.metrics.render();
     assert!(!metrics.contains("outcome=\"started\""), "{metrics}");
     assert!(!metrics.contains("outcome=\"error\""), "{metrics}");
     settle().await;
@@ -62,7 +63,7 @@ async fn a_clear_refused_as_changed_says_nothing_on_the_stale_decision() {
         Decision::Unblocked { seconds: 3.0 },
         Decision::ClearPlan,
     ] {
-        let action = a.apply(&pod, decision).await.unwrap();
+        let action = a.run(&pod, decision).await.unwrap();
         assert_eq!(action, Action::requeue(SHORT_WAIT));
     }
     assert_eq!(writes(&seen).len(), 4);
@@ -72,7 +73,7 @@ async fn a_clear_refused_as_changed_says_nothing_on_the_stale_decision() {
         assert_eq!(s.body[1]["value"], "read", "{}", s.body);
         assert_eq!(s.body[2]["op"], "remove", "{}", s.body);
     }
-    let metrics = a.metrics.render();
+    let metrics = a.actuator.metrics.render();
     assert!(
         metrics.contains("resize_guard_time_to_unblock_seconds_count 0"),
         "an unblock is counted once its plan is cleared: {metrics}"
@@ -97,7 +98,7 @@ async fn an_invalid_plan_write_is_an_error_not_a_conflict() {
     );
     let (a, seen) = leading(refusing("pods/app", invalid));
     let err = a
-        .apply(&preemptor_with_plan("read"), Decision::ClearPlan)
+        .run(&preemptor_with_plan("read"), Decision::ClearPlan)
         .await
         .unwrap_err();
     assert_eq!(err.reason(), "RecordPlan", "{}", err.chain());
@@ -111,7 +112,7 @@ async fn an_invalid_plan_write_is_an_error_not_a_conflict() {
 #[tokio::test]
 async fn clearing_with_no_plan_read_writes_nothing() {
     let (a, seen) = leading(Box::new(ok));
-    let action = a.apply(&preemptor(), Decision::ClearPlan).await.unwrap();
+    let action = a.run(&preemptor(), Decision::ClearPlan).await.unwrap();
     assert_eq!(action, Action::await_change());
     assert!(writes(&seen).is_empty());
 }

@@ -39,20 +39,20 @@ fn overdue() -> Decision {
 #[tokio::test]
 async fn a_waiting_plan_holds_its_node_until_its_wait_is_overdue() {
     let (a, seen) = leading(Box::new(ok));
-    a.apply(&preemptor(), one("v1")).await.unwrap();
+    a.run(&preemptor(), one("v1")).await.unwrap();
     let wait = Decision::Wait {
         why: "planned victims are terminating".into(),
         after: SHORT_WAIT,
     };
-    a.apply(&preemptor(), wait).await.unwrap();
-    let busy = a.apply(&on("n1", "u-b"), one("v2")).await.unwrap();
+    a.run(&preemptor(), wait).await.unwrap();
+    let busy = a.run(&on("n1", "u-b"), one("v2")).await.unwrap();
     assert_eq!(busy, Action::requeue(NODE_BUSY_WAIT), "held while it waits");
 
-    let action = a.apply(&preemptor(), overdue()).await.unwrap();
+    let action = a.run(&preemptor(), overdue()).await.unwrap();
     assert_eq!(action, Action::requeue(STALLED_RECHECK));
     // Repeated while it stays overdue: the node is not taken back.
-    a.apply(&preemptor(), overdue()).await.unwrap();
-    let went = a.apply(&on("n1", "u-b"), one("v2")).await.unwrap();
+    a.run(&preemptor(), overdue()).await.unwrap();
+    let went = a.run(&on("n1", "u-b"), one("v2")).await.unwrap();
     assert_eq!(went, Action::requeue(SHORT_WAIT), "planned once released");
     assert!(
         writes(&seen).contains(&"POST /api/v1/namespaces/batch/pods/v2/eviction".to_owned()),
@@ -60,8 +60,8 @@ async fn a_waiting_plan_holds_its_node_until_its_wait_is_overdue() {
         writes(&seen)
     );
     // The overdue plan's later looks do not take the node from the plan now in flight there.
-    a.apply(&preemptor(), overdue()).await.unwrap();
-    let third = a.apply(&on("n1", "u-c"), one("v3")).await.unwrap();
+    a.run(&preemptor(), overdue()).await.unwrap();
+    let third = a.run(&on("n1", "u-c"), one("v3")).await.unwrap();
     assert_eq!(third, Action::requeue(NODE_BUSY_WAIT));
 
     settle().await;
@@ -80,7 +80,8 @@ async fn a_waiting_plan_holds_its_node_until_its_wait_is_overdue() {
         "{stalled:?}"
     );
     assert!(
-        a.metrics
+        a.actuator
+            .metrics
             .render()
             .contains("outcome=\"stalled_node_released\"")
     );

@@ -1,64 +1,14 @@
-//! Why a write of the preemption actuator was not made or failed: [`WriteError`] for one API
-//! write (fenced, or refused by the API server), [`ActuateError`] for carrying out a decision,
-//! named after the operation that failed, with a stable [`ActuateError::reason`] for metrics. A
-//! write the API server forbids (403: RBAC without the grant a policy needs, or one of the
+//! Why carrying out a decision failed: [`ActuateError`], named after the operation that failed
+//! (each over one write's [`WriteError`], `crate::preemption::write`), with a stable
+//! [`ActuateError::reason`] for metrics. A write the API server forbids (403: RBAC without the grant a policy needs, or one of the
 //! ValidatingAdmissionPolicies of `deploy/base/controller-writes.yaml`) gets
 //! [`ActuateError::forbidden_note`], the `WriteForbidden` Event's text: what was refused, the API
 //! server's own words and the grant to install. A conditional write refused because the object
 //! changed since it was read ([`WriteError::precondition_failed`],
 //! [`ActuateError::plan_changed`]) is told apart from an invalid one: it is no fault.
 
-use crate::lease::fence::Fenced;
 use crate::preemption::seal::KeyError;
-
-/// A write that was not made or failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WriteError {
-    /// Not made: this replica does not lead (or stopped leading while it was in flight).
-    #[error(transparent)]
-    Fenced(#[from] Fenced),
-    /// The API server refused or could not be reached.
-    #[error("the API request failed")]
-    Api(#[source] kube::Error),
-}
-
-impl WriteError {
-    /// The API server's HTTP status, when it answered.
-    pub fn status(&self) -> Option<u16> {
-        self.answer().map(|s| s.code)
-    }
-
-    /// The API server's message when it forbade the write (403).
-    pub fn forbidden(&self) -> Option<&str> {
-        self.answer()
-            .filter(|s| s.code == 403)
-            .map(|s| s.message.as_str())
-    }
-
-    /// True when the API server refused a JSON Patch write because the patch did not apply to
-    /// the object as it now is — for the plan patch, whose operations apply whenever its `test`s
-    /// pass, a failed precondition: the object changed since it was read, nothing was written.
-    /// kube-apiserver answers a patch that does not apply with 422 `Invalid`, a generic message
-    /// and no causes (upstream `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go`
-    /// `jsonPatcher.applyJSPatch`, `NewGenericServerResponse`), unlike an invalid object, which it
-    /// answers with 422 `Invalid` listing the offending fields as causes (`NewInvalid`).
-    pub fn precondition_failed(&self) -> bool {
-        self.answer().is_some_and(|s| {
-            s.code == 422
-                && s.reason == "Invalid"
-                && s.details.as_ref().is_none_or(|d| d.causes.is_empty())
-        })
-    }
-
-    /// The API server's answer, when it gave one.
-    pub fn answer(&self) -> Option<&kube::core::Status> {
-        match self {
-            WriteError::Api(kube::Error::Api(e)) => Some(e),
-            _ => None,
-        }
-    }
-}
+pub use crate::preemption::write::WriteError;
 
 /// Errors carrying out a decision.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +36,15 @@ pub enum ActuateError {
     /// with it (nothing is resumed or recorded without it).
     #[error("loading the plan-sealing key or sealing the plan record with it")]
     PlanKey(#[source] KeyError),
+    /// A plan reached the actuator without the brakes' admission (a bug in the reconciler):
+    /// nothing was written.
+    #[error(
+        "the plan for {pod} reached the actuator without the brakes' admission; nothing was done"
+    )]
+    Unadmitted {
+        /// The preemptor.
+        pod: String,
+    },
     /// Preempting a victim failed.
     #[error("preempting {victim}")]
     Preempt {
@@ -111,7 +70,7 @@ impl ActuateError {
             | ActuateError::Revert { source, .. }
             | ActuateError::Preempt { source, .. }
             | ActuateError::PlanKey(KeyError::Create { source, .. }) => Some(source),
-            ActuateError::PlanKey(_) => None,
+            ActuateError::PlanKey(_) | ActuateError::Unadmitted { .. } => None,
         }
     }
 
@@ -131,6 +90,7 @@ impl ActuateError {
             ActuateError::Revert { .. } => "reverting the Infeasible resize".to_owned(),
             ActuateError::RecordPlan { .. } => "recording the preemption plan".to_owned(),
             ActuateError::PlanKey(_) => "creating the plan-sealing key".to_owned(),
+            ActuateError::Unadmitted { .. } => return None,
         };
         Some(format!(
             "resize-guard did nothing more for this resize: the API server forbade {what} (403: \
@@ -147,6 +107,7 @@ impl ActuateError {
             ActuateError::Preempt { source, .. } => (Some(source), "Preempt"),
             ActuateError::PlanKey(KeyError::Create { source, .. }) => (Some(source), "PlanKey"),
             ActuateError::PlanKey(_) => (None, "PlanKey"),
+            ActuateError::Unadmitted { .. } => (None, "Unadmitted"),
         };
         if matches!(source, Some(WriteError::Fenced(_))) {
             "NotLeader"
@@ -166,6 +127,7 @@ impl ActuateError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease::fence::Fenced;
 
     #[test]
     fn errors_print_each_cause_once() {

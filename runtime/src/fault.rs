@@ -3,18 +3,18 @@
 //! panic at a chosen moment by creating an object with a chosen name.
 //!
 //! `reconcile=<pod>` panics the controller's reconcile loop when it reconciles pod `<pod>` (any
-//! namespace; `controller/src/lease/duties.rs`); `watch-pods=<pod>` and `watch-nodes=<node>` panic the
-//! view's pod or node watch task when it receives that object (`crate::view`).
-
-use crate::watch_health::Watched;
+//! namespace; `controller/src/leading.rs`); `watch-pods=<pod>` and `watch-nodes=<node>` panic
+//! the cluster view's pod or node watch task when it receives that object
+//! (`cluster/src/view/watches.rs`).
 
 /// Where a panic is injected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Site {
     /// The controller's reconcile of a pod.
     Reconcile,
-    /// A watch task of the view.
-    Watch(Watched),
+    /// A watch task of the cluster view, by the resource it watches (`pods`, `nodes`: the
+    /// view's `Watched::as_str`).
+    Watch(&'static str),
 }
 
 /// The panics to inject: each site with the name of the object that triggers it.
@@ -33,8 +33,8 @@ impl InjectedPanics {
                 .ok_or_else(|| format!("--inject-panic {spec:?}: want <site>=<name>"))?;
             let site = match site {
                 "reconcile" => Site::Reconcile,
-                "watch-pods" => Site::Watch(Watched::Pods),
-                "watch-nodes" => Site::Watch(Watched::Nodes),
+                "watch-pods" => Site::Watch("pods"),
+                "watch-nodes" => Site::Watch("nodes"),
                 other => {
                     return Err(format!(
                         "--inject-panic {spec:?}: unknown site {other:?} (reconcile, watch-pods, watch-nodes)"
@@ -67,10 +67,10 @@ mod tests {
     fn parses_sites_and_panics_only_on_the_named_object() {
         let p = InjectedPanics::parse(["reconcile=app", "watch-pods=trigger"]).unwrap();
         p.check(Site::Reconcile, "other");
-        p.check(Site::Watch(Watched::Nodes), "app");
+        p.check(Site::Watch("nodes"), "app");
         let panicked = std::panic::catch_unwind(|| p.check(Site::Reconcile, "app"));
         assert!(panicked.is_err());
-        let panicked = std::panic::catch_unwind(|| p.check(Site::Watch(Watched::Pods), "trigger"));
+        let panicked = std::panic::catch_unwind(|| p.check(Site::Watch("pods"), "trigger"));
         assert!(panicked.is_err());
         assert!(InjectedPanics::parse(["reconcile"]).is_err());
         assert!(InjectedPanics::parse(["elsewhere=x"]).is_err());

@@ -1,11 +1,11 @@
-//! The work only the Lease holder does — the preemption controller, the certificate manager
-//! (`--certificates=self`), the last good policy copy, the brakes' ledger and the deferred-pods
-//! gauges — started on gaining the Lease and stopped on losing it (the gauges then read 0: a
+//! The wiring of what only the Lease holder does ([`Leading`]) — the preemption controller, the
+//! certificate manager (`--certificates=self`), the last good policy copy, the brakes' ledger and
+//! the deferred-pods gauges — started on gaining the Lease and stopped on losing it (the gauges then read 0: a
 //! follower sees no Deferred pod). Losing it aborts everything at once (every write is also
 //! fenced by [`Leadership`], so an aborted task cannot write afterwards); a shutdown first lets
 //! in-flight reconciles finish while the Lease is still ours, within the fence.
 //!
-//! Every task runs under the view's [`Supervisor`](resize_guard_cluster::supervisor::Supervisor):
+//! Every task runs under the view's [`Supervisor`](resize_guard_runtime::supervisor::Supervisor):
 //! a panicking reconcile takes the controller's task down with it (kube-runtime polls reconciles
 //! inside the controller's stream), and a reconcile loop that ends without being asked to is as
 //! bad; either is recorded, and `crate::run` steps down on it.
@@ -24,7 +24,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::Controller;
 use kube::runtime::reflector::Store;
 use resize_guard_cluster::ClusterView;
-use resize_guard_cluster::supervisor::Supervisor;
+use resize_guard_runtime::supervisor::Supervisor;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -33,9 +33,8 @@ use crate::last_good::LastGood;
 use crate::lease::elector::Elector;
 use crate::lease::fence::Leadership;
 use crate::metrics::Metrics;
-use crate::preemption::actuate::Actuator;
 use crate::preemption::brakes::ledger;
-use crate::preemption::reconcile::{Ctx, error_policy, reconcile};
+use crate::preemption::reconcile::{Course, Ctx, error_policy, reconcile};
 
 /// Most pods reconciled at once.
 pub const RECONCILE_CONCURRENCY: u16 = 8;
@@ -77,7 +76,7 @@ impl Leading {
         client: &kube::Client,
         view: &Arc<ClusterView>,
         metrics: &Arc<Metrics>,
-        actuator: &Actuator,
+        course: &Course,
         duties: Duties,
     ) -> Leading {
         let Duties {
@@ -86,13 +85,13 @@ impl Leading {
         } = duties;
         let supervisor = view.supervisor();
         let namespace = last_good.namespace.clone();
-        let (ledger, loaded) = spawn_ledger(supervisor, client, metrics, actuator, namespace);
+        let (ledger, loaded) = spawn_ledger(supervisor, client, metrics, course, namespace);
         let (certificates, last_good) = spawn_duties(
             supervisor,
             client,
             view,
             metrics,
-            &actuator.leadership,
+            &course.actuator.leadership,
             certificates,
             last_good,
         );
@@ -104,7 +103,7 @@ impl Leading {
         );
         let ctx = Arc::new(Ctx {
             view: view.clone(),
-            actuator: actuator.clone(),
+            course: course.clone(),
         });
         // A new policy may turn waiting pods into actionable ones (or back): look at all again.
         let policy_changes = futures::stream::unfold(view.policy_changes(), |mut rx| async move {
@@ -121,7 +120,7 @@ impl Leading {
                 |pod: Arc<Pod>, ctx: Arc<Ctx>| {
                     #[cfg(feature = "testing")]
                     ctx.view.injected_panics().check(
-                        resize_guard_cluster::fault::Site::Reconcile,
+                        resize_guard_runtime::fault::Site::Reconcile,
                         pod.metadata.name.as_deref().unwrap_or_default(),
                     );
                     reconcile(pod, ctx)
@@ -244,12 +243,12 @@ fn spawn_ledger(
     supervisor: &Supervisor,
     client: &kube::Client,
     metrics: &Arc<Metrics>,
-    actuator: &Actuator,
+    course: &Course,
     namespace: String,
 ) -> (JoinHandle<()>, oneshot::Receiver<()>) {
     let (loaded_tx, loaded) = oneshot::channel::<()>();
     let (client, metrics) = (client.clone(), metrics.clone());
-    let (brakes, leadership) = (actuator.brakes.clone(), actuator.leadership.clone());
+    let (brakes, leadership) = (course.brakes.clone(), course.actuator.leadership.clone());
     let handle = supervisor.spawn("the brakes' ledger", async move {
         ledger::load(client.clone(), &namespace, &brakes, &metrics).await;
         let _ = loaded_tx.send(());
