@@ -8,7 +8,7 @@
 #                 binaries built on first use, ~10 min each); prints the table and writes it into the README
 #   make image    static (musl), stripped release binaries for PLATFORMS (default linux/amd64 linux/arm64;
 #                 PLATFORMS=linux/amd64 for one), cross-compiled without root by zig (cargo-zigbuild) under
-#                 cargo-auditable (scripts/build-cross.sh installs both and zig from PyPI and crates.io), and their
+#                 cargo-auditable (third_party/cross/build.sh installs both and zig from PyPI and crates.io), and their
 #                 images from deploy/image/Containerfile, without a container engine:
 #                 target/image/resize-guard-{webhook,controller}-<version>.oci.tar (OCI image index, one manifest
 #                 per platform, tagged <version>-g<commit>; RELEASE=1: <version>), each image's CycloneDX SBOM
@@ -56,31 +56,31 @@ TARGET_DIR = $(shell $(CARGO) metadata --format-version 1 --no-deps --locked \
 	| python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 # Builds (first run, ~10 min) or reuses the upstream binaries of the minor RESIZE_GUARD_K8S_VERSION
 # names (default 1.37); its last output line is their directory.
-WITH_K8S = RESIZE_GUARD_K8S_BIN_DIR="$$(scripts/build-control-plane.sh | tail -n 1)"
+WITH_K8S = RESIZE_GUARD_K8S_BIN_DIR="$$(third_party/control-plane/build.sh | tail -n 1)"
 # The same for one given minor: $(call with_k8s,1.35).
-with_k8s = RESIZE_GUARD_K8S_VERSION=$(1) RESIZE_GUARD_K8S_BIN_DIR="$$(RESIZE_GUARD_K8S_VERSION=$(1) scripts/build-control-plane.sh | tail -n 1)"
-# The minors of the version matrix (tests/control-plane/v1.N/), and where its results go.
+with_k8s = RESIZE_GUARD_K8S_VERSION=$(1) RESIZE_GUARD_K8S_BIN_DIR="$$(RESIZE_GUARD_K8S_VERSION=$(1) third_party/control-plane/build.sh | tail -n 1)"
+# The minors of the version matrix (third_party/control-plane/v1.N/), and where its results go.
 MINORS = 1.33 1.34 1.35 1.36 1.37
 MATRIX_DIR = $(CURDIR)/target/test-matrix
 # helm v3 from Go modules (first run a few minutes), for the chart's lint/template/dry-run tests.
-WITH_HELM = RESIZE_GUARD_HELM_BIN="$$(scripts/build-helm.sh | tail -n 1)/helm"
+WITH_HELM = RESIZE_GUARD_HELM_BIN="$$(third_party/helm/build.sh | tail -n 1)/helm"
 # VPA v1.6.0 recommender + updater + admission-controller from Go modules (first run 4-8 min), for the VPA tests.
-WITH_VPA = RESIZE_GUARD_VPA_DIR="$$(scripts/build-vpa.sh | tail -n 1)"
+WITH_VPA = RESIZE_GUARD_VPA_DIR="$$(third_party/vpa/build.sh | tail -n 1)"
 # CNCF distribution's registry from Go modules (first run a few minutes), for the push test and
 # the real node.
-WITH_REGISTRY = RESIZE_GUARD_REGISTRY_BIN="$$(scripts/build-registry.sh | tail -n 1)/registry"
+WITH_REGISTRY = RESIZE_GUARD_REGISTRY_BIN="$$(third_party/registry/build.sh | tail -n 1)/registry"
 # sigstore's cosign v3 from its Go module (first run several minutes), for the signing test
 # (image/tests/images/sign.rs) and `make sign`.
-WITH_COSIGN = RESIZE_GUARD_COSIGN_BIN="$$(scripts/build-cosign.sh | tail -n 1)/cosign"
+WITH_COSIGN = RESIZE_GUARD_COSIGN_BIN="$$(third_party/cosign/build.sh | tail -n 1)/cosign"
 # A real node's parts: kubelet and kube-proxy v1.37.2, containerd, runc, the CNI plugins and a
 # pause (first run ~6 min), for the real-node suite (tests/node/).
-WITH_NODE = RESIZE_GUARD_NODE_BIN_DIR="$$(scripts/build-node.sh | tail -n 1)"
-WITH_PROMTOOL = RESIZE_GUARD_PROMTOOL_BIN="$$(scripts/build-promtool.sh | tail -n 1)/promtool"
+WITH_NODE = RESIZE_GUARD_NODE_BIN_DIR="$$(third_party/node/build.sh | tail -n 1)"
+WITH_PROMTOOL = RESIZE_GUARD_PROMTOOL_BIN="$$(third_party/promtool/build.sh | tail -n 1)/promtool"
 # metrics-server v0.8.0 from Go modules (first run a few minutes), for the metrics API tests.
-WITH_METRICS_SERVER = RESIZE_GUARD_METRICS_SERVER_BIN="$$(scripts/build-metrics-server.sh | tail -n 1)/metrics-server"
+WITH_METRICS_SERVER = RESIZE_GUARD_METRICS_SERVER_BIN="$$(third_party/metrics-server/build.sh | tail -n 1)/metrics-server"
 # Kubernetes v1.37.2's own in-place resize e2e specs as one test binary (go test -c; first run
 # ~4 min) beside the BusyBox image they run (Debian's busybox-static), for make upstream-e2e.
-WITH_UPSTREAM_E2E = RESIZE_GUARD_UPSTREAM_E2E_BIN="$$(scripts/build-upstream-e2e.sh | tail -n 1)/resize-e2e.test"
+WITH_UPSTREAM_E2E = RESIZE_GUARD_UPSTREAM_E2E_BIN="$$(third_party/upstream-e2e/build.sh | tail -n 1)/resize-e2e.test"
 
 .PHONY: e2e vpa-lag demo-node upstream-e2e upstream-e2e-short upstream push sign krew plugins test test-versions test-matrix fmt-check clippy deps-check control-plane vpa image unit bench bench-report bench-scale sandbox demo demo-vpa fmt fuzz rss flood
 
@@ -101,7 +101,7 @@ demo-node: image
 # needs root): once without resize-guard, once with it installed from its images (make push,
 # kubectl apply -k deploy/) and metrics-server, then upstream's resize preemption spec with its
 # alpha gate on and no resize-guard; each spec's outcome is compared with
-# tests/upstream-e2e/expected.tsv and any difference fails (MODE=without|with|gate for one mode,
+# third_party/upstream-e2e/expected.tsv and any difference fails (MODE=without|with|gate for one mode,
 # FOCUS=regex for some specs). Reports and logs under target/upstream-e2e/.
 upstream-e2e: image
 	$(CARGO) build --locked -p resize-guard-lab --bin resize-guard-upstream-e2e
@@ -145,7 +145,7 @@ test: fmt-check clippy deps-check plugins unit e2e upstream-e2e-short
 # controller image also carries resize-guard-certs (deploy/image/Containerfile says why). No root
 # and no system package: every target is cross-compiled with zig as C compiler and linker through
 # cargo-zigbuild, under cargo-auditable so each binary embeds its dependency tree, the three
-# installed (pinned, cached) by scripts/build-cross.sh from PyPI and crates.io; rustup adds the
+# installed (pinned, cached) by third_party/cross/build.sh from PyPI and crates.io; rustup adds the
 # Rust targets. The image writer, the plugin packer and the pusher (image/) are built with the
 # platform of this machine (optimised: gzip is ~5x slower in a debug build). What runs where is
 # checked by the image tests (image/tests/images/), not here: a binary for another CPU or a
@@ -175,7 +175,7 @@ IMAGE_PACKAGES = -p resize-guard-webhook -p resize-guard-controller -p resize-gu
 TOOL_PACKAGES = -p resize-guard-image
 # `cargo auditable zigbuild`: cargo-auditable runs $CARGO (here cargo-zigbuild) with itself as
 # rustc's workspace wrapper; cargo-zigbuild runs cargo with zig as each target's linker and C
-# compiler. Expects cross= to hold scripts/build-cross.sh's directory.
+# compiler. Expects cross= to hold third_party/cross/build.sh's directory.
 ZIGBUILD = RUSTFLAGS="$(IMAGE_RUSTFLAGS)" CARGO_TARGET_DIR=$(IMAGE_BUILD) CARGO_ZIGBUILD_ZIG_PATH="$$cross/zig" \
 	CARGO="$$cross/cargo-zigbuild" "$$cross/cargo-auditable" auditable zigbuild --locked --release
 # macOS: the oldest release the plugin runs on, and the framework stubs it links against.
@@ -196,7 +196,7 @@ IMAGE_TAG = $(if $(RELEASE),$(VERSION),$(VERSION)-g$(shell git rev-parse --short
 PLUGIN_PACK = SOURCE_DATE_EPOCH="$(COMMIT_TIME)" $(IMAGE_BIN)/resize-guard-plugin --out-dir target/image
 image:
 	@$(call rustup_targets,$(sort $(foreach p,$(PLATFORMS),$(call triple,$p)) $(TOOL_TARGET)))
-	cross="$$(scripts/build-cross.sh | tail -n 1)" && \
+	cross="$$(third_party/cross/build.sh | tail -n 1)" && \
 	$(foreach p,$(PLATFORMS),$(ZIGBUILD) --target $(call triple,$p) $(IMAGE_PACKAGES) \
 		$(if $(filter $(TOOL_TARGET),$(call triple,$p)),$(TOOL_PACKAGES)) && ) \
 	$(if $(filter $(TOOL_TARGET),$(foreach p,$(PLATFORMS),$(call triple,$p))),true,\
@@ -213,17 +213,17 @@ image:
 # then every archive and the manifest again, now listing PLATFORMS and PLUGIN_PLATFORMS.
 plugins: image
 	@$(call rustup_targets,$(foreach p,$(PLUGIN_PLATFORMS),$(call triple,$p)))
-	cross="$$(scripts/build-cross.sh | tail -n 1)" && $(DARWIN_ENV) $(ZIGBUILD) \
+	cross="$$(third_party/cross/build.sh | tail -n 1)" && $(DARWIN_ENV) $(ZIGBUILD) \
 		$(foreach p,$(PLUGIN_PLATFORMS),--target $(call triple,$p)) -p resize-guard-kubectl
 	$(PLUGIN_PACK) $(foreach p,$(PLATFORMS) $(PLUGIN_PLATFORMS),--platform $p=$(call bin_dir,$p))
 
 # The krew manifest `make image` or `make plugins` wrote, checked by krew's own
-# validate-krew-manifest (built from sigs.k8s.io/krew's Go module by scripts/build-krew.sh;
+# validate-krew-manifest (built from sigs.k8s.io/krew's Go module by third_party/krew/build.sh;
 # structure, platforms, no overlaps; the install half needs the archives at their release URLs,
 # so it is skipped here; image/tests/images/krew.rs installs them from a local server).
 krew:
 	@test -f $(KREW_MANIFEST) || { echo "make krew: no $(KREW_MANIFEST): run make image (or make plugins) first" >&2; exit 2; }
-	"$$(scripts/build-krew.sh | tail -n 1)/validate-krew-manifest" -manifest $(KREW_MANIFEST) -skip-install
+	"$$(third_party/krew/build.sh | tail -n 1)/validate-krew-manifest" -manifest $(KREW_MANIFEST) -skip-install
 
 # The images `make image` wrote, pushed under REGISTRY by the release build of resize-guard-push
 # (image/src/push.rs; image/tests/images/push.rs runs this target against a real registry), each
@@ -236,13 +236,13 @@ push:
 		$(if $(NO_SBOM),--no-sbom) target/image/resize-guard-webhook-$(VERSION).oci target/image/resize-guard-controller-$(VERSION).oci
 
 # Signs what `make push` pushed: each image index by the digest `make image` wrote (the one the
-# tag names after the push), with cosign (COSIGN=path, else v3 built by scripts/build-cosign.sh)
+# tag names after the push), with cosign (COSIGN=path, else v3 built by third_party/cosign/build.sh)
 # and KEY (a cosign key file with COSIGN_PASSWORD in the environment, or a KMS URI). The signature
 # goes beside the image as a Sigstore bundle referring to it; SIGNATURE_FORMAT=legacy writes
 # cosign's older `sha256-<hex>.sig` tag instead, for verifiers that read only that. TLOG=0 keeps it
 # out of the Rekor transparency log (a registry on loopback, an air-gapped site). docs/signing.md
 # says how to verify it and how an admission policy checks it.
-COSIGN ?= "$$(scripts/build-cosign.sh | tail -n 1)/cosign"
+COSIGN ?= "$$(third_party/cosign/build.sh | tail -n 1)/cosign"
 SIGNATURE_FORMAT ?= bundle
 sign:
 	@test -n "$(REGISTRY)" -a -n "$(KEY)" || { echo "usage: make sign REGISTRY=host[:port]/namespace KEY=cosign.key|kms-uri [TLOG=0] [SIGNATURE_FORMAT=bundle|legacy] [PLAIN_HTTP=1] [COSIGN=path]" >&2; exit 2; }
@@ -259,11 +259,11 @@ sign:
 	done
 
 control-plane:
-	scripts/build-control-plane.sh >/dev/null
+	third_party/control-plane/build.sh >/dev/null
 
-# The Vertical Pod Autoscaler v1.6.0 recommender, updater and admission-controller (tests/vpa), built or reused.
+# The Vertical Pod Autoscaler v1.6.0 recommender, updater and admission-controller (third_party/vpa), built or reused.
 vpa:
-	scripts/build-vpa.sh >/dev/null
+	third_party/vpa/build.sh >/dev/null
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -299,18 +299,18 @@ e2e:
 # Every upstream part `make test` uses, built or reused (.ci/run builds them beside the Rust builds);
 # the release build's cross toolchain and the tests' qemu first, so `make image` finds them ready.
 upstream:
-	scripts/build-cross.sh >/dev/null
-	scripts/build-qemu.sh >/dev/null
-	scripts/build-control-plane.sh >/dev/null
-	scripts/build-upstream-e2e.sh >/dev/null
-	scripts/build-helm.sh >/dev/null
-	scripts/build-vpa.sh >/dev/null
-	scripts/build-registry.sh >/dev/null
-	scripts/build-cosign.sh >/dev/null
-	scripts/build-promtool.sh >/dev/null
-	scripts/build-metrics-server.sh >/dev/null
-	scripts/build-node.sh >/dev/null
-	scripts/build-krew.sh >/dev/null
+	third_party/cross/build.sh >/dev/null
+	third_party/qemu/build.sh >/dev/null
+	third_party/control-plane/build.sh >/dev/null
+	third_party/upstream-e2e/build.sh >/dev/null
+	third_party/helm/build.sh >/dev/null
+	third_party/vpa/build.sh >/dev/null
+	third_party/registry/build.sh >/dev/null
+	third_party/cosign/build.sh >/dev/null
+	third_party/promtool/build.sh >/dev/null
+	third_party/metrics-server/build.sh >/dev/null
+	third_party/node/build.sh >/dev/null
+	third_party/krew/build.sh >/dev/null
 
 # The version-sensitive suite on v1.35, the first minor where in-place resize is GA (`make test` runs
 # it on v1.37 with everything else; `make test-matrix` on every minor). Its control plane is built
