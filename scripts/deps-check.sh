@@ -5,8 +5,10 @@
 # Usage (from the Makefile): CARGO=cargo scripts/deps-check.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+CARGO="${CARGO:-cargo}"
+export -n CARGO
 # shellcheck disable=SC2086 # CARGO may be a command with arguments, as in the Makefile.
-tree=$(${CARGO:-cargo} tree -p resize-guard-policy -e normal --prefix none --locked)
+tree=$($CARGO tree -p resize-guard-policy -e normal --prefix none --locked)
 bad=$(printf '%s\n' "$tree" | grep -E '^(kube|kube-[a-z]+|tokio|hyper|hyper-[a-z]+|reqwest|axum|tower) ' || true)
 if [[ -n "$bad" ]]; then
   echo "resize-guard-policy must not depend on:"

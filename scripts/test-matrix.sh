@@ -10,7 +10,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# Not exported: the programs run here see the environment make gives its recipes.
 CARGO="${CARGO:-cargo}"
+export -n CARGO
 MINORS="${MINORS:?MINORS names the minors, e.g. 1.33 1.34 1.35 1.36 1.37}"
 MATRIX_DIR="${MATRIX_DIR:?MATRIX_DIR names the directory for the logs and results}"
 # Cargo's target directory as cargo resolves it (CARGO_TARGET_DIR, .cargo/config.toml or ./target).

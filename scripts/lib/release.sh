@@ -13,7 +13,9 @@
 # writer, the plugin packer and the pusher (image/) are built with the platform of this machine
 # (optimised: gzip is ~5x slower in a debug build).
 
+# Not exported: the programs run here see the environment make gives its recipes.
 CARGO="${CARGO:-cargo}"
+export -n CARGO
 REPO_ROOT="$(pwd -P)"
 
 # The platforms the binaries are built for, and the Rust target of each.
