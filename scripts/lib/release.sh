@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The release build's shared definitions, sourced (not run) by scripts/image.sh, plugins.sh,
 # push.sh and sign.sh, each run by the Makefile from the checkout's root: the Rust target of each
 # platform, where the release binaries and the image tools land, the version and the images' tag,
@@ -56,7 +57,9 @@ IMAGE_BIN="$IMAGE_BUILD/$TOOL_TARGET/release"
 # Paths in panic messages name the checkout and cargo's registry relatively, so two machines
 # building one commit write the same bytes.
 IMAGE_RUSTFLAGS="-C strip=symbols --remap-path-prefix=$REPO_ROOT=. --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=cargo"
+# shellcheck disable=SC2034 # the scripts that source this use them
 IMAGE_PACKAGES=(-p resize-guard-webhook -p resize-guard-controller -p resize-guard-certs -p resize-guard-kubectl)
+# shellcheck disable=SC2034
 TOOL_PACKAGES=(-p resize-guard-image)
 
 # release_version: the version of the kubectl plugin's crate, which every image and archive
