@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One real Kubernetes node on this machine for the tests and `make demo-node`: upstream's kubelet
-# and kube-proxy, containerd and runc (scripts/build-node.sh), the CNI bridge plugin, all inside a
-# network namespace and a private mount namespace, under one work directory. See README.md here.
+# and kube-proxy, containerd and runc (third_party/node/build.sh), the CNI bridge plugin, all inside
+# a network namespace and a private mount namespace, under one work directory. See README.md here.
 #
 #   node.sh net   WORK                 sweep stale state, then the netns and its veth (the API
 #                                      server binds the host end, 10.213.0.1, next)
@@ -14,8 +14,8 @@
 #   node.sh down  WORK                 stop everything, restore sysctls, remove it all
 #   node.sh check WORK                 print anything left behind; exit 1 if something is
 #
-# Environment: RESIZE_GUARD_NODE_BIN_DIR (scripts/build-node.sh's directory),
-# RESIZE_GUARD_REGISTRY_BIN (scripts/build-registry.sh's registry). Needs root (netns, cgroups,
+# Environment: RESIZE_GUARD_NODE_BIN_DIR (third_party/node/build.sh's directory),
+# RESIZE_GUARD_REGISTRY_BIN (third_party/registry/build.sh's registry). Needs root (netns, cgroups,
 # mounts). One node per machine: the caller holds a lock on WORK.lock while it runs.
 set -euo pipefail
 
@@ -235,8 +235,8 @@ EOF
 
 cmd_up() {
   [[ $# -eq 3 ]] || die "usage: node.sh up WORK KUBECONFIG RESERVED_CPU CLIENT_CA"
-  BIN="${RESIZE_GUARD_NODE_BIN_DIR:?the directory scripts/build-node.sh prints}"
-  local registry="${RESIZE_GUARD_REGISTRY_BIN:?the registry binary of scripts/build-registry.sh}"
+  BIN="${RESIZE_GUARD_NODE_BIN_DIR:?the directory third_party/node/build.sh prints}"
+  local registry="${RESIZE_GUARD_REGISTRY_BIN:?the registry binary of third_party/registry/build.sh}"
   ip netns list | grep -qw $NETNS || die "no netns $NETNS: run node.sh net first"
   ensure_iptables
   write_configs "$@"
@@ -302,11 +302,11 @@ cmd_up() {
   log "node $NODE_NAME started in $(( SECONDS - t0 ))s (Ready is the caller's to wait for)"
 }
 
-# Images a caller brings (e.g. upstream's e2e images, scripts/build-upstream-e2e.sh), as `up`
+# Images a caller brings (e.g. upstream's e2e images, third_party/upstream-e2e/build.sh), as `up`
 # imports the pause image: the kubelet then finds them and pulls nothing.
 cmd_import() {
   [[ $# -ge 1 ]] || die "usage: node.sh import WORK ARCHIVE…"
-  BIN="${RESIZE_GUARD_NODE_BIN_DIR:?the directory scripts/build-node.sh prints}"
+  BIN="${RESIZE_GUARD_NODE_BIN_DIR:?the directory third_party/node/build.sh prints}"
   [[ -S "$WORK/run/containerd.sock" ]] || die "no containerd in $WORK: run node.sh up first"
   local a
   for a in "$@"; do

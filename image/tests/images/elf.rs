@@ -3,7 +3,7 @@
 //! static (no `PT_INTERP` program header, so it runs on scratch), stripped (no `SHT_SYMTAB`
 //! section), and the dependency tree `cargo auditable` embedded (the `.dep-v0` section, zlib
 //! JSON); and running it: `--version` natively on amd64, on arm64 under qemu's `qemu-aarch64`
-//! (Debian's static build, fetched without root by `scripts/build-qemu.sh`; a missing one fails,
+//! (Debian's static build, fetched rootless by `third_party/qemu/build.sh`; a missing one fails,
 //! never skips).
 #![allow(dead_code)]
 
@@ -91,7 +91,7 @@ fn qemu_dir() -> PathBuf {
 }
 
 fn fetch_qemu() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-qemu.sh");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../third_party/qemu/build.sh");
     let out = Command::new(&script).output().unwrap();
     assert!(
         out.status.success(),

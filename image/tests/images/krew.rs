@@ -2,7 +2,7 @@
 //! (also macOS and Windows) wrote (`target/image/kubectl-resize_guard-<version>-<os>-<arch>`
 //! `.tar.gz`, `.zip` on Windows), their `.sha256` files, and the krew manifest
 //! `target/image/resize-guard.yaml` generated from `plugins/resize-guard.yaml`, checked by krew's
-//! own `validate-krew-manifest` (krew v0.4.3 built from its Go module by `scripts/build-krew.sh`;
+//! own `validate-krew-manifest` (krew v0.4.3 from its Go module by `third_party/krew/build.sh`;
 //! `RESIZE_GUARD_KREW_DIR` overrides).
 //!
 //! The manifest lists exactly the archives in the directory, its Linux platforms those of the
@@ -149,12 +149,12 @@ fn hex_sha256(bytes: &[u8]) -> String {
 
 /// The directory of krew's tools, built (or reused) by the project's script.
 fn krew_dir() -> PathBuf {
-    let out = Command::new(repo_root().join("scripts/build-krew.sh"))
+    let out = Command::new(repo_root().join("third_party/krew/build.sh"))
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "scripts/build-krew.sh failed: {}",
+        "third_party/krew/build.sh failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -361,7 +361,7 @@ fn serve_archives() -> String {
 
 #[test]
 fn krew_installs_every_platform_from_the_generated_manifest_and_refuses_a_wrong_sha256() {
-    let hint = "set RESIZE_GUARD_K8S_BIN_DIR=\"$(scripts/build-control-plane.sh | tail -n 1)\" \
+    let hint = "set RESIZE_GUARD_K8S_BIN_DIR=\"$(third_party/control-plane/build.sh | tail -n 1)\" \
                 (make test does): krew runs as `kubectl krew`";
     let k8s = PathBuf::from(
         std::env::var_os("RESIZE_GUARD_K8S_BIN_DIR")

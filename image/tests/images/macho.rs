@@ -9,7 +9,7 @@
 use sha2::{Digest as _, Sha256};
 
 /// The libraries a macOS program of ours may load: libSystem (with its iconv) and the two
-/// frameworks rustls' platform verifier calls (scripts/build-cross.sh has their link stubs).
+/// frameworks rustls' platform verifier calls (third_party/cross/build.sh has their link stubs).
 const SYSTEM_LIBRARIES: [&str; 5] = [
     "/usr/lib/libSystem.B.dylib",
     "/usr/lib/libiconv.2.dylib",

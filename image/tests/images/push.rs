@@ -1,5 +1,5 @@
 //! `make push` against a real registry: CNCF distribution built from its Go module
-//! (`scripts/build-registry.sh`, found through `RESIZE_GUARD_REGISTRY_BIN`; never skipped) on
+//! (`third_party/registry/build.sh`, found through `RESIZE_GUARD_REGISTRY_BIN`; never skipped) on
 //! loopback. Both images `make image` wrote are pushed by the target an operator runs, then read
 //! back with a plain HTTP client written here (not the code under test): the tag names the image
 //! index of the archive (same digest), the index lists linux/amd64 and linux/arm64, each
@@ -70,8 +70,8 @@ pub fn start_registry_with(
     config: impl FnOnce(&std::path::Path) -> String,
     ready: Option<u16>,
 ) -> Registry {
-    let hint = "build it with scripts/build-registry.sh and run the tests with \
-                RESIZE_GUARD_REGISTRY_BIN=\"$(scripts/build-registry.sh | tail -n 1)/registry\" \
+    let hint = "build it with third_party/registry/build.sh and run the tests with \
+                RESIZE_GUARD_REGISTRY_BIN=\"$(third_party/registry/build.sh | tail -n 1)/registry\" \
                 (make test does)";
     let bin = std::env::var_os("RESIZE_GUARD_REGISTRY_BIN")
         .unwrap_or_else(|| panic!("RESIZE_GUARD_REGISTRY_BIN is not set: {hint}"));

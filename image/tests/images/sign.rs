@@ -1,6 +1,6 @@
 //! Signing what `make push` pushed, as docs/signing.md tells an operator: `make push` to a real
-//! registry on loopback (CNCF distribution, `scripts/build-registry.sh`), a cosign key pair,
-//! `make sign` with it (cosign v3 built from its Go module by `scripts/build-cosign.sh`, found
+//! registry on loopback (CNCF distribution, `third_party/registry/build.sh`), a cosign key pair,
+//! `make sign` with it (cosign v3 built from its Go module by `third_party/cosign/build.sh`, found
 //! through `RESIZE_GUARD_COSIGN_BIN`; never skipped), the SBOMs pushed after the signatures (so
 //! the push adds to the referrers index cosign wrote), then `cosign verify` by each image index's
 //! digest: it passes with the signing key, fails with another key, fails for a digest that was
@@ -23,8 +23,8 @@ use crate::push::{
 const PASSWORD: &str = "resize-guard-test-key";
 
 fn cosign_bin() -> PathBuf {
-    let hint = "build it with scripts/build-cosign.sh and run the tests with \
-                RESIZE_GUARD_COSIGN_BIN=\"$(scripts/build-cosign.sh | tail -n 1)/cosign\" \
+    let hint = "build it with third_party/cosign/build.sh and run the tests with \
+                RESIZE_GUARD_COSIGN_BIN=\"$(third_party/cosign/build.sh | tail -n 1)/cosign\" \
                 (make test does)";
     let bin = std::env::var_os("RESIZE_GUARD_COSIGN_BIN")
         .unwrap_or_else(|| panic!("RESIZE_GUARD_COSIGN_BIN is not set: {hint}"));

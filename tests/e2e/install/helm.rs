@@ -1,5 +1,5 @@
 //! The Helm chart `charts/resize-guard`, with upstream `helm` v3 built from Go modules
-//! (`scripts/build-helm.sh`, found through `RESIZE_GUARD_HELM_BIN`; never skipped): it lints
+//! (`third_party/helm/build.sh`, found through `RESIZE_GUARD_HELM_BIN`; never skipped): it lints
 //! (also `--strict`); its values schema refuses typos; rendered with default values it is the same
 //! objects as `kubectl kustomize deploy/` but for Helm's own labels, and its variants are the
 //! overlays'; every render applies on server dry run against a real kube-apiserver v1.37.2 (those
@@ -55,8 +55,8 @@ struct Helm {
 fn helm() -> &'static Helm {
     static HELM: OnceLock<Helm> = OnceLock::new();
     HELM.get_or_init(|| {
-        let hint = "build helm with scripts/build-helm.sh and run the tests with \
-                    RESIZE_GUARD_HELM_BIN=\"$(scripts/build-helm.sh | tail -n 1)/helm\" \
+        let hint = "build helm with third_party/helm/build.sh and run the tests with \
+                    RESIZE_GUARD_HELM_BIN=\"$(third_party/helm/build.sh | tail -n 1)/helm\" \
                     (make test does)";
         let Some(bin) = std::env::var_os("RESIZE_GUARD_HELM_BIN") else {
             panic!("RESIZE_GUARD_HELM_BIN is not set: {hint}");

@@ -1,6 +1,6 @@
 //! Monitoring as an operator's Prometheus sees it, with Prometheus's own tools (`promtool` and
 //! `scrapeparse`: `model/textparse.New`, built from github.com/prometheus/prometheus by
-//! `scripts/build-promtool.sh`) and upstream `helm` and `kubectl`:
+//! `third_party/promtool/build.sh`) and upstream `helm` and `kubectl`:
 //!
 //! - [`scraped`]: both programs' `/metrics` against a real kube-apiserver v1.37.2, parsed as a
 //!   scrape would; the chart's alerts evaluated by `promtool test rules` on series made of the
@@ -42,8 +42,8 @@ const ALL_MONITORING: [&str; 3] = [
 
 /// `promtool` and `scrapeparse`, from `RESIZE_GUARD_PROMTOOL_BIN` (never skipped).
 fn tool(name: &str) -> PathBuf {
-    let hint = "build them with scripts/build-promtool.sh and run the tests with \
-                RESIZE_GUARD_PROMTOOL_BIN=\"$(scripts/build-promtool.sh | tail -n 1)/promtool\" \
+    let hint = "build them with third_party/promtool/build.sh and run the tests with \
+                RESIZE_GUARD_PROMTOOL_BIN=\"$(third_party/promtool/build.sh | tail -n 1)/promtool\" \
                 (make e2e does)";
     let Some(promtool) = std::env::var_os("RESIZE_GUARD_PROMTOOL_BIN") else {
         panic!("RESIZE_GUARD_PROMTOOL_BIN is not set: {hint}");
@@ -56,7 +56,7 @@ fn tool(name: &str) -> PathBuf {
 fn helm() -> PathBuf {
     let Some(bin) = std::env::var_os("RESIZE_GUARD_HELM_BIN") else {
         panic!(
-            "RESIZE_GUARD_HELM_BIN is not set: RESIZE_GUARD_HELM_BIN=\"$(scripts/build-helm.sh | tail -n 1)/helm\""
+            "RESIZE_GUARD_HELM_BIN is not set: RESIZE_GUARD_HELM_BIN=\"$(third_party/helm/build.sh | tail -n 1)/helm\""
         );
     };
     PathBuf::from(bin)

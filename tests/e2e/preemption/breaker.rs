@@ -5,7 +5,8 @@
 //! plan still acts, and a namespace in `namespaces.exclude` is never touched.
 //!
 //! How the room goes elsewhere, with nothing but real parts: a victim's container takes 20 s to
-//! exit (`hollow-node.resize-guard.io/stop-after`, `tests/control-plane/cmd/hollow-node/stop.go`),
+//! exit (`hollow-node.resize-guard.io/stop-after`,
+//! `third_party/control-plane/cmd/hollow-node/stop.go`),
 //! and while it terminates a higher-priority pod on the node asks for the same room. When the
 //! victim is gone the kubelet retries its pending resizes highest priority first
 //! (`sortPendingResizes`, `pkg/kubelet/allocation/allocation_manager.go`): the newcomer is

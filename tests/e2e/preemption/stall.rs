@@ -7,7 +7,7 @@
 //!
 //! The victim that ignores SIGTERM: a 600 s grace period, and the hollow node's
 //! `hollow-node.resize-guard.io/stop-after` annotation making its container take 10 minutes to
-//! exit (`tests/control-plane/cmd/hollow-node/stop.go`: capped at the grace period the kubelet
+//! exit (`third_party/control-plane/cmd/hollow-node/stop.go`: at most the grace period the kubelet
 //! gives), so the real kubelet keeps it terminating and counts its room as used.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 

@@ -35,7 +35,7 @@ async fn helm(
 ) -> anyhow::Result<(bool, String)> {
     let bin = std::env::var_os("RESIZE_GUARD_HELM_BIN").ok_or_else(|| {
         anyhow::anyhow!(
-            "RESIZE_GUARD_HELM_BIN is not set: run through make e2e, or set it to \"$(scripts/build-helm.sh | tail -n 1)/helm\""
+            "RESIZE_GUARD_HELM_BIN is not set: run through make e2e, or set it to \"$(third_party/helm/build.sh | tail -n 1)/helm\""
         )
     })?;
     let out = tokio::process::Command::new(bin)

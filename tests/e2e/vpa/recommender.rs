@@ -6,9 +6,9 @@
 //! own ServiceAccount with either preset, lists a VPA, reports that `metrics.k8s.io` is missing,
 //! and once metrics-server serves a hollow node's usage writes the recommendation itself.
 //!
-//! Needs `RESIZE_GUARD_K8S_BIN_DIR` (scripts/build-control-plane.sh), `RESIZE_GUARD_VPA_DIR`
-//! (scripts/build-vpa.sh) and `RESIZE_GUARD_METRICS_SERVER_BIN`
-//! (scripts/build-metrics-server.sh), or their stamp caches.
+//! Needs `RESIZE_GUARD_K8S_BIN_DIR` (third_party/control-plane/build.sh), `RESIZE_GUARD_VPA_DIR`
+//! (third_party/vpa/build.sh) and `RESIZE_GUARD_METRICS_SERVER_BIN`
+//! (third_party/metrics-server/build.sh), or their stamp caches.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};

@@ -1,8 +1,8 @@
 //! Where the upstream binaries are: kube-apiserver, kube-scheduler, kube-controller-manager,
 //! kubectl, etcd and hollow-node
-//! (upstream's kubelet through kubemark's library, `tests/control-plane/cmd/hollow-node`), all of
+//! (upstream's kubelet via kubemark's library, `third_party/control-plane/cmd/hollow-node`), all of
 //! one Kubernetes minor (`RESIZE_GUARD_K8S_VERSION`: 1.33 … 1.37, default 1.37), built from Go
-//! modules by `scripts/build-control-plane.sh`.
+//! modules by `third_party/control-plane/build.sh`.
 //!
 //! Lookup order: `RESIZE_GUARD_K8S_BIN_DIR` (a directory holding all six, like
 //! `KUBEBUILDER_ASSETS`), then the build script's stamp cache
@@ -33,11 +33,11 @@ pub struct Binaries {
 /// Environment variable naming a directory of prebuilt binaries.
 pub const BIN_DIR_ENV: &str = "RESIZE_GUARD_K8S_BIN_DIR";
 
-/// Environment variable selecting the Kubernetes minor, as `scripts/build-control-plane.sh` reads
+/// Environment variable picking the Kubernetes minor, as `third_party/control-plane/build.sh` reads
 /// it: `1.35`, `v1.35` or `1.35.4`.
 pub const VERSION_ENV: &str = "RESIZE_GUARD_K8S_VERSION";
 
-/// The minors the build script can build, oldest first (`scripts/lib/control-plane-module.sh`).
+/// The minors the build script can build, oldest first (`third_party/control-plane/module.sh`).
 pub const MINORS: [u32; 5] = [33, 34, 35, 36, 37];
 
 /// The minor used when [`VERSION_ENV`] is unset.
@@ -101,7 +101,7 @@ impl Binaries {
             } else {
                 anyhow::bail!(
                     "control-plane binary {name} not found in {} — build them with \
-                     `scripts/build-control-plane.sh` (first run ~10 min; {VERSION_ENV} picks the minor) or point {BIN_DIR_ENV} \
+                     `third_party/control-plane/build.sh` (first run ~10 min; {VERSION_ENV} picks the minor) or point {BIN_DIR_ENV} \
                      at a directory holding kube-apiserver, kube-scheduler, \
                      kube-controller-manager, kubectl, etcd and hollow-node",
                     dir.display()

@@ -279,7 +279,7 @@ impl ControlPlane {
         anyhow::ensure!(
             crate::binaries::parse_minor(&git) == Some(want),
             "kube-apiserver is {git}, but {}=1.{want} asks for v1.{want}: point {} at that minor's \
-             binaries (scripts/build-control-plane.sh builds them)",
+             binaries (third_party/control-plane/build.sh builds them)",
             crate::binaries::VERSION_ENV,
             crate::binaries::BIN_DIR_ENV,
         );

@@ -1,6 +1,6 @@
 //! What each container of a hollow node "uses": [`UsageFile`], `usage-<node>.json` next to the
 //! control-plane logs, `{"<ns>/<pod>/<container>": {"memory": "150Mi", "cpu": "200m"}}`, which the
-//! node re-reads when it changes (`tests/control-plane/cmd/hollow-node/usage.go`). The kubelet then
+//! node re-reads on change (`third_party/control-plane/cmd/hollow-node/usage.go`). The kubelet then
 //! reports it in its CRI container stats and cAdvisor pod cgroups, so `/metrics/resource`
 //! (metrics-server, [`crate::metrics_server`]) and the kubelet's own check before lowering a memory
 //! limit see the same numbers; a pod with no entry keeps the node's `podMemoryUsage` for its cgroup
@@ -17,7 +17,7 @@ use crate::quantity::parse_milli;
 
 /// A hollow node's usage file: `{"<namespace>/<pod>/<container>": {"memory": "<quantity>",
 /// "cpu": "<quantity>"}}`, re-read by the node whenever it changes (format and semantics:
-/// `tests/control-plane/cmd/hollow-node/usage.go`). Writes are atomic (a temporary file renamed
+/// `third_party/control-plane/cmd/hollow-node/usage.go`). Writes are atomic (a temporary file moved
 /// over it) and serialised within the test binary, so tests sharing a node keep each other's
 /// entries.
 #[derive(Debug, Clone)]

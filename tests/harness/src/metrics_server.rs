@@ -1,5 +1,5 @@
-//! Upstream metrics-server v0.8.0 (`tests/metrics-server`, built by
-//! `scripts/build-metrics-server.sh`) as the harness's `metrics.k8s.io` API: a local process with
+//! Upstream metrics-server v0.8.0 (`third_party/metrics-server`, built by
+//! `third_party/metrics-server/build.sh`) as the harness's metrics.k8s.io API: a local process with
 //! the identity and RBAC its release manifests give it (`manifests/base/rbac.yaml`, applied as it
 //! is: ServiceAccount `kube-system/metrics-server`, ClusterRole `system:metrics-server` with
 //! `nodes/metrics`, `system:auth-delegator`, the `extension-apiserver-authentication-reader`
@@ -41,7 +41,7 @@ use crate::process::{Process, free_port};
 use crate::replica::host_ip;
 
 /// The environment variable naming the `metrics-server` binary; its directory also holds the
-/// release's `rbac.yaml` and `apiservice.yaml` (`scripts/build-metrics-server.sh`).
+/// release's `rbac.yaml` and `apiservice.yaml` (`third_party/metrics-server/build.sh`).
 pub const BIN_ENV: &str = "RESIZE_GUARD_METRICS_SERVER_BIN";
 /// Namespace of its ServiceAccount and Service (`manifests/base`).
 pub const NAMESPACE: &str = "kube-system";
@@ -90,7 +90,7 @@ impl MetricsServerFiles {
         for f in [&files.bin, &files.rbac, &files.api_service] {
             anyhow::ensure!(
                 f.is_file(),
-                "{} not found: run `{BIN_ENV}=\"$(scripts/build-metrics-server.sh | tail -n 1)/metrics-server\"` \
+                "{} not found: run `{BIN_ENV}=\"$(third_party/metrics-server/build.sh | tail -n 1)/metrics-server\"` \
                  (or `make upstream` once)",
                 f.display()
             );

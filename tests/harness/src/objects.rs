@@ -307,7 +307,7 @@ pub fn cpu_resize(cpu: &str) -> String {
 }
 
 /// The hollow node's annotation for how long a pod's containers take to exit once stopped
-/// (`tests/control-plane/cmd/hollow-node/stop.go`; at most the grace period).
+/// (`third_party/control-plane/cmd/hollow-node/stop.go`; at most the grace period).
 pub const STOP_AFTER_ANNOTATION: &str = "hollow-node.resize-guard.io/stop-after";
 
 /// `pod` whose containers take `after` (a Go duration such as `1500ms`) to exit when stopped.

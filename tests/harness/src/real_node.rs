@@ -1,5 +1,5 @@
 //! A real Kubernetes node next to the control plane: upstream's kubelet and kube-proxy v1.37,
-//! containerd and runc (`scripts/build-node.sh`), pods on a CNI bridge, resize-guard's images
+//! containerd and runc (`third_party/node/build.sh`), pods on a CNI bridge, resize-guard's images
 //! pulled from a local registry — all in a network namespace and a private mount namespace that
 //! `tests/node/node.sh` makes and removes (its README has the layout).
 //!
@@ -20,9 +20,9 @@ use kube::api::Api;
 
 use crate::control_plane::ControlPlane;
 
-/// Where scripts/build-node.sh's binaries are (set by the Makefile).
+/// Where third_party/node/build.sh's binaries are (set by the Makefile).
 pub const NODE_BIN_ENV: &str = "RESIZE_GUARD_NODE_BIN_DIR";
-/// scripts/build-registry.sh's registry binary (set by the Makefile).
+/// third_party/registry/build.sh's registry binary (set by the Makefile).
 pub const REGISTRY_BIN_ENV: &str = "RESIZE_GUARD_REGISTRY_BIN";
 /// The kubelet's feature gates for `node.sh up` (`Name=true,…`; empty: the defaults).
 const FEATURE_GATES_ENV: &str = "RESIZE_GUARD_NODE_FEATURE_GATES";
@@ -127,10 +127,10 @@ pub struct CgroupValues {
 impl RealNode {
     /// Takes the lock, sweeps stale state and creates the network namespace. Blocking.
     pub fn prepare() -> anyhow::Result<RealNode> {
-        let bin_dir = env_path(NODE_BIN_ENV, "scripts/build-node.sh | tail -n 1")?;
+        let bin_dir = env_path(NODE_BIN_ENV, "third_party/node/build.sh | tail -n 1")?;
         let registry_bin = env_path(
             REGISTRY_BIN_ENV,
-            "$(scripts/build-registry.sh | tail -n 1)/registry",
+            "$(third_party/registry/build.sh | tail -n 1)/registry",
         )?;
         let script = crate::install::repo_root().join("tests/node/node.sh");
         let work = std::env::temp_dir().join("resize-guard-node");

@@ -2,7 +2,7 @@
 //! unpatched, run as processes against the harness's real kube-apiserver, so tests can watch
 //! resize-guard and VPA's in-place updates (`updateMode: InPlaceOrRecreate`) meet on the same pods.
 //!
-//! The binaries and VPA's own CRD and RBAC files come from `scripts/build-vpa.sh`
+//! The binaries and VPA's own CRD and RBAC files come from `third_party/vpa/build.sh`
 //! ([`VpaBinaries`]).
 //! [`Vpa::start`] applies the CRDs (server-side apply) and waits until they are Established, makes
 //! a throwaway CA and a serving certificate for `127.0.0.1`, starts `vpa-admission-controller`
@@ -127,7 +127,7 @@ impl VpaBinaries {
             let p = dir.join(name);
             anyhow::ensure!(
                 p.is_file(),
-                "VPA file {name} not found in {} — build VPA v1.6.0 with `scripts/build-vpa.sh` \
+                "VPA file {name} not found in {} — build VPA v1.6.0 with `third_party/vpa/build.sh` \
                  (first run ~4 min) or point {VPA_DIR_ENV} at a directory holding \
                  vpa-recommender, vpa-updater, vpa-admission-controller, {CRD_FILE} and {RBAC_FILE}",
                 dir.display()

@@ -6,7 +6,7 @@
 //! `--recommender-interval`, into decaying histograms whose percentiles are widened by a
 //! confidence factor that grows with history), the VPA object's status, and the updater (one loop
 //! per `--updater-interval`, which acts on a pod only if its request is outside the recommended
-//! range, or it has lived 12 h and the change is >= 10 %). `tests/vpa/README.md` ("Where VPA's
+//! range, or it lived 12 h and the change is >= 10 %). `third_party/vpa/README.md` ("Where VPA's
 //! loop spends its time") walks through every step; the flags, their defaults and the upstream
 //! lines (in `k8s.io/autoscaler/vertical-pod-autoscaler@v1.6.0`) are:
 //!

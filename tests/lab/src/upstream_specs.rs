@@ -1,6 +1,6 @@
 //! Kubernetes' own in-place resize e2e specs run as a suite of ours (`make upstream-e2e`,
 //! `resize-guard-upstream-e2e`): what a run's ginkgo JUnit report says of each spec
-//! ([`parse_junit`]), the checked-in expectations table (`tests/upstream-e2e/expected.tsv`,
+//! ([`parse_junit`]), the checked-in expectations table (`third_party/upstream-e2e/expected.tsv`,
 //! [`Expectations`]) and the comparison of the two ([`compare`]). A spec whose outcome differs
 //! from the table is a [`Difference`]: the run fails and prints each one.
 //!

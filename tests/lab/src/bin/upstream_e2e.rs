@@ -1,12 +1,12 @@
 //! `make upstream-e2e`: Kubernetes' own in-place resize e2e specs (test/e2e/common/node/pod_resize.go
 //! and test/e2e/node/pod_resize.go of k8s.io/kubernetes v1.37.2, unmodified, compiled by
-//! `scripts/build-upstream-e2e.sh`) on the real node (`tests/node/`): upstream's kubelet with
+//! `third_party/upstream-e2e/build.sh`) on the real node (`tests/node/`): upstream's kubelet with
 //! containerd and runc, kube-scheduler and kube-controller-manager, BusyBox imported into the
 //! node's containerd under upstream's name. Once without resize-guard, once with it installed
 //! exactly as `tests/e2e/real_node/mod.rs` installs it (`make push`, `kubectl apply -k deploy/`)
 //! and metrics-server beside it. Specs that need a clean node (`[Serial]`) run after the others,
 //! one at a time (the whole run is serial). Each mode's JUnit report is compared spec by spec with
-//! `tests/upstream-e2e/expected.tsv` (`resize_guard_lab::upstream_specs`); any difference fails
+//! `third_party/upstream-e2e/expected.tsv` (`resize_guard_lab::upstream_specs`); a difference fails
 //! the run and is printed. Reports and logs go under `target/upstream-e2e/`; `--reports-only` judges
 //! the last run's reports again (after editing the table).
 //!
@@ -42,7 +42,7 @@ use resize_guard_lab::upstream_specs::{
 const FOCUS: &str = "[sig-node] Pod InPlace Resize";
 /// [`FOCUS`] as ginkgo's `--ginkgo.focus` regular expression.
 const FOCUS_REGEX: &str = r"\[sig-node\] Pod InPlace Resize";
-/// The specs' test binary, `resize-e2e.test` in the directory `scripts/build-upstream-e2e.sh`
+/// The specs' test binary, `resize-e2e.test` in the directory `third_party/upstream-e2e/build.sh`
 /// prints, beside `busybox.oci.tar` and `busybox.ref` (the Makefile sets it).
 const BIN_ENV: &str = "RESIZE_GUARD_UPSTREAM_E2E_BIN";
 
@@ -59,7 +59,7 @@ struct Args {
     #[arg(long)]
     focus: Option<String>,
     /// The expectations table.
-    #[arg(long, default_value = "tests/upstream-e2e/expected.tsv")]
+    #[arg(long, default_value = "third_party/upstream-e2e/expected.tsv")]
     expected: PathBuf,
     /// Where reports and logs go.
     #[arg(long, default_value = "target/upstream-e2e")]
@@ -144,7 +144,7 @@ fn main() -> anyhow::Result<()> {
         .map(PathBuf::from)
         .ok_or_else(|| {
             anyhow::anyhow!(
-                "set {BIN_ENV} to \"$(scripts/build-upstream-e2e.sh | tail -n 1)/resize-e2e.test\""
+                "set {BIN_ENV} to \"$(third_party/upstream-e2e/build.sh | tail -n 1)/resize-e2e.test\""
             )
         })?;
     let dir = bin
