@@ -1,4 +1,4 @@
-//! Prometheus metrics of the controller (ARCHITECTURE.md §7), seconds with millisecond-scale
+//! Prometheus metrics of the controller (ARCHITECTURE.md, "Observability"), seconds with millisecond-scale
 //! buckets, in the program's one registry (`runtime/src/exposition.rs`: with the process
 //! metrics, `resize_guard_build_info` and `resize_guard_policy_mode`), served as OpenMetrics text.
 

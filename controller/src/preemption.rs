@@ -1,4 +1,4 @@
-//! Preemption for Deferred in-place resizes (ARCHITECTURE.md §5): decisions are values, a thin
+//! Preemption for Deferred in-place resizes (ARCHITECTURE.md, "controller/"): decisions are values, a thin
 //! layer carries them out, and the loop runs one way.
 //!
 //! - [`reconcile`]: the kube-runtime reconciler and the loop it owns: reads the view, calls

@@ -21,7 +21,7 @@ use resize_guard_policy::version::KubernetesVersion;
 
 use crate::connection::Connection;
 
-/// The policy ConfigMap's name and key (ARCHITECTURE.md §6).
+/// The policy ConfigMap's name and key (docs/src/reference/policy.md).
 pub const POLICY_CONFIGMAP: &str = "resize-guard";
 /// The controller's copy of the last policy that parsed (`resize_guard_cluster::view::last_good_name`
 /// of [`POLICY_CONFIGMAP`]), which both programs run on when the ConfigMap does not parse.

@@ -3,7 +3,7 @@
 //! message, or a repaired pod — plus the decision label, the warnings and the audit annotations.
 //! The webhook only encodes it (`webhook/src/review.rs`); every branch here is a plain test.
 //!
-//! The two stages see different objects (ARCHITECTURE.md §4): `/mutate` runs before the
+//! The two stages see different objects (ARCHITECTURE.md, "webhook/"): `/mutate` runs before the
 //! resize strategy and built-in validation, so it is the only place to explain or repair a QoS
 //! change and where an Infeasible resize is refused first; `/validate` sees the final object.
 //!
@@ -134,7 +134,7 @@ pub fn admit_with(
 /// [`admit_with`], answered to `audience`: the warnings, the denial and the audit annotations
 /// name only the pods it may see ([`Audience::list`]) and count the rest. The webhook answers
 /// the resizing pod's namespace (`request.namespace`), or [`Audience::Unknown`] when its
-/// cluster view does not know the pod (ARCHITECTURE.md §4).
+/// cluster view does not know the pod (ARCHITECTURE.md, "webhook/").
 pub fn admit_for(
     stage: Stage,
     old: &Pod,

@@ -1,5 +1,5 @@
 //! The resize-guard policy: the typed, validated contents of ConfigMap `resize-guard`, key
-//! `policy.yaml` (ARCHITECTURE.md §6).
+//! `policy.yaml` (docs/src/reference/policy.md).
 //!
 //! Every key has a default except the two that decide how much resize-guard does: `mode`
 //! must be stated, and so must `preemption.enabled` whenever the `preemption:` section sets any
@@ -331,7 +331,7 @@ impl fmt::Display for PolicyError {
     }
 }
 
-/// Key of the policy document in the ConfigMap (ARCHITECTURE.md §6).
+/// Key of the policy document in the ConfigMap (docs/src/reference/policy.md).
 pub const POLICY_KEY: &str = "policy.yaml";
 
 impl Policy {

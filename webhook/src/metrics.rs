@@ -1,7 +1,7 @@
 //! Prometheus metrics of the webhook, in the program's one registry
 //! (`runtime/src/exposition.rs`: with the process metrics, `resize_guard_build_info` and
 //! `resize_guard_policy_mode`), served as OpenMetrics text on `/metrics`. Durations are
-//! histograms in seconds with millisecond-scale buckets (ARCHITECTURE.md §7).
+//! histograms in seconds with millisecond-scale buckets (ARCHITECTURE.md, "Observability").
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

@@ -1,4 +1,4 @@
-//! The brakes between a preemption plan and its victims (ARCHITECTURE.md §5): whatever the
+//! The brakes between a preemption plan and its victims (ARCHITECTURE.md, "Brakes"): whatever the
 //! decision, the controller removes victims no faster, in no more places at once, and no more
 //! often for one resize than the policy allows, and stops where its plans keep failing to help.
 //!
@@ -28,7 +28,7 @@
 //! install namespace, through the lease's fence, at most once a second unless a plan waits on
 //! them. A new leader reads them back before its reconcile loop acts. Node claims stay in
 //! memory: a recorded plan is resumed by the next leader from the preemptor's annotation
-//! (ARCHITECTURE.md §5.2).
+//! (ARCHITECTURE.md, "controller/": plan, then act).
 //!
 //! **A reserve instead of a write on every plan's path** ([`Admission::saved`]). Each document
 //! also declares a *reserve*: the victims this leader may let through before its next document

@@ -1,9 +1,9 @@
-//! What the controller should do for one pod, as a value (ARCHITECTURE.md §5: decisions emit intents; the
+//! What the controller should do for one pod, as a value (ARCHITECTURE.md, "controller/": decisions emit intents; the
 //! [`crate::preemption::actuator`] layer performs them). Pure: the pod, the verdict from
 //! `resize_guard_policy::assess`, the recorded plan and the state of its victims in, a
 //! [`Decision`] out — with when to look again — so every branch is unit-tested without a cluster.
 //!
-//! The loop of ARCHITECTURE.md §5: only a Deferred resize of the current generation is acted on; a fresh
+//! The loop of ARCHITECTURE.md, "controller/": only a Deferred resize of the current generation is acted on; a fresh
 //! plan is recorded on the preemptor before any victim is touched when it has several victims,
 //! and after the eviction when it has one ([`Record`]); a plan recorded for this generation is
 //! resumed (its victims still running are preempted, terminating ones awaited) rather than

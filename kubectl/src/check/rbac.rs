@@ -1,8 +1,8 @@
 //! Do resize-guard's ServiceAccounts have the permissions its programs need, and not more?
 //! Asked of the API server's own authorizer with SubjectAccessReviews, one per permission, so
 //! the answer covers every binding in the cluster, not only the ones `deploy/` ships. The
-//! lists mirror what each program calls (ARCHITECTURE.md §7: the webhook reads and records Events; the
-//! controller acts) and what each must never be able to do.
+//! lists mirror what each program calls (ARCHITECTURE.md, "Names": the webhook reads and records
+//! Events; the controller acts) and what each must never be able to do.
 
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,

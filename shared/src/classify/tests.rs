@@ -1,4 +1,4 @@
-//! Classification end to end: the field-test walls (ARCHITECTURE.md §1) and every verdict's outcome under
+//! Classification end to end: the field-test walls (ARCHITECTURE.md, "The field test") and every verdict's outcome under
 //! each policy knob.
 
 use super::*;

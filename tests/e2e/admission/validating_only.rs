@@ -1,5 +1,5 @@
 //! With only the ValidatingWebhookConfiguration installed, policy denials are still enforced
-//! (ARCHITECTURE.md §4): a Deferred resize no preemption can resolve is denied under
+//! (ARCHITECTURE.md, "webhook/"): a Deferred resize no preemption can resolve is denied under
 //! `rejectStuckDeferred`, and an Infeasible one is still refused before it is stored.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 

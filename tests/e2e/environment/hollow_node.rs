@@ -336,7 +336,7 @@ async fn ten_nodes_register_together() {
     }
 }
 
-/// ARCHITECTURE.md §1 field test on the real kubelet: a 1930m node, a 1500m filler, 250m → 550m is
+/// ARCHITECTURE.md's field test on the real kubelet: a 1930m node, a 1500m filler, 250m → 550m is
 /// Deferred with the kubelet's message and Event; deleting the filler makes the kubelet complete
 /// it in place.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Supervision (ARCHITECTURE.md §5.9) on the real control plane with hollow nodes: a leader whose
+//! Supervision (ARCHITECTURE.md, "runtime/") on the real control plane with hollow nodes: a leader whose
 //! reconcile loop or pod watch task panics (injected with the test-only `--inject-panic`, feature
 //! `testing`) steps down — every write stops, the Lease is released, the process exits non-zero —
 //! and the follower leads within the lease duration and preempts for the field test.

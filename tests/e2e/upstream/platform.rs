@@ -15,7 +15,7 @@ fn env() -> &'static Env {
 
 const T: Duration = Duration::from_secs(30);
 
-/// ARCHITECTURE.md §1 field test: a 1930m node, a 1500m filler, 250m → 550m is Deferred with the
+/// ARCHITECTURE.md's field test: a 1930m node, a 1500m filler, 250m → 550m is Deferred with the
 /// kubelet's message; deleting the filler lets it complete in place.
 #[tokio::test]
 async fn field_test_deferred_resize_completes_after_the_filler_leaves() {
