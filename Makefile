@@ -88,7 +88,7 @@ push: ## push both images: REGISTRY=host[:port]/ns [TAG=] [PLAIN_HTTP=1] [NO_SBO
 
 # What make push pushed, signed with cosign (scripts/sign.sh): KEY is a cosign key file (with
 # COSIGN_PASSWORD) or a KMS URI; TLOG=0: no transparency log; SIGNATURE_FORMAT=legacy: cosign's
-# older .sig tag; COSIGN=path: that cosign, else v3 from third_party/cosign. docs/signing.md:
+# older .sig tag; COSIGN=path: that cosign, else v3 from third_party/cosign. docs/src/signing.md:
 # verifying, and admission policies that check it.
 SIGNATURE_FORMAT ?= bundle
 sign: ## sign what make push pushed: REGISTRY=... KEY=cosign.key|kms-uri [TLOG=0]
