@@ -86,7 +86,9 @@ fn every_alert_has_a_runbook_and_every_runbook_an_alert() {
             "{name}.md names its severity, {severity}"
         );
         assert!(
-            index.contains(&format!("| {name} | {severity} | [{name}](runbooks/{name}.md) |")),
+            index.contains(&format!(
+                "| {name} | {severity} | [{name}](runbooks/{name}.md) |"
+            )),
             "docs/src/alerts.md lists {name}"
         );
     }
