@@ -88,7 +88,7 @@ push: ## push both images: REGISTRY=host[:port]/ns [TAG=] [PLAIN_HTTP=1] [NO_SBO
 
 # What make push pushed, signed with cosign (scripts/sign.sh): KEY is a cosign key file (with
 # COSIGN_PASSWORD) or a KMS URI; TLOG=0: no transparency log; SIGNATURE_FORMAT=legacy: cosign's
-# older .sig tag; COSIGN=path: that cosign, else v3 from third_party/cosign. docs/signing.md:
+# older .sig tag; COSIGN=path: that cosign, else v3 from third_party/cosign. docs/src/signing.md:
 # verifying, and admission policies that check it.
 SIGNATURE_FORMAT ?= bundle
 sign: ## sign what make push pushed: REGISTRY=... KEY=cosign.key|kms-uri [TLOG=0]
@@ -150,10 +150,10 @@ test-versions: ## the version-sensitive suite on v1.35.4
 # The version-sensitive suite and the fidelity test on every minor of MINORS
 # (third_party/control-plane/v1.N/), each built on first use (~10 min each); a failing one does not
 # stop the others (logs in target/test-matrix/); then the table, printed and written into the
-# README's "Supported versions" (scripts/test-matrix.sh).
+# book's "Supported versions", docs/src/versions.md (scripts/test-matrix.sh).
 MINORS = 1.33 1.34 1.35 1.36 1.37
 MATRIX_DIR = $(CURDIR)/target/test-matrix
-test-matrix: ## the version-sensitive suite on every minor (MINORS=), table into the README
+test-matrix: ## the version-sensitive suite on every minor (MINORS=), table into the book
 	MINORS="$(MINORS)" MATRIX_DIR="$(MATRIX_DIR)" CARGO="$(CARGO)" scripts/test-matrix.sh
 
 # The brakes at the issue's full size: 200 Deferred resizes on 20 hollow nodes, 12 evictions a minute.
@@ -227,8 +227,8 @@ rss: ## resident memory of the release webhook and controller on PODS=3000 pods
 	$(WITH_K8S) $(TARGET_DIR)/debug/resize-guard-rss --webhook $(TARGET_DIR)/release/resize-guard-webhook \
 		--controller $(TARGET_DIR)/release/resize-guard-controller --pods $(PODS) --settle 10
 
-# Benchmarks, printed as tables and written under target/bench/, then into the README.
-bench: ## benchmarks, tables under target/bench/ and in the README
+# Benchmarks, printed as tables and written under target/bench/, then into docs/src/benchmarks.md.
+bench: ## benchmarks, tables under target/bench/ and in the book
 	$(CARGO) bench --locked -p resize-guard-policy --bench decision
 	$(CARGO) bench --locked -p resize-guard-policy --bench victims
 	$(CARGO) bench --locked -p resize-guard-webhook --bench admission
@@ -238,9 +238,9 @@ bench: ## benchmarks, tables under target/bench/ and in the README
 	$(WITH_K8S) $(CARGO) bench --locked -p resize-guard-lab --bench preemption_victims
 	$(MAKE) bench-report
 
-# Every goal in target/bench/*.json beside its figure, written into the README's goals table.
-bench-report: ## target/bench/*.json into the README's goals table
-	$(CARGO) run --locked -q -p resize-guard-lab --bin resize-guard-bench-report -- --readme README.md
+# Every goal in target/bench/*.json beside its figure, written into docs/src/benchmarks.md's tables.
+bench-report: ## target/bench/*.json into the book's benchmark tables
+	$(CARGO) run --locked -q -p resize-guard-lab --bin resize-guard-bench-report -- --readme docs/src/benchmarks.md
 
 # Memory, start-up, review latency and Deferred planning of the release binaries as the cluster
 # grows, on a real control plane (pods carry bench-written Running statuses on kubelet-less Node

@@ -5,7 +5,7 @@
 # environment, or a KMS URI). The signature goes beside the image as a Sigstore bundle referring
 # to it; SIGNATURE_FORMAT=legacy writes cosign's older `sha256-<hex>.sig` tag instead, for
 # verifiers that read only that. TLOG=0 keeps it out of the Rekor transparency log (a registry on
-# loopback, an air-gapped site). docs/signing.md says how to verify it and how an admission
+# loopback, an air-gapped site). docs/src/signing.md says how to verify it and how an admission
 # policy checks it.
 #
 # Usage (from the Makefile): REGISTRY=host[:port]/namespace KEY=cosign.key|kms-uri [TLOG=0] \

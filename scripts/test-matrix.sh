@@ -2,8 +2,8 @@
 # make test-matrix: the version-sensitive suite (tests/e2e/versions/) and the fidelity test on every
 # minor of MINORS in turn, each on its own control plane (third_party/control-plane/build.sh builds
 # a minor on first use, ~10 min); a failing minor does not stop the others. Logs in MATRIX_DIR
-# (v1.N.log, v1.N.fidelity.log); then the table, printed and written into the README's "Supported
-# versions" (resize-guard-matrix, tests/lab/). Exits non-zero if any minor failed.
+# (v1.N.log, v1.N.fidelity.log); then the table, printed and written into the book's "Supported
+# versions" page, docs/src/versions.md (resize-guard-matrix, tests/lab/). Exits non-zero if any minor failed.
 #
 # Usage (from the Makefile): MINORS="1.33 1.34 1.35 1.36 1.37" MATRIX_DIR=$PWD/target/test-matrix \
 #   CARGO=cargo scripts/test-matrix.sh
@@ -59,5 +59,5 @@ for m in $MINORS; do
     tail -n 40 "$MATRIX_DIR/v$m.fidelity.log"
   fi
 done
-"$TARGET_DIR/debug/resize-guard-matrix" --dir "$MATRIX_DIR" --minors "$MINORS" --readme README.md || status=1
+"$TARGET_DIR/debug/resize-guard-matrix" --dir "$MATRIX_DIR" --minors "$MINORS" --readme docs/src/versions.md || status=1
 exit $status

@@ -7,7 +7,7 @@
 //! size and keeps it: the resident size after the list was dominated by freed memory (measured
 //! with `make rss`: 147 MiB at 3,000 pods, 96 MiB with `MALLOC_ARENA_MAX=1`). mimalloc's
 //! thread-local free lists are returned to the system as pages empty, so the resident size
-//! follows what the caches actually hold (numbers in the README's benchmark table).
+//! follows what the caches actually hold (numbers in the table of docs/src/benchmarks.md).
 
 /// The process-wide allocator.
 #[global_allocator]

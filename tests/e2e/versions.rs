@@ -2,7 +2,7 @@
 //! minor, on a real kube-apiserver and hollow nodes (upstream's kubelet) of the minor
 //! `RESIZE_GUARD_K8S_VERSION` names (1.33 … 1.37). `make test` runs it on v1.37 (with the full
 //! suite) and on v1.35, the first GA minor; `make test-matrix` on all five, and prints the table
-//! the README's "Supported versions" shows.
+//! docs/src/versions.md shows.
 //!
 //! One test plays every behaviour; each is a named check run in its own task, so one failure
 //! does not hide the others. The results go to `$RESIZE_GUARD_MATRIX_DIR/v1.N.json` (when set)

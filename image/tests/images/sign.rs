@@ -1,4 +1,4 @@
-//! Signing what `make push` pushed, as docs/signing.md tells an operator: `make push` to a real
+//! Signing what `make push` pushed, as docs/src/signing.md tells an operator: `make push` to a real
 //! registry on loopback (CNCF distribution, `third_party/registry/build.sh`), a cosign key pair,
 //! `make sign` with it (cosign v3 built from its Go module by `third_party/cosign/build.sh`, found
 //! through `RESIZE_GUARD_COSIGN_BIN`; never skipped), the SBOMs pushed after the signatures (so

@@ -1548,14 +1548,18 @@ async fn uninstall(env: &Env, ns: &str, kubeconfig: &str) {
     remove_leftovers(env, ns).await;
 }
 
-/// What the programs made at run time stays after `helm uninstall`; the README's one command
-/// (its "Uninstall" step, run as printed but for the namespace) names all of it and removes it.
+/// The operator's guide page that says how to uninstall.
+const UNINSTALL: &str = "docs/src/operator/uninstall.md";
+
+/// What the programs made at run time stays after `helm uninstall`; the one command of the
+/// operator's guide ([`UNINSTALL`], run as printed but for the namespace) names all of it and
+/// removes it.
 async fn remove_leftovers(env: &Env, ns: &str) {
-    let readme = std::fs::read_to_string(path("README.md")).unwrap();
-    let command = readme
+    let page = std::fs::read_to_string(path(UNINSTALL)).unwrap();
+    let command = page
         .lines()
         .find(|l| l.starts_with("kubectl -n resize-guard delete --ignore-not-found secret/"))
-        .expect("the README's uninstall step names the leftovers")
+        .unwrap_or_else(|| panic!("{UNINSTALL} names the leftovers in one command"))
         .replacen("-n resize-guard ", &format!("-n {ns} "), 1);
     let left = || async {
         kubectl(
@@ -1578,7 +1582,8 @@ async fn remove_leftovers(env: &Env, ns: &str) {
     for object in &before {
         assert!(
             command.split(' ').any(|word| word == object),
-            "{object} is left after helm uninstall but the README's command does not name it: {command}"
+            "{object} is left after helm uninstall but {UNINSTALL}'s command does not name it: \
+             {command}"
         );
     }
     run_note(env, &command).await;

@@ -8,9 +8,9 @@
 //!   causes: the webhook stopped, the policy ConfigMap broken) and on failing series made from
 //!   them ([`inputs`]); the dashboard's queries against the metrics really exported
 //!   ([`dashboard`]); `/metrics` read as Prometheus reads it ([`exposition`]);
-//! - [`rules`]: what needs no cluster — every alert has a runbook in `docs/runbooks/` and every
-//!   runbook an alert, the thresholds follow the chart's values, "no controller leading" stays
-//!   quiet when nothing is scraped, and the admission-bypass alert on synthetic series;
+//! - [`rules`]: what needs no cluster — every alert has a runbook in `docs/src/runbooks/` and
+//!   every runbook an alert, the thresholds follow the chart's values, "no controller leading"
+//!   stays quiet when nothing is scraped, and the admission-bypass alert on synthetic series;
 //! - [`component`]: `deploy/components/monitoring` is the chart's render (regenerated with
 //!   `RESIZE_GUARD_BLESS=1`), and `kubectl kustomize` of `deploy/` with it, in place or moved to
 //!   another namespace, holds those objects and rules `promtool` accepts.

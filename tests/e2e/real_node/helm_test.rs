@@ -1,9 +1,10 @@
 //! The chart's post-install check on a real node: the images pushed to the node's registry with
 //! `make push`, the chart installed with the `--set` flags `make push` printed (as NOTES and the
-//! README have operators do), both Deployments rolled out, then `helm test --logs`: the hooks'
-//! ServiceAccount and grant, then the pod — `resize-guard-certs check` and the admission probe
-//! in real containers — passes, and its grant is gone afterwards. A suite of its own: the
-//! `real_node` suite installs with kustomize into the same namespace.
+//! operator's guide, docs/src/operator/install.md, have operators do), both Deployments rolled
+//! out, then `helm test --logs`: the hooks' ServiceAccount and grant, then the pod —
+//! `resize-guard-certs check` and the admission probe in real containers — passes, and its grant
+//! is gone afterwards. A suite of its own: the `real_node` suite installs with kustomize into the
+//! same namespace.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};

@@ -13,8 +13,8 @@
 //! metrics-server scraping the real kubelet and resize-guard refusing the same decrease up front
 //! with the real working set; then the post-install check ([`post_install_check`]). At the end the
 //! node is torn down and must leave nothing behind (netns, links, routes, cgroups, mounts,
-//! processes, sysctls). Prints the numbers the README quotes. The chart's `helm test` has a suite
-//! of its own ([`helm_test`]).
+//! processes, sysctls). Prints the numbers docs/src/testing/real-node.md quotes. The chart's
+//! `helm test` has a suite of its own ([`helm_test`]).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};

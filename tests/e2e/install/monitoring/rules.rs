@@ -1,5 +1,5 @@
 //! The chart's PrometheusRule where no cluster is needed (`helm template` and `promtool` only):
-//! every alert carries a `runbook_url` to its page in `docs/runbooks/` and every page there is
+//! every alert carries a `runbook_url` to its page in `docs/src/runbooks/` and every page there is
 //! an alert's; the latency and Deferred thresholds, the series selector and the runbook base
 //! follow the chart's values, as `promtool test rules` shows on synthetic series; "no controller
 //! leading" stays quiet when nothing (or no controller) is scraped, where the down alerts fire
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::{JOB, NAMESPACE, RuleFile, alerts, firing, rendered_rule, series, silent, target};
 
 /// The runbook base the chart derives from Chart.yaml's `home`.
-const RUNBOOKS: &str = "https://github.com/resize-guard/resize-guard/blob/main/docs/runbooks/";
+const RUNBOOKS: &str = "https://github.com/resize-guard/resize-guard/blob/main/docs/src/runbooks/";
 /// kube-apiserver's buckets of `apiserver_admission_webhook_admission_duration_seconds`
 /// (k8s.io/apiserver pkg/admission/metrics/metrics.go).
 const API_BUCKETS: [&str; 9] = [
@@ -61,13 +61,13 @@ fn test_group(name: &str, input: Vec<Value>, expected: Vec<Value>) -> Value {
 fn every_alert_has_a_runbook_and_every_runbook_an_alert() {
     let rule = rendered_rule(&[]);
     let alerts = alerts(&rule);
-    let dir = repo_root().join("docs/runbooks");
-    let index = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let dir = repo_root().join("docs/src/runbooks");
+    let index = std::fs::read_to_string(repo_root().join("docs/src/alerts.md")).unwrap();
     for (name, alert) in &alerts {
         let url = alert["annotations"]["runbook_url"].as_str().unwrap_or("");
         assert_eq!(url, format!("{RUNBOOKS}{name}.md"), "{name}'s runbook_url");
         let page = std::fs::read_to_string(dir.join(format!("{name}.md")))
-            .unwrap_or_else(|e| panic!("{name}: docs/runbooks/{name}.md: {e}"));
+            .unwrap_or_else(|e| panic!("{name}: docs/src/runbooks/{name}.md: {e}"));
         assert!(
             page.starts_with(&format!("# {name}\n")),
             "{name}.md's title"
@@ -86,17 +86,18 @@ fn every_alert_has_a_runbook_and_every_runbook_an_alert() {
             "{name}.md names its severity, {severity}"
         );
         assert!(
-            index.contains(&format!("| {name} | {severity} | [{name}.md]({name}.md) |")),
-            "docs/runbooks/README.md lists {name}"
+            index.contains(&format!(
+                "| {name} | {severity} | [{name}](runbooks/{name}.md) |"
+            )),
+            "docs/src/alerts.md lists {name}"
         );
     }
     let pages: BTreeSet<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|f| f != "README.md")
         .collect();
     let wanted: BTreeSet<String> = alerts.keys().map(|a| format!("{a}.md")).collect();
-    assert_eq!(pages, wanted, "docs/runbooks/ holds one page per alert");
+    assert_eq!(pages, wanted, "docs/src/runbooks/ holds one page per alert");
 }
 
 #[test]
