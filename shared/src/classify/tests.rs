@@ -66,6 +66,12 @@ impl World {
     }
 }
 
+/// Fails unless the verdict's message says `part`.
+fn says(v: &Verdict, part: &str) {
+    let message = v.message();
+    assert!(message.contains(part), "{message}");
+}
+
 /// Sets `requests` or `limits` of `resource` on the pod's first container.
 fn set_first(pod: &mut Pod, field: &str, resource: &str, q: &str) {
     let r = pod.spec.as_mut().unwrap().containers[0]
@@ -266,16 +272,8 @@ fn stuck_deferred_is_warned_or_denied_by_policy() {
         .build();
     let v = w.classify(&old, &new);
     assert_eq!(v.label(), "deferred-stuck");
-    assert!(
-        v.message().contains("this resize will wait"),
-        "{}",
-        v.message()
-    );
-    assert!(
-        v.message().contains("preemptionPolicy: Never"),
-        "{}",
-        v.message()
-    );
+    says(&v, "this resize will wait");
+    says(&v, "preemptionPolicy: Never");
     assert_eq!(v.outcome(&w.policy).action, Ruling::Allow);
     w.policy.feasibility.reject_stuck_deferred = true;
     assert!(matches!(v.outcome(&w.policy).action, Ruling::Deny(_)));
@@ -287,11 +285,7 @@ fn deferred_awaiting_termination_says_so() {
     let w = World::with_app([leaving]);
     let v = w.field_resize("550m");
     assert_eq!(v.label(), "deferred-awaiting-termination");
-    assert!(
-        v.message().contains("terminating pods batch/leaving"),
-        "{}",
-        v.message()
-    );
+    says(&v, "terminating pods batch/leaving");
 }
 
 #[test]
@@ -571,10 +565,9 @@ fn requests_only_on_guaranteed_is_a_qos_change_that_also_quotes_the_limit_error(
         panic!("{v:?}")
     };
     assert!(q.repair.is_some());
-    assert!(
-        v.message().contains("Kubernetes also reports: spec.containers[0].resources.requests: Invalid value: \"500m\": must be less than or equal to cpu limit of 250m"),
-        "{}",
-        v.message()
+    says(
+        &v,
+        "Kubernetes also reports: spec.containers[0].resources.requests: Invalid value: \"500m\": must be less than or equal to cpu limit of 250m",
     );
 }
 
