@@ -94,6 +94,12 @@ fn app_with(field: &str, resource: &str, q: &str) -> Pod {
     new
 }
 
+/// The field app's cpu request raised to 500m, above its 250m limit, judged: a QoS change.
+fn request_above_limit() -> Verdict {
+    let (old, w) = World::field([]);
+    w.classify(&old, &app_with("requests", "cpu", "500m"))
+}
+
 fn resized(cpu: &str) -> Pod {
     app("250m").resize("app", "cpu", cpu).build()
 }
@@ -194,15 +200,13 @@ fn unchanged_values_in_other_spelling_are_no_change() {
 
 #[test]
 fn qos_change_is_denied_by_default_with_culprits_and_the_fix() {
-    let (old, w) = World::field([]);
-    let new = app_with("requests", "cpu", "500m");
-    let v = w.classify(&old, &new);
+    let v = request_above_limit();
     let Verdict::QosChange(q) = &v else {
         panic!("{v:?}")
     };
     assert_eq!((q.from, q.to), (QosClass::Guaranteed, QosClass::Burstable));
     assert!(q.repair.is_some());
-    let Ruling::Deny(msg) = v.outcome(&w.policy).action else {
+    let Ruling::Deny(msg) = v.outcome(&Policy::default()).action else {
         panic!()
     };
     assert!(msg.contains("from Guaranteed to Burstable"), "{msg}");
@@ -558,9 +562,7 @@ fn node_declared_features_are_checked_after_qos() {
 /// the other error; the repair (limit follows) is valid.
 #[test]
 fn requests_only_on_guaranteed_is_a_qos_change_that_also_quotes_the_limit_error() {
-    let (old, w) = World::field([]);
-    let new = app_with("requests", "cpu", "500m");
-    let v = w.classify(&old, &new);
+    let v = request_above_limit();
     let Verdict::QosChange(q) = &v else {
         panic!("{v:?}")
     };
