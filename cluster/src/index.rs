@@ -223,14 +223,10 @@ impl PodIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use resize_guard_policy::fixture::{PodBuilder, container, node};
+    use resize_guard_policy::fixture::{PodBuilder, container, node, running};
 
     fn pod(name: &str, node_name: &str, cpu: &str) -> Pod {
-        PodBuilder::new("ns", name)
-            .node(node_name)
-            .container(container("c").guaranteed(cpu, "64Mi"))
-            .running(0)
-            .build()
+        running(name, node_name, cpu).build()
     }
 
     #[test]

@@ -105,9 +105,7 @@ fn drop_last_applied(meta: &mut ObjectMeta) {
 fn trim_pod_spec(s: PodSpec) -> PodSpec {
     PodSpec {
         containers: s.containers.into_iter().map(trim_container).collect(),
-        init_containers: s
-            .init_containers
-            .map(|v| v.into_iter().map(trim_container).collect()),
+        init_containers: trim_each(s.init_containers, trim_container),
         ephemeral_containers: s.ephemeral_containers.map(|v| {
             v.into_iter()
                 .map(|c| EphemeralContainer {
@@ -125,6 +123,11 @@ fn trim_pod_spec(s: PodSpec) -> PodSpec {
         termination_grace_period_seconds: s.termination_grace_period_seconds,
         ..Default::default()
     }
+}
+
+/// Each of an optional list trimmed by `trim`.
+fn trim_each<T>(list: Option<Vec<T>>, trim: fn(T) -> T) -> Option<Vec<T>> {
+    list.map(|v| v.into_iter().map(trim).collect())
 }
 
 fn trim_container(c: Container) -> Container {
@@ -147,12 +150,8 @@ fn trim_pod_status(s: PodStatus) -> PodStatus {
             .conditions
             .map(|v| v.into_iter().filter(resize).collect::<Vec<_>>())
             .filter(|v| !v.is_empty()),
-        container_statuses: s
-            .container_statuses
-            .map(|v| v.into_iter().map(trim_container_status).collect()),
-        init_container_statuses: s
-            .init_container_statuses
-            .map(|v| v.into_iter().map(trim_container_status).collect()),
+        container_statuses: trim_each(s.container_statuses, trim_container_status),
+        init_container_statuses: trim_each(s.init_container_statuses, trim_container_status),
         resources: s.resources,
         allocated_resources: s.allocated_resources,
         ..Default::default()

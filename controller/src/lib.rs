@@ -39,3 +39,6 @@ pub mod lease;
 pub mod metrics;
 pub mod preemption;
 pub mod run;
+
+#[cfg(test)]
+mod tests;

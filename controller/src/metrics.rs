@@ -351,23 +351,25 @@ impl Metrics {
 mod tests {
     use super::*;
     use resize_guard_policy::policy::Mode;
+    use resize_guard_runtime::exposition::assert_contains;
 
     #[test]
     fn one_registry_carries_build_info_and_the_live_mode() {
         let m = Metrics::new();
         m.exposition().follow_policy_mode(|| Some(Mode::Enforce));
         let text = m.render();
-        for line in [
-            "program=\"resize-guard-controller\"} 1",
-            "# TYPE process_cpu_seconds counter",
-            "resize_guard_policy_mode{mode=\"enforce\"} 1",
-            "resize_guard_policy_mode{mode=\"audit\"} 0",
-            "# TYPE resize_guard_fenced_writes counter",
-            "resize_guard_deferred_pods 0",
-            "resize_guard_deferred_oldest_seconds 0",
-        ] {
-            assert!(text.contains(line), "{line} missing from\n{text}");
-        }
+        assert_contains(
+            &text,
+            &[
+                "program=\"resize-guard-controller\"} 1",
+                "# TYPE process_cpu_seconds counter",
+                "resize_guard_policy_mode{mode=\"enforce\"} 1",
+                "resize_guard_policy_mode{mode=\"audit\"} 0",
+                "# TYPE resize_guard_fenced_writes counter",
+                "resize_guard_deferred_pods 0",
+                "resize_guard_deferred_oldest_seconds 0",
+            ],
+        );
     }
 
     #[test]
@@ -375,13 +377,14 @@ mod tests {
         let m = Metrics::new();
         m.set_deferred(2, std::time::Duration::from_millis(510_900));
         let text = m.render();
-        for line in [
-            "# TYPE resize_guard_deferred_oldest_seconds gauge",
-            "resize_guard_deferred_pods 2",
-            "resize_guard_deferred_oldest_seconds 510",
-        ] {
-            assert!(text.contains(line), "{line} missing from\n{text}");
-        }
+        assert_contains(
+            &text,
+            &[
+                "# TYPE resize_guard_deferred_oldest_seconds gauge",
+                "resize_guard_deferred_pods 2",
+                "resize_guard_deferred_oldest_seconds 510",
+            ],
+        );
     }
 
     #[test]
@@ -394,12 +397,13 @@ mod tests {
             std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_900_000_000),
         );
         let text = m.render();
-        for line in [
-            "resize_guard_certificate_repairs_total{what=\"ca_bundle\"} 1",
-            "resize_guard_certificate_errors_total{what=\"read\"} 1",
-            "resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"} 1900000000",
-        ] {
-            assert!(text.contains(line), "{line} missing from\n{text}");
-        }
+        assert_contains(
+            &text,
+            &[
+                "resize_guard_certificate_repairs_total{what=\"ca_bundle\"} 1",
+                "resize_guard_certificate_errors_total{what=\"read\"} 1",
+                "resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"} 1900000000",
+            ],
+        );
     }
 }

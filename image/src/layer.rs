@@ -86,30 +86,13 @@ mod tests {
             out
         };
         assert_eq!(layer.diff_id, sha256_digest(&tar));
-        let mut archive = tar::Archive::new(tar.as_slice());
-        let entries: Vec<(String, u32, u64, u64, u64)> = archive
-            .entries()
-            .unwrap()
-            .map(|e| {
-                let e = e.unwrap();
-                let h = e.header();
-                let path = e.path().unwrap().to_string_lossy().into_owned();
-                (
-                    path,
-                    h.mode().unwrap(),
-                    h.uid().unwrap(),
-                    h.gid().unwrap(),
-                    h.mtime().unwrap(),
-                )
-            })
-            .collect();
         assert_eq!(
-            entries,
+            crate::tests::tar_entries(tar.as_slice()),
             [
-                ("usr/".to_string(), 0o755, 0, 0, 7),
-                ("usr/local/".to_string(), 0o755, 0, 0, 7),
-                ("usr/local/bin/".to_string(), 0o755, 0, 0, 7),
-                ("usr/local/bin/tool".to_string(), 0o755, 0, 0, 7),
+                ("usr/".to_string(), 0o755, 0, 0, 7, 0),
+                ("usr/local/".to_string(), 0o755, 0, 0, 7, 0),
+                ("usr/local/bin/".to_string(), 0o755, 0, 0, 7, 0),
+                ("usr/local/bin/tool".to_string(), 0o755, 0, 0, 7, 5),
             ]
         );
     }

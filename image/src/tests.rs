@@ -7,6 +7,29 @@ use super::*;
 
 const PROJECT: &str = include_str!("../../deploy/image/Containerfile");
 
+/// One tar entry as the tests compare it: path, mode, uid, gid, mtime, size.
+pub(crate) type TarEntry = (String, u32, u64, u64, u64, u64);
+
+/// The entries of the uncompressed tar stream `tar`, in order.
+pub(crate) fn tar_entries(tar: impl std::io::Read) -> Vec<TarEntry> {
+    tar::Archive::new(tar)
+        .entries()
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let h = e.header();
+            (
+                e.path().unwrap().display().to_string(),
+                h.mode().unwrap(),
+                h.uid().unwrap(),
+                h.gid().unwrap(),
+                h.mtime().unwrap(),
+                h.size().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// A stand-in static x86-64 program: an ELF header, then `content`.
 fn fake_binary(dir: &Path, name: &str, content: &[u8]) -> std::path::PathBuf {
     let mut program = crate::executable::tests::static_amd64();

@@ -107,9 +107,10 @@ pub fn encode(registry: &Registry) -> String {
     out
 }
 
-/// Asserts that each of `lines` is a whole line of the exposition `text` (tests only).
-#[cfg(test)]
-pub(crate) fn assert_lines(text: &str, lines: &[&str]) {
+/// Asserts that each of `lines` is a whole line of the exposition `text` (tests only: this
+/// crate's and, through the `testing` feature, the programs').
+#[cfg(any(test, feature = "testing"))]
+pub fn assert_lines(text: &str, lines: &[&str]) {
     for line in lines {
         assert!(
             text.lines().any(|l| l == *line),
@@ -118,9 +119,9 @@ pub(crate) fn assert_lines(text: &str, lines: &[&str]) {
     }
 }
 
-/// Asserts that `text` contains each of `parts` (tests only).
-#[cfg(test)]
-pub(crate) fn assert_contains(text: &str, parts: &[&str]) {
+/// Asserts that `text` contains each of `parts` (tests only, as [`assert_lines`]).
+#[cfg(any(test, feature = "testing"))]
+pub fn assert_contains(text: &str, parts: &[&str]) {
     for part in parts {
         assert!(text.contains(part), "{part} missing from\n{text}");
     }

@@ -134,11 +134,7 @@ impl PolicyOrigin {
         origins: &'static [&'static str],
         current: impl Fn() -> &'static str + Send + Sync + 'static,
     ) -> Box<dyn Collector> {
-        Box::new(PolicyOrigin {
-            which: OneOf::Origin,
-            origins,
-            current: Box::new(current),
-        })
+        Self::boxed(OneOf::Origin, origins, current)
     }
 
     /// The `resize_guard_policy_configmap_state{state}` collector: what the policy ConfigMap
@@ -147,9 +143,18 @@ impl PolicyOrigin {
         states: &'static [&'static str],
         current: impl Fn() -> &'static str + Send + Sync + 'static,
     ) -> Box<dyn Collector> {
+        Self::boxed(OneOf::ConfigMapState, states, current)
+    }
+
+    /// A collector of `which`, one series per value of `values`, the current one at 1.
+    fn boxed(
+        which: OneOf,
+        values: &'static [&'static str],
+        current: impl Fn() -> &'static str + Send + Sync + 'static,
+    ) -> Box<dyn Collector> {
         Box::new(PolicyOrigin {
-            which: OneOf::ConfigMapState,
-            origins: states,
+            which,
+            origins: values,
             current: Box::new(current),
         })
     }

@@ -75,16 +75,8 @@ impl Audience<'_> {
     /// [`name_list`](crate::victims::name_list)'s `ns/a, ns/b and 3 more`.
     pub fn list<T: Named>(&self, items: impl Iterator<Item = T>, limit: usize) -> String {
         let (shown, hidden): (Vec<T>, Vec<T>) = items.partition(|i| self.may_name(i.pod()));
-        let mut out = shown
-            .iter()
-            .take(limit)
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
+        let mut out = crate::victims::name_list(shown.iter(), limit);
         let more = shown.len() > limit;
-        if more {
-            out.push_str(&format!(" and {} more", shown.len() - limit));
-        }
         if !hidden.is_empty() {
             let others = self.others(hidden.len());
             out = match (out.is_empty(), more) {
@@ -111,15 +103,8 @@ impl Audience<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixture::pod_key as key;
     use crate::victims::name_list;
-
-    fn key(ns: &str, name: &str) -> PodKey {
-        PodKey {
-            namespace: ns.into(),
-            name: name.into(),
-            uid: format!("{ns}-{name}"),
-        }
-    }
 
     #[test]
     fn a_namespace_sees_its_own_pods_by_name_and_a_count_of_the_rest() {

@@ -19,10 +19,28 @@ use k8s_openapi::jiff::Timestamp;
 use crate::budget::Budgets;
 use crate::classify::Context;
 use crate::ledger::{LedgerEntry, NodeLedger};
+use crate::pod::PodKey;
 use crate::policy::Policy;
 use crate::resources::ResourceList;
 use crate::upstream::pod::{RESIZE_PENDING, is_sidecar};
 use crate::upstream::requests::{Accounting, pod_requests};
+
+/// The key of pod `namespace/name`, its UID made from both.
+pub fn pod_key(namespace: &str, name: &str) -> PodKey {
+    PodKey {
+        namespace: namespace.into(),
+        name: name.into(),
+        uid: format!("uid-{namespace}-{name}"),
+    }
+}
+
+/// `ns/name` on `node_name`, one Guaranteed container `c` of `cpu` and 64Mi, Running since 0.
+pub fn running(name: &str, node_name: &str, cpu: &str) -> PodBuilder {
+    PodBuilder::new("ns", name)
+        .node(node_name)
+        .container(container("c").guaranteed(cpu, "64Mi"))
+        .running(0)
+}
 
 /// The namespace resize-guard is installed in, in every test and benchmark.
 pub const INSTALL_NAMESPACE: &str = "resize-guard";

@@ -204,15 +204,8 @@ pub fn node_opt_out(node: &Node) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixture::{PodBuilder, container, node};
+    use crate::fixture::{node, running};
     use k8s_openapi::api::core::v1::NodePodPreemptionPolicy;
-
-    fn running(name: &str, node_name: &str, cpu: &str) -> PodBuilder {
-        PodBuilder::new("ns", name)
-            .node(node_name)
-            .container(container("c").guaranteed(cpu, "64Mi"))
-            .running(0)
-    }
 
     #[test]
     fn counts_pods_on_this_node_only_and_skips_terminal_ones() {

@@ -138,14 +138,7 @@ impl SealedPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn key(ns: &str, name: &str) -> PodKey {
-        PodKey {
-            namespace: ns.into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-        }
-    }
+    use crate::fixture::pod_key as key;
 
     fn sealed() -> SealedPlan {
         SealedPlan {

@@ -350,6 +350,7 @@ fn result(ok: bool) -> ResultLabels {
 mod tests {
     use super::*;
     use resize_guard_policy::policy::Mode;
+    use resize_guard_runtime::exposition::assert_contains;
 
     #[test]
     fn one_registry_carries_build_info_process_metrics_and_the_live_mode() {
@@ -364,14 +365,15 @@ mod tests {
         m.exposition()
             .follow_policy_mode(move || *live.lock().unwrap());
         let text = m.render();
-        for line in [
-            "program=\"resize-guard-webhook\"} 1",
-            "# TYPE process_resident_memory_bytes gauge",
-            "resize_guard_policy_mode{mode=\"enforce\"} 0",
-            "resize_guard_policy_mode{mode=\"audit\"} 1",
-        ] {
-            assert!(text.contains(line), "{line} missing from\n{text}");
-        }
+        assert_contains(
+            &text,
+            &[
+                "program=\"resize-guard-webhook\"} 1",
+                "# TYPE process_resident_memory_bytes gauge",
+                "resize_guard_policy_mode{mode=\"enforce\"} 0",
+                "resize_guard_policy_mode{mode=\"audit\"} 1",
+            ],
+        );
         assert!(text.ends_with("# EOF\n"));
         *mode.lock().unwrap() = Some(Mode::Enforce);
         assert!(

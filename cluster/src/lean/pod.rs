@@ -104,6 +104,11 @@ struct WireState {
     running: Option<ContainerStateRunning>,
 }
 
+/// Each of an optional list decoded into its k8s-openapi type.
+fn each<W, T: From<W>>(list: Option<Vec<W>>) -> Option<Vec<T>> {
+    list.map(|v| v.into_iter().map(T::from).collect())
+}
+
 impl From<WirePod> for Pod {
     fn from(p: WirePod) -> Self {
         Pod {
@@ -118,9 +123,7 @@ impl From<WireSpec> for PodSpec {
     fn from(s: WireSpec) -> Self {
         PodSpec {
             containers: s.containers.into_iter().map(Into::into).collect(),
-            init_containers: s
-                .init_containers
-                .map(|v| v.into_iter().map(Into::into).collect()),
+            init_containers: each(s.init_containers),
             ephemeral_containers: s.ephemeral_containers.map(|v| {
                 v.into_iter()
                     .map(|c| EphemeralContainer {
@@ -164,12 +167,8 @@ impl From<WireStatus> for PodStatus {
                 .conditions
                 .map(|v| v.into_iter().filter(resize).collect::<Vec<_>>())
                 .filter(|v| !v.is_empty()),
-            container_statuses: s
-                .container_statuses
-                .map(|v| v.into_iter().map(Into::into).collect()),
-            init_container_statuses: s
-                .init_container_statuses
-                .map(|v| v.into_iter().map(Into::into).collect()),
+            container_statuses: each(s.container_statuses),
+            init_container_statuses: each(s.init_container_statuses),
             resources: s.resources,
             allocated_resources: s.allocated_resources,
             ..Default::default()

@@ -145,6 +145,7 @@ fn bypassed_message(pod: &str) -> String {
 #[cfg(test)]
 mod tests {
     use resize_guard_policy::admission_probe::Arrival;
+    use resize_guard_runtime::exposition::assert_lines;
 
     use super::*;
 
@@ -164,52 +165,41 @@ mod tests {
         })
     }
 
-    fn metric(text: &str, line: &str) -> bool {
-        text.lines().any(|l| l == line)
-    }
-
     #[test]
     fn the_metrics_have_the_alerts_names_and_follow_each_probe() {
         let exposition = Exposition::new("resize-guard-controller");
         let f = Findings::new("resize-guard/c-0", &exposition);
-        let text = exposition.render();
-        for line in [
-            "resize_guard_admission_probe_total{result=\"reached\"} 0",
-            "resize_guard_admission_probe_total{result=\"bypassed\"} 0",
-            "resize_guard_admission_probe_total{result=\"error\"} 0",
-            "resize_guard_admission_probe_bypassed 0",
-            "# TYPE resize_guard_admission_probe counter",
-            "# TYPE resize_guard_admission_probe_bypassed gauge",
-        ] {
-            assert!(metric(&text, line), "{line} missing from\n{text}");
-        }
+        assert_lines(
+            &exposition.render(),
+            &[
+                "resize_guard_admission_probe_total{result=\"reached\"} 0",
+                "resize_guard_admission_probe_total{result=\"bypassed\"} 0",
+                "resize_guard_admission_probe_total{result=\"error\"} 0",
+                "resize_guard_admission_probe_bypassed 0",
+                "# TYPE resize_guard_admission_probe counter",
+                "# TYPE resize_guard_admission_probe_bypassed gauge",
+            ],
+        );
         f.record(reached(), pod());
         f.record(Outcome::Bypassed, pod());
         f.record(Outcome::Bypassed, pod());
-        let text = exposition.render();
-        assert!(
-            metric(&text, "resize_guard_admission_probe_bypassed 1"),
-            "{text}"
+        assert_lines(
+            &exposition.render(),
+            &[
+                "resize_guard_admission_probe_bypassed 1",
+                "resize_guard_admission_probe_total{result=\"bypassed\"} 2",
+                "resize_guard_admission_probe_total{result=\"reached\"} 1",
+            ],
         );
-        assert!(metric(
-            &text,
-            "resize_guard_admission_probe_total{result=\"bypassed\"} 2"
-        ));
-        assert!(metric(
-            &text,
-            "resize_guard_admission_probe_total{result=\"reached\"} 1"
-        ));
         // An error is not a bypass: the gauge says only what the latest probe saw.
         f.record(Outcome::Error("timeout".into()), None);
-        let text = exposition.render();
-        assert!(
-            metric(&text, "resize_guard_admission_probe_bypassed 0"),
-            "{text}"
+        assert_lines(
+            &exposition.render(),
+            &[
+                "resize_guard_admission_probe_bypassed 0",
+                "resize_guard_admission_probe_total{result=\"error\"} 1",
+            ],
         );
-        assert!(metric(
-            &text,
-            "resize_guard_admission_probe_total{result=\"error\"} 1"
-        ));
     }
 
     #[test]

@@ -266,6 +266,21 @@ struct State {
 }
 
 impl State {
+    /// Full buckets, no claims, no counts.
+    fn full() -> State {
+        State {
+            cluster: Bucket::full(),
+            namespaces: HashMap::new(),
+            fresh_from: None,
+            nodes: HashMap::new(),
+            resizes: HashMap::new(),
+            breakers: HashMap::new(),
+            version: 0,
+            admitted: 0,
+            reserve: 0,
+        }
+    }
+
     fn changed(&mut self) -> u64 {
         self.version += 1;
         self.version
@@ -396,17 +411,7 @@ impl Brakes {
     /// Brakes with full buckets, no claims, no counts.
     pub fn new() -> Brakes {
         Brakes {
-            state: Mutex::new(State {
-                cluster: Bucket::full(),
-                namespaces: HashMap::new(),
-                fresh_from: None,
-                nodes: HashMap::new(),
-                resizes: HashMap::new(),
-                breakers: HashMap::new(),
-                version: 0,
-                admitted: 0,
-                reserve: 0,
-            }),
+            state: Mutex::new(State::full()),
             changes: watch::Sender::new(0),
             saved: watch::Sender::new(Saved::default()),
             urgent: watch::Sender::new(0),

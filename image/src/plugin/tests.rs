@@ -51,23 +51,7 @@ const PROGRAMS: Programs<'static> = Programs {
 #[test]
 fn a_tar_gz_holds_the_program_its_helper_and_the_license_owned_by_root() {
     let bytes = archive(Platform::DARWIN_ARM64, PROGRAMS, b"license", 7).unwrap();
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
-    let entries: Vec<(String, u32, u64, u64, u64, u64)> = tar
-        .entries()
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            let h = e.header();
-            (
-                e.path().unwrap().display().to_string(),
-                h.mode().unwrap(),
-                h.uid().unwrap(),
-                h.gid().unwrap(),
-                h.mtime().unwrap(),
-                h.size().unwrap(),
-            )
-        })
-        .collect();
+    let entries = crate::tests::tar_entries(flate2::read::GzDecoder::new(bytes.as_slice()));
     assert_eq!(
         entries,
         [

@@ -247,6 +247,15 @@ mod tests {
         Sbom::read(&path)
     }
 
+    /// The smallest CycloneDX document.
+    const CYCLONEDX: &str = r#"{"bomFormat":"CycloneDX","specVersion":"1.6"}"#;
+
+    /// An SBOM read from a file holding [`CYCLONEDX`].
+    fn cyclonedx() -> Sbom {
+        let dir = tempfile::tempdir().unwrap();
+        sbom(dir.path(), CYCLONEDX).unwrap()
+    }
+
     #[test]
     fn the_sbom_beside_a_layout_is_named_after_it() {
         assert_eq!(
@@ -257,16 +266,8 @@ mod tests {
 
     #[test]
     fn only_a_cyclonedx_document_is_attached() {
+        assert_eq!(cyclonedx().bytes.as_ref(), CYCLONEDX.as_bytes());
         let dir = tempfile::tempdir().unwrap();
-        let ok = sbom(
-            dir.path(),
-            r#"{"bomFormat":"CycloneDX","specVersion":"1.6"}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            ok.bytes.as_ref(),
-            br#"{"bomFormat":"CycloneDX","specVersion":"1.6"}"#
-        );
         for bad in [
             "{",
             r#"{"spdxVersion":"SPDX-2.3"}"#,
@@ -286,12 +287,7 @@ mod tests {
 
     #[test]
     fn the_artifact_refers_to_the_subject_and_carries_the_sbom_as_its_one_layer() {
-        let dir = tempfile::tempdir().unwrap();
-        let sbom = sbom(
-            dir.path(),
-            r#"{"bomFormat":"CycloneDX","specVersion":"1.6"}"#,
-        )
-        .unwrap();
+        let sbom = cyclonedx();
         let subject = subject();
         let m = sbom_manifest(&subject, &sbom);
         assert_eq!(m.digest, sha256_digest(&m.bytes));
@@ -316,12 +312,7 @@ mod tests {
 
     #[test]
     fn the_referrers_index_keeps_other_referrers_and_lists_each_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let sbom = sbom(
-            dir.path(),
-            r#"{"bomFormat":"CycloneDX","specVersion":"1.6"}"#,
-        )
-        .unwrap();
+        let sbom = cyclonedx();
         let m = sbom_manifest(&subject(), &sbom);
         let fresh = with_referrer(None, &m).unwrap().unwrap();
         let v: Value = serde_json::from_slice(&fresh).unwrap();

@@ -11,9 +11,7 @@
 //! Both lists mirror `deploy/base`; the tests below read `deploy/base` and fail when they drift.
 
 use futures::future::join_all;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
+use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
 use kube::api::{Api, PostParams};
 
 use super::rbac::Permission;
@@ -278,21 +276,9 @@ pub const ESCALATION: [Permission; 4] = [
 
 /// Asks whether the caller may do `perm` (in `namespace` when it is namespaced).
 pub async fn may(conn: &Connection, perm: &Permission) -> Result<bool, kube::Error> {
-    let (resource, subresource) = match perm.resource.split_once('/') {
-        Some((r, s)) => (r, Some(s.to_owned())),
-        None => (perm.resource, None),
-    };
     let review = SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some(perm.verb.into()),
-                group: Some(perm.group.into()),
-                resource: Some(resource.into()),
-                subresource,
-                namespace: perm.namespaced.then(|| conn.install_namespace.clone()),
-                name: perm.name.map(str::to_owned),
-                ..Default::default()
-            }),
+            resource_attributes: Some(perm.attributes(&conn.install_namespace)),
             ..Default::default()
         },
         ..Default::default()

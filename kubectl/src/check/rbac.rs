@@ -199,6 +199,23 @@ pub fn controller_needs(policy: Option<&Policy>) -> Vec<Permission> {
 }
 
 impl Permission {
+    /// The permission as an access review asks about it, in `namespace` when namespaced.
+    pub fn attributes(&self, namespace: &str) -> ResourceAttributes {
+        let (resource, subresource) = match self.resource.split_once('/') {
+            Some((r, s)) => (r, Some(s.to_owned())),
+            None => (self.resource, None),
+        };
+        ResourceAttributes {
+            verb: Some(self.verb.into()),
+            group: Some(self.group.into()),
+            resource: Some(resource.into()),
+            subresource,
+            namespace: self.namespaced.then(|| namespace.to_owned()),
+            name: self.name.map(str::to_owned),
+            ..Default::default()
+        }
+    }
+
     /// `verb group/resource[ name][ in ns]`, as `kubectl auth can-i` reads.
     pub fn describe(&self, namespace: &str) -> String {
         let group = if self.group.is_empty() {
@@ -226,10 +243,6 @@ impl Permission {
 /// Asks whether ServiceAccount `namespace/name` may do `perm`.
 pub async fn allowed(conn: &Connection, sa: &str, perm: &Permission) -> Result<bool, kube::Error> {
     let ns = &conn.install_namespace;
-    let (resource, subresource) = match perm.resource.split_once('/') {
-        Some((r, s)) => (r, Some(s.to_owned())),
-        None => (perm.resource, None),
-    };
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
             user: Some(format!("system:serviceaccount:{ns}:{sa}")),
@@ -238,15 +251,7 @@ pub async fn allowed(conn: &Connection, sa: &str, perm: &Permission) -> Result<b
                 format!("system:serviceaccounts:{ns}"),
                 "system:authenticated".into(),
             ]),
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some(perm.verb.into()),
-                group: Some(perm.group.into()),
-                resource: Some(resource.into()),
-                subresource,
-                namespace: perm.namespaced.then(|| ns.clone()),
-                name: perm.name.map(str::to_owned),
-                ..Default::default()
-            }),
+            resource_attributes: Some(perm.attributes(ns)),
             ..Default::default()
         },
         ..Default::default()

@@ -6,41 +6,58 @@ use resize_guard_policy::fixture::{PodBuilder, container, context, node};
 use resize_guard_policy::plan::PLAN_ANNOTATION;
 use resize_guard_policy::policy::Policy;
 
-#[test]
-fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
-    let filler = PodBuilder::new("batch", "filler")
+/// The moment every test reads ages from (121 minutes after the plans' `time`).
+fn now() -> Timestamp {
+    Timestamp::from_second(1_796_126_500).unwrap()
+}
+
+/// A terminating pod on node `n` holding `cpu`, the room a Deferred resize waits for.
+fn terminating(namespace: &str, name: &str, cpu: &str) -> Pod {
+    PodBuilder::new(namespace, name)
         .owned_by("ReplicaSet")
         .node("n")
         .priority(100)
-        .container(container("app").guaranteed("1500m", "256Mi"))
+        .container(container("app").guaranteed(cpu, "256Mi"))
         .running(10)
         .terminating()
-        .build();
-    // What the controller writes for a victim in another namespace: a count, no name.
-    let plan = r#"{"v":2,"generation":2,"time":"2026-12-01T10:00:00Z","count":1,"nonce":"00","sealed":"00"}"#;
-    let app = PodBuilder::new("shop", "app")
+        .build()
+}
+
+/// `shop/app` on node `n`, its cpu resize 250m → 550m Deferred by the kubelet, carrying `plan`.
+fn deferred(plan: &str) -> PodBuilder {
+    PodBuilder::new("shop", "app")
         .node("n")
         .priority(1000)
         .container(container("app").guaranteed("250m", "256Mi"))
         .running(20)
-        .qos_status("Guaranteed")
         .resize("app", "cpu", "550m")
         .resize_pending("Deferred", "Node didn't have enough resource: cpu")
         .annotation(PLAN_ANNOTATION, plan)
-        .build();
-    let ledger = NodeLedger::new(&node("n", "1930m", "3Gi"), [&filler, &app]);
+}
+
+/// `explain` of `app` on node `n` (1930m, 3Gi) holding `app` and `other`, default policy.
+fn explain_on_node(app: &Pod, other: &Pod) -> Explanation {
+    let ledger = NodeLedger::new(&node("n", "1930m", "3Gi"), [other, app]);
     let (policy, budgets) = (Policy::default(), Budgets::default());
     let ctx = context(Some(&ledger), &budgets, &policy);
-    let now = Timestamp::from_second(1_796_126_500).unwrap();
-    let x = explain(
-        &app,
+    explain(
+        app,
         Some(&ledger),
         &ctx,
         None,
         &[],
         &Evidence::NotFetched,
-        now,
-    );
+        now(),
+    )
+}
+
+#[test]
+fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
+    let filler = terminating("batch", "filler", "1500m");
+    // What the controller writes for a victim in another namespace: a count, no name.
+    let plan = r#"{"v":2,"generation":2,"time":"2026-12-01T10:00:00Z","count":1,"nonce":"00","sealed":"00"}"#;
+    let app = deferred(plan).qos_status("Guaranteed").build();
+    let x = explain_on_node(&app, &filler);
     assert_eq!(x.decision.label, "deferred-awaiting-termination");
     let text = render_text(&x, false);
     assert!(
@@ -74,56 +91,23 @@ fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
 
 #[test]
 fn a_recorded_plan_names_its_own_namespaces_victims_and_counts_the_others() {
-    let helper = PodBuilder::new("shop", "helper")
-        .node("n")
-        .priority(100)
-        .container(container("app").guaranteed("500m", "256Mi"))
-        .running(10)
-        .terminating()
-        .build();
+    let helper = terminating("shop", "helper", "500m");
     let plan = r#"{"v":2,"generation":1,"time":"2026-12-01T10:00:00Z","count":3,"own":["helper","gone"],"nonce":"00","sealed":"00"}"#;
-    let app = PodBuilder::new("shop", "app")
-        .node("n")
-        .priority(1000)
-        .container(container("app").guaranteed("250m", "256Mi"))
-        .running(20)
-        .resize("app", "cpu", "550m")
-        .resize_pending("Deferred", "Node didn't have enough resource: cpu")
-        .annotation(PLAN_ANNOTATION, plan)
-        .build();
-    let ledger = NodeLedger::new(&node("n", "1930m", "3Gi"), [&helper, &app]);
-    let (policy, budgets) = (Policy::default(), Budgets::default());
-    let ctx = context(Some(&ledger), &budgets, &policy);
-    let now = Timestamp::from_second(1_796_126_500).unwrap();
-    let x = explain(
-        &app,
-        Some(&ledger),
-        &ctx,
-        None,
-        &[],
-        &Evidence::NotFetched,
-        now,
-    );
+    let x = explain_on_node(&deferred(plan).build(), &helper);
     let text = render_text(&x, false);
     assert!(
         text.contains("  recorded plan (121m ago, generation 1, stale): shop/helper (terminating), shop/gone (gone) and 1 pod in another namespace\n"),
         "{text}"
     );
-    // A format-1 record (victims in clear) is not shown: the controller drops it too.
+}
+
+#[test]
+fn a_format_1_plan_is_not_shown() {
+    // Victims in clear: the controller drops such a record too.
     let old = r#"{"generation":2,"victims":[{"namespace":"batch","name":"f","uid":"u"}],"time":"2026-12-01T10:00:00Z"}"#;
-    let app = PodBuilder::new("shop", "app")
-        .node("n")
-        .container(container("app").guaranteed("250m", "256Mi"))
-        .annotation(PLAN_ANNOTATION, old)
-        .build();
-    let x = explain(
-        &app,
-        Some(&ledger),
-        &ctx,
-        None,
-        &[],
-        &Evidence::NotFetched,
-        now,
+    let x = explain_on_node(
+        &deferred(old).build(),
+        &terminating("shop", "helper", "500m"),
     );
     assert!(x.recorded_plan.is_none());
 }
@@ -147,7 +131,7 @@ fn a_memory_decrease_the_kubelet_refused_is_judged_against_usage() {
     );
     let (policy, budgets) = (Policy::default(), Budgets::default());
     let ctx = context(None, &budgets, &policy);
-    let now = Timestamp::from_second(1_796_126_500).unwrap();
+    let now = now();
     let usage = Evidence::Measured(resize_guard_policy::usage::PodUsage {
         containers: [("app".to_owned(), 150 << 20)].into(),
         age: std::time::Duration::from_secs(8),

@@ -332,18 +332,15 @@ mod memory {
 fn two_namespace_victims(audience: Audience<'_>) -> (Admission, Verdict) {
     let old = app("250m");
     let new = app("1900m");
-    let filler = PodBuilder::new("batch", "filler")
-        .owned_by("ReplicaSet")
-        .node("n1")
-        .container(container("work").guaranteed("800m", "256Mi"))
-        .running(5)
-        .build();
-    let cache = PodBuilder::new("prod", "cache")
-        .owned_by("ReplicaSet")
-        .node("n1")
-        .container(container("work").guaranteed("800m", "256Mi"))
-        .running(5)
-        .build();
+    let worker = |namespace: &str, name: &str| {
+        PodBuilder::new(namespace, name)
+            .owned_by("ReplicaSet")
+            .node("n1")
+            .container(container("work").guaranteed("800m", "256Mi"))
+            .running(5)
+            .build()
+    };
+    let (filler, cache) = (worker("batch", "filler"), worker("prod", "cache"));
     let ledger = NodeLedger::new(&field_node(), &[old.clone(), filler, cache]);
     let budgets = Budgets::default();
     let policy = Policy::default();

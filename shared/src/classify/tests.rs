@@ -66,6 +66,12 @@ impl World {
     }
 }
 
+/// Fails unless the verdict's message says `part`.
+fn says(v: &Verdict, part: &str) {
+    let message = v.message();
+    assert!(message.contains(part), "{message}");
+}
+
 /// Sets `requests` or `limits` of `resource` on the pod's first container.
 fn set_first(pod: &mut Pod, field: &str, resource: &str, q: &str) {
     let r = pod.spec.as_mut().unwrap().containers[0]
@@ -86,6 +92,12 @@ fn app_with(field: &str, resource: &str, q: &str) -> Pod {
     let mut new = app("250m").build();
     set_first(&mut new, field, resource, q);
     new
+}
+
+/// The field app's cpu request raised to 500m, above its 250m limit, judged: a QoS change.
+fn request_above_limit() -> Verdict {
+    let (old, w) = World::field([]);
+    w.classify(&old, &app_with("requests", "cpu", "500m"))
 }
 
 fn resized(cpu: &str) -> Pod {
@@ -188,15 +200,13 @@ fn unchanged_values_in_other_spelling_are_no_change() {
 
 #[test]
 fn qos_change_is_denied_by_default_with_culprits_and_the_fix() {
-    let (old, w) = World::field([]);
-    let new = app_with("requests", "cpu", "500m");
-    let v = w.classify(&old, &new);
+    let v = request_above_limit();
     let Verdict::QosChange(q) = &v else {
         panic!("{v:?}")
     };
     assert_eq!((q.from, q.to), (QosClass::Guaranteed, QosClass::Burstable));
     assert!(q.repair.is_some());
-    let Ruling::Deny(msg) = v.outcome(&w.policy).action else {
+    let Ruling::Deny(msg) = v.outcome(&Policy::default()).action else {
         panic!()
     };
     assert!(msg.contains("from Guaranteed to Burstable"), "{msg}");
@@ -266,16 +276,8 @@ fn stuck_deferred_is_warned_or_denied_by_policy() {
         .build();
     let v = w.classify(&old, &new);
     assert_eq!(v.label(), "deferred-stuck");
-    assert!(
-        v.message().contains("this resize will wait"),
-        "{}",
-        v.message()
-    );
-    assert!(
-        v.message().contains("preemptionPolicy: Never"),
-        "{}",
-        v.message()
-    );
+    says(&v, "this resize will wait");
+    says(&v, "preemptionPolicy: Never");
     assert_eq!(v.outcome(&w.policy).action, Ruling::Allow);
     w.policy.feasibility.reject_stuck_deferred = true;
     assert!(matches!(v.outcome(&w.policy).action, Ruling::Deny(_)));
@@ -287,11 +289,7 @@ fn deferred_awaiting_termination_says_so() {
     let w = World::with_app([leaving]);
     let v = w.field_resize("550m");
     assert_eq!(v.label(), "deferred-awaiting-termination");
-    assert!(
-        v.message().contains("terminating pods batch/leaving"),
-        "{}",
-        v.message()
-    );
+    says(&v, "terminating pods batch/leaving");
 }
 
 #[test]
@@ -564,17 +562,14 @@ fn node_declared_features_are_checked_after_qos() {
 /// the other error; the repair (limit follows) is valid.
 #[test]
 fn requests_only_on_guaranteed_is_a_qos_change_that_also_quotes_the_limit_error() {
-    let (old, w) = World::field([]);
-    let new = app_with("requests", "cpu", "500m");
-    let v = w.classify(&old, &new);
+    let v = request_above_limit();
     let Verdict::QosChange(q) = &v else {
         panic!("{v:?}")
     };
     assert!(q.repair.is_some());
-    assert!(
-        v.message().contains("Kubernetes also reports: spec.containers[0].resources.requests: Invalid value: \"500m\": must be less than or equal to cpu limit of 250m"),
-        "{}",
-        v.message()
+    says(
+        &v,
+        "Kubernetes also reports: spec.containers[0].resources.requests: Invalid value: \"500m\": must be less than or equal to cpu limit of 250m",
     );
 }
 

@@ -315,52 +315,49 @@ mod tests {
     }
 
     #[test]
-    fn parses_millicores_and_whole_cores() {
-        assert_eq!(milli_value(&q("250m")).unwrap(), 250);
-        assert_eq!(milli_value(&q("1")).unwrap(), 1000);
-        assert_eq!(milli_value(&q("1.5")).unwrap(), 1500);
-        assert_eq!(milli_value(&q("0.1")).unwrap(), 100);
-        assert_eq!(milli_value(&q(".5")).unwrap(), 500);
-        assert_eq!(milli_value(&q("2.")).unwrap(), 2000);
+    fn milli_value_parses_like_upstream_and_rounds_up() {
+        for (text, want) in [
+            ("250m", 250),
+            ("1", 1000),
+            ("1.5", 1500),
+            ("0.1", 100),
+            (".5", 500),
+            ("2.", 2000),
+            ("5e-1", 500),
+            ("-250m", -250),
+            ("+250m", 250),
+            // 100001n is 0.100001m: MilliValue rounds up to 1.
+            ("100001n", 1),
+            ("1u", 1),
+            ("0.0001", 1),
+            ("0", 0),
+            // Huge values saturate instead of wrapping.
+            ("99999999999999999999999999999999999999999", i64::MAX),
+        ] {
+            assert_eq!(milli_value(&q(text)).unwrap(), want, "{text}");
+        }
     }
 
     #[test]
-    fn milli_value_rounds_up_like_upstream() {
-        // 100001n is 0.100001m: MilliValue rounds up to 1.
-        assert_eq!(milli_value(&q("100001n")).unwrap(), 1);
-        assert_eq!(milli_value(&q("1u")).unwrap(), 1);
-        assert_eq!(milli_value(&q("0.0001")).unwrap(), 1);
-        assert_eq!(milli_value(&q("0")).unwrap(), 0);
-    }
-
-    #[test]
-    fn parses_binary_and_decimal_suffixes() {
-        assert_eq!(value(&q("512Mi")).unwrap(), 512 * 1024 * 1024);
-        assert_eq!(value(&q("1Gi")).unwrap(), 1 << 30);
-        assert_eq!(value(&q("1G")).unwrap(), 1_000_000_000);
-        assert_eq!(value(&q("128k")).unwrap(), 128_000);
-        assert_eq!(value(&q("1.5Gi")).unwrap(), 3 << 29);
-        assert_eq!(value(&q("1Ki")).unwrap(), 1024);
-    }
-
-    #[test]
-    fn parses_exponents() {
-        assert_eq!(value(&q("1e3")).unwrap(), 1000);
-        assert_eq!(value(&q("1E6")).unwrap(), 1_000_000);
-        assert_eq!(milli_value(&q("5e-1")).unwrap(), 500);
-        assert_eq!(value(&q("12e+2")).unwrap(), 1200);
-    }
-
-    #[test]
-    fn value_rounds_fractional_bytes_up() {
-        assert_eq!(value(&q("0.5")).unwrap(), 1);
-        assert_eq!(value(&q("1500m")).unwrap(), 2);
-    }
-
-    #[test]
-    fn signs_are_kept() {
-        assert_eq!(milli_value(&q("-250m")).unwrap(), -250);
-        assert_eq!(milli_value(&q("+250m")).unwrap(), 250);
+    fn value_parses_suffixes_and_exponents_and_rounds_fractional_bytes_up() {
+        for (text, want) in [
+            ("512Mi", 512 * 1024 * 1024),
+            ("1Gi", 1 << 30),
+            ("1G", 1_000_000_000),
+            ("128k", 128_000),
+            ("1.5Gi", 3 << 29),
+            ("1Ki", 1024),
+            ("1e3", 1000),
+            ("1E6", 1_000_000),
+            ("12e+2", 1200),
+            ("0.5", 1),
+            ("1500m", 2),
+            // Huge values saturate instead of wrapping.
+            ("1e60", i64::MAX),
+            ("8Ei", i64::MAX),
+        ] {
+            assert_eq!(value(&q(text)).unwrap(), want, "{text}");
+        }
     }
 
     #[test]
@@ -372,28 +369,22 @@ mod tests {
     }
 
     #[test]
-    fn huge_values_saturate_instead_of_wrapping() {
-        assert_eq!(value(&q("1e60")).unwrap(), i64::MAX);
-        assert_eq!(
-            milli_value(&q("99999999999999999999999999999999999999999")).unwrap(),
-            i64::MAX
-        );
-        assert_eq!(value(&q("8Ei")).unwrap(), i64::MAX);
-    }
-
-    #[test]
     fn canonical_spelling_matches_quantity_string() {
-        let c = |s: &str| canonical(parse_nanos(s).unwrap(), Format::of(s));
-        assert_eq!(c("0.25Gi"), "256Mi");
-        assert_eq!(c("1536Mi"), "1536Mi");
-        assert_eq!(c("1000Mi"), "1000Mi");
-        assert_eq!(c("1000"), "1k");
-        assert_eq!(c("1500m"), "1500m");
-        assert_eq!(c("1.0"), "1");
-        assert_eq!(c("128M"), "128M");
-        assert_eq!(c("100Ki"), "100Ki");
-        assert_eq!(c("0.5Ki"), "512");
-        assert_eq!(c("1e3"), "1e3");
+        for (text, want) in [
+            ("0.25Gi", "256Mi"),
+            ("1536Mi", "1536Mi"),
+            ("1000Mi", "1000Mi"),
+            ("1000", "1k"),
+            ("1500m", "1500m"),
+            ("1.0", "1"),
+            ("128M", "128M"),
+            ("100Ki", "100Ki"),
+            ("0.5Ki", "512"),
+            ("1e3", "1e3"),
+        ] {
+            let spelled = canonical(parse_nanos(text).unwrap(), Format::of(text));
+            assert_eq!(spelled, want, "{text}");
+        }
         assert_eq!(canonical(0, Format::BinarySi), "0");
     }
 

@@ -51,18 +51,27 @@ fn limit(
     )
 }
 
+/// A connection from `source` is refused by a cap, counted once under `reason`.
+async fn refused_by(
+    limit: &ConnectionLimit<DefaultAcceptor>,
+    source: u8,
+    metrics: &Metrics,
+    reason: &str,
+) {
+    let e = limit.accept(From(ip(source)), ()).await.err().unwrap();
+    assert!(is_limit(&e), "{e}");
+    let text = metrics.render();
+    let counted = format!("resize_guard_connections_refused_total{{reason=\"{reason}\"}} 1");
+    assert!(text.contains(&counted), "{text}");
+}
+
 #[tokio::test]
 async fn one_connection_over_the_limit_is_refused_and_a_closed_one_frees_its_slot() {
     let (limit, metrics) = limit(2, 0, 10);
     let (a, _) = limit.accept(From(ip(1)), ()).await.unwrap();
     let (_b, _) = limit.accept(From(ip(2)), ()).await.unwrap();
-    let e = limit.accept(From(ip(3)), ()).await.err().unwrap();
-    assert!(is_limit(&e), "{e}");
+    refused_by(&limit, 3, &metrics, "limit").await;
     let text = metrics.render();
-    assert!(
-        text.contains("resize_guard_connections_refused_total{reason=\"limit\"} 1"),
-        "{text}"
-    );
     assert!(text.contains("resize_guard_connections_open 2"), "{text}");
     drop(a);
     assert!(limit.accept(From(ip(3)), ()).await.is_ok());
@@ -75,13 +84,7 @@ async fn one_source_holds_at_most_its_cap_and_others_still_connect() {
     for _ in 0..3 {
         held.push(limit.accept(From(ip(1)), ()).await.unwrap());
     }
-    let e = limit.accept(From(ip(1)), ()).await.err().unwrap();
-    assert!(is_limit(&e), "{e}");
-    assert!(
-        metrics
-            .render()
-            .contains("resize_guard_connections_refused_total{reason=\"source-limit\"} 1")
-    );
+    refused_by(&limit, 1, &metrics, "source-limit").await;
     assert!(limit.accept(From(ip(2)), ()).await.is_ok());
     // One closed, that source may connect again.
     held.pop();

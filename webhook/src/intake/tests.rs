@@ -31,6 +31,28 @@ fn ip(last: u8) -> Option<std::net::IpAddr> {
     Some(std::net::IpAddr::from([10, 0, 0, last]))
 }
 
+/// Admits a review of `length` declared bytes from address `source`; it must be refused.
+async fn refused(intake: &Intake, length: Option<usize>, source: u8) -> Refusal {
+    intake
+        .admit_from(&headers(length), ip(source))
+        .await
+        .unwrap_err()
+}
+
+/// Admits a review of `length` declared bytes from address `source`; it must get a lane.
+async fn admitted(intake: &Intake, length: Option<usize>, source: u8) -> Lane {
+    intake
+        .admit_from(&headers(length), ip(source))
+        .await
+        .unwrap()
+        .lane
+}
+
+/// A refusal's reason and lane, to compare in one assertion.
+fn shed(e: &Refusal) -> (&'static str, Option<Lane>) {
+    (e.reason(), e.lane())
+}
+
 #[test]
 fn a_declared_body_gets_a_deadline_from_its_size_and_an_undeclared_one_the_read_timeout() {
     let l = Limits::with_max_body(MAX_BODY_BYTES);
@@ -99,20 +121,8 @@ async fn one_source_holds_at_most_its_share_of_a_lane_and_others_still_get_in() 
     let a2 = intake.admit_from(&headers(Some(10)), ip(1)).await.unwrap();
     // The source's share is taken: its next request waits the queue timeout, then is shed…
     let started = std::time::Instant::now();
-    let e = intake
-        .admit_from(&headers(Some(10)), ip(1))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            e,
-            Refusal::SourceShed {
-                lane: Lane::Regular,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let e = refused(&intake, Some(10), 1).await;
+    assert_eq!(shed(&e), ("source-shed", Some(Lane::Regular)), "{e:?}");
     assert_eq!(
         (e.reason(), e.status()),
         ("source-shed", StatusCode::SERVICE_UNAVAILABLE)
@@ -122,10 +132,7 @@ async fn one_source_holds_at_most_its_share_of_a_lane_and_others_still_get_in() 
     let b1 = intake.admit_from(&headers(Some(10)), ip(2)).await.unwrap();
     let _b2 = intake.admit_from(&headers(Some(10)), ip(2)).await.unwrap();
     // The lane is full now: a third source is shed by the lane, not by its share.
-    let e = intake
-        .admit_from(&headers(Some(10)), ip(3))
-        .await
-        .unwrap_err();
+    let e = refused(&intake, Some(10), 3).await;
     assert!(matches!(e, Refusal::Shed { .. }), "{e:?}");
     // A source's waiting request gets its own released permit.
     let waiter = {
@@ -158,24 +165,9 @@ async fn a_source_shares_the_large_lane_too() {
         ..limits(20)
     });
     let _a = intake.admit_from(&headers(None), ip(1)).await.unwrap();
-    assert!(matches!(
-        intake
-            .admit_from(&headers(Some(500)), ip(1))
-            .await
-            .unwrap_err(),
-        Refusal::SourceShed {
-            lane: Lane::Large,
-            ..
-        }
-    ));
-    assert_eq!(
-        intake
-            .admit_from(&headers(Some(500)), ip(2))
-            .await
-            .unwrap()
-            .lane,
-        Lane::Large
-    );
+    let e = refused(&intake, Some(500), 1).await;
+    assert_eq!(shed(&e), ("source-shed", Some(Lane::Large)), "{e:?}");
+    assert_eq!(admitted(&intake, Some(500), 2).await, Lane::Large);
 }
 
 #[tokio::test]
@@ -197,16 +189,7 @@ async fn large_and_undeclared_bodies_queue_in_their_own_lane_and_are_shed_when_i
     // The large lane is full: the next large or undeclared body is shed after the queue wait…
     let started = std::time::Instant::now();
     let e = intake.admit(&headers(None)).await.unwrap_err();
-    assert!(
-        matches!(
-            e,
-            Refusal::Shed {
-                lane: Lane::Large,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    assert_eq!(shed(&e), ("shed", Some(Lane::Large)), "{e:?}");
     assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(started.elapsed() >= Duration::from_millis(50));
     // …while regular reviews still get in at once.
@@ -236,37 +219,13 @@ async fn a_full_regular_lane_sheds_with_503_while_the_large_lane_still_serves() 
     let b = intake.admit_from(&headers(Some(10)), ip(2)).await.unwrap();
     assert_eq!((a.lane, b.lane), (Lane::Regular, Lane::Regular));
     // A source over its share is shed by its share…
-    let e = intake
-        .admit_from(&headers(Some(10)), ip(1))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            e,
-            Refusal::SourceShed {
-                lane: Lane::Regular,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let e = refused(&intake, Some(10), 1).await;
+    assert_eq!(shed(&e), ("source-shed", Some(Lane::Regular)), "{e:?}");
     // …and a fresh source by the full lane, after the queue wait, with 503 `shed`.
     let started = std::time::Instant::now();
-    let e = intake
-        .admit_from(&headers(Some(10)), ip(3))
-        .await
-        .unwrap_err();
+    let e = refused(&intake, Some(10), 3).await;
     assert!(started.elapsed() >= Duration::from_millis(50));
-    assert!(
-        matches!(
-            e,
-            Refusal::Shed {
-                lane: Lane::Regular,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    assert_eq!(shed(&e), ("shed", Some(Lane::Regular)), "{e:?}");
     assert_eq!(
         (e.reason(), e.status()),
         ("shed", StatusCode::SERVICE_UNAVAILABLE)
@@ -283,14 +242,7 @@ async fn a_full_regular_lane_sheds_with_503_while_the_large_lane_still_serves() 
     );
     // A released regular permit lets the next regular review in.
     drop(a);
-    assert_eq!(
-        intake
-            .admit_from(&headers(Some(10)), ip(3))
-            .await
-            .unwrap()
-            .lane,
-        Lane::Regular
-    );
+    assert_eq!(admitted(&intake, Some(10), 3).await, Lane::Regular);
 }
 
 #[tokio::test]
@@ -314,10 +266,7 @@ async fn with_the_shipped_flags_an_address_holds_8_of_the_32_regular_slots() {
             );
         }
         // The source's ninth review is shed by its share: 503 `source-shed`.
-        let e = intake
-            .admit_from(&headers(Some(4096)), ip(source))
-            .await
-            .unwrap_err();
+        let e = refused(&intake, Some(4096), source).await;
         assert_eq!(
             (e.reason(), e.status()),
             ("source-shed", StatusCode::SERVICE_UNAVAILABLE),
@@ -326,17 +275,10 @@ async fn with_the_shipped_flags_an_address_holds_8_of_the_32_regular_slots() {
     }
     assert!(held.iter().all(|t| t.lane == Lane::Regular));
     // Four addresses fill the 32 slots: a fifth is shed by the lane; large reviews still get in.
-    let e = intake
-        .admit_from(&headers(Some(4096)), ip(5))
-        .await
-        .unwrap_err();
+    let e = refused(&intake, Some(4096), 5).await;
     assert_eq!(e.reason(), "shed");
     assert_eq!(
-        intake
-            .admit_from(&headers(Some(LARGE_BODY_BYTES + 1)), ip(5))
-            .await
-            .unwrap()
-            .lane,
+        admitted(&intake, Some(LARGE_BODY_BYTES + 1), 5).await,
         Lane::Large
     );
 }

@@ -17,7 +17,7 @@
 //! anywhere after writing it ([`super`]'s doc). [`Restored`] says which happened, for a log line
 //! and `resize_guard_brakes_state_loads_total{result}`.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -275,17 +275,7 @@ impl Brakes {
 
 /// The state `text` holds, clamped, and how much of it was read.
 fn read(text: &str, now: Now) -> (State, Restored) {
-    let mut state = State {
-        cluster: Bucket::full(),
-        namespaces: HashMap::new(),
-        fresh_from: None,
-        nodes: HashMap::new(),
-        resizes: HashMap::new(),
-        breakers: HashMap::new(),
-        version: 0,
-        admitted: 0,
-        reserve: 0,
-    };
+    let mut state = State::full();
     let doc = match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(doc)) => doc,
         Ok(_) => return unreadable(state, now, "not a JSON object".to_owned()),

@@ -133,6 +133,11 @@ fn failed(d: Decision) -> (&'static str, String) {
     }
 }
 
+/// Whether `text` says each of `parts`.
+fn says_all(text: &str, parts: &[&str]) -> bool {
+    parts.iter().all(|part| text.contains(part))
+}
+
 /// A victim's key in the tests' `batch` namespace.
 fn batch_key(name: &str, uid: &str) -> PodKey {
     PodKey {
@@ -250,12 +255,15 @@ fn a_deferred_resize_that_fits_now_waits_for_the_kubelet() {
             on: Awaited::Kubelet,
             why,
         } => assert!(
-            why.contains("counts the resize as fitting on node n1")
-                && why.contains("other pods hold cpu 0")
-                && why.contains("allocatable cpu 1930m")
-                && why.contains(
-                    "the kubelet keeps it Deferred: \"Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930\""
-                ),
+            says_all(
+                &why,
+                &[
+                    "counts the resize as fitting on node n1",
+                    "other pods hold cpu 0",
+                    "allocatable cpu 1930m",
+                    "the kubelet keeps it Deferred: \"Node didn't have enough resource: cpu, requested: 550, used: 1500, capacity: 1930\"",
+                ]
+            ),
             "{why}"
         ),
         other => panic!("{other:?}"),

@@ -3,11 +3,10 @@
 //! the requests made, in order, for each kind of decision and each answer the API server can
 //! give, and none once leadership is gone.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Method, Request, Response, StatusCode};
-use kube::client::Body;
+use http::{Method, StatusCode};
 use kube::runtime::events::Reporter;
 use serde_json::{Value, json};
 
@@ -20,48 +19,15 @@ use crate::preemption::decision::Decision;
 use crate::preemption::decision::{NODE_BUSY_WAIT, REPLAN_WAIT, Record, Removal, SHORT_WAIT, Via};
 use crate::preemption::seal::PLAN_ANNOTATION;
 use crate::preemption::seal::PlanRecord;
+use crate::tests::{Log, Seen, fake_api};
 use resize_guard_policy::pod::PodKey;
 use resize_guard_runtime::Events;
-
-/// One request the fake saw.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: Method,
-    path: String,
-    body: Value,
-}
-
-impl Seen {
-    fn line(&self) -> String {
-        format!("{} {}", self.method, self.path)
-    }
-}
 
 type Answer = Box<dyn FnMut(&Seen) -> (StatusCode, Value) + Send>;
 
 /// A fake API server answering with `answer`; returns the client and the requests seen.
-fn fake(mut answer: Answer) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    tokio::spawn(async move {
-        while let Some((request, send)) = handle.next_request().await {
-            let (parts, body) = request.into_parts();
-            let bytes = body.collect_bytes().await.unwrap();
-            let s = Seen {
-                method: parts.method.clone(),
-                path: parts.uri.path().to_owned(),
-                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            };
-            let (status, reply) = answer(&s);
-            log.lock().unwrap().push(s);
-            let response = Response::builder()
-                .status(status)
-                .body(Body::from(serde_json::to_vec(&reply).unwrap()))
-                .unwrap();
-            send.send_response(response);
-        }
-    });
+fn fake(answer: Answer) -> (kube::Client, Log) {
+    let (service, seen) = fake_api(answer);
     // The retry layer production puts on kube's stack (`resize_guard_runtime::api_client`).
     let service = tower::ServiceBuilder::new()
         .layer(resize_guard_runtime::api_client::layer())
@@ -131,7 +97,7 @@ fn refusing(suffix: &'static str, refusal: (StatusCode, Value)) -> Answer {
 
 /// The course of a replica that leads for good, on a fake API server answering with `answer`;
 /// with the requests seen.
-fn leading(answer: Answer) -> (Course, Arc<Mutex<Vec<Seen>>>) {
+fn leading(answer: Answer) -> (Course, Log) {
     let (client, seen) = fake(answer);
     (course(client, Leadership::forever()), seen)
 }
@@ -185,24 +151,46 @@ fn plan(victims: &[Removal]) -> PlanRecord {
     }
 }
 
+/// The policy's default limits on preemption.
+fn default_limits() -> Limits {
+    Limits::of(&resize_guard_policy::policy::Policy::default())
+}
+
+/// A plan to preempt `victims` under `limits`, its record `record`.
+fn preemption(record: Record, victims: Vec<Removal>, limits: Limits) -> Decision {
+    Decision::Preempt {
+        record,
+        victims,
+        note: "n".into(),
+        limits,
+        pending_on_node: 1,
+        after: SHORT_WAIT,
+    }
+}
+
+/// A fresh one-victim plan evicting `name` under `limits`.
+fn one(name: &str, limits: Limits) -> Decision {
+    let victims = vec![removal(name, Via::Eviction)];
+    preemption(Record::After(plan(&victims)), victims, limits)
+}
+
+/// The preemptor's twin `uid` on `node`.
+fn on(node: &str, uid: &str) -> Pod {
+    let mut p = preemptor();
+    p.metadata.uid = Some(uid.into());
+    p.metadata.name = Some(uid.into());
+    p.spec.as_mut().unwrap().node_name = Some(node.into());
+    p
+}
+
 /// Carries out a plan to preempt `victims`.
 async fn preempt(
     a: &Course,
     record: Record,
     victims: Vec<Removal>,
 ) -> Result<Action, ActuateError> {
-    a.run(
-        &preemptor(),
-        Decision::Preempt {
-            record,
-            victims,
-            note: "n".into(),
-            limits: Limits::of(&resize_guard_policy::policy::Policy::default()),
-            pending_on_node: 1,
-            after: SHORT_WAIT,
-        },
-    )
-    .await
+    a.run(&preemptor(), preemption(record, victims, default_limits()))
+        .await
 }
 
 /// A fresh plan evicting v1 then v2, recorded before (what a multi-victim plan does).
@@ -214,7 +202,7 @@ async fn preempt_two(a: &Course) -> Action {
 }
 
 /// The requests other than Event posts (published off the critical path, in any order).
-fn writes(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<String> {
+fn writes(seen: &Log) -> Vec<String> {
     seen.lock()
         .unwrap()
         .iter()
@@ -223,12 +211,34 @@ fn writes(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<String> {
         .collect()
 }
 
-fn events(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<String> {
+fn events(seen: &Log) -> Vec<String> {
     seen.lock()
         .unwrap()
         .iter()
         .filter(|s| s.path.contains("/events"))
         .map(|s| s.body["reason"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Once the Events are out: the one Event, a Warning `WriteForbidden` that names `grant`, the
+/// part of `deploy/` holding the missing permission.
+async fn forbidden(seen: &Log, grant: &str) -> Value {
+    settle().await;
+    assert_eq!(events(seen), ["WriteForbidden"]);
+    let event = events_of(seen, "WriteForbidden").swap_remove(0);
+    assert_eq!(event["type"], "Warning");
+    let note = event["note"].as_str().unwrap_or_default();
+    assert!(note.contains(grant), "{note}");
+    event
+}
+
+/// The bodies of the Events with `reason` posted so far.
+fn events_of(seen: &Log, reason: &str) -> Vec<Value> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.path.contains("/events") && s.body["reason"] == reason)
+        .map(|s| s.body.clone())
         .collect()
 }
 
@@ -570,18 +580,10 @@ async fn a_forbidden_delete_stops_the_plan_and_says_which_grant_is_missing() {
     let metrics = a.actuator.metrics.render();
     assert!(metrics.contains("outcome=\"forbidden\""), "{metrics}");
     assert!(!metrics.contains("outcome=\"error\""), "{metrics}");
-    settle().await;
-    assert_eq!(events(&seen), ["WriteForbidden"]);
-    let log = seen.lock().unwrap().clone();
-    let event = log.iter().find(|s| s.path.contains("/events")).unwrap();
-    assert_eq!(event.body["type"], "Warning");
-    assert_eq!(event.body["regarding"]["name"], "app");
-    let note = event.body["note"].as_str().unwrap();
+    let event = forbidden(&seen, "deploy/components/best-effort-deletes").await;
+    assert_eq!(event["regarding"]["name"], "app");
+    let note = event["note"].as_str().unwrap();
     assert!(note.contains("cannot delete resource"), "{note}");
-    assert!(
-        note.contains("deploy/components/best-effort-deletes"),
-        "{note}"
-    );
 }
 
 #[tokio::test]
@@ -605,19 +607,9 @@ async fn a_forbidden_revert_says_which_grant_is_missing() {
             .render()
             .contains("outcome=\"forbidden\"")
     );
-    settle().await;
-    assert_eq!(events(&seen), ["WriteForbidden"]);
-    let log = seen.lock().unwrap().clone();
-    let note = log
-        .iter()
-        .find(|s| s.path.contains("/events"))
-        .map(|s| s.body["note"].as_str().unwrap_or_default().to_owned())
-        .unwrap();
+    let event = forbidden(&seen, "deploy/components/revert-infeasible").await;
+    let note = event["note"].as_str().unwrap();
     assert!(note.contains("reverting the Infeasible resize"), "{note}");
-    assert!(
-        note.contains("deploy/components/revert-infeasible"),
-        "{note}"
-    );
 }
 
 /// Events and conditions are read by their pod's namespace: the preemptor's `prod` sees its
@@ -626,27 +618,18 @@ async fn a_forbidden_revert_says_which_grant_is_missing() {
 async fn events_name_no_pod_of_another_namespace_than_their_own() {
     let (a, seen) = leading(Box::new(ok));
     let victims = vec![removal("v1", Via::Eviction)];
-    a.run(
-        &preemptor(),
-        Decision::Preempt {
-            record: Record::After(plan(&victims)),
-            victims,
-            note: "preempting batch/v1 (priority 0) on node n1 to free cpu 100m for this resize"
-                .into(),
-            limits: Limits::of(&resize_guard_policy::policy::Policy::default()),
-            pending_on_node: 1,
-            after: SHORT_WAIT,
-        },
-    )
-    .await
-    .unwrap();
+    let mut decision = preemption(Record::After(plan(&victims)), victims, default_limits());
+    if let Decision::Preempt { note, .. } = &mut decision {
+        *note =
+            "preempting batch/v1 (priority 0) on node n1 to free cpu 100m for this resize".into();
+    }
+    a.run(&preemptor(), decision).await.unwrap();
     settle().await;
     let log = seen.lock().unwrap().clone();
     let event = |reason: &str| {
-        log.iter()
-            .find(|s| s.path.contains("/events") && s.body["reason"] == reason)
-            .map(|s| s.body.clone())
-            .unwrap_or_else(|| panic!("no {reason} Event"))
+        let mut all = events_of(&seen, reason);
+        assert!(!all.is_empty(), "no {reason} Event");
+        all.swap_remove(0)
     };
     let preempting = event("PreemptingForResize");
     assert_eq!(

@@ -19,80 +19,83 @@ fn desired(b: PodBuilder) -> Resources {
     pod_requests(&b.build(), Accounting::Desired)
 }
 
+/// What a pod's spec asks for ([`Accounting::Desired`]), a row a case.
 #[test]
-fn sums_regular_containers() {
-    let p = pod()
-        .container(
-            container("a")
-                .request("cpu", "100m")
-                .request("memory", "10Mi"),
-        )
-        .container(
-            container("b")
-                .request("cpu", "200m")
-                .request("memory", "20Mi"),
-        );
-    assert_eq!(desired(p), Resources::new(300, 30 * MI));
-}
-
-#[test]
-fn largest_init_container_wins_when_bigger_than_the_sum() {
-    let p = pod()
-        .container(container("a").request("cpu", "100m"))
-        .init_container(container("i1").request("cpu", "500m"))
-        .init_container(container("i2").request("cpu", "300m"));
-    assert_eq!(desired(p).cpu, 500);
-}
-
-#[test]
-fn sidecars_add_to_the_sum_and_to_later_init_containers() {
-    // KEP-753: sidecar 100m started before init 300m -> init phase needs 400m; steady state
-    // needs app 200m + sidecar 100m = 300m. The pod requests the max, 400m.
-    let p = pod()
-        .container(container("app").request("cpu", "200m"))
-        .init_container(container("sidecar").request("cpu", "100m").sidecar())
-        .init_container(container("init").request("cpu", "300m"));
-    assert_eq!(desired(p).cpu, 400);
-}
-
-#[test]
-fn sidecars_started_after_an_init_container_do_not_add_to_it() {
-    let p = pod()
-        .container(container("app").request("cpu", "200m"))
-        .init_container(container("init").request("cpu", "250m"))
-        .init_container(container("sidecar").request("cpu", "100m").sidecar());
-    // init alone: 250m; steady: 300m.
-    assert_eq!(desired(p).cpu, 300);
-}
-
-#[test]
-fn overhead_is_added() {
-    let p = pod()
-        .container(container("a").request("cpu", "100m"))
-        .overhead("cpu", "50m")
-        .overhead("memory", "5Mi");
-    assert_eq!(desired(p), Resources::new(150, 5 * MI));
-}
-
-#[test]
-fn pod_level_requests_override_only_the_resources_they_set() {
-    let p = pod()
-        .pod_request("cpu", "1")
-        .container(
-            container("a")
-                .request("cpu", "100m")
-                .request("memory", "10Mi"),
-        )
-        .overhead("cpu", "10m");
-    assert_eq!(desired(p), Resources::new(1010, 10 * MI));
-}
-
-#[test]
-fn limits_alone_are_not_requests_here() {
-    // The API server defaults requests from limits before anything reads them; this function
-    // reads what is stored.
-    let p = pod().container(container("a").limit("cpu", "1"));
-    assert_eq!(desired(p).cpu, 0);
+fn what_the_spec_asks_is_summed_as_upstream_sums_it() {
+    let cases: Vec<(&str, PodBuilder, Resources)> = vec![
+        (
+            "sums regular containers",
+            pod()
+                .container(
+                    container("a")
+                        .request("cpu", "100m")
+                        .request("memory", "10Mi"),
+                )
+                .container(
+                    container("b")
+                        .request("cpu", "200m")
+                        .request("memory", "20Mi"),
+                ),
+            Resources::new(300, 30 * MI),
+        ),
+        (
+            "largest init container wins when bigger than the sum",
+            pod()
+                .container(container("a").request("cpu", "100m"))
+                .init_container(container("i1").request("cpu", "500m"))
+                .init_container(container("i2").request("cpu", "300m")),
+            Resources::new(500, 0),
+        ),
+        // KEP-753: sidecar 100m started before init 300m -> init phase needs 400m; steady state
+        // needs app 200m + sidecar 100m = 300m. The pod requests the max, 400m.
+        (
+            "sidecars add to the sum and to later init containers",
+            pod()
+                .container(container("app").request("cpu", "200m"))
+                .init_container(container("sidecar").request("cpu", "100m").sidecar())
+                .init_container(container("init").request("cpu", "300m")),
+            Resources::new(400, 0),
+        ),
+        // init alone: 250m; steady: 300m.
+        (
+            "sidecars started after an init container do not add to it",
+            pod()
+                .container(container("app").request("cpu", "200m"))
+                .init_container(container("init").request("cpu", "250m"))
+                .init_container(container("sidecar").request("cpu", "100m").sidecar()),
+            Resources::new(300, 0),
+        ),
+        (
+            "overhead is added",
+            pod()
+                .container(container("a").request("cpu", "100m"))
+                .overhead("cpu", "50m")
+                .overhead("memory", "5Mi"),
+            Resources::new(150, 5 * MI),
+        ),
+        (
+            "pod level requests override only the resources they set",
+            pod()
+                .pod_request("cpu", "1")
+                .container(
+                    container("a")
+                        .request("cpu", "100m")
+                        .request("memory", "10Mi"),
+                )
+                .overhead("cpu", "10m"),
+            Resources::new(1010, 10 * MI),
+        ),
+        // The API server defaults requests from limits before anything reads them; this function
+        // reads what is stored.
+        (
+            "limits alone are not requests here",
+            pod().container(container("a").limit("cpu", "1")),
+            Resources::new(0, 0),
+        ),
+    ];
+    for (row, p, want) in cases {
+        assert_eq!(desired(p), want, "{row}");
+    }
 }
 
 fn resized_pod() -> Pod {
@@ -105,18 +108,17 @@ fn resized_pod() -> Pod {
 }
 
 #[test]
-fn scheduler_counts_the_desired_growth() {
-    assert_eq!(req(&resized_pod(), Accounting::Scheduler).cpu, 550);
-}
-
-#[test]
-fn kubelet_counts_other_pods_at_their_allocation_only() {
-    assert_eq!(req(&resized_pod(), Accounting::Admitted).cpu, 250);
-}
-
-#[test]
-fn kubelet_counts_the_resizing_pod_at_its_desired_spec() {
-    assert_eq!(req(&resized_pod(), Accounting::Resizing).cpu, 550);
+fn a_growth_not_yet_admitted_counts_as_each_view_counts_it() {
+    for (view, cpu) in [
+        // The scheduler counts the desired growth.
+        (Accounting::Scheduler, 550),
+        // The kubelet counts other pods at their allocation only…
+        (Accounting::Admitted, 250),
+        // …and the resizing pod at its desired spec.
+        (Accounting::Resizing, 550),
+    ] {
+        assert_eq!(req(&resized_pod(), view).cpu, cpu, "{view:?}");
+    }
 }
 
 #[test]
@@ -133,19 +135,21 @@ fn shrinking_pod_still_counts_its_actual_until_actuated() {
 
 #[test]
 fn scheduler_ignores_the_desired_spec_of_an_infeasible_resize() {
-    let p = PodBuilder::new("ns", "p")
-        .container(container("c").guaranteed("250m", "64Mi"))
-        .running(0)
-        .resize("c", "cpu", "2430m")
-        .resize_pending(REASON_INFEASIBLE, "Node didn't have enough capacity")
-        .build();
-    assert_eq!(req(&p, Accounting::Scheduler).cpu, 250);
-    let deferred = PodBuilder::new("ns", "p")
-        .container(container("c").guaranteed("250m", "64Mi"))
-        .running(0)
-        .resize("c", "cpu", "550m")
-        .resize_pending(REASON_DEFERRED, "Node didn't have enough resource")
-        .build();
+    let pending = |to: &str, reason: &str, message: &str| {
+        PodBuilder::new("ns", "p")
+            .container(container("c").guaranteed("250m", "64Mi"))
+            .running(0)
+            .resize("c", "cpu", to)
+            .resize_pending(reason, message)
+            .build()
+    };
+    let infeasible = pending(
+        "2430m",
+        REASON_INFEASIBLE,
+        "Node didn't have enough capacity",
+    );
+    assert_eq!(req(&infeasible, Accounting::Scheduler).cpu, 250);
+    let deferred = pending("550m", REASON_DEFERRED, "Node didn't have enough resource");
     assert_eq!(req(&deferred, Accounting::Scheduler).cpu, 550);
 }
 

@@ -92,31 +92,30 @@ fn a_qos_change_keeps_upstream_from_its_closing_comparison() {
 }
 
 #[test]
-fn a_plain_resize_is_valid() {
+fn a_resize_of_one_container_is_judged_as_upstream_judges_it() {
     let old = base().build();
-    let new = change(
-        &old,
-        At::Container(1),
-        &[("cpu", "200m")],
-        &[("cpu", "200m")],
-    );
-    assert_eq!(check(&old, &new), Ok(()));
-}
-
-#[test]
-fn request_above_limit_is_upstreams_error() {
-    // Issue case 2: per-container QoS stays Burstable; only this error remains.
-    let old = base().build();
-    let new = change(
-        &old,
-        At::Container(1),
-        &[("memory", "1Gi")],
-        &[("memory", "256Mi")],
-    );
-    assert_eq!(
-        check(&old, &new).unwrap_err(),
-        "spec.containers[1].resources.requests: Invalid value: \"1Gi\": must be less than or equal to memory limit of 256Mi"
-    );
+    #[allow(clippy::type_complexity)]
+    let cases: [(&str, &[(&str, &str)], &[(&str, &str)], Result<(), &str>); 2] = [
+        (
+            "a plain resize",
+            &[("cpu", "200m")],
+            &[("cpu", "200m")],
+            Ok(()),
+        ),
+        // Per-container QoS stays Burstable; only upstream's error remains.
+        (
+            "a request above its limit",
+            &[("memory", "1Gi")],
+            &[("memory", "256Mi")],
+            Err(
+                "spec.containers[1].resources.requests: Invalid value: \"1Gi\": must be less than or equal to memory limit of 256Mi",
+            ),
+        ),
+    ];
+    for (row, requests, limits, want) in cases {
+        let new = change(&old, At::Container(1), requests, limits);
+        assert_eq!(check(&old, &new), want.map_err(str::to_owned), "{row}");
+    }
 }
 
 #[test]

@@ -1,48 +1,41 @@
 //! The ledger against a fake API server: what a new leader reads (absent, garbage), what the
 //! writer sends (through the fence only) and what a plan waits for before its evictions.
 
-use std::sync::Mutex;
 use std::time::Instant;
 
-use http::{Request, Response, StatusCode};
+use http::StatusCode;
 use k8s_openapi::api::core::v1::Pod;
-use kube::client::Body;
 use resize_guard_policy::policy::Policy;
 use serde_json::{Value, json};
 
 use super::*;
 use crate::preemption::brakes::{Held, Limits};
-
-/// One request: method, path, body.
-type Seen = (String, String, Value);
+use crate::tests::{Log, Seen, fake_api};
 
 /// A fake API server answering every request with `answer`.
-fn fake(
-    answer: impl Fn(&Seen) -> (StatusCode, Value) + Send + 'static,
-) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    tokio::spawn(async move {
-        while let Some((request, send)) = handle.next_request().await {
-            let (parts, body) = request.into_parts();
-            let bytes = body.collect_bytes().await.unwrap();
-            let s = (
-                parts.method.to_string(),
-                parts.uri.path().to_owned(),
-                serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            );
-            let (status, reply) = answer(&s);
-            log.lock().unwrap().push(s);
-            send.send_response(
-                Response::builder()
-                    .status(status)
-                    .body(Body::from(serde_json::to_vec(&reply).unwrap()))
-                    .unwrap(),
-            );
-        }
-    });
+fn fake(answer: impl Fn(&Seen) -> (StatusCode, Value) + Send + 'static) -> (kube::Client, Log) {
+    let (service, seen) = fake_api(answer);
     (kube::Client::new(service, "default"), seen)
+}
+
+/// Starts the writer with `leadership` and waits until it persists.
+async fn start_writer(
+    client: kube::Client,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+) -> (Arc<Brakes>, tokio::task::JoinHandle<()>) {
+    let brakes = Arc::new(Brakes::new());
+    let writer = tokio::spawn(keep(
+        client,
+        "resize-guard".into(),
+        brakes.clone(),
+        leadership,
+        metrics,
+    ));
+    while !brakes.persisting.load(Ordering::Acquire) {
+        tokio::task::yield_now().await;
+    }
+    (brakes, writer)
 }
 
 fn config_map(text: &str) -> (StatusCode, Value) {
@@ -106,28 +99,19 @@ async fn a_new_leader_reads_garbage_as_empty_buckets_and_an_absent_ledger_as_a_f
 
 #[tokio::test]
 async fn a_plan_waits_until_its_counts_are_written_and_they_read_back_whole() {
-    let (client, seen) = fake(|s| match s.0.as_str() {
+    let (client, seen) = fake(|s| match s.method.as_str() {
         "PATCH" => config_map(""),
         _ => status(404, "NotFound"),
     });
-    let (brakes, metrics) = (Arc::new(Brakes::new()), Arc::new(Metrics::new()));
-    let writer = tokio::spawn(keep(
-        client,
-        "resize-guard".into(),
-        brakes.clone(),
-        Leadership::forever(),
-        metrics.clone(),
-    ));
-    while !brakes.persisting.load(Ordering::Acquire) {
-        tokio::task::yield_now().await;
-    }
+    let metrics = Arc::new(Metrics::new());
+    let (brakes, writer) = start_writer(client, Leadership::forever(), metrics.clone()).await;
     let admitted = brakes
         .admit(&preemptor(), "n1", 2, true, 1, limits(), Instant::now())
         .unwrap();
     admitted.saved().await.unwrap();
     let writes: Vec<Seen> = seen.lock().unwrap().clone();
     assert_eq!(writes.len(), 1, "{writes:?}");
-    let (method, path, body) = &writes[0];
+    let Seen { method, path, body } = &writes[0];
     assert_eq!(
         (method.as_str(), path.as_str()),
         (
@@ -156,17 +140,8 @@ async fn a_plan_waits_until_its_counts_are_written_and_they_read_back_whole() {
 async fn a_plan_whose_counts_could_not_be_written_is_held_and_nothing_is_sent_unfenced() {
     // Refused (RBAC, say): the plan is held with the reason.
     let (client, _) = fake(|_| status(403, "Forbidden"));
-    let (brakes, metrics) = (Arc::new(Brakes::new()), Arc::new(Metrics::new()));
-    let writer = tokio::spawn(keep(
-        client,
-        "resize-guard".into(),
-        brakes.clone(),
-        Leadership::forever(),
-        metrics.clone(),
-    ));
-    while !brakes.persisting.load(Ordering::Acquire) {
-        tokio::task::yield_now().await;
-    }
+    let metrics = Arc::new(Metrics::new());
+    let (brakes, writer) = start_writer(client, Leadership::forever(), metrics.clone()).await;
     let admitted = brakes
         .admit(&preemptor(), "n1", 1, true, 1, limits(), Instant::now())
         .unwrap();
@@ -179,18 +154,8 @@ async fn a_plan_whose_counts_could_not_be_written_is_held_and_nothing_is_sent_un
 
     // Not leading: nothing is sent, and the plan is held.
     let (client, seen) = fake(|_| config_map(""));
-    let brakes = Arc::new(Brakes::new());
     let leadership = Leadership::forever();
-    let writer = tokio::spawn(keep(
-        client,
-        "resize-guard".into(),
-        brakes.clone(),
-        leadership.clone(),
-        Arc::new(Metrics::new()),
-    ));
-    while !brakes.persisting.load(Ordering::Acquire) {
-        tokio::task::yield_now().await;
-    }
+    let (brakes, writer) = start_writer(client, leadership.clone(), Arc::new(Metrics::new())).await;
     leadership.revoke();
     let admitted = brakes
         .admit(&preemptor(), "n1", 1, true, 1, limits(), Instant::now())
@@ -202,21 +167,12 @@ async fn a_plan_whose_counts_could_not_be_written_is_held_and_nothing_is_sent_un
 
 #[tokio::test(start_paused = true)]
 async fn a_plan_within_the_saved_reserve_goes_at_once_and_one_beyond_it_is_written_at_once() {
-    let (client, seen) = fake(|s| match s.0.as_str() {
+    let (client, seen) = fake(|s| match s.method.as_str() {
         "PATCH" => config_map(""),
         _ => status(404, "NotFound"),
     });
-    let brakes = Arc::new(Brakes::new());
-    let writer = tokio::spawn(keep(
-        client,
-        "resize-guard".into(),
-        brakes.clone(),
-        Leadership::forever(),
-        Arc::new(Metrics::new()),
-    ));
-    while !brakes.persisting.load(Ordering::Acquire) {
-        tokio::task::yield_now().await;
-    }
+    let (brakes, writer) =
+        start_writer(client, Leadership::forever(), Arc::new(Metrics::new())).await;
     let in_ns = |ns: &str| -> Pod {
         serde_json::from_value(json!({"metadata": {"name": "app", "namespace": ns,
             "uid": format!("u-{ns}"), "generation": 1}}))
@@ -231,7 +187,7 @@ async fn a_plan_within_the_saved_reserve_goes_at_once_and_one_beyond_it_is_writt
         .unwrap();
     first.saved().await.unwrap();
     assert_eq!(writes(), 1);
-    let body = seen.lock().unwrap()[0].2.clone();
+    let body = seen.lock().unwrap()[0].body.clone();
     let doc: Value = serde_json::from_str(body["data"][KEY].as_str().unwrap()).unwrap();
     assert_eq!(doc["reserve"], 2);
     // The next fits in that reserve: it goes with no write of its own.

@@ -18,17 +18,6 @@ fn a_recorded_plan_is_resumed_not_rechosen() {
         } => assert_eq!(victims[0].victim.name, "second"),
         other => panic!("{other:?}"),
     }
-    let d = s.resume(Some(&rec), &[VictimState::Terminating, VictimState::Gone]);
-    assert!(
-        matches!(
-            d,
-            Decision::Awaiting {
-                on: Awaited::PlannedVictims,
-                ..
-            }
-        ),
-        "{d:?}"
-    );
 }
 
 #[test]
@@ -122,22 +111,35 @@ fn a_recorded_plan_is_not_resumed_once_preemption_is_off_or_in_audit() {
 }
 
 #[test]
-fn a_recorded_victim_is_not_preempted_while_terminating_pods_already_cover_the_resize() {
-    // The filler is terminating and frees all the room: a fresh plan needs no victim.
-    let d = Scene::new(Policy::default(), true).resume(
-        Some(&two_victim_plan()),
-        &[VictimState::Terminating, VictimState::Present],
-    );
-    assert!(
-        matches!(
-            d,
-            Decision::Awaiting {
-                on: Awaited::PlannedVictims,
-                ..
-            }
+fn a_recorded_plan_awaits_its_victims_while_the_room_is_on_its_way() {
+    use VictimState::{Gone, Present, Terminating};
+    // (row, whether the filler is terminating, the two planned victims' states)
+    for (row, filler_terminating, states) in [
+        (
+            "one victim terminating, the other gone",
+            false,
+            [Terminating, Gone],
         ),
-        "{d:?}"
-    );
+        // The filler frees all the room: a fresh plan needs no victim.
+        (
+            "terminating pods already cover the resize",
+            true,
+            [Terminating, Present],
+        ),
+    ] {
+        let d = Scene::new(Policy::default(), filler_terminating)
+            .resume(Some(&two_victim_plan()), &states);
+        assert!(
+            matches!(
+                d,
+                Decision::Awaiting {
+                    on: Awaited::PlannedVictims,
+                    ..
+                }
+            ),
+            "{row}: {d:?}"
+        );
+    }
 }
 
 #[test]
@@ -322,34 +324,35 @@ fn a_resumed_plan_evicts_only_the_victims_a_fresh_reprieve_still_needs() {
             .collect()
     };
     let policy = Policy::default();
+    // The states of the plan's victims among `pods` after the reprieve.
+    let spared = |pods: &[Pod], states: &[(&Pod, VictimState)]| -> VictimStates {
+        let ledger = NodeLedger::new(&field_node(), pods);
+        let mut states = present(states);
+        spare_the_unneeded(
+            &mut states,
+            &app,
+            Some(&ledger),
+            &Budgets::default(),
+            &policy,
+            INSTALL_NAMESPACE,
+        );
+        states
+    };
     // 250m -> 550m on 1930m beside the 1500m filler and a 100m pod: the filler alone is needed.
-    let pods = vec![app.clone(), filler.clone(), extra.clone()];
-    let ledger = NodeLedger::new(&field_node(), &pods);
-    let mut states = present(&[
-        (&filler, VictimState::Present),
-        (&extra, VictimState::Present),
-    ]);
-    spare_the_unneeded(
-        &mut states,
-        &app,
-        Some(&ledger),
-        &Budgets::default(),
-        &policy,
-        INSTALL_NAMESPACE,
+    let states = spared(
+        &[app.clone(), filler.clone(), extra.clone()],
+        &[
+            (&filler, VictimState::Present),
+            (&extra, VictimState::Present),
+        ],
     );
     assert_eq!(*states.of(&key(&filler)), VictimState::Present);
     assert_eq!(*states.of(&key(&extra)), VictimState::Spare);
 
     // The filler finished on its own meanwhile (a Job): the resize fits, every victim is spared.
-    let ledger = NodeLedger::new(&field_node(), &[app.clone(), extra.clone()]);
-    let mut states = present(&[(&extra, VictimState::Present)]);
-    spare_the_unneeded(
-        &mut states,
-        &app,
-        Some(&ledger),
-        &Budgets::default(),
-        &policy,
-        INSTALL_NAMESPACE,
+    let states = spared(
+        &[app.clone(), extra.clone()],
+        &[(&extra, VictimState::Present)],
     );
     assert_eq!(*states.of(&key(&extra)), VictimState::Spare);
 

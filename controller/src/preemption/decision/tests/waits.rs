@@ -110,12 +110,15 @@ fn every_kind_of_wait_is_overdue_once_stall_after_seconds_passed_and_says_so() {
                 } => {
                     assert_eq!((got, after, got.action()), (on, STALLED_RECHECK, action));
                     assert!(
-                        note.contains(&format!("has waited {secs}s on {what}"))
-                            && note.contains("past preemption.stallAfterSeconds (20s)")
-                            && note.contains("batch/slow terminating, grace period 600s")
-                            && note.contains(
-                                "node n1's one-plan-at-a-time claim is no longer held for it"
-                            ),
+                        says_all(
+                            &note,
+                            &[
+                                &format!("has waited {secs}s on {what}"),
+                                "past preemption.stallAfterSeconds (20s)",
+                                "batch/slow terminating, grace period 600s",
+                                "node n1's one-plan-at-a-time claim is no longer held for it",
+                            ]
+                        ),
                         "{on:?}: {note}"
                     );
                 }

@@ -6,28 +6,6 @@
 use super::*;
 use crate::preemption::decision::{Awaited, STALLED_RECHECK};
 
-/// The preemptor's twin `uid` on `node`.
-fn on(node: &str, uid: &str) -> Pod {
-    let mut p = preemptor();
-    p.metadata.uid = Some(uid.into());
-    p.metadata.name = Some(uid.into());
-    p.spec.as_mut().unwrap().node_name = Some(node.into());
-    p
-}
-
-/// A fresh one-victim plan evicting `name`.
-fn one(name: &str) -> Decision {
-    let v = vec![removal(name, Via::Eviction)];
-    Decision::Preempt {
-        record: Record::After(plan(&v)),
-        victims: v,
-        note: "n".into(),
-        limits: Limits::of(&resize_guard_policy::policy::Policy::default()),
-        pending_on_node: 1,
-        after: SHORT_WAIT,
-    }
-}
-
 fn overdue() -> Decision {
     Decision::Overdue {
         on: Awaited::PlannedVictims,
@@ -39,20 +17,28 @@ fn overdue() -> Decision {
 #[tokio::test]
 async fn a_waiting_plan_holds_its_node_until_its_wait_is_overdue() {
     let (a, seen) = leading(Box::new(ok));
-    a.run(&preemptor(), one("v1")).await.unwrap();
+    a.run(&preemptor(), one("v1", default_limits()))
+        .await
+        .unwrap();
     let wait = Decision::Wait {
         why: "planned victims are terminating".into(),
         after: SHORT_WAIT,
     };
     a.run(&preemptor(), wait).await.unwrap();
-    let busy = a.run(&on("n1", "u-b"), one("v2")).await.unwrap();
+    let busy = a
+        .run(&on("n1", "u-b"), one("v2", default_limits()))
+        .await
+        .unwrap();
     assert_eq!(busy, Action::requeue(NODE_BUSY_WAIT), "held while it waits");
 
     let action = a.run(&preemptor(), overdue()).await.unwrap();
     assert_eq!(action, Action::requeue(STALLED_RECHECK));
     // Repeated while it stays overdue: the node is not taken back.
     a.run(&preemptor(), overdue()).await.unwrap();
-    let went = a.run(&on("n1", "u-b"), one("v2")).await.unwrap();
+    let went = a
+        .run(&on("n1", "u-b"), one("v2", default_limits()))
+        .await
+        .unwrap();
     assert_eq!(went, Action::requeue(SHORT_WAIT), "planned once released");
     assert!(
         writes(&seen).contains(&"POST /api/v1/namespaces/batch/pods/v2/eviction".to_owned()),
@@ -61,22 +47,19 @@ async fn a_waiting_plan_holds_its_node_until_its_wait_is_overdue() {
     );
     // The overdue plan's later looks do not take the node from the plan now in flight there.
     a.run(&preemptor(), overdue()).await.unwrap();
-    let third = a.run(&on("n1", "u-c"), one("v3")).await.unwrap();
+    let third = a
+        .run(&on("n1", "u-c"), one("v3", default_limits()))
+        .await
+        .unwrap();
     assert_eq!(third, Action::requeue(NODE_BUSY_WAIT));
 
     settle().await;
-    let stalled: Vec<Seen> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| s.path.contains("/events") && s.body["reason"] == "PreemptionStalled")
-        .cloned()
-        .collect();
+    let stalled = events_of(&seen, "PreemptionStalled");
     assert!(!stalled.is_empty());
     assert!(
         stalled
             .iter()
-            .all(|s| s.body["action"] == "AwaitVictims" && s.body["type"] == "Warning"),
+            .all(|e| e["action"] == "AwaitVictims" && e["type"] == "Warning"),
         "{stalled:?}"
     );
     assert!(
