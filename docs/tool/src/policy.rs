@@ -45,6 +45,26 @@ fn default_words(defaults: &Value, path: &str) -> String {
     }
 }
 
+/// The keys of the serialized `value` (at `prefix`) that have no row in `KEYS`.
+fn unlisted(value: &Value, prefix: &str) -> Vec<String> {
+    let Value::Object(map) = value else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (key, inner) in map {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        if !KEYS.iter().any(|k| k.path == path) {
+            out.push(path.clone());
+        }
+        out.extend(unlisted(inner, &path));
+    }
+    out
+}
+
 /// The keys directly under `section` (`""`: the top level), sections left out.
 fn leaves_under(section: &str) -> impl Iterator<Item = &'static Key> {
     let section = section.to_owned();
@@ -75,6 +95,13 @@ fn key_table(defaults: &Value, keys: impl Iterator<Item = &'static Key>) -> Stri
 pub fn page() -> Result<String, String> {
     let defaults = serde_json::to_value(Policy::default())
         .map_err(|e| format!("serializing the default policy: {e}"))?;
+    let missing = unlisted(&defaults, "");
+    if !missing.is_empty() {
+        return Err(format!(
+            "policy keys {} have no row in shared/src/policy/keys.rs: add one each",
+            missing.join(", ")
+        ));
+    }
     let mut out = crate::pages::header(
         "the policy types (shared/src/policy.rs) and their key table (shared/src/policy/keys.rs)",
     );
@@ -108,6 +135,17 @@ pub fn page() -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_without_a_row_fails_the_page() {
+        let mut defaults = serde_json::to_value(Policy::default()).unwrap();
+        defaults["preemption"]["maxVictimsPerHour"] = Value::from(3);
+        defaults["tenancy"] = serde_json::json!({"quota": 1});
+        assert_eq!(
+            unlisted(&defaults, ""),
+            ["preemption.maxVictimsPerHour", "tenancy", "tenancy.quota"]
+        );
+    }
 
     #[test]
     fn every_key_is_on_the_page_with_its_default() {
