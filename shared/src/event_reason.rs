@@ -185,8 +185,8 @@ impl EventReason {
                 "The webhook denied a resize; the note says why and the fix."
             }
             EventReason::ResizeRepaired => {
-                "The webhook changed the resize's requests minimally so the pod keeps its QoS class \
-                 (`qos.onChange: repair`)."
+                "The webhook changed the resize's requests minimally so the pod keeps its QoS \
+                 class (`qos.onChange: repair`)."
             }
             EventReason::PreemptingForResize => {
                 "The controller is removing victims so the Deferred resize fits its node."
@@ -238,8 +238,8 @@ impl EventReason {
                  recreated."
             }
             EventReason::InvalidPolicy => {
-                "The policy ConfigMap's `policy.yaml` does not parse; the last good policy stays in \
-                 force."
+                "The policy ConfigMap's `policy.yaml` does not parse; the last good policy stays \
+                 in force."
             }
         }
     }

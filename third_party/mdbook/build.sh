@@ -54,7 +54,8 @@ log "installing mdbook $MDBOOK_VERSION (crates.io) into $STAMP (first run only; 
 start=$SECONDS
 # Its own target dir, so the build of the project is not touched.
 CARGO_TARGET_DIR="$TMP_OUT/.build" cargo install --quiet --locked --no-default-features \
-  --root "$TMP_OUT/cargo" "mdbook@$MDBOOK_VERSION" >&2 || die "cargo install mdbook failed (see above)"
+  --root "$TMP_OUT/cargo" "mdbook@$MDBOOK_VERSION" >&2 \
+  || die "cargo install mdbook failed (see above)"
 rm -rf -- "$TMP_OUT/.build"
 ln -s cargo/bin/mdbook "$TMP_OUT/mdbook"
 have "$TMP_OUT" || die "installed, but $TMP_OUT/mdbook is missing"
