@@ -108,7 +108,7 @@ docs: ## write the reference pages from the code, build the book into target/boo
 
 # Fails, listing the differences, when a committed reference page differs from what the code
 # generates, and on a dead relative link or #anchor in the Markdown (http(s) links are not
-# fetched); then builds the book (a chapter missing from docs/src/SUMMARY.md fails it).
+# fetched); then builds the book (a chapter docs/src/SUMMARY.md lists without its file fails it).
 docs-check: ## fail on a stale reference page or a dead link; build the book
 	$(CARGO) run --locked -q -p resize-guard-docs -- check
 	$(MDBOOK) build docs

@@ -40,7 +40,7 @@ impl fmt::Display for DeadLink {
 }
 
 /// Directories never walked.
-const SKIPPED_DIRS: [&str; 3] = ["target", "node_modules", "book"];
+const SKIPPED_DIRS: [&str; 2] = ["target", "node_modules"];
 
 /// The documents checked, relative to `root`, sorted.
 pub fn documents(root: &Path) -> Result<Vec<PathBuf>, String> {
