@@ -2,8 +2,10 @@
 //! constructors: `Metrics::new`, the cluster view's `register`, the admission probe's
 //! `Findings::new`), one series of every labelled family recorded through the program's own
 //! methods, encoded, and read back: name, type and help from the descriptors, label names from
-//! the samples. A family with no series fails the generation, naming it, so a new labelled
-//! metric cannot be left out of the reference unnoticed.
+//! the samples. prometheus_client leaves a labelled family with no series out of the exposition,
+//! so the registered names are also read from the registry ([`registered`]): a registered metric
+//! missing from the exposition fails the generation, naming it, and a new labelled metric cannot
+//! be left out of the reference unnoticed.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -156,8 +158,30 @@ fn register_view(exposition: &Exposition) {
     register(exposition, &version, view_readings());
 }
 
+/// The names registered in a program's registry, read from its `Debug` form (`{:?}` of the
+/// program's `Metrics`: prometheus_client's `Registry` offers no other way to list them), without
+/// the `resize_guard` prefix; collectors' metrics are not among them.
+fn registered(debug: &str) -> Vec<String> {
+    const NEEDLE: &str = "Descriptor { name: \"";
+    let mut out = Vec::new();
+    let mut rest = debug;
+    while let Some(at) = rest.find(NEEDLE) {
+        rest = &rest[at + NEEDLE.len()..];
+        let end = rest.find('"').unwrap_or(rest.len());
+        out.push(rest[..end].to_owned());
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// A program's `/metrics` and its registered names ([`registered`]).
+struct Scrape {
+    text: String,
+    registered: Vec<String>,
+}
+
 /// The webhook's `/metrics`, one series of each labelled family recorded.
-fn webhook() -> String {
+fn webhook() -> Scrape {
     let m = resize_guard_webhook::metrics::Metrics::new();
     register_view(m.exposition());
     m.review("validate", "fits", true, 0.001);
@@ -169,11 +193,14 @@ fn webhook() -> String {
     m.cert_reload(true);
     m.cert_expiry(UNIX_EPOCH + Duration::from_secs(1));
     m.watch_error("pods");
-    m.render()
+    Scrape {
+        text: m.render(),
+        registered: registered(&format!("{m:?}")),
+    }
 }
 
 /// The controller's `/metrics`, one series of each labelled family recorded.
-fn controller() -> String {
+fn controller() -> Scrape {
     let m = resize_guard_controller::metrics::Metrics::new();
     register_view(m.exposition());
     let _probe = resize_guard_controller::admission_probe::findings::Findings::new(
@@ -188,22 +215,45 @@ fn controller() -> String {
     m.task_exited("the reconcile loop");
     m.brakes_state_load("restored");
     m.brakes_state_write("ok");
-    m.render()
+    Scrape {
+        text: m.render(),
+        registered: registered(&format!("{m:?}")),
+    }
 }
 
-/// A program's families, refusing any without a series (its labels would be unknown) and a
-/// run that could not read `/proc` (the `process_*` families would be missing).
-fn families(program: &str, text: &str) -> Result<Vec<Family>, String> {
-    let families = parse(text).map_err(|e| format!("{program}'s /metrics: {e}"))?;
-    let empty: Vec<&str> = families
+/// A program's families, refusing a registered metric missing from the exposition or one
+/// without a series (its labels would be unknown), and a run that could not read `/proc` (the
+/// `process_*` families would be missing).
+fn families(program: &str, scrape: &Scrape) -> Result<Vec<Family>, String> {
+    let families = parse(&scrape.text).map_err(|e| format!("{program}'s /metrics: {e}"))?;
+    if scrape.registered.is_empty() {
+        return Err(format!(
+            "no registered metric of {program} found in its registry's Debug form (did \
+             prometheus_client change it?): docs/tool/src/metrics.rs `registered`"
+        ));
+    }
+    let served = |name: &str| {
+        let full = format!("resize_guard_{name}");
+        families
+            .iter()
+            .any(|f| f.name == full || f.name == format!("{full}_total"))
+    };
+    let mut empty: Vec<String> = scrape
+        .registered
         .iter()
-        .filter(|f| f.series == 0)
-        .map(|f| f.name.as_str())
+        .filter(|name| !served(name))
+        .map(|name| format!("resize_guard_{name}"))
         .collect();
+    empty.extend(
+        families
+            .iter()
+            .filter(|f| f.series == 0)
+            .map(|f| f.name.clone()),
+    );
     if !empty.is_empty() {
         return Err(format!(
-            "{program}'s metrics {} have no series, so their labels are unknown: record one of \
-             each in docs/tool/src/metrics.rs",
+            "{program}'s metrics {} have no series, so /metrics leaves them out and their labels \
+             are unknown: record one of each in docs/tool/src/metrics.rs",
             empty.join(", ")
         ));
     }
@@ -251,7 +301,8 @@ pub fn page() -> Result<String, String> {
         "# Metrics\n\n\
          Both programs serve OpenMetrics text on `/metrics` (the `metrics` port). Counters are \
          listed by the sample name a query uses (`…_total`); histograms have `_bucket` (label \
-         `le`), `_sum` and `_count` series.\n",
+         `le`), `_sum` and `_count` series. A metric with labels appears once it has its first \
+         series.\n",
     );
     for (served, title) in [
         (Served::Both, "Both programs"),
@@ -322,15 +373,42 @@ mod tests {
     }
 
     #[test]
-    fn a_family_without_a_series_or_a_stray_sample_is_an_error() {
-        let empty = "# HELP resize_guard_process_metrics_errors E.\n\
-                     # TYPE resize_guard_process_metrics_errors counter\n\
-                     resize_guard_process_metrics_errors_total 0\n\
-                     # HELP resize_guard_new New.\n# TYPE resize_guard_new counter\n# EOF\n";
-        let e = families("resize-guard-webhook", empty).unwrap_err();
-        assert!(e.contains("resize_guard_new_total have no series"), "{e}");
+    fn a_registered_metric_without_a_series_or_a_stray_sample_is_an_error() {
+        let text = "# HELP resize_guard_process_metrics_errors E.\n\
+                    # TYPE resize_guard_process_metrics_errors counter\n\
+                    resize_guard_process_metrics_errors_total 0\n\
+                    # HELP resize_guard_things Things.\n# TYPE resize_guard_things counter\n\
+                    resize_guard_things_total 1\n\
+                    # HELP resize_guard_empty Collected.\n# TYPE resize_guard_empty gauge\n# EOF\n";
+        let scrape = |registered: &[&str]| Scrape {
+            text: text.to_owned(),
+            registered: registered.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        let e = families("resize-guard-webhook", &scrape(&["things", "reloads"])).unwrap_err();
+        assert!(
+            e.contains("metrics resize_guard_reloads, resize_guard_empty have no series"),
+            "{e}"
+        );
+        let e = families("resize-guard-webhook", &scrape(&[])).unwrap_err();
+        assert!(e.contains("no registered metric"), "{e}");
         assert!(parse("other_metric 1\n").is_err());
         assert!(parse("# HELP a A.\n# TYPE a gauge\nb 1\n").is_err());
+    }
+
+    #[test]
+    fn registered_names_are_read_from_the_registry() {
+        let m = resize_guard_webhook::metrics::Metrics::new();
+        let names = registered(&format!("{m:?}"));
+        for name in [
+            "build_info",
+            "admission_reviews",
+            "usage_lookup_duration_seconds",
+        ] {
+            assert!(
+                names.iter().any(|n| n == name),
+                "{name} missing from {names:?}"
+            );
+        }
     }
 
     #[test]
