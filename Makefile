@@ -36,9 +36,9 @@ WITH_METRICS_SERVER = $(call with,metrics-server,RESIZE_GUARD_METRICS_SERVER_BIN
 WITH_UPSTREAM_E2E = $(call with,upstream-e2e,RESIZE_GUARD_UPSTREAM_E2E_BIN,resize-e2e.test)
 # Every part, in the order make upstream builds them: the release build's cross toolchain and
 # the tests' qemu first, so make image finds them ready.
-UPSTREAM_PARTS = cross qemu control-plane upstream-e2e helm vpa registry cosign promtool metrics-server node krew
+UPSTREAM_PARTS = cross qemu control-plane upstream-e2e helm vpa registry cosign promtool metrics-server node krew mdbook
 
-.PHONY: help image plugins krew push sign test fmt fmt-check clippy deps-check unit e2e \
+.PHONY: help image plugins krew push sign docs docs-check test fmt fmt-check clippy deps-check unit e2e \
 	upstream-e2e-short test-versions test-matrix flood fuzz upstream-e2e demo demo-node demo-vpa \
 	vpa-lag sandbox rss bench bench-report bench-scale upstream control-plane vpa
 
@@ -95,6 +95,24 @@ sign: ## sign what make push pushed: REGISTRY=... KEY=cosign.key|kms-uri [TLOG=0
 	@REGISTRY="$(REGISTRY)" KEY="$(KEY)" TLOG="$(TLOG)" SIGNATURE_FORMAT="$(SIGNATURE_FORMAT)" \
 		PLAIN_HTTP="$(PLAIN_HTTP)" COSIGN="$(COSIGN)" CARGO="$(CARGO)" scripts/sign.sh
 
+##@ Docs: the book under docs/ (mdBook), its reference pages generated from the code
+
+# The reference pages docs/src/reference/{policy,metrics,events}.md written from the code by
+# docs/tool (the policy types, both programs' metric registries, the Event reason enum), then the
+# book built by the pinned mdBook (third_party/mdbook/build.sh installs it on first use) into
+# target/book/ (open target/book/index.html).
+MDBOOK = "$$(third_party/mdbook/build.sh | tail -n 1)/mdbook"
+docs: ## write the reference pages from the code, build the book into target/book/
+	$(CARGO) run --locked -q -p resize-guard-docs -- generate
+	$(MDBOOK) build docs
+
+# Fails, listing the differences, when a committed reference page differs from what the code
+# generates, and on a dead relative link or #anchor in the Markdown (http(s) links are not
+# fetched); then builds the book (a chapter docs/src/SUMMARY.md lists without its file fails it).
+docs-check: ## fail on a stale reference page or a dead link; build the book
+	$(CARGO) run --locked -q -p resize-guard-docs -- check
+	$(MDBOOK) build docs
+
 ##@ Test
 
 # Lint, unit and end-to-end tests against a real kube-apiserver v1.37.2 + etcd (built from Go
@@ -102,7 +120,7 @@ sign: ## sign what make push pushed: REGISTRY=... KEY=cosign.key|kms-uri [TLOG=0
 # node. It builds the images and one plugin platform besides Linux (macOS on Apple silicon: its
 # Mach-O checked by the image tests as `make plugins` would; ~4 min cold on 2 cores), not all three.
 test: PLUGIN_PLATFORMS = darwin/arm64
-test: fmt-check clippy deps-check plugins unit e2e upstream-e2e-short ## everything CI runs
+test: fmt-check clippy deps-check docs-check plugins unit e2e upstream-e2e-short ## everything CI runs
 
 fmt: ## rustfmt the workspace
 	$(CARGO) fmt --all

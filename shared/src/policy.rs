@@ -558,6 +558,7 @@ fn u32_where<'de, D: Deserializer<'de>>(
     }
 }
 
+pub mod keys;
 mod yaml;
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use kube::Resource;
 use kube::api::Api;
 use kube::runtime::events::{Event as KubeEvent, EventType};
 use kube::runtime::watcher;
+use resize_guard_policy::event_reason::EventReason;
 use resize_guard_policy::policy::{POLICY_KEY, Policy};
 use resize_guard_runtime::Events;
 
@@ -59,7 +60,7 @@ impl ClusterView {
         );
         let event = KubeEvent {
             type_: EventType::Warning,
-            reason: "NoPolicy".into(),
+            reason: EventReason::NoPolicy.as_str().into(),
             note: Some(format!(
                 "{why}; resize-guard denies, repairs and preempts nothing until {POLICY_KEY} in ConfigMap {}/{} parses",
                 self.namespace, config.policy_configmap
@@ -191,7 +192,7 @@ fn policy_gone(name: &str, namespace: &str, cm: Option<&ConfigMap>, events: &Eve
     };
     let event = KubeEvent {
         type_: EventType::Warning,
-        reason: "PolicyDeleted".into(),
+        reason: EventReason::PolicyDeleted.as_str().into(),
         note: Some(format!(
             "the policy ConfigMap {namespace}/{name} was deleted; keeping the last good policy until it is recreated"
         )),
@@ -226,7 +227,7 @@ fn report_policy(
         tracing::warn!(error = %e, "invalid policy; keeping the last good one");
         let event = KubeEvent {
             type_: EventType::Warning,
-            reason: "InvalidPolicy".into(),
+            reason: EventReason::InvalidPolicy.as_str().into(),
             note: Some(format!("{e}; keeping the last good policy")),
             action: load_action(e),
             secondary: None,
