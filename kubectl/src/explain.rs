@@ -10,6 +10,7 @@ mod text;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::jiff::Timestamp;
+use resize_guard_policy::event_reason::EventReason;
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::memory::{MemoryCheck, briefs, judge, unapplied_lowerings};
 use resize_guard_policy::plan::SealedPlan;
@@ -341,11 +342,11 @@ fn victim_state(namespace: &str, name: &str, ledger: Option<&NodeLedger>) -> &'s
     }
 }
 
-/// The kubelet's resize Events and resize-guard's.
+/// The kubelet's resize Events and every Event resize-guard records (one list,
+/// [`EventReason::ALL`]).
 fn is_resize_event(e: &Event) -> bool {
     let reason = e.reason.as_deref().unwrap_or_default();
-    reason.starts_with("Resize")
-        || matches!(reason, "PreemptingForResize" | "Preempted" | "WouldPreempt")
+    reason.starts_with("Resize") || EventReason::ALL.iter().any(|r| r.as_str() == reason)
 }
 
 fn split(r: Resources) -> (String, String) {

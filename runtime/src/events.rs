@@ -44,9 +44,8 @@ pub struct EventIntent {
     pub regarding: ObjectReference,
     /// A second object it concerns (the preemptor, on a victim's Event).
     pub related: Option<ObjectReference>,
-    /// `Warning` or `Normal`.
-    pub warning: bool,
-    /// The Event's reason (one list for both programs).
+    /// The Event's reason (one list for both programs); it also gives the Event's type
+    /// ([`EventReason::is_warning`]), so no caller can record a reason under the other type.
     pub reason: EventReason,
     /// What was done or judged (`Preempt`, or the review's decision label): keeps different
     /// Events of one object apart when repeats are aggregated into series.
@@ -59,7 +58,7 @@ impl EventIntent {
     /// The Event as kube's recorder posts it, and the object it is about.
     pub fn into_event(self) -> (Event, ObjectReference) {
         let event = Event {
-            type_: if self.warning {
+            type_: if self.reason.is_warning() {
                 EventType::Warning
             } else {
                 EventType::Normal

@@ -309,7 +309,6 @@ fn judge(resize: &Resize, cluster: &dyn Cluster, usage: &Evidence) -> Reviewed {
         Effect::Deny { refusal, label } => {
             event = Some(intent(
                 &target,
-                true,
                 EventReason::ResizeRejected,
                 label,
                 &refusal.message,
@@ -324,7 +323,6 @@ fn judge(resize: &Resize, cluster: &dyn Cluster, usage: &Evidence) -> Reviewed {
                     let note = warnings.join("; ");
                     event = Some(intent(
                         &target,
-                        false,
                         EventReason::ResizeRepaired,
                         "qos-repair",
                         &note,
@@ -500,7 +498,6 @@ fn finish(
 
 fn intent(
     target: &Result<ObjectReference, String>,
-    warning: bool,
     reason: EventReason,
     action: &str,
     note: &str,
@@ -508,7 +505,6 @@ fn intent(
     Ok(EventIntent {
         regarding: target.clone()?,
         related: None,
-        warning,
         reason,
         action: action.to_owned(),
         // events.k8s.io notes are limited to 1 kB.

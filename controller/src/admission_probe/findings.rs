@@ -99,7 +99,6 @@ impl Findings {
                 pod.map(|regarding| EventIntent {
                     regarding,
                     related: None,
-                    warning: true,
                     reason: BYPASSED_REASON,
                     action: "Probe".to_owned(),
                     note: bypassed_message(pod_name),
@@ -231,7 +230,7 @@ mod tests {
     fn a_warning_event_marks_each_start_of_bypassing_only() {
         let f = Findings::new("resize-guard/c-0", &Exposition::new("x"));
         let first = f.record(Outcome::Bypassed, pod()).unwrap();
-        assert!(first.warning);
+        assert!(first.reason.is_warning());
         assert_eq!(first.reason, BYPASSED_REASON);
         assert_eq!(first.regarding.name.as_deref(), Some("c-0"));
         assert!(

@@ -183,7 +183,6 @@ impl Actuator {
                 self.record_event(EventIntent {
                     regarding: reference(pod),
                     related: None,
-                    warning: true,
                     reason: EventReason::WriteForbidden,
                     action: crate::preemption::decision::notice::PREEMPT.to_owned(),
                     note,

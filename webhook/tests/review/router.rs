@@ -644,7 +644,10 @@ async fn denials_carry_an_event_intent_except_on_dry_run() {
     };
     let r = review(Stage::Validate, &body(false), &cluster).unwrap();
     let ev = r.event.expect("event");
-    assert_eq!((ev.reason.as_str(), ev.warning), ("ResizeRejected", true));
+    assert_eq!(
+        (ev.reason.as_str(), ev.reason.is_warning()),
+        ("ResizeRejected", true)
+    );
     assert_eq!(ev.regarding.name.as_deref(), Some("app"));
     let r = review(Stage::Validate, &body(true), &cluster).unwrap();
     assert!(!r.allowed);

@@ -21,7 +21,6 @@ pub fn held_back(node: &str, held: &Held, limits: Limits) -> Decision {
             },
             Decision::Wait { why, .. },
         ) => Some(Notice {
-            warning: true,
             reason: EventReason::PreemptionPaused,
             action: PREEMPT,
             note: why.clone(),
@@ -29,7 +28,6 @@ pub fn held_back(node: &str, held: &Held, limits: Limits) -> Decision {
         // Which brake holds it, in words that stay the same while it holds: one series per
         // brake (the action, the outcome, keeps another brake's Event apart).
         (_, Decision::Wait { .. }) => Some(Notice {
-            warning: false,
             reason: EventReason::PreemptionHeld,
             action: held.outcome(),
             note: format!(
@@ -148,7 +146,11 @@ mod tests {
         let notices = held_back("n1", &busy, limits).notices();
         assert_eq!(notices.len(), 1, "{notices:?}");
         assert_eq!(
-            (notices[0].reason, notices[0].warning, notices[0].action),
+            (
+                notices[0].reason,
+                notices[0].reason.is_warning(),
+                notices[0].action
+            ),
             (EventReason::PreemptionHeld, false, "held_node_busy")
         );
         assert!(
@@ -164,7 +166,11 @@ mod tests {
         };
         let notices = held_back("n1", &opened, limits).notices();
         assert_eq!(
-            (notices[0].reason, notices[0].warning, notices[0].action),
+            (
+                notices[0].reason,
+                notices[0].reason.is_warning(),
+                notices[0].action
+            ),
             (EventReason::PreemptionPaused, true, PREEMPT)
         );
         // Past the per-resize cap: no held notice, the failure's own Event.

@@ -22,9 +22,7 @@ pub const PREEMPT: &str = "Preempt";
 /// An Event a decision says about the pod it was made for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
-    /// `Warning` or `Normal`.
-    pub warning: bool,
-    /// Why.
+    /// Why (and so the Event's type, [`EventReason::is_warning`]).
     pub reason: EventReason,
     /// What was done or judged (keeps series apart).
     pub action: &'static str,
@@ -33,9 +31,8 @@ pub struct Notice {
 }
 
 impl Notice {
-    fn new(warning: bool, reason: EventReason, note: String) -> Notice {
+    fn new(reason: EventReason, note: String) -> Notice {
         Notice {
-            warning,
             reason,
             action: PREEMPT,
             note,
@@ -47,7 +44,6 @@ impl Notice {
         EventIntent {
             regarding: pod.object_ref(&()),
             related: None,
-            warning: self.warning,
             reason: self.reason,
             action: self.action.to_owned(),
             note: self.note,
@@ -59,7 +55,7 @@ impl Decision {
     /// What carrying this decision out says about its pod, in order, once it was carried out
     /// whole. Waits, clears and throttling say nothing (logs and metrics do).
     pub fn notices(&self) -> Vec<Notice> {
-        let one = |warning, reason, note: &str| vec![Notice::new(warning, reason, note.to_owned())];
+        let one = |reason, note: &str| vec![Notice::new(reason, note.to_owned())];
         match self {
             Decision::Idle
             | Decision::Unblocked { .. }
@@ -68,29 +64,26 @@ impl Decision {
             | Decision::Wait { .. }
             | Decision::Throttled { .. } => Vec::new(),
             Decision::DropPlan { why, .. } => one(
-                true,
                 EventReason::PreemptionPlanRejected,
                 &format!(
                     "resize-guard did not act on the recorded preemption plan: {why}; a fresh plan is chosen instead"
                 ),
             ),
             Decision::Replan { why, .. } => one(
-                false,
                 EventReason::PreemptionReplanned,
                 &format!("resize-guard: {why}"),
             ),
             // One series per kind of wait.
             Decision::Overdue { on, note, .. } => vec![Notice {
-                warning: true,
                 reason: EventReason::PreemptionStalled,
                 action: on.action(),
                 note: note.clone(),
             }],
-            Decision::Stalled { note, .. } => one(true, EventReason::PreemptionStalled, note),
-            Decision::WouldPreempt { note, .. } => one(false, EventReason::WouldPreempt, note),
-            Decision::Revert { note, .. } => one(true, EventReason::ResizeReverted, note),
-            Decision::Failed { note, .. } => one(true, EventReason::ResizePreemptionFailed, note),
-            Decision::Preempt { note, .. } => one(false, EventReason::PreemptingForResize, note),
+            Decision::Stalled { note, .. } => one(EventReason::PreemptionStalled, note),
+            Decision::WouldPreempt { note, .. } => one(EventReason::WouldPreempt, note),
+            Decision::Revert { note, .. } => one(EventReason::ResizeReverted, note),
+            Decision::Failed { note, .. } => one(EventReason::ResizePreemptionFailed, note),
+            Decision::Preempt { note, .. } => one(EventReason::PreemptingForResize, note),
             Decision::Held { notice, then, .. } => {
                 notice.iter().cloned().chain(then.notices()).collect()
             }
@@ -115,7 +108,6 @@ impl Removal {
         EventIntent {
             regarding: self.reference(),
             related: relate.then(|| preemptor.object_ref(&())),
-            warning: false,
             reason: EventReason::Preempted,
             action: PREEMPT.to_owned(),
             note,
@@ -158,7 +150,7 @@ mod tests {
         let said = |d: Decision| -> Vec<(&'static str, bool, &'static str, String)> {
             d.notices()
                 .into_iter()
-                .map(|n| (n.reason.as_str(), n.warning, n.action, n.note))
+                .map(|n| (n.reason.as_str(), n.reason.is_warning(), n.action, n.note))
                 .collect()
         };
         let why = || "w".to_owned();
