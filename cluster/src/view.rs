@@ -13,22 +13,24 @@
 //! pod watch instead of a second one, and keeps whole pods only for the few it acts on (at
 //! 150,000 pods a store of every trimmed pod alone would outgrow the process's memory limit).
 //!
-//! Every watch item also goes to [`WatchHealth`]: the view is ready once every watch has listed
-//! and none has been failing for longer than [`ViewConfig::unhealthy_after`]; until then each
-//! program's `/readyz` fails with the reason (for the webhook the API server's `failurePolicy`
-//! then decides; the controller also holds off acting while its pod, node or PDB watch is stale,
+//! Every watch item also goes to [`WatchHealth`]: the view is ready once every watch has listed and
+//! none has been failing for longer than [`ViewConfig::unhealthy_after`]; until then each program's
+//! `/readyz` fails with the reason (for the webhook the API server's `failurePolicy` then decides;
+//! the controller also holds off acting while its pod, node or PDB watch is stale,
 //! [`ClusterView::stale_for_acting`]). The webhook only warns with PDBs, so for it (unless
-//! [`ViewConfig::acts_on_pdbs`]) a failing PDB watch degrades `/readyz` ([`ClusterView::policy_note`])
-//! instead of failing it. Every watch runs under the view's [`Supervisor`]: a watch task that
-//! panics or ends makes the view unready and stale for good, and the controller steps down. Which policy is in force follows
-//! [`crate::policy_source`]: the ConfigMap when it parses, else the one already in force, else
-//! the controller's persisted last good copy, else none — never the defaults by omission. A
-//! policy edit that does not parse is logged, counted, and reported as an `InvalidPolicy` Warning
-//! Event on the ConfigMap; no policy at all as a `NoPolicy` Warning Event.
+//! [`ViewConfig::acts_on_pdbs`]) a failing PDB watch degrades `/readyz`
+//! ([`ClusterView::policy_note`]) instead of failing it. Every watch runs under the view's
+//! [`Supervisor`]: a watch task that panics or ends makes the view unready and stale for good, and
+//! the controller steps down. Which policy is in force follows [`crate::policy_source`]: the
+//! ConfigMap when it parses, else the one already in force, else the controller's persisted last
+//! good copy, else none — never the defaults by omission. A policy edit that does not parse is
+//! logged, counted, and reported as an `InvalidPolicy` Warning Event on the ConfigMap; no policy at
+//! all as a `NoPolicy` Warning Event.
 //!
-//! Rooms: `config` (what to watch and how), `initial_list` (streaming or paged, and the
-//! fallback), `watches` (a lean or trimmed, supervised watch and its store), `pods` (the pod watch: index, store, broadcast), `policy_watch` (the two policy
-//! ConfigMaps and their Events); this file holds the view and its answers.
+//! Rooms: `config` (what to watch and how), `initial_list` (streaming or paged, and the fallback),
+//! `watches` (a lean or trimmed, supervised watch and its store), `pods` (the pod watch: index,
+//! store, broadcast), `policy_watch` (the two policy ConfigMaps and their Events); this file holds
+//! the view and its answers.
 
 mod config;
 mod initial_list;

@@ -1,9 +1,9 @@
 //! The wiring of what only the Lease holder does ([`Leading`]) — the preemption controller, the
 //! certificate manager (`--certificates=self`), the last good policy copy, the brakes' ledger and
-//! the deferred-pods gauges — started on gaining the Lease and stopped on losing it (the gauges then read 0: a
-//! follower sees no Deferred pod). Losing it aborts everything at once (every write is also
-//! fenced by [`Leadership`], so an aborted task cannot write afterwards); a shutdown first lets
-//! in-flight reconciles finish while the Lease is still ours, within the fence.
+//! the deferred-pods gauges — started on gaining the Lease and stopped on losing it (the gauges
+//! then read 0: a follower sees no Deferred pod). Losing it aborts everything at once (every write
+//! is also fenced by [`Leadership`], so an aborted task cannot write afterwards); a shutdown first
+//! lets in-flight reconciles finish while the Lease is still ours, within the fence.
 //!
 //! Every task runs under the view's [`Supervisor`](resize_guard_runtime::supervisor::Supervisor):
 //! a panicking reconcile takes the controller's task down with it (kube-runtime polls reconciles
@@ -157,7 +157,8 @@ impl Leading {
         }
     }
 
-    /// Shutdown: lets in-flight reconciles finish, for at most `DRAIN` (5 s) and never past the fence.
+    /// Shutdown: lets in-flight reconciles finish, for at most `DRAIN` (5 s) and never past the
+    /// fence.
     pub async fn drain(&mut self, leadership: &Leadership, elector: &Elector) {
         self.stopping.store(true, Ordering::Release);
         if let Some(stop) = self.stop_controller.take() {

@@ -1,6 +1,7 @@
-//! Prometheus metrics of the controller (ARCHITECTURE.md, "Observability"), seconds with millisecond-scale
-//! buckets, in the program's one registry (`runtime/src/exposition.rs`: with the process
-//! metrics, `resize_guard_build_info` and `resize_guard_policy_mode`), served as OpenMetrics text.
+//! Prometheus metrics of the controller (ARCHITECTURE.md, "Observability"), seconds with
+//! millisecond-scale buckets, in the program's one registry (`runtime/src/exposition.rs`: with the
+//! process metrics, `resize_guard_build_info` and `resize_guard_policy_mode`), served as
+//! OpenMetrics text.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

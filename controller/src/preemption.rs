@@ -1,5 +1,5 @@
-//! Preemption for Deferred in-place resizes (ARCHITECTURE.md, "controller/"): decisions are values, a thin
-//! layer carries them out, and the loop runs one way.
+//! Preemption for Deferred in-place resizes (ARCHITECTURE.md, "controller/"): decisions are values,
+//! a thin layer carries them out, and the loop runs one way.
 //!
 //! - [`reconcile`]: the kube-runtime reconciler and the loop it owns: reads the view, calls
 //!   `resize_guard_policy::assess` and [`decision::decide`], then takes the decision its

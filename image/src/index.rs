@@ -19,7 +19,8 @@ use crate::blob::Blob;
 use crate::error::ImageError;
 use crate::oci::{self, Descriptor};
 
-/// Where an image is pushed: `registry.invalid/resize-guard/resize-guard-webhook` and `0.2.0-g1a2b3c4`.
+/// Where an image is pushed: `registry.invalid/resize-guard/resize-guard-webhook` and
+/// `0.2.0-g1a2b3c4`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference {
     /// Registry and repository.

@@ -1,8 +1,8 @@
-//! Writing an [`Image`] (every platform) as an OCI image layout: the directory form (`oci-layout`, `index.json`,
-//! `blobs/sha256/<hex>`) and the same tree packed as an OCI archive, a plain tar that
-//! `podman load -i`, `skopeo copy oci-archive:` and `ctr images import` read. Archive entries
-//! come in a fixed order with fixed owners, modes and mtimes, so the archive's bytes depend on
-//! the image only. Both are written next to their destination and renamed into place.
+//! Writing an [`Image`] (every platform) as an OCI image layout: the directory form (`oci-layout`,
+//! `index.json`, `blobs/sha256/<hex>`) and the same tree packed as an OCI archive, a plain tar that
+//! `podman load -i`, `skopeo copy oci-archive:` and `ctr images import` read. Archive entries come
+//! in a fixed order with fixed owners, modes and mtimes, so the archive's bytes depend on the image
+//! only. Both are written next to their destination and renamed into place.
 
 use std::path::Path;
 

@@ -23,8 +23,9 @@ use crate::connection::Connection;
 
 /// The policy ConfigMap's name and key (docs/src/reference/policy.md).
 pub const POLICY_CONFIGMAP: &str = "resize-guard";
-/// The controller's copy of the last policy that parsed (`resize_guard_cluster::view::last_good_name`
-/// of [`POLICY_CONFIGMAP`]), which both programs run on when the ConfigMap does not parse.
+/// The controller's copy of the last policy that parsed
+/// (`resize_guard_cluster::view::last_good_name` of [`POLICY_CONFIGMAP`]), which both programs run
+/// on when the ConfigMap does not parse.
 pub const LAST_GOOD_CONFIGMAP: &str = "resize-guard-last-good";
 /// The controller's leader Lease (its `--lease-name` default).
 pub const CONTROLLER_LEASE: &str = "resize-guard-controller";

@@ -117,7 +117,8 @@ async fn execute(cli: Cli, target: &mut Option<Target>) -> anyhow::Result<Exit> 
     }
 }
 
-/// `explain POD`: reads what the explanation needs (a read that fails becomes a note) and prints it.
+/// `explain POD`: reads what the explanation needs (a read that fails becomes a note) and prints
+/// it.
 async fn explain_pod(conn: &Connection, name: &str, out: Output) -> anyhow::Result<Exit> {
     let p = facts::pod(conn, &conn.namespace, name).await?;
     let judge = Judge::load(conn).await;

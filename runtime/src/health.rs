@@ -1,7 +1,7 @@
-//! The health endpoints both programs serve on a plain port, outside any trace layer: `/livez`
-//! (200 `ok` while the process works; 503 `dead: <why>` once a part it cannot do without has
-//! stopped, [`Liveness::fail`], e.g. the controller's reconcile loop or a watch task panicking, on
-//! its way to stepping down and exiting), `/readyz` (200 `ok`; 200 `ok (degraded: <why>)` while the program
+//! The health endpoints both programs serve on a plain port, outside any trace layer: `/livez` (200
+//! `ok` while the process works; 503 `dead: <why>` once a part it cannot do without has stopped,
+//! [`Liveness::fail`], e.g. the controller's reconcile loop or a watch task panicking, on its way
+//! to stepping down and exiting), `/readyz` (200 `ok`; 200 `ok (degraded: <why>)` while the program
 //! serves but cannot do all of its job, e.g. the webhook with no policy in force, which allows
 //! every resize with a warning rather than fail open unseen; or 503 `not ready: <why>`) and
 //! `/metrics` (the program's one registry as OpenMetrics text, labelled

@@ -1,12 +1,12 @@
 //! Supervised tasks: the cluster view's watch loops and the controller's reconcile loop run on
 //! tokio tasks whose end nobody would otherwise notice. A panicking watch task leaves its cache
 //! frozen while it still reads as fresh; a panicking reconcile loop leaves a replica renewing the
-//! Lease with nothing acting behind it (ARCHITECTURE.md, "runtime/"). Every such task is spawned through
-//! a [`Supervisor`], which catches its panic or its unexpected end, logs it at ERROR and records
-//! the first [`TaskExit`]. The view then reports itself unready and stale for acting
+//! Lease with nothing acting behind it (ARCHITECTURE.md, "runtime/"). Every such task is spawned
+//! through a [`Supervisor`], which catches its panic or its unexpected end, logs it at ERROR and
+//! records the first [`TaskExit`]. The view then reports itself unready and stale for acting
 //! (`ClusterView::readiness`, `cluster/src/view.rs`), and the controller steps down
-//! (`controller/src/run.rs`): it stops acting, releases the Lease, fails `/livez` and exits so
-//! that another replica takes over.
+//! (`controller/src/run.rs`): it stops acting, releases the Lease, fails `/livez` and exits so that
+//! another replica takes over.
 //!
 //! A task that is aborted (leadership lost, shutdown) records nothing: an abort drops it before
 //! the supervisor's wrapper can see an end.

@@ -1,11 +1,12 @@
-//! The node ledger: what a node can hold and what each pod on it holds, counted the way the
-//! kubelet counts when it admits a resize (`canAdmitPod`, `pkg/kubelet/allocation/allocation_manager.go`).
+//! The node ledger: what a node can hold and what each pod on it holds, counted the way the kubelet
+//! counts when it admits a resize (`canAdmitPod`, `pkg/kubelet/allocation/allocation_manager.go`).
 //!
 //! Every active pod holds `max(allocated, actual)` ([`Accounting::Admitted`]): the kubelet ignores
 //! other pods' pending growth when it admits a resize (each entry still carries its own pending
-//! resize, which may take freed room first). Terminating pods still hold their resources until they are gone
-//! (`filterOutInactivePods`); pods in phase `Succeeded`/`Failed` hold nothing. The resizing pod
-//! itself is looked up by UID and left out of "used", since it is assessed at its desired size.
+//! resize, which may take freed room first). Terminating pods still hold their resources until they
+//! are gone (`filterOutInactivePods`); pods in phase `Succeeded`/`Failed` hold nothing. The
+//! resizing pod itself is looked up by UID and left out of "used", since it is assessed at its
+//! desired size.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

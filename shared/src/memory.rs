@@ -43,11 +43,11 @@ pub struct Lowering {
 }
 
 /// The memory limits the resize `old` → `new` lowers, as the kubelet will see them: a running
-/// container's limit that is set where it was unset or goes down (`decreasingContainerLimits`),
-/// and the pod's limit likewise (`podLimitDecreasing`) when it is set at pod level. "Before" is what the kubelet has
-/// applied when the pod's status reports it (`status.containerStatuses[].resources`), else the
-/// old spec; only limits this resize changes count, so a CPU resize of a pod with an older
-/// memory resize still pending is not judged again.
+/// container's limit that is set where it was unset or goes down (`decreasingContainerLimits`), and
+/// the pod's limit likewise (`podLimitDecreasing`) when it is set at pod level. "Before" is what
+/// the kubelet has applied when the pod's status reports it
+/// (`status.containerStatuses[].resources`), else the old spec; only limits this resize changes
+/// count, so a CPU resize of a pod with an older memory resize still pending is not judged again.
 pub fn lowered_limits(old: &Pod, new: &Pod) -> Vec<Lowering> {
     let (Some(old_spec), Some(new_spec)) = (old.spec.as_ref(), new.spec.as_ref()) else {
         return Vec::new();

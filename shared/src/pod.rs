@@ -102,9 +102,10 @@ pub fn resize_pending_for(pod: &Pod, now: Timestamp) -> Duration {
         .unwrap_or(Duration::ZERO)
 }
 
-/// The stricter test the controller acts on (ARCHITECTURE.md, "controller/"): the first `PodResizePending` condition
-/// is `Deferred` with status `True`, it speaks of the current generation when it carries an
-/// `observedGeneration` (older kubelets do not), and the pod is bound to a node.
+/// The stricter test the controller acts on (ARCHITECTURE.md, "controller/"): the first
+/// `PodResizePending` condition is `Deferred` with status `True`, it speaks of the current
+/// generation when it carries an `observedGeneration` (older kubelets do not), and the pod is bound
+/// to a node.
 pub fn is_deferred_now(pod: &Pod) -> bool {
     let Some(cond) = resize_pending(pod) else {
         return false;

@@ -1,5 +1,7 @@
 //! Victim selection for a Deferred resize on one node: upstream DefaultPreemption
-//! (`SelectVictimsOnNode`, `pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go`) run on the kubelet's accounting.
+//! (`SelectVictimsOnNode`,
+//! `pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go`) run on the kubelet's
+//! accounting.
 //!
 //! 1. Candidates are the other pods on the node with **strictly lower** priority that are not
 //!    terminating, not system-critical or mirror pods, and not protected by policy.
@@ -11,14 +13,15 @@
 //! Fit is checked the way the kubelet checks it (other pods at `max(allocated, actual)`, not at
 //! their desired size as the v1.37 scheduler does), so the plan does not preempt for growth that
 //! cannot compete (KEP-5836 "Risk of Additional Preemption"). Only the pending growth that could
-//! win the freed room while the victims terminate one by one is counted (`victims/race.rs`): the plan makes
-//! the resize fit whatever order they go in, and is never larger than the scheduler-accounting
-//! plan. Terminating pods count as space being freed, so no new victim is chosen while earlier
-//! ones are still shutting down.
+//! win the freed room while the victims terminate one by one is counted (`victims/race.rs`): the
+//! plan makes the resize fit whatever order they go in, and is never larger than the
+//! scheduler-accounting plan. Terminating pods count as space being freed, so no new victim is
+//! chosen while earlier ones are still shutting down.
 //!
 //! With `preemption.pdb: respect` a pod whose eviction would break a budget, or that more than one
-//! budget covers, is not a candidate at all (the Eviction API would refuse it); budgets are then consumed least-important-first so the
-//! pods the API would let go are the ones upstream's order would sacrifice anyway.
+//! budget covers, is not a candidate at all (the Eviction API would refuse it); budgets are then
+//! consumed least-important-first so the pods the API would let go are the ones upstream's order
+//! would sacrifice anyway.
 
 mod exclusion;
 mod no_plan;

@@ -50,17 +50,18 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The default (and sized) limit on an AdmissionReview body: 1.5 MiB.
 ///
-/// A `pods/resize` review carries the pod twice (`object`, `oldObject`). The largest realistic
-/// one measured (`tests::the_largest_realistic_resize_review_fits_and_a_typical_one_takes_the_regular_lane`:
-/// 12 containers and 2 init containers with 60 environment variables, 12 mounts and 3 probes
-/// each, 30 volumes, 20 labels, a `kubectl.kubernetes.io/last-applied-configuration`
-/// annotation, managedFields and a full status) is 700 KiB; the same pod with 3 containers of 15
-/// variables each is 112 KiB. What lets a pod grow past the measured one without an absurd spec
-/// is its annotations, which validation caps at 256 KiB in total (`TotalAnnotationSizeLimitB`,
-/// `staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go`,
-/// `ValidateAnnotationsSize`): the measured review with both copies' annotations at the cap is
-/// 930 KiB, and 1.5 MiB leaves half again for a larger spec. The old 4 MiB default admitted
-/// bodies no API server sends for a resize, at over twice the memory and CPU per request.
+/// A `pods/resize` review carries the pod twice (`object`, `oldObject`). The largest realistic one
+/// measured
+/// (`tests::the_largest_realistic_resize_review_fits_and_a_typical_one_takes_the_regular_lane`: 12
+/// containers and 2 init containers with 60 environment variables, 12 mounts and 3 probes each, 30
+/// volumes, 20 labels, a `kubectl.kubernetes.io/last-applied-configuration` annotation,
+/// managedFields and a full status) is 700 KiB; the same pod with 3 containers of 15 variables each
+/// is 112 KiB. What lets a pod grow past the measured one without an absurd spec is its
+/// annotations, which validation caps at 256 KiB in total (`TotalAnnotationSizeLimitB`,
+/// `staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go`, `ValidateAnnotationsSize`):
+/// the measured review with both copies' annotations at the cap is 930 KiB, and 1.5 MiB leaves half
+/// again for a larger spec. The old 4 MiB default admitted bodies no API server sends for a resize,
+/// at over twice the memory and CPU per request.
 pub const MAX_BODY_BYTES: usize = 1536 * 1024;
 
 /// Bodies declared above this go to the large lane (default 256 KiB: more than twice the

@@ -1,15 +1,14 @@
-//! HTTP: the admission endpoints on the TLS port and the health/metrics endpoints on a plain
-//! port, plus the process lifecycle. The TLS listener closes a connection whose handshake takes
-//! longer than `--tls-handshake-timeout` or whose request head takes longer than
-//! `--header-read-timeout` (a slowloris), holds at most `--max-connections`
-//! ([`crate::connections`]), and every request passes the [`crate::intake`] (body limit, lanes,
-//! load shedding, body deadline) before it is reviewed. Also (ready after the caches sync, while no watch has been failing
-//! for longer than `--watch-unhealthy-after` and while a usable serving certificate is loaded —
-//! `/readyz` says which of these is missing; drain in-flight reviews on SIGTERM, Events queued
-//! on the program's one bounded publisher, off the request path). Health endpoints, the Event
-//! publisher and the stop signal belong to the [`Runtime`]. The serving certificate comes from
-//! the `--tls-secret` Secret through the API, or from `--cert-dir` when given (see
-//! [`crate::tls`]).
+//! HTTP: the admission endpoints on the TLS port and the health/metrics endpoints on a plain port,
+//! plus the process lifecycle. The TLS listener closes a connection whose handshake takes longer
+//! than `--tls-handshake-timeout` or whose request head takes longer than `--header-read-timeout`
+//! (a slowloris), holds at most `--max-connections` ([`crate::connections`]), and every request
+//! passes the [`crate::intake`] (body limit, lanes, load shedding, body deadline) before it is
+//! reviewed. Also (ready after the caches sync, while no watch has been failing for longer than
+//! `--watch-unhealthy-after` and while a usable serving certificate is loaded — `/readyz` says
+//! which of these is missing; drain in-flight reviews on SIGTERM, Events queued on the program's
+//! one bounded publisher, off the request path). Health endpoints, the Event publisher and the stop
+//! signal belong to the [`Runtime`]. The serving certificate comes from the `--tls-secret` Secret
+//! through the API, or from `--cert-dir` when given (see [`crate::tls`]).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};

@@ -1,6 +1,7 @@
 //! How the view is started: [`ViewConfig`] names the install namespace and the policy ConfigMap,
-//! says whether to keep a pod store (the controller) and which pods it keeps, how long a watch
-//! may fail before the view is unready, how the big watches list, and the hooks that count reloads and watch errors.
+//! says whether to keep a pod store (the controller) and which pods it keeps, how long a watch may
+//! fail before the view is unready, how the big watches list, and the hooks that count reloads and
+//! watch errors.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -39,8 +40,8 @@ pub struct ViewConfig {
     pub on_policy_reload: PolicyReloadHook,
     /// Called on every watch error.
     pub on_watch_error: WatchErrorHook,
-    /// The API server's Kubernetes version (the program's [`resize_guard_runtime::Runtime::version`]):
-    /// decisions mirror that minor's validation.
+    /// The API server's Kubernetes version (the program's
+    /// [`resize_guard_runtime::Runtime::version`]): decisions mirror that minor's validation.
     pub version: ClusterVersion,
     /// The program acts on PodDisruptionBudgets (the controller): a failing PDB watch makes the
     /// view unready and stale for acting. Otherwise (the webhook, the default) PDBs only shape

@@ -1,6 +1,6 @@
 //! The one pod watch: every pod into the view's [`PodIndex`] (a relist builds a fresh index and
-//! swaps it in whole), and, for the controller, the pods [`super::ViewConfig::keep_pod_if`] selects into
-//! a reflector store and a broadcast, in that order.
+//! swaps it in whole), and, for the controller, the pods [`super::ViewConfig::keep_pod_if`] selects
+//! into a reflector store and a broadcast, in that order.
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The plumbing every watch of the view shares: a kube watcher retried on [`WatchBackoff`] with
-//! each object decoded lean ([`crate::lean`]) or trimmed on arrival, a reflector store kept from it, each item reported to the
-//! view's [`crate::watch_health::WatchHealth`], and the supervised task that runs it (whose end
-//! is always a fault: kube's watcher never ends on its own).
+//! each object decoded lean ([`crate::lean`]) or trimmed on arrival, a reflector store kept from
+//! it, each item reported to the view's [`crate::watch_health::WatchHealth`], and the supervised
+//! task that runs it (whose end is always a fault: kube's watcher never ends on its own).
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -87,9 +87,10 @@ pub(super) async fn reflect<K>(
 type WatchTask = std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 
 impl ClusterView {
-    /// Runs the watch loop `work` under the view's [`Supervisor`](resize_guard_runtime::supervisor::Supervisor) as `task`.
-    /// A watch loop only returns when its stream ends, which kube's watcher never does on its
-    /// own (it retries on [`WatchBackoff`]): any end is a fault.
+    /// Runs the watch loop `work` under the view's
+    /// [`Supervisor`](resize_guard_runtime::supervisor::Supervisor) as `task`. A watch loop only
+    /// returns when its stream ends, which kube's watcher never does on its own (it retries on
+    /// [`WatchBackoff`]): any end is a fault.
     pub(super) fn supervise(&self, task: &str, work: impl Future<Output = ()> + Send + 'static) {
         let watched: WatchTask = Box::pin(async move {
             work.await;

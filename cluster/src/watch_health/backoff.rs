@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-/// The watches' retry schedule: 1 s doubling to at most 10 s, with up to 25 % jitter, back to
-/// 1 s after a successful event or two minutes without an error. Kept short so that a lasting
-/// fault produces an error well within [`super::STREAK_QUIET`] (10 s + 25 % + a 30 s connect timeout).
+/// The watches' retry schedule: 1 s doubling to at most 10 s, with up to 25 % jitter, back to 1 s
+/// after a successful event or two minutes without an error. Kept short so that a lasting fault
+/// produces an error well within [`super::STREAK_QUIET`] (10 s + 25 % + a 30 s connect timeout).
 #[derive(Debug, Clone)]
 pub struct WatchBackoff {
     next: Duration,

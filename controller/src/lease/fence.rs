@@ -7,12 +7,12 @@
 //! fenced before its next write, whatever its wall clock or the Lease's timestamps say.
 //!
 //! Why this is safe: a follower takes over only after it has *observed* the same Lease record
-//! unchanged for a whole lease duration (see [`crate::lease::elector`]); it observes a renewal no earlier
-//! than the renewal was sent, so its takeover comes at least `lease_duration - renew_deadline`
-//! after this replica's fence passed. A write is started only before the fence and runs at most
-//! until it ([`Leadership::fenced`]), so it cannot outlive leadership. A renewal that succeeds
-//! while a slow write is in flight moves the fence, and the write may run on to the new one: it
-//! is abandoned ([`Fenced::Lapsed`]) only when the fence it was given passed unrenewed.
+//! unchanged for a whole lease duration (see [`crate::lease::elector`]); it observes a renewal no
+//! earlier than the renewal was sent, so its takeover comes at least `lease_duration -
+//! renew_deadline` after this replica's fence passed. A write is started only before the fence and
+//! runs at most until it ([`Leadership::fenced`]), so it cannot outlive leadership. A renewal that
+//! succeeds while a slow write is in flight moves the fence, and the write may run on to the new
+//! one: it is abandoned ([`Fenced::Lapsed`]) only when the fence it was given passed unrenewed.
 
 use std::future::Future;
 use std::time::Duration;

@@ -8,10 +8,10 @@
 //! - **Eviction rates** ([`bucket`]): a cluster-wide token bucket
 //!   (`preemption.maxEvictionsPerMinute`, the outer bound) and one per preemptor namespace
 //!   (`preemption.maxEvictionsPerNamespacePerMinute`), each holding one whole plan
-//!   ([`Limits::bucket_size`]: `maxVictimsPerResize` tokens) and refilling at its rate. A plan starts only when both hold
-//!   a token for each of its victims, so two plans admitted together can never exceed either;
-//!   tokens of victims that were not removed go back. One namespace's churn spends only its
-//!   own budget and its share of the cluster's.
+//!   ([`Limits::bucket_size`]: `maxVictimsPerResize` tokens) and refilling at its rate. A plan
+//!   starts only when both hold a token for each of its victims, so two plans admitted together can
+//!   never exceed either; tokens of victims that were not removed go back. One namespace's churn
+//!   spends only its own budget and its share of the cluster's.
 //! - **Victims per resize across plans**: `maxVictimsPerResize` caps the victims one resize
 //!   costs over its plans that helped nobody (counted per pod UID and `metadata.generation`).
 //! - **A circuit breaker per scope** ([`breaker`], `preemption.circuitBreaker`): a plan is futile

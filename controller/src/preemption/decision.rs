@@ -1,17 +1,18 @@
-//! What the controller should do for one pod, as a value (ARCHITECTURE.md, "controller/": decisions emit intents; the
-//! [`crate::preemption::actuator`] layer performs them). Pure: the pod, the verdict from
-//! `resize_guard_policy::assess`, the recorded plan and the state of its victims in, a
+//! What the controller should do for one pod, as a value (ARCHITECTURE.md, "controller/": decisions
+//! emit intents; the [`crate::preemption::actuator`] layer performs them). Pure: the pod, the
+//! verdict from `resize_guard_policy::assess`, the recorded plan and the state of its victims in, a
 //! [`Decision`] out — with when to look again — so every branch is unit-tested without a cluster.
 //!
-//! The loop of ARCHITECTURE.md, "controller/": only a Deferred resize of the current generation is acted on; a fresh
-//! plan is recorded on the preemptor before any victim is touched when it has several victims,
-//! and after the eviction when it has one ([`Record`]); a plan recorded for this generation is
-//! resumed (its victims still running are preempted, terminating ones awaited) rather than
-//! re-chosen (`decision/resume.rs`); once every planned victim is gone a still-Deferred resize is planned afresh (the kubelet may have given the
-//! room to someone else: it retries every pending resize when room appears); terminating pods on the node count as space being freed, so nothing new is chosen
-//! while they cover the shortfall. A Deferred resize larger than the node's allocatable is never
-//! preempted for (no victim can make it fit; a v1.37 kubelet keeps such a resize Deferred for
-//! ever instead of marking it Infeasible: `decision/infeasible.rs`).
+//! The loop of ARCHITECTURE.md, "controller/": only a Deferred resize of the current generation is
+//! acted on; a fresh plan is recorded on the preemptor before any victim is touched when it has
+//! several victims, and after the eviction when it has one ([`Record`]); a plan recorded for this
+//! generation is resumed (its victims still running are preempted, terminating ones awaited) rather
+//! than re-chosen (`decision/resume.rs`); once every planned victim is gone a still-Deferred resize
+//! is planned afresh (the kubelet may have given the room to someone else: it retries every pending
+//! resize when room appears); terminating pods on the node count as space being freed, so nothing
+//! new is chosen while they cover the shortfall. A Deferred resize larger than the node's
+//! allocatable is never preempted for (no victim can make it fit; a v1.37 kubelet keeps such a
+//! resize Deferred for ever instead of marking it Infeasible: `decision/infeasible.rs`).
 //!
 //! Also decided here, on what the reconciler hands back: what a plan the brakes hold back
 //! becomes ([`held`], on the brakes' verdict) and what a refused eviction means ([`refusal`], on
@@ -426,14 +427,14 @@ pub fn plan_untrusted(why: &Untrusted) -> Decision {
 ///
 /// **Grace is honoured uncapped, and short-grace victims are not preferred**, as kube-scheduler's
 /// DefaultPreemption does: its victims are chosen by priority and start time alone
-/// (`SelectVictimsOnNode`, `pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go`),
-/// its candidate nodes are ordered without looking at grace (`pickOneNodeForPreemption`,
+/// (`SelectVictimsOnNode`,
+/// `pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go`), its candidate nodes
+/// are ordered without looking at grace (`pickOneNodeForPreemption`,
 /// `pkg/scheduler/framework/preemption/preemption.go`: fewest PDB violations, lowest victim
-/// priorities, fewest victims, latest start), and each victim is deleted with its own grace
-/// period (`prepareCandidate` → `PreemptPod`, same file, → `DeletePod`,
-/// `pkg/scheduler/util/utils.go`, with default `DeleteOptions`). A victim that takes
-/// long to exit holds the resize, not the node: `preemption.stallAfterSeconds` reports it and
-/// releases the node's claim ([`Waits`]).
+/// priorities, fewest victims, latest start), and each victim is deleted with its own grace period
+/// (`prepareCandidate` → `PreemptPod`, same file, → `DeletePod`, `pkg/scheduler/util/utils.go`,
+/// with default `DeleteOptions`). A victim that takes long to exit holds the resize, not the node:
+/// `preemption.stallAfterSeconds` reports it and releases the node's claim ([`Waits`]).
 fn removals(
     victims: Vec<PodKey>,
     policy: &Policy,

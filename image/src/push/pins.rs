@@ -10,8 +10,9 @@ use std::fmt::Write as _;
 /// One pushed image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pin {
-    /// The repository the image was built under (`registry.invalid/resize-guard/resize-guard-webhook`):
-    /// the name kustomize's `images:` matches in `deploy/`.
+    /// The repository the image was built under
+    /// (`registry.invalid/resize-guard/resize-guard-webhook`): the name kustomize's `images:`
+    /// matches in `deploy/`.
     pub built: String,
     /// Where it was pushed, without a tag (`registry.example/platform/resize-guard-webhook`).
     pub pushed: String,

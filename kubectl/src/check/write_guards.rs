@@ -1,15 +1,14 @@
-//! Are the controller's writes narrowed to what its code sends? RBAC cannot name a field or
-//! exclude a namespace, so `deploy/base/controller-pod-writes.yaml` and
+//! Are the controller's writes narrowed to what its code sends? RBAC cannot name a field or exclude
+//! a namespace, so `deploy/base/controller-pod-writes.yaml` and
 //! `deploy/base/controller-writes.yaml` (and the chart's templates of the same names) install
 //! ValidatingAdmissionPolicies and their bindings that let the controller's ServiceAccount change
 //! nothing in a pod but the `resize-guard.io/preemption` annotation, add nothing to a pod's status
-//! but `DisruptionTarget`, resize a pod only back to what the kubelet reports (and in its own namespace
-//! only as the admission probe's dry run), evict or delete no pod in kube-system or its own
-//! namespace, and change only `caBundle` of the webhook
-//! configurations. Without the binding a policy does nothing; without `Deny` it only warns or
-//! audits; with `failurePolicy: Ignore` an evaluation error lets the write through; a policy that
-//! no longer matches the writes it guards guards nothing. Each of these is a ✗ here, since the
-//! permissions check above cannot see it.
+//! but `DisruptionTarget`, resize a pod only back to what the kubelet reports (and in its own
+//! namespace only as the admission probe's dry run), evict or delete no pod in kube-system or its
+//! own namespace, and change only `caBundle` of the webhook configurations. Without the binding a
+//! policy does nothing; without `Deny` it only warns or audits; with `failurePolicy: Ignore` an
+//! evaluation error lets the write through; a policy that no longer matches the writes it guards
+//! guards nothing. Each of these is a ✗ here, since the permissions check above cannot see it.
 
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,

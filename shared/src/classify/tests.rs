@@ -1,5 +1,5 @@
-//! Classification end to end: the field-test walls (ARCHITECTURE.md, "The field test") and every verdict's outcome under
-//! each policy knob.
+//! Classification end to end: the field-test walls (ARCHITECTURE.md, "The field test") and every
+//! verdict's outcome under each policy knob.
 
 use super::*;
 use crate::fixture::{

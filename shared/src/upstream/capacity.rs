@@ -81,7 +81,8 @@ pub struct Excess {
 }
 
 impl fmt::Display for Excess {
-    /// As `validateRequestsWithinAllocatable` prints one: `cpu, requested: 2430, allocatable: 1930`.
+    /// As `validateRequestsWithinAllocatable` prints one: `cpu, requested: 2430, allocatable:
+    /// 1930`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,

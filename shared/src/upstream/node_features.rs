@@ -28,8 +28,9 @@ pub const POD_LEVEL_RESIZE: &str = "InPlacePodLevelResourcesVerticalScaling";
 pub const INIT_CONTAINER_RESIZE: &str = "InPlacePodVerticalScalingInitContainers";
 
 /// What a v1.37.2 kubelet with default feature gates declares: each registered feature whose
-/// `Discover` finds its gate on (`ExtendWebSocketsToKubelet`, `RestartAllContainersOnContainerExits`
-/// beta; the two resize features beta/GA; the rest alpha and off).
+/// `Discover` finds its gate on (`ExtendWebSocketsToKubelet`,
+/// `RestartAllContainersOnContainerExits` beta; the two resize features beta/GA; the rest alpha and
+/// off).
 pub const KUBELET_DEFAULTS_V1_37: [&str; 4] = [
     "ExtendWebSocketsToKubelet",
     POD_LEVEL_RESIZE,

@@ -45,10 +45,10 @@ pub fn prepare_resize(old: &Pod, new: &Pod) -> Pod {
     prepare_resize_on(old, new, None)
 }
 
-/// [`prepare_resize`] as Kubernetes minor `minor` prepares it (`None`: the newest). Through
-/// v1.35 `dropNonResizeUpdates` keeps the old pod-level resources: v1.33–v1.34 have no
-/// pod-level resize, and v1.35 keeps the request's only with `InPlacePodLevelResourcesVerticalScaling`,
-/// alpha and off there (`pkg/registry/core/pod/strategy.go` of each minor).
+/// [`prepare_resize`] as Kubernetes minor `minor` prepares it (`None`: the newest). Through v1.35
+/// `dropNonResizeUpdates` keeps the old pod-level resources: v1.33–v1.34 have no pod-level resize,
+/// and v1.35 keeps the request's only with `InPlacePodLevelResourcesVerticalScaling`, alpha and off
+/// there (`pkg/registry/core/pod/strategy.go` of each minor).
 pub fn prepare_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Pod {
     let mut out = drop_non_resize_updates(old, new, minor);
     if let Some(spec) = out.spec.as_mut() {

@@ -178,7 +178,8 @@ pub fn validate_resize_on(old: &Pod, new: &Pod, minor: Option<u32>) -> Result<()
         e.forbidden("spec", "Pod running on node without support for resize");
     }
     if minor == 35 && (pod_level_set(old_spec) || pod_level_set(new_spec)) {
-        // v1.35: the gate is alpha and off by default (`opts.InPlacePodLevelResourcesVerticalScalingEnabled`).
+        // v1.35: the gate is alpha and off by default
+        // (`opts.InPlacePodLevelResourcesVerticalScalingEnabled`).
         e.forbidden(
             "[]",
             "resize of pods with pod-level resources is forbidden when InPlacePodLevelResourcesVerticalScalingEnabled feature gate is disabled",

@@ -1,7 +1,7 @@
 //! Who may never be a victim, and why: [`exclusion`] holds every rule (priority not below the
-//! preemptor's, terminating, system-critical or mirror, protected or excluded namespace,
-//! protected selector, DaemonSet and bare pods unless allowed), so fresh plans and resumed plans apply the same
-//! ones; [`Exclusions`] counts the pods each rule left out, for the reason a plan gives.
+//! preemptor's, terminating, system-critical or mirror, protected or excluded namespace, protected
+//! selector, DaemonSet and bare pods unless allowed), so fresh plans and resumed plans apply the
+//! same ones; [`Exclusions`] counts the pods each rule left out, for the reason a plan gives.
 
 use std::fmt;
 

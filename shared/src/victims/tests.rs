@@ -646,8 +646,8 @@ fn victims_are_listed_with_their_priority() {
     );
 }
 
-/// The pending-growth race end to end: on the kubelet's accounting alone the plan is low3, low4, low5;
-/// while they go, mid0's pending growth fits before high's and takes the room.
+/// The pending-growth race end to end: on the kubelet's accounting alone the plan is low3, low4,
+/// low5; while they go, mid0's pending growth fits before high's and takes the room.
 fn racing_node() -> Vec<Pod> {
     let mut pods = vec![
         pod("high", 1_000_000, "300m", 0)

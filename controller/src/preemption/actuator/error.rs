@@ -1,11 +1,12 @@
 //! Why carrying out a decision failed: [`ActuateError`], named after the operation that failed
 //! (each over one write's [`WriteError`], `crate::preemption::write`), with a stable
-//! [`ActuateError::reason`] for metrics. A write the API server forbids (403: RBAC without the grant a policy needs, or one of the
-//! ValidatingAdmissionPolicies of `deploy/base/controller-writes.yaml`) gets
-//! [`ActuateError::forbidden_note`], the `WriteForbidden` Event's text: what was refused, the API
-//! server's own words and the grant to install. A conditional write refused because the object
-//! changed since it was read ([`WriteError::precondition_failed`],
-//! [`ActuateError::plan_changed`]) is told apart from an invalid one: it is no fault.
+//! [`ActuateError::reason`] for metrics. A write the API server forbids (403: RBAC without the
+//! grant a policy needs, or one of the ValidatingAdmissionPolicies of
+//! `deploy/base/controller-writes.yaml`) gets [`ActuateError::forbidden_note`], the
+//! `WriteForbidden` Event's text: what was refused, the API server's own words and the grant to
+//! install. A conditional write refused because the object changed since it was read
+//! ([`WriteError::precondition_failed`], [`ActuateError::plan_changed`]) is told apart from an
+//! invalid one: it is no fault.
 
 use crate::preemption::seal::KeyError;
 pub use crate::preemption::write::WriteError;

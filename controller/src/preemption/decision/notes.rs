@@ -14,11 +14,11 @@
 //! and relates no object; the preemptor's own `PreemptingForResize` counts it.
 //!
 //! One exception, [`QUOTES_THE_RECORD`]: `PreemptionPlanRejected` says which entries of the plan
-//! record on the preemptor (annotation `resize-guard.io/preemption`, ARCHITECTURE.md, "controller/") fail
-//! which rule. Every name it gives is in that annotation, on the same pod, for the same readers
-//! (`kubectl get pod -o yaml`), and a record its author planted must stay legible to its author.
-//! Counting them there would hide nothing the annotation does not show; the record's format
-//! (`shared/src/plan.rs`) is where other namespaces' names would have to go first.
+//! record on the preemptor (annotation `resize-guard.io/preemption`, ARCHITECTURE.md,
+//! "controller/") fail which rule. Every name it gives is in that annotation, on the same pod, for
+//! the same readers (`kubectl get pod -o yaml`), and a record its author planted must stay legible
+//! to its author. Counting them there would hide nothing the annotation does not show; the record's
+//! format (`shared/src/plan.rs`) is where other namespaces' names would have to go first.
 
 use resize_guard_runtime::events::EventReason;
 
