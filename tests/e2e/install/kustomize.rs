@@ -632,17 +632,7 @@ async fn removals_follow_the_moved_namespace(env: &Env, ns: &str) {
         .unwrap();
     let client = kube::Client::try_from(config).unwrap();
     let admin: Api<Pod> = Api::namespaced(env.client().await, MOVED);
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "moved-victim"},
-        "spec": {
-            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
-                "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [{"name": "app", "image": "registry.example/app:1",
-                "securityContext": {"allowPrivilegeEscalation": false,
-                    "capabilities": {"drop": ["ALL"]}}}]
-        }
-    }))
-    .unwrap();
+    let pod = super::privileges::restricted_pod("moved-victim");
     admin.create(&PostParams::default(), &pod).await.unwrap();
     let dry = PostParams {
         dry_run: true,

@@ -88,7 +88,7 @@ async fn controller_client(env: &Env) -> kube::Client {
 }
 
 /// A pod Pod Security `restricted` admits (the install namespace enforces it), not scheduled.
-fn restricted_pod(name: &str) -> Pod {
+pub(super) fn restricted_pod(name: &str) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
         "spec": {
