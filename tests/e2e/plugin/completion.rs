@@ -16,7 +16,7 @@ use kube::api::Api;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::objects::create_all;
 
-use super::basics::plugin_dir;
+use super::command::plugin_dir;
 
 /// kubectl's answer: the candidates (with descriptions) and the directive.
 #[derive(Debug)]

@@ -25,7 +25,7 @@ use resize_guard_harness::text::assert_contains_all;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::basics::{plugin_dir, rg_run};
+use super::command::{plugin_dir, rg_run};
 
 /// The release of the plugin and of `deploy/` (one workspace version).
 const RELEASE: &str = env!("CARGO_PKG_VERSION");
