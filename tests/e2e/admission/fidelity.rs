@@ -39,8 +39,9 @@ use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
 use resize_guard_harness::admission::Webhooks;
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, EnvOptions, LogGuard, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
+use resize_guard_harness::kubectl::KubectlOutput;
 use resize_guard_policy::upstream::node_features::{KUBELET_DEFAULTS_V1_37, POD_LEVEL_RESIZE};
 use tokio::sync::OnceCell;
 
@@ -48,21 +49,57 @@ static BASELINE: OnceCell<Baseline> = OnceCell::const_new();
 static HOOK: OnceCell<support::Webhook> = OnceCell::const_new();
 
 /// Phase 1 once for the whole binary, then the webhook: no test sees resize-guard before every
-/// upstream answer is recorded.
-async fn setup() -> (&'static Env, &'static Baseline) {
+/// upstream answer is recorded. The guard prints the control plane's logs if the test fails.
+async fn setup() -> (&'static Env, &'static Baseline, LogGuard<'static>) {
     let env = shared(EnvOptions::default());
     let base = BASELINE.get_or_init(|| baseline::record(env)).await;
     HOOK.get_or_init(|| support::start(env, Webhooks::Mutating))
         .await;
-    (env, base)
+    (env, base, env.guard())
+}
+
+/// The probe's real (not dry-run) resize through kubectl.
+async fn kubectl_resize(env: &Env, p: &Probe) -> KubectlOutput {
+    env.kubectl()
+        .resize(&p.ns, &p.name, &p.patch.to_string())
+        .await
+        .unwrap()
+}
+
+/// The probe's pod as stored now.
+async fn stored(env: &Env, p: &Probe) -> Pod {
+    let pods: Api<Pod> = Api::namespaced(env.client().await, &p.ns);
+    pods.get(&p.name).await.unwrap()
 }
 
 /// The baseline's scenario `name`, after asserting that the API server without resize-guard
 /// refused it as an invalid spec with a message containing `says`.
 fn invalid_upstream<'a>(base: &'a Baseline, name: &str, says: &str) -> &'a Probe {
     let p = base.named(name);
-    assert_eq!(answer::upstream(&p.upstream), Upstream::InvalidSpec);
-    assert!(p.upstream.message().contains(says), "{}", p.upstream);
+    assert_eq!(
+        answer::upstream(&p.upstream),
+        Upstream::InvalidSpec,
+        "{name}"
+    );
+    assert!(
+        p.upstream.message().contains(says),
+        "{name}: {}",
+        p.upstream
+    );
+    p
+}
+
+/// The baseline's scenario `name`, after asserting that the API server without resize-guard
+/// refused it for the QoS rule only, from class `from`.
+fn qos_only_upstream<'a>(base: &'a Baseline, name: &str, from: &str) -> &'a Probe {
+    let p = base.named(name);
+    let want = Upstream::QosOnly { from: from.into() };
+    assert_eq!(
+        answer::upstream(&p.upstream),
+        want,
+        "upstream: {}",
+        p.upstream
+    );
     p
 }
 
@@ -72,11 +109,7 @@ async fn assert_user_sees_upstreams_refusal(env: &Env, p: &Probe) {
     let Answer::Refused { message, .. } = &p.upstream else {
         panic!("{}: upstream accepted", p.label);
     };
-    let out = env
-        .kubectl()
-        .resize(&p.ns, &p.name, &p.patch.to_string())
-        .await
-        .unwrap();
+    let out = kubectl_resize(env, p).await;
     assert!(!out.success, "{}: the resize went through", p.label);
     // kubectl prints `Error from server (Forbidden): <message>`, or `The <message>` for one
     // validation error and `The <subject>: ` with one `* <error>` line each for several (whose
@@ -102,9 +135,8 @@ async fn assert_user_sees_upstreams_refusal(env: &Env, p: &Probe) {
         );
     }
     assert!(!out.stderr.contains("resize-guard"), "{}", out.stderr);
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &p.ns);
     assert_eq!(
-        pods.get(&p.name).await.unwrap().metadata.generation,
+        stored(env, p).await.metadata.generation,
         Some(1),
         "{}: nothing stored",
         p.label
@@ -113,27 +145,14 @@ async fn assert_user_sees_upstreams_refusal(env: &Env, p: &Probe) {
 
 #[tokio::test]
 async fn pod_level_limit_defaulting_qos_change_gets_resize_guards_message() {
-    let (env, base) = setup().await;
-    let _g = env.guard();
-    let p = base.named("pod-level-defaulting");
-    assert_eq!(
-        answer::upstream(&p.upstream),
-        Upstream::QosOnly {
-            from: "Burstable".into()
-        },
-        "upstream: {}",
-        p.upstream
-    );
+    let (env, base, _g) = setup().await;
+    let p = qos_only_upstream(base, "pod-level-defaulting", "Burstable");
     assert_eq!(
         p.qos_to,
         Some(Ok("Guaranteed".to_owned())),
         "upstream defaults the pod-level memory limit from the new container limit"
     );
-    let out = env
-        .kubectl()
-        .resize(&p.ns, &p.name, &p.patch.to_string())
-        .await
-        .unwrap();
+    let out = kubectl_resize(env, p).await;
     assert!(!out.success);
     // kubectl prints a 422 Invalid from its causes: upstream's, then resize-guard's explanation.
     assert!(
@@ -159,8 +178,7 @@ async fn with_resize_guard(env: &Env, p: &Probe) -> Answer {
 /// upstream stores it; resize-guard refuses it with the same code, reason and cause.
 #[tokio::test]
 async fn a_resize_beyond_allocatable_is_refused_in_pod_resize_validators_shape() {
-    let (env, base) = setup().await;
-    let _g = env.guard();
+    let (env, base, _g) = setup().await;
     let minor = env.cp.minor();
     for (key, upstream_says) in [
         (
@@ -174,21 +192,13 @@ async fn a_resize_beyond_allocatable_is_refused_in_pod_resize_validators_shape()
     ] {
         let p = base.named(key);
         let with = with_resize_guard(env, p).await;
-        let Answer::Refused {
-            code,
-            reason,
-            message,
-            causes,
-            subject,
-        } = &with
-        else {
-            panic!("{key}: stored with resize-guard installed")
-        };
-        assert_eq!((*code, reason.as_str()), (403, "Forbidden"), "{with}");
-        assert_eq!(causes[0].0, "NodeCapacity", "{with}");
-        assert_eq!(subject, &("pods".to_owned(), key.to_owned()));
+        let r = with.refusal(&format!("{key} with resize-guard installed"));
+        assert_eq!((r.code, r.reason), (403, "Forbidden"), "{with}");
+        assert_eq!(r.causes[0].0, "NodeCapacity", "{with}");
+        assert_eq!(r.subject, &("pods".to_owned(), key.to_owned()));
         assert!(
-            message.contains("resize-guard: this resize can never fit on node"),
+            r.message
+                .contains("resize-guard: this resize can never fit on node"),
             "{with}"
         );
         if minor >= 36 {
@@ -203,7 +213,7 @@ async fn a_resize_beyond_allocatable_is_refused_in_pod_resize_validators_shape()
             );
             assert_eq!(p.upstream.message(), up);
             assert!(
-                message.starts_with(&format!(
+                r.message.starts_with(&format!(
                     "admission webhook \"mutate.resize-guard.io\" denied the request: {up}. resize-guard: "
                 )),
                 "{with}"
@@ -212,9 +222,8 @@ async fn a_resize_beyond_allocatable_is_refused_in_pod_resize_validators_shape()
             assert_eq!(p.upstream, Answer::Accepted, "v1.{minor} stores it");
         }
         assert_eq!(answer::shape(&p.upstream, &with, minor), None);
-        let pods: Api<Pod> = Api::namespaced(env.client().await, &p.ns);
         assert_eq!(
-            pods.get(&p.name).await.unwrap().metadata.generation,
+            stored(env, p).await.metadata.generation,
             Some(1),
             "{key}: nothing stored"
         );
@@ -226,58 +235,29 @@ async fn a_resize_beyond_allocatable_is_refused_in_pod_resize_validators_shape()
 /// cause, which is what kubectl prints).
 #[tokio::test]
 async fn a_qos_change_is_refused_in_validations_shape_and_kubectl_prints_both() {
-    let (env, base) = setup().await;
-    let _g = env.guard();
-    let p = base.named("qos-only");
-    assert_eq!(
-        answer::upstream(&p.upstream),
-        Upstream::QosOnly {
-            from: "Guaranteed".into()
-        },
-        "{}",
-        p.upstream
-    );
+    let (env, base, _g) = setup().await;
+    let p = qos_only_upstream(base, "qos-only", "Guaranteed");
     let with = with_resize_guard(env, p).await;
-    let Answer::Refused {
-        code,
-        reason,
-        message,
-        causes,
-        subject,
-    } = &with
-    else {
-        panic!("stored with resize-guard installed")
-    };
-    let Answer::Refused {
-        causes: up_causes,
-        subject: up_subject,
-        ..
-    } = &p.upstream
-    else {
-        unreachable!()
-    };
-    assert_eq!((*code, reason.as_str()), (422, "Invalid"), "{with}");
-    assert_eq!(subject, up_subject);
-    assert_eq!(subject, &("Pod".to_owned(), "qos-only".to_owned()));
-    assert_eq!(&causes[..1], &up_causes[..], "{with}");
+    let r = with.refusal("qos-only with resize-guard installed");
+    let up = p.upstream.refusal("qos-only without resize-guard");
+    assert_eq!((r.code, r.reason), (422, "Invalid"), "{with}");
+    assert_eq!(r.subject, up.subject);
+    assert_eq!(r.subject, &("Pod".to_owned(), "qos-only".to_owned()));
+    assert_eq!(&r.causes[..1], up.causes, "{with}");
     assert_eq!(
-        (causes[0].0.as_str(), causes[0].1.as_str()),
+        (r.causes[0].0.as_str(), r.causes[0].1.as_str()),
         ("FieldValueInvalid", "spec")
     );
-    assert_eq!(causes[1].0, answer::EXPLANATION);
+    assert_eq!(r.causes[1].0, answer::EXPLANATION);
     assert!(
-        message.starts_with(&format!(
+        r.message.starts_with(&format!(
             "admission webhook \"mutate.resize-guard.io\" denied the request: {}. resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable",
             p.upstream.message()
         )),
         "{with}"
     );
     assert_eq!(answer::shape(&p.upstream, &with, env.cp.minor()), None);
-    let out = env
-        .kubectl()
-        .resize(&p.ns, &p.name, &p.patch.to_string())
-        .await
-        .unwrap();
+    let out = kubectl_resize(env, p).await;
     assert!(!out.success);
     for line in [
         "The Pod \"qos-only\" is invalid: \n",
@@ -290,8 +270,7 @@ async fn a_qos_change_is_refused_in_validations_shape_and_kubectl_prints_both() 
 
 #[tokio::test]
 async fn request_above_limit_per_container_gets_upstreams_message() {
-    let (env, base) = setup().await;
-    let _g = env.guard();
+    let (env, base, _g) = setup().await;
     let p = invalid_upstream(
         base,
         "per-container-qos",
@@ -301,10 +280,10 @@ async fn request_above_limit_per_container_gets_upstreams_message() {
     assert_user_sees_upstreams_refusal(env, p).await;
 }
 
+/// Invalid specs (larger than the node, or an empty pod-level object): upstream's words only.
 #[tokio::test]
-async fn invalid_resizes_larger_than_the_node_get_upstreams_message_not_infeasible() {
-    let (env, base) = setup().await;
-    let _g = env.guard();
+async fn invalid_resizes_get_upstreams_message_not_infeasible() {
+    let (env, base, _g) = setup().await;
     for (key, upstream_says) in [
         (
             "huge-request-above-limit",
@@ -318,26 +297,19 @@ async fn invalid_resizes_larger_than_the_node_get_upstreams_message_not_infeasib
             "container-limit-above-pod-limit",
             "must be less than or equal to pod limits",
         ),
+        (
+            "empty-pod-level-resources",
+            "only cpu and memory resources are mutable",
+        ),
     ] {
-        let p = base.named(key);
-        assert_eq!(
-            answer::upstream(&p.upstream),
-            Upstream::InvalidSpec,
-            "{key}"
-        );
-        assert!(
-            p.upstream.message().contains(upstream_says),
-            "{key}: {}",
-            p.upstream
-        );
+        let p = invalid_upstream(base, key, upstream_says);
         assert_user_sees_upstreams_refusal(env, p).await;
     }
 }
 
 #[tokio::test]
 async fn pod_level_resize_on_a_node_without_the_feature_gets_upstreams_message() {
-    let (env, base) = setup().await;
-    let _g = env.guard();
+    let (env, base, _g) = setup().await;
     let nodes: Api<Node> = Api::all(env.client().await);
     let declared = |n: &Node| {
         n.status
@@ -386,11 +358,7 @@ async fn pod_level_resize_on_a_node_without_the_feature_gets_upstreams_message()
         "a v1.37.2 kubelet with default gates"
     );
     assert_eq!(default.upstream, Answer::Accepted);
-    let out = env
-        .kubectl()
-        .resize(&default.ns, &default.name, &default.patch.to_string())
-        .await
-        .unwrap();
+    let out = kubectl_resize(env, default).await;
     assert!(out.success, "{}", out.stderr);
     assert!(
         !out.stderr.contains(answer::NODE_FEATURES),
@@ -411,8 +379,7 @@ async fn pod_level_resize_on_a_node_without_the_feature_gets_upstreams_message()
 /// so no v1.37 node omits it from `declaredFeatures`.
 #[tokio::test]
 async fn a_v1_37_kubelet_cannot_turn_the_init_container_resize_feature_off() {
-    let (env, _) = setup().await;
-    let _g = env.guard();
+    let (env, _, _g) = setup().await;
     let cfg = HollowNodeConfig::with_allocatable(&env.unique("fid-init-off"), "1", "1Gi")
         .unwrap()
         .feature_gate("InPlacePodVerticalScalingInitContainers=false");
@@ -428,18 +395,12 @@ async fn a_v1_37_kubelet_cannot_turn_the_init_container_resize_feature_off() {
 
 #[tokio::test]
 async fn adding_pod_level_resources_to_a_pod_with_overhead_is_accepted() {
-    let (env, base) = setup().await;
-    let _g = env.guard();
+    let (env, base, _g) = setup().await;
     let p = base.named("pod-level-added-with-overhead");
     assert_eq!(p.upstream, Answer::Accepted);
-    let out = env
-        .kubectl()
-        .resize(&p.ns, &p.name, &p.patch.to_string())
-        .await
-        .unwrap();
+    let out = kubectl_resize(env, p).await;
     assert!(out.success, "{}", out.stderr);
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &p.ns);
-    let stored = pods.get(&p.name).await.unwrap();
+    let stored = stored(env, p).await;
     assert_eq!(stored.metadata.generation, Some(2), "the resize was stored");
     assert_eq!(
         stored.status.and_then(|s| s.qos_class).as_deref(),
@@ -447,25 +408,12 @@ async fn adding_pod_level_resources_to_a_pod_with_overhead_is_accepted() {
     );
 }
 
-#[tokio::test]
-async fn an_empty_pod_level_resources_object_gets_upstreams_message_not_infeasible() {
-    let (env, base) = setup().await;
-    let _g = env.guard();
-    let p = invalid_upstream(
-        base,
-        "empty-pod-level-resources",
-        "only cpu and memory resources are mutable",
-    );
-    assert_user_sees_upstreams_refusal(env, p).await;
-}
-
 /// A resize that adds pod-level `hugepages-2Mi` and changes no cpu or memory value: upstream
 /// refuses it, resize-guard steps aside and says so on a dry run (decision `invalid`, as
 /// `kubectl resize-guard what-if` reads it), and the user sees upstream's refusal word for word.
 #[tokio::test]
 async fn adding_pod_level_hugepages_is_upstreams_refusal_and_resize_guards_invalid() {
-    let (env, base) = setup().await;
-    let _g = env.guard();
+    let (env, base, _g) = setup().await;
     let p = invalid_upstream(
         base,
         "pod-level-hugepages-added",
@@ -540,8 +488,7 @@ fn shown(disagreements: &[(usize, String)]) -> Vec<&(usize, String)> {
 
 #[tokio::test]
 async fn resize_guard_never_contradicts_the_api_server_on_generated_resizes() {
-    let (env, base) = setup().await;
-    let _g = env.guard();
+    let (env, base, _g) = setup().await;
     let started = Instant::now();
     let client = env.client().await;
     let answers: BTreeMap<usize, Answer> = stream::iter(base.cases.iter().enumerate())

@@ -15,8 +15,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use resize_guard_harness::admission::Webhooks;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
-use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
-use resize_guard_harness::metrics_server::MetricsServer;
 use resize_guard_harness::objects::*;
 use resize_guard_policy::usage::PodUsage;
 use serde_json::json;
@@ -78,14 +76,7 @@ async fn dry_runs(pods: &Api<Pod>, n: usize, patch: impl Fn(usize) -> String) ->
 async fn a_memory_limit_below_usage_is_refused_above_is_admitted_and_without_metrics_warned() {
     let env: &Env = shared(EnvOptions::default());
     let hook = support::start(env, Webhooks::Mutating).await;
-    let node_name = env.unique("mem");
-    let node = HollowNode::start(
-        &env.cp,
-        &HollowNodeConfig::new(&node_name, 2, "4Gi").kubelet_api(),
-    )
-    .await
-    .unwrap();
-    let mut metrics = MetricsServer::start(&env.cp).await.unwrap();
+    let (node_name, node, mut metrics) = crate::scenario::metered_node(env, "mem").await;
     let ns = env.namespace("mem").await;
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
     create_running(

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use resize_guard_harness::admission::{MUTATING_NAME, Webhooks};
-use resize_guard_harness::env::{EnvOptions, shared};
+use resize_guard_harness::env::{Env, EnvOptions, LogGuard, shared};
 use resize_guard_harness::objects::patch_resize;
 use rustls_pki_types::ServerName;
 use serde_json::{Value, json};
@@ -327,31 +327,124 @@ fn reviews(text: &str) -> f64 {
     )
 }
 
-/// What every attack asserts about the real resizes made during it.
-fn assert_served(
-    latencies: &[Duration],
-    failures: &[String],
+/// One attack at a time, on a webhook of its own with the steady pod beside it, and the counters
+/// read before it starts (the control plane's logs are printed if the test fails).
+struct Attack {
+    env: &'static Env,
+    hook: support::Webhook,
+    client: kube::Client,
+    ns: String,
+    pods: Api<Pod>,
+    /// The webhook configuration's `timeoutSeconds`.
+    deadline: Duration,
+    fail_open_before: f64,
+    reviews_before: f64,
+    // Dropped last (fields drop in order): the webhook stops before the next attack starts.
+    _logs: LogGuard<'static>,
+    _one: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Attack {
+    async fn start(prefix: &str) -> Attack {
+        let env = shared(EnvOptions::default());
+        let logs = env.guard();
+        let one = ONE_ATTACK.lock().await;
+        let hook = support::start(env, Webhooks::Mutating).await;
+        let client = env.client().await;
+        let (ns, _, pods) = support::steady(env, prefix).await;
+        let fail_open_before = fail_open(&client).await;
+        let reviews_before = reviews(&hook.health("/metrics").await.unwrap());
+        Attack {
+            env,
+            hook,
+            client,
+            ns,
+            pods,
+            deadline: timeout_seconds(),
+            fail_open_before,
+            reviews_before,
+            _logs: logs,
+            _one: one,
+        }
+    }
+
+    /// Real resizes of the steady pod through kube-apiserver until `end` ([`resizes`]).
+    async fn resizes(&self, end: Instant) -> (Vec<Duration>, Vec<String>) {
+        resizes(&self.pods, end).await
+    }
+
+    /// What the webhook and kube-apiserver counted since [`Attack::start`], for the real resizes.
+    async fn served(&self, (latencies, failures): (Vec<Duration>, Vec<String>)) -> Served {
+        let fail_open_delta = fail_open(&self.client).await - self.fail_open_before;
+        let metrics = self.hook.health("/metrics").await.unwrap();
+        Served {
+            reviewed: reviews(&metrics) - self.reviews_before,
+            metrics,
+            latencies,
+            failures,
+            fail_open_delta,
+            deadline: self.deadline,
+        }
+    }
+}
+
+/// The real resizes made during an attack, and what was counted meanwhile.
+struct Served {
+    latencies: Vec<Duration>,
+    failures: Vec<String>,
+    /// The webhook's `/metrics` after the attack.
+    metrics: String,
+    /// Mutate reviews the webhook counted during the attack.
     reviewed: f64,
+    /// Fail-open calls kube-apiserver counted during the attack.
     fail_open_delta: f64,
     deadline: Duration,
-) {
-    assert!(failures.is_empty(), "resizes failed: {failures:?}");
-    assert!(
-        latencies.len() >= 20,
-        "only {} resizes during the attack",
-        latencies.len()
-    );
-    assert!(
-        p99(latencies) < deadline,
-        "p99 {:?} ≥ timeoutSeconds {deadline:?}",
-        p99(latencies)
-    );
-    assert_eq!(fail_open_delta, 0.0, "kube-apiserver failed open");
-    assert!(
-        reviewed >= latencies.len() as f64,
-        "the webhook reviewed {reviewed} of {} resizes",
-        latencies.len()
-    );
+}
+
+impl std::fmt::Display for Served {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} real resizes, p99 {:?}, max {:?} (timeoutSeconds {:?}); fail-open +{}; \
+             mutate reviews +{}",
+            self.latencies.len(),
+            p99(&self.latencies),
+            self.latencies.iter().max().copied().unwrap_or_default(),
+            self.deadline,
+            self.fail_open_delta,
+            self.reviewed
+        )
+    }
+}
+
+impl Served {
+    /// What every attack asserts about the real resizes made during it.
+    fn assert(&self) {
+        let latencies = &self.latencies;
+        assert!(
+            self.failures.is_empty(),
+            "resizes failed: {:?}",
+            self.failures
+        );
+        assert!(
+            latencies.len() >= 20,
+            "only {} resizes during the attack",
+            latencies.len()
+        );
+        assert!(
+            p99(latencies) < self.deadline,
+            "p99 {:?} ≥ timeoutSeconds {:?}",
+            p99(latencies),
+            self.deadline
+        );
+        assert_eq!(self.fail_open_delta, 0.0, "kube-apiserver failed open");
+        assert!(
+            self.reviewed >= latencies.len() as f64,
+            "the webhook reviewed {} of {} resizes",
+            self.reviewed,
+            latencies.len()
+        );
+    }
 }
 
 fn p99(latencies: &[Duration]) -> Duration {
@@ -363,15 +456,8 @@ fn p99(latencies: &[Duration]) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn under_a_slowloris_and_a_flood_of_maximum_size_bodies_real_reviews_are_answered_in_time() {
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let _one = ONE_ATTACK.lock().await;
-    let hook = support::start(env, Webhooks::Mutating).await;
-    let (limit, deadline) = (memory_limit(), timeout_seconds());
-    let client = env.client().await;
-    let (ns, _, pods) = support::steady(env, "overload").await;
-    let fail_open_before = fail_open(&client).await;
-    let reviews_before = reviews(&hook.health("/metrics").await.unwrap());
+    let a = Attack::start("overload").await;
+    let (hook, limit) = (&a.hook, memory_limit());
     let rss_before = rss(hook.process.pid());
 
     // The attack, bounded in time; the connections are bounded by the tasks.
@@ -406,7 +492,7 @@ async fn under_a_slowloris_and_a_flood_of_maximum_size_bodies_real_reviews_are_a
     // Real resizes through kube-apiserver, one after another, from 3 s into the attack (the
     // slowloris is then at full strength) to its end.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (latencies, failures) = resizes(&pods, end).await;
+    let real = a.resizes(end).await;
     let mut loris = Loris::default();
     for l in lorises {
         let seen = l.await.unwrap();
@@ -421,23 +507,18 @@ async fn under_a_slowloris_and_a_flood_of_maximum_size_bodies_real_reviews_are_a
         }
     }
     let peak = sampler.await.unwrap();
-    let fail_open_delta = fail_open(&client).await - fail_open_before;
-    let webhook_metrics = hook.health("/metrics").await.unwrap();
-    let reviewed = reviews(&webhook_metrics) - reviews_before;
+    let served = a.served(real).await;
     let shed = metric_sum(
-        &webhook_metrics,
+        &served.metrics,
         "resize_guard_admission_refusals_total",
         &["reason=\"shed\""],
     );
-    let worst = latencies.iter().max().copied().unwrap_or_default();
     let longest_loris = loris.cut.iter().max().copied().unwrap_or_default();
     eprintln!(
-        "attack {ATTACK:?} in {ns}: {} real resizes, p99 {:?}, max {worst:?} (timeoutSeconds {deadline:?}); \
-         webhook RSS {} MiB before, peak {} MiB (limit {} MiB); fail-open +{fail_open_delta}; \
-         mutate reviews +{reviewed}; slowloris: {} cut (longest {longest_loris:?}), {} open at the end, {} refused; \
+        "attack {ATTACK:?} in {}: {served}; webhook RSS {} MiB before, peak {} MiB (limit {} MiB); \
+         slowloris: {} cut (longest {longest_loris:?}), {} open at the end, {} refused; \
          flood answers by status {statuses:?}; shed {shed}",
-        latencies.len(),
-        p99(&latencies),
+        a.ns,
         rss_before >> 20,
         peak >> 20,
         limit >> 20,
@@ -446,7 +527,7 @@ async fn under_a_slowloris_and_a_flood_of_maximum_size_bodies_real_reviews_are_a
         loris.refused,
     );
 
-    assert_served(&latencies, &failures, reviewed, fail_open_delta, deadline);
+    served.assert();
     assert!(
         peak < limit,
         "peak RSS {} MiB ≥ the {} MiB limit",
@@ -476,7 +557,7 @@ async fn under_a_slowloris_and_a_flood_of_maximum_size_bodies_real_reviews_are_a
         answered >= FLOODERS,
         "the flood got no answers: {statuses:?}"
     );
-    drop(hook);
+    drop(a);
 }
 
 /// What one trickling sender saw: per connection, the status it was answered with (0: cut
@@ -547,15 +628,8 @@ async fn trickle(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn trickled_small_bodies_do_not_hold_the_regular_lane_from_real_reviews() {
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let _one = ONE_ATTACK.lock().await;
-    let hook = support::start(env, Webhooks::Mutating).await;
-    let deadline = timeout_seconds();
-    let client = env.client().await;
-    let (ns, _, pods) = support::steady(env, "trickle").await;
-    let fail_open_before = fail_open(&client).await;
-    let reviews_before = reviews(&hook.health("/metrics").await.unwrap());
+    let a = Attack::start("trickle").await;
+    let hook = &a.hook;
 
     let config = tls_config(&hook.bundle.ca_cert_pem);
     let end = Instant::now() + ATTACK;
@@ -567,19 +641,17 @@ async fn trickled_small_bodies_do_not_hold_the_regular_lane_from_real_reviews() 
         .collect();
     // From 3 s in (every trickler has its first body going) to the end.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (latencies, failures) = resizes(&pods, end).await;
+    let real = a.resizes(end).await;
     let mut seen = Trickled::default();
     for t in tricklers {
         let t = t.await.unwrap();
         seen.answers.extend(t.answers);
         seen.refused += t.refused;
     }
-    let fail_open_delta = fail_open(&client).await - fail_open_before;
-    let webhook_metrics = hook.health("/metrics").await.unwrap();
-    let reviewed = reviews(&webhook_metrics) - reviews_before;
+    let served = a.served(real).await;
     let refusals = |reason: &str| {
         metric_sum(
-            &webhook_metrics,
+            &served.metrics,
             "resize_guard_admission_refusals_total",
             &[&format!("reason=\"{reason}\"")],
         )
@@ -596,13 +668,10 @@ async fn trickled_small_bodies_do_not_hold_the_regular_lane_from_real_reviews() 
         .max()
         .unwrap_or_default();
     eprintln!(
-        "trickle {ATTACK:?} in {ns}: {} real resizes, p99 {:?}, max {:?} (timeoutSeconds {deadline:?}); \
-         fail-open +{fail_open_delta}; mutate reviews +{reviewed}; {TRICKLERS} tricklers from {} addresses: \
+        "trickle {ATTACK:?} in {}: {served}; {TRICKLERS} tricklers from {} addresses: \
          answers by status {by_status:?}, longest 408 after {held_longest:?}, {} not connected; \
          refusals body-timeout {}, source-shed {}, shed {}",
-        latencies.len(),
-        p99(&latencies),
-        latencies.iter().max().copied().unwrap_or_default(),
+        a.ns,
         TRICKLE_SOURCES.len(),
         seen.refused,
         refusals("body-timeout"),
@@ -610,7 +679,7 @@ async fn trickled_small_bodies_do_not_hold_the_regular_lane_from_real_reviews() 
         refusals("shed"),
     );
 
-    assert_served(&latencies, &failures, reviewed, fail_open_delta, deadline);
+    served.assert();
     assert!(
         by_status.get(&408).copied().unwrap_or(0) >= TRICKLERS,
         "the trickled bodies were not timed out: {by_status:?}"
@@ -623,7 +692,7 @@ async fn trickled_small_bodies_do_not_hold_the_regular_lane_from_real_reviews() 
         held_longest < BODY_READ_TIMEOUT,
         "a trickled body was answered {held_longest:?} after its head"
     );
-    drop(hook);
+    drop(a);
 }
 
 /// What one idle HTTP/2 connection saw.
@@ -720,15 +789,8 @@ async fn idle_h2(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn more_idle_http2_connections_than_the_limit_leave_kube_apiserver_room_to_reconnect() {
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let _one = ONE_ATTACK.lock().await;
-    let hook = support::start(env, Webhooks::Mutating).await;
-    let deadline = timeout_seconds();
-    let client = env.client().await;
-    let (ns, _, pods) = support::steady(env, "idle").await;
-    let fail_open_before = fail_open(&client).await;
-    let reviews_before = reviews(&hook.health("/metrics").await.unwrap());
+    let a = Attack::start("idle").await;
+    let hook = &a.hook;
 
     // The crowd: 64 connections from each of 9 addresses, 576 > --max-connections.
     let config =
@@ -755,21 +817,19 @@ async fn more_idle_http2_connections_than_the_limit_leave_kube_apiserver_room_to
     let doubled = format!("{0}{0}", hook.bundle.ca_cert_pem);
     let doubled = serde_json::to_value(k8s_openapi::ByteString(doubled.into_bytes())).unwrap();
     resize_guard_harness::admission::register(
-        env,
+        a.env,
         &format!("https://127.0.0.1:{}", hook.port),
         doubled.as_str().unwrap(),
         Webhooks::Mutating,
     )
     .await
     .unwrap();
-    let (latencies, failures) = resizes(&pods, end).await;
+    let real = a.resizes(end).await;
     let mut seen = Vec::new();
     for c in crowd {
         seen.push(c.await.unwrap());
     }
-    let fail_open_delta = fail_open(&client).await - fail_open_before;
-    let webhook_metrics = hook.health("/metrics").await.unwrap();
-    let reviewed = reviews(&webhook_metrics) - reviews_before;
+    let served = a.served(real).await;
     let accepted: Vec<&Idle> = seen.iter().filter(|i| !i.refused).collect();
     let still_open = accepted.iter().filter(|i| i.ended_after.is_none()).count();
     let longest = accepted
@@ -778,16 +838,13 @@ async fn more_idle_http2_connections_than_the_limit_leave_kube_apiserver_room_to
         .max()
         .unwrap_or_default();
     let count = |name: &str, reason: &str| {
-        metric_sum(&webhook_metrics, name, &[&format!("reason=\"{reason}\"")])
+        metric_sum(&served.metrics, name, &[&format!("reason=\"{reason}\"")])
     };
     eprintln!(
-        "idle HTTP/2 {IDLE_ATTACK:?} in {ns}: {} real resizes, p99 {:?}, max {:?} (timeoutSeconds {deadline:?}); \
-         fail-open +{fail_open_delta}; mutate reviews +{reviewed}; crowd of {attempted}: {} accepted, {} refused, \
+        "idle HTTP/2 {IDLE_ATTACK:?} in {}: {served}; crowd of {attempted}: {} accepted, {} refused, \
          {still_open} still open at the end, longest idle before GOAWAY {longest:?}; \
          refused limit {} source-limit {}, closed idle {} max-age {}",
-        latencies.len(),
-        p99(&latencies),
-        latencies.iter().max().copied().unwrap_or_default(),
+        a.ns,
         accepted.len(),
         attempted - accepted.len(),
         count("resize_guard_connections_refused_total", "limit"),
@@ -796,7 +853,7 @@ async fn more_idle_http2_connections_than_the_limit_leave_kube_apiserver_room_to
         count("resize_guard_connections_closed_total", "max-age"),
     );
 
-    assert_served(&latencies, &failures, reviewed, fail_open_delta, deadline);
+    served.assert();
     assert!(
         accepted.len() < attempted,
         "the crowd was not limited: {} of {attempted} accepted",
@@ -813,5 +870,5 @@ async fn more_idle_http2_connections_than_the_limit_leave_kube_apiserver_room_to
         longest <= IDLE_TIMEOUT + Duration::from_secs(5),
         "an idle connection stayed {longest:?}"
     );
-    drop(hook);
+    drop(a);
 }

@@ -19,8 +19,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use resize_guard_harness::admission::Webhooks;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
-use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
-use resize_guard_harness::metrics_server::MetricsServer;
 use resize_guard_harness::objects::*;
 use resize_guard_policy::usage::PodUsage;
 use rustls_pki_types::ServerName;
@@ -110,14 +108,7 @@ async fn metric(hook: &support::Webhook, prefix: &str) -> u64 {
 async fn a_tenant_learns_no_other_namespaces_pods_or_usage_from_the_webhook() {
     let env: &Env = shared(EnvOptions::default());
     let hook = support::start(env, Webhooks::Mutating).await;
-    let node_name = env.unique("tenancy");
-    let node = HollowNode::start(
-        &env.cp,
-        &HollowNodeConfig::new(&node_name, 2, "4Gi").kubelet_api(),
-    )
-    .await
-    .unwrap();
-    let mut metrics = MetricsServer::start(&env.cp).await.unwrap();
+    let (node_name, node, mut metrics) = crate::scenario::metered_node(env, "tenancy").await;
     let other = env.namespace("victims").await;
     let tenant = env.namespace("tenant").await;
     let others: Api<Pod> = Api::namespaced(env.client().await, &other);
@@ -177,29 +168,16 @@ async fn a_tenant_learns_no_other_namespaces_pods_or_usage_from_the_webhook() {
 
     // A tenant who may only patch its own namespace's pods resizes its app on server-side dry
     // run; room needs the other namespace's `secret` preempted.
-    for args in [
-        vec![
-            "create",
-            "role",
-            "resizer",
-            "-n",
+    kubectl
+        .grant(
             &tenant,
-            "--verb=get,patch",
-            "--resource=pods,pods/resize",
-        ],
-        vec![
-            "create",
-            "rolebinding",
             "resizer",
-            "-n",
-            &tenant,
-            "--role=resizer",
+            "get,patch",
+            "pods,pods/resize",
             "--user=tenant",
-        ],
-    ] {
-        let out = kubectl.run(&args).await.unwrap();
-        assert!(out.success, "{}", out.stderr);
-    }
+        )
+        .await
+        .unwrap();
     let out = kubectl
         .run([
             "--as=tenant",

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::process::free_port;
+use resize_guard_harness::text::assert_contains_all;
 use rustls::client::danger::ServerCertVerifier as _;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -396,14 +397,15 @@ async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_withi
         metrics = controller.metrics().await;
     }
     assert!(serving_repairs(&metrics) >= 2, "{metrics}");
-    for want in [
-        "resize_guard_certificate_repairs_total{what=\"ca\"} 1",
-        "resize_guard_certificate_repairs_total{what=\"ca_bundle\"} 4",
-        "resize_guard_certificate_expiry_timestamp_seconds{certificate=\"ca\"}",
-        "resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"}",
-    ] {
-        assert!(metrics.contains(want), "{want} missing:\n{metrics}");
-    }
+    assert_contains_all(
+        &metrics,
+        &[
+            "resize_guard_certificate_repairs_total{what=\"ca\"} 1",
+            "resize_guard_certificate_repairs_total{what=\"ca_bundle\"} 4",
+            "resize_guard_certificate_expiry_timestamp_seconds{certificate=\"ca\"}",
+            "resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"}",
+        ],
+    );
 
     // Stopped (leadership given up): nothing repairs caBundle any more. The proof that a repair
     // had its time: a witness — a running controller with its own namespace and configurations —

@@ -16,9 +16,10 @@ use std::process::Stdio;
 use std::sync::{LazyLock, OnceLock};
 
 use resize_guard_harness::account::Account;
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, EnvOptions, alone, shared};
 use resize_guard_harness::install::repo_root;
 use resize_guard_harness::installed::bin;
+use resize_guard_harness::text::assert_contains_all;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -138,6 +139,38 @@ impl Helm {
     async fn template(&self, set: &[&str]) -> String {
         self.template_in(NAMESPACE, set).await
     }
+
+    /// `helm template resize-guard charts/resize-guard <set…>`, which must fail saying each of
+    /// `says`.
+    async fn refuses(&self, set: &[&str], says: &[&str]) {
+        let chart = path(CHART);
+        let mut args = vec!["template", "resize-guard", &chart];
+        args.extend_from_slice(set);
+        let out = self.run(&args).await;
+        for says in says {
+            assert!(
+                !out.success && out.stderr.contains(says),
+                "{set:?} must fail saying {says:?}: {}{}",
+                out.stdout,
+                out.stderr
+            );
+        }
+    }
+}
+
+/// The arguments of a `helm install` or `upgrade` into `ns` of the cluster `kubeconfig` names,
+/// with both Deployments at 0 replicas: nothing runs.
+fn idle<'a>(ns: &'a str, kubeconfig: &'a str) -> [&'a str; 8] {
+    [
+        "--namespace",
+        ns,
+        "--kubeconfig",
+        kubeconfig,
+        "--set",
+        "webhook.replicas=0",
+        "--set",
+        "controller.replicas=0",
+    ]
 }
 
 /// [`super::kubectl`]'s stdout.
@@ -346,6 +379,23 @@ fn kinds(rendered: &str) -> BTreeSet<(String, String)> {
         .collect()
 }
 
+/// Asserts that `rendered` holds the (kind, name)s of `base` less `removed` plus `added`.
+fn assert_kinds(
+    rendered: &str,
+    base: &BTreeSet<(String, String)>,
+    removed: &[(&str, &str)],
+    added: &[(&str, &str)],
+) {
+    let mut expected = base.clone();
+    for (kind, name) in removed {
+        expected.remove(&((*kind).to_owned(), (*name).to_owned()));
+    }
+    for (kind, name) in added {
+        expected.insert(((*kind).to_owned(), (*name).to_owned()));
+    }
+    assert_eq!(kinds(rendered), expected);
+}
+
 fn find<'a>(objs: &'a BTreeMap<Key, Value>, kind: &str, name: &str) -> &'a Value {
     objs.iter()
         .find(|((k, _, n), _)| k == kind && n == name)
@@ -395,7 +445,6 @@ async fn the_chart_lints_strictly() {
 #[tokio::test]
 async fn the_values_schema_and_the_templates_refuse_what_cannot_work() {
     let helm = helm();
-    let chart = path(CHART);
     for (set, says) in [
         (
             "webhook.replica=3",
@@ -411,14 +460,7 @@ async fn the_values_schema_and_the_templates_refuse_what_cannot_work() {
             "set priorityClass.create=false",
         ),
     ] {
-        let out = helm
-            .run(&["template", "resize-guard", &chart, "--set", set])
-            .await;
-        assert!(
-            !out.success && out.stderr.contains(says),
-            "--set {set} must fail saying {says:?}: {}",
-            out.stderr
-        );
+        helm.refuses(&["--set", set], &[says]).await;
     }
 }
 
@@ -486,7 +528,6 @@ async fn the_controllers_delete_and_resize_grants_follow_the_policy_as_the_compo
         let rendered = helm.template(&set).await;
         assert_eq!(&role(&rendered), want, "{what}");
     }
-    let chart = path(CHART);
     for (set, says) in [
         (
             [best_effort, "rbac.controller.deletePods=false"],
@@ -497,22 +538,8 @@ async fn the_controllers_delete_and_resize_grants_follow_the_policy_as_the_compo
             "rbac.controller.resizePods=false leaves the controller without `patch pods/resize`",
         ),
     ] {
-        let out = helm
-            .run(&[
-                "template",
-                "resize-guard",
-                &chart,
-                "--set-string",
-                set[0],
-                "--set",
-                set[1],
-            ])
-            .await;
-        assert!(
-            !out.success && out.stderr.contains(says),
-            "{set:?} must fail saying {says:?}: {}",
-            out.stderr
-        );
+        let set = ["--set-string", set[0], "--set", set[1]];
+        helm.refuses(&set, &[says]).await;
     }
 }
 
@@ -623,20 +650,11 @@ async fn the_admission_port_is_the_kubelets_but_never_on_the_nodes_network() {
         "webhook.hostNetwork=true",
         "webhook.hostNetwork=true,webhook.port=9443,webhook.healthPort=10250",
     ] {
-        let chart = path(CHART);
-        let out = helm
-            .run(&["template", "resize-guard", &chart, "--set", set])
-            .await;
-        assert!(
-            !out.success
-                && out.stderr.contains("port 10250 is the kubelet's")
-                && out
-                    .stderr
-                    .contains("--set webhook.port=9443,webhook.healthPort=9080"),
-            "{set}: {}{}",
-            out.stdout,
-            out.stderr
-        );
+        let says = [
+            "port 10250 is the kubelet's",
+            "--set webhook.port=9443,webhook.healthPort=9080",
+        ];
+        helm.refuses(&["--set", set], &says).await;
     }
     // Default-deny egress clusters: both programs' policies allow what the value names, and
     // only then restrict egress at all.
@@ -736,9 +754,7 @@ async fn the_admission_port_is_narrowed_only_when_admission_from_is_given() {
 
 #[tokio::test]
 async fn every_render_applies_on_server_dry_run() {
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let _cluster = CLUSTER.lock().await;
+    let (env, _alone) = alone(&CLUSTER).await;
     let helm = helm();
     // Dry run does not create the namespace: create it as the chart renders it (Pod Security
     // restricted enforced), so the dry run also judges both pod templates under it.
@@ -764,14 +780,15 @@ async fn every_render_applies_on_server_dry_run() {
 
     // Defaults.
     let out = dry_run(env, "defaults", &helm.template(&[]).await, &[]).await;
-    for object in [
-        "priorityclass.scheduling.k8s.io/resize-guard",
-        "deployment.apps/resize-guard-webhook",
-        "deployment.apps/resize-guard-controller",
-        "mutatingwebhookconfiguration.admissionregistration.k8s.io/resize-guard",
-    ] {
-        assert!(out.contains(object), "{object} in:\n{out}");
-    }
+    assert_contains_all(
+        &out,
+        &[
+            "priorityclass.scheduling.k8s.io/resize-guard",
+            "deployment.apps/resize-guard-webhook",
+            "deployment.apps/resize-guard-controller",
+            "mutatingwebhookconfiguration.admissionregistration.k8s.io/resize-guard",
+        ],
+    );
     assert!(
         !out.contains("validatingwebhookconfiguration"),
         "one webhook call per resize: {out}"
@@ -779,13 +796,12 @@ async fn every_render_applies_on_server_dry_run() {
 
     // Validating only.
     let rendered = helm.template(&["--set", "webhooks.mutating=false"]).await;
-    let mut expected = base.clone();
-    expected.remove(&("MutatingWebhookConfiguration".into(), "resize-guard".into()));
-    expected.insert((
-        "ValidatingWebhookConfiguration".into(),
-        "resize-guard".into(),
-    ));
-    assert_eq!(kinds(&rendered), expected);
+    assert_kinds(
+        &rendered,
+        &base,
+        &[("MutatingWebhookConfiguration", "resize-guard")],
+        &[("ValidatingWebhookConfiguration", "resize-guard")],
+    );
     dry_run(env, "webhooks.mutating=false", &rendered, &[]).await;
 
     // Audit.
@@ -800,9 +816,7 @@ async fn every_render_applies_on_server_dry_run() {
 
     // The policy ConfigMap left to the user.
     let rendered = helm.template(&["--set", "policy.create=false"]).await;
-    let mut expected = base.clone();
-    expected.remove(&("ConfigMap".into(), "resize-guard".into()));
-    assert_eq!(kinds(&rendered), expected);
+    assert_kinds(&rendered, &base, &[("ConfigMap", "resize-guard")], &[]);
     dry_run(env, "policy.create=false", &rendered, &[]).await;
 
     // Host network on other ports (EKS with a custom CNI).
@@ -831,10 +845,12 @@ async fn every_render_applies_on_server_dry_run() {
             "resourceQuota.create=true",
         ])
         .await;
-    let mut expected = base.clone();
-    expected.remove(&("PriorityClass".into(), "resize-guard".into()));
-    expected.insert(("ResourceQuota".into(), "resize-guard-critical-pods".into()));
-    assert_eq!(kinds(&rendered), expected);
+    assert_kinds(
+        &rendered,
+        &base,
+        &[("PriorityClass", "resize-guard")],
+        &[("ResourceQuota", "resize-guard-critical-pods")],
+    );
     let objs = objects(&rendered);
     for d in ["resize-guard-webhook", "resize-guard-controller"] {
         assert_eq!(
@@ -853,16 +869,13 @@ async fn every_render_applies_on_server_dry_run() {
     let rendered = helm
         .template(&["--set", "certificates.mode=cert-manager"])
         .await;
-    let mut expected = base.clone();
-    for (kind, name) in [
+    let added = [
         ("Issuer", "resize-guard-selfsigned"),
         ("Issuer", "resize-guard-ca"),
         ("Certificate", "resize-guard-ca"),
         ("Certificate", "resize-guard-webhook"),
-    ] {
-        expected.insert((kind.into(), name.into()));
-    }
-    assert_eq!(kinds(&rendered), expected);
+    ];
+    assert_kinds(&rendered, &base, &[], &added);
     let objs = objects(&rendered);
     assert_eq!(
         find(&objs, "MutatingWebhookConfiguration", "resize-guard")["metadata"]["annotations"],
@@ -888,15 +901,12 @@ async fn every_render_applies_on_server_dry_run() {
     let rendered = helm
         .template(&["--set", "serviceMonitor.enabled=true"])
         .await;
-    let mut expected = base.clone();
-    for (kind, name) in [
+    let added = [
         ("ServiceMonitor", "resize-guard"),
         ("Service", "resize-guard-webhook-metrics"),
         ("Service", "resize-guard-controller-metrics"),
-    ] {
-        expected.insert((kind.into(), name.into()));
-    }
-    assert_eq!(kinds(&rendered), expected);
+    ];
+    assert_kinds(&rendered, &base, &[], &added);
     let objs = objects(&rendered);
     let monitor = find(&objs, "ServiceMonitor", "resize-guard");
     assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
@@ -1323,9 +1333,7 @@ async fn run_note(env: &Env, command: &str) -> String {
 
 #[tokio::test]
 async fn helm_install_create_namespace_runs_what_notes_prints_in_every_mode() {
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let _cluster = CLUSTER.lock().await;
+    let (env, _alone) = alone(&CLUSTER).await;
     let helm = helm();
     // Its own namespace: the other tests' dry runs use resize-guard.
     let ns = "resize-guard-helm";
@@ -1351,20 +1359,8 @@ async fn helm_install_create_namespace_runs_what_notes_prints_in_every_mode() {
         // Last: the policy ConfigMap NOTES have the operator create is theirs and stays.
         ("own policy", vec!["policy.create=false"]),
     ] {
-        let mut args = vec![
-            "install",
-            "resize-guard",
-            &chart,
-            "--namespace",
-            ns,
-            "--create-namespace",
-            "--kubeconfig",
-            &kubeconfig,
-            "--set",
-            "webhook.replicas=0",
-            "--set",
-            "controller.replicas=0",
-        ];
+        let mut args = vec!["install", "resize-guard", &chart, "--create-namespace"];
+        args.extend(idle(ns, &kubeconfig));
         for s in &set {
             args.extend(["--set", s]);
         }

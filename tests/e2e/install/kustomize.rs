@@ -22,7 +22,7 @@ use resize_guard_harness::installed::bin;
 use resize_guard_harness::objects::cpu_resize;
 use resize_guard_harness::replica::Replica;
 
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, EnvOptions, alone, shared};
 use resize_guard_harness::install::repo_root;
 
 /// Held by every test here: the moved install rebinds the cluster-scoped RBAC and webhook
@@ -39,9 +39,7 @@ fn path(rel: &str) -> String {
 
 #[tokio::test]
 async fn the_shipped_install_applies_passes_restricted_and_has_no_ca_bundle() {
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let _cluster = CLUSTER.lock().await;
+    let (env, _alone) = alone(&CLUSTER).await;
     let deploy = path("deploy");
     let out = kubectl(env, &["apply", "-k", &deploy, "--server-side"]).await;
     assert!(
@@ -180,9 +178,7 @@ async fn the_shipped_install_applies_passes_restricted_and_has_no_ca_bundle() {
 
 #[tokio::test]
 async fn each_service_account_may_do_exactly_what_its_program_needs() {
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let _cluster = CLUSTER.lock().await;
+    let (env, _alone) = alone(&CLUSTER).await;
     kubectl(env, &["apply", "-k", &path("deploy"), "--server-side"]).await;
     // (who, verb, resource, namespace, allowed)
     let table: &[(&str, &str, &str, &str, bool)] = &[
@@ -636,17 +632,7 @@ async fn removals_follow_the_moved_namespace(env: &Env, ns: &str) {
         .unwrap();
     let client = kube::Client::try_from(config).unwrap();
     let admin: Api<Pod> = Api::namespaced(env.client().await, MOVED);
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "moved-victim"},
-        "spec": {
-            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
-                "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [{"name": "app", "image": "registry.example/app:1",
-                "securityContext": {"allowPrivilegeEscalation": false,
-                    "capabilities": {"drop": ["ALL"]}}}]
-        }
-    }))
-    .unwrap();
+    let pod = super::privileges::restricted_pod("moved-victim");
     admin.create(&PostParams::default(), &pod).await.unwrap();
     let dry = PostParams {
         dry_run: true,
@@ -706,9 +692,7 @@ async fn wait_judged(env: &Env, ns: &str, what: &str) {
 
 #[tokio::test]
 async fn an_install_moved_to_another_namespace_judges_resizes_by_default_and_with_cert_manager() {
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let _cluster = CLUSTER.lock().await;
+    let (env, _alone) = alone(&CLUSTER).await;
     let (ns, _node, _pods) = env.field_test("moved").await;
 
     // Every overlay moves whole: no value still names resize-guard's namespace.

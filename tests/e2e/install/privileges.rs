@@ -21,7 +21,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use resize_guard_harness::control_plane::Identity;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::install::{Install, install};
-use resize_guard_harness::objects::{create_running, guaranteed_pod, wait_pod};
+use resize_guard_harness::objects::{create_all, guaranteed_pod, wait_pod};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(30);
@@ -88,7 +88,7 @@ async fn controller_client(env: &Env) -> kube::Client {
 }
 
 /// A pod Pod Security `restricted` admits (the install namespace enforces it), not scheduled.
-fn restricted_pod(name: &str) -> Pod {
+pub(super) fn restricted_pod(name: &str) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
         "spec": {
@@ -217,18 +217,11 @@ async fn the_controllers_resizes_reach_only_the_resources_the_kubelet_reports() 
     let node = env.node("revert", "1000m", "2Gi").await;
     let admin: Api<Pod> = Api::namespaced(env.client().await, &ns);
     let controller: Api<Pod> = Api::namespaced(controller_client(env).await, &ns);
-    create_running(
-        &admin,
-        &guaranteed_pod("filler", &node, "low", "800m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &admin,
-        &guaranteed_pod("app", &node, "high", "100m", "64Mi"),
-    )
-    .await
-    .unwrap();
+    let pods_on_node = [
+        ("filler", "low", "800m", "256Mi"),
+        ("app", "high", "100m", "64Mi"),
+    ];
+    create_all(&admin, &node, &pods_on_node).await.unwrap();
     // Resized past what the node has free: the kubelet defers it, so spec (500m) and what the
     // kubelet reports the container runs with (100m) differ.
     let out = env

@@ -3,159 +3,49 @@
 //! (upstream's kubelet), resize-guard installed from `deploy/` with both programs as their
 //! ServiceAccounts and the certificates managed by the controller, as shipped.
 //!
-//! One test, in phases, because the later phases break the install on purpose:
-//! 1. `check` on the healthy install: every line ✓, exit 0.
-//! 2. The field test: `what-if` for a QoS-changing, an Infeasible and a Deferred resize.
-//! 3. Deferred with no possible victim, once per reason (no strictly-lower-priority pod,
-//!    `preemptionPolicy: Never`, a PodDisruptionBudget, a protected namespace, the protected
-//!    label, a node opted out, `maxVictimsPerResize`): `explain` names the reason and the
-//!    controller's `ResizePreemptionFailed` Event; `status` lists them all, by priority.
-//!    Then a laptop's kubeconfig (`laptop`): `KUBECONFIG=a:b` with the context in one file
-//!    and the cluster and user in the other, `status` in the context's namespace,
-//!    `--kubeconfig` overriding the list, `--context`, `--cluster`, `--as` (Forbidden, naming
-//!    the user), `--as-group`, `--request-timeout` against a silent server, a refused connection
-//!    naming the server and context, and every exit status (run through the real kubectl, which
-//!    `exec`s the plugin): 0 done, 1 what-if refused, 2 usage, 3 cluster error, 4 check failed.
-//! 4. No leader (the controller killed): `check` says so once its Lease expires (✗, exit 4); a Deferred resize with a victim waits, and
-//!    `explain` and `status` show whom resize-guard will preempt once a controller leads.
-//!    The controller comes back and preempts; the resize completes and `explain` shows
-//!    `PreemptingForResize`, with no empty victims table.
-//! 5. `check` on broken installs — the controller stopped (its Lease released), a wrong
-//!    `caBundle`, an expired serving certificate — each ✗ with its fix and exit 4; then the
-//!    controller comes back, repairs both, and `check` is green again; then the controller's
-//!    pod-write ValidatingAdmissionPolicyBinding is deleted: ✗, exit 4.
-//! 6. `deploy/` re-applied as shipped, its webhook configuration naming the Service, a webhook
-//!    replica published in the Service's EndpointSlice: `check` green through the Service, then
-//!    ✗ once the replica is no longer ready.
+//! One test per behaviour, on one install ([`suite`]): `check` on the healthy install; bad input
+//! and a bad policy edit; `what-if` on the field test's three walls (a QoS change, an Infeasible
+//! and a Deferred resize); `explain` and `status` for a Deferred resize no pod can be preempted
+//! for, once per reason; a laptop's kubeconfig with kubectl's connection flags and every exit
+//! status; a resize waiting for a leader; and `check` on broken installs (the controller stopped,
+//! a wrong `caBundle`, an expired serving certificate, the pod-write policy's binding deleted,
+//! the shipped Service with no ready endpoint). The tests that break the install hold it alone
+//! and put it back; a test that fails midway leaves it to the next one to put back.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::path::PathBuf;
+use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, EnvOptions, LogGuard, shared};
 use resize_guard_harness::install::{Install, install, policy_has, set_policy, wait_policy};
 use resize_guard_harness::installed::{Installed, bin};
-use resize_guard_harness::kubectl::KubectlOutput;
 use resize_guard_harness::objects::*;
 use resize_guard_harness::replica::Replica;
 use serde_json::json;
+use tokio::sync::{Mutex, MutexGuard, OnceCell};
+
+use super::command::{
+    assert_has, assert_lines, assert_unreachable, cells, line, rg, rg_run, rg_until,
+};
 
 const T: Duration = Duration::from_secs(60);
 
-/// The directory holding the plugin binary cargo built for this test.
-pub(super) fn plugin_dir() -> PathBuf {
-    PathBuf::from(crate::scenario::program("kubectl-resize_guard"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// `kubectl resize-guard <args>`.
-async fn rg(env: &Env, args: &[&str]) -> KubectlOutput {
-    let mut all = vec!["resize-guard"];
-    all.extend_from_slice(args);
-    env.kubectl().plugin(&plugin_dir(), all).await.unwrap()
-}
-
-/// A finished plugin run with its exit status.
-pub(super) struct Run {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-/// `kubectl resize-guard <args>` through the real kubectl (which `exec`s the plugin, so its exit
-/// status is the plugin's), with `vars` set on top of the admin `KUBECONFIG`.
-pub(super) async fn rg_run(env: &Env, vars: &[(&str, &str)], args: &[&str]) -> Run {
-    let k = env.kubectl();
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![plugin_dir()];
-    dirs.extend(std::env::split_paths(&path));
-    let out = tokio::process::Command::new(&k.bin)
-        .arg("resize-guard")
-        .args(args)
-        .env("KUBECONFIG", &k.kubeconfig)
-        .env("PATH", std::env::join_paths(dirs).unwrap())
-        .envs(vars.iter().copied())
-        .output()
-        .await
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// Runs `kubectl resize-guard <args>` until its stdout contains `want` (the system has had its
-/// chance once it does); panics with the last output after `T`.
-async fn rg_until(env: &Env, args: &[&str], want: &str) -> KubectlOutput {
-    let deadline = Instant::now() + T;
-    loop {
-        let out = rg(env, args).await;
-        if out.stdout.contains(want) {
-            return out;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kubectl resize-guard {args:?} never said {want:?}:\n{}\n{}",
-            out.stdout,
-            out.stderr
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
-
-/// Asserts that `out` is the error for an API server at `server` that cannot be reached through
-/// the kubeconfig context `context` (user `me`): exit 3, saying so on the first line.
-fn assert_unreachable(out: &Run, server: &str, context: &str) {
-    assert_eq!(out.code, 3, "{}", out.stderr);
-    let want =
-        format!("error: cannot reach the API server {server} (context {context}, user me): ");
-    assert!(out.stderr.starts_with(&want), "{}", out.stderr);
-}
-
-/// The line of `text` that starts with `prefix` (after indentation).
-fn line<'a>(text: &'a str, prefix: &str) -> &'a str {
-    text.lines()
-        .map(str::trim_start)
-        .find(|l| l.starts_with(prefix))
-        .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{text}"))
-}
-
-/// Asserts, for each (prefix, line), that the first line of `text` starting with `prefix` is
-/// `line`.
-fn assert_lines(text: &str, want: &[(&str, &str)]) {
-    for (prefix, want) in want {
-        assert_eq!(line(text, prefix), *want, "the line starting {prefix:?}");
-    }
-}
-
-/// The cells of a table row (kubectl pads columns with at least three spaces).
-fn cells(row: &str) -> Vec<&str> {
-    row.split("   ")
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect()
-}
-
-/// A namespace, a hollow node with `cpu` allocatable and running Guaranteed pods.
-async fn scenario(
-    env: &Env,
-    ns: &str,
-    node_cpu: &str,
-    pods: &[(&str, &str, &str, &str)],
-) -> (String, Api<Pod>) {
-    let node = env.node("n", node_cpu, "3Gi").await;
-    let api: Api<Pod> = Api::namespaced(env.client().await, ns);
-    create_all(&api, &node, pods).await.unwrap();
-    (node, api)
-}
+/// The field test's node (1930m allocatable) and pods, for the scenarios that vary it.
+const NODE: (&str, &str, &str) = ("n", "1930m", "3Gi");
+const FIELD: [(&str, &str, &str, &str); 2] = [
+    ("filler", "low", "1500m", "256Mi"),
+    ("app", "high", "250m", "256Mi"),
+];
+/// The filler has the app's priority: nobody can be preempted for the app.
+const EQUAL: [(&str, &str, &str, &str); 2] = [
+    ("filler", "high", "1500m", "256Mi"),
+    ("app", "high", "250m", "256Mi"),
+];
 
 /// Resizes `app` to `cpu` and waits until the kubelet defers it.
 async fn defer(env: &Env, ns: &str, pods: &Api<Pod>, cpu: &str) {
@@ -176,113 +66,167 @@ async fn label(pods: &Api<Pod>, name: &str, key: &str, value: &str) {
     .unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_subcommand_on_the_field_test_and_check_on_healthy_and_broken_installs() {
-    // On the heap: the phases' state machine is large in a debug build.
-    Box::pin(phases()).await;
+/// What every test shares: resize-guard installed with [`Suite::policy`], the field test in
+/// `field` (its `app` is `check`'s probe pod, and no test changes it), and the namespace the
+/// policy protects by name.
+struct Suite {
+    env: &'static Env,
+    installed: Installed,
+    policy: String,
+    field: String,
+    field_node: String,
+    protected_ns: String,
+    /// `--probe-pod=<field>/app`.
+    probe: String,
+    /// The webhook's address as its configuration names it (`127.0.0.1:PORT`).
+    served: String,
+    /// False once a test failed while holding the suite: the next one puts the install back.
+    whole: bool,
 }
 
-/// The phases of the one test, in order (see the module docs).
-async fn phases() {
+static SUITE: OnceCell<Mutex<Suite>> = OnceCell::const_new();
+
+/// The suite's install, held by this test alone (some tests break it on purpose). Dropped during
+/// a panic, it prints the control plane's logs and marks the install for repair.
+struct Held {
+    suite: MutexGuard<'static, Suite>,
+    _logs: LogGuard<'static>,
+}
+
+impl Deref for Held {
+    type Target = Suite;
+    fn deref(&self) -> &Suite {
+        &self.suite
+    }
+}
+
+impl DerefMut for Held {
+    fn deref_mut(&mut self) -> &mut Suite {
+        &mut self.suite
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.suite.whole = false;
+        }
+    }
+}
+
+/// Installs resize-guard on first use; then waits for the install, whole again.
+async fn suite() -> Held {
     let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let (mut installed, _) = Installed::start(&env.cp, &env.kubectl()).await.unwrap();
-    env.priority_class("mid-never", 10_000, true).await;
-
-    // The namespaces first: the policy protects one of them by name.
-    let names = [
-        "field", "equal", "never", "pdb", "protns", "label", "optout", "toomany",
-    ];
-    let mut ns = std::collections::BTreeMap::new();
-    for n in names {
-        ns.insert(n, env.namespace(n).await);
+    let cell = SUITE
+        .get_or_init(|| async { Mutex::new(Suite::start(env).await) })
+        .await;
+    let mut suite = cell.lock().await;
+    if !suite.whole {
+        suite.restore().await;
     }
-    let policy = format!(
-        "mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: 2\n  protectedNamespaces: [kube-system, {}]\n",
-        ns["protns"]
-    );
-    set_policy(env, &policy).await;
-    for p in [&installed.webhook, installed.controller.as_ref().unwrap()] {
-        wait_policy(p, |l| policy_has(l, "maxVictimsPerResize: 2")).await;
+    Held {
+        suite,
+        _logs: env.guard(),
+    }
+}
+
+impl Suite {
+    async fn start(env: &'static Env) -> Suite {
+        let (installed, _) = Installed::start(&env.cp, &env.kubectl()).await.unwrap();
+        env.priority_class("mid-never", 10_000, true).await;
+        // The namespace first: the policy protects it by name.
+        let protected_ns = env.namespace("protns").await;
+        let policy = format!(
+            "mode: enforce\npreemption:\n  enabled: true\n  maxVictimsPerResize: 2\n  protectedNamespaces: [kube-system, {protected_ns}]\n",
+        );
+        set_policy(env, &policy).await;
+        for p in [&installed.webhook, installed.controller.as_ref().unwrap()] {
+            wait_policy(p, |l| policy_has(l, "maxVictimsPerResize: 2")).await;
+        }
+        let (field, field_node, _) = env.scenario("field", NODE, &FIELD).await;
+        let hooks: Api<MutatingWebhookConfiguration> = Api::all(env.client().await);
+        let config = hooks.get("resize-guard").await.unwrap();
+        let url = config.webhooks.as_ref().unwrap()[0]
+            .client_config
+            .url
+            .clone()
+            .unwrap();
+        let served = url
+            .trim_start_matches("https://")
+            .trim_end_matches("/mutate")
+            .to_owned();
+        let probe = format!("--probe-pod={field}/app");
+        // kube-apiserver picks up webhook configurations asynchronously: wait until `check`'s
+        // own dry-run probe reaches resize-guard.
+        rg_until(env, &["check", &probe], "reached resize-guard").await;
+        Suite {
+            env,
+            installed,
+            policy,
+            field,
+            field_node,
+            protected_ns,
+            probe,
+            served,
+            whole: true,
+        }
     }
 
-    // The field test and one scenario per reason, each on its own node (1930m allocatable).
-    let field = [
-        ("filler", "low", "1500m", "256Mi"),
-        ("app", "high", "250m", "256Mi"),
-    ];
-    let (field_node, field_pods) = scenario(env, &ns["field"], "1930m", &field).await;
-    let stuck = futures::future::join_all(
-        [
-            (
-                "equal",
-                vec![
-                    ("filler", "high", "1500m", "256Mi"),
-                    ("app", "high", "250m", "256Mi"),
-                ],
-            ),
-            (
-                "never",
-                vec![
-                    ("filler", "low", "1500m", "256Mi"),
-                    ("app", "mid-never", "250m", "256Mi"),
-                ],
-            ),
-            ("pdb", field.to_vec()),
-            ("protns", field.to_vec()),
-            ("label", field.to_vec()),
-            ("optout", field.to_vec()),
-            (
-                "toomany",
-                vec![
-                    ("f0", "low", "500m", "64Mi"),
-                    ("f1", "low", "500m", "64Mi"),
-                    ("f2", "low", "500m", "64Mi"),
-                    ("app", "high", "250m", "64Mi"),
-                ],
-            ),
-        ]
-        .map(|(name, pods)| {
-            let ns = ns[name].clone();
-            // Boxed: an array of seven of these futures on the stack is what overflowed it.
-            Box::pin(async move {
-                let (node, api) = scenario(env, &ns, "1930m", &pods).await;
-                (name, ns, node, api)
-            })
-        }),
-    )
-    .await;
+    /// `kubectl resize-guard check --probe-pod=<field>/app`.
+    fn check(&self) -> [&str; 2] {
+        ["check", &self.probe]
+    }
 
-    // kube-apiserver picks up webhook configurations asynchronously: wait until `check`'s own
-    // dry-run probe reaches resize-guard.
-    let probe = format!("--probe-pod={}/app", ns["field"]);
-    rg_until(env, &["check", &probe], "reached resize-guard").await;
+    /// Puts the install back as [`Suite::start`] left it: `deploy/` re-applied with the local
+    /// webhook, the policy, a leading controller (which repairs `caBundle` and the serving
+    /// certificate), until `check` is green.
+    async fn restore(&mut self) {
+        let env = self.env;
+        let how = Install {
+            webhook_url: Some(format!("https://{}", self.served)),
+            ..Default::default()
+        };
+        install(env, &how).await;
+        set_policy(env, &self.policy).await;
+        if self.installed.controller.is_none() {
+            self.installed.start_controller(&env.cp).await.unwrap();
+        }
+        rg_until(env, &self.check(), "Status check results are ✓").await;
+        self.whole = true;
+    }
 
-    // 1. check, healthy.
-    let out = rg(env, &["check", &probe]).await;
+    /// Stops the controller (SIGTERM: it releases its Lease); `check` says no controller leads.
+    async fn stop_controller(&mut self) {
+        self.whole = false;
+        self.installed.stop_controller();
+        let out = rg(self.env, &self.check()).await;
+        assert!(!out.success);
+        assert_has(
+            &out.stdout,
+            &[
+                "✗ no controller leads: Lease resize-guard/resize-guard-controller is released (no holder)\n",
+            ],
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_on_a_healthy_install_is_green_line_by_line() {
+    let s = suite().await;
+    let env = s.env;
+    let out = rg(env, &s.check()).await;
     println!("{}", out.stdout);
     assert!(out.success, "{}\n{}", out.stdout, out.stderr);
-    assert_eq!(rg_run(env, &[], &["check", &probe]).await.code, 0);
-    let hooks: Api<MutatingWebhookConfiguration> = Api::all(env.client().await);
-    let config = hooks.get("resize-guard").await.unwrap();
-    let url = config.webhooks.as_ref().unwrap()[0]
-        .client_config
-        .url
-        .clone()
-        .unwrap();
-    let served = url
-        .trim_start_matches("https://")
-        .trim_end_matches("/mutate")
-        .to_owned();
-    let healthy = [
+    assert_eq!(rg_run(env, &[], &s.check()).await.code, 0);
+    let (served, field) = (&s.served, &s.field);
+    assert_has(&out.stdout, &[
         "kubernetes\n----------\n✓ Kubernetes v1.37.2 is supported (v1.33–v1.37 are tested)\n".to_owned(),
         "✓ MutatingWebhookConfiguration resize-guard present: mutate.resize-guard.io, probe.resize-guard.io\n".to_owned(),
-        format!("✓ mutate.resize-guard.io calls {url} (a URL, not a Service)\n"),
+        format!("✓ mutate.resize-guard.io calls https://{served}/mutate (a URL, not a Service)\n"),
         format!("✓ mutate.resize-guard.io's caBundle verifies the certificate served at {served}\n"),
         format!("✓ the certificate served at {served} is valid for 89d more\n"),
         format!(
-            "✓ a dry-run resize of pod {}/app reached resize-guard (mutate decision no-change)\n",
-            ns["field"]
+            "✓ a dry-run resize of pod {field}/app reached resize-guard (mutate decision no-change)\n",
         ),
         "✓ ConfigMap resize-guard/resize-guard parses: mode enforce, qos.onChange reject, preemption on (max 2 victims)\n".to_owned(),
         "✓ ServiceAccount resize-guard/resize-guard-webhook has the 13 permissions it needs and none of 10 it must not have\n".to_owned(),
@@ -294,14 +238,7 @@ async fn phases() {
         "✓ ValidatingAdmissionPolicy resize-guard-controller-removals and its binding (Deny) limit resize-guard-controller's evictions and deletions to namespaces other than kube-system and its own\n".to_owned(),
         "✓ ValidatingAdmissionPolicy resize-guard-controller-webhook-writes and its binding (Deny) limit resize-guard-controller's webhook configuration writes to caBundle\n".to_owned(),
         "\nStatus check results are ✓\n".to_owned(),
-    ];
-    for want in &healthy {
-        assert!(
-            out.stdout.contains(want.as_str()),
-            "missing {want:?} in:\n{}",
-            out.stdout
-        );
-    }
+    ]);
     assert!(
         line(
             &out.stdout,
@@ -311,7 +248,7 @@ async fn phases() {
         "{}",
         out.stdout
     );
-    let json_out = rg(env, &["check", &probe, "-o", "json"]).await;
+    let json_out = rg(env, &["check", &s.probe, "-o", "json"]).await;
     let lines: serde_json::Value = serde_json::from_str(&json_out.stdout).unwrap();
     assert!(
         lines["checks"]
@@ -321,9 +258,12 @@ async fn phases() {
             .all(|l| l["mark"] == "ok"),
         "{lines}"
     );
+}
 
-    // Bad input and kubectl's flags.
-    let f = &ns["field"];
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_and_kubectls_flags_give_one_clear_error_each() {
+    let s = suite().await;
+    let (env, f) = (s.env, &s.field);
     let out = rg(env, &["explain", "nosuch", "-n", f]).await;
     assert!(!out.success);
     assert_eq!(
@@ -362,22 +302,30 @@ async fn phases() {
     assert!(out.success, "{}", out.stderr);
     let rows: serde_yaml_ng::Value = serde_yaml_ng::from_str(&out.stdout).unwrap();
     assert!(rows["items"].as_sequence().is_some(), "{}", out.stdout);
-    let out = rg(env, &["check", &probe, "--install-namespace", "elsewhere"]).await;
+    let out = rg(
+        env,
+        &["check", &s.probe, "--install-namespace", "elsewhere"],
+    )
+    .await;
     assert!(!out.success);
-    assert!(
-        out.stdout.contains(
-            "✗ no Lease elsewhere/resize-guard-controller: the controller has never led\n"
-        ),
-        "{}",
-        out.stdout
+    assert_has(
+        &out.stdout,
+        &[
+            "✗ no Lease elsewhere/resize-guard-controller: the controller has never led\n",
+            "‼ ConfigMap elsewhere/resize-guard does not exist: both programs run on the last good copy if there is one, else judge and preempt nothing\n",
+        ],
     );
-    assert!(out.stdout.contains(
-        "‼ ConfigMap elsewhere/resize-guard does not exist: both programs run on the last good copy if there is one, else judge and preempt nothing\n"
-    ), "{}", out.stdout);
-    // A bad policy edit: check says where; explain judges with the last good copy, as both
-    // programs do, and says so.
+}
+
+/// A bad policy edit: check says where; explain judges with the last good copy, as both programs
+/// do, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_policy_edit_is_located_by_check_and_explain_uses_the_last_good_copy() {
+    let mut s = suite().await;
+    let env = s.env;
+    s.whole = false;
     set_policy(env, "preemption:\n  maxVictimsPerResize: many\n").await;
-    let out = rg(env, &["check", &probe]).await;
+    let out = rg(env, &s.check()).await;
     assert!(!out.success);
     assert!(
         line(&out.stdout, "✗ ConfigMap resize-guard/resize-guard key policy.yaml does not parse: policy.yaml line 2")
@@ -385,7 +333,7 @@ async fn phases() {
         "{}",
         out.stdout
     );
-    let out = rg(env, &["explain", "app", "-n", f]).await;
+    let out = rg(env, &["explain", "app", "-n", &s.field]).await;
     assert!(
         line(
             &out.stdout,
@@ -397,9 +345,15 @@ async fn phases() {
         "{}",
         out.stdout
     );
-    set_policy(env, &policy).await;
+    set_policy(env, &s.policy).await;
+    s.whole = true;
+}
 
-    // 2. The field test's walls, tried first with what-if.
+/// `ValidatePodResize`'s 422 Invalid in upstream's words, then resize-guard's explanation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_refuses_a_qos_change_in_upstreams_words_and_exits_1() {
+    let s = suite().await;
+    let (env, f) = (s.env, &s.field);
     let qos_change = [
         "what-if",
         "app",
@@ -414,7 +368,6 @@ async fn phases() {
     assert!(!out.success, "a refused resize exits 1");
     let refused = rg_run(env, &[], &qos_change).await;
     assert_eq!(refused.code, 1, "{}", refused.stderr);
-    // `ValidatePodResize`'s 422 Invalid in upstream's words, then resize-guard's explanation.
     let refusal = line(
         &out.stdout,
         "API server: refused (HTTP 422): admission webhook \"mutate.resize-guard.io\" denied the request: Pod \"app\" is invalid: [",
@@ -437,13 +390,18 @@ async fn phases() {
             ),
         ],
     );
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_says_an_infeasible_resize_can_never_fit() {
+    let s = suite().await;
+    let (env, f, node) = (s.env, &s.field, &s.field_node);
     let out = rg(env, &["what-if", "app", "-n", f, "--cpu", "2430m"]).await;
     println!("{}", out.stdout);
     assert!(!out.success);
     assert!(
         line(&out.stdout, "API server: refused (HTTP 403)").contains(&format!(
-            "pods \"app\" is forbidden: node didn't have enough allocatable resources: cpu, requested: 2430, allocatable: 1930. resize-guard: this resize can never fit on node {field_node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m"
+            "pods \"app\" is forbidden: node didn't have enough allocatable resources: cpu, requested: 2430, allocatable: 1930. resize-guard: this resize can never fit on node {node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m"
         )),
         "{}",
         out.stdout
@@ -455,12 +413,17 @@ async fn phases() {
             (
                 "the resize can never fit",
                 &format!(
-                    "the resize can never fit on node {field_node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m. No preemption can help."
+                    "the resize can never fit on node {node}: the pod would request cpu 2430m but the node's allocatable cpu is 1930m. No preemption can help."
                 ),
             ),
         ],
     );
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_names_whom_a_deferred_resize_will_preempt_and_changes_nothing() {
+    let s = suite().await;
+    let (env, f, node) = (s.env, &s.field, &s.field_node);
     let out = rg(env, &["what-if", "app", "-n", f, "--cpu", "550m"]).await;
     println!("{}", out.stdout);
     assert!(out.success, "{}\n{}", out.stdout, out.stderr);
@@ -480,7 +443,7 @@ async fn phases() {
             (
                 "Warning:",
                 &format!(
-                    "Warning: resize-guard: node {field_node} lacks cpu 120m; the resize will be Deferred; resize-guard will preempt {f}/filler"
+                    "Warning: resize-guard: node {node} lacks cpu 120m; the resize will be Deferred; resize-guard will preempt {f}/filler"
                 ),
             ),
             (
@@ -494,117 +457,177 @@ async fn phases() {
         cells(line(&out.stdout, &format!("{f}/filler"))),
         [format!("{f}/filler").as_str(), "100", "1500m", "256Mi"]
     );
+    let pods: Api<Pod> = Api::namespaced(env.client().await, f);
     assert_eq!(
-        field_pods.get("app").await.unwrap().metadata.generation,
+        pods.get("app").await.unwrap().metadata.generation,
         Some(1),
         "what-if changed nothing"
     );
+}
 
-    // 3. Deferred, and no pod can be preempted: one scenario per reason.
-    for (name, ns, node, api) in &stuck {
-        match *name {
+/// A Deferred resize no pod can be preempted for: a scenario on a node of its own, and what
+/// resize-guard says.
+struct Stuck {
+    name: &'static str,
+    pods: &'static [(&'static str, &'static str, &'static str, &'static str)],
+    /// What `app` asks for.
+    cpu: &'static str,
+    reason: &'static str,
+    /// Why, with `{node}` for the node's name.
+    why: &'static str,
+}
+
+static STUCK: [Stuck; 7] = [
+    Stuck {
+        name: "equal",
+        pods: &EQUAL,
+        cpu: "550m",
+        reason: "NoLowerPriorityPods",
+        why: "no pod on node {node} with priority below 1000000 can be preempted",
+    },
+    Stuck {
+        name: "never",
+        pods: &[
+            ("filler", "low", "1500m", "256Mi"),
+            ("app", "mid-never", "250m", "256Mi"),
+        ],
+        cpu: "550m",
+        reason: "PreemptionPolicyNever",
+        why: "the pod has preemptionPolicy: Never, so it may not preempt others",
+    },
+    Stuck {
+        name: "pdb",
+        pods: &FIELD,
+        cpu: "550m",
+        reason: "NoLowerPriorityPods",
+        why: "no pod on node {node} with priority below 1000000 can be preempted (1 held by a PodDisruptionBudget)",
+    },
+    Stuck {
+        name: "protns",
+        pods: &FIELD,
+        cpu: "550m",
+        reason: "NoLowerPriorityPods",
+        why: "no pod on node {node} with priority below 1000000 can be preempted (1 protected by policy (preemption.protectedNamespaces))",
+    },
+    Stuck {
+        name: "label",
+        pods: &FIELD,
+        cpu: "550m",
+        reason: "NoLowerPriorityPods",
+        why: "no pod on node {node} with priority below 1000000 can be preempted (1 protected by policy (preemption.protectedSelector))",
+    },
+    Stuck {
+        name: "optout",
+        pods: &FIELD,
+        cpu: "550m",
+        reason: "NodeOptedOut",
+        why: "node {node} is labelled resize-guard.io/preemption=disabled",
+    },
+    Stuck {
+        name: "toomany",
+        pods: &[
+            ("f0", "low", "500m", "64Mi"),
+            ("f1", "low", "500m", "64Mi"),
+            ("f2", "low", "500m", "64Mi"),
+            ("app", "high", "250m", "64Mi"),
+        ],
+        cpu: "1431m",
+        reason: "TooManyVictims",
+        why: "making room takes 3 victims, more than preemption.maxVictimsPerResize (2)",
+    },
+];
+
+impl Stuck {
+    /// The scenario, with what keeps its filler (a PodDisruptionBudget, the protected label, the
+    /// node opted out), and `app`'s resize Deferred. Returns the namespace and the node.
+    async fn set_up(&self, s: &Suite) -> (String, String) {
+        let env = s.env;
+        let (ns, node, api) = if self.name == "protns" {
+            let node = env.node(NODE.0, NODE.1, NODE.2).await;
+            let api = Api::namespaced(env.client().await, &s.protected_ns);
+            create_all(&api, &node, self.pods).await.unwrap();
+            (s.protected_ns.clone(), node, api)
+        } else {
+            env.scenario(self.name, NODE, self.pods).await
+        };
+        match self.name {
             "pdb" => {
                 let pdb: PodDisruptionBudget = serde_json::from_value(json!({
                     "metadata": {"name": "keep-filler"},
                     "spec": {"minAvailable": 1, "selector": {"matchLabels": {"role": "filler"}}},
                 }))
                 .unwrap();
-                label(api, "filler", "role", "filler").await;
-                Api::<PodDisruptionBudget>::namespaced(env.client().await, ns)
+                label(&api, "filler", "role", "filler").await;
+                Api::<PodDisruptionBudget>::namespaced(env.client().await, &ns)
                     .create(&PostParams::default(), &pdb)
                     .await
                     .unwrap();
             }
-            "label" => label(api, "filler", "resize-guard.io/protected", "true").await,
+            "label" => label(&api, "filler", "resize-guard.io/protected", "true").await,
             "optout" => {
-                Api::<k8s_openapi::api::core::v1::Node>::all(env.client().await)
-                    .patch(
-                        node,
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({"metadata": {"labels": {"resize-guard.io/preemption": "disabled"}}})),
-                    )
+                let labels =
+                    json!({"metadata": {"labels": {"resize-guard.io/preemption": "disabled"}}});
+                Api::<Node>::all(env.client().await)
+                    .patch(&node, &PatchParams::default(), &Patch::Merge(labels))
                     .await
                     .unwrap();
             }
             _ => {}
         }
+        defer(env, &ns, &api, self.cpu).await;
+        (ns, node)
     }
-    futures::future::join_all(stuck.iter().map(|(name, ns, _, api)| async move {
-        let cpu = if *name == "toomany" { "1431m" } else { "550m" };
-        defer(env, ns, api, cpu).await;
-    }))
-    .await;
-    let reasons = [
-        (
-            "equal",
-            "NoLowerPriorityPods",
-            "no pod on node {node} with priority below 1000000 can be preempted",
-        ),
-        (
-            "never",
-            "PreemptionPolicyNever",
-            "the pod has preemptionPolicy: Never, so it may not preempt others",
-        ),
-        (
-            "pdb",
-            "NoLowerPriorityPods",
-            "no pod on node {node} with priority below 1000000 can be preempted (1 held by a PodDisruptionBudget)",
-        ),
-        (
-            "protns",
-            "NoLowerPriorityPods",
-            "no pod on node {node} with priority below 1000000 can be preempted (1 protected by policy (preemption.protectedNamespaces))",
-        ),
-        (
-            "label",
-            "NoLowerPriorityPods",
-            "no pod on node {node} with priority below 1000000 can be preempted (1 protected by policy (preemption.protectedSelector))",
-        ),
-        (
-            "optout",
-            "NodeOptedOut",
-            "node {node} is labelled resize-guard.io/preemption=disabled",
-        ),
-        (
-            "toomany",
-            "TooManyVictims",
-            "making room takes 3 victims, more than preemption.maxVictimsPerResize (2)",
-        ),
-    ];
-    for (name, reason, why) in reasons {
-        let (_, ns, node, _) = stuck.iter().find(|s| s.0 == name).unwrap();
+
+    /// `explain` names the reason and the controller's `ResizePreemptionFailed` Event.
+    async fn assert_explained(&self, env: &Env, ns: &str, node: &str) {
+        let name = self.name;
         let out = rg_until(env, &["explain", "app", "-n", ns], "ResizePreemptionFailed").await;
-        println!("{}", out.stdout);
         assert!(out.success, "{}", out.stderr);
         assert_eq!(
             line(&out.stdout, "resize-guard:"),
             "resize-guard: deferred-stuck",
             "{name}"
         );
-        let why = why.replace("{node}", node);
+        let why = self.why.replace("{node}", node);
         assert!(
             line(&out.stdout, &format!("node {node} lacks cpu"))
                 .ends_with(&format!(", and resize-guard cannot make room: {why}.")),
             "{name}: {why}\n{}",
             out.stdout
         );
-        assert!(line(&out.stdout, "fix:").len() > 10, "{}", out.stdout);
-        assert!(
-            line(&out.stdout, "Resize: Deferred (PodResizePending), for ").len() > 10,
-            "{}",
-            out.stdout
-        );
-        assert!(
-            line(
-                &out.stdout,
-                "kubelet: Node didn't have enough resource: cpu, requested: "
-            )
-            .len()
-                > 10
-        );
+        for prefix in [
+            "fix:",
+            "Resize: Deferred (PodResizePending), for ",
+            "kubelet: Node didn't have enough resource: cpu, requested: ",
+        ] {
+            assert!(
+                line(&out.stdout, prefix).len() > 10,
+                "{name}: {}",
+                out.stdout
+            );
+        }
         let json_out = rg(env, &["explain", "app", "-n", ns, "-o", "json"]).await;
         let x: serde_json::Value = serde_json::from_str(&json_out.stdout).unwrap();
-        assert_eq!(x["decision"]["reason"], reason, "{name}: {x}");
+        assert_eq!(x["decision"]["reason"], self.reason, "{name}: {x}");
+    }
+}
+
+/// Deferred, and no pod can be preempted, once per reason: `explain` names the reason and the
+/// controller's `ResizePreemptionFailed` Event; `status` lists them all, by priority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_and_status_say_why_no_pod_can_be_preempted_once_per_reason() {
+    let s = suite().await;
+    let env = s.env;
+    let s = &*s;
+    // Boxed: an array of seven of these futures on the stack is what overflowed it.
+    let stuck: Vec<(String, String)> = futures::future::join_all(
+        STUCK
+            .iter()
+            .map(|row| Box::pin(async move { row.set_up(s).await })),
+    )
+    .await;
+    for (row, (ns, node)) in STUCK.iter().zip(&stuck) {
+        row.assert_explained(env, ns, node).await;
     }
     let out = rg(env, &["status", "-A"]).await;
     println!("{}", out.stdout);
@@ -620,77 +643,103 @@ async fn phases() {
             "RESIZE-GUARD"
         ]
     );
-    for (name, _, _) in reasons {
-        let (_, ns, node, _) = stuck.iter().find(|s| s.0 == name).unwrap();
-        let row = cells(line(&out.stdout, &format!("{ns} ")));
-        let priority = if name == "never" { "10000" } else { "1000000" };
+    for (row, (ns, node)) in STUCK.iter().zip(&stuck) {
+        let row_cells = cells(line(&out.stdout, &format!("{ns} ")));
+        let priority = if row.name == "never" {
+            "10000"
+        } else {
+            "1000000"
+        };
         assert_eq!(
-            &row[..5],
+            &row_cells[..5],
             [ns.as_str(), "app", node, priority, "Deferred"],
-            "{row:?}"
+            "{row_cells:?}"
         );
-        assert!(row[6].starts_with("stuck: "), "{row:?}");
+        assert!(row_cells[6].starts_with("stuck: "), "{row_cells:?}");
     }
-    let never_row = out
-        .stdout
-        .lines()
-        .position(|l| l.starts_with(&ns["never"]))
-        .unwrap();
-    let equal_row = out
-        .stdout
-        .lines()
-        .position(|l| l.starts_with(&ns["equal"]))
-        .unwrap();
+    let row_of = |name: &str| {
+        let (ns, _) = &stuck[STUCK.iter().position(|r| r.name == name).unwrap()];
+        out.stdout.lines().position(|l| l.starts_with(ns)).unwrap()
+    };
     assert!(
-        equal_row < never_row,
+        row_of("equal") < row_of("never"),
         "highest priority first:\n{}",
         out.stdout
     );
-    let only = rg(env, &["status", "-n", &ns["never"]]).await;
+    let never = out.stdout.lines().nth(row_of("never")).unwrap();
+    let only = rg(env, &["status", "-n", cells(never)[0]]).await;
     assert_eq!(only.stdout.lines().count(), 2, "{}", only.stdout);
     assert!(only.stdout.starts_with("NAME "), "{}", only.stdout);
-    Box::pin(laptop(env, &ns["never"], f)).await;
+}
 
-    // 4. check with no leader (killed: its Lease stays until it expires); meanwhile a Deferred
-    // resize that has a victim waits for one.
-    installed.kill_controller();
-    let out = rg_until(env, &["check", &probe], "✗ no controller leads").await;
-    println!("{}", out.stdout);
+/// A laptop's kubeconfig: `KUBECONFIG=a:b`, `--kubeconfig`, `--context`, `--cluster`, `--as`,
+/// `--as-group`, `--request-timeout`, and every exit status (through the real kubectl, which
+/// `exec`s the plugin): 0 done, 1 what-if refused, 2 usage, 3 cluster error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_laptops_kubeconfig_with_kubectls_connection_flags_and_every_exit_status() {
+    let s = suite().await;
+    let env = s.env;
+    // A resize pending in the context's namespace, which nobody can make room for.
+    let (pending, _, pods) = env.scenario("laptop", NODE, &EQUAL).await;
+    defer(env, &pending, &pods, "550m").await;
+    Box::pin(laptop(env, &pending, &s.field)).await;
+}
+
+/// No leader (the controller killed: its Lease stays until it expires): `check` says so (✗, exit
+/// 4); a Deferred resize with a victim waits, and `explain` and `status` show whom resize-guard
+/// will preempt once a controller leads. The controller comes back and preempts; the resize
+/// completes and `explain` shows `PreemptingForResize`, with no empty victims table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_leader_check_fails_and_a_resize_waits_until_one_preempts_for_it() {
+    let mut s = suite().await;
+    let env = s.env;
+    let (f, node, pods) = env.scenario("waiting", NODE, &FIELD).await;
+    s.whole = false;
+    s.installed.kill_controller();
+    let out = rg_until(env, &s.check(), "✗ no controller leads").await;
     assert!(!out.success, "a failed check exits 4");
-    let failed = rg_run(env, &[], &["check", &probe]).await;
+    let failed = rg_run(env, &[], &s.check()).await;
     assert_eq!(failed.code, 4, "{}", failed.stdout);
     let stale = line(
         &out.stdout,
         "✗ no controller leads: Lease resize-guard/resize-guard-controller was last renewed by demo ",
     );
     assert!(stale.ends_with(" ago (lease duration 15s)"), "{stale}");
-    assert!(out.stdout.contains(&format!(
-        "{stale}\n    fix: kubectl -n resize-guard get pods -l app.kubernetes.io/component=controller; kubectl -n resize-guard logs deploy/resize-guard-controller\n"
-    )), "{}", out.stdout);
-    assert!(
-        out.stdout
-            .contains("\nStatus check results are ✗: 1 check(s) failed\n"),
-        "{}",
-        out.stdout
+    assert_has(
+        &out.stdout,
+        &[
+            format!(
+                "{stale}\n    fix: kubectl -n resize-guard get pods -l app.kubernetes.io/component=controller; kubectl -n resize-guard logs deploy/resize-guard-controller\n"
+            ),
+            "\nStatus check results are ✗: 1 check(s) failed\n".to_owned(),
+        ],
     );
 
-    env.resize_cpu(f, "app", "550m").await;
-    wait_pod(&field_pods, "app", T, |p| resize_pending(p).is_some())
+    env.resize_cpu(&f, "app", "550m").await;
+    wait_pod(&pods, "app", T, |p| resize_pending(p).is_some())
         .await
         .unwrap();
-    let out = rg(env, &["explain", "app", "-n", f]).await;
+    let out = rg(env, &["explain", "app", "-n", &f]).await;
     println!("{}", out.stdout);
     assert_lines(
         &out.stdout,
         &[
             ("resize-guard:", "resize-guard: deferred-preemptible"),
             (
-                &format!("node {field_node} lacks"),
-                &format!("node {field_node} lacks cpu 120m; resize-guard will preempt {f}/filler:"),
+                &format!("node {node} lacks"),
+                &format!("node {node} lacks cpu 120m; resize-guard will preempt {f}/filler:"),
             ),
             (
                 "but no controller",
                 "but no controller holds the Lease, so nobody acts on this plan now",
+            ),
+            (
+                "controller:",
+                "controller: no controller holds the Lease: nothing will be preempted until one does",
+            ),
+            (
+                "QoS class:",
+                "QoS class:  Guaranteed — every container sets cpu and memory limits equal to its requests",
             ),
         ],
     );
@@ -704,24 +753,11 @@ async fn phases() {
             "no"
         ]
     );
-    assert_lines(
-        &out.stdout,
-        &[
-            (
-                "controller:",
-                "controller: no controller holds the Lease: nothing will be preempted until one does",
-            ),
-            (
-                "QoS class:",
-                "QoS class:  Guaranteed — every container sets cpu and memory limits equal to its requests",
-            ),
-        ],
-    );
     assert_eq!(
         cells(line(&out.stdout, "cpu ")),
         ["cpu", "1930m", "1500m", "0", "250m", "550m", "180m"]
     );
-    let status = rg(env, &["status", "-n", f, "-o", "wide"]).await;
+    let status = rg(env, &["status", "-n", &f, "-o", "wide"]).await;
     println!("{}", status.stdout);
     let row = cells(line(&status.stdout, "app "));
     assert_eq!(
@@ -733,29 +769,30 @@ async fn phases() {
     assert_eq!(row[6], crate::scenario::FIELD_TEST_DEFERRED);
 
     // The controller comes back and preempts for the waiting resize, which completes.
-    installed.start_controller(&env.cp).await.unwrap();
-    let done = wait_pod(&field_pods, "app", T, |p| {
+    s.installed.start_controller(&env.cp).await.unwrap();
+    let done = wait_pod(&pods, "app", T, |p| {
         allocated_cpu(p).as_deref() == Some("550m") && resize_pending(p).is_none()
     })
     .await;
     if let Err(e) = done {
-        let log = installed
+        let log = s
+            .installed
             .controller
             .as_ref()
             .map(|c| c.log_tail(20_000))
             .unwrap_or_default();
-        let filler = field_pods.get_opt("filler").await;
+        let filler = pods.get_opt("filler").await;
         let events = env
             .kubectl()
-            .run(["events", "-n", f])
+            .run(["events", "-n", &f])
             .await
             .map(|o| o.stdout);
         panic!(
             "the resize did not complete: {e:#}\n==== filler ====\n{filler:?}\n==== events ====\n{events:?}\n==== controller log ====\n{log}"
         );
     }
-    let out = rg_until(env, &["explain", "app", "-n", f], "PreemptingForResize").await;
-    println!("{}", out.stdout);
+    s.whole = true;
+    let out = rg_until(env, &["explain", "app", "-n", &f], "PreemptingForResize").await;
     assert_lines(
         &out.stdout,
         &[
@@ -773,58 +810,80 @@ async fn phases() {
         out.stdout
     );
     assert!(
-        out.stdout.lines().any(|l| l.contains("Normal    PreemptingForResize") && l.contains(&format!(
-            "preempting {f}/filler (priority 100) on node {field_node} to free cpu 120m for this resize"
-        ))),
+        out.stdout.lines().any(|l| {
+            l.contains("Normal    PreemptingForResize") && l.contains(&format!(
+            "preempting {f}/filler (priority 100) on node {node} to free cpu 120m for this resize"
+        ))
+        }),
         "{}",
         out.stdout
     );
-    let empty = rg(env, &["status", "-n", f]).await;
+    let empty = rg(env, &["status", "-n", &f]).await;
     assert_eq!(
         empty.stdout,
         format!("No pending resizes in namespace {f}.\n")
     );
+}
 
-    // 5. check on broken installs, the controller stopped (SIGTERM: it releases its Lease).
-    installed.stop_controller();
-    let out = rg(env, &["check", &probe]).await;
-    assert!(!out.success);
-    assert!(out.stdout.contains(
-        "✗ no controller leads: Lease resize-guard/resize-guard-controller is released (no holder)\n"
-    ), "{}", out.stdout);
-    // A wrong caBundle (another CA's):
-    let original = config.webhooks.as_ref().unwrap()[0]
-        .client_config
-        .ca_bundle
-        .clone()
-        .unwrap();
-    let other =
-        resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback()).unwrap();
+/// The controller stopped (SIGTERM: it releases its Lease): ✗ with exit 4, naming the Lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_fails_once_the_controller_stops_and_releases_its_lease() {
+    let mut s = suite().await;
+    s.stop_controller().await;
+    assert_eq!(rg_run(s.env, &[], &s.check()).await.code, 4);
+    s.restore().await;
+}
+
+/// A wrong caBundle (another CA's), with no controller to repair it: ✗ with the fix, and the
+/// dry-run probe gets no answer; the right one back, the probe reaches resize-guard again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_fails_on_a_wrong_ca_bundle_and_the_probe_gets_no_answer() {
+    let mut s = suite().await;
+    let env = s.env;
+    s.stop_controller().await;
+    let hooks: Api<MutatingWebhookConfiguration> = Api::all(env.client().await);
     let set_bundle = |bundle: Vec<u8>| {
         let hooks = hooks.clone();
         async move {
             let mut c = hooks.get("resize-guard").await.unwrap();
-            c.webhooks.as_mut().unwrap()[0].client_config.ca_bundle = Some(ByteString(bundle));
+            let hook = &mut c.webhooks.as_mut().unwrap()[0];
+            let old = hook.client_config.ca_bundle.replace(ByteString(bundle));
             hooks
                 .replace("resize-guard", &PostParams::default(), &c)
                 .await
                 .unwrap();
+            old.unwrap()
         }
     };
-    set_bundle(other.ca_cert_pem.clone().into_bytes()).await;
-    let out = rg_until(env, &["check", &probe], "got no answer from resize-guard").await;
-    println!("{}", out.stdout);
+    let other =
+        resize_guard_certs::generate(&resize_guard_certs::CertSpec::for_loopback()).unwrap();
+    let original = set_bundle(other.ca_cert_pem.clone().into_bytes()).await;
+    let out = rg_until(env, &s.check(), "got no answer from resize-guard").await;
     assert!(!out.success);
-    assert!(out.stdout.contains(&format!(
-        "✗ mutate.resize-guard.io's caBundle does not verify the certificate served at {served}: invalid peer certificate: UnknownIssuer\n    fix: the API server cannot call the webhook"
-    )), "{}", out.stdout);
-    assert!(out.stdout.contains(&format!(
-        "✗ a dry-run resize of pod {f}/app got no answer from resize-guard (API server: accepted)\n"
-    )), "{}", out.stdout);
+    let (served, f) = (&s.served, &s.field);
+    assert_has(
+        &out.stdout,
+        &[
+            format!(
+                "✗ mutate.resize-guard.io's caBundle does not verify the certificate served at {served}: invalid peer certificate: UnknownIssuer\n    fix: the API server cannot call the webhook"
+            ),
+            format!(
+                "✗ a dry-run resize of pod {f}/app got no answer from resize-guard (API server: accepted)\n"
+            ),
+        ],
+    );
     set_bundle(original.0).await;
-    rg_until(env, &["check", &probe], "reached resize-guard").await;
+    rg_until(env, &s.check(), "reached resize-guard").await;
+    s.restore().await;
+}
 
-    // An expired serving certificate, signed by the right CA:
+/// An expired serving certificate, signed by the right CA: ✗ with the fix; the controller comes
+/// back, renews it, and `check` is green again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_fails_on_an_expired_serving_certificate_until_the_controller_renews_it() {
+    let mut s = suite().await;
+    let env = s.env;
+    s.stop_controller().await;
     let secrets: Api<Secret> = Api::namespaced(env.client().await, "resize-guard");
     let ca = secrets.get("resize-guard-ca").await.unwrap();
     let text =
@@ -847,23 +906,31 @@ async fn phases() {
         )
         .await
         .unwrap();
-    let out = rg_until(env, &["check", &probe], "expired").await;
-    println!("{}", out.stdout);
+    let out = rg_until(env, &s.check(), "expired").await;
     assert!(!out.success);
-    assert!(out.stdout.contains(&format!(
-        "✗ the certificate served at {served} expired 2d ago\n    fix: the controller renews the certificate"
-    )), "{}", out.stdout);
+    let served = &s.served;
+    assert_has(
+        &out.stdout,
+        &[format!(
+            "✗ the certificate served at {served} expired 2d ago\n    fix: the controller renews the certificate"
+        )],
+    );
     assert!(
         line(&out.stdout, &format!("✗ mutate.resize-guard.io's caBundle does not verify the certificate served at {served}: invalid peer certificate: certificate expired: verification time ")).len() > 10
     );
 
-    // The controller comes back and repairs the certificate: check is green again.
-    installed.start_controller(&env.cp).await.unwrap();
-    let out = rg_until(env, &["check", &probe], "Status check results are ✓").await;
+    s.installed.start_controller(&env.cp).await.unwrap();
+    let out = rg_until(env, &s.check(), "Status check results are ✓").await;
     assert!(out.success, "{}", out.stdout);
+    s.whole = true;
+}
 
-    // The pod-write guard's binding removed: the controller's patch pods is no longer narrowed.
-    // (Step 6 re-applies deploy/, which brings it back.)
+/// The pod-write guard's binding removed: the controller's patch pods is no longer narrowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_fails_when_the_pod_write_policy_has_no_binding() {
+    let mut s = suite().await;
+    let env = s.env;
+    s.whole = false;
     let deleted = env
         .kubectl()
         .run([
@@ -874,15 +941,26 @@ async fn phases() {
         .await
         .unwrap();
     assert!(deleted.success, "{}", deleted.stderr);
-    let out = rg_run(env, &[], &["check", &probe]).await;
+    let out = rg_run(env, &[], &s.check()).await;
     assert_eq!(out.code, 4, "{}\n{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains(
-        "✗ ValidatingAdmissionPolicy resize-guard-controller-pod-writes has no ValidatingAdmissionPolicyBinding resize-guard-controller-pod-writes: the policy is not enforced\n    fix: kubectl apply --server-side -f deploy/base/controller-pod-writes.yaml"
-    ), "{}", out.stdout);
+    assert_has(
+        &out.stdout,
+        &[
+            "✗ ValidatingAdmissionPolicy resize-guard-controller-pod-writes has no ValidatingAdmissionPolicyBinding resize-guard-controller-pod-writes: the policy is not enforced\n    fix: kubectl apply --server-side -f deploy/base/controller-pod-writes.yaml",
+        ],
+    );
+    s.restore().await;
+}
 
-    // 6. The shipped Service: deploy/ re-applied as is (its clientConfig names the Service
-    // resize-guard/resize-guard-webhook), a replica published in its EndpointSlice. check
-    // verifies caBundle against the serving Secret (a Service is not reachable from outside).
+/// `deploy/` re-applied as is (its clientConfig names the Service
+/// resize-guard/resize-guard-webhook), a replica published in its EndpointSlice: `check` verifies
+/// caBundle against the serving Secret (a Service is not reachable from outside) and is green;
+/// then ✗ once the replica is no longer ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_calls_the_shipped_service_and_fails_once_no_endpoint_is_ready() {
+    let mut s = suite().await;
+    let env = s.env;
+    s.whole = false;
     install(
         env,
         &Install {
@@ -895,28 +973,27 @@ async fn phases() {
     let replica = Replica::bring_up(env, &webhook.display().to_string(), "replica-a", T)
         .await
         .unwrap();
-    let out = rg_until(env, &["check", &probe], "Status check results are ✓").await;
-    println!("{}", out.stdout);
-    for want in [
-        "✓ mutate.resize-guard.io calls Service resize-guard/resize-guard-webhook:443 (1 ready endpoint(s))\n",
-        "✓ mutate.resize-guard.io's caBundle verifies the certificate in Secret resize-guard/resize-guard-webhook-tls\n",
-        "✓ the certificate in Secret resize-guard/resize-guard-webhook-tls is valid for 89d more\n",
-        "(mutate decision no-change)\n",
-    ] {
-        assert!(
-            out.stdout.contains(want),
-            "missing {want:?} in:\n{}",
-            out.stdout
-        );
-    }
+    let out = rg_until(env, &s.check(), "Status check results are ✓").await;
+    assert_has(
+        &out.stdout,
+        &[
+            "✓ mutate.resize-guard.io calls Service resize-guard/resize-guard-webhook:443 (1 ready endpoint(s))\n",
+            "✓ mutate.resize-guard.io's caBundle verifies the certificate in Secret resize-guard/resize-guard-webhook-tls\n",
+            "✓ the certificate in Secret resize-guard/resize-guard-webhook-tls is valid for 89d more\n",
+            "(mutate decision no-change)\n",
+        ],
+    );
     // The replica stops being ready (a failing readiness probe): no endpoint is left.
     replica.publish(env, false, false).await.unwrap();
-    let out = rg_until(env, &["check", &probe], "has no ready endpoints").await;
-    println!("{}", out.stdout);
+    let out = rg_until(env, &s.check(), "has no ready endpoints").await;
     assert!(!out.success);
-    assert!(out.stdout.contains(
-        "✗ mutate.resize-guard.io calls Service resize-guard/resize-guard-webhook:443, which has no ready endpoints\n    fix: kubectl -n resize-guard get pods -l app.kubernetes.io/component=webhook; kubectl -n resize-guard describe deploy/resize-guard-webhook\n"
-    ), "{}", out.stdout);
+    assert_has(
+        &out.stdout,
+        &[
+            "✗ mutate.resize-guard.io calls Service resize-guard/resize-guard-webhook:443, which has no ready endpoints\n    fix: kubectl -n resize-guard get pods -l app.kubernetes.io/component=webhook; kubectl -n resize-guard describe deploy/resize-guard-webhook\n",
+        ],
+    );
+    s.restore().await;
 }
 
 /// kubectl's connection flags and the exit statuses, on a laptop's kubeconfig: a merge list whose

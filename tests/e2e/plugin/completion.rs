@@ -16,7 +16,7 @@ use kube::api::Api;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::objects::create_all;
 
-use super::basics::plugin_dir;
+use super::command::plugin_dir;
 
 /// kubectl's answer: the candidates (with descriptions) and the directive.
 #[derive(Debug)]
@@ -96,16 +96,11 @@ async fn kubectl_completes_the_plugins_words_and_the_clusters_names() {
     let node = env.node("compl", "2", "4Gi").await;
     let ns = env.namespace("compl").await;
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_all(
-        &pods,
-        &node,
-        &[
-            ("web-0", "low", "100m", "64Mi"),
-            ("db", "low", "100m", "64Mi"),
-        ],
-    )
-    .await
-    .unwrap();
+    let pods_on_node = [
+        ("web-0", "low", "100m", "64Mi"),
+        ("db", "low", "100m", "64Mi"),
+    ];
+    create_all(&pods, &node, &pods_on_node).await.unwrap();
 
     // The control: no helper on PATH, no candidates (kubectl's default directive, file names).
     let bare = links("bare", false);

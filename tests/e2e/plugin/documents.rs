@@ -15,7 +15,7 @@ use resize_guard_harness::installed::Installed;
 use resize_guard_harness::objects::{resize_pending, wait_pod};
 use serde_json::{Value, json};
 
-use super::basics::{Run, rg_run};
+use super::command::{Run, rg_run};
 
 const T: Duration = Duration::from_secs(60);
 

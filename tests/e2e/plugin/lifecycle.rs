@@ -21,10 +21,11 @@ use kube::api::{Api, PostParams};
 use resize_guard_harness::account::Account;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::installed::Installed;
+use resize_guard_harness::text::assert_contains_all;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::basics::{plugin_dir, rg_run};
+use super::command::{plugin_dir, rg_run};
 
 /// The release of the plugin and of `deploy/` (one workspace version).
 const RELEASE: &str = env!("CARGO_PKG_VERSION");
@@ -39,6 +40,19 @@ fn line<'a>(text: &'a str, prefix: &str) -> &'a str {
 async fn kubectl(env: &Env, args: &[&str]) {
     let out = env.kubectl().run(args).await.unwrap();
     assert!(out.success, "kubectl {args:?}: {}", out.stderr);
+}
+
+/// Points the controller's Deployment at `registry.invalid/resize-guard/resize-guard-controller`
+/// with `reference` (`:TAG` or `@DIGEST`).
+async fn set_controller_image(env: &Env, reference: &str) {
+    let image =
+        format!("controller=registry.invalid/resize-guard/resize-guard-controller{reference}");
+    let deployment = "deployment/resize-guard-controller";
+    kubectl(
+        env,
+        &["-n", "resize-guard", "set", "image", deployment, &image],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,14 +135,15 @@ async fn pre_install_checks_a_wait_for_the_install_and_the_installed_release() {
     println!("{}", out.stdout);
     assert_eq!(out.code, 4, "{}\n{}", out.stdout, out.stderr);
     let refused = line(&out.stdout, "✗ you may not ");
-    for kind in [
-        "get, create, patch namespaces cluster-wide",
-        "get, create, patch priorityclasses.scheduling.k8s.io cluster-wide",
-        "get, create, patch clusterroles.rbac.authorization.k8s.io cluster-wide",
-        "get, create, patch mutatingwebhookconfigurations.admissionregistration.k8s.io cluster-wide",
-    ] {
-        assert!(refused.contains(kind), "{kind:?} not in {refused}");
-    }
+    assert_contains_all(
+        refused,
+        &[
+            "get, create, patch namespaces cluster-wide",
+            "get, create, patch priorityclasses.scheduling.k8s.io cluster-wide",
+            "get, create, patch clusterroles.rbac.authorization.k8s.io cluster-wide",
+            "get, create, patch mutatingwebhookconfigurations.admissionregistration.k8s.io cluster-wide",
+        ],
+    );
     // Nothing in its own namespace is refused.
     assert!(!refused.contains(&format!(" in {team}")), "{refused}");
     let refused = line(
@@ -225,18 +240,7 @@ async fn pre_install_checks_a_wait_for_the_install_and_the_installed_release() {
     );
 
     // 4. An older controller.
-    kubectl(
-        env,
-        &[
-            "-n",
-            "resize-guard",
-            "set",
-            "image",
-            "deployment/resize-guard-controller",
-            "controller=registry.invalid/resize-guard/resize-guard-controller:0.1.0",
-        ],
-    )
-    .await;
+    set_controller_image(env, ":0.1.0").await;
     let out = rg_run(env, &[], &["check"]).await;
     println!("{}", out.stdout);
     assert_eq!(out.code, 0, "a release skew is a warning:\n{}", out.stdout);
@@ -274,18 +278,7 @@ async fn pre_install_checks_a_wait_for_the_install_and_the_installed_release() {
 
     // Pinned by digest alone: the label names the release.
     let digest = format!("sha256:{}", "0".repeat(64));
-    kubectl(
-        env,
-        &[
-            "-n",
-            "resize-guard",
-            "set",
-            "image",
-            "deployment/resize-guard-controller",
-            &format!("controller=registry.invalid/resize-guard/resize-guard-controller@{digest}"),
-        ],
-    )
-    .await;
+    set_controller_image(env, &format!("@{digest}")).await;
     let doc = rg_run(env, &[], &["check", "-o", "json"]).await;
     let doc: serde_json::Value = serde_json::from_str(&doc.stdout).unwrap();
     let controller = &doc["versions"]["programs"][1];

@@ -1,6 +1,7 @@
 //! `kubectl resize-guard` against a cluster with resize-guard installed.
 
 mod basics;
+mod command;
 mod completion;
 mod documents;
 mod lifecycle;

@@ -12,7 +12,7 @@ use resize_guard_harness::env::{EnvOptions, shared};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::basics::rg_run;
+use super::command::rg_run;
 
 /// A CONNECT-only HTTP proxy on loopback; `tunnels` holds each CONNECT's `host:port`.
 struct Proxy {
@@ -110,7 +110,7 @@ async fn status(
     kubeconfig: &str,
     https_proxy: &str,
     no_proxy: &str,
-) -> super::basics::Run {
+) -> super::command::Run {
     let vars = [
         ("KUBECONFIG", kubeconfig),
         ("HTTPS_PROXY", https_proxy),

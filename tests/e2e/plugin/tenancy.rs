@@ -42,30 +42,22 @@ async fn a_tenants_what_if_counts_a_victim_of_another_namespace_and_names_none()
     .await
     .unwrap();
     let admin = env.kubectl();
-    for args in [
-        vec!["create", "serviceaccount", "dev", "-n", &tenant],
-        vec![
-            "create",
-            "role",
-            "resizer",
-            "-n",
+    let out = admin
+        .run(["create", "serviceaccount", "dev", "-n", &tenant])
+        .await
+        .unwrap();
+    assert!(out.success, "{}", out.stderr);
+    let dev_sa = format!("--serviceaccount={tenant}:dev");
+    admin
+        .grant(
             &tenant,
-            "--verb=get,list,patch",
-            "--resource=pods,pods/resize",
-        ],
-        vec![
-            "create",
-            "rolebinding",
             "resizer",
-            "-n",
-            &tenant,
-            "--role=resizer",
-            &format!("--serviceaccount={tenant}:dev"),
-        ],
-    ] {
-        let out = admin.run(&args).await.unwrap();
-        assert!(out.success, "{}", out.stderr);
-    }
+            "get,list,patch",
+            "pods,pods/resize",
+            &dev_sa,
+        )
+        .await
+        .unwrap();
     let dev = Account::of(env, &tenant, "dev").await.unwrap();
     let as_dev = Kubectl {
         bin: admin.bin.clone(),

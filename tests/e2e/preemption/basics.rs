@@ -14,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, EnvOptions, LogGuard, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::objects::*;
 use serde_json::json;
@@ -27,10 +27,12 @@ const T3_MEDIUM: (&str, &str, &str) = ("t3-medium", "1930m", "3Gi");
 const FILLER: (&str, &str, &str, &str) = ("filler", "low", "1500m", "256Mi");
 const APP: (&str, &str, &str, &str) = ("app", "high", "250m", "256Mi");
 
-async fn setup() -> &'static Env {
+/// The suite's environment with its controller leading, and the guard that prints the logs if
+/// the test fails.
+async fn setup() -> (&'static Env, LogGuard<'static>) {
     let env = shared(EnvOptions::default());
     support::leading(&CONTROLLER, env, "e2e-leader").await;
-    env
+    (env, env.guard())
 }
 
 async fn deferred(pods: &Api<Pod>, env: &Env, ns: &str, name: &str, cpu: &str) {
@@ -46,8 +48,7 @@ async fn preemption_failed(env: &Env, pods: &Api<Pod>, ns: &str) -> Vec<(String,
 
 #[tokio::test]
 async fn field_test_the_filler_is_preempted_and_the_resize_completes_in_place() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let (ns, node, pods) = env.field_test("field").await;
     // The real kubelet finishes a graceful deletion quickly with its fake runtime, and the
     // resize may complete while the victim still terminates: watch the victim, don't poll it.
@@ -120,8 +121,7 @@ async fn field_test_the_filler_is_preempted_and_the_resize_completes_in_place() 
 
 #[tokio::test]
 async fn never_preempts_equal_or_higher_priority_and_says_why() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let (ns, _, pods) = env
         .scenario(
             "equal",
@@ -139,8 +139,7 @@ async fn never_preempts_equal_or_higher_priority_and_says_why() {
 
 #[tokio::test]
 async fn a_preemptor_with_preemption_policy_never_gets_no_victims_and_an_event() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     env.priority_class("high-never", 1_000_000, true).await;
     let (ns, _, pods) = env
         .scenario(
@@ -159,8 +158,7 @@ async fn a_preemptor_with_preemption_policy_never_gets_no_victims_and_an_event()
 
 #[tokio::test]
 async fn protected_pods_and_opted_out_nodes_are_respected() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let (ns, node, pods) = env.scenario("protected", T3_MEDIUM, &[]).await;
     let mut guarded = guaranteed_pod("guarded", &node, "low", "1500m", "256Mi");
     guarded
@@ -195,8 +193,7 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
 /// (`preemption.allowBarePodVictims: false`) it is no victim, and the Event names the rule.
 #[tokio::test]
 async fn a_bare_pod_is_not_a_victim_by_default_and_the_event_names_the_rule() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let (ns, node, pods) = env.scenario("bare", T3_MEDIUM, &[]).await;
     let (name, class, cpu, memory) = FILLER;
     let bare = guaranteed_pod(name, &node, class, cpu, memory);
@@ -218,8 +215,7 @@ async fn a_bare_pod_is_not_a_victim_by_default_and_the_event_names_the_rule() {
 /// the preemptor's Event names the rule.
 #[tokio::test]
 async fn a_pod_in_an_excluded_namespace_is_not_a_victim_and_the_event_says_why() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let (ns, node, pods) = env.scenario("tenant", T3_MEDIUM, &[]).await;
     let payments = env.namespace("payments").await;
     let payments_pods: Api<Pod> = Api::namespaced(env.client().await, &payments);
@@ -256,8 +252,7 @@ async fn a_pod_in_an_excluded_namespace_is_not_a_victim_and_the_event_says_why()
 /// the annotation by the controller, go through.
 #[tokio::test]
 async fn the_controllers_pod_patches_reach_only_the_plan_annotation() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let ns = env.namespace("confined").await;
     let admin: Api<Pod> = Api::namespaced(env.client().await, &ns);
     let controller: Api<Pod> = Api::namespaced(
@@ -338,8 +333,7 @@ async fn the_controllers_pod_patches_reach_only_the_plan_annotation() {
 
 #[tokio::test]
 async fn a_pdb_protected_pod_is_not_evicted_and_another_victim_is_used() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     env.cp.start_controller_manager().unwrap();
     let ns = env.namespace("pdb").await;
     let node = env.node("t3-medium", "1930m", "3Gi").await;
@@ -353,15 +347,11 @@ async fn a_pdb_protected_pod_is_not_evicted_and_another_victim_is_used() {
     .await
     .unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    create_running(&pods, &guaranteed_pod("db", &node, "low", "700m", "256Mi"))
-        .await
-        .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let pods_on_node = [
+        ("db", "low", "700m", "256Mi"),
+        ("app", "high", "250m", "256Mi"),
+    ];
+    create_all(&pods, &node, &pods_on_node).await.unwrap();
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
@@ -405,8 +395,7 @@ async fn a_pdb_protected_pod_is_not_evicted_and_another_victim_is_used() {
 /// preempts all three (`tests/e2e/upstream/alpha_preemption.rs` runs the same scenario there).
 #[tokio::test]
 async fn kep_5836_example_takes_one_victim() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     // M asks first (Deferred, 500m short); H asks next.
     let (ns, _node, pods) = env.kep_5836("kep5836").await;
     // H admitted: the kubelet retries pending resizes by priority when l2 goes
@@ -482,8 +471,7 @@ async fn kep_5836_example_takes_one_victim() {
 /// Deferred, `status_manager.go`), and resize-guard says it preempts nothing.
 #[tokio::test]
 async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let ns = env.namespace("never-fits").await;
     let cfg = HollowNodeConfig::with_allocatable(&env.unique("shrinks"), "1930m", "3Gi").unwrap();
     let mut node = HollowNode::start(&env.cp, &cfg).await.unwrap();

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, alone};
 use resize_guard_harness::install::{http_get, set_policy};
 use resize_guard_harness::objects::*;
 
@@ -80,9 +80,7 @@ async fn wait_log(c: &support::Controller, needle: &str, what: &str) {
 
 #[tokio::test]
 async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_wakes() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let old = support::start(env, "stopped-a").await;
     assert!(old.leads_within(400).await, "stopped-a never led");
     let new = support::start(env, "stopped-b").await;
@@ -171,9 +169,7 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_wakes() {
 
 #[tokio::test]
 async fn an_api_server_restart_mid_plan_neither_loses_the_plan_nor_adds_a_victim() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let controller = support::start(env, "restart").await;
     set_policy(env, "mode: enforce\n").await;
     controller

@@ -8,12 +8,11 @@ use crate::scenario::controller as support;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use resize_guard_controller::preemption::seal::{
     PLAN_KEY_FIELD, PLAN_KEY_SECRET, PlanKey, PlanRecord, seal,
 };
-use resize_guard_harness::env::{EnvOptions, shared};
+use resize_guard_harness::env::alone;
 use resize_guard_harness::install::wait_ready;
 use resize_guard_harness::objects::*;
 use serde_json::json;
@@ -137,9 +136,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test]
 async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_victims() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let (ns, node, pods) = env.scenario("resume", ("n", "2500m", "4Gi"), &[]).await;
     for name in ["v1", "v2", "v3", "v4"] {
         create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
@@ -198,9 +195,7 @@ async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_vic
 
 #[tokio::test]
 async fn only_the_leader_acts_and_a_follower_takes_over_when_it_dies() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let a = support::start(env, "replica-a").await;
     let b = support::start(env, "replica-b").await;
     let mut leader = None;
@@ -266,9 +261,7 @@ async fn only_the_leader_acts_and_a_follower_takes_over_when_it_dies() {
 
 #[tokio::test]
 async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_plan() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let (ns, node, pods) = env.scenario("crash", ("n", "2500m", "4Gi"), &[]).await;
     for name in ["v1", "v2", "v3", "v4"] {
         let mut p = guaranteed_pod(name, &node, "low", "500m", "64Mi");
@@ -363,9 +356,7 @@ async fn planted_plan_rejected(
 
 #[tokio::test]
 async fn a_plan_planted_by_the_pods_author_is_dropped_and_only_the_fresh_plan_acts() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let (ns, node, pods) = env.field_test("planted").await;
     let (mut victims, targets) = targets(env, "planted", &node).await;
     // (d) more victims than the cap (5) once the filler is named too, plus (a)-(c), (e).
@@ -387,9 +378,7 @@ async fn a_plan_planted_by_the_pods_author_is_dropped_and_only_the_fresh_plan_ac
 
 #[tokio::test]
 async fn a_sealed_plan_naming_pods_a_fresh_plan_could_not_choose_is_dropped_with_the_reason() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let (ns, node, pods) = env.field_test("recheck").await;
     let (victims, targets) = targets(env, "recheck", &node).await;
     // Sealed with the controller's own key: only the re-check of every rule can refuse it.
@@ -408,9 +397,7 @@ async fn a_sealed_plan_naming_pods_a_fresh_plan_could_not_choose_is_dropped_with
 
 #[tokio::test]
 async fn a_format_one_record_an_upgrade_finds_is_dropped_and_the_resize_planned_afresh() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let (ns, node, pods) = env.field_test("format1").await;
     let (victims, targets) = targets(env, "format1", &node).await;
     // Validly sealed by the previous format, naming pods of another namespace in clear: it is
@@ -429,9 +416,7 @@ async fn a_format_one_record_an_upgrade_finds_is_dropped_and_the_resize_planned_
 
 #[tokio::test]
 async fn restarted_with_a_broken_or_missing_policy_it_keeps_the_last_good_one_or_does_nothing() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let cms: Api<ConfigMap> = Api::namespaced(env.client().await, "resize-guard");
     let metric = |m: &str, origin: &str| {
         m.lines()
@@ -628,26 +613,11 @@ async fn counter(c: &support::Controller, name: &str) -> f64 {
 /// retry it until the leadership fence passes.
 #[tokio::test]
 async fn an_eviction_refused_by_a_budget_the_cache_did_not_foresee_replans_at_once() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
-    env.cp.start_controller_manager().unwrap();
+    let (env, _alone) = alone(&SERIAL).await;
     let (ns, _node, pods) = env.field_test("refused").await;
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client().await, &ns);
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "filler"},
-        "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "filler"}}}
-    }))
-    .unwrap();
-    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
-    let counted = wait_pdb_counted(&pdbs, "filler", 1, T).await.unwrap();
+    let (pdbs, counted, changed) =
+        support::stale_budget(env, &ns, "filler", ("app", "filler"), 1, 1).await;
     assert_eq!(counted.status.unwrap().disruptions_allowed, Some(1));
-    env.cp.stop_controller_manager();
-    let patch = json!({"spec": {"minAvailable": 1}});
-    let changed = pdbs
-        .patch("filler", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
     let status = changed.status.unwrap();
     assert!(status.observed_generation < changed.metadata.generation);
     assert_eq!(
@@ -672,24 +642,9 @@ async fn an_eviction_refused_by_a_budget_the_cache_did_not_foresee_replans_at_on
     // refused again, before the error reached the controller. From the audit log and the
     // Event's own time, so however slow the machine, order and not speed decides.
     let said = replanned_at(env, &ns).await;
-    let refusals_before: Vec<String> = env
-        .cp
-        .audit_events()
-        .iter()
-        .filter(|e| {
-            e["stage"] == "ResponseComplete"
-                && e["verb"] == "create"
-                && e["objectRef"]["subresource"] == "eviction"
-                && e["objectRef"]["namespace"] == ns.as_str()
-                && e["objectRef"]["name"] == "filler"
-                && e["responseStatus"]["code"] == 429
-        })
-        .filter_map(|e| e["requestReceivedTimestamp"].as_str())
-        .filter(|t| {
-            t.parse::<k8s_openapi::jiff::Timestamp>()
-                .is_ok_and(|t| t < said)
-        })
-        .map(str::to_owned)
+    let refusals_before: Vec<_> = resize_guard_harness::audit::evictions(&env.cp, &[&ns], 429)
+        .into_iter()
+        .filter(|e| e.victim == "filler" && e.received < said)
         .collect();
     assert_eq!(
         refusals_before.len(),
@@ -746,24 +701,9 @@ fn owned_pod(name: &str, node: &str, cpu: &str, kind: &str, owner: &str) -> Pod 
 /// budget's status stays stale.
 #[tokio::test]
 async fn a_budget_the_cache_disagrees_with_is_asked_again_ever_more_slowly() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
-    env.cp.start_controller_manager().unwrap();
+    let (env, _alone) = alone(&SERIAL).await;
     let (ns, _node, pods) = env.field_test("backoff").await;
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client().await, &ns);
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "filler"},
-        "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "filler"}}}
-    }))
-    .unwrap();
-    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
-    wait_pdb_counted(&pdbs, "filler", 1, T).await.unwrap();
-    env.cp.stop_controller_manager();
-    let patch = json!({"spec": {"minAvailable": 1}});
-    pdbs.patch("filler", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    let (pdbs, _, _) = support::stale_budget(env, &ns, "filler", ("app", "filler"), 1, 1).await;
 
     let c = support::start(env, "refusal-backoff").await;
     c.wait_leading().await;
@@ -810,9 +750,7 @@ async fn a_budget_the_cache_disagrees_with_is_asked_again_ever_more_slowly() {
 
 #[tokio::test]
 async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let full = std::env::var("RESIZE_GUARD_FLOOD").is_ok_and(|v| v == "full");
     let (nodes, k): (u32, u32) = if full { (20, 10) } else { (4, 5) };
     let needed = k.div_ceil(3);
@@ -899,30 +837,11 @@ async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
     let took = asked.elapsed();
 
     // What the controller did, from the audit log: its evictions, in order.
-    let mut evictions: Vec<(f64, String)> = env
-        .cp
-        .audit_events()
-        .into_iter()
-        .filter(|e| {
-            e["stage"] == "ResponseComplete"
-                && e["verb"] == "create"
-                && e["objectRef"]["subresource"] == "eviction"
-                && e["objectRef"]["namespace"] == ns.as_str()
-                && e["responseStatus"]["code"] == 201
-        })
-        .map(|e| {
-            let at: k8s_openapi::jiff::Timestamp = e["requestReceivedTimestamp"]
-                .as_str()
-                .unwrap()
-                .parse()
-                .unwrap();
-            (
-                at.as_millisecond() as f64 / 1000.0,
-                e["objectRef"]["name"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    evictions.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let evictions: Vec<(f64, String)> =
+        resize_guard_harness::audit::evictions(&env.cp, &[&ns], 201)
+            .into_iter()
+            .map(|e| (e.at, e.victim))
+            .collect();
     eprintln!(
         "flood: {} resizes on {nodes} nodes completed in {took:?} with {} evictions",
         growing.len(),

@@ -10,18 +10,22 @@ use crate::scenario::controller as support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use resize_guard_harness::env::{Env, EnvOptions, LogGuard, shared};
 use resize_guard_harness::objects::*;
 use tokio::sync::OnceCell;
 
 static CONTROLLER: OnceCell<support::Controller> = OnceCell::const_new();
 const T: Duration = Duration::from_secs(60);
 
-async fn setup() -> &'static Env {
+/// The suite's environment with its controller leading, and the guard that prints the logs if
+/// the test fails.
+async fn setup() -> (&'static Env, LogGuard<'static>) {
     let env = shared(EnvOptions::default());
     env.priority_class("mid-never", 10_000, true).await;
     support::leading(&CONTROLLER, env, "e2e-pending-growth").await;
-    env
+    (env, env.guard())
 }
 
 /// Every plan the controller recorded on the pod, as seen by a watch, by generation and time
@@ -52,21 +56,32 @@ async fn grows_in_place(env: &Env, ns: &str, high: &support::History, cpu: &str)
     .await;
 }
 
+/// Creates a running `low` pod `name` (`cpu`) on `node` that takes `after` to exit once deleted.
+async fn exiting_low(pods: &Api<Pod>, node: &str, name: &str, cpu: &str, after: &str) {
+    let p = guaranteed_pod(name, node, "low", cpu, "64Mi");
+    create_running(pods, &stopping_after(p, after))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn issue_example_preempts_the_two_growing_pods_instead_of_four() {
     // Upstream's alpha took low2, low4, low5 and mid1; the kubelet-accounting plan
     // (low3, low4, low5) lost the room to mid0's growth and needed a second round of two more.
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let (ns, node, pods) = env
         .scenario("race-example", ("race", "3930m", "8Gi"), &[])
         .await;
     let lows = ["510m", "420m", "390m", "230m", "310m", "420m"];
     for (i, cpu) in lows.iter().enumerate() {
-        let p = guaranteed_pod(&format!("low{i}"), &node, "low", cpu, "64Mi");
-        create_running(&pods, &stopping_after(p, &format!("{}ms", 300 * i)))
-            .await
-            .unwrap();
+        exiting_low(
+            &pods,
+            &node,
+            &format!("low{i}"),
+            cpu,
+            &format!("{}ms", 300 * i),
+        )
+        .await;
     }
     for (i, (cpu, after)) in [("440m", "2s"), ("540m", "0s")].iter().enumerate() {
         let p = guaranteed_pod(&format!("mid{i}"), &node, "mid-never", cpu, "64Mi");
@@ -113,8 +128,7 @@ async fn room_is_left_for_growth_the_kubelet_admits_first_while_victims_go_one_b
     // is gone high is still short. The plan takes a too and leaves room for mid's growth.
     // Victims exit one by one (a at once, b after 1s, c after 3s): the kubelet admits mid as
     // soon as a is gone, and high once c is.
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let (ns, node, pods) = env
         .scenario("race-protected", ("race", "1930m", "4Gi"), &[])
         .await;
@@ -129,10 +143,7 @@ async fn room_is_left_for_growth_the_kubelet_admits_first_while_victims_go_one_b
         ("b", "450m", "1s"),
         ("c", "400m", "3s"),
     ] {
-        let p = guaranteed_pod(name, &node, "low", cpu, "64Mi");
-        create_running(&pods, &stopping_after(p, after))
-            .await
-            .unwrap();
+        exiting_low(&pods, &node, name, cpu, after).await;
     }
     create_all(&pods, &node, &[("high", "high", "300m", "64Mi")])
         .await

@@ -19,12 +19,11 @@ use crate::scenario::controller as support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use resize_guard_controller::preemption::actuator::WriteError;
 use resize_guard_controller::preemption::actuator::plan_patch::plan_patch;
 use resize_guard_controller::preemption::seal::{PlanRecord, seal};
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, alone};
 use resize_guard_harness::objects::*;
 use serde_json::json;
 
@@ -46,29 +45,8 @@ async fn put_plan(pods: &Api<Pod>, name: &str, annotation: &str) {
 
 /// The victims kube-apiserver granted an eviction of in `ns` (audit log), in order.
 fn evicted(env: &Env, ns: &str) -> Vec<String> {
-    let mut out: Vec<(String, String)> = env
-        .cp
-        .audit_events()
-        .into_iter()
-        .filter(|e| {
-            e["stage"] == "ResponseComplete"
-                && e["verb"] == "create"
-                && e["objectRef"]["subresource"] == "eviction"
-                && e["objectRef"]["namespace"] == ns
-                && e["responseStatus"]["code"] == 201
-        })
-        .map(|e| {
-            (
-                e["requestReceivedTimestamp"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                e["objectRef"]["name"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    out.sort();
-    out.into_iter().map(|(_, v)| v).collect()
+    let granted = resize_guard_harness::audit::evictions(&env.cp, &[ns], 201);
+    granted.into_iter().map(|e| e.victim).collect()
 }
 
 /// Deletes pod `name` (1 s grace) and waits until it is gone.
@@ -95,9 +73,7 @@ async fn delete_and_wait_gone(pods: &Api<Pod>, name: &str) {
 /// record for that one victim only — not the two the record still names.
 #[tokio::test]
 async fn a_resumed_three_victim_plan_evicts_only_what_a_fresh_reprieve_still_needs() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let (ns, node, pods) = env.scenario("minimal", ("n", "2500m", "4Gi"), &[]).await;
     for name in ["v1", "v2", "v3", "bystander"] {
         create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
@@ -183,10 +159,7 @@ fn cleared_after(history: &support::History, record: &str) -> bool {
 /// (`PreemptionPlanRejected`) and evicts nothing on its word.
 #[tokio::test]
 async fn an_older_sealed_record_put_back_by_the_pods_author_is_rejected_as_superseded() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
-    env.cp.start_controller_manager().unwrap();
+    let (env, _alone) = alone(&SERIAL).await;
     // 1300m: v1, v2 (500m each) and app (250m) leave 50m; app asks for 1000m, 750m more: both.
     let (ns, node, pods) = env.scenario("superseded", ("n", "1300m", "4Gi"), &[]).await;
     for name in ["v1", "v2"] {
@@ -200,21 +173,9 @@ async fn an_older_sealed_record_put_back_by_the_pods_author_is_rejected_as_super
     create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
         .await
         .unwrap();
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client().await, &ns);
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "victims"},
-        "spec": {"minAvailable": 0, "selector": {"matchLabels": {"budget": "victims"}}}
-    }))
-    .unwrap();
-    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
-    wait_pdb_counted(&pdbs, "victims", 2, T).await.unwrap();
-    env.cp.stop_controller_manager();
-    // The budget's spec changes with no disruption controller to count it again: the Eviction
-    // API refuses every eviction under it while its status still allows two.
-    let patch = json!({"spec": {"minAvailable": 2}});
-    pdbs.patch("victims", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    // The Eviction API refuses every eviction under the budget while its status still allows two.
+    let (pdbs, _, _) =
+        support::stale_budget(env, &ns, "victims", ("budget", "victims"), 2, 2).await;
 
     let c = support::start(env, "superseded").await;
     c.wait_leading().await;
@@ -332,6 +293,17 @@ async fn app_plan(pods: &Api<Pod>) -> Option<String> {
     plan_on(&pods.get("app").await.unwrap())
 }
 
+/// The pod's author writes `author` as `app`'s plan after the controller's `read`; each of the
+/// controller's `writes` (the value, or `None` to clear, and what it is) over that read is then
+/// refused as changed, and the author's value stays.
+async fn author_wins(pods: &Api<Pod>, read: &Pod, author: &str, writes: &[(Option<&str>, &str)]) {
+    put_plan(pods, "app", author).await;
+    for (write, what) in writes {
+        refused_as_changed(plan_write(pods, read, *write).await, what);
+    }
+    assert_eq!(app_plan(pods).await.as_deref(), Some(author));
+}
+
 /// The write `controller/src/preemption/actuator/plan_patch.rs` builds, on the real API server:
 /// it lands over exactly what was read, and over anything written since it is refused whole
 /// (422, recognised as a failed precondition) and the author's value stays — for a clear, a
@@ -340,9 +312,7 @@ async fn app_plan(pods: &Api<Pod>) -> Option<String> {
 /// annotation is a precondition.
 #[tokio::test]
 async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let (_ns, node, pods) = env.scenario("planwrites", ("n", "1", "1Gi"), &[]).await;
     let app = guaranteed_pod("app", &node, "high", "250m", "64Mi");
     create_running(&pods, &app).await.unwrap();
@@ -355,25 +325,21 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
             .as_ref()
             .is_none_or(|a| a.is_empty())
     );
-    put_plan(&pods, "app", "author-1").await;
-    refused_as_changed(
-        plan_write(&pods, &read, Some("ctrl")).await,
-        "add over no map",
-    );
-    assert_eq!(app_plan(&pods).await.as_deref(), Some("author-1"));
+    author_wins(
+        &pods,
+        &read,
+        "author-1",
+        &[(Some("ctrl"), "add over no map")],
+    )
+    .await;
 
     // A clear and a replace over a value the author changed since: refused, the author's stays.
     let read = pods.get("app").await.unwrap();
-    put_plan(&pods, "app", "author-2").await;
-    refused_as_changed(
-        plan_write(&pods, &read, None).await,
-        "remove over a changed value",
-    );
-    refused_as_changed(
-        plan_write(&pods, &read, Some("ctrl")).await,
-        "replace over a changed value",
-    );
-    assert_eq!(app_plan(&pods).await.as_deref(), Some("author-2"));
+    let writes = [
+        (None, "remove over a changed value"),
+        (Some("ctrl"), "replace over a changed value"),
+    ];
+    author_wins(&pods, &read, "author-2", &writes).await;
 
     // Over exactly what was read: replaced, then removed.
     let read = pods.get("app").await.unwrap();
@@ -391,12 +357,8 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
         .unwrap();
     let read = pods.get("app").await.unwrap();
     assert_eq!(plan_on(&read), None);
-    put_plan(&pods, "app", "author-3").await;
-    refused_as_changed(
-        plan_write(&pods, &read, Some("ctrl")).await,
-        "add over a value written since",
-    );
-    assert_eq!(app_plan(&pods).await.as_deref(), Some("author-3"));
+    let writes = [(Some("ctrl"), "add over a value written since")];
+    author_wins(&pods, &read, "author-3", &writes).await;
     let read = pods.get("app").await.unwrap();
     plan_write(&pods, &read, None).await.unwrap();
     let read = pods.get("app").await.unwrap();
@@ -467,9 +429,7 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
     use resize_guard_harness::control_plane::Identity;
     use resize_guard_policy::pod::PodKey;
 
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let (ns, node, pods) = env.scenario("stale", ("n", "2", "4Gi"), &[]).await;
     for name in ["v1", "v2"] {
         create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))

@@ -16,7 +16,6 @@ use crate::scenario::controller as support;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::install::{http_get, set_policy};
 use resize_guard_harness::objects::*;
@@ -24,6 +23,9 @@ use tokio::sync::OnceCell;
 
 static CONTROLLER: OnceCell<support::Controller> = OnceCell::const_new();
 const STALL_AFTER: u64 = 20;
+/// A t3.medium's node (1930m allocatable) and the older low-priority pod on it.
+const T3_MEDIUM: (&str, &str, &str) = ("t3-medium", "1930m", "3Gi");
+const FILLER: (&str, &str, &str, &str) = ("filler", "low", "1000m", "256Mi");
 
 /// `held_node_busy` plans so far, from the controller's `/metrics`.
 async fn held_node_busy(c: &support::Controller) -> f64 {
@@ -96,17 +98,9 @@ async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_
     let c = stalling(env).await;
     let _g = env.guard();
 
-    let ns = env.namespace("stall").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
     // 1930m allocatable: filler 1000m (the older low pod), slow 400m (the younger), first and
     // second 250m each: 30m free.
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "1000m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, node, pods) = env.scenario("stall", T3_MEDIUM, &[FILLER]).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let mut slow = stopping_after(guaranteed_pod("slow", &node, "low", "400m", "256Mi"), "10m");
     slow.spec.as_mut().unwrap().termination_grace_period_seconds = Some(600);
@@ -216,16 +210,8 @@ async fn terminating_pods_nobody_planned_that_ignore_sigterm_stall_the_resize_wi
     let env = shared(EnvOptions::default());
     stalling(env).await;
     let _g = env.guard();
-    let ns = env.namespace("unplanned").await;
-    let node = env.node("t3-medium", "1930m", "3Gi").await;
-    let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
     // filler 1000m (a victim resize-guard could take), leaving 400m (ignores SIGTERM), app 250m.
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "1000m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    let (ns, node, pods) = env.scenario("unplanned", T3_MEDIUM, &[FILLER]).await;
     let mut leaving = stopping_after(
         guaranteed_pod("leaving", &node, "low", "400m", "256Mi"),
         "10m",

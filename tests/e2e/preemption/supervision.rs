@@ -12,7 +12,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, alone};
 use resize_guard_harness::install::{apply_rbac, wait_ready};
 use resize_guard_harness::objects::*;
 
@@ -192,9 +192,7 @@ async fn follower_preempts(env: &Env, prefix: &str, follower: &str, since: Times
 
 #[tokio::test]
 async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_preempts() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let mut a = start_injected(env, "panicky-reconcile", "reconcile=app").await;
     a.wait_leading().await;
     let b = support::start(env, "steady-reconcile").await;
@@ -229,9 +227,7 @@ async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_
 
 #[tokio::test]
 async fn a_panicking_watch_task_steps_the_leader_down_and_the_follower_leads_and_preempts() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let mut a = start_injected(env, "panicky-watch", "watch-pods=watch-trigger").await;
     a.wait_leading().await;
     let b = support::start(env, "steady-watch").await;

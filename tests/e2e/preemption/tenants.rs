@@ -16,53 +16,17 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::Api;
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::audit::Eviction;
+use resize_guard_harness::env::{Env, alone};
 use resize_guard_harness::objects::*;
 use serde_json::json;
 
 /// One test at a time: they share the Lease and the policy.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// A successful eviction, from the audit log.
-#[derive(Debug, Clone)]
-pub(super) struct Eviction {
-    /// When kube-apiserver received it, in seconds since the Unix epoch.
-    pub at: f64,
-    pub namespace: String,
-    pub victim: String,
-    /// The replica that sent it (its identity is in its user agent).
-    pub agent: String,
-}
-
 /// Every eviction kube-apiserver granted in `namespaces`, in order.
 pub(super) fn evictions(env: &Env, namespaces: &[&str]) -> Vec<Eviction> {
-    let mut out: Vec<Eviction> = env
-        .cp
-        .audit_events()
-        .into_iter()
-        .filter(|e| {
-            e["stage"] == "ResponseComplete"
-                && e["verb"] == "create"
-                && e["objectRef"]["subresource"] == "eviction"
-                && namespaces.contains(&e["objectRef"]["namespace"].as_str().unwrap_or_default())
-                && e["responseStatus"]["code"] == 201
-        })
-        .map(|e| {
-            let at: k8s_openapi::jiff::Timestamp = e["requestReceivedTimestamp"]
-                .as_str()
-                .unwrap()
-                .parse()
-                .unwrap();
-            Eviction {
-                at: at.as_millisecond() as f64 / 1000.0,
-                namespace: e["objectRef"]["namespace"].as_str().unwrap().to_owned(),
-                victim: e["objectRef"]["name"].as_str().unwrap().to_owned(),
-                agent: e["userAgent"].as_str().unwrap_or_default().to_owned(),
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| a.at.total_cmp(&b.at));
-    out
+    resize_guard_harness::audit::evictions(&env.cp, namespaces, 201)
 }
 
 /// Polls the audit log until `n` evictions in `namespaces` were granted.
@@ -139,6 +103,32 @@ pub(super) async fn metrics(c: &support::Controller) -> String {
         .unwrap()
 }
 
+/// Waits (30 s) until an Event `reason` in `ns` passes `says` (object, message, reporter);
+/// panics with the Events, the evictions in `ns`, and replica `c`'s metrics and log.
+pub(super) async fn wait_event_saying(
+    env: &Env,
+    c: &support::Controller,
+    ns: &str,
+    reason: &str,
+    says: impl Fn(&(String, String, String)) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = support::events(env, ns, reason).await;
+        if seen.iter().any(&says) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no such {reason} Event in {ns}: {seen:?}\n{:#?}\n{}\n{}",
+            evictions(env, &[ns]),
+            metrics(c).await,
+            c.process.log_tail(20_000)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Deletes the brakes' persisted counts (ConfigMap `resize-guard-brakes`) before a test starts
 /// its replicas, so they begin as on a fresh install whatever ran before: an earlier test's
 /// leader leaves a document declaring a reserve, which starts every bucket empty
@@ -170,9 +160,7 @@ pub(super) async fn reset_policy(env: &Env) {
 /// leader's, not at once as a full bucket would let it.
 #[tokio::test]
 async fn a_leader_killed_mid_flood_leaves_its_eviction_bucket_to_the_next() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     fresh_brakes(env).await;
     let a = support::start(env, "brakes-a").await;
     let b = support::start(env, "brakes-b").await;
@@ -257,9 +245,7 @@ async fn a_leader_killed_mid_flood_leaves_its_eviction_bucket_to_the_next() {
 /// now A's fourth plan is held by A's own budget and B's three victims go before it.
 #[tokio::test]
 async fn one_namespace_spending_its_budget_leaves_the_cluster_rate_to_the_others() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     fresh_brakes(env).await;
     let c = support::start(env, "tenants").await;
     resize_guard_harness::install::set_policy(
@@ -291,21 +277,7 @@ async fn one_namespace_spending_its_budget_leaves_the_cluster_rate_to_the_others
     let spent = wait_evictions(env, &[&ns_a], 3, Duration::from_secs(60)).await;
     // Which brake holds A's further plans, in an Event (others may name the node's plan).
     let budget = format!("namespace {ns_a}'s eviction budget");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let held = support::events(env, &ns_a, "PreemptionHeld").await;
-        if held.iter().any(|e| e.1.contains(&budget)) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no PreemptionHeld naming {budget}: {held:?}\n{:#?}\n{}\n{}",
-            evictions(env, &[&ns_a]),
-            metrics(&c).await,
-            c.process.log_tail(20_000)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_event_saying(env, &c, &ns_a, "PreemptionHeld", |e| e.1.contains(&budget)).await;
     // B's resize grows by 900m (to 1 CPU): three victims in one plan.
     let asked = Instant::now();
     resize_all(&pods_b, &["tb-app0".to_owned()], "1").await;
@@ -430,9 +402,7 @@ pub(super) async fn three_tenants(
 /// `namespaces.exclude`.
 #[tokio::test]
 async fn tenants_under_their_budgets_never_touch_an_excluded_namespace() {
-    let env = shared(EnvOptions::default());
-    let _serial = SERIAL.lock().await;
-    let _g = env.guard();
+    let (env, _alone) = alone(&SERIAL).await;
     let Tenants {
         c,
         ns: [ns_a, ns_b, ns_x],
@@ -479,40 +449,16 @@ async fn tenants_under_their_budgets_never_touch_an_excluded_namespace() {
     resize_all(&pods_a, &apps_a, "400m").await;
     wait_evictions(env, &[&ns_a], 2, Duration::from_secs(60)).await;
     let budget = format!("namespace {ns_a}'s eviction budget");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let held = support::events(env, &ns_a, "PreemptionHeld").await;
-        if held.iter().any(|e| e.1.contains(&budget)) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no PreemptionHeld naming {budget}: {held:?}\n{}",
-            c.process.log_tail(20_000)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_event_saying(env, &c, &ns_a, "PreemptionHeld", |e| e.1.contains(&budget)).await;
     // B acts within its own budget: its resize is seen through with B's own victim.
     resize_all(&pods_b, &["xb-app0".to_owned()], "400m").await;
     wait_resized(&pods_b, "xb-app0", "400m", Duration::from_secs(60)).await;
     // B's second resize could only be made room for by X's pod: refused, saying why.
     resize_all(&pods_b, &["xr-app".to_owned()], "400m").await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let failed = support::events(env, &ns_b, "ResizePreemptionFailed").await;
-        if failed
-            .iter()
-            .any(|e| e.0 == "xr-app" && e.1.contains("namespaces.exclude"))
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no ResizePreemptionFailed naming namespaces.exclude: {failed:?}\n{}",
-            c.process.log_tail(20_000)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_event_saying(env, &c, &ns_b, "ResizePreemptionFailed", |e| {
+        e.0 == "xr-app" && e.1.contains("namespaces.exclude")
+    })
+    .await;
 
     let all = evictions(env, &[&ns_a, &ns_b, &ns_x]);
     eprintln!("evictions of the run: {all:#?}");

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{Api, ListParams};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use resize_guard_harness::control_plane::Identity;
 use resize_guard_harness::env::Env;
@@ -77,6 +78,48 @@ pub async fn leading(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     controller
+}
+
+/// A PodDisruptionBudget the Eviction API and a cache disagree on: `name` in `ns` over the pods
+/// labelled `key: value`, counted by kube-controller-manager's disruption controller with
+/// `minAvailable: 0` and `healthy` pods, then raised to `min_available` with no disruption
+/// controller left to count it again: its status still allows evictions the API refuses.
+/// Returns the budgets' API in `ns`, and the budget as counted and as changed.
+pub async fn stale_budget(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    (key, value): (&str, &str),
+    healthy: i32,
+    min_available: i32,
+) -> (
+    Api<PodDisruptionBudget>,
+    PodDisruptionBudget,
+    PodDisruptionBudget,
+) {
+    env.cp.start_controller_manager().unwrap();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(env.client().await, ns);
+    let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"minAvailable": 0, "selector": {"matchLabels": {key: value}}}
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    let counted = resize_guard_harness::objects::wait_pdb_counted(
+        &pdbs,
+        name,
+        healthy,
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    env.cp.stop_controller_manager();
+    let patch = serde_json::json!({"spec": {"minAvailable": min_available}});
+    let changed = pdbs
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    (pdbs, counted, changed)
 }
 
 /// Resizes container `app` of pod `name` to `cpu` and waits until the kubelet has held it

@@ -14,6 +14,26 @@ pub fn program(name: &str) -> String {
     }
 }
 
+/// A hollow node (2 CPUs, 4Gi) serving its kubelet API, whose containers' usage the test sets
+/// (`HollowNode::set_usage`), and metrics-server scraping it: (node name, node, metrics-server).
+pub async fn metered_node(
+    env: &resize_guard_harness::env::Env,
+    prefix: &str,
+) -> (
+    String,
+    resize_guard_harness::hollow_node::HollowNode,
+    resize_guard_harness::metrics_server::MetricsServer,
+) {
+    use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
+    let name = env.unique(prefix);
+    let config = HollowNodeConfig::new(&name, 2, "4Gi").kubelet_api();
+    let node = HollowNode::start(&env.cp, &config).await.unwrap();
+    let metrics = resize_guard_harness::metrics_server::MetricsServer::start(&env.cp)
+        .await
+        .unwrap();
+    (name, node, metrics)
+}
+
 /// The message of the `PodResizePending` condition the kubelet sets when it defers the field
 /// test's resize of `app` to 550m (550 + 1500 > 1930; kubernetes
 /// `pkg/kubelet/lifecycle/predicate.go`, `InsufficientResourceError.Error`).

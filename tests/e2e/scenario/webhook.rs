@@ -10,7 +10,7 @@ use kube::api::{Api, PostParams};
 use resize_guard_harness::admission::{Webhooks, register, wait_active};
 use resize_guard_harness::control_plane::Identity;
 use resize_guard_harness::env::Env;
-use resize_guard_harness::objects::{create_running, guaranteed_pod};
+use resize_guard_harness::objects::create_all;
 use resize_guard_harness::process::{Process, free_port};
 
 /// A running webhook.
@@ -93,18 +93,11 @@ pub async fn canary(env: &Env) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     if pods.get_opt("canary").await.unwrap().is_none() {
         let node = env.node("canary", "1", "1Gi").await;
-        create_running(
-            &pods,
-            &guaranteed_pod("canary-filler", &node, "low", "800m", "64Mi"),
-        )
-        .await
-        .unwrap();
-        create_running(
-            &pods,
-            &guaranteed_pod("canary", &node, "high", "100m", "64Mi"),
-        )
-        .await
-        .unwrap();
+        let pods_on_node = [
+            ("canary-filler", "low", "800m", "64Mi"),
+            ("canary", "high", "100m", "64Mi"),
+        ];
+        create_all(&pods, &node, &pods_on_node).await.unwrap();
     }
     let k = env.kubectl();
     wait_active(Duration::from_secs(30), || async {

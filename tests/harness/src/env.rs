@@ -71,6 +71,31 @@ pub fn shared(options: EnvOptions) -> &'static Env {
     }
 }
 
+/// A test's hold on its suite's environment, from [`alone`]: released (and the logs printed if
+/// the test failed, [`Env::guard`]) when dropped.
+#[derive(Debug)]
+pub struct Alone {
+    _lock: tokio::sync::MutexGuard<'static, ()>,
+    _logs: LogGuard<'static>,
+}
+
+/// The calling suite's [`shared`] environment (default options), held alone among the suite's
+/// tests that pass the same `lock` (they act on the whole cluster: controllers sharing a Lease,
+/// installs, attacks); keep the [`Alone`] for the whole test.
+#[track_caller]
+pub fn alone(
+    lock: &'static tokio::sync::Mutex<()>,
+) -> impl std::future::Future<Output = (&'static Env, Alone)> {
+    let env = shared(EnvOptions::default());
+    async move {
+        let held = Alone {
+            _lock: lock.lock().await,
+            _logs: env.guard(),
+        };
+        (env, held)
+    }
+}
+
 /// For a tool's `main` (no test runtime): the [`shared`] environment with kube-scheduler and
 /// kube-controller-manager running
 /// ([`crate::control_plane::ControlPlane::start_workload_controllers`]), and a two-worker

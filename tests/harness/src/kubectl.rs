@@ -44,6 +44,44 @@ impl Kubectl {
         capture(cmd).await
     }
 
+    /// Grants `subject` (`--user=NAME` or `--serviceaccount=NS:NAME`) `verbs` (`get,patch`) on
+    /// `resources` (`pods,pods/resize`) in namespace `ns`: a Role and a RoleBinding, both `name`.
+    pub async fn grant(
+        &self,
+        ns: &str,
+        name: &str,
+        verbs: &str,
+        resources: &str,
+        subject: &str,
+    ) -> anyhow::Result<()> {
+        let role = format!("--role={name}");
+        let (verbs, resources) = (format!("--verb={verbs}"), format!("--resource={resources}"));
+        for args in [
+            [
+                "create",
+                "role",
+                name,
+                "-n",
+                ns,
+                verbs.as_str(),
+                resources.as_str(),
+            ],
+            [
+                "create",
+                "rolebinding",
+                name,
+                "-n",
+                ns,
+                role.as_str(),
+                subject,
+            ],
+        ] {
+            let out = self.run(args).await?;
+            anyhow::ensure!(out.success, "kubectl {}: {}", args.join(" "), out.stderr);
+        }
+        Ok(())
+    }
+
     /// Runs `kubectl <args>` with `plugins` first on `PATH`, so kubectl finds plugins there
     /// (`kubectl resize-guard …` runs `kubectl-resize_guard`). The kubeconfig goes through
     /// `KUBECONFIG`: kubectl hands a plugin everything after its name, and does not look a plugin

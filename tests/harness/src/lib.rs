@@ -14,6 +14,7 @@
 
 pub mod account;
 pub mod admission;
+pub mod audit;
 pub mod bench;
 pub mod binaries;
 pub mod control_plane;
@@ -31,6 +32,7 @@ pub mod process;
 pub mod quantity;
 pub mod real_node;
 pub mod replica;
+pub mod text;
 pub mod tls;
 pub mod vpa;
 pub mod vpa_field;

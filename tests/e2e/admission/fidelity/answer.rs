@@ -52,7 +52,36 @@ impl std::fmt::Display for Answer {
     }
 }
 
+/// A refusal's parts, borrowed ([`Answer::refusal`]).
+pub struct Refusal<'a> {
+    pub code: u16,
+    pub reason: &'a str,
+    pub message: &'a str,
+    pub causes: &'a [(String, String, String)],
+    pub subject: &'a (String, String),
+}
+
 impl Answer {
+    /// The refusal's parts; panics, naming `what`, when the resize was accepted.
+    pub fn refusal(&self, what: &str) -> Refusal<'_> {
+        match self {
+            Answer::Accepted => panic!("{what}: accepted, not refused"),
+            Answer::Refused {
+                code,
+                reason,
+                message,
+                causes,
+                subject,
+            } => Refusal {
+                code: *code,
+                reason,
+                message,
+                causes,
+                subject,
+            },
+        }
+    }
+
     /// The refusal message, empty when accepted.
     pub fn message(&self) -> &str {
         match self {

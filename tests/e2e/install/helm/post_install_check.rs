@@ -8,13 +8,21 @@
 
 use serde_json::{Value, json};
 
-use resize_guard_harness::env::{EnvOptions, shared};
+use resize_guard_harness::env::alone;
 
 use super::{
     CHART, CLUSTER, NAMESPACE, apply_chart_namespace, dry_run, find, helm, kubectl, objects, path,
 };
 
 const SHOW: &str = "templates/tests/post-install-check.yaml";
+
+/// The chart's check (its test hooks) rendered with `set`.
+async fn check_pod(chart: &str, set: &[&str]) -> String {
+    let mut args = vec!["template", "resize-guard", chart, "--namespace", NAMESPACE];
+    args.extend(["--show-only", SHOW]);
+    args.extend_from_slice(set);
+    helm().ok(&args).await.stdout
+}
 
 /// The pod spec's fields the two installs must agree on.
 fn essentials(spec: &Value) -> Value {
@@ -30,23 +38,10 @@ fn essentials(spec: &Value) -> Value {
 
 #[tokio::test]
 async fn the_check_is_one_restricted_pod_with_one_grant_in_both_installs() {
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let _cluster = CLUSTER.lock().await;
+    let (env, _alone) = alone(&CLUSTER).await;
     let helm = helm();
     let chart = path(CHART);
-    let rendered = helm
-        .ok(&[
-            "template",
-            "resize-guard",
-            &chart,
-            "--namespace",
-            NAMESPACE,
-            "--show-only",
-            SHOW,
-        ])
-        .await
-        .stdout;
+    let rendered = check_pod(&chart, &[]).await;
     let objs = objects(&rendered);
     assert_eq!(
         objs.keys().map(|k| k.0.as_str()).collect::<Vec<_>>(),
@@ -107,22 +102,9 @@ async fn the_check_is_one_restricted_pod_with_one_grant_in_both_installs() {
 
     // Values reach it: the alert's threshold, a pinned image.
     let digest = format!("sha256:{}", "a".repeat(64));
-    let set = helm
-        .ok(&[
-            "template",
-            "resize-guard",
-            &chart,
-            "--namespace",
-            NAMESPACE,
-            "--show-only",
-            SHOW,
-            "--set",
-            "prometheusRule.certificateExpiryDays=30",
-            "--set",
-            &format!("image.controller.digest={digest}"),
-        ])
-        .await
-        .stdout;
+    let pinned = format!("image.controller.digest={digest}");
+    let values = ["prometheusRule.certificateExpiryDays=30", pinned.as_str()];
+    let set = check_pod(&chart, &["--set", values[0], "--set", values[1]]).await;
     let set_pod = objects(&set);
     let set_spec = &find(&set_pod, "Pod", "resize-guard-check")["spec"];
     assert_eq!(set_spec["initContainers"][0]["args"][2], "--within=720h");

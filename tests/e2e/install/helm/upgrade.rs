@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use resize_guard_harness::env::{EnvOptions, shared};
+use resize_guard_harness::env::alone;
 use resize_guard_harness::install::repo_root;
 
 use super::{CHART, CLUSTER, helm, kubectl, path};
@@ -44,9 +44,7 @@ fn chart_0_1(dir: &std::path::Path) -> String {
 
 #[tokio::test]
 async fn a_0_1_install_upgrades_with_the_command_reuse_values_names() {
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let _cluster = CLUSTER.lock().await;
+    let (env, _alone) = alone(&CLUSTER).await;
     let helm = helm();
     let ns = "resize-guard-upgrade";
     let kubeconfig = env.cp.kubeconfig_path().display().to_string();
@@ -56,16 +54,7 @@ async fn a_0_1_install_upgrades_with_the_command_reuse_values_names() {
 
     // 0.1 as its values.yaml told an operator to install it (its Namespace left to Helm here),
     // the Deployments at 0 replicas: nothing runs in this cluster.
-    let common = [
-        "--namespace",
-        ns,
-        "--kubeconfig",
-        &kubeconfig,
-        "--set",
-        "webhook.replicas=0",
-        "--set",
-        "controller.replicas=0",
-    ];
+    let common = super::idle(ns, &kubeconfig);
     let mut install = vec![
         "install",
         "resize-guard",

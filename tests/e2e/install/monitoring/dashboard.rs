@@ -62,14 +62,14 @@ pub(super) fn check_dashboard(programs: &[&Parsed], apiserver: &Parsed) {
         .iter()
         .map(|p| p["title"].as_str().unwrap())
         .collect();
-    for wanted in [
+    let wanted = [
         "Deferred pods",
         "Oldest Deferred resize",
         "Time to unblock p50 / p99",
         "API server → webhook call duration p50 / p99",
-    ] {
-        assert!(titles.contains(wanted), "no panel {wanted:?}: {titles:?}");
-    }
+    ];
+    let missing: Vec<&str> = wanted.into_iter().filter(|w| !titles.contains(w)).collect();
+    assert!(missing.is_empty(), "no panels {missing:?}: {titles:?}");
     let ids: BTreeSet<u64> = panels.iter().map(|p| p["id"].as_u64().unwrap()).collect();
     assert_eq!(ids.len(), panels.len(), "panel ids are unique");
     for panel in panels {

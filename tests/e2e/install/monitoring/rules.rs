@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 
 use resize_guard_harness::install::repo_root;
+use resize_guard_harness::text::assert_contains_all;
 use serde_json::{Value, json};
 
 use super::{JOB, NAMESPACE, RuleFile, alerts, firing, rendered_rule, series, silent, target};
@@ -72,14 +73,13 @@ fn every_alert_has_a_runbook_and_every_runbook_an_alert() {
             page.starts_with(&format!("# {name}\n")),
             "{name}.md's title"
         );
-        for part in [
+        let parts = [
             "## What it means",
             "## Confirm",
             "## Fix",
             "## Silence safely",
-        ] {
-            assert!(page.contains(part), "{name}.md has no {part:?}");
-        }
+        ];
+        assert_contains_all(&page, &parts);
         let severity = alert["labels"]["severity"].as_str().unwrap();
         assert!(
             page.contains(&format!("**Severity:** {severity}.")),
