@@ -14,7 +14,6 @@
 
 pub mod account;
 pub mod admission;
-pub mod bench;
 pub mod binaries;
 pub mod control_plane;
 pub mod env;
