@@ -130,7 +130,7 @@ UPSTREAM_VARS = RESIZE_GUARD_K8S_BIN_DIR RESIZE_GUARD_K8S_VERSION RESIZE_GUARD_H
 	RESIZE_GUARD_PROMTOOL_BIN RESIZE_GUARD_PROMTOOL_DIR RESIZE_GUARD_METRICS_SERVER_BIN \
 	RESIZE_GUARD_UPSTREAM_E2E_BIN RESIZE_GUARD_KREW_DIR RESIZE_GUARD_QEMU_DIR \
 	RESIZE_GUARD_CROSS_DIR RESIZE_GUARD_BIN_DIR
-unit: ## the fast tier: every crate's unit and in-process tests; needs nothing built or running
+unit: ## the fast tier: unit and in-process tests, needing nothing built or running
 	@empty="$$(mktemp -d)" && trap 'rm -rf "$$empty"' EXIT && mkdir "$$empty/cache" "$$empty/home" && \
 	echo "unit: no upstream part's variable set; RESIZE_GUARD_CACHE_DIR and HOME empty ($$empty)" && \
 	env $(foreach v,$(UPSTREAM_VARS),-u $(v)) RESIZE_GUARD_CACHE_DIR="$$empty/cache" \
