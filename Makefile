@@ -71,7 +71,7 @@ plugins: image ## make image, plus the kubectl plugin for macOS and Windows (PLU
 # The krew manifest `make image` or `make plugins` wrote, checked by krew's own
 # validate-krew-manifest (built from sigs.k8s.io/krew's Go module by third_party/krew/build.sh;
 # structure, platforms, no overlaps; the install half needs the archives at their release URLs,
-# so it is skipped here; image/tests/images/krew.rs installs them from a local server).
+# so it is skipped here; tests/e2e/images/krew.rs installs them from a local server).
 KREW_MANIFEST = target/image/resize-guard.yaml
 krew: ## validate target/image/resize-guard.yaml with krew's validate-krew-manifest
 	@test -f $(KREW_MANIFEST) || { echo "make krew: no $(KREW_MANIFEST): run make image (or make plugins) first" >&2; exit 2; }
@@ -115,12 +115,13 @@ docs-check: ## fail on a stale reference page or a dead link; build the book
 
 ##@ Test
 
-# Lint, unit and end-to-end tests against a real kube-apiserver v1.37.2 + etcd (built from Go
-# modules on first use), then the short subset of Kubernetes' own resize e2e specs on the real
-# node. It builds the images and one plugin platform besides Linux (macOS on Apple silicon: its
-# Mach-O checked by the image tests as `make plugins` would; ~4 min cold on 2 cores), not all three.
+# Lint, the fast tier (before anything is built), then the images and one plugin platform besides
+# Linux (macOS on Apple silicon: its Mach-O checked by the images suite as `make plugins` would),
+# not all three; then the end-to-end suites against a real
+# kube-apiserver v1.37.2 + etcd (built from Go modules on first use), the images suite among them,
+# and the short subset of Kubernetes' own resize e2e specs on the real node.
 test: PLUGIN_PLATFORMS = darwin/arm64
-test: fmt-check clippy deps-check docs-check plugins unit e2e upstream-e2e-short ## everything CI runs
+test: fmt-check clippy deps-check docs-check unit plugins e2e upstream-e2e-short ## everything CI runs
 
 fmt: ## rustfmt the workspace
 	$(CARGO) fmt --all
@@ -136,19 +137,33 @@ clippy: ## clippy -D warnings on every target and the e2e binary
 deps-check: ## the policy crate has no kube/tokio/hyper dependency; upstream's mirrors stay walled
 	@CARGO="$(CARGO)" scripts/deps-check.sh
 
-# The fast tier: every crate's unit and in-process tests, no API server (tests/e2e's binary is
-# `test = false`: it runs only when named) (the image tests push to a
-# local registry and run krew as `kubectl krew`).
-unit: ## every crate's unit and in-process tests
-	$(call with_k8s,1.37) $(WITH_REGISTRY) $(WITH_COSIGN) $(CARGO) test --workspace --locked
+# The fast tier: every crate's unit and in-process tests (`cargo test --workspace`; tests/e2e's
+# binary is `test = false` and runs only when named). It needs nothing built and nothing running,
+# and runs so: every variable naming an upstream part (UPSTREAM_VARS) unset, and the parts' cache
+# root and HOME empty temporary directories, so no build script or ~/.cache/resize-guard can
+# supply one; whatever needs a part, an image or a cluster belongs in tests/e2e or the lab.
+UPSTREAM_VARS = RESIZE_GUARD_K8S_BIN_DIR RESIZE_GUARD_K8S_VERSION RESIZE_GUARD_HELM_BIN \
+	RESIZE_GUARD_HELM_DIR RESIZE_GUARD_VPA_DIR RESIZE_GUARD_REGISTRY_BIN RESIZE_GUARD_REGISTRY_DIR \
+	RESIZE_GUARD_COSIGN_BIN RESIZE_GUARD_COSIGN_DIR RESIZE_GUARD_NODE_BIN_DIR \
+	RESIZE_GUARD_PROMTOOL_BIN RESIZE_GUARD_PROMTOOL_DIR RESIZE_GUARD_METRICS_SERVER_BIN \
+	RESIZE_GUARD_UPSTREAM_E2E_BIN RESIZE_GUARD_KREW_DIR RESIZE_GUARD_QEMU_DIR \
+	RESIZE_GUARD_CROSS_DIR RESIZE_GUARD_BIN_DIR
+unit: ## the fast tier: unit and in-process tests, needing nothing built or running
+	@empty="$$(mktemp -d)" && trap 'rm -rf "$$empty"' EXIT && mkdir "$$empty/cache" "$$empty/home" && \
+	echo "unit: no upstream part's variable set; RESIZE_GUARD_CACHE_DIR and HOME empty ($$empty)" && \
+	env $(foreach v,$(UPSTREAM_VARS),-u $(v)) RESIZE_GUARD_CACHE_DIR="$$empty/cache" \
+		CARGO_HOME="$${CARGO_HOME:-$$HOME/.cargo}" RUSTUP_HOME="$${RUSTUP_HOME:-$$HOME/.rustup}" \
+		HOME="$$empty/home" $(CARGO) test --workspace --locked
 
 # The end-to-end suites (tests/e2e), one process per suite, E2E_JOBS of them at a time (longest
 # first; most of a suite's time is spent waiting on its cluster); SUITES=admission,vpa::updater
-# picks some (a substring of the module path), ARGS="--nocapture" goes to the test binary.
+# picks some (a substring of the module path), ARGS="--nocapture" goes to the test binary. The
+# images suites read what make image or make plugins wrote for this commit (make test runs those
+# first; a missing or stale target/image fails naming the command).
 SUITES ?=
 E2E_JOBS ?= 3
 e2e: ## the end-to-end suites (SUITES=a,b E2E_JOBS=3 ARGS=...)
-	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_NODE) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) \
+	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_COSIGN) $(WITH_NODE) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) \
 		CARGO="$(CARGO)" JOBS=$(E2E_JOBS) tests/e2e/run.sh $(subst $(comma), ,$(SUITES)) $(if $(ARGS),-- $(ARGS))
 
 # The short subset of Kubernetes v1.37.2's own resize e2e specs (tests/lab/src/bin/upstream_e2e.rs
@@ -183,9 +198,9 @@ flood: ## the brakes under 200 Deferred resizes on 20 hollow nodes (~10 min)
 # generation until the budget is spent; a failure is shrunk and saved under target/fuzz-artifacts/.
 FUZZ_SECONDS ?= 300
 fuzz: ## the four fuzz targets, FUZZ_SECONDS each (default 300)
-	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test generated -- fuzz_quantity:: --nocapture
-	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test generated -- fuzz_selector:: --nocapture
-	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test generated -- fuzz_policy:: --nocapture
+	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test policy -- fuzz_quantity:: --nocapture
+	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test policy -- fuzz_selector:: --nocapture
+	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-policy --test policy -- fuzz_policy:: --nocapture
 	RESIZE_GUARD_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CARGO) test --locked -p resize-guard-webhook --test review -- fuzz_review:: --nocapture
 
 # Kubernetes v1.37.2's own in-place resize e2e specs, unmodified, on the real node (as demo-node:

@@ -18,4 +18,4 @@ if [[ -n "$bad" ]]; then
 fi
 echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"
 # shellcheck disable=SC2086
-$CARGO test -p resize-guard-policy --locked --test upstream_wall -q
+$CARGO test -p resize-guard-policy --locked --test policy -q -- upstream_wall::

@@ -4,7 +4,7 @@
 # the commit and its time (same binaries, same digest), and its CycloneDX SBOM; the controller
 # image also carries resize-guard-certs (deploy/image/Containerfile says why). Then the kubectl
 # plugin's krew archives for PLATFORMS and the krew manifest listing them. What runs where is
-# checked by the image tests (image/tests/images/), not here: a binary for another CPU or a
+# checked by the image tests (tests/e2e/images/), not here: a binary for another CPU or a
 # dynamically linked one is refused by the image writer (image/src/executable.rs).
 #
 # Usage (from the Makefile): PLATFORMS="linux/amd64 linux/arm64" [RELEASE=1] CARGO=cargo \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make push: the images make image wrote, pushed under REGISTRY by the release build of
-# resize-guard-push (image/src/push.rs; image/tests/images/push.rs runs make push against a real
+# resize-guard-push (image/src/push.rs; tests/e2e/images/push.rs runs make push against a real
 # registry), each with its CycloneDX SBOM beside it as an OCI artifact referring to the image
 # (NO_SBOM=1 leaves the SBOMs out). Credentials: docker's and podman's files and credential
 # helpers. Prints the kustomize images: block and the Helm --set flags that pin what it pushed.

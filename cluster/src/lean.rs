@@ -7,7 +7,7 @@
 //! page of pods at a time). [`LeanPod`] and [`LeanNode`] are the wire types of the view's
 //! watches and of the webhook's AdmissionReview: serde skips an unread field without
 //! allocating it, and what is read lands in the trimmed k8s-openapi object the rest of the code
-//! uses. `tests/trim.rs` checks that decoding a pod or node lean gives exactly what trimming the
+//! uses. `trim/lossless.rs` checks that decoding a pod or node lean gives exactly what trimming the
 //! whole one gives, on generated pods with noise and a real Deployment pod.
 //!
 //! Nulls and missing fields decode as k8s-openapi decodes them (a required list or string

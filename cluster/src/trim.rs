@@ -5,10 +5,10 @@
 //! images, IPs, ready conditions. The PodDisruptionBudget and ConfigMap watches run every object
 //! through these functions ([`kube::runtime::WatchStreamExt::modify`]) before anything is indexed
 //! or stored; pods and nodes are decoded straight into their trimmed form ([`crate::lean`]), and
-//! `trim_pod`/`trim_node` are the specification the lean decoder is held to (`tests/trim.rs`
+//! `trim_pod`/`trim_node` are the specification the lean decoder is held to (`trim/lossless.rs`
 //! compares the two, written independently on purpose). Trimming is a whitelist: a field added to
 //! the API later is dropped until someone adds it here, to the lean decoder and to
-//! `tests/trim.rs`, which checks every decision is the same on trimmed and untrimmed pods.
+//! `trim/lossless.rs`, which checks every decision is the same on trimmed and untrimmed pods.
 //!
 //! | object | kept | read by |
 //! |---|---|---|
@@ -177,6 +177,9 @@ fn trim_container_status(s: ContainerStatus) -> ContainerStatus {
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod lossless;
 
 #[cfg(test)]
 mod tests {

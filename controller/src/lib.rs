@@ -24,8 +24,8 @@
 //! copy), [`metrics`]. Supervision and retry jitter are the process's
 //! (`resize_guard_runtime::supervisor`, `resize_guard_runtime::jitter`).
 //!
-//! Layers, top to bottom (an import points only down; `tests/layers.rs` checks it): `run`;
-//! `leading`; `args`; `preemption::reconcile`; `preemption::actuator`, `certificates`,
+//! Layers, top to bottom (an import points only down; `tests/controller/layers.rs` checks it):
+//! `run`; `leading`; `args`; `preemption::reconcile`; `preemption::actuator`, `certificates`,
 //! `last_good`, `admission_probe`; `preemption::decision`; `preemption::brakes`,
 //! `preemption::outcome`; `preemption::seal`; `preemption::write`; `lease`, `metrics`.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]

@@ -5,11 +5,6 @@
 //! p50/p99, printed as a table and written to `target/bench/policy.json`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-// Its own unit tests run in the harness, not here.
-#[allow(dead_code, unused_imports)]
-#[path = "../../tests/harness/src/bench.rs"]
-mod bench;
-
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -22,7 +17,7 @@ use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::{BelowUsage, Policy};
 use resize_guard_policy::{Context, Verdict, classify};
 
-use bench::{Row, percentile, rows_json, us, write_summary};
+use resize_guard_bench::{Row, percentile, rows_json, us, write_summary};
 
 const PODS_PER_NODE: usize = 110;
 

@@ -7,13 +7,8 @@
 //! the real kube-scheduler on the KEP-5836 example (3 victims vs 1).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-// Its own unit tests run in the harness, not here.
-#[allow(dead_code, unused_imports)]
-#[path = "../../tests/harness/src/bench.rs"]
-mod bench;
-
-use bench::{Lcg, Row, rows_json, write_summary};
 use k8s_openapi::api::core::v1::Pod;
+use resize_guard_bench::{Lcg, Row, rows_json, write_summary};
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::{
     INSTALL_NAMESPACE, PodBuilder, container, node, scheduler_ledger,

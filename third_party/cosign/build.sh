@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or reuse) `cosign`, sigstore's signing tool (github.com/sigstore/cosign/v3/cmd/cosign,
 # pinned by third_party/cosign/go.mod + go.sum): it signs what `make push` pushed and verifies the
-# signature against a registry on loopback (image/tests/images/sign.rs, make sign).
+# signature against a registry on loopback (tests/e2e/images/sign.rs, make sign).
 #
 # Usage:
 #   dir=$(third_party/cosign/build.sh | tail -n 1)    # build if needed, print bin dir

@@ -5,7 +5,7 @@
 #                            plugin manifest (schema, platforms, overlaps, and an install of each
 #                            platform through `kubectl krew install --manifest`)
 #   kubectl-krew             cmd/krew: the plugin manager that install runs
-# for `make krew` and image/tests/images/krew.rs, which check target/image/resize-guard.yaml.
+# for `make krew` and tests/e2e/images/krew.rs, which check target/image/resize-guard.yaml.
 #
 # Usage:
 #   dir=$(third_party/krew/build.sh | tail -n 1)    # build if needed, print bin dir

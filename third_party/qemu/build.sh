@@ -2,7 +2,7 @@
 # Fetch (or reuse) qemu's user-mode emulator for AArch64, statically linked, from Debian's
 # `qemu-user-static` package, without root: `apt-get download` the .deb into the cache and
 # extract the one program (`dpkg-deb --fsys-tarfile`). The image tests run every arm64 binary
-# `make image` builds under it (image/tests/images/elf.rs); the build itself never runs one.
+# `make image` builds under it (tests/e2e/images/elf.rs); the build itself never runs one.
 #
 # Usage:
 #   dir=$(third_party/qemu/build.sh | tail -n 1)    # fetch if needed, print the dir of qemu-aarch64

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or reuse) `registry`, the CNCF distribution registry (github.com/distribution/
 # distribution/v3/cmd/registry, pinned by third_party/registry/go.mod + go.sum): the real OCI
-# registry that `make push` is tested against on loopback (image/tests/images/push.rs).
+# registry that `make push` is tested against on loopback (tests/e2e/images/push.rs).
 #
 # Usage:
 #   dir=$(third_party/registry/build.sh | tail -n 1)    # build if needed, print bin dir

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use axum_server::tls_rustls::RustlsConfig;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use resize_guard_bench::{Row, ms, percentile, rows_json, write_summary};
 use resize_guard_cluster::FixedCluster;
-use resize_guard_harness::bench::{Row, ms, percentile, rows_json, write_summary};
 use resize_guard_policy::fixture::packed_node;
 use resize_guard_policy::policy::Policy;
 use resize_guard_webhook::metrics::Metrics;
@@ -80,8 +80,25 @@ fn in_process(cluster: &FixedCluster, body: &[u8]) -> serde_json::Value {
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
+/// A rustls client on the programs' ring provider trusting only the CA in `ca_pem`.
+fn client_config(ca_pem: &str) -> Arc<rustls::ClientConfig> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Arc::new(config)
+}
+
 async fn connect(addr: SocketAddr, ca_pem: &str) -> Sender {
-    let config = resize_guard_harness::tls::client_config(ca_pem, &[]).unwrap();
+    let config = client_config(ca_pem);
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     tcp.set_nodelay(true).unwrap();
     let tls = tokio_rustls::TlsConnector::from(config)
@@ -141,11 +158,9 @@ fn https(label: &str, router: axum::Router, body: Vec<u8>) -> serde_json::Value 
     resize_guard_certs::write_dir(&bundle, dir.path()).unwrap();
     let files = CertFiles::read(dir.path()).unwrap();
     let tls = RustlsConfig::from_config(Arc::new(files.server_config(dir.path()).unwrap()));
-    let addr: SocketAddr = (
-        [127, 0, 0, 1],
-        resize_guard_harness::process::free_port().unwrap(),
-    )
-        .into();
+    // Bound here and handed to the server, so the port is the server's before any client dials.
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
     // The server gets a runtime (and so a core) of its own.
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -155,7 +170,8 @@ fn https(label: &str, router: axum::Router, body: Vec<u8>) -> serde_json::Value 
     server_rt.spawn(async move {
         let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls)
             .acceptor(axum_server::accept::NoDelayAcceptor::new());
-        axum_server::bind(addr)
+        axum_server::from_tcp(listener)
+            .unwrap()
             .acceptor(acceptor)
             .serve(router.into_make_service())
             .await

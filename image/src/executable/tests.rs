@@ -1,6 +1,6 @@
 //! [`inspect`] and [`check`] on the smallest headers of each format, built here byte by byte,
 //! and on truncated and foreign files. The real programs `make image` builds are checked in
-//! `image/tests/images/`.
+//! `tests/e2e/images/`.
 
 use super::*;
 

@@ -4,7 +4,7 @@
 //! platform built, whose `uri` ends with that archive's name and whose `bin` is the program's
 //! name there; anything else is an error, so a manifest never names an archive that was not
 //! built or a sha256 that is not its own. krew's `validate-krew-manifest` checks the rest
-//! (`make krew`, `image/tests/images/krew.rs`).
+//! (`make krew`, `tests/e2e/images/krew.rs`).
 
 use serde_yaml_ng::Value;
 

@@ -1,7 +1,7 @@
 //! [`image_sbom`] on miniature programs carrying hand-written dependency trees (the encoding
 //! `cargo auditable` uses: zlib-compressed JSON in a `.dep-v0` section), and the refusal of a
 //! program without one. The SBOMs of the real images are checked against the programs' own
-//! trees and Cargo.lock in `image/tests/images/sbom.rs`.
+//! trees and Cargo.lock in `tests/e2e/images/sbom.rs`.
 
 use std::io::Write as _;
 

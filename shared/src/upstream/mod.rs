@@ -28,9 +28,9 @@
 //! (`resize_guard_policy::upstream::qos`); nothing re-exports them elsewhere. Code here imports
 //! nothing from the rest of the crate but the plain data types it is handed
 //! ([`crate::resources::ResourceList`], [`crate::resources::Resources`],
-//! [`crate::ledger::LedgerEntry`]) and, in tests, the fixtures: `shared/tests/upstream_wall.rs`
-//! reads every file here and fails on any other `crate::` path, so resize-guard's own policy can
-//! never leak into a mirror.
+//! [`crate::ledger::LedgerEntry`]) and, in tests, the fixtures:
+//! `shared/tests/policy/upstream_wall.rs` reads every file here and fails on any other `crate::`
+//! path, so resize-guard's own policy can never leak into a mirror.
 
 pub mod aggregate;
 pub mod capacity;

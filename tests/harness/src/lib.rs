@@ -15,7 +15,6 @@
 pub mod account;
 pub mod admission;
 pub mod audit;
-pub mod bench;
 pub mod binaries;
 pub mod control_plane;
 pub mod env;

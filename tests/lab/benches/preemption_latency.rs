@@ -24,9 +24,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use resize_guard_harness::bench::{
-    Goal, Row, ms, percentile, report_goals, rows_json, write_summary,
-};
+use resize_guard_bench::{Goal, Row, ms, percentile, report_goals, rows_json, write_summary};
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::install::set_policy;

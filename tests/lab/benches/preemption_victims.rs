@@ -26,7 +26,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use resize_guard_harness::bench::{Lcg, Row, rows_json, write_summary};
+use resize_guard_bench::{Lcg, Row, rows_json, write_summary};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
 use resize_guard_harness::objects::*;

@@ -35,10 +35,8 @@ use axum::extract::State;
 use axum::routing::post;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use resize_guard_bench::{Goal, Lcg, Row, ms, percentile, report_goals, rows_json, write_summary};
 use resize_guard_harness::admission::{Webhooks, register, remove};
-use resize_guard_harness::bench::{
-    Goal, Lcg, Row, ms, percentile, report_goals, rows_json, write_summary,
-};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::install::set_policy;
 use resize_guard_harness::objects::{create_running, guaranteed_pod};

@@ -56,7 +56,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use resize_guard_harness::bench::{Goal, Row, report_goals, rows_json, write_summary};
+use resize_guard_bench::{Goal, Row, report_goals, rows_json, write_summary};
 use serde_json::{Value, json};
 
 use apiserver::ListMode;

@@ -2,10 +2,10 @@
 //! them is copied by hand. `make bench-report` runs it.
 //!
 //! - Goals: every `goals` array in `target/bench/*.json` (written by
-//!   `resize_guard_harness::bench::report_goals`) becomes a row — the goal, the figure beside it,
+//!   `resize_guard_bench::report_goals`) becomes a row — the goal, the figure beside it,
 //!   whether it is met, and the summary it came from — between the README's
 //!   `<!-- goals:begin -->` and `<!-- goals:end -->` markers.
-//! - Results: every `rows` array (`resize_guard_harness::bench::Row`: what ran, the command
+//! - Results: every `rows` array (`resize_guard_bench::Row`: what ran, the command
 //!   that reproduces it, this run's figures), summaries in [`ORDER`], between
 //!   `<!-- results:begin -->` and `<!-- results:end -->`; a benchmark of [`ORDER`] with no
 //!   summary is named under the table with the command that writes it.

@@ -12,7 +12,9 @@
 //! the version matrix's table ([`matrix`]), and Kubernetes' own resize e2e specs judged against
 //! their expectations table ([`upstream_specs`], `make upstream-e2e`). The benchmarks that start a control plane or an
 //! in-process API server are this crate's `benches/`; in-process micro-benchmarks stay with the
-//! crate they measure.
+//! crate they measure. What every benchmark shares (percentiles, goals, the JSON summary under
+//! `target/bench/`) is `resize_guard_bench` (`tests/lab/bench/`), a crate of its own that depends
+//! on `serde_json` only, so the policy crate's and the webhook's benchmarks use it too.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod bare_list;

@@ -13,7 +13,7 @@ use crate::growth::Growth;
 use crate::programs::{Memory, Readiness, mib};
 use crate::review_latency::Sample;
 use crate::scale_pods::Created;
-use resize_guard_harness::bench::{self, percentile};
+use resize_guard_bench::{self as bench, percentile};
 
 /// The run's settings, as the tables and summary state them.
 #[derive(Debug, Clone, Copy)]

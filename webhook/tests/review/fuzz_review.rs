@@ -21,7 +21,6 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use crate::harness::{self, Case, Fuzz};
 use k8s_openapi::api::core::v1::{
     Container, ContainerResizePolicy, ContainerStatus, EphemeralContainer, Node, Pod, PodCondition,
     PodOS, PodSpec, PodStatus, ResourceRequirements,
@@ -36,6 +35,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use resize_guard_cluster::FixedCluster;
 use resize_guard_cluster::lean::LeanPod;
+use resize_guard_fuzz::{self as harness, Case, Fuzz};
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::{
     PodBuilder, container, context, field_app, field_filler, field_node, node,

@@ -3,10 +3,5 @@
 //! reviews ([`fuzz_review`], `fuzz/README.md`; `make fuzz` runs it longer).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-// Each target uses a part of the fuzz harness.
-#[allow(dead_code)]
-#[path = "../../../fuzz/harness.rs"]
-mod harness;
-
 mod fuzz_review;
 mod router;

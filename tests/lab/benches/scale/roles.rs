@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
+use resize_guard_bench::{Lcg, percentile, us};
 use resize_guard_cluster::view::InitialList;
 use resize_guard_cluster::{Cluster, ClusterView, ViewConfig};
-use resize_guard_harness::bench::{Lcg, percentile, us};
 use resize_guard_policy::pod::node_name;
 use resize_guard_policy::{Context, assess};
 use resize_guard_runtime::Events;

@@ -10,7 +10,7 @@
 //! class, requests, and (one in three) a native sidecar. A pod on a busy node of the
 //! second-highest priority class has a Deferred resize pending on one slot in eight.
 
-use resize_guard_harness::bench::Lcg;
+use resize_guard_bench::Lcg;
 
 /// Pods on each busy node (the kubelet's default `maxPods`).
 pub const BUSY_PODS_PER_NODE: usize = 110;

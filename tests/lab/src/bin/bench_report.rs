@@ -3,7 +3,7 @@
 //! between the README's markers (`resize_guard_lab::bench_report`).
 
 use anyhow::Context;
-use resize_guard_harness::bench::summary_dir;
+use resize_guard_bench::summary_dir;
 use resize_guard_lab::bench_report;
 
 fn main() -> anyhow::Result<()> {

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use resize_guard_harness::bench::{self, Lcg};
+use resize_guard_bench::{self as bench, Lcg};
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::kubectl::Kubectl;
 use resize_guard_lab::busy_node::{BusyNode, Scene};

@@ -25,7 +25,7 @@ use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
-use resize_guard_harness::bench::{Row, rows_json, write_summary};
+use resize_guard_bench::{Row, rows_json, write_summary};
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::install::repo_root;
 use resize_guard_harness::kubectl::Kubectl;

@@ -91,7 +91,7 @@ fn qemu_dir() -> PathBuf {
 }
 
 fn fetch_qemu() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../third_party/qemu/build.sh");
+    let script = super::repo_root().join("third_party/qemu/build.sh");
     let out = Command::new(&script).output().unwrap();
     assert!(
         out.status.success(),

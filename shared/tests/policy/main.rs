@@ -1,24 +1,21 @@
-//! The policy crate's generated-input tests, one test binary: properties of victim selection,
+//! The policy crate's integration tests, one test binary: properties of victim selection,
 //! repair and classification ([`properties`]), plans under pending growth against a model of the
-//! kubelet's retry ([`pending_growth`]), and the fuzz targets for the policy document, quantities
-//! and selectors (`fuzz_*`, `fuzz/README.md`; `make fuzz` runs them longer).
+//! kubelet's retry ([`pending_growth`]), the fuzz targets for the policy document, quantities
+//! and selectors (`fuzz_*`, on `resize_guard_fuzz`'s loop, `fuzz/README.md`; `make fuzz` runs
+//! them longer), and the wall around upstream's mirrors ([`upstream_wall`], `make deps-check`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-
-// Each target uses a part of the fuzz harness.
-#[allow(dead_code)]
-#[path = "../../../fuzz/harness.rs"]
-mod harness;
 
 mod fuzz_policy;
 mod fuzz_quantity;
 mod fuzz_selector;
 mod pending_growth;
 mod properties;
+mod upstream_wall;
 
 use std::fmt::Debug;
 
-use harness::{Case, Fuzz};
 use proptest::prelude::*;
+use resize_guard_fuzz::{self as harness, Case, Fuzz};
 
 /// The inputs every fuzz target mixes in, of which nothing is known: random bytes up to `bytes`
 /// long (weight 1), runs of up to `tokens` words of the target's dictionary (weight

@@ -4,12 +4,12 @@
 //! same on the trimmed and the untrimmed pod, and so are node ledgers built from trimmed nodes;
 //! and decoding a pod or a node lean (what the watches and the webhook do) gives exactly the
 //! trimmed object.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod trim_cases;
+mod cases;
 
 use std::collections::BTreeMap;
 
+use cases::{add_noise, build, pod_case};
 use k8s_openapi::api::core::v1::{
     ContainerImage, EphemeralContainer, Node, NodeCondition, NodePodPreemptionPolicy, Pod,
     ResourceRequirements, Taint,
@@ -21,9 +21,6 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ManagedFieldsEntry};
 use kube::runtime::reflector::ObjectRef;
 use proptest::prelude::*;
-use resize_guard_cluster::index::PodIndex;
-use resize_guard_cluster::lean::{LeanNode, LeanPod};
-use resize_guard_cluster::trim::{LAST_APPLIED, trim_node, trim_pod};
 use resize_guard_policy::admission::{Admission, Effect, Stage, admit_with};
 use resize_guard_policy::budget::Budgets;
 use resize_guard_policy::fixture::{PodBuilder, container, context, node};
@@ -36,7 +33,10 @@ use resize_guard_policy::upstream::qos::{current_qos_class, qos_class};
 use resize_guard_policy::upstream::requests::{Accounting, pod_requests};
 use resize_guard_policy::usage::Evidence;
 use resize_guard_policy::{assess, classify};
-use trim_cases::{add_noise, build, pod_case};
+
+use crate::index::PodIndex;
+use crate::lean::{LeanNode, LeanPod};
+use crate::trim::{LAST_APPLIED, trim_node, trim_pod};
 
 fn trimmed(p: &Pod) -> Pod {
     let mut t = p.clone();
@@ -343,7 +343,7 @@ proptest! {
 }
 
 fn realistic() -> Pod {
-    serde_json::from_str(include_str!("fixtures/deployment-pod.json")).unwrap()
+    serde_json::from_str(include_str!("lossless/deployment-pod.json")).unwrap()
 }
 
 #[test]

@@ -5,27 +5,22 @@
 //! a temporary root filesystem and each `<rootfs>/usr/local/bin/<binary> --version` run:
 //! natively on amd64, under qemu's `qemu-aarch64` on arm64.
 //! Each binary is static and stripped for its platform's CPU (checked in its ELF headers,
-//! `elf/mod.rs`), so that is running what the image holds.
+//! `elf.rs`), so that is running what the image holds.
 //!
 //! Deliberately not skippable: a missing archive fails with "run `make image` first". Reads the
-//! archive with tar, flate2, sha2 and serde_json only, never with this crate's own writer code.
+//! archive with tar, flate2, sha2 and serde_json only, never with the image crate's writer code.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::elf;
+use super::{elf, image_dir};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const BINARIES: [&str; 2] = ["resize-guard-webhook", "resize-guard-controller"];
-
-fn image_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/image")
-}
 
 fn sha256(bytes: &[u8]) -> String {
     let hex: String = Sha256::digest(bytes)
@@ -269,24 +264,30 @@ fn controller_archive_indexes_an_image_per_platform_with_the_controller_and_cert
 /// The tag `make image` named the images with, checked against git: `<version>-g<commit>`, with
 /// `-dirty` when the tree had uncommitted changes.
 pub fn built_tag() -> String {
-    let layout = std::fs::read(crate::push::repo_root().join(format!(
+    let path = super::repo_root().join(format!(
         "target/image/resize-guard-webhook-{VERSION}.oci/index.json"
-    )))
-    .expect("run `make image` first (make test does)");
+    ));
+    let layout = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: run `make image` (or `make plugins`) first; make test does",
+            path.display()
+        )
+    });
     let tag = json(&layout)["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"]
         .as_str()
         .unwrap()
         .to_owned();
     let head = std::process::Command::new("git")
         .args(["rev-parse", "--short=7", "HEAD"])
-        .current_dir(crate::push::repo_root())
+        .current_dir(super::repo_root())
         .output()
         .unwrap();
     let commit = String::from_utf8(head.stdout).unwrap();
     let clean = format!("{VERSION}-g{}", commit.trim());
     assert!(
         tag == clean || tag == format!("{clean}-dirty"),
-        "the build's tag {tag:?} is not {clean}[-dirty] (rebuild with make image)"
+        "target/image is stale: the build's tag {tag:?} is not {clean}[-dirty]: \
+         run `make image` (or `make plugins`) again"
     );
     tag
 }

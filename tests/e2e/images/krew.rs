@@ -9,14 +9,14 @@
 //! images. Each archive holds exactly the plugin, its completion helper and the repository's
 //! LICENSE; both programs are for the platform and carry their dependency trees: on Linux static,
 //! stripped and run (natively or under qemu; the helper hands a completion to the plugin beside
-//! it where the platform is this machine's), on macOS a signed Mach-O loading only system libraries ([`crate::macho`]), on
-//! Windows a PE32+ console program importing only Windows' DLLs ([`crate::pe`]). The manifest
-//! passes krew's structural validation as generated; then krew installs every platform for real
-//! (`kubectl krew install --manifest`, through the real kubectl of `RESIZE_GUARD_K8S_BIN_DIR`),
-//! downloading each archive from a loopback HTTP server written here with the manifest's URIs
-//! pointed at it, so krew itself checks each sha256 against the archive's bytes and unpacks it.
-//! A manifest with a wrong sha256 is refused. Nothing is skipped: a missing part fails with how
-//! to get it.
+//! it where the platform is this machine's), on macOS a signed Mach-O loading only system
+//! libraries ([`super::macho`]), on Windows a PE32+ console program importing only Windows' DLLs
+//! ([`super::pe`]). The manifest passes krew's structural validation as generated; then krew
+//! installs every platform for real (`kubectl krew install --manifest`, through the real
+//! kubectl of `RESIZE_GUARD_K8S_BIN_DIR`), downloading each archive from a loopback HTTP server
+//! written here with the manifest's URIs pointed at it, so krew itself checks each sha256 against
+//! the archive's bytes and unpacks it. A manifest with a wrong sha256 is refused. Nothing is
+//! skipped: a missing part fails with how to get it.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -26,17 +26,9 @@ use std::process::Command;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::elf;
+use super::{elf, image_dir, repo_root};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn image_dir() -> PathBuf {
-    repo_root().join("target/image")
-}
 
 /// One platform the manifest lists, as krew names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,7 +181,7 @@ fn each_plugin_archive_holds_the_plugin_and_its_completion_helper_for_its_platfo
         .collect();
     assert_eq!(
         linux,
-        crate::archive::image_arches(),
+        super::archive::image_arches(),
         "the plugin is built with the images"
     );
     // The directory holds the archives the manifest lists, no other.
@@ -243,8 +235,8 @@ fn each_plugin_archive_holds_the_plugin_and_its_completion_helper_for_its_platfo
                     .unwrap();
                     elf::elf_audit_tree(program, &what)
                 }
-                "darwin" => crate::macho::check(program, &platform.arch, &what),
-                "windows" => crate::pe::check(program, &what).1,
+                "darwin" => super::macho::check(program, &platform.arch, &what),
+                "windows" => super::pe::check(program, &what).1,
                 other => panic!("{what}: no check for {other}"),
             };
             trees.push(tree);
@@ -362,7 +354,7 @@ fn serve_archives() -> String {
 #[test]
 fn krew_installs_every_platform_from_the_generated_manifest_and_refuses_a_wrong_sha256() {
     let hint = "set RESIZE_GUARD_K8S_BIN_DIR=\"$(third_party/control-plane/build.sh | tail -n 1)\" \
-                (make test does): krew runs as `kubectl krew`";
+                (make e2e does): krew runs as `kubectl krew`";
     let k8s = PathBuf::from(
         std::env::var_os("RESIZE_GUARD_K8S_BIN_DIR")
             .unwrap_or_else(|| panic!("RESIZE_GUARD_K8S_BIN_DIR is not set: {hint}")),

@@ -10,13 +10,13 @@
 //! `make image` wrote. No transparency log and no network: the signatures are key-only (`TLOG=0`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use crate::text;
+use super::text;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::push::{
+use super::push::{
     CYCLONEDX, attached_sbom, layout, make_push, referrers, repo_root, sbom_file, start_registry,
 };
 
@@ -25,7 +25,7 @@ const PASSWORD: &str = "resize-guard-test-key";
 fn cosign_bin() -> PathBuf {
     let hint = "build it with third_party/cosign/build.sh and run the tests with \
                 RESIZE_GUARD_COSIGN_BIN=\"$(third_party/cosign/build.sh | tail -n 1)/cosign\" \
-                (make test does)";
+                (make e2e does)";
     let bin = std::env::var_os("RESIZE_GUARD_COSIGN_BIN")
         .unwrap_or_else(|| panic!("RESIZE_GUARD_COSIGN_BIN is not set: {hint}"));
     let bin = PathBuf::from(bin);

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::trim::LAST_APPLIED;
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, ContainerState, ContainerStateTerminated, ContainerStateWaiting,
     ContainerStatus, EnvVar, EphemeralContainer, HTTPGetAction, Pod, PodCondition, PodIP, PodOS,
@@ -16,7 +17,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
-use resize_guard_cluster::trim::LAST_APPLIED;
 use resize_guard_policy::fixture::{ContainerBuilder, PodBuilder, container};
 use resize_guard_policy::upstream::pod;
 

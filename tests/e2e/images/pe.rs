@@ -79,6 +79,6 @@ pub fn check(file: &[u8], what: &str) -> (Vec<String>, serde_json::Value) {
         .iter()
         .find(|(name, ..)| name == ".dep-v0")
         .unwrap_or_else(|| panic!("{what} has no .dep-v0 section: not built with cargo auditable"));
-    let tree = crate::elf::audit_tree(&file[*raw..raw + size], what);
+    let tree = super::elf::audit_tree(&file[*raw..raw + size], what);
     (dlls, tree)
 }

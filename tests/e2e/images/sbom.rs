@@ -10,18 +10,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::{archive, elf};
+use super::{archive, elf, repo_root};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-fn repo_root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
 
 /// `name -> versions` of every package in Cargo.lock.
 fn lock_versions() -> BTreeMap<String, BTreeSet<String>> {
@@ -54,7 +49,7 @@ fn crate_ref(package: &Value) -> String {
 }
 
 fn check_sbom(image: &str) {
-    let path = repo_root().join(format!("target/image/{image}-{VERSION}.cdx.json"));
+    let path = super::image_dir().join(format!("{image}-{VERSION}.cdx.json"));
     let bom: Value = serde_json::from_slice(
         &std::fs::read(&path)
             .unwrap_or_else(|e| panic!("{}: {e}: run `make image` first", path.display())),

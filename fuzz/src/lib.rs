@@ -1,5 +1,6 @@
-//! The time-boxed fuzz loop behind the four fuzz targets (`shared/tests/fuzz_{policy,quantity,
-//! selector}.rs`, `webhook/tests/review/fuzz_review.rs`), which include this file with `#[path]`.
+//! The time-boxed fuzz loop behind the four fuzz targets (`shared/tests/policy/fuzz_{policy,
+//! quantity,selector}.rs`, `webhook/tests/review/fuzz_review.rs`), a dev-dependency of their
+//! crates.
 //!
 //! Stable Rust has no `cargo fuzz`, so each target is a proptest strategy run for a wall-clock
 //! budget instead of a case count: [`Fuzz::run`] first replays every seed file of
@@ -83,7 +84,7 @@ pub struct Fuzz {
     budget: Duration,
 }
 
-/// The workspace root: the parent of the including crate's directory (`shared/`, `webhook/`).
+/// The workspace root: the parent of this crate's directory (`fuzz/`).
 fn workspace_root(manifest_dir: &str) -> PathBuf {
     Path::new(manifest_dir)
         .parent()

@@ -123,7 +123,7 @@ pub fn check(file: &[u8], arch: &str, what: &str) -> serde_json::Value {
                     {
                         let (size, offset) =
                             (u64_le(file, section + 40), u32_le(file, section + 48));
-                        tree = Some(crate::elf::audit_tree(&file[offset..offset + size], what));
+                        tree = Some(super::elf::audit_tree(&file[offset..offset + size], what));
                     }
                 }
             }

@@ -8,14 +8,14 @@
 //! none never runs a helper.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use crate::text;
+use super::text;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::push::{INDEX, get_with, layout, sha256, start_registry_with};
+use super::push::{INDEX, get_with, layout, sha256, start_registry_with};
 
 const USER: &str = "robot";
 const PASSWORD: &str = "correct horse battery staple";
@@ -91,9 +91,9 @@ impl Client {
         }
     }
 
-    /// The push command (the debug build) with `args`.
+    /// The push command `make push` runs with `args`.
     fn push(&self, args: &[String], auth_file: bool) -> Output {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_resize-guard-push"));
+        let mut command = Command::new(super::push_tool());
         command.args(args);
         self.env(&mut command, auth_file);
         command.output().unwrap()
@@ -105,7 +105,7 @@ impl Client {
         command
             .arg("-s")
             .arg("-C")
-            .arg(crate::push::repo_root())
+            .arg(super::repo_root())
             .arg("push")
             .args(vars);
         self.env(&mut command, false);
@@ -114,7 +114,7 @@ impl Client {
 }
 
 /// A registry that admits `USER` with `PASSWORD` only.
-fn htpasswd_registry() -> crate::push::Registry {
+fn htpasswd_registry() -> super::push::Registry {
     start_registry_with(
         |dir| {
             let htpasswd = dir.join("htpasswd");
@@ -186,7 +186,7 @@ fn credentials_from_helpers_and_auth_files_push_to_an_htpasswd_registry() {
         "{}",
         text(&out)
     );
-    let tag = crate::archive::built_tag();
+    let tag = super::archive::built_tag();
     for binary in ["resize-guard-webhook", "resize-guard-controller"] {
         pushed(port, &format!("store/{binary}"), &tag, binary);
     }
@@ -304,7 +304,7 @@ fn credentials_from_helpers_and_auth_files_push_to_an_htpasswd_registry() {
 
     // A registry that asks for no credentials never runs the helper: the same missing helper is
     // no obstacle there.
-    let open = crate::push::start_registry();
+    let open = super::push::start_registry();
     let mut open_args = args("open");
     open_args[1] = format!("127.0.0.1:{}/open", open.port);
     let out = client.push(&open_args, false);

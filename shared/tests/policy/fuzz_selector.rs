@@ -7,14 +7,14 @@
 //! `Display` to an equal one.
 //!
 //! Runs for `RESIZE_GUARD_FUZZ_SECONDS` (default 10): `make fuzz` runs it longer, or
-//! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-policy --test generated -- fuzz_selector:: --nocapture`.
+//! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-policy --test policy -- fuzz_selector:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::BTreeMap;
 
-use crate::harness::{Case, Fuzz};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use proptest::prelude::*;
+use resize_guard_fuzz::{Case, Fuzz};
 use resize_guard_policy::upstream::selector::Selector;
 
 const DICTIONARY: &[&str] = &[

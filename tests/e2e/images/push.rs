@@ -23,12 +23,10 @@ use serde_json::Value;
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const BINARIES: [&str; 2] = ["resize-guard-webhook", "resize-guard-controller"];
 
-pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+pub use super::repo_root;
 
 pub fn layout(binary: &str) -> PathBuf {
-    let dir = repo_root().join(format!("target/image/{binary}-{VERSION}.oci"));
+    let dir = super::image_dir().join(format!("{binary}-{VERSION}.oci"));
     assert!(
         dir.join("index.json").is_file(),
         "{} is missing: run `make image` first (make test does)",
@@ -72,7 +70,7 @@ pub fn start_registry_with(
 ) -> Registry {
     let hint = "build it with third_party/registry/build.sh and run the tests with \
                 RESIZE_GUARD_REGISTRY_BIN=\"$(third_party/registry/build.sh | tail -n 1)/registry\" \
-                (make test does)";
+                (make e2e does)";
     let bin = std::env::var_os("RESIZE_GUARD_REGISTRY_BIN")
         .unwrap_or_else(|| panic!("RESIZE_GUARD_REGISTRY_BIN is not set: {hint}"));
     assert!(
@@ -200,9 +198,9 @@ pub fn make_push(vars: &[String]) -> std::process::Output {
         .unwrap()
 }
 
-/// The push command itself (the debug build), for the error paths.
+/// The push command itself (the one `make push` runs), for the error paths.
 pub fn push(args: &[String]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_resize-guard-push"))
+    Command::new(super::push_tool())
         .args(args)
         .output()
         .unwrap()
@@ -240,7 +238,7 @@ pub fn get_manifest(port: u16, repo: &str, reference: &str, accept: &str) -> (Ve
 
 /// The SBOM `make image` wrote beside the image.
 pub fn sbom_file(binary: &str) -> PathBuf {
-    let path = repo_root().join(format!("target/image/{binary}-{VERSION}.cdx.json"));
+    let path = super::image_dir().join(format!("{binary}-{VERSION}.cdx.json"));
     assert!(
         path.is_file(),
         "{} is missing: run `make image` first (make test does)",
@@ -397,10 +395,10 @@ fn both_multi_platform_images_are_pushed_and_read_back_as_built() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let tag = crate::archive::built_tag();
+    let tag = super::archive::built_tag();
     for binary in BINARIES {
         // What the archive names, and the layout the push reads says the same.
-        let archive = crate::archive::read_archive(binary);
+        let archive = super::archive::read_archive(binary);
         let index_json: Value = serde_json::from_slice(&archive["index.json"]).unwrap();
         let layout_json = std::fs::read(layout(binary).join("index.json")).unwrap();
         assert_eq!(
@@ -414,7 +412,7 @@ fn both_multi_platform_images_are_pushed_and_read_back_as_built() {
             .to_owned();
         assert!(
             stdout.contains(&format!("{target}/{binary}:{tag}@{want}  ("))
-                && stdout.contains(&match crate::archive::image_arches().len() {
+                && stdout.contains(&match super::archive::image_arches().len() {
                     1 => "; 1 platform manifest)".to_owned(),
                     n => format!("; {n} platform manifests)"),
                 }),
@@ -473,7 +471,7 @@ fn both_multi_platform_images_are_pushed_and_read_back_as_built() {
     assert_eq!(again.matches("(0 blobs uploaded,").count(), 2, "{again}");
     // The SBOM is listed once, not once per push.
     for binary in BINARIES {
-        let index = crate::archive::read_archive(binary);
+        let index = super::archive::read_archive(binary);
         let index: Value = serde_json::from_slice(&index["index.json"]).unwrap();
         let digest = index["manifests"][0]["digest"].as_str().unwrap();
         let all = referrers(port, &format!("/v2/platform/rg/{binary}"), digest);

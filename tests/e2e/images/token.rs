@@ -7,7 +7,7 @@
 //! identity token there and push with the access token; a wrong one fails naming the realm.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use crate::text;
+use super::text;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt as _;
@@ -21,7 +21,7 @@ use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
 use serde_json::{Value, json};
 
-use crate::push::{INDEX, get_with, layout, sha256, start_registry_with};
+use super::push::{INDEX, get_with, layout, sha256, start_registry_with};
 
 const SERVICE: &str = "resize-guard-test";
 const ISSUER: &str = "resize-guard-test-issuer";
@@ -192,7 +192,7 @@ fn serve(key: &EcdsaKeyPair, forms: &Mutex<Vec<String>>, stream: std::net::TcpSt
 
 fn push(home: &std::path::Path, args: &[String]) -> Output {
     let path = std::env::var("PATH").unwrap_or_default();
-    Command::new(env!("CARGO_BIN_EXE_resize-guard-push"))
+    Command::new(super::push_tool())
         .args(args)
         .env("HOME", home)
         .env("DOCKER_CONFIG", home.join("docker"))

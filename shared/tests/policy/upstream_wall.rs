@@ -4,7 +4,8 @@
 //! comments and literals blanked, every path that starts at `crate::` (or climbs out of the
 //! folder with `super::`) is expanded, `use` trees included, and any that leaves
 //! `crate::upstream` for something not on those lists fails the test, naming file, line and
-//! path. `make deps-check` runs it (`cargo test -p resize-guard-policy --test upstream_wall`).
+//! path. `make deps-check` runs it (`cargo test -p resize-guard-policy --test policy --
+//! upstream_wall::`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::fs;

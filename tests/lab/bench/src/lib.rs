@@ -1,8 +1,8 @@
 //! What every benchmark shares: a seeded generator for scenarios, percentiles of sorted samples,
-//! milliseconds for tables, and the JSON summary written to `target/bench/<name>.json` in the repository. The controller's and
-//! webhook's benchmarks use it as `resize_guard_harness::bench`; the policy crate's benchmarks,
-//! which must not depend on the harness, include this file with `#[path]` (it needs only `std`
-//! and `serde_json`).
+//! milliseconds for tables, the goals a benchmark states beside its figures, and the JSON summary
+//! written to `target/bench/<name>.json` in the repository, from which `make bench-report` builds
+//! the tables. A crate of its own beside the lab, depending on `serde_json` only, so the policy
+//! crate's and the webhook's in-process benchmarks use it without the harness, kube or tokio.
 
 use std::path::PathBuf;
 use std::time::Duration;
