@@ -126,8 +126,9 @@ test: fmt-check clippy deps-check docs-check unit plugins e2e upstream-e2e-short
 fmt: ## rustfmt the workspace
 	$(CARGO) fmt --all
 
-fmt-check: ## rustfmt --check
+fmt-check: ## rustfmt --check; comments within 100 columns
 	$(CARGO) fmt --all -- --check
+	scripts/comment-width.sh
 
 # `--all-targets` leaves out the e2e binary (`test = false`), so it is named.
 clippy: ## clippy -D warnings on every target and the e2e binary

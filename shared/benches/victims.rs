@@ -1,10 +1,10 @@
-//! Victim counts on generated node scenarios: resize-guard's plan (the kubelet's accounting:
-//! other pods at their allocation, plus the pending growth that could take the room first —
-//! `victims/race.rs`) against the same DefaultPreemption algorithm on the v1.37
-//! alpha scheduler's accounting (every pod at max(desired, allocated, actual)), which is how
-//! upstream's plugin sizes the shortfall (KEP-5836, "Risk of Additional Preemption"). The upstream column is that
-//! model, not the scheduler binary; `tests/e2e/upstream/alpha_preemption.rs` checks the model against
-//! the real kube-scheduler on the KEP-5836 example (3 victims vs 1).
+//! Victim counts on generated node scenarios: resize-guard's plan (the kubelet's accounting: other
+//! pods at their allocation, plus the pending growth that could take the room first —
+//! `victims/race.rs`) against the same DefaultPreemption algorithm on the v1.37 alpha scheduler's
+//! accounting (every pod at max(desired, allocated, actual)), which is how upstream's plugin sizes
+//! the shortfall (KEP-5836, "Risk of Additional Preemption"). The upstream column is that model,
+//! not the scheduler binary; `tests/e2e/upstream/alpha_preemption.rs` checks the model against the
+//! real kube-scheduler on the KEP-5836 example (3 victims vs 1).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use k8s_openapi::api::core::v1::Pod;

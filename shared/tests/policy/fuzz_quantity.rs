@@ -15,7 +15,8 @@
 //! (`1`, `1Ei`), so admission never sees these; the invariants skip saturated amounts.
 //!
 //! Runs for `RESIZE_GUARD_FUZZ_SECONDS` (default 10): `make fuzz` runs it longer, or
-//! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-policy --test policy -- fuzz_quantity:: --nocapture`.
+//! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-policy --test policy --
+//! fuzz_quantity:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;

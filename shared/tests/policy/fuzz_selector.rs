@@ -7,7 +7,8 @@
 //! `Display` to an equal one.
 //!
 //! Runs for `RESIZE_GUARD_FUZZ_SECONDS` (default 10): `make fuzz` runs it longer, or
-//! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-policy --test policy -- fuzz_selector:: --nocapture`.
+//! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-policy --test policy --
+//! fuzz_selector:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::BTreeMap;

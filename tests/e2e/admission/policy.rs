@@ -58,7 +58,8 @@ async fn policy_modes_and_live_reload() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // resize-guard's Event, then the real kubelet's (pkg/kubelet/kubelet.go, events.ResizeCompleted).
+    // resize-guard's Event, then the real kubelet's (pkg/kubelet/kubelet.go,
+    // events.ResizeCompleted).
     assert!(
         events.contains("ResizeRepaired") && events.contains("ResizeCompleted"),
         "{events}"

@@ -444,9 +444,11 @@ async fn kep_5836_example_takes_one_victim() {
 // marked Infeasible, and a v1.37.2 kubelet marks Infeasible only in `podResizesAdmitHandler.Admit`
 // (`pkg/kubelet/allocation/handlers.go`, with `IsInPlacePodVerticalScalingAllowed` /
 // `IsInPlacePodLevelResourcesVerticalScalingAllowed` in `features_linux.go`), never for capacity
-// (an over-allocatable resize stays Deferred: `a_deferred_resize_that_can_never_fit_preempts_nothing`).
-// None of its cases can be produced honestly on a hollow node and then reverted:
-// - `InPlacePodVerticalScaling` off: the gate is GA and locked on (`pkg/features/kube_features.go`).
+// (an over-allocatable resize stays Deferred:
+// `a_deferred_resize_that_can_never_fit_preempts_nothing`). None of its cases can be produced
+// honestly on a hollow node and then reverted:
+// - `InPlacePodVerticalScaling` off: the gate is GA and locked on
+//   (`pkg/features/kube_features.go`).
 // - swap (`disallowResizeForSwappableContainers`): needs `memorySwap.swapBehavior: LimitedSwap`,
 //   cgroup v2 and a swap controller (`kuberuntime_container_linux.go GetContainerSwapBehavior`);
 //   the hollow node sets no swap behaviour.
@@ -459,8 +461,9 @@ async fn kep_5836_example_takes_one_victim() {
 //   the feature, which it does only with the gate on (`component-helpers/nodedeclaredfeatures/
 //   features/inplacepodresize`). A kubelet restarted with the gate off after the resize was stored
 //   would mark it Infeasible, but the revert is itself a pod-level / volume resize the API server
-//   then refuses for the same reason, and the controller reverts container resources only.
-// The decision is unit-tested (`decision::tests::infeasible_resizes_are_reverted_to_actual_resources_when_policy_asks`).
+//   then refuses for the same reason, and the controller reverts container resources only. The
+//   decision is unit-tested
+//   (`decision::tests::infeasible_resizes_are_reverted_to_actual_resources_when_policy_asks`).
 
 /// A Deferred resize larger than the node's allocatable is never preempted for, though a
 /// strictly-lower-priority pod sits on the node. On v1.37 the API server refuses such a resize

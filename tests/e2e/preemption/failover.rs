@@ -687,18 +687,18 @@ fn owned_pod(name: &str, node: &str, cpu: &str, kind: &str, owner: &str) -> Pod 
     p
 }
 
-/// The brakes under a flood of Deferred resizes: `RESIZE_GUARD_FLOOD=full` gives the issue's
-/// 200 resizes on 20 nodes; by default 20 on 4. Each node holds `k` high-priority pods that
-/// each grow by 100m, `ceil(k/3) + 1` ReplicaSet-owned 300m victims, one bare 300m pod (the
-/// youngest: the first a planner would take) and one DaemonSet-owned 100m pod, and no free room, so every resize is Deferred and the node needs `ceil(k/3)`
-/// victims. With `maxEvictionsPerMinute: 12` and `maxVictimsPerResize` what one plan needs,
-/// read back from the audit log: the evictions never outrun the bucket (one plan at once, then
-/// 12 a minute), no node loses more victims than it needs (one plan in flight per node), the
-/// DaemonSet's pods, the bare pods and the spare victims stay, and every resize completes.
-/// The same disagreement, held: the cache keeps choosing the victim the Eviction API refuses.
-/// Each refusal re-plans (`PreemptionReplanned`, one Event series), and the same resize asks
-/// again after 1 s, then 2 s, 4 s … (at most 60 s) rather than every second for as long as the
-/// budget's status stays stale.
+/// The brakes under a flood of Deferred resizes: `RESIZE_GUARD_FLOOD=full` gives the 200
+/// resizes on 20 nodes; by default 20 on 4. Each node holds `k` high-priority pods that each grow
+/// by 100m, `ceil(k/3) + 1` ReplicaSet-owned 300m victims, one bare 300m pod (the youngest: the
+/// first a planner would take) and one DaemonSet-owned 100m pod, and no free room, so every resize
+/// is Deferred and the node needs `ceil(k/3)` victims. With `maxEvictionsPerMinute: 12` and
+/// `maxVictimsPerResize` what one plan needs, read back from the audit log: the evictions never
+/// outrun the bucket (one plan at once, then 12 a minute), no node loses more victims than it needs
+/// (one plan in flight per node), the DaemonSet's pods, the bare pods and the spare victims stay,
+/// and every resize completes. The same disagreement, held: the cache keeps choosing the victim the
+/// Eviction API refuses. Each refusal re-plans (`PreemptionReplanned`, one Event series), and the
+/// same resize asks again after 1 s, then 2 s, 4 s … (at most 60 s) rather than every second for as
+/// long as the budget's status stays stale.
 #[tokio::test]
 async fn a_budget_the_cache_disagrees_with_is_asked_again_ever_more_slowly() {
     let (env, _alone) = alone(&SERIAL).await;

@@ -1,9 +1,9 @@
 //! A resize that waits on a victim which ignores SIGTERM, on hollow nodes (upstream's v1.37.2
 //! kubelet): with `preemption.stallAfterSeconds: 20` the preemptor gets a `PreemptionStalled`
-//! Warning Event saying what it waits on and for how long, and its node's one-plan-at-a-time
-//! claim is no longer held for it, so a second resize on the same node is planned while the victim still
-//! terminates (before, the waiting plan refreshed the claim on every look and held the node for
-//! as long as the victim took).
+//! Warning Event saying what it waits on and for how long, and its node's one-plan-at-a-time claim
+//! is no longer held for it, so a second resize on the same node is planned while the victim still
+//! terminates (before, the waiting plan refreshed the claim on every look and held the node for as
+//! long as the victim took).
 //!
 //! The victim that ignores SIGTERM: a 600 s grace period, and the hollow node's
 //! `hollow-node.resize-guard.io/stop-after` annotation making its container take 10 minutes to

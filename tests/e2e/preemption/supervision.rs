@@ -1,7 +1,7 @@
-//! Supervision (ARCHITECTURE.md, "runtime/") on the real control plane with hollow nodes: a leader whose
-//! reconcile loop or pod watch task panics (injected with the test-only `--inject-panic`, feature
-//! `testing`) steps down — every write stops, the Lease is released, the process exits non-zero —
-//! and the follower leads within the lease duration and preempts for the field test.
+//! Supervision (ARCHITECTURE.md, "runtime/") on the real control plane with hollow nodes: a leader
+//! whose reconcile loop or pod watch task panics (injected with the test-only `--inject-panic`,
+//! feature `testing`) steps down — every write stops, the Lease is released, the process exits
+//! non-zero — and the follower leads within the lease duration and preempts for the field test.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;

@@ -20,7 +20,7 @@
 //! Not provoked here: the kubelet's check and its cgroup write are separate steps (usage read by
 //! `validateMemoryResizeAction` in upstream's `pkg/kubelet/kuberuntime/kuberuntime_manager.go`,
 //! the limit written later by `updatePodContainerResources` through the CRI
-//! `UpdateContainerResources` call; kubernetes/kubernetes#135670), so usage that grows in between
+//! `UpdateContainerResources` call), so usage that grows in between
 //! gets the container OOM-killed although the check passed. The window is inside one kubelet sync
 //! with no hook to hold it open from outside, so no test here claims to hit it; resize-guard's
 //! headroom (10 % by default) is what covers growth in it.

@@ -2,10 +2,11 @@
 //! since the install, every minute) all reached the webhook; then the post-install check as the
 //! operator's guide (docs/src/operator/install.md) has operators run it — `kubectl apply -k
 //! deploy/post-install-check` with the same `images:` block as the install — runs its two real
-//! containers and completes; and with the webhook scaled to zero, the same Job (its wait
-//! shortened) fails, its log saying the probe bypassed resize-guard. The webhook is scaled back before returning. The harness's control plane
-//! runs no Job controller (it would release the field test's pods from the suspended Job that
-//! owns them), so kube-controller-manager is restarted with it for this last step.
+//! containers and completes; and with the webhook scaled to zero, the same Job (its wait shortened)
+//! fails, its log saying the probe bypassed resize-guard. The webhook is scaled back before
+//! returning. The harness's control plane runs no Job controller (it would release the field test's
+//! pods from the suspended Job that owns them), so kube-controller-manager is restarted with it for
+//! this last step.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::Path;

@@ -1,5 +1,6 @@
-//! A real Kubernetes control plane on loopback: etcd and kube-apiserver of one minor (`RESIZE_GUARD_K8S_VERSION`, default v1.37; and, on demand,
-//! kube-scheduler and kube-controller-manager), started from the binaries of [`crate::binaries`].
+//! A real Kubernetes control plane on loopback: etcd and kube-apiserver of one minor
+//! (`RESIZE_GUARD_K8S_VERSION`, default v1.37; and, on demand, kube-scheduler and
+//! kube-controller-manager), started from the binaries of [`crate::binaries`].
 //!
 //! Flags: token authentication (an admin in
 //! `system:masters` and a ServiceAccount-style user for RBAC checks), RBAC authorization, the
@@ -113,9 +114,9 @@ pub struct ControlPlane {
 /// The kube-controller-manager controllers the suites use: Deployments and ReplicaSets create and
 /// replace pods, the disruption controller writes PodDisruptionBudget status, the garbage collector
 /// and namespace controller clean up. Left out on purpose: the ServiceAccount token and
-/// ServiceAccount controllers (the `ServiceAccount` admission plugin is off, so pods mount no token)
-/// and node lifecycle (tests stop hollow nodes' kubelets on purpose; its taints would evict pods
-/// and change what a test measures).
+/// ServiceAccount controllers (the `ServiceAccount` admission plugin is off, so pods mount no
+/// token) and node lifecycle (tests stop hollow nodes' kubelets on purpose; its taints would evict
+/// pods and change what a test measures).
 pub const CONTROLLERS: [&str; 5] = [
     "deployment-controller",
     "replicaset-controller",

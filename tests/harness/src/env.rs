@@ -1,7 +1,8 @@
-//! One environment per process, owned by one suite ([`shared`]): a control plane, hollow nodes (upstream's kubelet, one
-//! process per node, see [`crate::hollow_node`]) added by the tests, a runtime of its own for
-//! background work that must outlive each `#[tokio::test]`'s runtime, and PriorityClasses. Tests
-//! isolate by namespace and by the nodes they add; the first caller's [`EnvOptions`] win.
+//! One environment per process, owned by one suite ([`shared`]): a control plane, hollow nodes
+//! (upstream's kubelet, one process per node, see [`crate::hollow_node`]) added by the tests, a
+//! runtime of its own for background work that must outlive each `#[tokio::test]`'s runtime, and
+//! PriorityClasses. Tests isolate by namespace and by the nodes they add; the first caller's
+//! [`EnvOptions`] win.
 //!
 //! When a test panics while holding an [`Env::guard`], the tails of the control-plane logs are
 //! printed with the failure.

@@ -1,7 +1,7 @@
-//! Hollow nodes: one `hollow-node` process per node, each running upstream's kubelet of the control plane's minor
-//! (kubemark's library, `third_party/control-plane/cmd/hollow-node`) against the harness's
-//! [`ControlPlane`], with fakes only at the runtime boundary (CRI, pod cgroups, cAdvisor machine
-//! size and memory usage). Pod admission, resize admission, the `PodResizePending` /
+//! Hollow nodes: one `hollow-node` process per node, each running upstream's kubelet of the control
+//! plane's minor (kubemark's library, `third_party/control-plane/cmd/hollow-node`) against the
+//! harness's [`ControlPlane`], with fakes only at the runtime boundary (CRI, pod cgroups, cAdvisor
+//! machine size and memory usage). Pod admission, resize admission, the `PodResizePending` /
 //! `PodResizeInProgress` conditions, their messages, retries, Events and graceful deletion are the
 //! real kubelet's.
 //!

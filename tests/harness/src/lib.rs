@@ -3,8 +3,8 @@
 //! The real-parts test bench of resize-guard: a real kube-apiserver v1.37.2 + etcd (+
 //! kube-scheduler) built from upstream Go modules ([`control_plane`]), hollow nodes running
 //! upstream's kubelet ([`hollow_node`]), `kubectl` helpers ([`kubectl`]), and a per-process shared
-//! environment ([`env`], one suite's) that tests isolate from each other by namespace; upstream metrics-server
-//! v0.8.0 scraping hollow nodes that report per-container usage ([`metrics_server`],
+//! environment ([`env`], one suite's) that tests isolate from each other by namespace; upstream
+//! metrics-server v0.8.0 scraping hollow nodes that report per-container usage ([`metrics_server`],
 //! [`hollow_usage`]); and the Vertical Pod Autoscaler's recommender, updater and
 //! admission-controller v1.6.0, unpatched ([`vpa`]; the loop from usage to resize in
 //! [`vpa::usage_loop`]); resize-guard installed from `deploy/` with its programs running

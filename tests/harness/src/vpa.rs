@@ -108,8 +108,9 @@ pub struct VpaBinaries {
 }
 
 impl VpaBinaries {
-    /// [`VPA_DIR_ENV`], else the build script's stamp cache `$HOME/.cache/resize-guard/vpa-current`.
-    /// A missing file is an error that says how to build it — tests never skip silently.
+    /// [`VPA_DIR_ENV`], else the build script's stamp cache
+    /// `$HOME/.cache/resize-guard/vpa-current`. A missing file is an error that says how to build
+    /// it — tests never skip silently.
     pub fn locate() -> anyhow::Result<VpaBinaries> {
         let dir = match std::env::var_os(VPA_DIR_ENV) {
             Some(d) => PathBuf::from(d),

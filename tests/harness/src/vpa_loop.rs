@@ -358,10 +358,11 @@ async fn step(
     Ok(s)
 }
 
-/// Wall 3 on a Deployment of `replicas` pods at 100m / 128Mi: baseline usage 100Mi / 80m served
-/// by metrics.k8s.io, then the VPA, until its target is at least 100Mi and the pods run at it, then usage 300Mi / 400m until the pods run at
-/// a request of at least 300Mi, then (if `drop`) back to 100Mi / 80m until their request falls
-/// below the risen one. Each step gives up after `timeout` and the rest are skipped.
+/// Wall 3 on a Deployment of `replicas` pods at 100m / 128Mi: baseline usage 100Mi / 80m served by
+/// metrics.k8s.io, then the VPA, until its target is at least 100Mi and the pods run at it, then
+/// usage 300Mi / 400m until the pods run at a request of at least 300Mi, then (if `drop`) back to
+/// 100Mi / 80m until their request falls below the risen one. Each step gives up after `timeout`
+/// and the rest are skipped.
 pub async fn wall3(
     env: &Env,
     vpa: &Vpa,

@@ -253,8 +253,8 @@ async fn answer_of_resize_guard(url: &str, ca_pem: &str, pod: &Pod, cpu: &str) -
     Value::Object(extra)
 }
 
-/// kube-apiserver's running totals of admission webhook calls from its `/metrics`: (seconds,
-/// calls) summed over every webhook and type (`apiserver_admission_webhook_admission_duration_seconds`),
+/// kube-apiserver's running totals of admission webhook calls from its `/metrics`: (seconds, calls)
+/// summed over every webhook and type (`apiserver_admission_webhook_admission_duration_seconds`),
 /// so a block's difference is the time the API server spent in the webhooks it called.
 async fn webhook_calls(client: &kube::Client) -> (f64, f64) {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();

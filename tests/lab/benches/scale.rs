@@ -2,13 +2,14 @@
 //! controller take to become ready on a large cluster, how much memory they hold then, and how
 //! fast their hot paths are on it.
 //!
-//! The real `resize_guard_cluster::ClusterView` is fed through the production code path — a
-//! real `kube::Client` whose transport is an in-process fake kube-apiserver (`scale/apiserver.rs`)
+//! The real `resize_guard_cluster::ClusterView` is fed through the production code path — a real
+//! `kube::Client` whose transport is an in-process fake kube-apiserver (`scale/apiserver.rs`)
 //! answering the watchers' paged LISTs and WATCHes with objects shaped as v1.37 serves them
-//! (`scale/pod.rs`, `scale/node.rs`, rendered by `scale/objects.rs`): by default 5,000 cloud nodes and 150,000 Running Deployment pods
-//! (managedFields, last-applied copies, kubelet status), ~1,000 PodDisruptionBudgets, 1 node in
-//! 50 packed with 110 pods and a few hundred Deferred resizes on those (`scale/world.rs`). Pages
-//! are rendered on demand from a seed, so the benchmark itself holds no pod JSON.
+//! (`scale/pod.rs`, `scale/node.rs`, rendered by `scale/objects.rs`): by default 5,000 cloud nodes
+//! and 150,000 Running Deployment pods (managedFields, last-applied copies, kubelet status), ~1,000
+//! PodDisruptionBudgets, 1 node in 50 packed with 110 pods and a few hundred Deferred resizes on
+//! those (`scale/world.rs`). Pages are rendered on demand from a seed, so the benchmark itself
+//! holds no pod JSON.
 //!
 //! Each role runs in a child process of its own (`scale/roles.rs`): `webhook` (the view without
 //! a pod store) and `controller` (with the pod store and a pod-event receiver draining). Each
@@ -23,9 +24,12 @@
 //!
 //! ```text
 //! cargo bench -p resize-guard-lab --bench scale
-//! RESIZE_GUARD_SCALE_NODES=500 RESIZE_GUARD_SCALE_PODS=15000 cargo bench -p resize-guard-lab --bench scale
-//! RESIZE_GUARD_SCALE_STEPS=500x15000,2000x60000,5000x150000 cargo bench -p resize-guard-lab --bench scale
-//! RESIZE_GUARD_SCALE_LIST=unpaged cargo bench …   # answer resourceVersion=0 lists whole, as the watch cache does
+//! RESIZE_GUARD_SCALE_NODES=500 RESIZE_GUARD_SCALE_PODS=15000 \
+//!   cargo bench -p resize-guard-lab --bench scale
+//! RESIZE_GUARD_SCALE_STEPS=500x15000,2000x60000,5000x150000 \
+//!   cargo bench -p resize-guard-lab --bench scale
+//! # answer resourceVersion=0 lists whole, as the watch cache does:
+//! RESIZE_GUARD_SCALE_LIST=unpaged cargo bench …
 //! RESIZE_GUARD_SCALE_INITIAL=paged cargo bench …  # paged lists instead of streaming ones
 //! RESIZE_GUARD_SCALE_ROLES=webhook cargo bench …    # one role only
 //! ```

@@ -1,17 +1,17 @@
 //! The busy node of the scale benchmark: one hollow node (upstream kubelet, fake runtime, see
-//! [`resize_guard_harness::hollow_node`]) full of low-priority pods plus one high-priority pod, whose resize
-//! beyond the free CPU the real kubelet marks `PodResizePending`/`Deferred` — the situation
-//! resize-guard's controller exists for.
+//! [`resize_guard_harness::hollow_node`]) full of low-priority pods plus one high-priority pod,
+//! whose resize beyond the free CPU the real kubelet marks `PodResizePending`/`Deferred` — the
+//! situation resize-guard's controller exists for.
 //!
-//! [`BusyNode::measure`] watches the namespace's pods and Events (`events.k8s.io/v1`) from a
-//! listed resourceVersion, sends the resize PATCH, and times what the watches observe: the
-//! kubelet's Deferred condition (its `lastTransitionTime` has whole seconds, so the watch's clock
-//! is used), then the controller's plan annotation (`resize-guard.io/preemption`,
-//! `controller/src/preemption/seal.rs`) and first `Preempted` Event on a victim (`controller/src/preemption/actuator.rs`),
-//! then the kubelet applying the resize once the victims are gone. [`BusyNode::reset`] deletes the
-//! resized pod and recreates it and the victims, so every measurement starts from the same node.
-//! Timing is wall-clock on a shared machine; the API server, etcd, kubelet and both programs
-//! share its cores.
+//! [`BusyNode::measure`] watches the namespace's pods and Events (`events.k8s.io/v1`) from a listed
+//! resourceVersion, sends the resize PATCH, and times what the watches observe: the kubelet's
+//! Deferred condition (its `lastTransitionTime` has whole seconds, so the watch's clock is used),
+//! then the controller's plan annotation (`resize-guard.io/preemption`,
+//! `controller/src/preemption/seal.rs`) and first `Preempted` Event on a victim
+//! (`controller/src/preemption/actuator.rs`), then the kubelet applying the resize once the victims
+//! are gone. [`BusyNode::reset`] deletes the resized pod and recreates it and the victims, so every
+//! measurement starts from the same node. Timing is wall-clock on a shared machine; the API server,
+//! etcd, kubelet and both programs share its cores.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

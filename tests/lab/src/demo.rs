@@ -1,10 +1,10 @@
 //! What the narrated demos (`make demo`, `make demo-vpa`) share: steps printed with the real
 //! `kubectl` output, expectations marked ✓/✗ (a miss makes the demo exit non-zero), and
-//! resize-guard installed as a user installs it — `kubectl apply -k` of `deploy/` through an overlay
-//! that only scales its Deployments to zero and points the webhook configurations at the local
-//! webhook process — with the binaries from `RESIZE_GUARD_BIN_DIR` (default: the directory of the
-//! running demo binary, i.e. cargo's target directory wherever `CARGO_TARGET_DIR` puts it) run as
-//! their ServiceAccounts. The controller creates the certificates and injects `caBundle` itself.
+//! resize-guard installed as a user installs it — `kubectl apply -k` of `deploy/` through an
+//! overlay that only scales its Deployments to zero and points the webhook configurations at the
+//! local webhook process — with the binaries from `RESIZE_GUARD_BIN_DIR` (default: the directory of
+//! the running demo binary, i.e. cargo's target directory wherever `CARGO_TARGET_DIR` puts it) run
+//! as their ServiceAccounts. The controller creates the certificates and injects `caBundle` itself.
 //!
 //! Colour (ANSI escapes) only when stdout is a terminal and `NO_COLOR` is unset or empty, so logs
 //! and files get plain text.

@@ -1,6 +1,6 @@
 //! The sandbox: a real control plane and hollow nodes (upstream's kubelet, see
-//! [`resize_guard_harness::hollow_node`]) from a small YAML file, for trying resizes by hand with the built
-//! `kubectl`.
+//! [`resize_guard_harness::hollow_node`]) from a small YAML file, for trying resizes by hand with
+//! the built `kubectl`.
 //!
 //! ```yaml
 //! nodes:                      # HollowNodeConfig: machine cores and memory, minus reservations
@@ -25,7 +25,8 @@ pub struct SandboxConfig {
     /// Start kube-scheduler.
     #[serde(default)]
     pub scheduler: bool,
-    /// Start metrics-server ([`resize_guard_harness::metrics_server`]), scraping the nodes with `kubeletApi`.
+    /// Start metrics-server ([`resize_guard_harness::metrics_server`]), scraping the nodes with
+    /// `kubeletApi`.
     #[serde(default)]
     pub metrics_server: bool,
     /// Feature gates for kube-apiserver and kube-scheduler.

@@ -14,8 +14,8 @@
 //! QoS class.
 //!
 //! Runs for `RESIZE_GUARD_FUZZ_SECONDS` (default 10; each execution reviews one input at both
-//! stages): `make fuzz` runs it longer, or
-//! `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p resize-guard-webhook --test review -- fuzz_review:: --nocapture`.
+//! stages): `make fuzz` runs it longer, or `RESIZE_GUARD_FUZZ_SECONDS=300 cargo test -p
+//! resize-guard-webhook --test review -- fuzz_review:: --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::BTreeMap;

@@ -13,8 +13,8 @@
 //! - WATCH (`watch=true`): the body stays open with a BOOKMARK a minute, like the watch cache;
 //!   with `sendInitialEvents=true` (a streaming list) every object first as ADDED, then a
 //!   BOOKMARK annotated `k8s.io/initial-events-end: "true"`;
-//! - the policy ConfigMap (namespaced, `fieldSelector=metadata.name=…`; no last good copy): one ConfigMap whose
-//!   `policy.yaml` is `mode: enforce` (the default policy).
+//! - the policy ConfigMap (namespaced, `fieldSelector=metadata.name=…`; no last good copy): one
+//!   ConfigMap whose `policy.yaml` is `mode: enforce` (the default policy).
 //!
 //! Anything else is logged to stderr and answered 404, so a new request shows up.
 

@@ -1,9 +1,9 @@
 //! `make demo`: a real Kubernetes v1.37.2 control plane with a t3.medium-sized hollow node
-//! (upstream's kubelet; 1930m allocatable), resize-guard's webhook and controller installed as in `deploy/` (RBAC, policy,
-//! webhook configurations), and the three walls of the field test played as narrated steps with
-//! the real `kubectl` output; then the memory wall, with upstream metrics-server scraping the
-//! node's kubelet and a container's usage set on the hollow node. Exits non-zero if any step does
-//! not behave as described.
+//! (upstream's kubelet; 1930m allocatable), resize-guard's webhook and controller installed as in
+//! `deploy/` (RBAC, policy, webhook configurations), and the three walls of the field test played
+//! as narrated steps with the real `kubectl` output; then the memory wall, with upstream
+//! metrics-server scraping the node's kubelet and a container's usage set on the hollow node. Exits
+//! non-zero if any step does not behave as described.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;

@@ -1,14 +1,15 @@
-//! `make upstream-e2e`: Kubernetes' own in-place resize e2e specs (test/e2e/common/node/pod_resize.go
-//! and test/e2e/node/pod_resize.go of k8s.io/kubernetes v1.37.2, unmodified, compiled by
-//! `third_party/upstream-e2e/build.sh`) on the real node (`tests/node/`): upstream's kubelet with
-//! containerd and runc, kube-scheduler and kube-controller-manager, BusyBox imported into the
-//! node's containerd under upstream's name. Once without resize-guard, once with it installed
-//! exactly as `tests/e2e/real_node/mod.rs` installs it (`make push`, `kubectl apply -k deploy/`)
-//! and metrics-server beside it. Specs that need a clean node (`[Serial]`) run after the others,
-//! one at a time (the whole run is serial). Each mode's JUnit report is compared spec by spec with
-//! `third_party/upstream-e2e/expected.tsv` (`resize_guard_lab::upstream_specs`); a difference fails
-//! the run and is printed. Reports and logs go under `target/upstream-e2e/`; `--reports-only` judges
-//! the last run's reports again (after editing the table).
+//! `make upstream-e2e`: Kubernetes' own in-place resize e2e specs
+//! (test/e2e/common/node/pod_resize.go and test/e2e/node/pod_resize.go of k8s.io/kubernetes
+//! v1.37.2, unmodified, compiled by `third_party/upstream-e2e/build.sh`) on the real node
+//! (`tests/node/`): upstream's kubelet with containerd and runc, kube-scheduler and
+//! kube-controller-manager, BusyBox imported into the node's containerd under upstream's name. Once
+//! without resize-guard, once with it installed exactly as `tests/e2e/real_node/mod.rs` installs it
+//! (`make push`, `kubectl apply -k deploy/`) and metrics-server beside it. Specs that need a clean
+//! node (`[Serial]`) run after the others, one at a time (the whole run is serial). Each mode's
+//! JUnit report is compared spec by spec with `third_party/upstream-e2e/expected.tsv`
+//! (`resize_guard_lab::upstream_specs`); a difference fails the run and is printed. Reports and
+//! logs go under `target/upstream-e2e/`; `--reports-only` judges the last run's reports again
+//! (after editing the table).
 //!
 //! **Upstream's own resize preemption spec** (`deferred-resize-preemption`, alpha gate
 //! `InPlacePodVerticalScalingSchedulerPreemption`) runs twice: with resize-guard and the gate
