@@ -48,6 +48,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use resize_guard_policy::audience::Audience;
 use resize_guard_policy::pod::PodKey;
 use resize_guard_policy::policy::{CircuitBreaker, Policy};
 use tokio::sync::watch;
@@ -224,8 +225,8 @@ impl Held {
 /// A node's claim.
 #[derive(Debug, Clone)]
 struct Claim {
-    uid: String,
-    holder: String,
+    /// The preemptor whose plan holds the node.
+    holder: PodKey,
     since: Instant,
 }
 
@@ -444,14 +445,15 @@ impl Brakes {
         let generation = preemptor.metadata.generation.unwrap_or_default();
         open_breaker(&mut s, &namespace, node, limits, now)?;
         if let Some(claim) = s.nodes.get(node)
-            && claim.uid != uid
+            && claim.holder.uid != uid
             && now.saturating_duration_since(claim.since) < CLAIM_TTL
         {
             // The holder reaches the preemptor's namespace (the `PreemptionHeld` Event on its
             // pod): a pod of another namespace is not named there (shared/src/audience.rs).
-            let holder = match claim.holder.split_once('/') {
-                Some((ns, _)) if ns == namespace => claim.holder.clone(),
-                _ => OTHER_NAMESPACE.to_owned(),
+            let holder = if Audience::Namespace(&namespace).may_name(&claim.holder) {
+                claim.holder.to_string()
+            } else {
+                OTHER_NAMESPACE.to_owned()
             };
             return Err(Held::NodeBusy { holder });
         }
@@ -488,8 +490,7 @@ impl Brakes {
         s.nodes.insert(
             node.to_owned(),
             Claim {
-                uid: uid.clone(),
-                holder: key.to_string(),
+                holder: key.clone(),
                 since: now,
             },
         );
@@ -534,7 +535,7 @@ impl Brakes {
         let uid = PodKey::of(preemptor).uid;
         let mut s = self.lock();
         if let Some(node) = node
-            && s.nodes.get(node).is_some_and(|c| c.uid == uid)
+            && s.nodes.get(node).is_some_and(|c| c.holder.uid == uid)
         {
             s.nodes.remove(node);
         }
@@ -549,7 +550,7 @@ impl Brakes {
         let uid = PodKey::of(preemptor).uid;
         let mut s = self.lock();
         if let Some(claim) = node.and_then(|n| s.nodes.get_mut(n))
-            && claim.uid == uid
+            && claim.holder.uid == uid
         {
             claim.since = now;
         }
