@@ -34,13 +34,21 @@ WITH_PROMTOOL = $(call with,promtool,RESIZE_GUARD_PROMTOOL_BIN,promtool)
 WITH_METRICS_SERVER = $(call with,metrics-server,RESIZE_GUARD_METRICS_SERVER_BIN,metrics-server)
 # Kubernetes' own in-place resize e2e specs as one test binary, beside the BusyBox image they run.
 WITH_UPSTREAM_E2E = $(call with,upstream-e2e,RESIZE_GUARD_UPSTREAM_E2E_BIN,resize-e2e.test)
-# Every part, in the order make upstream builds them: the release build's cross toolchain and
-# the tests' qemu first, so make image finds them ready.
-UPSTREAM_PARTS = cross qemu control-plane upstream-e2e helm vpa registry cosign promtool metrics-server node krew mdbook
+# The parts the suites of make e2e-local use (the variables its recipe passes): the rest serve
+# only the suites of make e2e-images and upstream's e2e.
+LOCAL_PARTS = control-plane helm vpa promtool metrics-server
+# Every part, in the order make upstream builds them: the release build's cross toolchain first,
+# so make image finds it ready, then those make e2e-local needs.
+UPSTREAM_PARTS = cross $(LOCAL_PARTS) qemu upstream-e2e registry cosign node krew mdbook
 
 .PHONY: help image plugins krew push sign docs docs-check test release-check fmt fmt-check clippy deps-check unit e2e \
+	e2e-local e2e-images \
 	upstream-e2e-short test-versions test-matrix flood fuzz upstream-e2e demo demo-node demo-vpa \
 	vpa-lag sandbox rss bench bench-report bench-scale upstream control-plane vpa
+
+# `make -s print-VAR`: VAR's value, for scripts (.ci/run asks for TEST_PLATFORMS).
+print-%:
+	@echo '$($*)'
 
 # Every target with a `## ` comment, under its `##@ ` section.
 help:
@@ -59,11 +67,14 @@ help:
 # kubectl-resize_guard-<version>-linux-<arch>.tar.gz (+ .sha256) and the krew manifest
 # target/image/resize-guard.yaml listing those archives (scripts/image.sh).
 PLATFORMS ?= linux/amd64 linux/arm64
+# make test's platform: this machine's CPU, the one its tests run natively (make release-check
+# builds and checks every one).
+TEST_PLATFORMS ?= linux/$(if $(filter aarch64 arm64,$(shell uname -m)),arm64,amd64)
 image: ## release binaries, OCI images + SBOMs, plugin archives (PLATFORMS=, RELEASE=1)
 	PLATFORMS="$(PLATFORMS)" RELEASE="$(RELEASE)" CARGO="$(CARGO)" scripts/image.sh
 
 # make image, plus the kubectl plugin for PLUGIN_PLATFORMS (.tar.gz; .zip for Windows) and the
-# krew manifest listing every archive (~5 min a platform; make test builds darwin/arm64 only).
+# krew manifest listing every archive (minutes a platform; make test builds none of them).
 PLUGIN_PLATFORMS ?= darwin/amd64 darwin/arm64 windows/amd64
 plugins: image ## make image, plus the kubectl plugin for macOS and Windows (PLUGIN_PLATFORMS=)
 	PLATFORMS="$(PLATFORMS)" PLUGIN_PLATFORMS="$(PLUGIN_PLATFORMS)" CARGO="$(CARGO)" scripts/plugins.sh
@@ -115,12 +126,14 @@ docs-check: ## fail on a stale reference page or a dead link; build the book
 
 ##@ Test
 
-# Lint, the fast tier (before anything is built), then the images (both Linux platforms, with the
-# plugin's Linux archives); then the end-to-end suites against a real kube-apiserver v1.37.2 + etcd
-# (built from Go modules on first use), the images suites among them, and the short subset of
-# Kubernetes' own resize e2e specs on the real node. The plugin for macOS and Windows is built and
-# checked by `make release-check`: CI has no room for three more release builds.
-test: fmt-check clippy deps-check docs-check unit image e2e upstream-e2e-short ## everything CI runs
+# Lint, the fast tier (before anything is built), then the end-to-end suites against a real
+# kube-apiserver v1.37.2 + etcd (built from Go modules on first use): first those that run the
+# programs of the debug build (e2e-local), then make image for this machine's platform
+# (TEST_PLATFORMS) and the suites that read or run those images (e2e-images), and the short subset
+# of Kubernetes' own resize e2e specs on the real node. The other platforms' images and plugins
+# are built and checked by `make release-check`: CI has no room for four more release builds.
+test: PLATFORMS = $(TEST_PLATFORMS)
+test: fmt-check clippy deps-check docs-check unit e2e-local e2e-images upstream-e2e-short ## everything CI runs
 
 # Before a release: every platform's images and plugin archives, each checked by the images suites
 # (the Mach-O and PE headers of the macOS and Windows plugins included).
@@ -165,11 +178,24 @@ unit: ## the fast tier: unit and in-process tests, needing nothing built or runn
 # picks some (a substring of the module path), ARGS="--nocapture" goes to the test binary. The
 # images suites read what make image or make plugins wrote for this commit (make test runs those
 # first; a missing or stale target/image fails naming the command).
+# SKIP=real_node leaves out the suites whose path contains a word of it.
 SUITES ?=
+SKIP ?=
 E2E_JOBS ?= 3
-e2e: ## the end-to-end suites (SUITES=a,b E2E_JOBS=3 ARGS=...)
+e2e: ## the end-to-end suites (SUITES=a,b SKIP=c E2E_JOBS=3 ARGS=...)
 	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_COSIGN) $(WITH_NODE) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) \
-		CARGO="$(CARGO)" JOBS=$(E2E_JOBS) tests/e2e/run.sh $(subst $(comma), ,$(SUITES)) $(if $(ARGS),-- $(ARGS))
+		CARGO="$(CARGO)" JOBS=$(E2E_JOBS) SKIP="$(subst $(comma), ,$(SKIP))" tests/e2e/run.sh $(subst $(comma), ,$(SUITES)) $(if $(ARGS),-- $(ARGS))
+
+# The suites that read or run make image's output: the images suites, and the real node's (it
+# pulls the images). make test runs the others first (e2e-local), then these after make image.
+IMAGE_SUITES = images real_node
+e2e-local: ## the end-to-end suites that need no image (all but IMAGE_SUITES), only LOCAL_PARTS
+	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) \
+		CARGO="$(CARGO)" JOBS=$(E2E_JOBS) SKIP="$(IMAGE_SUITES)" tests/e2e/run.sh
+
+e2e-images: PLATFORMS = $(TEST_PLATFORMS)
+e2e-images: image ## make image for TEST_PLATFORMS, then the suites that read or run it
+	$(MAKE) e2e SUITES="$(IMAGE_SUITES)"
 
 # The short subset of Kubernetes v1.37.2's own resize e2e specs (tests/lab/src/bin/upstream_e2e.rs
 # SHORT: a spec or two of every group, and upstream's resize preemption spec with its gate off),
@@ -293,8 +319,9 @@ bench-scale: ## both release programs on 1,000 nodes and 3,000 to 30,000 pods (~
 ##@ Upstream parts: built from third_party/ on first use, then reused
 
 # .ci/run builds them beside the Rust builds.
-upstream: ## build (or reuse) every upstream part make test uses
-	set -e; for p in $(UPSTREAM_PARTS); do third_party/$$p/build.sh >/dev/null; done
+PARTS ?= $(UPSTREAM_PARTS)
+upstream: ## build (or reuse) every upstream part make test uses (PARTS= some of them)
+	set -e; for p in $(PARTS); do third_party/$$p/build.sh >/dev/null; done
 
 control-plane: ## build (or reuse) the control plane of RESIZE_GUARD_K8S_VERSION (default 1.37)
 	third_party/control-plane/build.sh >/dev/null

@@ -6,7 +6,8 @@
 #   tests/e2e/run.sh [FILTER...] [-- ARGS...]
 #
 # runs every suite whose module path contains one of the FILTERs (every suite without one), each
-# with ARGS passed to the test binary (e.g. `-- --nocapture`). Every suite runs even when one
+# with ARGS passed to the test binary (e.g. `-- --nocapture`), but none whose path contains one
+# of SKIP's words (SKIP="images real_node": the suites that need make image's output). Every suite runs even when one
 # fails; the exit status is 1 when any failed, and the failing suites are named at the end, with
 # each suite's wall time.
 #
@@ -35,14 +36,18 @@ names=$($CARGO test --workspace --locked --test e2e -- --list 2>/dev/null | sed 
 [ -n "$names" ] || { echo "e2e: the test binary lists no tests" >&2; exit 1; }
 suites=$(printf '%s\n' "$names" | sed 's/::[^:]*$//' | sort -u)
 
+read -r -a skips <<<"${SKIP:-}"
 selected=()
 for suite in $suites; do
+  for s in ${skips[@]+"${skips[@]}"}; do
+    case "$suite" in *"$s"*) continue 2;; esac
+  done
   if [ ${#filters[@]} -eq 0 ]; then selected+=("$suite"); continue; fi
   for f in "${filters[@]}"; do
     case "$suite" in *"$f"*) selected+=("$suite"); break;; esac
   done
 done
-[ ${#selected[@]} -gt 0 ] || { echo "e2e: no suite matches: ${filters[*]}" >&2; exit 1; }
+[ ${#selected[@]} -gt 0 ] || { echo "e2e: no suite matches: ${filters[*]} (SKIP=${SKIP:-})" >&2; exit 1; }
 
 lanes=${JOBS:-1}
 [[ "$lanes" =~ ^[1-9][0-9]*$ ]] || { echo "e2e: JOBS=$lanes: expected a whole number from 1" >&2; exit 2; }
