@@ -77,20 +77,28 @@ pub fn inspect(file: &[u8]) -> Result<Executable, String> {
     }
 }
 
+/// The architecture a header's CPU field names: `found` against the format's codes for x86-64
+/// and arm64; `field` names the field in the error.
+fn cpu<T>(found: T, [amd64, arm64]: [T; 2], field: &str) -> Result<&'static str, String>
+where
+    T: PartialEq + std::fmt::LowerHex,
+{
+    if found == amd64 {
+        Ok("amd64")
+    } else if found == arm64 {
+        Ok("arm64")
+    } else {
+        Err(format!("{field} {found:#x}, neither x86-64 nor arm64"))
+    }
+}
+
 fn elf(file: &[u8]) -> Result<Executable, String> {
     let [class, data] = bytes(file, 4)?;
     if (class, data) != (2, 1) {
         return Err("ELF but not 64-bit little-endian".into());
     }
-    let architecture = match u16_le(file, 0x12)? {
-        EM_X86_64 => "amd64",
-        EM_AARCH64 => "arm64",
-        other => {
-            return Err(format!(
-                "ELF for e_machine {other:#x}, neither x86-64 nor AArch64"
-            ));
-        }
-    };
+    let machines = [EM_X86_64, EM_AARCH64];
+    let architecture = cpu(u16_le(file, 0x12)?, machines, "ELF for e_machine")?;
     let (phoff, phentsize, phnum) = (
         u64_le(file, 0x20)?,
         usize::from(u16_le(file, 0x36)?),
@@ -110,33 +118,20 @@ fn elf(file: &[u8]) -> Result<Executable, String> {
         dynamic |= u32_le(file, at)? == PT_INTERP;
     }
     Ok(Executable {
-        platform: Platform {
-            os: "linux",
-            architecture,
-        },
+        platform: Platform::of("linux", architecture),
         dynamic,
     })
 }
 
 fn mach_o(file: &[u8]) -> Result<Executable, String> {
-    let architecture = match u32_le(file, 4)? {
-        CPU_TYPE_X86_64 => "amd64",
-        CPU_TYPE_ARM64 => "arm64",
-        other => {
-            return Err(format!(
-                "Mach-O for cputype {other:#x}, neither x86-64 nor arm64"
-            ));
-        }
-    };
+    let cpu_types = [CPU_TYPE_X86_64, CPU_TYPE_ARM64];
+    let architecture = cpu(u32_le(file, 4)?, cpu_types, "Mach-O for cputype")?;
     let filetype = u32_le(file, 12)?;
     if filetype != MH_EXECUTE {
         return Err(format!("Mach-O filetype {filetype}, not an executable (2)"));
     }
     Ok(Executable {
-        platform: Platform {
-            os: "darwin",
-            architecture,
-        },
+        platform: Platform::of("darwin", architecture),
         dynamic: false,
     })
 }
@@ -146,15 +141,8 @@ fn pe(file: &[u8]) -> Result<Executable, String> {
     if bytes::<4>(file, at)? != *b"PE\0\0" {
         return Err("an MZ file without a PE header".into());
     }
-    let architecture = match u16_le(file, at + 4)? {
-        IMAGE_FILE_MACHINE_AMD64 => "amd64",
-        IMAGE_FILE_MACHINE_ARM64 => "arm64",
-        other => {
-            return Err(format!(
-                "PE for Machine {other:#x}, neither x86-64 nor arm64"
-            ));
-        }
-    };
+    let machines = [IMAGE_FILE_MACHINE_AMD64, IMAGE_FILE_MACHINE_ARM64];
+    let architecture = cpu(u16_le(file, at + 4)?, machines, "PE for Machine")?;
     let characteristics = u16_le(file, at + 22)?;
     if characteristics & IMAGE_FILE_EXECUTABLE_IMAGE == 0 || characteristics & IMAGE_FILE_DLL != 0 {
         return Err(format!(
@@ -168,10 +156,7 @@ fn pe(file: &[u8]) -> Result<Executable, String> {
         ));
     }
     Ok(Executable {
-        platform: Platform {
-            os: "windows",
-            architecture,
-        },
+        platform: Platform::of("windows", architecture),
         dynamic: false,
     })
 }

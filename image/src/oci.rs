@@ -65,32 +65,22 @@ pub struct Platform {
 }
 
 impl Platform {
+    /// `os/architecture`, in Go's names.
+    pub const fn of(os: &'static str, architecture: &'static str) -> Platform {
+        Platform { architecture, os }
+    }
+
     /// `linux/amd64`.
-    pub const LINUX_AMD64: Platform = Platform {
-        architecture: "amd64",
-        os: "linux",
-    };
+    pub const LINUX_AMD64: Platform = Platform::of("linux", "amd64");
     /// `linux/arm64`.
-    pub const LINUX_ARM64: Platform = Platform {
-        architecture: "arm64",
-        os: "linux",
-    };
+    pub const LINUX_ARM64: Platform = Platform::of("linux", "arm64");
 
     /// `darwin/amd64` (macOS on Intel): the kubectl plugin only, never an image.
-    pub const DARWIN_AMD64: Platform = Platform {
-        architecture: "amd64",
-        os: "darwin",
-    };
+    pub const DARWIN_AMD64: Platform = Platform::of("darwin", "amd64");
     /// `darwin/arm64` (macOS on Apple silicon): the kubectl plugin only.
-    pub const DARWIN_ARM64: Platform = Platform {
-        architecture: "arm64",
-        os: "darwin",
-    };
+    pub const DARWIN_ARM64: Platform = Platform::of("darwin", "arm64");
     /// `windows/amd64`: the kubectl plugin only.
-    pub const WINDOWS_AMD64: Platform = Platform {
-        architecture: "amd64",
-        os: "windows",
-    };
+    pub const WINDOWS_AMD64: Platform = Platform::of("windows", "amd64");
 
     /// The platforms an image is built for (`make image`): Linux only, the images run on nodes.
     pub const IMAGES: [Platform; 2] = [Self::LINUX_AMD64, Self::LINUX_ARM64];

@@ -177,14 +177,19 @@ fn two_platforms(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     (amd64, arm64)
 }
 
+/// Both Linux platforms, each built from its own directory.
+fn linux<'a>(amd64: &'a Path, arm64: &'a Path) -> [(Platform, &'a Path); 2] {
+    [
+        (Platform::LINUX_AMD64, amd64),
+        (Platform::LINUX_ARM64, arm64),
+    ]
+}
+
 #[test]
 fn indexes_one_manifest_per_platform_built_from_that_platforms_binaries() {
     let dir = tempfile::tempdir().unwrap();
     let (amd64, arm64) = two_platforms(dir.path());
-    let contexts = [
-        (Platform::LINUX_AMD64, amd64.as_path()),
-        (Platform::LINUX_ARM64, arm64.as_path()),
-    ];
+    let contexts = linux(&amd64, &arm64);
     let image = build(&project("resize-guard-controller", &contexts)).unwrap();
     let index: serde_json::Value = serde_json::from_slice(&image.index.bytes).unwrap();
     assert_eq!(
@@ -215,10 +220,7 @@ fn indexes_one_manifest_per_platform_built_from_that_platforms_binaries() {
 fn refuses_a_platform_given_twice_and_an_unknown_one() {
     let dir = tempfile::tempdir().unwrap();
     let (amd64, _) = two_platforms(dir.path());
-    let twice = [
-        (Platform::LINUX_AMD64, amd64.as_path()),
-        (Platform::LINUX_AMD64, amd64.as_path()),
-    ];
+    let twice = [(Platform::LINUX_AMD64, amd64.as_path()); 2];
     let err = build(&project("resize-guard-controller", &twice)).unwrap_err();
     assert!(
         err.to_string().contains("platform linux/amd64 given twice"),
@@ -300,32 +302,19 @@ fn refuses_a_program_for_another_cpu_or_a_dynamic_one() {
 fn the_sbom_lists_every_program_of_every_platform() {
     let dir = tempfile::tempdir().unwrap();
     let (amd64, arm64) = two_platforms(dir.path());
-    let contexts = [
-        (Platform::LINUX_AMD64, amd64.as_path()),
-        (Platform::LINUX_ARM64, arm64.as_path()),
-    ];
+    let contexts = linux(&amd64, &arm64);
     let spec = project("resize-guard-controller", &contexts);
     let image = build(&spec).unwrap();
     let bom = serde_json::to_value(sbom(&spec, &image).unwrap()).unwrap();
-    let programs: Vec<&str> = bom["dependencies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["ref"] == "image:resize-guard-controller")
-        .unwrap()["dependsOn"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap())
-        .collect();
+    let programs = crate::sbom::tests::depends_on(&bom, "image:resize-guard-controller");
     assert_eq!(
         programs,
-        [
+        serde_json::json!([
             "linux/amd64:/usr/local/bin/resize-guard-certs",
             "linux/amd64:/usr/local/bin/resize-guard-controller",
             "linux/arm64:/usr/local/bin/resize-guard-certs",
             "linux/arm64:/usr/local/bin/resize-guard-controller",
-        ]
+        ])
     );
     assert_eq!(
         sbom_name("resize-guard-controller", "0.1.0"),

@@ -44,33 +44,29 @@ pub fn age(d: Duration) -> String {
     if s < 120 {
         format!("{s}s")
     } else if m < 10 {
-        match s % 60 {
-            0 => format!("{m}m"),
-            r => format!("{m}m{r}s"),
-        }
+        with_rest(m, 'm', s % 60, 's')
     } else if h < 3 {
         format!("{m}m")
     } else if h < 8 {
-        match m % 60 {
-            0 => format!("{h}h"),
-            r => format!("{h}h{r}m"),
-        }
+        with_rest(h, 'h', m % 60, 'm')
     } else if h < 48 {
         format!("{h}h")
     } else if h < 24 * 8 {
-        match h % 24 {
-            0 => format!("{day}d"),
-            r => format!("{day}d{r}h"),
-        }
+        with_rest(day, 'd', h % 24, 'h')
     } else if day < 365 * 2 {
         format!("{day}d")
     } else if day < 365 * 8 {
-        match day % 365 {
-            0 => format!("{}y", day / 365),
-            r => format!("{}y{r}d", day / 365),
-        }
+        with_rest(day / 365, 'y', day % 365, 'd')
     } else {
         format!("{}y", day / 365)
+    }
+}
+
+/// `n` `unit`s and, unless it is 0, the `rest` in `rest_unit`s: `3m`, `3m2s`.
+fn with_rest(n: u64, unit: char, rest: u64, rest_unit: char) -> String {
+    match rest {
+        0 => format!("{n}{unit}"),
+        r => format!("{n}{unit}{r}{rest_unit}"),
     }
 }
 

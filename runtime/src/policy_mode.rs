@@ -214,15 +214,24 @@ mod tests {
 
     use crate::exposition::{assert_contains, assert_lines, encode as exposition};
 
-    #[test]
-    fn the_origin_gauge_follows_its_source_at_each_scrape() {
-        let live = Arc::new(Mutex::new("none"));
+    /// A registry with the collector `make` builds over a source that reads `first` until the
+    /// returned slot is set.
+    fn following(
+        first: &'static str,
+        make: impl FnOnce(Box<dyn Fn() -> &'static str + Send + Sync>) -> Box<dyn Collector>,
+    ) -> (Registry, Arc<Mutex<&'static str>>) {
+        let live = Arc::new(Mutex::new(first));
         let read = live.clone();
         let mut registry = Registry::with_prefix("resize_guard");
-        registry.register_collector(PolicyOrigin::collector(
-            &["configmap", "last-good", "none"],
-            move || *read.lock().unwrap(),
-        ));
+        registry.register_collector(make(Box::new(move || *read.lock().unwrap())));
+        (registry, live)
+    }
+
+    #[test]
+    fn the_origin_gauge_follows_its_source_at_each_scrape() {
+        let (registry, live) = following("none", |current| {
+            PolicyOrigin::collector(&["configmap", "last-good", "none"], current)
+        });
         let text = exposition(&registry);
         assert_lines(
             &text,
@@ -241,13 +250,9 @@ mod tests {
 
     #[test]
     fn the_config_map_state_gauge_follows_its_source_at_each_scrape() {
-        let live = Arc::new(Mutex::new("valid"));
-        let read = live.clone();
-        let mut registry = Registry::with_prefix("resize_guard");
-        registry.register_collector(PolicyOrigin::config_map_collector(
-            &["valid", "invalid", "missing", "unread"],
-            move || *read.lock().unwrap(),
-        ));
+        let (registry, live) = following("valid", |current| {
+            PolicyOrigin::config_map_collector(&["valid", "invalid", "missing", "unread"], current)
+        });
         assert_lines(
             &exposition(&registry),
             &[

@@ -178,6 +178,7 @@ mod tests {
 
     use super::*;
     use resize_guard_certs::{Bundle, CertSpec, generate};
+    use resize_guard_runtime::exposition::assert_contains;
 
     fn at() -> SecretRef {
         SecretRef {
@@ -273,12 +274,8 @@ mod tests {
         ] {
             let slot = Slot::new();
             slot.offer(&s);
-            let why = slot.unready();
-            assert!(why.contains(want), "{why}");
-            assert!(
-                why.contains("Secret resize-guard/resize-guard-webhook-tls"),
-                "{why}"
-            );
+            let named = "Secret resize-guard/resize-guard-webhook-tls";
+            assert_contains(&slot.unready(), &[want, named]);
         }
     }
 
@@ -307,10 +304,7 @@ mod tests {
             ("tls.key", b.key_pem.as_bytes()),
         ]);
         let why = serving_key(&mixed, &at()).unwrap_err();
-        assert!(
-            why.contains("do not form a valid TLS configuration"),
-            "{why}"
-        );
+        assert_contains(&why, &["do not form a valid TLS configuration"]);
     }
 
     #[test]
@@ -327,6 +321,14 @@ mod tests {
         slot.offer(&tls(&renewed));
         assert!(slot.serves(&renewed));
         slot.shows("resize_guard_certificate_reloads_total{result=\"ok\"} 1");
+    }
+
+    /// The supervisor's first task exit, which must come within seconds.
+    async fn first_exit(supervisor: &Supervisor) -> resize_guard_runtime::supervisor::TaskExit {
+        let within = std::time::Duration::from_secs(5);
+        tokio::time::timeout(within, supervisor.exited())
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -346,9 +348,7 @@ mod tests {
                 async move { follow(events, &at(), &cert, &metrics).await },
             )
         };
-        let exit = tokio::time::timeout(std::time::Duration::from_secs(5), supervisor.exited())
-            .await
-            .unwrap();
+        let exit = first_exit(&supervisor).await;
         task.await.unwrap();
         assert_eq!(exit.task, TASK);
         assert_eq!(
@@ -372,9 +372,7 @@ mod tests {
             TASK,
             async move { follow(boom, &at(), &cert, &metrics).await },
         );
-        let exit = tokio::time::timeout(std::time::Duration::from_secs(5), supervisor.exited())
-            .await
-            .unwrap();
+        let exit = first_exit(&supervisor).await;
         assert_eq!(exit.to_string(), "the serving Secret watch panicked: boom");
     }
 }

@@ -13,11 +13,12 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use resize_guard_certs::{Authority, CertError, CertSpec};
+use resize_guard_runtime::error_chain;
 
 use crate::lease::fence::{Fenced, Leadership};
 
 use super::ca_bundle::{Configuration, ConfigurationKind, apply_patch};
-use super::rotation::{CaPlan, CertWrite, Observed, chain};
+use super::rotation::{CaPlan, CertWrite, Observed};
 use super::secrets::{CaContents, MANAGER, Stored, ca_secret, rfc3339, serving_secret};
 
 /// Why a certificate operation failed.
@@ -341,7 +342,7 @@ impl Actuator {
 
 /// An error with its causes, for logs.
 pub fn describe(e: &CertificateError) -> String {
-    chain(e)
+    error_chain(e)
 }
 
 /// Server-side applies `patch` to the webhook configuration `name` of kind `K`.

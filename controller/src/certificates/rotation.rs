@@ -63,18 +63,22 @@ pub enum Material {
     Generate,
 }
 
-/// The CA Secret to write.
+/// The CA Secret's slots, each CA an `A`: planned ([`CaPlan`]) or as held after the write
+/// ([`CaContents`](super::secrets::CaContents)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CaPlan {
-    /// The CA that signs.
-    pub current: Material,
-    /// The successor (rotation phase 1).
-    pub next: Option<Material>,
-    /// The predecessor's certificate (rotation phase 2).
+pub struct CaSlots<A> {
+    /// The CA that signs serving certificates.
+    pub current: A,
+    /// The successor (rotation phase 1): trusted, not yet signing.
+    pub next: Option<A>,
+    /// The predecessor's certificate (rotation phase 2): still trusted.
     pub previous: Option<String>,
     /// When the current rotation phase began (a rotation is in progress iff set).
     pub rotation_since: Option<SystemTime>,
 }
+
+/// The CA Secret to write.
+pub type CaPlan = CaSlots<Material>;
 
 /// One intended write to a certificate object (the CA Secret, the serving Secret or a
 /// configuration's caBundle), with the reason that is logged.
@@ -220,18 +224,6 @@ pub(crate) fn renewal_due(
     let lifetime = span.min(validity);
     let left = not_after.duration_since(now).unwrap_or_default();
     left <= lifetime / 3
-}
-
-/// An error and its causes, `a: b: c`.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cause = c.source();
-    }
-    out
 }
 
 /// `1h`, `90s`, `2h30m`.

@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use resize_guard_certs::{Authority, CertError, Leaf};
 
-use super::rotation::{CaPlan, Material};
+use super::rotation::{CaPlan, CaSlots, Material};
 
 /// The CA that signs serving certificates.
 pub const CA_CERT: &str = "ca.crt";
@@ -93,17 +93,7 @@ impl Stored {
 }
 
 /// What the CA Secret holds after a write: every slot resolved to real material.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CaContents {
-    /// Signs serving certificates.
-    pub current: Authority,
-    /// Rotation phase 1: trusted, not yet signing.
-    pub next: Option<Authority>,
-    /// Rotation phase 2: still trusted (certificate only).
-    pub previous: Option<String>,
-    /// When the current rotation phase began.
-    pub rotation_since: Option<SystemTime>,
-}
+pub type CaContents = CaSlots<Authority>;
 
 impl CaContents {
     /// What the CA Secret holds once `plan` is carried out: every [`Material::Generate`] issued

@@ -127,22 +127,13 @@ impl Observation {
 }
 
 /// One replica's elector.
+#[derive(Debug)]
 pub struct Elector {
     api: Api<Lease>,
     name: String,
     identity: String,
     timing: Timing,
     observed: tokio::sync::Mutex<Observation>,
-}
-
-impl std::fmt::Debug for Elector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Elector")
-            .field("name", &self.name)
-            .field("identity", &self.identity)
-            .field("timing", &self.timing)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Elector {

@@ -329,12 +329,7 @@ mod tests {
             .unwrap()
             .unwrap();
         let v: Value = serde_json::from_slice(&both).unwrap();
-        let digests: Vec<&str> = v["manifests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["digest"].as_str().unwrap())
-            .collect();
+        let digests = crate::sbom::tests::each(&v["manifests"], "digest");
         assert_eq!(
             digests,
             [format!("sha256:{}", "5".repeat(64)), m.digest.clone()]

@@ -68,6 +68,12 @@ fn sbom_json(programs: &[(Platform, Vec<u8>)]) -> Value {
     serde_json::to_value(bom).unwrap()
 }
 
+/// The string `field` of each element of the JSON array `list`.
+pub(crate) fn each<'a>(list: &'a Value, field: &str) -> Vec<&'a str> {
+    let elements = list.as_array().unwrap().iter();
+    elements.map(|e| e[field].as_str().unwrap()).collect()
+}
+
 fn component<'a>(bom: &'a Value, bom_ref: &str) -> &'a Value {
     bom["components"]
         .as_array()
@@ -77,7 +83,8 @@ fn component<'a>(bom: &'a Value, bom_ref: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no component {bom_ref}: {bom:#}"))
 }
 
-fn depends_on(bom: &Value, bom_ref: &str) -> Value {
+/// The `dependsOn` list of `bom_ref`'s dependency entry.
+pub(crate) fn depends_on(bom: &Value, bom_ref: &str) -> Value {
     bom["dependencies"]
         .as_array()
         .unwrap()
@@ -109,12 +116,7 @@ fn one_application_per_platform_and_every_crate_once() {
         format!("pkg:oci/resize-guard-webhook@{digest}?tag=0.2.0-gabc1234")
     );
 
-    let refs: Vec<&str> = bom["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["bom-ref"].as_str().unwrap())
-        .collect();
+    let refs = each(&bom["components"], "bom-ref");
     assert_eq!(
         refs,
         [

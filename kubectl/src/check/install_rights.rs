@@ -12,13 +12,17 @@
 
 use futures::future::join_all;
 use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
-use kube::api::{Api, PostParams};
 
-use super::rbac::Permission;
+use super::rbac::{self, Permission, decide};
 use crate::connection::Connection;
 
 /// A kind `deploy/base` creates: kind, API group, resource, namespaced.
 pub type Kind = (&'static str, &'static str, &'static str, bool);
+
+/// The API group of RBAC's kinds.
+const RBAC: &str = "rbac.authorization.k8s.io";
+/// The API group of admission's kinds.
+const ADMISSION: &str = "admissionregistration.k8s.io";
 
 /// Every kind `deploy/base` creates.
 pub const INSTALL_KINDS: &[Kind] = &[
@@ -29,44 +33,29 @@ pub const INSTALL_KINDS: &[Kind] = &[
         "priorityclasses",
         false,
     ),
-    (
-        "ClusterRole",
-        "rbac.authorization.k8s.io",
-        "clusterroles",
-        false,
-    ),
-    (
-        "ClusterRoleBinding",
-        "rbac.authorization.k8s.io",
-        "clusterrolebindings",
-        false,
-    ),
+    ("ClusterRole", RBAC, "clusterroles", false),
+    ("ClusterRoleBinding", RBAC, "clusterrolebindings", false),
     (
         "ValidatingAdmissionPolicy",
-        "admissionregistration.k8s.io",
+        ADMISSION,
         "validatingadmissionpolicies",
         false,
     ),
     (
         "ValidatingAdmissionPolicyBinding",
-        "admissionregistration.k8s.io",
+        ADMISSION,
         "validatingadmissionpolicybindings",
         false,
     ),
     (
         "MutatingWebhookConfiguration",
-        "admissionregistration.k8s.io",
+        ADMISSION,
         "mutatingwebhookconfigurations",
         false,
     ),
     ("ServiceAccount", "", "serviceaccounts", true),
-    ("Role", "rbac.authorization.k8s.io", "roles", true),
-    (
-        "RoleBinding",
-        "rbac.authorization.k8s.io",
-        "rolebindings",
-        true,
-    ),
+    ("Role", RBAC, "roles", true),
+    ("RoleBinding", RBAC, "rolebindings", true),
     ("ConfigMap", "", "configmaps", true),
     ("Service", "", "services", true),
     ("Deployment", "apps", "deployments", true),
@@ -87,27 +76,25 @@ pub const INSTALL_KINDS: &[Kind] = &[
 /// The verbs installing and upgrading send for each kind.
 pub const INSTALL_VERBS: [&str; 3] = ["get", "create", "patch"];
 
+/// A list of a rule's resources, verbs or object names.
+pub type List = &'static [&'static str];
+
 /// A grant of `deploy/base`'s roles, with the object names it is limited to (none: any).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grant {
     /// The API group.
     pub group: &'static str,
     /// The resources.
-    pub resources: &'static [&'static str],
+    pub resources: List,
     /// The verbs.
-    pub verbs: &'static [&'static str],
+    pub verbs: List,
     /// The object names (empty: any).
-    pub names: &'static [&'static str],
+    pub names: List,
     /// In the install namespace (a Role), else cluster-wide (a ClusterRole).
     pub namespaced: bool,
 }
 
-const fn cluster(
-    group: &'static str,
-    resources: &'static [&'static str],
-    verbs: &'static [&'static str],
-    names: &'static [&'static str],
-) -> Grant {
+const fn cluster(group: &'static str, resources: List, verbs: List, names: List) -> Grant {
     Grant {
         group,
         resources,
@@ -117,12 +104,7 @@ const fn cluster(
     }
 }
 
-const fn here(
-    group: &'static str,
-    resources: &'static [&'static str],
-    verbs: &'static [&'static str],
-    names: &'static [&'static str],
-) -> Grant {
+const fn here(group: &'static str, resources: List, verbs: List, names: List) -> Grant {
     Grant {
         namespaced: true,
         ..cluster(group, resources, verbs, names)
@@ -148,7 +130,7 @@ pub const GRANTS: &[Grant] = &[
     cluster("", &["pods/eviction"], &["create"], &[]),
     cluster("", &["pods", "pods/status"], &["patch"], &[]),
     cluster(
-        "admissionregistration.k8s.io",
+        ADMISSION,
         WEBHOOK_CONFIGS,
         &["get", "list", "watch", "patch"],
         &["resize-guard"],
@@ -244,34 +226,10 @@ pub fn install_permissions() -> Vec<Permission> {
 
 /// What lets the caller write roles granting more than it holds.
 pub const ESCALATION: [Permission; 4] = [
-    Permission {
-        verb: "escalate",
-        group: "rbac.authorization.k8s.io",
-        resource: "clusterroles",
-        namespaced: false,
-        name: None,
-    },
-    Permission {
-        verb: "escalate",
-        group: "rbac.authorization.k8s.io",
-        resource: "roles",
-        namespaced: true,
-        name: None,
-    },
-    Permission {
-        verb: "bind",
-        group: "rbac.authorization.k8s.io",
-        resource: "clusterroles",
-        namespaced: false,
-        name: None,
-    },
-    Permission {
-        verb: "bind",
-        group: "rbac.authorization.k8s.io",
-        resource: "roles",
-        namespaced: true,
-        name: None,
-    },
+    rbac::any("escalate", RBAC, "clusterroles"),
+    rbac::here("escalate", RBAC, "roles", None),
+    rbac::any("bind", RBAC, "clusterroles"),
+    rbac::here("bind", RBAC, "roles", None),
 ];
 
 /// Asks whether the caller may do `perm` (in `namespace` when it is namespaced).
@@ -283,10 +241,7 @@ pub async fn may(conn: &Connection, perm: &Permission) -> Result<bool, kube::Err
         },
         ..Default::default()
     };
-    let answer = Api::<SelfSubjectAccessReview>::all(conn.client.clone())
-        .create(&PostParams::default(), &review)
-        .await?;
-    Ok(answer.status.is_some_and(|s| s.allowed))
+    decide(conn, &review, |r| r.status).await
 }
 
 /// Of `perms`, those the caller may not do; asked all at once.

@@ -116,14 +116,7 @@ async fn install_line(conn: &Connection) -> Line {
             "install as a cluster administrator, or have one grant these (kubectl auth can-i \
              <verb> <resource> shows each)",
         ),
-        Err(e) => line(
-            S,
-            Mark::Warn,
-            format!(
-                "cannot ask the API server what you may do (SelfSubjectAccessReview): {}",
-                said(&e)
-            ),
-        ),
+        Err(e) => unanswered(S, "do", &e),
     }
 }
 
@@ -166,15 +159,17 @@ async fn grant_line(conn: &Connection) -> Line {
             "install as a cluster administrator, or have one grant you escalate and bind on \
              roles and clusterroles",
         ),
-        Err(e) => line(
-            S,
-            Mark::Warn,
-            format!(
-                "cannot ask the API server what you may grant (SelfSubjectAccessReview): {}",
-                said(&e)
-            ),
-        ),
+        Err(e) => unanswered(S, "grant", &e),
     }
+}
+
+/// The warning when the API server could not be asked what the caller may `what`.
+fn unanswered(section: &'static str, what: &str, e: &kube::Error) -> Line {
+    let text = format!(
+        "cannot ask the API server what you may {what} (SelfSubjectAccessReview): {}",
+        said(e)
+    );
+    line(section, Mark::Warn, text)
 }
 
 /// Are there Ready, schedulable Linux nodes for the programs' pods?

@@ -5,7 +5,7 @@
 //! Events; the controller acts) and what each must never be able to do.
 
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
 };
 use kube::api::{Api, PostParams};
 
@@ -30,7 +30,11 @@ pub struct Permission {
 }
 
 /// Cluster-wide, any object.
-const fn any(verb: &'static str, group: &'static str, resource: &'static str) -> Permission {
+pub(super) const fn any(
+    verb: &'static str,
+    group: &'static str,
+    resource: &'static str,
+) -> Permission {
     Permission {
         verb,
         group,
@@ -54,7 +58,7 @@ const fn one(
 }
 
 /// In the install namespace: the object `name`, or any (`None`).
-const fn here(
+pub(super) const fn here(
     verb: &'static str,
     group: &'static str,
     resource: &'static str,
@@ -256,10 +260,27 @@ pub async fn allowed(conn: &Connection, sa: &str, perm: &Permission) -> Result<b
         },
         ..Default::default()
     };
-    let answer = Api::<SubjectAccessReview>::all(conn.client.clone())
-        .create(&PostParams::default(), &review)
+    decide(conn, &review, |r| r.status).await
+}
+
+/// Sends `review` (a SubjectAccessReview or SelfSubjectAccessReview) and reads its `status`:
+/// whether the API server's authorizer allows it.
+pub async fn decide<K>(
+    conn: &Connection,
+    review: &K,
+    status: impl FnOnce(K) -> Option<SubjectAccessReviewStatus>,
+) -> Result<bool, kube::Error>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let answer = Api::<K>::all(conn.client.clone())
+        .create(&PostParams::default(), review)
         .await?;
-    Ok(answer.status.is_some_and(|s| s.allowed))
+    Ok(status(answer).is_some_and(|s| s.allowed))
 }
 
 /// The permissions `sa` lacks from `needs` and has from `must_not`.

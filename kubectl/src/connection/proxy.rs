@@ -167,47 +167,44 @@ mod tests {
 
     #[test]
     fn no_proxy_follows_gos_rules() {
-        let proxied = Some("http://proxy.corp:3128".to_owned());
+        const PROXY: Option<&str> = Some("http://proxy.corp:3128");
+        const DIRECT: Option<&str> = None;
         for (server, no_proxy, want) in [
-            ("https://api.prod.example:6443", "", &proxied),
-            ("https://api.prod.example:6443", "*", &None),
-            ("https://api.prod.example:6443", "ample", &proxied),
-            ("https://api.prod.example:6443", "example", &None),
-            ("https://api.prod.example:6443", "prod.example", &None),
-            ("https://prod.example:6443", "prod.example", &None),
-            ("https://prod.example:6443", ".prod.example", &proxied),
-            ("https://api.prod.example:6443", ".prod.example", &None),
-            ("https://api.prod.example:6443", "*.prod.example", &None),
-            ("https://API.Prod.Example:6443", "prod.example", &None),
-            (
-                "https://api.prod.example:6443",
-                "prod.example:443",
-                &proxied,
-            ),
-            ("https://api.prod.example:6443", "prod.example:6443", &None),
-            ("https://api.prod.example", "prod.example:443", &None),
-            ("https://10.0.0.1:6443", "10.0.0.0/8", &None),
-            ("https://11.0.0.1:6443", "10.0.0.0/8", &proxied),
-            ("https://10.0.0.1:6443", "10.0.0.1", &None),
-            ("https://10.0.0.1:6443", "10.0.0.1:6443", &None),
-            ("https://10.0.0.1:6443", "10.0.0.1:443", &proxied),
-            ("https://[fd00::1]:6443", "fd00::/64", &None),
-            ("https://[fd00::1]:6443", "fd01::/64", &proxied),
-            ("https://[fd00::1]:6443", "fd00::1", &None),
-            ("https://[fd00::1]:6443", "[fd00::1]:6443", &None),
-            ("https://[fd00::1]:6443", "[fd00::1]:443", &proxied),
+            ("https://api.prod.example:6443", "", PROXY),
+            ("https://api.prod.example:6443", "*", DIRECT),
+            ("https://api.prod.example:6443", "ample", PROXY),
+            ("https://api.prod.example:6443", "example", DIRECT),
+            ("https://api.prod.example:6443", "prod.example", DIRECT),
+            ("https://prod.example:6443", "prod.example", DIRECT),
+            ("https://prod.example:6443", ".prod.example", PROXY),
+            ("https://api.prod.example:6443", ".prod.example", DIRECT),
+            ("https://api.prod.example:6443", "*.prod.example", DIRECT),
+            ("https://API.Prod.Example:6443", "prod.example", DIRECT),
+            ("https://api.prod.example:6443", "prod.example:443", PROXY),
+            ("https://api.prod.example:6443", "prod.example:6443", DIRECT),
+            ("https://api.prod.example", "prod.example:443", DIRECT),
+            ("https://10.0.0.1:6443", "10.0.0.0/8", DIRECT),
+            ("https://11.0.0.1:6443", "10.0.0.0/8", PROXY),
+            ("https://10.0.0.1:6443", "10.0.0.1", DIRECT),
+            ("https://10.0.0.1:6443", "10.0.0.1:6443", DIRECT),
+            ("https://10.0.0.1:6443", "10.0.0.1:443", PROXY),
+            ("https://[fd00::1]:6443", "fd00::/64", DIRECT),
+            ("https://[fd00::1]:6443", "fd01::/64", PROXY),
+            ("https://[fd00::1]:6443", "fd00::1", DIRECT),
+            ("https://[fd00::1]:6443", "[fd00::1]:6443", DIRECT),
+            ("https://[fd00::1]:6443", "[fd00::1]:443", PROXY),
             (
                 "https://api.prod.example:6443",
                 "localhost, 127.0.0.1 ,prod.example",
-                &None,
+                DIRECT,
             ),
             // Loopback never goes through the proxy, as in Go.
-            ("https://127.0.0.1:6443", "", &None),
-            ("https://localhost:6443", "", &None),
-            ("https://[::1]:6443", "", &None),
+            ("https://127.0.0.1:6443", "", DIRECT),
+            ("https://localhost:6443", "", DIRECT),
+            ("https://[::1]:6443", "", DIRECT),
         ] {
             assert_eq!(
-                &via(server, no_proxy),
+                via(server, no_proxy).as_deref(),
                 want,
                 "{server} NO_PROXY={no_proxy:?}"
             );

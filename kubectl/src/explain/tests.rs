@@ -35,6 +35,13 @@ fn deferred(plan: &str) -> PodBuilder {
         .annotation(PLAN_ANNOTATION, plan)
 }
 
+/// Asserts that the rendered `text` holds each of `parts`.
+fn shows(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} missing from\n{text}");
+    }
+}
+
 /// `explain` of `app` on node `n` (1930m, 3Gi) holding `app` and `other`, default policy.
 fn explain_on_node(app: &Pod, other: &Pod) -> Explanation {
     let ledger = NodeLedger::new(&node("n", "1930m", "3Gi"), [other, app]);
@@ -60,20 +67,14 @@ fn a_deferred_resize_awaiting_its_victim_shows_the_recorded_plan() {
     let x = explain_on_node(&app, &filler);
     assert_eq!(x.decision.label, "deferred-awaiting-termination");
     let text = render_text(&x, false);
-    assert!(
-        text.contains("  recorded plan (121m ago, generation 2): 1 pod in another namespace\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains(
-            "  node n lacks cpu 120m; terminating pods batch/filler are freeing that room"
-        ),
-        "{text}"
-    );
-    assert!(text.contains("Priority:   1000\n"), "{text}");
-    assert!(
-        text.contains("Resize: Deferred (PodResizePending)\n"),
-        "{text}"
+    shows(
+        &text,
+        &[
+            "  recorded plan (121m ago, generation 2): 1 pod in another namespace\n",
+            "  node n lacks cpu 120m; terminating pods batch/filler are freeing that room",
+            "Priority:   1000\n",
+            "Resize: Deferred (PodResizePending)\n",
+        ],
     );
     assert!(text.ends_with("Events: <none>\n"), "{text}");
     assert!(

@@ -51,6 +51,15 @@ fn limit(
     )
 }
 
+/// `n` connections from `source`, each accepted, open until the result is dropped.
+async fn hold(limit: &ConnectionLimit<DefaultAcceptor>, source: u8, n: usize) -> Vec<impl Sized> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        held.push(limit.accept(From(ip(source)), ()).await.unwrap());
+    }
+    held
+}
+
 /// A connection from `source` is refused by a cap, counted once under `reason`.
 async fn refused_by(
     limit: &ConnectionLimit<DefaultAcceptor>,
@@ -80,10 +89,7 @@ async fn one_connection_over_the_limit_is_refused_and_a_closed_one_frees_its_slo
 #[tokio::test]
 async fn one_source_holds_at_most_its_cap_and_others_still_connect() {
     let (limit, metrics) = limit(100, 0, 3);
-    let mut held = Vec::new();
-    for _ in 0..3 {
-        held.push(limit.accept(From(ip(1)), ()).await.unwrap());
-    }
+    let mut held = hold(&limit, 1, 3).await;
     refused_by(&limit, 1, &metrics, "source-limit").await;
     assert!(limit.accept(From(ip(2)), ()).await.is_ok());
     // One closed, that source may connect again.
@@ -95,18 +101,12 @@ async fn one_source_holds_at_most_its_cap_and_others_still_connect() {
 async fn the_reserved_slots_stay_free_for_a_source_holding_few_connections() {
     // 10 slots, the last 4 for light sources; heavy sources may hold 8 each.
     let (limit, _) = limit(10, 4, 8);
-    let mut crowd = Vec::new();
-    for _ in 0..6 {
-        crowd.push(limit.accept(From(ip(1)), ()).await.unwrap());
-    }
+    let _crowd = hold(&limit, 1, 6).await;
     // The shared slots are taken: the crowd's source gets no more, though under its own cap…
     assert!(limit.accept(From(ip(1)), ()).await.is_err());
     // …while a source with no connection (kube-apiserver reconnecting) gets a reserved one, up
     // to LIGHT_SOURCE of them.
-    let mut light = Vec::new();
-    for _ in 0..LIGHT_SOURCE {
-        light.push(limit.accept(From(ip(9)), ()).await.unwrap());
-    }
+    let light = hold(&limit, 9, LIGHT_SOURCE).await;
     assert!(limit.accept(From(ip(9)), ()).await.is_err());
     // Every slot is taken now; an unknown address never takes a reserved one.
     assert!(limit.accept(From(ip(8)), ()).await.is_err());
@@ -133,23 +133,26 @@ fn closing(activity: &Activity) -> Arc<AtomicUsize> {
     closed
 }
 
-/// Ends the connection (drops its stream) once a graceful close was asked for.
-fn closes_when_asked(closed: Arc<AtomicUsize>, tx: watch::Sender<()>) {
+/// A connection whose peer ends it (drops its stream) once a graceful close is asked for: its
+/// activity, the closes asked ([`closing`]), and the receiver its timers watch.
+fn cooperative() -> (Arc<Activity>, Arc<AtomicUsize>, watch::Receiver<()>) {
+    let activity = Arc::new(Activity::new());
+    let closed = closing(&activity);
+    let (tx, rx) = gone();
+    let asked = closed.clone();
     tokio::spawn(async move {
-        while closed.load(Ordering::SeqCst) == 0 {
+        while asked.load(Ordering::SeqCst) == 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         drop(tx);
     });
+    (activity, closed, rx)
 }
 
 #[tokio::test]
 async fn an_idle_connection_is_closed_after_the_idle_timeout() {
-    let activity = Arc::new(Activity::new());
-    let closed = closing(&activity);
+    let (activity, closed, rx) = cooperative();
     drop(activity.begin());
-    let (tx, rx) = gone();
-    closes_when_asked(closed.clone(), tx);
     let started = std::time::Instant::now();
     let ended = timers(activity, timers_of(150, 60_000), rx).await;
     assert_eq!(
@@ -173,11 +176,8 @@ async fn an_idle_connection_is_closed_after_the_idle_timeout() {
 
 #[tokio::test]
 async fn a_request_in_flight_keeps_the_connection_and_its_end_restarts_the_idle_timer() {
-    let activity = Arc::new(Activity::new());
-    let closed = closing(&activity);
+    let (activity, closed, rx) = cooperative();
     let request = activity.begin();
-    let (tx, rx) = gone();
-    closes_when_asked(closed.clone(), tx);
     let watching = tokio::spawn(timers(activity.clone(), timers_of(100, 60_000), rx));
     // Three idle periods with the request in flight: still open.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -191,11 +191,8 @@ async fn a_request_in_flight_keeps_the_connection_and_its_end_restarts_the_idle_
 
 #[tokio::test]
 async fn a_busy_connection_is_closed_gracefully_at_its_maximum_age() {
-    let activity = Arc::new(Activity::new());
-    let closed = closing(&activity);
+    let (activity, closed, rx) = cooperative();
     let _request = activity.begin();
-    let (tx, rx) = gone();
-    closes_when_asked(closed.clone(), tx);
     let started = std::time::Instant::now();
     let ended = timers(activity, timers_of(50, 200), rx).await;
     assert_eq!(

@@ -24,10 +24,19 @@ use tower::ServiceExt;
 fn field_test(policy: Policy) -> (FixedCluster, Pod) {
     let app = field_app("250m").build();
     let pods = vec![app.clone(), field_filler().priority(100).build()];
-    (
-        FixedCluster::new(policy, vec![field_node()], pods, vec![]),
-        app,
-    )
+    (field_cluster(policy, pods), app)
+}
+
+/// A copy of `pod` with one `change` (a forged review's pod).
+fn altered(pod: &Pod, change: impl FnOnce(&mut Pod)) -> Pod {
+    let mut copy = pod.clone();
+    change(&mut copy);
+    copy
+}
+
+/// The field test's node `n1` holding `pods`, under `policy`.
+fn field_cluster(policy: Policy, pods: Vec<Pod>) -> FixedCluster {
+    FixedCluster::new(policy, vec![field_node()], pods, vec![])
 }
 
 /// The field test under `policy` with the app's CPU resized to `(request, limit)`, answered at
@@ -358,44 +367,21 @@ async fn validate_warns_about_a_deferred_resize_and_counts_a_victim_of_another_n
 #[tokio::test]
 async fn a_victim_in_the_pods_own_namespace_is_named_and_a_forged_review_names_none() {
     let app = field_app("250m").build();
-    let filler = PodBuilder::new("prod", "filler")
-        .owned_by("ReplicaSet")
-        .node("n1")
-        .container(container("work").guaranteed("1500m", "256Mi"))
-        .running(5)
-        .build();
-    let cluster = FixedCluster::new(
-        Policy::default(),
-        vec![field_node()],
-        vec![app.clone(), filler],
-        vec![],
-    );
-    let st = state(cluster);
-    let r = post(
-        &st,
-        "/mutate",
-        &resize_review(&app, &with_cpu(&app, "550m", "550m"), false),
-    )
-    .await;
-    assert!(
-        warning(&r).ends_with("resize-guard will preempt prod/filler"),
-        "{r}"
-    );
-    assert_eq!(r["auditAnnotations"]["victims"], "prod/filler");
-    let mut forged = app.clone();
-    forged.metadata.uid = Some("forged".into());
-    let r = post(
-        &st,
-        "/mutate",
-        &resize_review(&forged, &with_cpu(&forged, "550m", "550m"), false),
-    )
-    .await;
-    assert!(
-        warning(&r).ends_with("resize-guard will preempt 1 pod"),
-        "{r}"
-    );
-    assert_eq!(r["auditAnnotations"]["victims"], "1 pod");
-    assert!(!r.to_string().contains("filler"), "{r}");
+    // The field test's filler, moved into the app's namespace.
+    let mut filler = field_filler().build();
+    filler.metadata.namespace = Some("prod".into());
+    let st = state(field_cluster(Policy::default(), vec![app.clone(), filler]));
+    let forged = altered(&app, |p| p.metadata.uid = Some("forged".into()));
+    for (pod, victims) in [(&app, "prod/filler"), (&forged, "1 pod")] {
+        let review = resize_review(pod, &with_cpu(pod, "550m", "550m"), false);
+        let r = post(&st, "/mutate", &review).await;
+        let preempts = format!("resize-guard will preempt {victims}");
+        assert!(warning(&r).ends_with(&preempts), "{r}");
+        assert_eq!(r["auditAnnotations"]["victims"], victims);
+        // The forged review's answer names the victim nowhere.
+        let named = victims.contains("filler");
+        assert_eq!(r.to_string().contains("filler"), named, "{r}");
+    }
 }
 
 /// The default install calls only `/mutate`: it answers a Deferred resize as `/validate` does.
@@ -604,14 +590,12 @@ async fn events_are_only_for_a_pod_the_cluster_view_knows_with_the_same_uid() {
     assert!(r.event_withheld.is_none());
     // Forged requests: another namespace with the real UID, a made-up UID, no UID. Each is
     // still judged (denied) but records nothing; nor does a request naming an unknown node.
-    let mut other_ns = app.clone();
-    other_ns.metadata.namespace = Some("elsewhere".into());
-    let mut other_uid = app.clone();
-    other_uid.metadata.uid = Some("forged".into());
-    let mut no_uid = app.clone();
-    no_uid.metadata.uid = None;
-    let mut other_node = app.clone();
-    other_node.spec.as_mut().unwrap().node_name = Some("n9".into());
+    let other_ns = altered(&app, |p| p.metadata.namespace = Some("elsewhere".into()));
+    let other_uid = altered(&app, |p| p.metadata.uid = Some("forged".into()));
+    let no_uid = altered(&app, |p| p.metadata.uid = None);
+    let other_node = altered(&app, |p| {
+        p.spec.as_mut().unwrap().node_name = Some("n9".into())
+    });
     let r = review(Stage::Validate, &infeasible(&other_node), &cluster).unwrap();
     assert!(r.event.is_none(), "{:?}", r.event);
     for forged in [other_ns, other_uid, no_uid] {
@@ -623,8 +607,7 @@ async fn events_are_only_for_a_pod_the_cluster_view_knows_with_the_same_uid() {
     }
     // Through the router, a withheld Event is counted.
     let st = state(cluster);
-    let mut forged = app.clone();
-    forged.metadata.uid = Some("forged".into());
+    let forged = altered(&app, |p| p.metadata.uid = Some("forged".into()));
     let (status, _) = post_raw(&st, "/validate", "application/json", infeasible(&forged)).await;
     assert_eq!(status, StatusCode::OK);
     let text = st.metrics.render();
@@ -789,14 +772,11 @@ async fn usage_is_read_only_for_a_pod_the_view_knows_and_never_for_the_names_a_r
         .running(3)
         .qos_status("Guaranteed")
         .build();
-    let cluster = FixedCluster::new(
-        Policy::default(),
-        vec![field_node()],
-        vec![app.clone(), secret.clone()],
-        vec![],
-    );
     let (api, asked) = metrics_api("777Mi");
-    let mut st = state(cluster);
+    let mut st = state(field_cluster(
+        Policy::default(),
+        vec![app.clone(), secret.clone()],
+    ));
     st.usage = Some(api);
 
     // The real request: the app's own usage is read (once) and judged: denied with its numbers.
@@ -815,14 +795,12 @@ async fn usage_is_read_only_for_a_pod_the_view_knows_and_never_for_the_names_a_r
 
     // Forged: another tenant's pod with a UID the view does not hold, on its node, on another
     // node, or with no UID. No read, no usage, no denial by the memory rule; said and counted.
-    let mut forged_uid = secret.clone();
-    forged_uid.metadata.uid = Some("guessed".into());
-    let mut no_uid = secret.clone();
-    no_uid.metadata.uid = None;
-    let mut other_node = secret.clone();
-    other_node.spec.as_mut().unwrap().node_name = Some("n9".into());
-    let mut renamed = secret.clone();
-    renamed.metadata.namespace = Some("prod".into());
+    let forged_uid = altered(&secret, |p| p.metadata.uid = Some("guessed".into()));
+    let no_uid = altered(&secret, |p| p.metadata.uid = None);
+    let other_node = altered(&secret, |p| {
+        p.spec.as_mut().unwrap().node_name = Some("n9".into())
+    });
+    let renamed = altered(&secret, |p| p.metadata.namespace = Some("prod".into()));
     let forgeries = [forged_uid, no_uid, other_node, renamed];
     for forged in &forgeries {
         let r = post(

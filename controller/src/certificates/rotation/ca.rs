@@ -6,8 +6,9 @@
 use std::time::{Duration, SystemTime};
 
 use resize_guard_certs::{Authority, inspect};
+use resize_guard_runtime::error_chain;
 
-use super::{CaPlan, Expected, Material, chain, human, renewal_due};
+use super::{CaPlan, Expected, Material, human, renewal_due};
 use crate::certificates::secrets::{
     CA_CERT, CA_KEY, NEXT_CA_CERT, NEXT_CA_KEY, PREVIOUS_CA_CERT, ROTATION_SINCE, Stored,
     parse_rfc3339, rfc3339,
@@ -38,7 +39,8 @@ impl CaReading {
             let pem = s
                 .text(PREVIOUS_CA_CERT)
                 .map_err(|e| format!("the CA Secret {e}"))?;
-            let info = inspect(pem).map_err(|e| format!("{PREVIOUS_CA_CERT}: {}", chain(&e)))?;
+            let info =
+                inspect(pem).map_err(|e| format!("{PREVIOUS_CA_CERT}: {}", error_chain(&e)))?;
             if !info.is_ca {
                 return Err(format!("{PREVIOUS_CA_CERT} is not a CA certificate"));
             }
@@ -88,8 +90,12 @@ fn authority(
 ) -> Result<Authority, String> {
     let cert = s.text(cert_key).map_err(|e| format!("the CA Secret {e}"))?;
     let key = s.text(key_key).map_err(|e| format!("the CA Secret {e}"))?;
-    let ca = Authority::from_pem(cert, key)
-        .map_err(|e| format!("{cert_key}/{key_key} hold no usable CA: {}", chain(&e)))?;
+    let ca = Authority::from_pem(cert, key).map_err(|e| {
+        format!(
+            "{cert_key}/{key_key} hold no usable CA: {}",
+            error_chain(&e)
+        )
+    })?;
     if ca.not_after() <= now {
         return Err(format!(
             "the CA in {cert_key} expired at {}",

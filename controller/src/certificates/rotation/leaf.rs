@@ -6,8 +6,9 @@ use std::net::IpAddr;
 use std::time::SystemTime;
 
 use resize_guard_certs::{Authority, inspect, key_matches, signed_by};
+use resize_guard_runtime::error_chain;
 
-use super::{Expected, chain, renewal_due};
+use super::{Expected, renewal_due};
 use crate::certificates::secrets::{CA_CERT, Stored, TLS_CERT, TLS_KEY, TLS_TYPE, rfc3339};
 
 /// `Ok` when the serving Secret holds the leaf `ca` would issue now; else why not.
@@ -30,11 +31,11 @@ pub(super) fn leaf_fits(
     let key = s
         .text(TLS_KEY)
         .map_err(|e| format!("the serving Secret {e}"))?;
-    let info = inspect(cert).map_err(|e| format!("{TLS_CERT}: {}", chain(&e)))?;
+    let info = inspect(cert).map_err(|e| format!("{TLS_CERT}: {}", error_chain(&e)))?;
     match key_matches(cert, key) {
         Ok(true) => {}
         Ok(false) => return Err(format!("{TLS_KEY} is not the key of {TLS_CERT}")),
-        Err(e) => return Err(format!("{TLS_KEY}: {}", chain(&e))),
+        Err(e) => return Err(format!("{TLS_KEY}: {}", error_chain(&e))),
     }
     let (want_dns, want_ip) = names(&expected.spec.dns_names, &expected.spec.ip_addresses);
     let (got_dns, got_ip) = names(&info.dns_names, &info.ip_addresses);

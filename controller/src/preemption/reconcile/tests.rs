@@ -23,6 +23,15 @@ use crate::tests::{Log, Seen, fake_api};
 use resize_guard_policy::pod::PodKey;
 use resize_guard_runtime::Events;
 
+/// The writes [`writes`] lists: the preemptor's plan record (written or cleared), each
+/// victim's eviction (or delete) and its `DisruptionTarget` mark.
+const PATCH_APP: &str = "PATCH /api/v1/namespaces/prod/pods/app";
+const EVICT_V1: &str = "POST /api/v1/namespaces/batch/pods/v1/eviction";
+const MARK_V1: &str = "PATCH /api/v1/namespaces/batch/pods/v1/status";
+const EVICT_V2: &str = "POST /api/v1/namespaces/batch/pods/v2/eviction";
+const MARK_V2: &str = "PATCH /api/v1/namespaces/batch/pods/v2/status";
+const DELETE_V1: &str = "DELETE /api/v1/namespaces/batch/pods/v1";
+
 type Answer = Box<dyn FnMut(&Seen) -> (StatusCode, Value) + Send>;
 
 /// A fake API server answering with `answer`; returns the client and the requests seen.
@@ -257,13 +266,7 @@ async fn a_multi_victim_plan_is_recorded_then_each_victim_evicted_and_marked() {
     assert_eq!(action, Action::requeue(SHORT_WAIT));
     assert_eq!(
         writes(&seen),
-        [
-            "PATCH /api/v1/namespaces/prod/pods/app",
-            "POST /api/v1/namespaces/batch/pods/v1/eviction",
-            "PATCH /api/v1/namespaces/batch/pods/v1/status",
-            "POST /api/v1/namespaces/batch/pods/v2/eviction",
-            "PATCH /api/v1/namespaces/batch/pods/v2/status",
-        ]
+        [PATCH_APP, EVICT_V1, MARK_V1, EVICT_V2, MARK_V2]
     );
     let log = seen.lock().unwrap().clone();
     // A JSON Patch over what was read (no annotations at all): the UID, then the map tested.
@@ -331,14 +334,7 @@ async fn a_one_victim_plan_is_recorded_after_its_eviction() {
     preempt(&a, Record::After(plan(&victims)), victims)
         .await
         .unwrap();
-    assert_eq!(
-        writes(&seen),
-        [
-            "POST /api/v1/namespaces/batch/pods/v1/eviction",
-            "PATCH /api/v1/namespaces/batch/pods/v1/status",
-            "PATCH /api/v1/namespaces/prod/pods/app",
-        ]
-    );
+    assert_eq!(writes(&seen), [EVICT_V1, MARK_V1, PATCH_APP]);
 }
 
 #[tokio::test]
@@ -346,14 +342,7 @@ async fn a_budget_refusal_clears_the_plan_and_touches_no_further_victim() {
     let (a, seen) = leading(refusing("v1/eviction", budget_refusal()));
     let action = preempt_two(&a).await;
     assert_eq!(action, Action::requeue(REPLAN_WAIT));
-    assert_eq!(
-        writes(&seen),
-        [
-            "PATCH /api/v1/namespaces/prod/pods/app",
-            "POST /api/v1/namespaces/batch/pods/v1/eviction",
-            "PATCH /api/v1/namespaces/prod/pods/app",
-        ]
-    );
+    assert_eq!(writes(&seen), [PATCH_APP, EVICT_V1, PATCH_APP]);
     // The clear tests for the record this very plan wrote (not for the pod as first read,
     // which had none), then removes it.
     let log = seen.lock().unwrap().clone();
@@ -396,13 +385,7 @@ async fn a_throttled_eviction_is_asked_once_and_the_plan_kept_for_later() {
     );
     // The plan stays recorded (no clearing patch), the eviction was sent once (not retried by
     // the client), and nothing counts as fenced.
-    assert_eq!(
-        writes(&seen),
-        [
-            "PATCH /api/v1/namespaces/prod/pods/app",
-            "POST /api/v1/namespaces/batch/pods/v1/eviction",
-        ]
-    );
+    assert_eq!(writes(&seen), [PATCH_APP, EVICT_V1]);
     let metrics = a.actuator.metrics.render();
     assert!(metrics.contains("outcome=\"throttled\""), "{metrics}");
     assert!(
@@ -425,14 +408,7 @@ async fn a_throttled_plan_record_is_retried_by_the_client_and_the_plan_goes_on()
 
     let action = preempt_two(&a).await;
     assert_eq!(action, Action::requeue(SHORT_WAIT));
-    assert_eq!(
-        writes(&seen)[..3],
-        [
-            "PATCH /api/v1/namespaces/prod/pods/app",
-            "PATCH /api/v1/namespaces/prod/pods/app",
-            "POST /api/v1/namespaces/batch/pods/v1/eviction",
-        ]
-    );
+    assert_eq!(writes(&seen)[..3], [PATCH_APP, PATCH_APP, EVICT_V1]);
 }
 
 #[tokio::test]
@@ -440,13 +416,7 @@ async fn best_effort_marks_then_deletes_with_the_uid_precondition_and_grace() {
     let (a, seen) = leading(Box::new(ok));
     let victims = vec![removal("v1", Via::Delete)];
     preempt(&a, Record::Recorded, victims).await.unwrap();
-    assert_eq!(
-        writes(&seen),
-        [
-            "PATCH /api/v1/namespaces/batch/pods/v1/status",
-            "DELETE /api/v1/namespaces/batch/pods/v1",
-        ]
-    );
+    assert_eq!(writes(&seen), [MARK_V1, DELETE_V1]);
     let delete = seen.lock().unwrap()[1].clone();
     assert_eq!(delete.body["gracePeriodSeconds"], 7);
     assert_eq!(delete.body["preconditions"]["uid"], "u-v1");
@@ -504,10 +474,7 @@ async fn losing_the_lease_mid_plan_stops_every_later_write_events_included() {
     let err = preempt(&a, Record::Recorded, victims).await.unwrap_err();
     assert_eq!(err.reason(), "NotLeader", "{}", err.chain());
     settle().await;
-    assert_eq!(
-        writes(&seen),
-        ["POST /api/v1/namespaces/batch/pods/v1/eviction"]
-    );
+    assert_eq!(writes(&seen), [EVICT_V1]);
     assert!(events(&seen).is_empty(), "{:?}", events(&seen));
     assert!(
         a.actuator
@@ -569,14 +536,7 @@ async fn a_forbidden_delete_stops_the_plan_and_says_which_grant_is_missing() {
         .unwrap_err();
     assert_eq!(e.reason(), "Forbidden");
     // Nothing after the refused DELETE: no second victim.
-    assert_eq!(
-        writes(&seen),
-        [
-            "PATCH /api/v1/namespaces/prod/pods/app",
-            "PATCH /api/v1/namespaces/batch/pods/v1/status",
-            "DELETE /api/v1/namespaces/batch/pods/v1",
-        ]
-    );
+    assert_eq!(writes(&seen), [PATCH_APP, MARK_V1, DELETE_V1]);
     let metrics = a.actuator.metrics.render();
     assert!(metrics.contains("outcome=\"forbidden\""), "{metrics}");
     assert!(!metrics.contains("outcome=\"error\""), "{metrics}");
