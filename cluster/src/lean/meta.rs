@@ -3,12 +3,45 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::marker::PhantomData;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::de::{Error, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use crate::trim::LAST_APPLIED;
+
+/// The type an envelope decodes: the `kind` it must name.
+pub(super) trait Kind {
+    /// `kind` as the API server writes it.
+    const KIND: &'static str;
+
+    /// Reads `kind`, which must be [`Kind::KIND`].
+    fn named<'de, D: Deserializer<'de>>(d: D) -> Result<PhantomData<Self>, D::Error>
+    where
+        Self: Sized,
+    {
+        must_be(d, Self::KIND).map(|()| PhantomData)
+    }
+}
+
+/// What every lean object's JSON holds around its own fields: `apiVersion: v1` and a `kind`
+/// naming `K` when present, the kept metadata, the object's spec and status.
+#[derive(Deserialize)]
+#[serde(
+    rename_all = "camelCase",
+    bound(deserialize = "Spec: Deserialize<'de>, Status: Deserialize<'de>")
+)]
+pub(super) struct WireObject<K: Kind, Spec, Status> {
+    #[serde(default, rename = "apiVersion", deserialize_with = "core_v1")]
+    _api_version: (),
+    #[serde(default, rename = "kind", deserialize_with = "K::named")]
+    _kind: PhantomData<K>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub(super) metadata: WireMeta,
+    pub(super) spec: Option<Spec>,
+    pub(super) status: Option<Status>,
+}
 
 /// The metadata [`crate::trim`] keeps.
 #[derive(Debug, Default, Deserialize)]
@@ -87,7 +120,7 @@ where
 }
 
 /// `apiVersion` or `kind`, which k8s-openapi refuses unless it names the type.
-pub(super) fn must_be<'de, D: Deserializer<'de>>(d: D, want: &str) -> Result<(), D::Error> {
+fn must_be<'de, D: Deserializer<'de>>(d: D, want: &str) -> Result<(), D::Error> {
     let got = String::deserialize(d)?;
     if got == want {
         Ok(())
@@ -100,6 +133,6 @@ pub(super) fn must_be<'de, D: Deserializer<'de>>(d: D, want: &str) -> Result<(),
 }
 
 /// `apiVersion: v1` (pods and nodes are in the core group).
-pub(super) fn core_v1<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+fn core_v1<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
     must_be(d, "v1")
 }

@@ -10,37 +10,26 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use resize_guard_policy::upstream::pod::{RESIZE_IN_PROGRESS, RESIZE_PENDING};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
-use super::meta::{WireMeta, must_be, nullable};
+use super::meta::{Kind, WireObject, nullable};
 
 /// Resource quantities by name.
 type Quantities = BTreeMap<String, Quantity>;
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct WirePod {
-    #[serde(
-        default,
-        rename = "apiVersion",
-        deserialize_with = "super::meta::core_v1"
-    )]
-    _api_version: (),
-    #[serde(default, rename = "kind", deserialize_with = "pod")]
-    _kind: (),
-    #[serde(default, deserialize_with = "nullable")]
-    metadata: WireMeta,
-    spec: Option<WireSpec>,
-    status: Option<WireStatus>,
+/// The `kind` of a Pod.
+pub(super) struct PodKind;
+
+impl Kind for PodKind {
+    const KIND: &'static str = "Pod";
 }
 
-fn pod<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-    must_be(d, "Pod")
-}
+/// A pod's wire shape.
+pub(super) type WirePod = WireObject<PodKind, WireSpec, WireStatus>;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireSpec {
+pub(super) struct WireSpec {
     #[serde(default, deserialize_with = "nullable")]
     containers: Vec<WireContainer>,
     init_containers: Option<Vec<WireContainer>>,
@@ -73,7 +62,7 @@ struct WireNamed {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireStatus {
+pub(super) struct WireStatus {
     phase: Option<String>,
     qos_class: Option<String>,
     start_time: Option<Time>,

@@ -4,6 +4,7 @@
 use super::*;
 use crate::fixture::{
     INSTALL_NAMESPACE, PodBuilder, container, context, field_app, field_filler, field_node,
+    set_first_container,
 };
 use crate::policy::{Mode, OnQosChange};
 use crate::verdict::{Outcome, Ruling};
@@ -72,25 +73,11 @@ fn says(v: &Verdict, part: &str) {
     assert!(message.contains(part), "{message}");
 }
 
-/// Sets `requests` or `limits` of `resource` on the pod's first container.
-fn set_first(pod: &mut Pod, field: &str, resource: &str, q: &str) {
-    let r = pod.spec.as_mut().unwrap().containers[0]
-        .resources
-        .get_or_insert_with(Default::default);
-    let list = if field == "limits" {
-        &mut r.limits
-    } else {
-        &mut r.requests
-    };
-    list.get_or_insert_with(Default::default)
-        .insert(resource.into(), Quantity(q.into()));
-}
-
 /// The field-test app at 250m with `requests` or `limits` of `resource` set to `q` on its
 /// container, the spec alone changed.
 fn app_with(field: &str, resource: &str, q: &str) -> Pod {
     let mut new = app("250m").build();
-    set_first(&mut new, field, resource, q);
+    set_first_container(&mut new, field, resource, q);
     new
 }
 
@@ -156,8 +143,8 @@ fn field_test_2430m_is_infeasible_and_denied_with_the_nodes_numbers() {
 fn infeasible_reports_memory_first_like_the_kubelet() {
     let old = app("250m").build();
     let mut new = resized("2430m");
-    set_first(&mut new, "requests", "memory", "4Gi");
-    set_first(&mut new, "limits", "memory", "4Gi");
+    set_first_container(&mut new, "requests", "memory", "4Gi");
+    set_first_container(&mut new, "limits", "memory", "4Gi");
     let w = World::alone(&old);
     let Verdict::Infeasible(i) = w.classify(&old, &new) else {
         panic!()
@@ -194,7 +181,7 @@ fn deleting_the_filler_makes_the_deferred_resize_fit() {
 fn unchanged_values_in_other_spelling_are_no_change() {
     let (old, w) = World::field([]);
     let mut new = app_with("requests", "cpu", "0.25");
-    set_first(&mut new, "limits", "cpu", "0.25");
+    set_first_container(&mut new, "limits", "cpu", "0.25");
     assert_eq!(w.classify(&old, &new), Verdict::NoChange);
 }
 
@@ -409,7 +396,6 @@ fn a_shrink_always_fits() {
 }
 
 use crate::upstream::qos::QosClass;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 #[test]
 fn warnings_fit_the_api_servers_256_character_limit() {
@@ -465,7 +451,7 @@ fn pod_level_limit_defaulting_turns_the_pod_guaranteed() {
     let old = stored(false);
     assert_eq!(crate::upstream::qos::qos_class(&old), QosClass::Burstable);
     let mut new = stored(false);
-    set_first(&mut new, "limits", "memory", "128Mi");
+    set_first_container(&mut new, "limits", "memory", "128Mi");
     let w = World::alone(&old);
     let v = w.classify(&old, &new);
     let Verdict::QosChange(q) = &v else {

@@ -2,13 +2,10 @@
 //! example, and resize-guard's own rules (policy protection, PDB respect, terminating pods).
 
 use super::*;
-use crate::fixture::{INSTALL_NAMESPACE, PodBuilder, container, node, scheduler_ledger};
+use crate::fixture::{self, INSTALL_NAMESPACE, PodBuilder, container, node, scheduler_ledger};
 use crate::policy::PdbMode;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::policy::v1::{
-    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 /// A pod something would recreate (a ReplicaSet owns it), so only the rules under test decide
 /// whether it may be a victim.
@@ -450,22 +447,9 @@ fn protected_namespaces_selectors_critical_and_mirror_pods_are_never_victims() {
     }
 }
 
+/// The budget `ns/<app>-pdb` over the pods labelled `app=<app>`.
 fn pdb(app: &str, allowed: i32) -> PodDisruptionBudget {
-    let mut p = PodDisruptionBudget::default();
-    p.metadata.namespace = Some("ns".into());
-    p.metadata.name = Some(format!("{app}-pdb"));
-    p.spec = Some(PodDisruptionBudgetSpec {
-        selector: Some(LabelSelector {
-            match_labels: Some([("app".to_owned(), app.to_owned())].into()),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    p.status = Some(PodDisruptionBudgetStatus {
-        disruptions_allowed: Some(allowed),
-        ..Default::default()
-    });
-    p
+    fixture::pdb("ns", &format!("{app}-pdb"), ("app", app), allowed)
 }
 
 #[test]
@@ -515,12 +499,7 @@ fn pdb_respect_never_plans_a_pod_two_budgets_cover() {
             .build(),
         pod("other", 10, "500m", 10).build(),
     ];
-    let mut by_tier = pdb("db", 1);
-    by_tier.metadata.name = Some("tier-pdb".into());
-    by_tier.spec.as_mut().unwrap().selector = Some(LabelSelector {
-        match_labels: Some([("tier".to_owned(), "data".to_owned())].into()),
-        ..Default::default()
-    });
+    let by_tier = fixture::pdb("ns", "tier-pdb", ("tier", "data"), 1);
     let budgets = Budgets::new(&[pdb("db", 1), by_tier]);
     let p = plan_with("1200m", &pods, &budgets, &Policy::default()).unwrap();
     assert_eq!(names(&p), ["other"]);
