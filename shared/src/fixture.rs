@@ -45,6 +45,16 @@ pub fn running(name: &str, node_name: &str, cpu: &str) -> PodBuilder {
         .running(0)
 }
 
+/// `namespace/name` on `n1`, owned by a ReplicaSet (something recreates it, so it may be a
+/// victim), one Guaranteed container `c` of `cpu` and `memory`, Running since `start`.
+pub fn replica_pod(namespace: &str, name: &str, cpu: &str, memory: &str, start: i64) -> PodBuilder {
+    PodBuilder::new(namespace, name)
+        .node("n1")
+        .owned_by("ReplicaSet")
+        .container(container("c").guaranteed(cpu, memory))
+        .running(start)
+}
+
 /// Sets `field` (`requests` or `limits`) of `resource` to `q` on the pod's first container, as
 /// a client editing a stored pod would. A pod without a container is left as it is.
 pub fn set_first_container(pod: &mut Pod, field: &str, resource: &str, q: &str) {

@@ -5,37 +5,28 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 
+use k8s_openapi::Resource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::de::{Error, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use crate::trim::LAST_APPLIED;
 
-/// The type an envelope decodes: the `kind` it must name.
-pub(super) trait Kind {
-    /// `kind` as the API server writes it.
-    const KIND: &'static str;
-
-    /// Reads `kind`, which must be [`Kind::KIND`].
-    fn named<'de, D: Deserializer<'de>>(d: D) -> Result<PhantomData<Self>, D::Error>
-    where
-        Self: Sized,
-    {
-        must_be(d, Self::KIND).map(|()| PhantomData)
-    }
-}
-
-/// What every lean object's JSON holds around its own fields: `apiVersion: v1` and a `kind`
+/// What every lean object's JSON holds around its own fields: an `apiVersion` and a `kind`
 /// naming `K` when present, the kept metadata, the object's spec and status.
 #[derive(Deserialize)]
 #[serde(
     rename_all = "camelCase",
     bound(deserialize = "Spec: Deserialize<'de>, Status: Deserialize<'de>")
 )]
-pub(super) struct WireObject<K: Kind, Spec, Status> {
-    #[serde(default, rename = "apiVersion", deserialize_with = "core_v1")]
-    _api_version: (),
-    #[serde(default, rename = "kind", deserialize_with = "K::named")]
+pub(super) struct WireObject<K: Resource, Spec, Status> {
+    #[serde(
+        default,
+        rename = "apiVersion",
+        deserialize_with = "api_version_of::<K, _>"
+    )]
+    _api_version: PhantomData<K>,
+    #[serde(default, rename = "kind", deserialize_with = "kind_of::<K, _>")]
     _kind: PhantomData<K>,
     #[serde(default, deserialize_with = "nullable")]
     pub(super) metadata: WireMeta,
@@ -132,7 +123,14 @@ fn must_be<'de, D: Deserializer<'de>>(d: D, want: &str) -> Result<(), D::Error> 
     }
 }
 
-/// `apiVersion: v1` (pods and nodes are in the core group).
-fn core_v1<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-    must_be(d, "v1")
+/// `apiVersion`, which must be `K`'s (`v1` for pods and nodes, of the core group).
+fn api_version_of<'de, K: Resource, D: Deserializer<'de>>(
+    d: D,
+) -> Result<PhantomData<K>, D::Error> {
+    must_be(d, K::API_VERSION).map(|()| PhantomData)
+}
+
+/// `kind`, which must be `K`'s.
+fn kind_of<'de, K: Resource, D: Deserializer<'de>>(d: D) -> Result<PhantomData<K>, D::Error> {
+    must_be(d, K::KIND).map(|()| PhantomData)
 }

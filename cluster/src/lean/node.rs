@@ -8,17 +8,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use resize_guard_policy::ledger::PREEMPTION_LABEL;
 use serde::Deserialize;
 
-use super::meta::{Kind, WireObject};
+use super::meta::WireObject;
 
-/// The `kind` of a Node.
-pub(super) struct NodeKind;
-
-impl Kind for NodeKind {
-    const KIND: &'static str = "Node";
-}
-
-/// A node's wire shape.
-pub(super) type WireNode = WireObject<NodeKind, WireSpec, WireStatus>;
+pub(super) type WireNode = WireObject<Node, WireSpec, WireStatus>;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]

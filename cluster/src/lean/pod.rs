@@ -12,20 +12,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use resize_guard_policy::upstream::pod::{RESIZE_IN_PROGRESS, RESIZE_PENDING};
 use serde::Deserialize;
 
-use super::meta::{Kind, WireObject, nullable};
+use super::meta::{WireObject, nullable};
 
 /// Resource quantities by name.
 type Quantities = BTreeMap<String, Quantity>;
 
-/// The `kind` of a Pod.
-pub(super) struct PodKind;
-
-impl Kind for PodKind {
-    const KIND: &'static str = "Pod";
-}
-
-/// A pod's wire shape.
-pub(super) type WirePod = WireObject<PodKind, WireSpec, WireStatus>;
+pub(super) type WirePod = WireObject<Pod, WireSpec, WireStatus>;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]

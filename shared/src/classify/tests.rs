@@ -4,7 +4,7 @@
 use super::*;
 use crate::fixture::{
     INSTALL_NAMESPACE, PodBuilder, container, context, field_app, field_filler, field_node,
-    set_first_container,
+    replica_pod, set_first_container,
 };
 use crate::policy::{Mode, OnQosChange};
 use crate::verdict::{Outcome, Ruling};
@@ -17,14 +17,10 @@ fn filler() -> Pod {
     field_filler().build()
 }
 
-/// A pod of `batch`, owned by a ReplicaSet, on `n1`: one Guaranteed container `w` of `cpu` and
+/// A pod of `batch`, owned by a ReplicaSet, on `n1`: one Guaranteed container of `cpu` and
 /// `memory`, Running since `start`.
 fn batch(name: &str, cpu: &str, memory: &str, start: i64) -> PodBuilder {
-    PodBuilder::new("batch", name)
-        .owned_by("ReplicaSet")
-        .node("n1")
-        .container(container("w").guaranteed(cpu, memory))
-        .running(start)
+    replica_pod("batch", name, cpu, memory, start)
 }
 
 struct World {
@@ -680,12 +676,9 @@ fn a_plan_that_leaves_room_for_a_racing_resize_says_so() {
     // 900m. On the kubelet's accounting b and c would do, but with one of them gone mid's
     // growth fits first and keeps the room: the plan takes a as well.
     let old = app("300m").build();
-    let mid = PodBuilder::new("kube-system", "mid")
-        .node("n1")
+    let mid = replica_pod("kube-system", "mid", "300m", "64Mi", 1)
         .priority(500)
-        .container(container("w").guaranteed("300m", "64Mi"))
-        .running(1)
-        .resize("w", "cpu", "700m")
+        .resize("c", "cpu", "700m")
         .resize_pending("Deferred", "Node didn't have enough resource: cpu")
         .build();
     let low = |name: &str, cpu: &str, start: i64| batch(name, cpu, "64Mi", start).build();

@@ -2,7 +2,9 @@
 //! example, and resize-guard's own rules (policy protection, PDB respect, terminating pods).
 
 use super::*;
-use crate::fixture::{self, INSTALL_NAMESPACE, PodBuilder, container, node, scheduler_ledger};
+use crate::fixture::{
+    self, INSTALL_NAMESPACE, PodBuilder, container, node, replica_pod, scheduler_ledger,
+};
 use crate::policy::PdbMode;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -10,12 +12,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 /// A pod something would recreate (a ReplicaSet owns it), so only the rules under test decide
 /// whether it may be a victim.
 fn pod(name: &str, priority: i32, cpu: &str, start: i64) -> PodBuilder {
-    PodBuilder::new("ns", name)
-        .node("n1")
-        .owned_by("ReplicaSet")
-        .priority(priority)
-        .container(container("c").guaranteed(cpu, "64Mi"))
-        .running(start)
+    replica_pod("ns", name, cpu, "64Mi", start).priority(priority)
 }
 
 /// The resizing pod: 250m growing to `to`, priority 1000.
@@ -381,12 +378,8 @@ fn the_install_namespace_is_protected_whatever_the_list_says() {
 
 #[test]
 fn a_pod_in_an_excluded_namespace_is_never_a_victim_and_the_reason_says_so() {
-    let payments = PodBuilder::new("payments", "ledger")
-        .node("n1")
-        .owned_by("ReplicaSet")
+    let payments = replica_pod("payments", "ledger", "500m", "64Mi", 10)
         .priority(0)
-        .container(container("c").guaranteed("500m", "64Mi"))
-        .running(10)
         .build();
     let pods = [resizer("1000m"), payments];
     let mut policy = Policy::default();
@@ -575,19 +568,11 @@ fn no_shortfall_means_an_empty_plan() {
 
 #[test]
 fn memory_shortfall_is_planned_like_cpu() {
-    let h = PodBuilder::new("ns", "hi")
-        .node("n1")
+    let h = replica_pod("ns", "hi", "100m", "1Gi", 0)
         .priority(10)
-        .container(container("c").guaranteed("100m", "1Gi"))
-        .running(0)
         .resize("c", "memory", "3Gi")
         .build();
-    let low = PodBuilder::new("ns", "low")
-        .node("n1")
-        .owned_by("ReplicaSet")
-        .container(container("c").guaranteed("100m", "2Gi"))
-        .running(5)
-        .build();
+    let low = replica_pod("ns", "low", "100m", "2Gi", 5).build();
     let ledger = NodeLedger::new(&node("n1", "4", "4Gi"), &[h.clone(), low]);
     let p = plan_on(&h, &ledger, &Budgets::default(), &Policy::default()).unwrap();
     assert_eq!(names(&p), ["low"]);
