@@ -45,6 +45,14 @@ pub fn running(name: &str, node_name: &str, cpu: &str) -> PodBuilder {
         .running(0)
 }
 
+/// `namespace/name` on `n1` with the one container `c`, Running since 0.
+pub fn running_pod(namespace: &str, name: &str, c: ContainerBuilder) -> PodBuilder {
+    PodBuilder::new(namespace, name)
+        .node("n1")
+        .container(c)
+        .running(0)
+}
+
 /// `namespace/name` on `n1`, owned by a ReplicaSet (something recreates it, so it may be a
 /// victim), one Guaranteed container `c` of `cpu` and `memory`, Running since `start`.
 pub fn replica_pod(namespace: &str, name: &str, cpu: &str, memory: &str, start: i64) -> PodBuilder {

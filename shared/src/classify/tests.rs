@@ -4,7 +4,7 @@
 use super::*;
 use crate::fixture::{
     INSTALL_NAMESPACE, PodBuilder, container, context, field_app, field_filler, field_node,
-    replica_pod, set_first_container,
+    replica_pod, running_pod, set_first_container,
 };
 use crate::policy::{Mode, OnQosChange};
 use crate::verdict::{Outcome, Ruling};
@@ -223,10 +223,7 @@ fn qos_change_is_repaired_when_policy_says_so() {
 
 #[test]
 fn qos_change_without_a_repair_is_denied_even_in_repair_mode() {
-    let old = PodBuilder::new("prod", "be")
-        .node("n1")
-        .container(container("app"))
-        .running(0)
+    let old = running_pod("prod", "be", container("app"))
         .qos_status("BestEffort")
         .build();
     let new = PodBuilder::new("prod", "be")
@@ -494,17 +491,11 @@ fn request_above_limit_is_left_to_the_api_server() {
 /// Class 3: an invalid resize larger than the node is not called Infeasible.
 #[test]
 fn invalid_resize_is_never_denied_as_infeasible() {
-    let old = PodBuilder::new("prod", "app")
-        .node("n1")
-        .container(container("app").request("cpu", "250m").limit("cpu", "500m"))
-        .running(0)
+    let cpu = |request, limit| container("app").request("cpu", request).limit("cpu", limit);
+    let old = running_pod("prod", "app", cpu("250m", "500m"))
         .qos_status("Burstable")
         .build();
-    let new = PodBuilder::new("prod", "app")
-        .node("n1")
-        .container(container("app").request("cpu", "9").limit("cpu", "8"))
-        .running(0)
-        .build();
+    let new = running_pod("prod", "app", cpu("9", "8")).build();
     let w = World::alone(&old);
     let v = w.classify(&old, &new);
     assert!(matches!(v, Verdict::Invalid(_)), "{v:?}");

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::*;
-use crate::fixture::{PodBuilder, container};
+use crate::fixture::{PodBuilder, container, running_pod};
 use crate::resources::ResourceList;
 use crate::upstream::strategy::prepare_resize;
 
@@ -336,15 +336,8 @@ fn v1_33_refuses_lowering_or_adding_a_memory_limit_without_restart() {
     assert_eq!(check_on(&restart, &lowered, 33), Ok(()));
 
     // Adding a limit lowers it from unlimited.
-    let unlimited = PodBuilder::new("ns", "p")
-        .node("n1")
-        .container(
-            container("app")
-                .request("cpu", "100m")
-                .request("memory", "64Mi"),
-        )
-        .running(0)
-        .build();
+    let app = container("app").request("cpu", "100m");
+    let unlimited = running_pod("ns", "p", app.request("memory", "64Mi")).build();
     let added = change(&unlimited, At::Container(0), &[], &[("memory", "128Mi")]);
     assert_eq!(
         check_on(&unlimited, &added, 33).unwrap_err(),
@@ -355,11 +348,7 @@ fn v1_33_refuses_lowering_or_adding_a_memory_limit_without_restart() {
 
 #[test]
 fn pod_level_resources_per_minor() {
-    let old = PodBuilder::new("ns", "p")
-        .node("n1")
-        .container(container("app").guaranteed("100m", "64Mi"))
-        .running(0)
-        .build();
+    let old = running_pod("ns", "p", container("app").guaranteed("100m", "64Mi")).build();
     let old = change(&old, At::Pod, &[("cpu", "200m")], &[("cpu", "200m")]);
     let new = change(&old, At::Pod, &[("cpu", "300m")], &[("cpu", "300m")]);
     for minor in [33, 34] {
@@ -414,11 +403,7 @@ fn init_containers_before_v1_36_only_resize_sidecars() {
 #[test]
 fn before_v1_35_a_list_the_old_container_lacks_is_not_compared() {
     // v1.33–v1.34 dropCPUMemoryResourcesFromContainer: `if oldResourceList == nil { return nil }`.
-    let old = PodBuilder::new("ns", "p")
-        .node("n1")
-        .container(container("app"))
-        .running(0)
-        .build();
+    let old = running_pod("ns", "p", container("app")).build();
     let new = change(&old, At::Container(0), &[("ephemeral-storage", "1Gi")], &[]);
     assert_eq!(check_on(&old, &new, 34), Ok(()));
     assert_eq!(
