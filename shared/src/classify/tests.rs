@@ -63,6 +63,13 @@ impl World {
     }
 }
 
+/// The field test: its app resized from 250m to `cpu` beside the filler (the world, the verdict).
+fn field_test(cpu: &str) -> (World, Verdict) {
+    let w = World::with_app([filler()]);
+    let v = w.field_resize(cpu);
+    (w, v)
+}
+
 /// Fails unless the verdict's message says `part`.
 fn says(v: &Verdict, part: &str) {
     let message = v.message();
@@ -89,8 +96,7 @@ fn resized(cpu: &str) -> Pod {
 
 #[test]
 fn field_test_550m_is_deferred_with_the_kubelet_message_and_a_plan() {
-    let w = World::with_app([filler()]);
-    let v = w.field_resize("550m");
+    let (w, v) = field_test("550m");
     let Verdict::Deferred(d) = &v else {
         panic!("{v:?}")
     };
@@ -114,8 +120,7 @@ fn field_test_550m_is_deferred_with_the_kubelet_message_and_a_plan() {
 
 #[test]
 fn field_test_2430m_is_infeasible_and_denied_with_the_nodes_numbers() {
-    let w = World::with_app([filler()]);
-    let v = w.field_resize("2430m");
+    let (w, v) = field_test("2430m");
     let Verdict::Infeasible(i) = &v else {
         panic!("{v:?}")
     };
