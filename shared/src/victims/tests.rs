@@ -84,10 +84,19 @@ fn unowned(namespace: &str, name: &str) -> Pod {
         .build()
 }
 
+/// The field test on one node of 1930m: `preemptor` (at 250m) growing to 550m beside the
+/// 1500m `filler` of priority 0.
+fn beside_the_filler(preemptor: PodBuilder, policy: &Policy) -> Result<PreemptionPlan, NoPlan> {
+    let pods = [
+        preemptor.resize("c", "cpu", "550m").build(),
+        pod("filler", 0, "1500m", 10).build(),
+    ];
+    plan("1930m", &pods, policy)
+}
+
 #[test]
 fn field_test_preempts_the_low_priority_filler() {
-    let pods = node_pods("550m", &[("filler", 0, "1500m", 10)]);
-    let p = plan("1930m", &pods, &Policy::default()).unwrap();
+    let p = beside_the_filler(pod("hi", 1000, "250m", 0), &Policy::default()).unwrap();
     assert_eq!(names(&p), ["filler"]);
     assert_eq!(p.shortfall.cpu, 120);
 }
@@ -104,31 +113,16 @@ fn never_preempts_equal_or_higher_priority() {
 
 #[test]
 fn preemptor_with_never_policy_gets_no_plan() {
-    let pods = [
-        pod("hi", 1000, "250m", 0)
-            .never_preempt()
-            .resize("c", "cpu", "550m")
-            .build(),
-        pod("filler", 0, "1500m", 10).build(),
-    ];
-    assert_eq!(
-        plan("1930m", &pods, &Policy::default()),
-        Err(NoPlan::PreemptorNeverPreempts)
-    );
+    let never = pod("hi", 1000, "250m", 0).never_preempt();
+    let e = beside_the_filler(never, &Policy::default());
+    assert_eq!(e, Err(NoPlan::PreemptorNeverPreempts));
 }
 
 #[test]
 fn critical_preemptor_is_left_to_the_kubelet() {
-    let pods = [
-        pod("hi", 2_000_000_000, "250m", 0)
-            .resize("c", "cpu", "550m")
-            .build(),
-        pod("filler", 0, "1500m", 10).build(),
-    ];
-    assert_eq!(
-        plan("1930m", &pods, &Policy::default()),
-        Err(NoPlan::CriticalPreemptor)
-    );
+    let critical = pod("hi", 2_000_000_000, "250m", 0);
+    let e = beside_the_filler(critical, &Policy::default());
+    assert_eq!(e, Err(NoPlan::CriticalPreemptor));
 }
 
 #[test]
@@ -146,81 +140,41 @@ fn disabled_policy_and_opted_out_nodes_get_no_plan() {
 
 /// A candidate: `(name, priority, cpu, start)`.
 type Candidate = (&'static str, i32, &'static str, i64);
-/// What the case shows, `to`, `alloc`, the candidates, the victims.
+/// What the case shows, `to`, `alloc`, the victims, the candidates.
 type Case = (
     &'static str,
     &'static str,
     &'static str,
-    &'static [Candidate],
     &'static [&'static str],
+    &'static [Candidate],
 );
 
 /// Upstream DefaultPreemption's choice on one node (`default_preemption_test.go` is a table of
-/// such cases too): the resizer growing to `to` on a node of `alloc` cpu among candidates
-/// `(name, priority, cpu, start)`, and the victims, most important first. One test a case.
+/// such cases too): the resizer growing to `to` on a node of `alloc` cpu, the victims, most
+/// important first, among candidates `(name, priority, cpu, start)`. One test a case.
+#[rustfmt::skip]
 const UPSTREAM_CASES: [Case; 5] = [
-    (
-        // Any one of the three frees enough; the lowest priority one goes.
-        "reprieves higher priority victims first",
-        "550m",
-        "1930m",
-        &[
-            ("p500", 500, "500m", 10),
-            ("p100", 100, "500m", 10),
-            ("p300", 300, "500m", 10),
-        ],
-        &["p100"],
-    ),
-    (
-        "among equal priority the youngest is preempted",
-        "550m",
-        "1930m",
-        &[
-            ("old", 0, "500m", 10),
-            ("young", 0, "500m", 99),
-            ("mid", 0, "500m", 50),
-        ],
-        &["young"],
-    ),
-    (
-        // Upstream reprieve: the big important pod is reprieved only if it fits back; here
-        // the small one is not enough alone, so both priorities are tried in order. Need
-        // 1250 + 1300 = 2550 in 2000: remove all -> 1250 fits; reprieve big (2250) no ->
-        // victim; reprieve small (1550) yes.
-        "keeps a more important victim if a less important one suffices",
-        "1250m",
-        "2000m",
-        &[("big", 200, "1000m", 10), ("small", 100, "300m", 10)],
-        &["big"],
-    ),
-    (
-        // 1250 + 1200 = 2450 in 1700: need 750 -> two victims, the two youngest.
-        "several victims when one is not enough",
-        "1250m",
-        "1700m",
-        &[
-            ("a", 0, "400m", 10),
-            ("b", 0, "400m", 20),
-            ("c", 0, "400m", 30),
-        ],
-        &["b", "c"],
-    ),
-    (
-        "victims are listed most important first",
-        "1850m",
-        "2000m",
-        &[
-            ("a", 5, "500m", 10),
-            ("b", 1, "500m", 10),
-            ("c", 3, "500m", 10),
-        ],
-        &["a", "c", "b"],
-    ),
+    // Any one of the three frees enough; the lowest priority one goes.
+    ("reprieves higher priority victims first", "550m", "1930m", &["p100"],
+        &[("p500", 500, "500m", 10), ("p100", 100, "500m", 10), ("p300", 300, "500m", 10)]),
+    ("among equal priority the youngest is preempted", "550m", "1930m", &["young"],
+        &[("old", 0, "500m", 10), ("young", 0, "500m", 99), ("mid", 0, "500m", 50)]),
+    // Upstream reprieve: the big important pod is reprieved only if it fits back; here the
+    // small one is not enough alone, so both priorities are tried in order. Need 1250 + 1300 =
+    // 2550 in 2000: remove all -> 1250 fits; reprieve big (2250) no -> victim; reprieve small
+    // (1550) yes.
+    ("keeps a more important victim if a less important one suffices", "1250m", "2000m", &["big"],
+        &[("big", 200, "1000m", 10), ("small", 100, "300m", 10)]),
+    // 1250 + 1200 = 2450 in 1700: need 750 -> two victims, the two youngest.
+    ("several victims when one is not enough", "1250m", "1700m", &["b", "c"],
+        &[("a", 0, "400m", 10), ("b", 0, "400m", 20), ("c", 0, "400m", 30)]),
+    ("victims are listed most important first", "1850m", "2000m", &["a", "c", "b"],
+        &[("a", 5, "500m", 10), ("b", 1, "500m", 10), ("c", 3, "500m", 10)]),
 ];
 
 /// Plays `UPSTREAM_CASES[i]`.
 fn upstream_case(i: usize) {
-    let (what, to, alloc, others, victims) = UPSTREAM_CASES[i];
+    let (what, to, alloc, victims, others) = UPSTREAM_CASES[i];
     assert_eq!(chosen(alloc, &node_pods(to, others)), victims, "{what}");
 }
 
@@ -445,93 +399,73 @@ fn pdb(app: &str, allowed: i32) -> PodDisruptionBudget {
     fixture::pdb("ns", &format!("{app}-pdb"), ("app", app), allowed)
 }
 
+/// A candidate the `db-pdb` budget covers (labelled `app=db`).
+fn db(name: &str, priority: i32, cpu: &str, start: i64) -> PodBuilder {
+    pod(name, priority, cpu, start).label("app", "db")
+}
+
+/// The plan for the resizer growing to 550m beside `others` on a node of `alloc` cpu, with the
+/// `db-pdb` budget allowing `allowed` disruptions and any more `budgets`, PDBs taken as `mode`.
+fn under_db_budget(
+    alloc: &str,
+    others: impl IntoIterator<Item = PodBuilder>,
+    (allowed, budgets): (i32, &[PodDisruptionBudget]),
+    mode: PdbMode,
+) -> Result<PreemptionPlan, NoPlan> {
+    let mut pods = vec![resizer("550m")];
+    pods.extend(others.into_iter().map(PodBuilder::build));
+    let mut all = vec![pdb("db", allowed)];
+    all.extend_from_slice(budgets);
+    let mut policy = Policy::default();
+    policy.preemption.pdb = mode;
+    plan_with(alloc, &pods, &Budgets::new(&all), &policy)
+}
+
+/// The victim under each PDB mode, a row a case: what it shows, the node's cpu, the disruptions
+/// `db-pdb` allows, the mode, the one victim and whether it breaks the budget, then the
+/// candidates beside the resizer growing to 550m.
 #[test]
-fn pdb_respect_skips_protected_pods_and_uses_another_victim() {
-    let pods = [
-        resizer("550m"),
-        pod("guarded", 0, "500m", 99).label("app", "db").build(),
-        pod("other", 10, "500m", 10).build(),
+fn each_pdb_mode_chooses_its_victim() {
+    use PdbMode::{BestEffort, Respect};
+    #[rustfmt::skip]
+    let cases = [
+        ("respect skips a protected pod for another victim", "1200m", 0, Respect, "other", false,
+            vec![db("guarded", 0, "500m", 99), pod("other", 10, "500m", 10)]),
+        ("respect spends the budget on the least important", "1200m", 1, Respect, "young", false,
+            vec![db("old", 0, "500m", 10), db("young", 0, "500m", 90)]),
+        // Upstream reprieves PDB-violating pods first, so a non-violating pod of *higher*
+        // priority is chosen over a violating one when either suffices.
+        ("best effort prefers non-violating victims", "1200m", 0, BestEffort, "free", false,
+            vec![db("guarded", 0, "500m", 10), pod("free", 10, "500m", 10)]),
+        ("best effort violates when there is no other way", "1930m", 0, BestEffort, "guarded", true,
+            vec![db("guarded", 0, "1500m", 10)]),
     ];
-    let budgets = Budgets::new(&[pdb("db", 0)]);
-    let p = plan_with("1200m", &pods, &budgets, &Policy::default()).unwrap();
-    assert_eq!(names(&p), ["other"]);
+    for (what, alloc, allowed, mode, victim, violates, others) in cases {
+        let p = under_db_budget(alloc, others, (allowed, &[]), mode).unwrap();
+        assert_eq!(names(&p), [victim], "{what}");
+        assert_eq!(p.victims[0].violates_pdb, violates, "{what}");
+    }
 }
 
 #[test]
 fn pdb_respect_explains_when_only_protected_pods_could_help() {
-    let pods = [
-        resizer("550m"),
-        pod("guarded", 0, "1500m", 99).label("app", "db").build(),
-    ];
-    let budgets = Budgets::new(&[pdb("db", 0)]);
-    let e = plan_with("1930m", &pods, &budgets, &Policy::default()).unwrap_err();
+    let guarded = [db("guarded", 0, "1500m", 99)];
+    let e = under_db_budget("1930m", guarded, (0, &[]), PdbMode::Respect).unwrap_err();
     assert!(matches!(&e, NoPlan::NoCandidates { excluded, .. } if excluded.pdb == 1));
     assert!(e.to_string().contains("PodDisruptionBudget"), "{e}");
 }
 
 #[test]
-fn pdb_respect_lets_the_budget_go_to_the_least_important_pod() {
-    let pods = [
-        resizer("550m"),
-        pod("old", 0, "500m", 10).label("app", "db").build(),
-        pod("young", 0, "500m", 90).label("app", "db").build(),
-    ];
-    let budgets = Budgets::new(&[pdb("db", 1)]);
-    let p = plan_with("1200m", &pods, &budgets, &Policy::default()).unwrap();
-    assert_eq!(names(&p), ["young"]);
-}
-
-#[test]
 fn pdb_respect_never_plans_a_pod_two_budgets_cover() {
     // Both budgets allow a disruption, but the Eviction API refuses a pod more than one covers.
-    let pods = [
-        resizer("550m"),
-        pod("doubly", 0, "500m", 90)
-            .label("app", "db")
-            .label("tier", "data")
-            .build(),
-        pod("other", 10, "500m", 10).build(),
-    ];
-    let by_tier = fixture::pdb("ns", "tier-pdb", ("tier", "data"), 1);
-    let budgets = Budgets::new(&[pdb("db", 1), by_tier]);
-    let p = plan_with("1200m", &pods, &budgets, &Policy::default()).unwrap();
+    let doubly = db("doubly", 0, "500m", 90).label("tier", "data");
+    let others = || [doubly.clone(), pod("other", 10, "500m", 10)];
+    let by_tier = [fixture::pdb("ns", "tier-pdb", ("tier", "data"), 1)];
+    let p = under_db_budget("1200m", others(), (1, &by_tier), PdbMode::Respect).unwrap();
     assert_eq!(names(&p), ["other"]);
     // Deleting (bestEffort) knows no such limit: the younger, less important pod goes.
-    let mut policy = Policy::default();
-    policy.preemption.pdb = PdbMode::BestEffort;
-    let p = plan_with("1200m", &pods, &budgets, &policy).unwrap();
+    let p = under_db_budget("1200m", others(), (1, &by_tier), PdbMode::BestEffort).unwrap();
     assert_eq!(names(&p), ["doubly"]);
-}
-
-#[test]
-fn pdb_best_effort_prefers_non_violating_victims_like_upstream() {
-    // Upstream reprieves PDB-violating pods first, so a non-violating pod of *higher* priority is
-    // chosen over a violating one when either suffices.
-    let pods = [
-        resizer("550m"),
-        pod("guarded", 0, "500m", 10).label("app", "db").build(),
-        pod("free", 10, "500m", 10).build(),
-    ];
-    let budgets = Budgets::new(&[pdb("db", 0)]);
-    let mut policy = Policy::default();
-    policy.preemption.pdb = PdbMode::BestEffort;
-    let p = plan_with("1200m", &pods, &budgets, &policy).unwrap();
-    assert_eq!(names(&p), ["free"]);
-    assert!(!p.victims[0].violates_pdb);
-}
-
-#[test]
-fn pdb_best_effort_violates_when_there_is_no_other_way() {
-    let pods = [
-        resizer("550m"),
-        pod("guarded", 0, "1500m", 10).label("app", "db").build(),
-    ];
-    let budgets = Budgets::new(&[pdb("db", 0)]);
-    let mut policy = Policy::default();
-    policy.preemption.pdb = PdbMode::BestEffort;
-    let p = plan_with("1930m", &pods, &budgets, &policy).unwrap();
-    assert_eq!(names(&p), ["guarded"]);
-    assert!(p.victims[0].violates_pdb);
 }
 
 /// KEP-5836 "Risk of Additional Preemption": node 4 CPU; H (priority 1000) grows 1000m→2000m;
