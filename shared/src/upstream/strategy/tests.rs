@@ -69,14 +69,14 @@ const STD: Pair = ("100m", "128Mi");
 /// Two containers with both requests and limits of [`STD`].
 const TWO: &[Ctr] = &[("c1", STD, STD), ("c2", STD, STD)];
 
-/// Upstream's table, a row a case (its names, shortened where they would not fit).
+/// Upstream's table in its words, a row a case.
 #[rustfmt::skip]
 const DEFAULT_CASES: [Case; 10] = [
     ("nil resources struct", TWO, &[], [NO, NO], [NO, NO]),
-    ("memory request set, container cpu limits set",
+    ("memory request set, container limits set for CPU",
         &[("c1", STD, ("100m", "")), ("c2", ("200m", "128Mi"), ("200m", ""))], &[],
         [("", "256Mi"), NO], [("300m", "256Mi"), ("300m", "")]),
-    ("memory request set, containers' cpu requests (5m, 6m) and limits (9m, 10m)",
+    ("memory request set, containers have CPU reqs (5m, 6m) and limits (9m, 10m)",
         &[("c1", ("5m", ""), ("9m", "")), ("c2", ("6m", ""), ("10m", ""))], &[],
         [("", "256Mi"), NO], [("11m", "256Mi"), ("19m", "")]),
     ("limits defaulted from container limits when requests set",
