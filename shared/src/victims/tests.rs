@@ -64,8 +64,11 @@ fn chosen(alloc_cpu: &str, pods: &[Pod]) -> Vec<String> {
     names(&p).into_iter().map(str::to_owned).collect()
 }
 
+/// A candidate: `(name, priority, cpu, start)`.
+type Candidate = (&'static str, i32, &'static str, i64);
+
 /// The resizer growing to `to`, then one [`pod`] per `(name, priority, cpu, start)`.
-fn node_pods(to: &str, others: &[(&str, i32, &str, i64)]) -> Vec<Pod> {
+fn node_pods(to: &str, others: &[Candidate]) -> Vec<Pod> {
     let mut pods = vec![resizer(to)];
     pods.extend(
         others
@@ -73,6 +76,12 @@ fn node_pods(to: &str, others: &[(&str, i32, &str, i64)]) -> Vec<Pod> {
             .map(|&(name, priority, cpu, start)| pod(name, priority, cpu, start).build()),
     );
     pods
+}
+
+/// The plan, under the default policy on a node of `alloc_cpu`, for the resizer growing to `to`
+/// among one [`pod`] per `(name, priority, cpu, start)`.
+fn plan_among(alloc_cpu: &str, to: &str, others: &[Candidate]) -> Result<PreemptionPlan, NoPlan> {
+    plan(alloc_cpu, &node_pods(to, others), &Policy::default())
 }
 
 /// A pod of `namespace` on `n1` that nothing owns: one Guaranteed 500m container, Running.
@@ -103,11 +112,8 @@ fn field_test_preempts_the_low_priority_filler() {
 
 #[test]
 fn never_preempts_equal_or_higher_priority() {
-    let pods = node_pods(
-        "550m",
-        &[("same", 1000, "800m", 10), ("higher", 2000, "800m", 10)],
-    );
-    let e = plan("1930m", &pods, &Policy::default()).unwrap_err();
+    let others = [("same", 1000, "800m", 10), ("higher", 2000, "800m", 10)];
+    let e = plan_among("1930m", "550m", &others).unwrap_err();
     assert!(matches!(e, NoPlan::NoCandidates { excluded, .. } if excluded.not_lower_priority == 2));
 }
 
@@ -138,8 +144,6 @@ fn disabled_policy_and_opted_out_nodes_get_no_plan() {
     assert!(matches!(e, Err(NoPlan::NodeOptedOut(_))));
 }
 
-/// A candidate: `(name, priority, cpu, start)`.
-type Candidate = (&'static str, i32, &'static str, i64);
 /// What the case shows, `to`, `alloc`, the victims, the candidates.
 type Case = (
     &'static str,
@@ -220,11 +224,8 @@ fn a_pod_that_has_not_started_counts_as_youngest() {
 
 #[test]
 fn no_plan_when_even_all_victims_are_not_enough() {
-    let pods = node_pods(
-        "1500m",
-        &[("low", 0, "100m", 10), ("high", 5000, "1000m", 10)],
-    );
-    let e = plan("2000m", &pods, &Policy::default()).unwrap_err();
+    let others = [("low", 0, "100m", 10), ("high", 5000, "1000m", 10)];
+    let e = plan_among("2000m", "1500m", &others).unwrap_err();
     match e {
         NoPlan::NotEnough {
             candidates,
@@ -252,13 +253,17 @@ fn too_many_victims_is_refused_with_the_count() {
     );
 }
 
+/// The resizer growing to `to`, `leaving` (priority 0, `leaving_cpu`) terminating, then one
+/// [`pod`] per `(name, priority, cpu, start)`.
+fn with_leaving(to: &str, leaving_cpu: &str, others: &[Candidate]) -> Vec<Pod> {
+    let mut pods = node_pods(to, others);
+    pods.insert(1, pod("leaving", 0, leaving_cpu, 10).terminating().build());
+    pods
+}
+
 #[test]
 fn terminating_pods_count_as_space_being_freed() {
-    let pods = [
-        resizer("550m"),
-        pod("leaving", 0, "500m", 10).terminating().build(),
-        pod("filler", 0, "1000m", 10).build(),
-    ];
+    let pods = with_leaving("550m", "500m", &[("filler", 0, "1000m", 10)]);
     let p = plan("1930m", &pods, &Policy::default()).unwrap();
     assert!(
         p.victims.is_empty(),
@@ -271,12 +276,8 @@ fn terminating_pods_count_as_space_being_freed() {
 
 #[test]
 fn terminating_pods_that_are_not_enough_reduce_the_victims_needed() {
-    let pods = [
-        resizer("1050m"),
-        pod("leaving", 0, "300m", 10).terminating().build(),
-        pod("small", 0, "200m", 10).build(),
-        pod("big", 0, "600m", 20).build(),
-    ];
+    let others = [("small", 0, "200m", 10), ("big", 0, "600m", 20)];
+    let pods = with_leaving("1050m", "300m", &others);
     // 1050 + 1100 = 2150 in 1930: short 220; leaving frees 300 -> nothing more needed.
     assert!(
         plan("1930m", &pods, &Policy::default())
@@ -495,8 +496,7 @@ fn kep_5836_example_one_victim_where_upstream_takes_three() {
 
 #[test]
 fn no_shortfall_means_an_empty_plan() {
-    let pods = node_pods("550m", &[("small", 0, "100m", 10)]);
-    let p = plan("1930m", &pods, &Policy::default()).unwrap();
+    let p = plan_among("1930m", "550m", &[("small", 0, "100m", 10)]).unwrap();
     assert!(p.victims.is_empty() && p.awaiting.is_empty() && p.shortfall.is_zero());
 }
 
