@@ -277,20 +277,20 @@ impl WatchState {
 }
 
 /// Every watch's health, shared by the view's watch tasks.
+#[derive(Debug)]
 pub struct WatchHealth {
     states: Mutex<[WatchState; 5]>,
     unhealthy_after: Duration,
-    on_error: WatchErrorHook,
+    on_error: ErrorHook,
     advisory: Vec<Watched>,
 }
 
-impl std::fmt::Debug for WatchHealth {
+/// The [`WatchErrorHook`] a [`WatchHealth`] calls, shown by name in its `Debug`.
+struct ErrorHook(WatchErrorHook);
+
+impl std::fmt::Debug for ErrorHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WatchHealth")
-            .field("states", &self.states)
-            .field("unhealthy_after", &self.unhealthy_after)
-            .field("advisory", &self.advisory)
-            .finish_non_exhaustive()
+        f.write_str("WatchErrorHook")
     }
 }
 
@@ -300,7 +300,7 @@ impl WatchHealth {
         WatchHealth {
             states: Mutex::new(Default::default()),
             unhealthy_after,
-            on_error,
+            on_error: ErrorHook(on_error),
             advisory: Vec::new(),
         }
     }
@@ -337,7 +337,7 @@ impl WatchHealth {
                 }
             }
             Err(e) => {
-                (self.on_error)(resource);
+                (self.on_error.0)(resource);
                 let cause = describe(e);
                 let line = self
                     .with(resource, |s| s.on_error(now, cause.clone()))

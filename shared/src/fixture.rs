@@ -12,8 +12,11 @@ use k8s_openapi::api::core::v1::{
     Container, ContainerStatus, Node, NodeSpec, NodeStatus, Pod, PodCondition, PodSpec, PodStatus,
     ResourceRequirements,
 };
+use k8s_openapi::api::policy::v1::{
+    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::budget::Budgets;
@@ -40,6 +43,65 @@ pub fn running(name: &str, node_name: &str, cpu: &str) -> PodBuilder {
         .node(node_name)
         .container(container("c").guaranteed(cpu, "64Mi"))
         .running(0)
+}
+
+/// `namespace/name` on `n1` with the one container `c`, Running since 0.
+pub fn running_pod(namespace: &str, name: &str, c: ContainerBuilder) -> PodBuilder {
+    PodBuilder::new(namespace, name)
+        .node("n1")
+        .container(c)
+        .running(0)
+}
+
+/// `namespace/name` on `n1`, owned by a ReplicaSet (something recreates it, so it may be a
+/// victim), one Guaranteed container `c` of `cpu` and `memory`, Running since `start`.
+pub fn replica_pod(namespace: &str, name: &str, cpu: &str, memory: &str, start: i64) -> PodBuilder {
+    PodBuilder::new(namespace, name)
+        .node("n1")
+        .owned_by("ReplicaSet")
+        .container(container("c").guaranteed(cpu, memory))
+        .running(start)
+}
+
+/// Sets `field` (`requests` or `limits`) of `resource` to `q` on the pod's first container, as
+/// a client editing a stored pod would. A pod without a container is left as it is.
+pub fn set_first_container(pod: &mut Pod, field: &str, resource: &str, q: &str) {
+    let Some(c) = pod.spec.as_mut().and_then(|s| s.containers.first_mut()) else {
+        return;
+    };
+    let r = c.resources.get_or_insert_with(Default::default);
+    let list = match field {
+        "requests" => &mut r.requests,
+        "limits" => &mut r.limits,
+        other => panic!("{other}: a container's resources have requests and limits"),
+    };
+    list.get_or_insert_with(BTreeMap::new)
+        .insert(resource.into(), Quantity(q.into()));
+}
+
+/// PodDisruptionBudget `namespace/name` selecting the pods labelled `key=value`, with
+/// `disruptionsAllowed: allowed` in its status.
+pub fn pdb(
+    namespace: &str,
+    name: &str,
+    (key, value): (&str, &str),
+    allowed: i32,
+) -> PodDisruptionBudget {
+    let mut p = PodDisruptionBudget::default();
+    p.metadata.namespace = Some(namespace.into());
+    p.metadata.name = Some(name.into());
+    p.spec = Some(PodDisruptionBudgetSpec {
+        selector: Some(LabelSelector {
+            match_labels: Some([(key.to_owned(), value.to_owned())].into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    p.status = Some(PodDisruptionBudgetStatus {
+        disruptions_allowed: Some(allowed),
+        ..Default::default()
+    });
+    p
 }
 
 /// The namespace resize-guard is installed in, in every test and benchmark.

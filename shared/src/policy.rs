@@ -494,68 +494,33 @@ impl Serialize for ProtectedSelector {
     }
 }
 
-fn at_least_one_per_minute<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    let v = yaml::plain_u32(d)?;
-    if v == 0 {
-        return Err(serde::de::Error::custom(
-            "maxEvictionsPerMinute must be at least 1 (set preemption.enabled: false to turn preemption off)",
-        ));
-    }
-    Ok(v)
+/// Declares `serde(deserialize_with)` readers of plain unsigned numbers: each takes the number
+/// its test accepts and refuses any other with its message.
+macro_rules! bounded_u32 {
+    ($($name:ident: |$v:ident| $ok:expr, $message:literal;)*) => {$(
+        fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+            let $v = yaml::plain_u32(d)?;
+            if $ok {
+                Ok($v)
+            } else {
+                Err(serde::de::Error::custom($message))
+            }
+        }
+    )*};
 }
 
-fn at_least_one_per_namespace_per_minute<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    u32_where(
-        d,
-        |v| v > 0,
-        "maxEvictionsPerNamespacePerMinute must be at least 1 (set preemption.enabled: false to turn preemption off)",
-    )
-}
-
-fn percent<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    u32_where(
-        d,
-        |v| v <= 1000,
-        "headroomPercent must be between 0 and 1000",
-    )
-}
-
-fn at_least_one_second<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    u32_where(
-        d,
-        |v| v > 0,
-        "maxUsageAgeSeconds must be at least 1 (set belowUsage: allow to turn the rule off)",
-    )
-}
-
-fn stall_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    u32_where(
-        d,
-        |v| (10..=86_400).contains(&v),
-        "stallAfterSeconds must be between 10 and 86400 (a shorter timer would report ordinary terminations as stalls)",
-    )
-}
-
-fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    u32_where(
-        d,
-        |v| v > 0,
-        "maxVictimsPerResize must be at least 1 (set preemption.enabled: false to turn preemption off)",
-    )
-}
-
-/// A plain unsigned number that `ok` accepts, else `message`.
-fn u32_where<'de, D: Deserializer<'de>>(
-    d: D,
-    ok: fn(u32) -> bool,
-    message: &'static str,
-) -> Result<u32, D::Error> {
-    let v = yaml::plain_u32(d)?;
-    if ok(v) {
-        Ok(v)
-    } else {
-        Err(serde::de::Error::custom(message))
-    }
+bounded_u32! {
+    at_least_one_per_minute: |v| v > 0,
+        "maxEvictionsPerMinute must be at least 1 (set preemption.enabled: false to turn preemption off)";
+    at_least_one_per_namespace_per_minute: |v| v > 0,
+        "maxEvictionsPerNamespacePerMinute must be at least 1 (set preemption.enabled: false to turn preemption off)";
+    percent: |v| v <= 1000, "headroomPercent must be between 0 and 1000";
+    at_least_one_second: |v| v > 0,
+        "maxUsageAgeSeconds must be at least 1 (set belowUsage: allow to turn the rule off)";
+    stall_seconds: |v| (10..=86_400).contains(&v),
+        "stallAfterSeconds must be between 10 and 86400 (a shorter timer would report ordinary terminations as stalls)";
+    at_least_one: |v| v > 0,
+        "maxVictimsPerResize must be at least 1 (set preemption.enabled: false to turn preemption off)";
 }
 
 pub mod keys;

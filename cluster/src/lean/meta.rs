@@ -3,12 +3,36 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::marker::PhantomData;
 
+use k8s_openapi::Resource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::de::{Error, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use crate::trim::LAST_APPLIED;
+
+/// What every lean object's JSON holds around its own fields: an `apiVersion` and a `kind`
+/// naming `K` when present, the kept metadata, the object's spec and status.
+#[derive(Deserialize)]
+#[serde(
+    rename_all = "camelCase",
+    bound(deserialize = "Spec: Deserialize<'de>, Status: Deserialize<'de>")
+)]
+pub(super) struct WireObject<K: Resource, Spec, Status> {
+    #[serde(
+        default,
+        rename = "apiVersion",
+        deserialize_with = "api_version_of::<K, _>"
+    )]
+    _api_version: PhantomData<K>,
+    #[serde(default, rename = "kind", deserialize_with = "kind_of::<K, _>")]
+    _kind: PhantomData<K>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub(super) metadata: WireMeta,
+    pub(super) spec: Option<Spec>,
+    pub(super) status: Option<Status>,
+}
 
 /// The metadata [`crate::trim`] keeps.
 #[derive(Debug, Default, Deserialize)]
@@ -87,7 +111,7 @@ where
 }
 
 /// `apiVersion` or `kind`, which k8s-openapi refuses unless it names the type.
-pub(super) fn must_be<'de, D: Deserializer<'de>>(d: D, want: &str) -> Result<(), D::Error> {
+fn must_be<'de, D: Deserializer<'de>>(d: D, want: &str) -> Result<(), D::Error> {
     let got = String::deserialize(d)?;
     if got == want {
         Ok(())
@@ -99,7 +123,14 @@ pub(super) fn must_be<'de, D: Deserializer<'de>>(d: D, want: &str) -> Result<(),
     }
 }
 
-/// `apiVersion: v1` (pods and nodes are in the core group).
-pub(super) fn core_v1<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-    must_be(d, "v1")
+/// `apiVersion`, which must be `K`'s (`v1` for pods and nodes, of the core group).
+fn api_version_of<'de, K: Resource, D: Deserializer<'de>>(
+    d: D,
+) -> Result<PhantomData<K>, D::Error> {
+    must_be(d, K::API_VERSION).map(|()| PhantomData)
+}
+
+/// `kind`, which must be `K`'s.
+fn kind_of<'de, K: Resource, D: Deserializer<'de>>(d: D) -> Result<PhantomData<K>, D::Error> {
+    must_be(d, K::KIND).map(|()| PhantomData)
 }

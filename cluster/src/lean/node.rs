@@ -6,40 +6,21 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Node, NodePodPreemptionPolicy, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use resize_guard_policy::ledger::PREEMPTION_LABEL;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
-use super::meta::{WireMeta, must_be, nullable};
+use super::meta::WireObject;
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct WireNode {
-    #[serde(
-        default,
-        rename = "apiVersion",
-        deserialize_with = "super::meta::core_v1"
-    )]
-    _api_version: (),
-    #[serde(default, rename = "kind", deserialize_with = "node")]
-    _kind: (),
-    #[serde(default, deserialize_with = "nullable")]
-    metadata: WireMeta,
-    spec: Option<WireSpec>,
-    status: Option<WireStatus>,
-}
-
-fn node<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-    must_be(d, "Node")
-}
+pub(super) type WireNode = WireObject<Node, WireSpec, WireStatus>;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireSpec {
+pub(super) struct WireSpec {
     pod_preemption_policy: Option<NodePodPreemptionPolicy>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireStatus {
+pub(super) struct WireStatus {
     allocatable: Option<BTreeMap<String, Quantity>>,
     declared_features: Option<Vec<String>>,
 }

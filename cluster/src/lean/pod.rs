@@ -10,37 +10,18 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use resize_guard_policy::upstream::pod::{RESIZE_IN_PROGRESS, RESIZE_PENDING};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
-use super::meta::{WireMeta, must_be, nullable};
+use super::meta::{WireObject, nullable};
 
 /// Resource quantities by name.
 type Quantities = BTreeMap<String, Quantity>;
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct WirePod {
-    #[serde(
-        default,
-        rename = "apiVersion",
-        deserialize_with = "super::meta::core_v1"
-    )]
-    _api_version: (),
-    #[serde(default, rename = "kind", deserialize_with = "pod")]
-    _kind: (),
-    #[serde(default, deserialize_with = "nullable")]
-    metadata: WireMeta,
-    spec: Option<WireSpec>,
-    status: Option<WireStatus>,
-}
-
-fn pod<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-    must_be(d, "Pod")
-}
+pub(super) type WirePod = WireObject<Pod, WireSpec, WireStatus>;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireSpec {
+pub(super) struct WireSpec {
     #[serde(default, deserialize_with = "nullable")]
     containers: Vec<WireContainer>,
     init_containers: Option<Vec<WireContainer>>,
@@ -73,7 +54,7 @@ struct WireNamed {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireStatus {
+pub(super) struct WireStatus {
     phase: Option<String>,
     qos_class: Option<String>,
     start_time: Option<Time>,

@@ -14,16 +14,14 @@ use k8s_openapi::api::core::v1::{
     ContainerImage, EphemeralContainer, Node, NodeCondition, NodePodPreemptionPolicy, Pod,
     ResourceRequirements, Taint,
 };
-use k8s_openapi::api::policy::v1::{
-    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
-};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ManagedFieldsEntry};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::runtime::reflector::ObjectRef;
 use proptest::prelude::*;
 use resize_guard_policy::admission::{Admission, Effect, Stage, admit_with};
 use resize_guard_policy::budget::Budgets;
-use resize_guard_policy::fixture::{PodBuilder, container, context, node};
+use resize_guard_policy::fixture::{PodBuilder, container, context, node, pdb};
 use resize_guard_policy::ledger::{LedgerEntry, NodeLedger, PREEMPTION_LABEL, counts_on};
 use resize_guard_policy::pod::{self, PodKey};
 use resize_guard_policy::policy::Policy;
@@ -154,21 +152,7 @@ fn neighbours() -> Vec<Pod> {
 }
 
 fn pdbs() -> Vec<PodDisruptionBudget> {
-    let mut pdb = PodDisruptionBudget::default();
-    pdb.metadata.namespace = Some("batch".into());
-    pdb.metadata.name = Some("app-1".into());
-    pdb.spec = Some(PodDisruptionBudgetSpec {
-        selector: Some(LabelSelector {
-            match_labels: Some([("app".into(), "app-1".into())].into()),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    pdb.status = Some(PodDisruptionBudgetStatus {
-        disruptions_allowed: Some(0),
-        ..Default::default()
-    });
-    vec![pdb]
+    vec![pdb("batch", "app-1", ("app", "app-1"), 0)]
 }
 
 fn policies() -> Vec<Policy> {

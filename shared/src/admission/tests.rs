@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::*;
 use crate::budget::Budgets;
-use crate::fixture::{PodBuilder, container, context, field_app, field_node, node};
+use crate::fixture::{context, field_app, field_node, node, replica_pod};
 use crate::ledger::NodeLedger;
 use crate::policy::{OnQosChange, Policy};
 
@@ -134,12 +134,8 @@ fn a_resize_that_fits_is_allowed_by_both_stages_with_its_label() {
 fn the_mutating_stage_alone_warns_of_a_deferred_resize_and_refuses_a_stuck_one_on_request() {
     let old = app("1");
     let new = app("1500m");
-    let low = PodBuilder::new("batch", "low")
-        .owned_by("ReplicaSet")
-        .node("n1")
+    let low = replica_pod("batch", "low", "800m", "256Mi", 0)
         .priority(10)
-        .container(container("c").guaranteed("800m", "256Mi"))
-        .running(0)
         .build();
     let ledger = NodeLedger::new(&node("n1", "2", "3Gi"), [&old, &low]);
     let budgets = Budgets::default();
@@ -332,14 +328,7 @@ mod memory {
 fn two_namespace_victims(audience: Audience<'_>) -> (Admission, Verdict) {
     let old = app("250m");
     let new = app("1900m");
-    let worker = |namespace: &str, name: &str| {
-        PodBuilder::new(namespace, name)
-            .owned_by("ReplicaSet")
-            .node("n1")
-            .container(container("work").guaranteed("800m", "256Mi"))
-            .running(5)
-            .build()
-    };
+    let worker = |namespace, name| replica_pod(namespace, name, "800m", "256Mi", 5).build();
     let (filler, cache) = (worker("batch", "filler"), worker("prod", "cache"));
     let ledger = NodeLedger::new(&field_node(), &[old.clone(), filler, cache]);
     let budgets = Budgets::default();

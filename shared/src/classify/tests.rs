@@ -4,6 +4,7 @@
 use super::*;
 use crate::fixture::{
     INSTALL_NAMESPACE, PodBuilder, container, context, field_app, field_filler, field_node,
+    replica_pod, running_pod, set_first_container,
 };
 use crate::policy::{Mode, OnQosChange};
 use crate::verdict::{Outcome, Ruling};
@@ -16,14 +17,10 @@ fn filler() -> Pod {
     field_filler().build()
 }
 
-/// A pod of `batch`, owned by a ReplicaSet, on `n1`: one Guaranteed container `w` of `cpu` and
+/// A pod of `batch`, owned by a ReplicaSet, on `n1`: one Guaranteed container of `cpu` and
 /// `memory`, Running since `start`.
 fn batch(name: &str, cpu: &str, memory: &str, start: i64) -> PodBuilder {
-    PodBuilder::new("batch", name)
-        .owned_by("ReplicaSet")
-        .node("n1")
-        .container(container("w").guaranteed(cpu, memory))
-        .running(start)
+    replica_pod("batch", name, cpu, memory, start)
 }
 
 struct World {
@@ -66,31 +63,24 @@ impl World {
     }
 }
 
+/// The field test: its app resized from 250m to `cpu` beside the filler (the world, the verdict).
+fn field_test(cpu: &str) -> (World, Verdict) {
+    let w = World::with_app([filler()]);
+    let v = w.field_resize(cpu);
+    (w, v)
+}
+
 /// Fails unless the verdict's message says `part`.
 fn says(v: &Verdict, part: &str) {
     let message = v.message();
     assert!(message.contains(part), "{message}");
 }
 
-/// Sets `requests` or `limits` of `resource` on the pod's first container.
-fn set_first(pod: &mut Pod, field: &str, resource: &str, q: &str) {
-    let r = pod.spec.as_mut().unwrap().containers[0]
-        .resources
-        .get_or_insert_with(Default::default);
-    let list = if field == "limits" {
-        &mut r.limits
-    } else {
-        &mut r.requests
-    };
-    list.get_or_insert_with(Default::default)
-        .insert(resource.into(), Quantity(q.into()));
-}
-
 /// The field-test app at 250m with `requests` or `limits` of `resource` set to `q` on its
 /// container, the spec alone changed.
 fn app_with(field: &str, resource: &str, q: &str) -> Pod {
     let mut new = app("250m").build();
-    set_first(&mut new, field, resource, q);
+    set_first_container(&mut new, field, resource, q);
     new
 }
 
@@ -106,8 +96,7 @@ fn resized(cpu: &str) -> Pod {
 
 #[test]
 fn field_test_550m_is_deferred_with_the_kubelet_message_and_a_plan() {
-    let w = World::with_app([filler()]);
-    let v = w.field_resize("550m");
+    let (w, v) = field_test("550m");
     let Verdict::Deferred(d) = &v else {
         panic!("{v:?}")
     };
@@ -131,8 +120,7 @@ fn field_test_550m_is_deferred_with_the_kubelet_message_and_a_plan() {
 
 #[test]
 fn field_test_2430m_is_infeasible_and_denied_with_the_nodes_numbers() {
-    let w = World::with_app([filler()]);
-    let v = w.field_resize("2430m");
+    let (w, v) = field_test("2430m");
     let Verdict::Infeasible(i) = &v else {
         panic!("{v:?}")
     };
@@ -156,8 +144,8 @@ fn field_test_2430m_is_infeasible_and_denied_with_the_nodes_numbers() {
 fn infeasible_reports_memory_first_like_the_kubelet() {
     let old = app("250m").build();
     let mut new = resized("2430m");
-    set_first(&mut new, "requests", "memory", "4Gi");
-    set_first(&mut new, "limits", "memory", "4Gi");
+    set_first_container(&mut new, "requests", "memory", "4Gi");
+    set_first_container(&mut new, "limits", "memory", "4Gi");
     let w = World::alone(&old);
     let Verdict::Infeasible(i) = w.classify(&old, &new) else {
         panic!()
@@ -194,7 +182,7 @@ fn deleting_the_filler_makes_the_deferred_resize_fit() {
 fn unchanged_values_in_other_spelling_are_no_change() {
     let (old, w) = World::field([]);
     let mut new = app_with("requests", "cpu", "0.25");
-    set_first(&mut new, "limits", "cpu", "0.25");
+    set_first_container(&mut new, "limits", "cpu", "0.25");
     assert_eq!(w.classify(&old, &new), Verdict::NoChange);
 }
 
@@ -240,10 +228,7 @@ fn qos_change_is_repaired_when_policy_says_so() {
 
 #[test]
 fn qos_change_without_a_repair_is_denied_even_in_repair_mode() {
-    let old = PodBuilder::new("prod", "be")
-        .node("n1")
-        .container(container("app"))
-        .running(0)
+    let old = running_pod("prod", "be", container("app"))
         .qos_status("BestEffort")
         .build();
     let new = PodBuilder::new("prod", "be")
@@ -409,7 +394,6 @@ fn a_shrink_always_fits() {
 }
 
 use crate::upstream::qos::QosClass;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 #[test]
 fn warnings_fit_the_api_servers_256_character_limit() {
@@ -465,7 +449,7 @@ fn pod_level_limit_defaulting_turns_the_pod_guaranteed() {
     let old = stored(false);
     assert_eq!(crate::upstream::qos::qos_class(&old), QosClass::Burstable);
     let mut new = stored(false);
-    set_first(&mut new, "limits", "memory", "128Mi");
+    set_first_container(&mut new, "limits", "memory", "128Mi");
     let w = World::alone(&old);
     let v = w.classify(&old, &new);
     let Verdict::QosChange(q) = &v else {
@@ -512,17 +496,11 @@ fn request_above_limit_is_left_to_the_api_server() {
 /// Class 3: an invalid resize larger than the node is not called Infeasible.
 #[test]
 fn invalid_resize_is_never_denied_as_infeasible() {
-    let old = PodBuilder::new("prod", "app")
-        .node("n1")
-        .container(container("app").request("cpu", "250m").limit("cpu", "500m"))
-        .running(0)
+    let cpu = |request, limit| container("app").request("cpu", request).limit("cpu", limit);
+    let old = running_pod("prod", "app", cpu("250m", "500m"))
         .qos_status("Burstable")
         .build();
-    let new = PodBuilder::new("prod", "app")
-        .node("n1")
-        .container(container("app").request("cpu", "9").limit("cpu", "8"))
-        .running(0)
-        .build();
+    let new = running_pod("prod", "app", cpu("9", "8")).build();
     let w = World::alone(&old);
     let v = w.classify(&old, &new);
     assert!(matches!(v, Verdict::Invalid(_)), "{v:?}");
@@ -694,12 +672,9 @@ fn a_plan_that_leaves_room_for_a_racing_resize_says_so() {
     // 900m. On the kubelet's accounting b and c would do, but with one of them gone mid's
     // growth fits first and keeps the room: the plan takes a as well.
     let old = app("300m").build();
-    let mid = PodBuilder::new("kube-system", "mid")
-        .node("n1")
+    let mid = replica_pod("kube-system", "mid", "300m", "64Mi", 1)
         .priority(500)
-        .container(container("w").guaranteed("300m", "64Mi"))
-        .running(1)
-        .resize("w", "cpu", "700m")
+        .resize("c", "cpu", "700m")
         .resize_pending("Deferred", "Node didn't have enough resource: cpu")
         .build();
     let low = |name: &str, cpu: &str, start: i64| batch(name, cpu, "64Mi", start).build();

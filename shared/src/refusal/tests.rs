@@ -3,15 +3,12 @@
 //! `ValidatePodResize`'s QoS rule rendered by `errors.NewInvalid` (k8s.io/apimachinery v0.37.2),
 //! and resize-guard's own cause types.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::*;
 use crate::admission::{Effect, Stage, admit};
 use crate::budget::Budgets;
-use crate::fixture::{context, field_app, field_node};
+use crate::fixture::{context, field_app, field_node, set_first_container};
 use crate::ledger::NodeLedger;
 use crate::policy::Policy;
 
@@ -29,20 +26,6 @@ fn refusal(old: &Pod, new: &Pod, minor: Option<u32>) -> Refusal {
     }
 }
 
-/// Sets the first container's `which` (`requests`/`limits`) `resource` to `q`.
-fn set(p: &mut Pod, which: &str, resource: &str, q: &str) {
-    let r = p.spec.as_mut().unwrap().containers[0]
-        .resources
-        .get_or_insert_with(Default::default);
-    let list = if which == "requests" {
-        &mut r.requests
-    } else {
-        &mut r.limits
-    };
-    list.get_or_insert_with(BTreeMap::new)
-        .insert(resource.into(), Quantity(q.into()));
-}
-
 fn old() -> Pod {
     field_app("250m").build()
 }
@@ -50,8 +33,8 @@ fn old() -> Pod {
 fn resized(cpu: &str, memory: &str) -> Pod {
     let mut p = old();
     for which in ["requests", "limits"] {
-        set(&mut p, which, "cpu", cpu);
-        set(&mut p, which, "memory", memory);
+        set_first_container(&mut p, which, "cpu", cpu);
+        set_first_container(&mut p, which, "memory", memory);
     }
     p
 }
@@ -146,7 +129,7 @@ const UPSTREAM_QOS: &str = "Pod \"app\" is invalid: spec: Invalid value: \"Guara
 fn a_qos_change_is_validations_answer_then_ours_on_every_minor() {
     // Limits raised, requests kept: Guaranteed → Burstable and nothing else invalid.
     let mut new = old();
-    set(&mut new, "limits", "cpu", "500m");
+    set_first_container(&mut new, "limits", "cpu", "500m");
     for minor in [Some(33), Some(34), Some(35), Some(36), Some(37), None] {
         let r = refusal(&old(), &new, minor);
         assert_eq!((r.code, r.reason, r.kind), (422, "Invalid", "Pod"));
@@ -184,7 +167,7 @@ fn a_qos_change_with_other_errors_lists_them_all_in_validations_order() {
     // A request raised above its limit: `validatePodMetadataAndSpec` reports it before the QoS
     // rule; `ToAggregate` prints both in brackets.
     let mut new = old();
-    set(&mut new, "requests", "cpu", "500m");
+    set_first_container(&mut new, "requests", "cpu", "500m");
     let r = refusal(&old(), &new, Some(37));
     let limit = "Invalid value: \"500m\": must be less than or equal to cpu limit of 250m";
     let qos = "Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing";

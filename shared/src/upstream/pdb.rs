@@ -107,21 +107,11 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use crate::fixture::pdb;
 
     #[test]
     fn a_budget_of_another_namespace_is_never_consumed_even_when_offered() {
-        let mut pdb = PodDisruptionBudget::default();
-        pdb.metadata.namespace = Some("other".into());
-        pdb.spec = Some(PodDisruptionBudgetSpec {
-            selector: Some(LabelSelector {
-                match_labels: Some([("app".to_owned(), "db".to_owned())].into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
-        let budgets = [Budget::new(&pdb)];
+        let budgets = [Budget::new(&pdb("other", "db-pdb", ("app", "db"), 0))];
         let labels: BTreeMap<String, String> = [("app".to_owned(), "db".to_owned())].into();
         let subject = |namespace| BudgetSubject {
             namespace,

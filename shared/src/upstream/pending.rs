@@ -101,7 +101,7 @@ impl PendingResize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixture::{PodBuilder, container};
+    use crate::fixture::replica_pod;
 
     fn key(increasing: bool, priority: i32, guaranteed: bool, since: Option<i64>) -> PendingResize {
         PendingResize {
@@ -140,11 +140,8 @@ mod tests {
     #[test]
     fn only_deferred_resizes_are_queued() {
         let base = || {
-            PodBuilder::new("ns", "p")
-                .node("n1")
+            replica_pod("ns", "p", "500m", "64Mi", 0)
                 .priority(7)
-                .container(container("c").guaranteed("500m", "64Mi"))
-                .running(0)
                 .resize("c", "cpu", "900m")
         };
         let deferred = base().resize_pending("Deferred", "full").build();

@@ -99,36 +99,31 @@ fn saturate(negative: bool) -> i128 {
     if negative { i128::MIN } else { i128::MAX }
 }
 
+/// The decimal SI suffixes, each a thousand times the one before: `n` is 10^-9, `E` 10^18.
+const DECIMAL_SUFFIXES: [&str; 10] = ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"];
+/// The binary suffixes, each 1024 times the one before: `Ki` is 2^10, `Ei` 2^60.
+const BINARY_SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+
 /// Splits a suffix into (number of 1024 multiplications, power of ten).
 fn parse_suffix(suffix: &str) -> Option<(u32, i32)> {
-    Some(match suffix {
-        "" => (0, 0),
-        "n" => (0, -9),
-        "u" => (0, -6),
-        "m" => (0, -3),
-        "k" => (0, 3),
-        "M" => (0, 6),
-        "G" => (0, 9),
-        "T" => (0, 12),
-        "P" => (0, 15),
-        "E" => (0, 18),
-        "Ki" => (1, 0),
-        "Mi" => (2, 0),
-        "Gi" => (3, 0),
-        "Ti" => (4, 0),
-        "Pi" => (5, 0),
-        "Ei" => (6, 0),
-        _ => {
-            let exp = suffix.strip_prefix(['e', 'E'])?;
-            let digits = exp.strip_prefix(['+', '-']).unwrap_or(exp);
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            // Absurd exponents saturate instead of looping for ever.
-            let e: i32 = exp.parse().ok()?;
-            (0, e.clamp(-64, 64))
-        }
-    })
+    if let Some((exp10, _)) = (-9..=18)
+        .step_by(3)
+        .zip(DECIMAL_SUFFIXES)
+        .find(|(_, s)| *s == suffix)
+    {
+        return Some((0, exp10));
+    }
+    if let Some((shifts, _)) = (1..).zip(BINARY_SUFFIXES).find(|(_, s)| *s == suffix) {
+        return Some((shifts, 0));
+    }
+    let exp = suffix.strip_prefix(['e', 'E'])?;
+    let digits = exp.strip_prefix(['+', '-']).unwrap_or(exp);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Absurd exponents saturate instead of looping for ever.
+    let e: i32 = exp.parse().ok()?;
+    Some((0, e.clamp(-64, 64)))
 }
 
 fn div_ceil(value: i128, divisor: i128) -> i128 {

@@ -2,23 +2,17 @@
 //! example, and resize-guard's own rules (policy protection, PDB respect, terminating pods).
 
 use super::*;
-use crate::fixture::{INSTALL_NAMESPACE, PodBuilder, container, node, scheduler_ledger};
+use crate::fixture::{
+    self, INSTALL_NAMESPACE, PodBuilder, container, node, replica_pod, scheduler_ledger,
+};
 use crate::policy::PdbMode;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::policy::v1::{
-    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 /// A pod something would recreate (a ReplicaSet owns it), so only the rules under test decide
 /// whether it may be a victim.
 fn pod(name: &str, priority: i32, cpu: &str, start: i64) -> PodBuilder {
-    PodBuilder::new("ns", name)
-        .node("n1")
-        .owned_by("ReplicaSet")
-        .priority(priority)
-        .container(container("c").guaranteed(cpu, "64Mi"))
-        .running(start)
+    replica_pod("ns", name, cpu, "64Mi", start).priority(priority)
 }
 
 /// The resizing pod: 250m growing to `to`, priority 1000.
@@ -70,8 +64,11 @@ fn chosen(alloc_cpu: &str, pods: &[Pod]) -> Vec<String> {
     names(&p).into_iter().map(str::to_owned).collect()
 }
 
+/// A candidate: `(name, priority, cpu, start)`.
+type Candidate = (&'static str, i32, &'static str, i64);
+
 /// The resizer growing to `to`, then one [`pod`] per `(name, priority, cpu, start)`.
-fn node_pods(to: &str, others: &[(&str, i32, &str, i64)]) -> Vec<Pod> {
+fn node_pods(to: &str, others: &[Candidate]) -> Vec<Pod> {
     let mut pods = vec![resizer(to)];
     pods.extend(
         others
@@ -79,6 +76,12 @@ fn node_pods(to: &str, others: &[(&str, i32, &str, i64)]) -> Vec<Pod> {
             .map(|&(name, priority, cpu, start)| pod(name, priority, cpu, start).build()),
     );
     pods
+}
+
+/// The plan, under the default policy on a node of `alloc_cpu`, for the resizer growing to `to`
+/// among one [`pod`] per `(name, priority, cpu, start)`.
+fn plan_among(alloc_cpu: &str, to: &str, others: &[Candidate]) -> Result<PreemptionPlan, NoPlan> {
+    plan(alloc_cpu, &node_pods(to, others), &Policy::default())
 }
 
 /// A pod of `namespace` on `n1` that nothing owns: one Guaranteed 500m container, Running.
@@ -90,51 +93,42 @@ fn unowned(namespace: &str, name: &str) -> Pod {
         .build()
 }
 
+/// The field test on one node of 1930m: `preemptor` (at 250m) growing to 550m beside the
+/// 1500m `filler` of priority 0.
+fn beside_the_filler(preemptor: PodBuilder, policy: &Policy) -> Result<PreemptionPlan, NoPlan> {
+    let pods = [
+        preemptor.resize("c", "cpu", "550m").build(),
+        pod("filler", 0, "1500m", 10).build(),
+    ];
+    plan("1930m", &pods, policy)
+}
+
 #[test]
 fn field_test_preempts_the_low_priority_filler() {
-    let pods = node_pods("550m", &[("filler", 0, "1500m", 10)]);
-    let p = plan("1930m", &pods, &Policy::default()).unwrap();
+    let p = beside_the_filler(pod("hi", 1000, "250m", 0), &Policy::default()).unwrap();
     assert_eq!(names(&p), ["filler"]);
     assert_eq!(p.shortfall.cpu, 120);
 }
 
 #[test]
 fn never_preempts_equal_or_higher_priority() {
-    let pods = node_pods(
-        "550m",
-        &[("same", 1000, "800m", 10), ("higher", 2000, "800m", 10)],
-    );
-    let e = plan("1930m", &pods, &Policy::default()).unwrap_err();
+    let others = [("same", 1000, "800m", 10), ("higher", 2000, "800m", 10)];
+    let e = plan_among("1930m", "550m", &others).unwrap_err();
     assert!(matches!(e, NoPlan::NoCandidates { excluded, .. } if excluded.not_lower_priority == 2));
 }
 
 #[test]
 fn preemptor_with_never_policy_gets_no_plan() {
-    let pods = [
-        pod("hi", 1000, "250m", 0)
-            .never_preempt()
-            .resize("c", "cpu", "550m")
-            .build(),
-        pod("filler", 0, "1500m", 10).build(),
-    ];
-    assert_eq!(
-        plan("1930m", &pods, &Policy::default()),
-        Err(NoPlan::PreemptorNeverPreempts)
-    );
+    let never = pod("hi", 1000, "250m", 0).never_preempt();
+    let e = beside_the_filler(never, &Policy::default());
+    assert_eq!(e, Err(NoPlan::PreemptorNeverPreempts));
 }
 
 #[test]
 fn critical_preemptor_is_left_to_the_kubelet() {
-    let pods = [
-        pod("hi", 2_000_000_000, "250m", 0)
-            .resize("c", "cpu", "550m")
-            .build(),
-        pod("filler", 0, "1500m", 10).build(),
-    ];
-    assert_eq!(
-        plan("1930m", &pods, &Policy::default()),
-        Err(NoPlan::CriticalPreemptor)
-    );
+    let critical = pod("hi", 2_000_000_000, "250m", 0);
+    let e = beside_the_filler(critical, &Policy::default());
+    assert_eq!(e, Err(NoPlan::CriticalPreemptor));
 }
 
 #[test]
@@ -150,83 +144,41 @@ fn disabled_policy_and_opted_out_nodes_get_no_plan() {
     assert!(matches!(e, Err(NoPlan::NodeOptedOut(_))));
 }
 
-/// A candidate: `(name, priority, cpu, start)`.
-type Candidate = (&'static str, i32, &'static str, i64);
-/// What the case shows, `to`, `alloc`, the candidates, the victims.
+/// What the case shows, `to`, `alloc`, the victims, the candidates.
 type Case = (
     &'static str,
     &'static str,
     &'static str,
-    &'static [Candidate],
     &'static [&'static str],
+    &'static [Candidate],
 );
 
 /// Upstream DefaultPreemption's choice on one node (`default_preemption_test.go` is a table of
-/// such cases too): the resizer growing to `to` on a node of `alloc` cpu among candidates
-/// `(name, priority, cpu, start)`, and the victims, most important first. One test a case.
+/// such cases too): the resizer growing to `to` on a node of `alloc` cpu, the victims, most
+/// important first, among candidates `(name, priority, cpu, start)`. One test a case.
+#[rustfmt::skip]
 const UPSTREAM_CASES: [Case; 5] = [
-    (
-        // Any one of the three frees enough; the lowest priority one goes.
-        "reprieves higher priority victims first",
-        "550m",
-        "1930m",
-        &[
-            ("p500", 500, "500m", 10),
-            ("p100", 100, "500m", 10),
-            ("p300", 300, "500m", 10),
-        ],
-        &["p100"],
-    ),
-    (
-        "among equal priority the youngest is preempted",
-        "550m",
-        "1930m",
-        &[
-            ("old", 0, "500m", 10),
-            ("young", 0, "500m", 99),
-            ("mid", 0, "500m", 50),
-        ],
-        &["young"],
-    ),
-    (
-        // Upstream reprieve: the big important pod is reprieved only if it fits back; here
-        // the small one is not enough alone, so both priorities are tried in order. Need
-        // 1250 + 1300 = 2550 in 2000: remove all -> 1250 fits; reprieve big (2250) no ->
-        // victim; reprieve small (1550) yes.
-        "keeps a more important victim if a less important one suffices",
-        "1250m",
-        "2000m",
-        &[("big", 200, "1000m", 10), ("small", 100, "300m", 10)],
-        &["big"],
-    ),
-    (
-        // 1250 + 1200 = 2450 in 1700: need 750 -> two victims, the two youngest.
-        "several victims when one is not enough",
-        "1250m",
-        "1700m",
-        &[
-            ("a", 0, "400m", 10),
-            ("b", 0, "400m", 20),
-            ("c", 0, "400m", 30),
-        ],
-        &["b", "c"],
-    ),
-    (
-        "victims are listed most important first",
-        "1850m",
-        "2000m",
-        &[
-            ("a", 5, "500m", 10),
-            ("b", 1, "500m", 10),
-            ("c", 3, "500m", 10),
-        ],
-        &["a", "c", "b"],
-    ),
+    // Any one of the three frees enough; the lowest priority one goes.
+    ("reprieves higher priority victims first", "550m", "1930m", &["p100"],
+        &[("p500", 500, "500m", 10), ("p100", 100, "500m", 10), ("p300", 300, "500m", 10)]),
+    ("among equal priority the youngest is preempted", "550m", "1930m", &["young"],
+        &[("old", 0, "500m", 10), ("young", 0, "500m", 99), ("mid", 0, "500m", 50)]),
+    // Upstream reprieve: the big important pod is reprieved only if it fits back; here the
+    // small one is not enough alone, so both priorities are tried in order. Need 1250 + 1300 =
+    // 2550 in 2000: remove all -> 1250 fits; reprieve big (2250) no -> victim; reprieve small
+    // (1550) yes.
+    ("keeps a more important victim if a less important one suffices", "1250m", "2000m", &["big"],
+        &[("big", 200, "1000m", 10), ("small", 100, "300m", 10)]),
+    // 1250 + 1200 = 2450 in 1700: need 750 -> two victims, the two youngest.
+    ("several victims when one is not enough", "1250m", "1700m", &["b", "c"],
+        &[("a", 0, "400m", 10), ("b", 0, "400m", 20), ("c", 0, "400m", 30)]),
+    ("victims are listed most important first", "1850m", "2000m", &["a", "c", "b"],
+        &[("a", 5, "500m", 10), ("b", 1, "500m", 10), ("c", 3, "500m", 10)]),
 ];
 
 /// Plays `UPSTREAM_CASES[i]`.
 fn upstream_case(i: usize) {
-    let (what, to, alloc, others, victims) = UPSTREAM_CASES[i];
+    let (what, to, alloc, victims, others) = UPSTREAM_CASES[i];
     assert_eq!(chosen(alloc, &node_pods(to, others)), victims, "{what}");
 }
 
@@ -272,11 +224,8 @@ fn a_pod_that_has_not_started_counts_as_youngest() {
 
 #[test]
 fn no_plan_when_even_all_victims_are_not_enough() {
-    let pods = node_pods(
-        "1500m",
-        &[("low", 0, "100m", 10), ("high", 5000, "1000m", 10)],
-    );
-    let e = plan("2000m", &pods, &Policy::default()).unwrap_err();
+    let others = [("low", 0, "100m", 10), ("high", 5000, "1000m", 10)];
+    let e = plan_among("2000m", "1500m", &others).unwrap_err();
     match e {
         NoPlan::NotEnough {
             candidates,
@@ -304,13 +253,17 @@ fn too_many_victims_is_refused_with_the_count() {
     );
 }
 
+/// The resizer growing to `to`, `leaving` (priority 0, `leaving_cpu`) terminating, then one
+/// [`pod`] per `(name, priority, cpu, start)`.
+fn with_leaving(to: &str, leaving_cpu: &str, others: &[Candidate]) -> Vec<Pod> {
+    let mut pods = node_pods(to, others);
+    pods.insert(1, pod("leaving", 0, leaving_cpu, 10).terminating().build());
+    pods
+}
+
 #[test]
 fn terminating_pods_count_as_space_being_freed() {
-    let pods = [
-        resizer("550m"),
-        pod("leaving", 0, "500m", 10).terminating().build(),
-        pod("filler", 0, "1000m", 10).build(),
-    ];
+    let pods = with_leaving("550m", "500m", &[("filler", 0, "1000m", 10)]);
     let p = plan("1930m", &pods, &Policy::default()).unwrap();
     assert!(
         p.victims.is_empty(),
@@ -323,12 +276,8 @@ fn terminating_pods_count_as_space_being_freed() {
 
 #[test]
 fn terminating_pods_that_are_not_enough_reduce_the_victims_needed() {
-    let pods = [
-        resizer("1050m"),
-        pod("leaving", 0, "300m", 10).terminating().build(),
-        pod("small", 0, "200m", 10).build(),
-        pod("big", 0, "600m", 20).build(),
-    ];
+    let others = [("small", 0, "200m", 10), ("big", 0, "600m", 20)];
+    let pods = with_leaving("1050m", "300m", &others);
     // 1050 + 1100 = 2150 in 1930: short 220; leaving frees 300 -> nothing more needed.
     assert!(
         plan("1930m", &pods, &Policy::default())
@@ -384,12 +333,8 @@ fn the_install_namespace_is_protected_whatever_the_list_says() {
 
 #[test]
 fn a_pod_in_an_excluded_namespace_is_never_a_victim_and_the_reason_says_so() {
-    let payments = PodBuilder::new("payments", "ledger")
-        .node("n1")
-        .owned_by("ReplicaSet")
+    let payments = replica_pod("payments", "ledger", "500m", "64Mi", 10)
         .priority(0)
-        .container(container("c").guaranteed("500m", "64Mi"))
-        .running(10)
         .build();
     let pods = [resizer("1000m"), payments];
     let mut policy = Policy::default();
@@ -450,116 +395,78 @@ fn protected_namespaces_selectors_critical_and_mirror_pods_are_never_victims() {
     }
 }
 
+/// The budget `ns/<app>-pdb` over the pods labelled `app=<app>`.
 fn pdb(app: &str, allowed: i32) -> PodDisruptionBudget {
-    let mut p = PodDisruptionBudget::default();
-    p.metadata.namespace = Some("ns".into());
-    p.metadata.name = Some(format!("{app}-pdb"));
-    p.spec = Some(PodDisruptionBudgetSpec {
-        selector: Some(LabelSelector {
-            match_labels: Some([("app".to_owned(), app.to_owned())].into()),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    p.status = Some(PodDisruptionBudgetStatus {
-        disruptions_allowed: Some(allowed),
-        ..Default::default()
-    });
-    p
+    fixture::pdb("ns", &format!("{app}-pdb"), ("app", app), allowed)
 }
 
+/// A candidate the `db-pdb` budget covers (labelled `app=db`).
+fn db(name: &str, priority: i32, cpu: &str, start: i64) -> PodBuilder {
+    pod(name, priority, cpu, start).label("app", "db")
+}
+
+/// The plan for the resizer growing to 550m beside `others` on a node of `alloc` cpu, with the
+/// `db-pdb` budget allowing `allowed` disruptions and any more `budgets`, PDBs taken as `mode`.
+fn under_db_budget(
+    alloc: &str,
+    others: impl IntoIterator<Item = PodBuilder>,
+    (allowed, budgets): (i32, &[PodDisruptionBudget]),
+    mode: PdbMode,
+) -> Result<PreemptionPlan, NoPlan> {
+    let mut pods = vec![resizer("550m")];
+    pods.extend(others.into_iter().map(PodBuilder::build));
+    let mut all = vec![pdb("db", allowed)];
+    all.extend_from_slice(budgets);
+    let mut policy = Policy::default();
+    policy.preemption.pdb = mode;
+    plan_with(alloc, &pods, &Budgets::new(&all), &policy)
+}
+
+/// The victim under each PDB mode, a row a case: what it shows, the node's cpu, the disruptions
+/// `db-pdb` allows, the mode, the one victim and whether it breaks the budget, then the
+/// candidates beside the resizer growing to 550m.
 #[test]
-fn pdb_respect_skips_protected_pods_and_uses_another_victim() {
-    let pods = [
-        resizer("550m"),
-        pod("guarded", 0, "500m", 99).label("app", "db").build(),
-        pod("other", 10, "500m", 10).build(),
+fn each_pdb_mode_chooses_its_victim() {
+    use PdbMode::{BestEffort, Respect};
+    #[rustfmt::skip]
+    let cases = [
+        ("respect skips a protected pod for another victim", "1200m", 0, Respect, "other", false,
+            vec![db("guarded", 0, "500m", 99), pod("other", 10, "500m", 10)]),
+        ("respect spends the budget on the least important", "1200m", 1, Respect, "young", false,
+            vec![db("old", 0, "500m", 10), db("young", 0, "500m", 90)]),
+        // Upstream reprieves PDB-violating pods first, so a non-violating pod of *higher*
+        // priority is chosen over a violating one when either suffices.
+        ("best effort prefers non-violating victims", "1200m", 0, BestEffort, "free", false,
+            vec![db("guarded", 0, "500m", 10), pod("free", 10, "500m", 10)]),
+        ("best effort violates when there is no other way", "1930m", 0, BestEffort, "guarded", true,
+            vec![db("guarded", 0, "1500m", 10)]),
     ];
-    let budgets = Budgets::new(&[pdb("db", 0)]);
-    let p = plan_with("1200m", &pods, &budgets, &Policy::default()).unwrap();
-    assert_eq!(names(&p), ["other"]);
+    for (what, alloc, allowed, mode, victim, violates, others) in cases {
+        let p = under_db_budget(alloc, others, (allowed, &[]), mode).unwrap();
+        assert_eq!(names(&p), [victim], "{what}");
+        assert_eq!(p.victims[0].violates_pdb, violates, "{what}");
+    }
 }
 
 #[test]
 fn pdb_respect_explains_when_only_protected_pods_could_help() {
-    let pods = [
-        resizer("550m"),
-        pod("guarded", 0, "1500m", 99).label("app", "db").build(),
-    ];
-    let budgets = Budgets::new(&[pdb("db", 0)]);
-    let e = plan_with("1930m", &pods, &budgets, &Policy::default()).unwrap_err();
+    let guarded = [db("guarded", 0, "1500m", 99)];
+    let e = under_db_budget("1930m", guarded, (0, &[]), PdbMode::Respect).unwrap_err();
     assert!(matches!(&e, NoPlan::NoCandidates { excluded, .. } if excluded.pdb == 1));
     assert!(e.to_string().contains("PodDisruptionBudget"), "{e}");
 }
 
 #[test]
-fn pdb_respect_lets_the_budget_go_to_the_least_important_pod() {
-    let pods = [
-        resizer("550m"),
-        pod("old", 0, "500m", 10).label("app", "db").build(),
-        pod("young", 0, "500m", 90).label("app", "db").build(),
-    ];
-    let budgets = Budgets::new(&[pdb("db", 1)]);
-    let p = plan_with("1200m", &pods, &budgets, &Policy::default()).unwrap();
-    assert_eq!(names(&p), ["young"]);
-}
-
-#[test]
 fn pdb_respect_never_plans_a_pod_two_budgets_cover() {
     // Both budgets allow a disruption, but the Eviction API refuses a pod more than one covers.
-    let pods = [
-        resizer("550m"),
-        pod("doubly", 0, "500m", 90)
-            .label("app", "db")
-            .label("tier", "data")
-            .build(),
-        pod("other", 10, "500m", 10).build(),
-    ];
-    let mut by_tier = pdb("db", 1);
-    by_tier.metadata.name = Some("tier-pdb".into());
-    by_tier.spec.as_mut().unwrap().selector = Some(LabelSelector {
-        match_labels: Some([("tier".to_owned(), "data".to_owned())].into()),
-        ..Default::default()
-    });
-    let budgets = Budgets::new(&[pdb("db", 1), by_tier]);
-    let p = plan_with("1200m", &pods, &budgets, &Policy::default()).unwrap();
+    let doubly = db("doubly", 0, "500m", 90).label("tier", "data");
+    let others = || [doubly.clone(), pod("other", 10, "500m", 10)];
+    let by_tier = [fixture::pdb("ns", "tier-pdb", ("tier", "data"), 1)];
+    let p = under_db_budget("1200m", others(), (1, &by_tier), PdbMode::Respect).unwrap();
     assert_eq!(names(&p), ["other"]);
     // Deleting (bestEffort) knows no such limit: the younger, less important pod goes.
-    let mut policy = Policy::default();
-    policy.preemption.pdb = PdbMode::BestEffort;
-    let p = plan_with("1200m", &pods, &budgets, &policy).unwrap();
+    let p = under_db_budget("1200m", others(), (1, &by_tier), PdbMode::BestEffort).unwrap();
     assert_eq!(names(&p), ["doubly"]);
-}
-
-#[test]
-fn pdb_best_effort_prefers_non_violating_victims_like_upstream() {
-    // Upstream reprieves PDB-violating pods first, so a non-violating pod of *higher* priority is
-    // chosen over a violating one when either suffices.
-    let pods = [
-        resizer("550m"),
-        pod("guarded", 0, "500m", 10).label("app", "db").build(),
-        pod("free", 10, "500m", 10).build(),
-    ];
-    let budgets = Budgets::new(&[pdb("db", 0)]);
-    let mut policy = Policy::default();
-    policy.preemption.pdb = PdbMode::BestEffort;
-    let p = plan_with("1200m", &pods, &budgets, &policy).unwrap();
-    assert_eq!(names(&p), ["free"]);
-    assert!(!p.victims[0].violates_pdb);
-}
-
-#[test]
-fn pdb_best_effort_violates_when_there_is_no_other_way() {
-    let pods = [
-        resizer("550m"),
-        pod("guarded", 0, "1500m", 10).label("app", "db").build(),
-    ];
-    let budgets = Budgets::new(&[pdb("db", 0)]);
-    let mut policy = Policy::default();
-    policy.preemption.pdb = PdbMode::BestEffort;
-    let p = plan_with("1930m", &pods, &budgets, &policy).unwrap();
-    assert_eq!(names(&p), ["guarded"]);
-    assert!(p.victims[0].violates_pdb);
 }
 
 /// KEP-5836 "Risk of Additional Preemption": node 4 CPU; H (priority 1000) grows 1000m→2000m;
@@ -589,26 +496,17 @@ fn kep_5836_example_one_victim_where_upstream_takes_three() {
 
 #[test]
 fn no_shortfall_means_an_empty_plan() {
-    let pods = node_pods("550m", &[("small", 0, "100m", 10)]);
-    let p = plan("1930m", &pods, &Policy::default()).unwrap();
+    let p = plan_among("1930m", "550m", &[("small", 0, "100m", 10)]).unwrap();
     assert!(p.victims.is_empty() && p.awaiting.is_empty() && p.shortfall.is_zero());
 }
 
 #[test]
 fn memory_shortfall_is_planned_like_cpu() {
-    let h = PodBuilder::new("ns", "hi")
-        .node("n1")
+    let h = replica_pod("ns", "hi", "100m", "1Gi", 0)
         .priority(10)
-        .container(container("c").guaranteed("100m", "1Gi"))
-        .running(0)
         .resize("c", "memory", "3Gi")
         .build();
-    let low = PodBuilder::new("ns", "low")
-        .node("n1")
-        .owned_by("ReplicaSet")
-        .container(container("c").guaranteed("100m", "2Gi"))
-        .running(5)
-        .build();
+    let low = replica_pod("ns", "low", "100m", "2Gi", 5).build();
     let ledger = NodeLedger::new(&node("n1", "4", "4Gi"), &[h.clone(), low]);
     let p = plan_on(&h, &ledger, &Budgets::default(), &Policy::default()).unwrap();
     assert_eq!(names(&p), ["low"]);

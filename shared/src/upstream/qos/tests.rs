@@ -1,7 +1,7 @@
 //! The QoS table of upstream `qos_test.go`, plus the resize-specific edge cases.
 
 use super::*;
-use crate::fixture::{PodBuilder, container};
+use crate::fixture::{ContainerBuilder, PodBuilder, container};
 
 fn class(b: PodBuilder) -> QosClass {
     qos_class(&b.build())
@@ -11,189 +11,88 @@ fn pod() -> PodBuilder {
     PodBuilder::new("ns", "p")
 }
 
+/// The pod of the one container `c`.
+fn one(c: ContainerBuilder) -> PodBuilder {
+    pod().container(c)
+}
+
+/// Containers `a` and `b` whose `resource` requests and limits cross: `a` requests `low` under a
+/// limit of `high`, `b` the other way round; each has its `other` resource's request and limit
+/// equal (`(other, a's, b's)`).
+fn crossed(resource: &str, (low, high): (&str, &str), other: (&str, &str, &str)) -> PodBuilder {
+    let (other, at_a, at_b) = other;
+    let one = |name, request, limit, at| {
+        container(name)
+            .request(resource, request)
+            .limit(resource, limit)
+            .both(other, at)
+    };
+    pod()
+        .container(one("a", low, high, at_a))
+        .container(one("b", high, low, at_b))
+}
+
 /// The class of a pod from its containers' and its own requests and limits, a row a case.
 #[test]
 fn the_class_follows_each_containers_and_the_pods_requests_and_limits() {
+    use QosClass::{BestEffort, Burstable, Guaranteed};
+    let a = || container("a");
+    // The app container of the init-container and pod-level cases.
+    let app = || pod().container(a().guaranteed("1", "1Gi"));
+    #[rustfmt::skip]
     let cases: Vec<(&str, PodBuilder, QosClass)> = vec![
-        (
-            "no resources anywhere is best effort",
-            pod().container(container("a")),
-            QosClass::BestEffort,
-        ),
-        (
-            "equal cpu and memory requests and limits is guaranteed",
-            pod().container(container("a").guaranteed("250m", "64Mi")),
-            QosClass::Guaranteed,
-        ),
-        (
-            "limits only default the requests and are guaranteed",
-            pod().container(container("a").limit("cpu", "1").limit("memory", "1Gi")),
-            QosClass::Guaranteed,
-        ),
-        (
-            "request below limit is burstable",
-            pod().container(
-                container("a")
-                    .request("cpu", "100m")
-                    .limit("cpu", "200m")
-                    .both("memory", "64Mi"),
-            ),
-            QosClass::Burstable,
-        ),
-        (
-            "missing memory limit is burstable",
-            pod().container(container("a").both("cpu", "1")),
-            QosClass::Burstable,
-        ),
-        (
-            "requests only is burstable",
-            pod().container(container("a").request("cpu", "1").request("memory", "1Gi")),
-            QosClass::Burstable,
-        ),
-        (
-            "one best effort container makes a guaranteed pod burstable",
-            pod()
-                .container(container("a").guaranteed("1", "1Gi"))
-                .container(container("b")),
-            QosClass::Burstable,
-        ),
-        (
-            "equal quantities in different notation are equal",
-            pod().container(
-                container("a")
-                    .request("cpu", "1")
-                    .limit("cpu", "1000m")
-                    .request("memory", "1Gi")
-                    .limit("memory", "1073741824"),
-            ),
-            QosClass::Guaranteed,
-        ),
-        (
-            "other resources do not count",
-            pod().container(
-                container("a")
-                    .guaranteed("1", "1Gi")
-                    .request("ephemeral-storage", "1Gi")
-                    .request("nvidia.com/gpu", "1")
-                    .limit("nvidia.com/gpu", "1"),
-            ),
-            QosClass::Guaranteed,
-        ),
-        (
-            "other resources alone are best effort",
-            pod().container(container("a").both("ephemeral-storage", "1Gi")),
-            QosClass::BestEffort,
-        ),
-        (
-            "zero quantities are ignored",
-            pod().container(container("a").both("cpu", "0").both("memory", "0")),
-            QosClass::BestEffort,
-        ),
-        (
-            "a burstable init container makes the pod burstable",
-            pod()
-                .container(container("a").guaranteed("1", "1Gi"))
-                .init_container(container("init").request("cpu", "100m")),
-            QosClass::Burstable,
-        ),
-        (
-            "guaranteed init containers keep the pod guaranteed",
-            pod()
-                .container(container("a").guaranteed("1", "1Gi"))
-                .init_container(container("init").guaranteed("100m", "10Mi")),
-            QosClass::Guaranteed,
-        ),
-        (
-            "a best effort sidecar makes the pod burstable",
-            pod()
-                .container(container("a").guaranteed("1", "1Gi"))
-                .init_container(container("proxy").sidecar()),
-            QosClass::Burstable,
-        ),
+        ("no resources anywhere is best effort", one(a()), BestEffort),
+        ("equal cpu and memory requests and limits is guaranteed",
+            one(a().guaranteed("250m", "64Mi")), Guaranteed),
+        ("limits only default the requests and are guaranteed",
+            one(a().limit("cpu", "1").limit("memory", "1Gi")), Guaranteed),
+        ("request below limit is burstable",
+            one(a().request("cpu", "100m").limit("cpu", "200m").both("memory", "64Mi")), Burstable),
+        ("missing memory limit is burstable", one(a().both("cpu", "1")), Burstable),
+        ("requests only is burstable", one(a().request("cpu", "1").request("memory", "1Gi")), Burstable),
+        ("one best effort container makes a guaranteed pod burstable",
+            app().container(container("b")), Burstable),
+        ("equal quantities in different notation are equal",
+            one(a().request("cpu", "1").limit("cpu", "1000m").request("memory", "1Gi")
+                .limit("memory", "1073741824")), Guaranteed),
+        ("other resources do not count",
+            one(a().guaranteed("1", "1Gi").request("ephemeral-storage", "1Gi")
+                .request("nvidia.com/gpu", "1").limit("nvidia.com/gpu", "1")), Guaranteed),
+        ("other resources alone are best effort", one(a().both("ephemeral-storage", "1Gi")), BestEffort),
+        ("zero quantities are ignored", one(a().both("cpu", "0").both("memory", "0")), BestEffort),
+        ("a burstable init container makes the pod burstable",
+            app().init_container(container("init").request("cpu", "100m")), Burstable),
+        ("guaranteed init containers keep the pod guaranteed",
+            app().init_container(container("init").guaranteed("100m", "10Mi")), Guaranteed),
+        ("a best effort sidecar makes the pod burstable",
+            app().init_container(container("proxy").sidecar()), Burstable),
         // Upstream compares per-resource sums; per-container equality follows from
         // requests <= limits.
-        (
-            "sums compare across containers like upstream",
-            pod()
-                .container(container("a").guaranteed("300m", "100Mi"))
-                .container(container("b").guaranteed("700m", "100Mi")),
-            QosClass::Guaranteed,
-        ),
-        (
-            "pod level resources override containers",
-            pod()
-                .pod_request("cpu", "1")
-                .pod_limit("cpu", "1")
-                .pod_request("memory", "1Gi")
-                .pod_limit("memory", "1Gi")
-                .container(container("a").request("cpu", "100m")),
-            QosClass::Guaranteed,
-        ),
+        ("sums compare across containers like upstream",
+            one(a().guaranteed("300m", "100Mi")).container(container("b").guaranteed("700m", "100Mi")),
+            Guaranteed),
+        ("pod level resources override containers",
+            one(a().request("cpu", "100m")).pod_request("cpu", "1").pod_limit("cpu", "1")
+                .pod_request("memory", "1Gi").pod_limit("memory", "1Gi"), Guaranteed),
         // v1.37 `DefaultPodLevelResources`: memory request from the container (1Gi), memory limit
         // from it too since every container has one — so the pod is Guaranteed.
-        (
-            "pod-level Guaranteed with both limits after defaulting",
-            pod()
-                .pod_request("cpu", "1")
-                .pod_limit("cpu", "1")
-                .container(container("a").guaranteed("1", "1Gi")),
-            QosClass::Guaranteed,
-        ),
+        ("pod-level Guaranteed with both limits after defaulting",
+            app().pod_request("cpu", "1").pod_limit("cpu", "1"), Guaranteed),
         // Without a container memory limit nothing is defaulted and memory stays Burstable.
-        (
-            "pod-level Guaranteed needs both limits after defaulting",
-            pod()
-                .pod_request("cpu", "1")
-                .pod_limit("cpu", "1")
-                .container(container("a").both("cpu", "1").request("memory", "1Gi")),
-            QosClass::Burstable,
-        ),
+        ("pod-level Guaranteed needs both limits after defaulting",
+            one(a().both("cpu", "1").request("memory", "1Gi")).pod_request("cpu", "1")
+                .pod_limit("cpu", "1"), Burstable),
         // Sums would say Guaranteed (1Gi + 256Mi on both sides); upstream says Burstable
-        // because app1's memory request differs from its limit.
-        (
-            "each container and resource is judged on its own",
-            pod()
-                .container(
-                    container("app0")
-                        .both("cpu", "1")
-                        .request("memory", "256Mi")
-                        .limit("memory", "1Gi"),
-                )
-                .container(
-                    container("app1")
-                        .both("cpu", "100m")
-                        .request("memory", "1Gi")
-                        .limit("memory", "256Mi"),
-                ),
-            QosClass::Burstable,
-        ),
-        (
-            "pod level requests default from limits when containers request nothing",
-            pod()
-                .pod_limit("cpu", "1")
-                .pod_limit("memory", "1Gi")
-                .container(container("a")),
-            QosClass::Guaranteed,
-        ),
-        (
-            "pod level requests default from container aggregate",
-            pod()
-                .pod_limit("cpu", "1")
-                .pod_limit("memory", "1Gi")
-                .container(
-                    container("a")
-                        .request("cpu", "500m")
-                        .request("memory", "1Gi"),
-                ),
-            QosClass::Burstable,
-        ),
-        (
-            "pod level resources without cpu or memory are ignored",
-            pod()
-                .pod_request("hugepages-2Mi", "2Mi")
-                .container(container("a").guaranteed("1", "1Gi")),
-            QosClass::Guaranteed,
-        ),
+        // because b's memory request differs from its limit.
+        ("each container and resource is judged on its own",
+            crossed("memory", ("256Mi", "1Gi"), ("cpu", "1", "100m")), Burstable),
+        ("pod level requests default from limits when containers request nothing",
+            one(a()).pod_limit("cpu", "1").pod_limit("memory", "1Gi"), Guaranteed),
+        ("pod level requests default from container aggregate",
+            one(a().request("cpu", "500m").request("memory", "1Gi")).pod_limit("cpu", "1")
+                .pod_limit("memory", "1Gi"), Burstable),
+        ("pod level resources without cpu or memory are ignored",
+            app().pod_request("hugepages-2Mi", "2Mi"), Guaranteed),
     ];
     for (row, p, want) in cases {
         assert_eq!(class(p), want, "{row}");
@@ -355,21 +254,7 @@ fn class_on(b: PodBuilder, minor: u32) -> QosClass {
 fn v1_33_to_v1_36_sum_across_containers() {
     // Each container is Burstable, but the sums match: the pre-v1.37 ComputePodQOS calls it
     // Guaranteed (every container's limits name cpu and memory, summed requests = summed limits).
-    let crossed = || {
-        pod()
-            .container(
-                container("a")
-                    .request("cpu", "1")
-                    .limit("cpu", "2")
-                    .both("memory", "64Mi"),
-            )
-            .container(
-                container("b")
-                    .request("cpu", "2")
-                    .limit("cpu", "1")
-                    .both("memory", "64Mi"),
-            )
-    };
+    let crossed = || crossed("cpu", ("1", "2"), ("memory", "64Mi", "64Mi"));
     for minor in [33, 34, 35, 36] {
         assert_eq!(
             class_on(crossed(), minor),

@@ -35,17 +35,6 @@ fn list(cpu: &str, memory: &str) -> Option<Amounts> {
     (!out.is_empty()).then_some(out)
 }
 
-fn spec(containers: Vec<ContainerBuilder>, inits: Vec<ContainerBuilder>) -> PodBuilder {
-    let mut b = PodBuilder::new("ns", "p");
-    for x in containers {
-        b = b.container(x);
-    }
-    for x in inits {
-        b = b.init_container(x);
-    }
-    b
-}
-
 fn defaulted(b: PodBuilder) -> (Option<Amounts>, Option<Amounts>) {
     let mut s: PodSpec = b.build().spec.unwrap();
     default_pod_level_resources(&mut s);
@@ -57,131 +46,84 @@ fn defaulted(b: PodBuilder) -> (Option<Amounts>, Option<Amounts>) {
     (some(r.requests.as_ref()), some(r.limits.as_ref()))
 }
 
+/// `(cpu, memory)` of a resource list, "" for unset.
+type Pair = (&'static str, &'static str);
+/// A container: its name, requests and limits.
+type Ctr = (&'static str, Pair, Pair);
+/// An init container, and whether it is a sidecar (`restartPolicy: Always`).
+type Init = (Ctr, bool);
+/// A case: what it shows, the containers and init containers, the pod-level requests and
+/// limits, then the pod-level requests and limits defaulting gives.
+type Case = (
+    &'static str,
+    &'static [Ctr],
+    &'static [Init],
+    [Pair; 2],
+    [Pair; 2],
+);
+
+/// Unset.
+const NO: Pair = ("", "");
+/// The usual container resources of the upstream table.
+const STD: Pair = ("100m", "128Mi");
+/// Two containers with both requests and limits of [`STD`].
+const TWO: &[Ctr] = &[("c1", STD, STD), ("c2", STD, STD)];
+
+/// Upstream's table in its words, a row a case.
+#[rustfmt::skip]
+const DEFAULT_CASES: [Case; 10] = [
+    ("nil resources struct", TWO, &[], [NO, NO], [NO, NO]),
+    ("memory request set, container limits set for CPU",
+        &[("c1", STD, ("100m", "")), ("c2", ("200m", "128Mi"), ("200m", ""))], &[],
+        [("", "256Mi"), NO], [("300m", "256Mi"), ("300m", "")]),
+    ("memory request set, containers have CPU reqs (5m, 6m) and limits (9m, 10m)",
+        &[("c1", ("5m", ""), ("9m", "")), ("c2", ("6m", ""), ("10m", ""))], &[],
+        [("", "256Mi"), NO], [("11m", "256Mi"), ("19m", "")]),
+    ("limits defaulted from container limits when requests set",
+        TWO, &[], [("200m", "256Mi"), NO], [("200m", "256Mi"), ("200m", "256Mi")]),
+    ("limits not defaulted when container missing limits",
+        &[("c1", STD, STD), ("c2", STD, NO)], &[], [("200m", "256Mi"), NO], [("200m", "256Mi"), NO]),
+    ("pod memory limit set, CPU limit defaulted from containers",
+        &[("c1", STD, STD), ("c2", ("80m", "128Mi"), STD)], &[],
+        [("", "256Mi"), ("", "256Mi")], [("180m", "256Mi"), ("200m", "256Mi")]),
+    ("sidecar container with limits included in defaulting",
+        &[("c1", STD, STD)], &[(("sidecar", ("50m", "64Mi"), ("50m", "64Mi")), true)],
+        [("150m", "192Mi"), NO], [("150m", "192Mi"), ("150m", "192Mi")]),
+    ("init container missing limits - no limit defaulting",
+        &[("c1", STD, STD)], &[(("init", ("50m", "64Mi"), NO), false)],
+        [("200m", "256Mi"), NO], [("200m", "256Mi"), NO]),
+    ("limit raised to pod request when aggr limit less than request",
+        &[("c1", STD, STD)], &[], [("500m", "512Mi"), NO], [("500m", "512Mi"), ("500m", "512Mi")]),
+    ("pod requests defaulted from container requests when limits set",
+        &[("c1", ("50m", "64Mi"), NO), ("c2", ("50m", "64Mi"), NO)], &[],
+        [NO, ("500m", "512Mi")], [("100m", "128Mi"), ("500m", "512Mi")]),
+];
+
+/// The pod of a case: its containers, its init containers, its pod-level requests and limits.
+fn case_pod(containers: &[Ctr], inits: &[Init], [req, lim]: [Pair; 2]) -> PodBuilder {
+    let mut b = PodBuilder::new("ns", "p");
+    for &(name, r, l) in containers {
+        b = b.container(c(name, r, l));
+    }
+    for &((name, r, l), sidecar) in inits {
+        let init = c(name, r, l);
+        b = b.init_container(if sidecar { init.sidecar() } else { init });
+    }
+    for (resource, r, l) in [("cpu", req.0, lim.0), ("memory", req.1, lim.1)] {
+        if !r.is_empty() {
+            b = b.pod_request(resource, r);
+        }
+        if !l.is_empty() {
+            b = b.pod_limit(resource, l);
+        }
+    }
+    b
+}
+
 #[test]
 fn upstream_apply_pod_level_resource_defaults_table() {
-    let two = || {
-        vec![
-            c("c1", ("100m", "128Mi"), ("100m", "128Mi")),
-            c("c2", ("100m", "128Mi"), ("100m", "128Mi")),
-        ]
-    };
-    #[allow(clippy::type_complexity)]
-    let cases: Vec<(&str, PodBuilder, (&str, &str), (&str, &str))> = vec![
-        (
-            "nil resources struct",
-            spec(two(), vec![]),
-            ("", ""),
-            ("", ""),
-        ),
-        (
-            "memory request set, container limits set for CPU",
-            spec(
-                vec![
-                    c("c1", ("100m", "128Mi"), ("100m", "")),
-                    c("c2", ("200m", "128Mi"), ("200m", "")),
-                ],
-                vec![],
-            )
-            .pod_request("memory", "256Mi"),
-            ("300m", "256Mi"),
-            ("300m", ""),
-        ),
-        (
-            "memory request set, containers have CPU reqs (5m, 6m) and limits (9m, 10m)",
-            spec(
-                vec![
-                    c("c1", ("5m", ""), ("9m", "")),
-                    c("c2", ("6m", ""), ("10m", "")),
-                ],
-                vec![],
-            )
-            .pod_request("memory", "256Mi"),
-            ("11m", "256Mi"),
-            ("19m", ""),
-        ),
-        (
-            "limits defaulted from container limits when requests set",
-            spec(two(), vec![])
-                .pod_request("cpu", "200m")
-                .pod_request("memory", "256Mi"),
-            ("200m", "256Mi"),
-            ("200m", "256Mi"),
-        ),
-        (
-            "limits not defaulted when container missing limits",
-            spec(
-                vec![
-                    c("c1", ("100m", "128Mi"), ("100m", "128Mi")),
-                    c("c2", ("100m", "128Mi"), ("", "")),
-                ],
-                vec![],
-            )
-            .pod_request("cpu", "200m")
-            .pod_request("memory", "256Mi"),
-            ("200m", "256Mi"),
-            ("", ""),
-        ),
-        (
-            "pod memory limit set, CPU limit defaulted from containers",
-            spec(
-                vec![
-                    c("c1", ("100m", "128Mi"), ("100m", "128Mi")),
-                    c("c2", ("80m", "128Mi"), ("100m", "128Mi")),
-                ],
-                vec![],
-            )
-            .pod_request("memory", "256Mi")
-            .pod_limit("memory", "256Mi"),
-            ("180m", "256Mi"),
-            ("200m", "256Mi"),
-        ),
-        (
-            "sidecar container with limits included in defaulting",
-            spec(
-                vec![c("c1", ("100m", "128Mi"), ("100m", "128Mi"))],
-                vec![c("sidecar", ("50m", "64Mi"), ("50m", "64Mi")).sidecar()],
-            )
-            .pod_request("cpu", "150m")
-            .pod_request("memory", "192Mi"),
-            ("150m", "192Mi"),
-            ("150m", "192Mi"),
-        ),
-        (
-            "init container missing limits - no limit defaulting",
-            spec(
-                vec![c("c1", ("100m", "128Mi"), ("100m", "128Mi"))],
-                vec![c("init", ("50m", "64Mi"), ("", ""))],
-            )
-            .pod_request("cpu", "200m")
-            .pod_request("memory", "256Mi"),
-            ("200m", "256Mi"),
-            ("", ""),
-        ),
-        (
-            "limit raised to pod request when aggr limit less than request",
-            spec(vec![c("c1", ("100m", "128Mi"), ("100m", "128Mi"))], vec![])
-                .pod_request("cpu", "500m")
-                .pod_request("memory", "512Mi"),
-            ("500m", "512Mi"),
-            ("500m", "512Mi"),
-        ),
-        (
-            "pod requests defaulted from container requests when limits set",
-            spec(
-                vec![
-                    c("c1", ("50m", "64Mi"), ("", "")),
-                    c("c2", ("50m", "64Mi"), ("", "")),
-                ],
-                vec![],
-            )
-            .pod_limit("cpu", "500m")
-            .pod_limit("memory", "512Mi"),
-            ("100m", "128Mi"),
-            ("500m", "512Mi"),
-        ),
-    ];
-    for (name, pod, (rc, rm), (lc, lm)) in cases {
-        let (req, lim) = defaulted(pod);
+    for (name, containers, inits, pod_level, [(rc, rm), (lc, lm)]) in DEFAULT_CASES {
+        let (req, lim) = defaulted(case_pod(containers, inits, pod_level));
         assert_eq!(req, list(rc, rm), "{name}: requests");
         assert_eq!(lim, list(lc, lm), "{name}: limits");
     }
@@ -189,44 +131,38 @@ fn upstream_apply_pod_level_resource_defaults_table() {
 
 #[test]
 fn pod_level_requests_default_from_limits_when_no_container_requests() {
-    let (req, lim) =
-        defaulted(spec(vec![c("c1", ("", ""), ("", ""))], vec![]).pod_limit("cpu", "1"));
+    let (req, lim) = defaulted(case_pod(&[("c1", NO, NO)], &[], [NO, ("1", "")]));
     assert_eq!(req, list("1", ""));
     assert_eq!(lim, list("1", ""));
 }
 
 #[test]
 fn an_ephemeral_container_stops_pod_level_limit_defaulting() {
-    let mut s = spec(two_limited(), vec![])
-        .pod_request("cpu", "200m")
-        .build()
-        .spec
-        .unwrap();
+    let mut s = case_pod(TWO, &[], [("200m", ""), NO]).build().spec.unwrap();
     s.ephemeral_containers = Some(vec![Default::default()]);
     default_pod_level_resources(&mut s);
     assert!(s.resources.unwrap().limits.is_none());
-}
-
-fn two_limited() -> Vec<ContainerBuilder> {
-    vec![
-        c("c1", ("100m", "128Mi"), ("100m", "128Mi")),
-        c("c2", ("100m", "128Mi"), ("100m", "128Mi")),
-    ]
 }
 
 #[test]
 fn prepare_resize_keeps_only_resources_and_defaults_pod_level_limits() {
     // Issue case 1: adding the container's memory limit lets the pod-level memory limit be
     // defaulted, which makes the pod Guaranteed.
-    let old = spec(vec![c("app", ("500m", "128Mi"), ("500m", ""))], vec![])
-        .pod_limit("cpu", "500m")
-        .label("a", "b")
-        .build();
+    let old = case_pod(
+        &[("app", ("500m", "128Mi"), ("500m", ""))],
+        &[],
+        [NO, ("500m", "")],
+    )
+    .label("a", "b")
+    .build();
     let mut old_stored = old.clone();
     default_pod_level_resources(old_stored.spec.as_mut().unwrap());
-    let mut new = spec(vec![c("app", ("500m", "128Mi"), ("500m", "128Mi"))], vec![])
-        .pod_limit("cpu", "500m")
-        .build();
+    let mut new = case_pod(
+        &[("app", ("500m", "128Mi"), ("500m", "128Mi"))],
+        &[],
+        [NO, ("500m", "")],
+    )
+    .build();
     new.spec.as_mut().unwrap().node_name = Some("elsewhere".into());
     let got = prepare_resize(&old_stored, &new);
     let s = got.spec.unwrap();
@@ -243,9 +179,7 @@ fn prepare_resize_keeps_only_resources_and_defaults_pod_level_limits() {
 
 #[test]
 fn prepare_resize_restores_pod_level_resources_a_client_dropped() {
-    let old = spec(vec![c("app", ("100m", "64Mi"), ("", ""))], vec![])
-        .pod_request("cpu", "200m")
-        .build();
+    let old = case_pod(&[("app", ("100m", "64Mi"), NO)], &[], [("200m", ""), NO]).build();
     let mut new = old.clone();
     new.spec.as_mut().unwrap().resources = None;
     let got = prepare_resize(&old, &new);

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::*;
-use crate::fixture::{PodBuilder, container};
+use crate::fixture::{PodBuilder, container, running_pod};
 use crate::resources::ResourceList;
 use crate::upstream::strategy::prepare_resize;
 
@@ -20,6 +20,12 @@ fn base() -> PodBuilder {
 
 fn check(old: &Pod, new: &Pod) -> Result<(), String> {
     validate_resize(old, &prepare_resize(old, new)).map_err(|e| e.to_string())
+}
+
+/// Upstream's refusal of [`base`] changed by `edit` (there must be one).
+fn refusal_of(edit: impl FnOnce(&mut PodSpec)) -> String {
+    let old = base().build();
+    check(&old, &with(&old, edit)).unwrap_err()
 }
 
 fn with<F: FnOnce(&mut PodSpec)>(pod: &Pod, f: F) -> Pod {
@@ -63,12 +69,9 @@ fn change(pod: &Pod, at: At, requests: &[(&str, &str)], limits: &[(&str, &str)])
 
 #[test]
 fn an_empty_pod_level_object_the_old_pod_lacks_is_another_change() {
-    let old = base().build();
-    let new = with(&old, |s| {
-        s.resources = Some(ResourceRequirements::default())
-    });
+    let refusal = refusal_of(|s| s.resources = Some(ResourceRequirements::default()));
     assert_eq!(
-        check(&old, &new).unwrap_err(),
+        refusal,
         "spec: Forbidden: only cpu and memory resources are mutable"
     );
 }
@@ -120,20 +123,16 @@ fn a_resize_of_one_container_is_judged_as_upstream_judges_it() {
 
 #[test]
 fn removing_a_limit_or_request_is_forbidden() {
-    let old = base().build();
-    let new = with(&old, |s| {
-        s.containers[0]
+    let refusal = refusal_of(|s| {
+        let limits = s.containers[0]
             .resources
             .as_mut()
-            .unwrap()
-            .limits
-            .as_mut()
-            .unwrap()
-            .remove("memory");
+            .and_then(|r| r.limits.as_mut());
+        limits.unwrap().remove("memory");
     });
     // The request stays (defaulting only fills missing requests), so the limit is what is gone.
     assert_eq!(
-        check(&old, &new).unwrap_err(),
+        refusal,
         "spec.containers[0].resources.limits: Forbidden: resource limits cannot be removed"
     );
 }
@@ -157,15 +156,12 @@ fn other_resources_and_resize_policies_are_immutable() {
 
 #[test]
 fn containers_cannot_be_added_or_renamed() {
-    let old = base().build();
-    let added = with(&old, |s| s.containers.push(container("x").build()));
     assert_eq!(
-        check(&old, &added).unwrap_err(),
+        refusal_of(|s| s.containers.push(container("x").build())),
         "spec.containers: Forbidden: containers may not be added or removed on resize"
     );
-    let renamed = with(&old, |s| s.containers[1].name = "other".into());
     assert_eq!(
-        check(&old, &renamed).unwrap_err(),
+        refusal_of(|s| s.containers[1].name = "other".into()),
         "spec.containers[1].name: Forbidden: containers may not be renamed or reordered on resize"
     );
 }
@@ -278,11 +274,11 @@ fn non_overcommittable_resources_need_equal_request_and_limit() {
 
 #[test]
 fn non_sidecar_init_containers_with_restart_policy_cannot_be_resized() {
-    let old = PodBuilder::new("ns", "p")
-        .container(container("app").guaranteed("100m", "64Mi"))
-        .init_container(container("setup").guaranteed("100m", "64Mi"))
+    let small = |name| container(name).guaranteed("100m", "64Mi");
+    let mut old = PodBuilder::new("ns", "p")
+        .container(small("app"))
+        .init_container(small("setup"))
         .build();
-    let mut old = old;
     old.spec.as_mut().unwrap().init_containers.as_mut().unwrap()[0].resize_policy =
         Some(vec![ContainerResizePolicy {
             resource_name: "cpu".into(),
@@ -336,15 +332,8 @@ fn v1_33_refuses_lowering_or_adding_a_memory_limit_without_restart() {
     assert_eq!(check_on(&restart, &lowered, 33), Ok(()));
 
     // Adding a limit lowers it from unlimited.
-    let unlimited = PodBuilder::new("ns", "p")
-        .node("n1")
-        .container(
-            container("app")
-                .request("cpu", "100m")
-                .request("memory", "64Mi"),
-        )
-        .running(0)
-        .build();
+    let app = container("app").request("cpu", "100m");
+    let unlimited = running_pod("ns", "p", app.request("memory", "64Mi")).build();
     let added = change(&unlimited, At::Container(0), &[], &[("memory", "128Mi")]);
     assert_eq!(
         check_on(&unlimited, &added, 33).unwrap_err(),
@@ -355,11 +344,7 @@ fn v1_33_refuses_lowering_or_adding_a_memory_limit_without_restart() {
 
 #[test]
 fn pod_level_resources_per_minor() {
-    let old = PodBuilder::new("ns", "p")
-        .node("n1")
-        .container(container("app").guaranteed("100m", "64Mi"))
-        .running(0)
-        .build();
+    let old = running_pod("ns", "p", container("app").guaranteed("100m", "64Mi")).build();
     let old = change(&old, At::Pod, &[("cpu", "200m")], &[("cpu", "200m")]);
     let new = change(&old, At::Pod, &[("cpu", "300m")], &[("cpu", "300m")]);
     for minor in [33, 34] {
@@ -414,11 +399,7 @@ fn init_containers_before_v1_36_only_resize_sidecars() {
 #[test]
 fn before_v1_35_a_list_the_old_container_lacks_is_not_compared() {
     // v1.33–v1.34 dropCPUMemoryResourcesFromContainer: `if oldResourceList == nil { return nil }`.
-    let old = PodBuilder::new("ns", "p")
-        .node("n1")
-        .container(container("app"))
-        .running(0)
-        .build();
+    let old = running_pod("ns", "p", container("app")).build();
     let new = change(&old, At::Container(0), &[("ephemeral-storage", "1Gi")], &[]);
     assert_eq!(check_on(&old, &new, 34), Ok(()));
     assert_eq!(
