@@ -16,6 +16,7 @@
 //! `feasibility.revertInfeasible: true`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::run_guaranteed;
 use crate::scenario::webhook as support;
 
 use std::future::Future;
@@ -436,12 +437,7 @@ async fn sidecar_resize(env: &'static Env) -> String {
     let (ns, node, pods) = env
         .scenario("v-sidecar", ("sidecar", "1930m", "3Gi"), &[])
         .await;
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "1000m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods, "filler", &node, "low", "1000m", "256Mi").await;
     create_running(&pods, &sidecar_pod(&node)).await.unwrap();
     // 1000m + (250m app + 800m proxy) > 1930m: Deferred, 120m short.
     let patch = r#"{"spec":{"initContainers":[{"name":"proxy","resources":{"requests":{"cpu":"800m"},"limits":{"cpu":"800m"}}}]}}"#;

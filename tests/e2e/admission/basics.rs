@@ -3,6 +3,7 @@
 //! what `kubectl` users see, what the audit log records, and the Events.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::events_saying;
 use crate::scenario::webhook as support;
 
 use std::time::Duration;
@@ -23,18 +24,6 @@ async fn setup() -> &'static Env {
     env
 }
 
-async fn events_text(env: &Env, ns: &str, pod: &str, want: &str) -> String {
-    let mut text = String::new();
-    for _ in 0..100 {
-        text = env.kubectl().events_for(ns, pod).await.unwrap().stdout;
-        if text.contains(want) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    text
-}
-
 #[tokio::test]
 async fn qos_change_gets_resize_guards_message_in_kubectl() {
     let env = setup().await;
@@ -44,27 +33,12 @@ async fn qos_change_gets_resize_guards_message_in_kubectl() {
     let patch =
         r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"500m"}}}]}}"#;
     let out = env.kubectl().resize(&ns, "app", patch).await.unwrap();
-    assert!(!out.success);
-    // `ValidatePodResize`'s 422 Invalid, which kubectl prints from its causes: upstream's
-    // errors, then resize-guard's explanation as the last one.
-    for line in [
-        "The Pod \"app\" is invalid: \n",
-        "* spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing\n",
-        "* spec: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable",
-    ] {
-        assert!(out.stderr.contains(line), "{line:?} in\n{}", out.stderr);
-    }
-    assert!(
-        out.stderr
-            .contains("container app: cpu request 500m ≠ limit 250m"),
-        "{}",
-        out.stderr
+    support::assert_qos_invalid(
+        &out,
+        "app",
+        &["container app: cpu request 500m ≠ limit 250m"],
     );
-    let events = events_text(env, &ns, "app", "ResizeRejected").await;
-    assert!(
-        events.contains("ResizeRejected") && events.contains("Warning"),
-        "{events}"
-    );
+    events_saying(env, &ns, "app", &["ResizeRejected", "Warning"]).await;
 }
 
 #[tokio::test]
@@ -96,8 +70,7 @@ async fn infeasible_resize_gets_resize_guards_message_with_the_nodes_numbers() {
         Some(1),
         "nothing stored"
     );
-    let events = events_text(env, &ns, "app", "ResizeRejected").await;
-    assert!(events.contains("can never fit"), "{events}");
+    events_saying(env, &ns, "app", &["ResizeRejected", "can never fit"]).await;
 }
 
 #[tokio::test]
@@ -119,11 +92,13 @@ async fn deferred_resize_is_allowed_with_a_warning_and_audit_annotations() {
     crate::scenario::wait_field_test_deferred(&pods).await;
     // And says so in its own Event (pkg/kubelet/allocation/allocation_manager.go
     // handlePodResourcesResize, events.PodResizePendingMsg).
-    let events = events_text(env, &ns, "app", "ResizeDeferred").await;
-    assert!(
-        events.contains("ResizeDeferred") && events.contains("Pod resize OutOfcpu: {"),
-        "{events}"
-    );
+    events_saying(
+        env,
+        &ns,
+        "app",
+        &["ResizeDeferred", "Pod resize OutOfcpu: {"],
+    )
+    .await;
 
     let mut audit = Vec::new();
     for _ in 0..50 {
@@ -208,11 +183,7 @@ async fn dry_run_denials_record_no_event() {
         "{}",
         out.stderr
     );
-    let events = events_text(env, &ns, "app", "2440m").await;
-    assert!(
-        events.contains("ResizeRejected") && events.contains("2440m"),
-        "{events}"
-    );
+    let events = events_saying(env, &ns, "app", &["ResizeRejected", "2440m"]).await;
     assert!(!events.contains("2430m"), "{events}");
 }
 

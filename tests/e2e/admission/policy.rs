@@ -4,6 +4,7 @@
 //! edit that drops `mode` is such a bad edit, never enforcement by omission.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::events_saying;
 use crate::scenario::webhook as support;
 
 use std::time::Duration;
@@ -50,20 +51,9 @@ async fn policy_modes_and_live_reload() {
     );
     assert_eq!(spec_cpu(&p).1.as_deref(), Some("400m"), "app's cpu limit");
     assert_eq!(restart_count(&p), 0);
-    let mut events = String::new();
-    for _ in 0..100 {
-        events = k.events_for(&ns, "app").await.unwrap().stdout;
-        if events.contains("ResizeRepaired") && events.contains("ResizeCompleted") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     // resize-guard's Event, then the real kubelet's (pkg/kubelet/kubelet.go,
     // events.ResizeCompleted).
-    assert!(
-        events.contains("ResizeRepaired") && events.contains("ResizeCompleted"),
-        "{events}"
-    );
+    events_saying(env, &ns, "app", &["ResizeRepaired", "ResizeCompleted"]).await;
 
     // 2. A bad edit keeps the last good policy (still repair) and is reported on the ConfigMap.
     support::set_policy(

@@ -10,6 +10,7 @@
 //!   the warning and the audit annotation).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::run_guaranteed;
 use crate::scenario::webhook as support;
 
 use std::sync::Arc;
@@ -113,18 +114,8 @@ async fn a_tenant_learns_no_other_namespaces_pods_or_usage_from_the_webhook() {
     let tenant = env.namespace("tenant").await;
     let others: Api<Pod> = Api::namespaced(env.client().await, &other);
     let tenants: Api<Pod> = Api::namespaced(env.client().await, &tenant);
-    let secret = create_running(
-        &others,
-        &guaranteed_pod("secret", &node_name, "low", "1800m", "512Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &tenants,
-        &guaranteed_pod("app", &node_name, "high", "100m", "128Mi"),
-    )
-    .await
-    .unwrap();
+    let secret = run_guaranteed(&others, "secret", &node_name, "low", "1800m", "512Mi").await;
+    run_guaranteed(&tenants, "app", &node_name, "high", "100m", "128Mi").await;
     node.set_usage(&other, "secret", "app", "333Mi", "10m")
         .unwrap();
     metrics

@@ -8,6 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::events_saying;
+use crate::scenario::run_guaranteed;
 
 use std::time::Duration;
 
@@ -93,18 +95,7 @@ async fn field_test_the_filler_is_preempted_and_the_resize_completes_in_place() 
         preempting
     );
     // ResizeCompleted follows actuation asynchronously.
-    let mut text = String::new();
-    for _ in 0..100 {
-        text = env.kubectl().events_for(&ns, "app").await.unwrap().stdout;
-        if text.contains("PreemptingForResize") && text.contains("ResizeCompleted") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        text.contains("PreemptingForResize") && text.contains("ResizeCompleted"),
-        "{text}"
-    );
+    events_saying(env, &ns, "app", &["PreemptingForResize", "ResizeCompleted"]).await;
     let metrics =
         resize_guard_harness::install::http_get(CONTROLLER.get().unwrap().health_port, "/metrics")
             .await
@@ -340,12 +331,7 @@ async fn a_pdb_protected_pod_is_not_evicted_and_another_victim_is_used() {
     let client = env.client().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     // Two equally good victims; the younger one (normally preferred) is covered by a PDB.
-    create_running(
-        &pods,
-        &guaranteed_pod("older", &node, "low", "700m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods, "older", &node, "low", "700m", "256Mi").await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let pods_on_node = [
         ("db", "low", "700m", "256Mi"),
@@ -479,24 +465,9 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
     let cfg = HollowNodeConfig::with_allocatable(&env.unique("shrinks"), "1930m", "3Gi").unwrap();
     let mut node = HollowNode::start(&env.cp, &cfg).await.unwrap();
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", node.name(), "low", "500m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", node.name(), "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("nudge", node.name(), "low", "10m", "16Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods, "filler", node.name(), "low", "500m", "256Mi").await;
+    run_guaranteed(&pods, "app", node.name(), "high", "250m", "256Mi").await;
+    run_guaranteed(&pods, "nudge", node.name(), "low", "10m", "16Mi").await;
 
     // The restarted kubelet admits with the Node object it has cached (kubelet_nodecache.go
     // getCachedNode), so if it looks at the resize at start it may set Deferred before its own

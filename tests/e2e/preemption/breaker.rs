@@ -15,6 +15,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::run_guaranteed;
 
 use std::time::{Duration, Instant};
 
@@ -91,19 +92,9 @@ async fn futile_plans_pause_only_their_own_tenants_preemption() {
         p.spec.as_mut().unwrap().termination_grace_period_seconds = Some(60);
         create_running(&pods_a, &p).await.unwrap();
     }
-    create_running(
-        &pods_x,
-        &guaranteed_pod("ba-x", &node_a, "lowest", "300m", "64Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods_x, "ba-x", &node_a, "lowest", "300m", "64Mi").await;
     for (name, class) in [("grower", "mid"), ("y1", "high"), ("y2", "high")] {
-        create_running(
-            &pods_a,
-            &guaranteed_pod(name, &node_a, class, "100m", "64Mi"),
-        )
-        .await
-        .unwrap();
+        run_guaranteed(&pods_a, name, &node_a, class, "100m", "64Mi").await;
     }
     // A's second node, for the resize the open breaker must hold.
     let node_a2 = env.node("ba2", "400m", "8Gi").await;

@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::run_guaranteed;
 
 use std::time::{Duration, Instant};
 
@@ -187,9 +188,7 @@ async fn an_api_server_restart_mid_plan_neither_loses_the_plan_nor_adds_a_victim
         let p = stopping_after(guaranteed_pod(name, &node, "low", "500m", "64Mi"), "3s");
         create_running(&pods, &p).await.unwrap();
     }
-    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
-        .await
-        .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
     env.try_resize_cpu(&ns, "app", "1250m").await;
     // The plan is recorded before any victim is touched; restart once a victim is terminating.
     let deadline = Instant::now() + T;

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::run_guaranteed;
 
 use std::time::{Duration, Instant};
 
@@ -109,9 +110,7 @@ async fn targets(
     let mut apis = Vec::new();
     for (ns, pod, class, on) in list {
         let api = ns_of(&ns);
-        create_running(&api, &guaranteed_pod(&pod, &on, class, "50m", "32Mi"))
-            .await
-            .unwrap();
+        run_guaranteed(&api, &pod, &on, class, "50m", "32Mi").await;
         let uid = api.get(&pod).await.unwrap().metadata.uid.unwrap();
         victims.push(json!({"namespace": ns, "name": pod, "uid": uid}));
         apis.push((api, pod));
@@ -139,14 +138,10 @@ async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_vic
     let (env, _alone) = alone(&SERIAL).await;
     let (ns, node, pods) = env.scenario("resume", ("n", "2500m", "4Gi"), &[]).await;
     for name in ["v1", "v2", "v3", "v4"] {
-        create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
-            .await
-            .unwrap();
+        run_guaranteed(&pods, name, &node, "low", "500m", "64Mi").await;
         tokio::time::sleep(Duration::from_millis(1100)).await; // distinct start times
     }
-    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
-        .await
-        .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
     env.try_resize_cpu(&ns, "app", "1250m").await;
     wait_pod(&pods, "app", T, |p| resize_pending(p).is_some())
         .await
@@ -268,9 +263,7 @@ async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_p
         p.spec.as_mut().unwrap().termination_grace_period_seconds = Some(30);
         create_running(&pods, &p).await.unwrap();
     }
-    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
-        .await
-        .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
     // Wait for any other test's replica to let go of the Lease, so this one leads.
     let first = support::start(env, "crash-1").await;
     first.leads_within(400).await;
@@ -735,12 +728,7 @@ async fn a_budget_the_cache_disagrees_with_is_asked_again_ever_more_slowly() {
         .collect();
     assert_eq!(replanned.len(), 1, "one Event series: {replanned:?}");
     assert!(
-        pods.get("filler")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_none(),
+        !crate::scenario::terminating(&pods, "filler").await,
         "the budget held"
     );
     pdbs.delete("filler", &DeleteParams::default())
@@ -795,9 +783,7 @@ async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
             create_running_as_is(&pods, &bare).await.unwrap();
             for i in 0..k {
                 let name = format!("n{n}-app{i}");
-                create_running(&pods, &guaranteed_pod(&name, &node, "high", "100m", "64Mi"))
-                    .await
-                    .unwrap();
+                run_guaranteed(&pods, &name, &node, "high", "100m", "64Mi").await;
                 names.push((name, node.clone(), true));
             }
             names.push((format!("n{n}-ds"), node, false));

@@ -15,6 +15,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::run_guaranteed;
 
 use std::time::Duration;
 
@@ -76,13 +77,9 @@ async fn a_resumed_three_victim_plan_evicts_only_what_a_fresh_reprieve_still_nee
     let (env, _alone) = alone(&SERIAL).await;
     let (ns, node, pods) = env.scenario("minimal", ("n", "2500m", "4Gi"), &[]).await;
     for name in ["v1", "v2", "v3", "bystander"] {
-        create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
-            .await
-            .unwrap();
+        run_guaranteed(&pods, name, &node, "low", "500m", "64Mi").await;
     }
-    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
-        .await
-        .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
     support::resize_pending_on(env, &pods, &ns, "app", "1750m").await;
 
     // What a controller that died right after its first eviction left: the three-victim record,
@@ -170,9 +167,7 @@ async fn an_older_sealed_record_put_back_by_the_pods_author_is_rejected_as_super
             .insert("budget".into(), "victims".into());
         create_running(&pods, &p).await.unwrap();
     }
-    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
-        .await
-        .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
     // The Eviction API refuses every eviction under the budget while its status still allows two.
     let (pdbs, _, _) =
         support::stale_budget(env, &ns, "victims", ("budget", "victims"), 2, 2).await;
@@ -432,13 +427,9 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
     let (env, _alone) = alone(&SERIAL).await;
     let (ns, node, pods) = env.scenario("stale", ("n", "2", "4Gi"), &[]).await;
     for name in ["v1", "v2"] {
-        create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
-            .await
-            .unwrap();
+        run_guaranteed(&pods, name, &node, "low", "500m", "64Mi").await;
     }
-    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
-        .await
-        .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
     resize_guard_harness::install::apply_rbac(env).await;
     let client = env.cp.client_as(Identity::Controller).await.unwrap();
     let course = Course {

@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::run_guaranteed;
 
 use std::time::{Duration, Instant};
 
@@ -106,9 +107,7 @@ async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_
     slow.spec.as_mut().unwrap().termination_grace_period_seconds = Some(600);
     create_running(&pods, &slow).await.unwrap();
     for name in ["first", "second"] {
-        create_running(&pods, &guaranteed_pod(name, &node, "high", "250m", "256Mi"))
-            .await
-            .unwrap();
+        run_guaranteed(&pods, name, &node, "high", "250m", "256Mi").await;
     }
     let slow_history = support::History::start(&pods, "slow").await;
     let filler_history = support::History::start(&pods, "filler").await;
@@ -135,12 +134,7 @@ async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        pods.get("filler")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_none(),
+        !crate::scenario::terminating(&pods, "filler").await,
         "filler was taken while first's plan held the node"
     );
 
@@ -222,12 +216,7 @@ async fn terminating_pods_nobody_planned_that_ignore_sigterm_stall_the_resize_wi
         .unwrap()
         .termination_grace_period_seconds = Some(600);
     create_running(&pods, &leaving).await.unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "256Mi").await;
     pods.delete("leaving", &kube::api::DeleteParams::default())
         .await
         .unwrap();

@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::run_guaranteed;
 
 use std::time::{Duration, Instant};
 
@@ -432,18 +433,8 @@ async fn tenants_under_their_budgets_never_touch_an_excluded_namespace() {
     create_running(&pods_x, &cheapest).await.unwrap();
     // A node where only X's pod could make room for B's second resize.
     let node_r = env.node("xr", "400m", "8Gi").await;
-    create_running(
-        &pods_x,
-        &guaranteed_pod("xr-x", &node_r, "lowest", "300m", "64Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods_b,
-        &guaranteed_pod("xr-app", &node_r, "high", "100m", "64Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods_x, "xr-x", &node_r, "lowest", "300m", "64Mi").await;
+    run_guaranteed(&pods_b, "xr-app", &node_r, "high", "100m", "64Mi").await;
 
     // A's stream: each resize grows by 300m, a victim's worth; A's budget is 2.
     resize_all(&pods_a, &apps_a, "400m").await;

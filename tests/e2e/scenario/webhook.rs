@@ -189,3 +189,25 @@ impl InProcessController {
         let _ = tokio::time::timeout(Duration::from_secs(60), &mut self.task).await;
     }
 }
+
+/// Asserts that kubectl's resize of `pod` failed with `ValidatePodResize`'s 422 Invalid for a
+/// Guaranteed pod's QoS change, printed from its causes: upstream's error, then resize-guard's
+/// explanation as the last one, followed by each of `explained` (its details).
+pub fn assert_qos_invalid(
+    out: &resize_guard_harness::kubectl::KubectlOutput,
+    pod: &str,
+    explained: &[&str],
+) {
+    assert!(!out.success, "{}", out.stdout);
+    let explanation = "* spec: resize-guard: this resize would change the pod's QoS class \
+                       from Guaranteed to Burstable";
+    let mut lines = vec![
+        format!("The Pod \"{pod}\" is invalid: \n"),
+        "* spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of \
+         resizing\n"
+            .to_owned(),
+        explanation.to_owned(),
+    ];
+    lines.extend(explained.iter().map(|e| (*e).to_owned()));
+    resize_guard_harness::text::assert_contains_all(&out.stderr, &lines);
+}

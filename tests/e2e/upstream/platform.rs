@@ -2,12 +2,16 @@
 //! resize-guard: they protect the product from wrong assumptions about the platform.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::events_saying;
+use crate::scenario::run_guaranteed;
+
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::objects::*;
+use resize_guard_harness::text::assert_contains_all;
 
 fn env() -> &'static Env {
     shared(EnvOptions::default())
@@ -131,22 +135,15 @@ async fn kubectl_events_shows_the_kubelet_resize_events() {
     })
     .await
     .unwrap();
-    let mut text = String::new();
-    for _ in 0..100 {
-        text = env.kubectl().events_for(&ns, "app").await.unwrap().stdout;
-        if text.contains("ResizeCompleted") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    for reason in ["ResizeDeferred", "ResizeStarted", "ResizeCompleted"] {
-        assert!(text.contains(reason), "missing {reason} in:\n{text}");
-    }
-    assert!(
-        text.contains("Node didn't have enough resource: cpu"),
-        "{text}"
+    let reasons = ["ResizeDeferred", "ResizeStarted", "ResizeCompleted"];
+    let text = events_saying(env, &ns, "app", &reasons).await;
+    assert_contains_all(
+        &text,
+        &[
+            "Node didn't have enough resource: cpu",
+            "Pod resize OutOfcpu",
+        ],
     );
-    assert!(text.contains("Pod resize OutOfcpu"), "{text}");
 }
 
 /// The kubelet refuses to start a pod that does not fit (`OutOfcpu`).
@@ -189,12 +186,7 @@ async fn terminating_pods_hold_resources_until_gone() {
     let mut slow = guaranteed_pod("slow", &node, "low", "1500m", "256Mi");
     slow.spec.as_mut().unwrap().termination_grace_period_seconds = Some(600);
     create_running(&pods, &slow).await.unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "256Mi").await;
     // Deferred while `slow` runs…
     env.try_resize_cpu(&ns, "app", "550m").await;
     let p = wait_pod(&pods, "app", T, |p| resize_pending(p).is_some())
