@@ -13,6 +13,7 @@ use resize_guard_harness::admission::Webhooks;
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::install::{policy_has, wait_policy};
 use resize_guard_harness::objects::*;
+use resize_guard_harness::text::assert_contains_all;
 
 const T: Duration = Duration::from_secs(30);
 
@@ -114,17 +115,12 @@ async fn policy_modes_and_live_reload() {
     let qos = r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"300m"}}}]}}"#;
     let out = k.resize(&ns2, "app", qos).await.unwrap();
     // resize-guard only warns; the API server's own validation still refuses the QoS change.
-    assert!(
-        out.stderr
-            .contains("Warning: resize-guard (audit mode) would deny this resize"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr
-            .contains("Pod QOS Class may not change as a result of resizing"),
-        "{}",
-        out.stderr
+    assert_contains_all(
+        &out.stderr,
+        &[
+            "Warning: resize-guard (audit mode) would deny this resize",
+            "Pod QOS Class may not change as a result of resizing",
+        ],
     );
     assert!(!out.stderr.contains("denied the request"), "{}", out.stderr);
     // The audit log is flushed asynchronously: wait (bounded) for the resize's entry.

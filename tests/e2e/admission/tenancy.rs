@@ -21,6 +21,7 @@ use kube::api::Api;
 use resize_guard_harness::admission::Webhooks;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::objects::*;
+use resize_guard_harness::text::assert_contains_all;
 use resize_guard_policy::usage::PodUsage;
 use rustls_pki_types::ServerName;
 use serde_json::{Value, json};
@@ -186,17 +187,13 @@ async fn a_tenant_learns_no_other_namespaces_pods_or_usage_from_the_webhook() {
         .await
         .unwrap();
     assert!(out.success, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("resize-guard (dry run): mutate decision deferred-preemptible"),
-        "resize-guard planned to preempt: {}",
-        out.stderr
-    );
-    assert!(
-        out.stderr
-            .contains("resize-guard will preempt 1 pod in another namespace"),
-        "{}",
-        out.stderr
+    // resize-guard planned to preempt.
+    assert_contains_all(
+        &out.stderr,
+        &[
+            "resize-guard (dry run): mutate decision deferred-preemptible",
+            "resize-guard will preempt 1 pod in another namespace",
+        ],
     );
     assert!(!out.stderr.contains("secret"), "{}", out.stderr);
     assert!(!out.stderr.contains(&other), "{}", out.stderr);

@@ -18,6 +18,7 @@ use resize_guard_harness::hollow_node::HollowNodeConfig;
 use resize_guard_harness::installed::Installed;
 use resize_guard_harness::kubectl::Kubectl;
 use resize_guard_harness::objects::*;
+use resize_guard_harness::text::assert_contains_all;
 
 #[tokio::test]
 async fn a_tenants_what_if_counts_a_victim_of_another_namespace_and_names_none() {
@@ -81,15 +82,15 @@ async fn a_tenants_what_if_counts_a_victim_of_another_namespace_and_names_none()
     let text = format!("{}{}", out.stdout, out.stderr);
     println!("{text}");
     assert!(out.success, "{text}");
-    assert!(
-        text.contains("resize-guard's mutate webhook decided: deferred-preemptible"),
-        "resize-guard planned to preempt: {text}"
+    // resize-guard planned to preempt.
+    assert_contains_all(
+        &text,
+        &[
+            "resize-guard's mutate webhook decided: deferred-preemptible",
+            "resize-guard will preempt 1 pod in another namespace",
+            "Plan: unread",
+        ],
     );
-    assert!(
-        text.contains("resize-guard will preempt 1 pod in another namespace"),
-        "{text}"
-    );
-    assert!(text.contains("Plan: unread"), "{text}");
     assert!(!text.contains("secret") && !text.contains(&other), "{text}");
 
     // An administrator's what-if reads the node's pods itself and names the victim.

@@ -150,12 +150,7 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_wakes() {
     let after = writes_by(env, &old.identity, woke);
     let fenced = http_get(old.health_port, "/metrics")
         .await
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("resize_guard_fenced_writes_total"))
-                .map(str::to_owned)
-        });
+        .map(|m| crate::scenario::metric_line(&m, "resize_guard_fenced_writes_total"));
     eprintln!(
         "frozen leader: {} writes after waking ({fenced:?})",
         after.len()

@@ -314,12 +314,7 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
 
     // Over a pod with no annotations at all: the author's write since is kept.
     let read = pods.get("app").await.unwrap();
-    assert!(
-        read.metadata
-            .annotations
-            .as_ref()
-            .is_none_or(|a| a.is_empty())
-    );
+    assert!(unannotated(&read), "{:?}", read.metadata.annotations);
     author_wins(
         &pods,
         &read,
@@ -392,12 +387,7 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
     );
     // Over the recreated pod as read (no annotations at all): added.
     let read = pods.get("app").await.unwrap();
-    assert!(
-        read.metadata
-            .annotations
-            .as_ref()
-            .is_none_or(|a| a.is_empty())
-    );
+    assert!(unannotated(&read), "{:?}", read.metadata.annotations);
     plan_write(&pods, &read, Some("ctrl")).await.unwrap();
     assert_eq!(app_plan(&pods).await.as_deref(), Some("ctrl"));
     delete_and_wait_gone(&pods, "app").await;
@@ -449,16 +439,8 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
         brakes: std::sync::Arc::new(Brakes::new()),
         waits: std::sync::Arc::new(Waits::new()),
     };
-    let conflicts = || {
-        course
-            .actuator
-            .metrics
-            .render()
-            .lines()
-            .find(|l| l.starts_with("resize_guard_plan_write_conflicts_total"))
-            .unwrap_or_default()
-            .to_owned()
-    };
+    let series = "resize_guard_plan_write_conflicts_total";
+    let conflicts = || crate::scenario::metric_line(&course.actuator.metrics.render(), series);
 
     // Clears decided over the author's first record, after the author put another one.
     put_plan(&pods, "app", "author-1").await;
@@ -552,4 +534,12 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
     support::wait_event(env, &ns, "PreemptingForResize").await;
     let rejected = support::events(env, &ns, "PreemptionPlanRejected").await;
     assert!(rejected.is_empty(), "{rejected:?}");
+}
+
+/// Whether `pod` has no annotations at all.
+fn unannotated(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_none_or(|a| a.is_empty())
 }

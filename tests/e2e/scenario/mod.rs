@@ -101,3 +101,12 @@ pub async fn events_saying(
     resize_guard_harness::text::assert_contains_all(&text, words);
     text
 }
+
+/// The first line of the metrics exposition `text` that starts with `series` (a name, or a name
+/// and its labels), or "" when there is none.
+pub fn metric_line(text: &str, series: &str) -> String {
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .unwrap_or_default()
+        .to_owned()
+}
