@@ -221,6 +221,17 @@ async fn wait_for(
     }
 }
 
+/// Waits ([`wait_for`]) until the configuration and Secrets converged ([`State::converged`]).
+async fn converged(
+    client: &kube::Client,
+    ns: &str,
+    configuration: &str,
+    timeout: Duration,
+    what: &str,
+) -> (State, Duration) {
+    wait_for(client, ns, configuration, timeout, what, State::converged).await
+}
+
 /// Verifies `leaf` as a TLS server certificate for `name` with `ca` as the only root.
 fn verify(leaf: &str, ca: &str, name: &str) -> Result<(), rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -287,7 +298,7 @@ async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_withi
 
     let started = Instant::now();
     let controller = Controller::start(env, &ns, &["--leaf-validity=30s".into()]).await;
-    let (state, took) = wait_for(&client, &ns, name, T, "first install", State::converged).await;
+    let (state, took) = converged(&client, &ns, name, T, "first install").await;
     eprintln!(
         "fresh install converged in {took:?} (from controller start: {:?})",
         started.elapsed()
@@ -330,34 +341,15 @@ async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_withi
 
     // Garbage caBundle on the validating configuration: repaired.
     overwrite_bundle(&client, name, false, Some(b"garbage")).await;
-    let t = Instant::now();
-    let (_, _) = wait_for(
-        &client,
-        &ns,
-        name,
-        Duration::from_secs(10),
-        "garbage repaired",
-        State::converged,
-    )
-    .await;
-    let garbage_repair = t.elapsed();
+    let ten = Duration::from_secs(10);
+    let (_, garbage_repair) = converged(&client, &ns, name, ten, "garbage repaired").await;
     // caBundle wiped from the mutating configuration: repaired.
     overwrite_bundle(&client, name, true, None).await;
-    let t = Instant::now();
-    let (after, _) = wait_for(
-        &client,
-        &ns,
-        name,
-        Duration::from_secs(10),
-        "wipe repaired",
-        State::converged,
-    )
-    .await;
-    let wipe_repair = t.elapsed();
+    let (after, wipe_repair) = converged(&client, &ns, name, ten, "wipe repaired").await;
     eprintln!(
         "caBundle repaired after garbage in {garbage_repair:?}, after removal in {wipe_repair:?}"
     );
-    assert!(garbage_repair < Duration::from_secs(10) && wipe_repair < Duration::from_secs(10));
+    assert!(garbage_repair < ten && wipe_repair < ten);
     assert_eq!(
         after.ca_crt().unwrap(),
         ca,
@@ -419,29 +411,11 @@ async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_withi
         &[format!("--webhook-configuration={witness_name}")],
     )
     .await;
-    let converged = State::converged;
-    wait_for(
-        &client,
-        &witness_ns,
-        witness_name,
-        T,
-        "witness install",
-        converged,
-    )
-    .await;
+    converged(&client, &witness_ns, witness_name, T, "witness install").await;
     controller.shutdown().await;
     overwrite_bundle(&client, name, false, None).await;
     overwrite_bundle(&client, witness_name, false, None).await;
-    let ten = Duration::from_secs(10);
-    wait_for(
-        &client,
-        &witness_ns,
-        witness_name,
-        ten,
-        "witness repair",
-        converged,
-    )
-    .await;
+    converged(&client, &witness_ns, witness_name, ten, "witness repair").await;
     let s = State::read(&client, &ns, name).await;
     assert_eq!(
         s.validating,
@@ -474,7 +448,7 @@ async fn a_ca_rotates_in_three_phases_and_the_leaf_is_always_trusted() {
         ],
     )
     .await;
-    let (first, _) = wait_for(&client, &ns, name, T, "first install", State::converged).await;
+    let (first, _) = converged(&client, &ns, name, T, "first install").await;
     let old_ca = first.ca_crt().unwrap();
     let ca_born = issued_at(&old_ca);
 

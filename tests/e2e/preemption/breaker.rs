@@ -23,7 +23,7 @@ use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::objects::*;
 
 use super::tenants::{
-    Tenants, controller_pod_writes, evictions, metrics, reset_policy, resize_all, three_tenants,
+    Tenants, controller_pod_writes, evictions, metrics, reset_policy, three_tenants,
     wait_evictions, wait_resized,
 };
 
@@ -154,7 +154,7 @@ async fn futile_plans_pause_only_their_own_tenants_preemption() {
     )
     .await;
     // B's plan acts within its own budget.
-    resize_all(&pods_b, &["bb-app".to_owned()], "400m").await;
+    support::resize_all(&pods_b, &["bb-app".to_owned()], "400m").await;
     wait_resized(&pods_b, "bb-app", "400m", Duration::from_secs(60)).await;
 
     let all = evictions(env, &[&ns_a, &ns_b, &ns_x]);

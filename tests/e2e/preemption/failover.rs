@@ -797,16 +797,7 @@ async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
 
     // Every resize at once, through pods/resize.
     let asked = Instant::now();
-    let resize = json!({"spec": {"containers": [{"name": "app", "resources": {
-        "requests": {"cpu": "200m"}, "limits": {"cpu": "200m"}}}]}});
-    let answers = futures::future::join_all(growing.iter().map(|name| {
-        let (pods, resize) = (pods.clone(), resize.clone());
-        async move { patch_resize(&pods, name, &resize).await }
-    }))
-    .await;
-    for a in answers {
-        a.unwrap();
-    }
+    support::resize_all(&pods, &growing, "200m").await;
     let deadline = Duration::from_secs(if full { 900 } else { 180 });
     for name in &growing {
         let left = deadline.saturating_sub(asked.elapsed());

@@ -131,6 +131,30 @@ async fn watch_step_down(c: &mut support::Controller) -> (LastWords, std::proces
     }
 }
 
+/// Waits until `task` panicked in the leader `a` and the follower `b` holds the Lease; asserts
+/// `b` took it within one lease duration of the panic and `a` stepped down
+/// ([`assert_stepped_down`]). Returns when `a`'s task panicked.
+async fn assert_taken_over(
+    env: &Env,
+    a: &support::Controller,
+    b: &support::Controller,
+    task: &str,
+    words: &LastWords,
+    status: std::process::ExitStatus,
+) -> Timestamp {
+    let panicked = wait_panic(a, task).await;
+    let acquired = wait_lease_holder(env, &b.identity).await;
+    let takeover = panicked.duration_until(acquired).as_secs_f64();
+    eprintln!(
+        "supervision: {} took the Lease {takeover:.2} s after {task} panicked (lease duration \
+         {LEASE:?})",
+        b.identity
+    );
+    assert!(takeover < LEASE.as_secs_f64(), "{takeover} s");
+    assert_stepped_down(a, task, words, status);
+    panicked
+}
+
 /// The stepped-down replica is gone, having said why on `/livez` and `/readyz` (503 naming
 /// `task`), counted the exit on `/metrics`, released the Lease and exited with status 1.
 fn assert_stepped_down(
@@ -205,15 +229,7 @@ async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_
         let resizing = support::resize_pending_on(env, &pods, &ns, "app", "550m");
         tokio::join!(watching, resizing).0
     };
-    let panicked = wait_panic(&a, "the reconcile loop").await;
-    let acquired = wait_lease_holder(env, &b.identity).await;
-    let takeover = panicked.duration_until(acquired).as_secs_f64();
-    eprintln!(
-        "supervision: {} took the Lease {takeover:.2} s after the reconcile panicked (lease duration {LEASE:?})",
-        b.identity
-    );
-    assert!(takeover < LEASE.as_secs_f64(), "{takeover} s");
-    assert_stepped_down(&a, "the reconcile loop", &words, status);
+    let panicked = assert_taken_over(env, &a, &b, "the reconcile loop", &words, status).await;
 
     // The same resize is seen through by the follower.
     support::wait_app_done(&pods, "550m", T).await;
@@ -248,15 +264,7 @@ async fn a_panicking_watch_task_steps_the_leader_down_and_the_follower_leads_and
         };
         tokio::join!(watching, creating).0
     };
-    let panicked = wait_panic(&a, "the pods watch").await;
-    let acquired = wait_lease_holder(env, &b.identity).await;
-    let takeover = panicked.duration_until(acquired).as_secs_f64();
-    eprintln!(
-        "supervision: {} took the Lease {takeover:.2} s after the pod watch panicked (lease duration {LEASE:?})",
-        b.identity
-    );
-    assert!(takeover < LEASE.as_secs_f64(), "{takeover} s");
-    assert_stepped_down(&a, "the pods watch", &words, status);
+    let panicked = assert_taken_over(env, &a, &b, "the pods watch", &words, status).await;
 
     let preempting = follower_preempts(env, "watch-after", &b.identity, panicked).await;
     eprintln!(

@@ -20,7 +20,6 @@ use kube::api::Api;
 use resize_guard_harness::audit::Eviction;
 use resize_guard_harness::env::{Env, alone};
 use resize_guard_harness::objects::*;
-use serde_json::json;
 
 /// One test at a time: they share the Lease and the policy.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -72,20 +71,6 @@ pub(super) async fn full_node(
         create_running(pods, &p).await.unwrap();
     }
     node
-}
-
-/// Resizes each of `names` to `cpu` through pods/resize, all at once.
-pub(super) async fn resize_all(pods: &Api<Pod>, names: &[String], cpu: &str) {
-    let resize = json!({"spec": {"containers": [{"name": "app", "resources": {
-        "requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}});
-    let answers = futures::future::join_all(names.iter().map(|name| {
-        let (pods, resize) = (pods.clone(), resize.clone());
-        async move { patch_resize(&pods, name, &resize).await }
-    }))
-    .await;
-    for a in answers {
-        a.unwrap();
-    }
 }
 
 /// Waits until `name` has `cpu` allocated and nothing pending.
@@ -191,7 +176,7 @@ async fn a_leader_killed_mid_flood_leaves_its_eviction_bucket_to_the_next() {
         full_node(env, &pods, &format!("ff{n}"), 1, 1).await;
         apps.push(format!("ff{n}-app0"));
     }
-    resize_all(&pods, &apps, "200m").await;
+    support::resize_all(&pods, &apps, "200m").await;
     let first = wait_evictions(env, &[&ns], 1, Duration::from_secs(30)).await;
     std::process::Command::new("kill")
         .args(["-KILL", &leader.process.pid().to_string()])
@@ -274,14 +259,14 @@ async fn one_namespace_spending_its_budget_leaves_the_cluster_rate_to_the_others
     full_node(env, &pods_b, "tb", 1, 3).await;
 
     // A's stream: each resize grows by 300m, a victim's worth.
-    resize_all(&pods_a, &apps_a, "400m").await;
+    support::resize_all(&pods_a, &apps_a, "400m").await;
     let spent = wait_evictions(env, &[&ns_a], 3, Duration::from_secs(60)).await;
     // Which brake holds A's further plans, in an Event (others may name the node's plan).
     let budget = format!("namespace {ns_a}'s eviction budget");
     wait_event_saying(env, &c, &ns_a, "PreemptionHeld", |e| e.1.contains(&budget)).await;
     // B's resize grows by 900m (to 1 CPU): three victims in one plan.
     let asked = Instant::now();
-    resize_all(&pods_b, &["tb-app0".to_owned()], "1").await;
+    support::resize_all(&pods_b, &["tb-app0".to_owned()], "1").await;
     wait_resized(&pods_b, "tb-app0", "1", Duration::from_secs(90)).await;
     eprintln!(
         "tenant B's resize done {:?} after it was asked",
@@ -437,15 +422,15 @@ async fn tenants_under_their_budgets_never_touch_an_excluded_namespace() {
     run_guaranteed(&pods_b, "xr-app", &node_r, "high", "100m", "64Mi").await;
 
     // A's stream: each resize grows by 300m, a victim's worth; A's budget is 2.
-    resize_all(&pods_a, &apps_a, "400m").await;
+    support::resize_all(&pods_a, &apps_a, "400m").await;
     wait_evictions(env, &[&ns_a], 2, Duration::from_secs(60)).await;
     let budget = format!("namespace {ns_a}'s eviction budget");
     wait_event_saying(env, &c, &ns_a, "PreemptionHeld", |e| e.1.contains(&budget)).await;
     // B acts within its own budget: its resize is seen through with B's own victim.
-    resize_all(&pods_b, &["xb-app0".to_owned()], "400m").await;
+    support::resize_all(&pods_b, &["xb-app0".to_owned()], "400m").await;
     wait_resized(&pods_b, "xb-app0", "400m", Duration::from_secs(60)).await;
     // B's second resize could only be made room for by X's pod: refused, saying why.
-    resize_all(&pods_b, &["xr-app".to_owned()], "400m").await;
+    support::resize_all(&pods_b, &["xr-app".to_owned()], "400m").await;
     wait_event_saying(env, &c, &ns_b, "ResizePreemptionFailed", |e| {
         e.0 == "xr-app" && e.1.contains("namespaces.exclude")
     })
