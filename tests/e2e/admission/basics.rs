@@ -11,23 +11,23 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use resize_guard_harness::admission::Webhooks;
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, EnvOptions, LogGuard, shared};
 use resize_guard_harness::objects::*;
 use tokio::sync::OnceCell;
 
 static HOOK: OnceCell<support::Webhook> = OnceCell::const_new();
 
-async fn setup() -> &'static Env {
+/// The suite's environment with its webhook, and the guard that prints its logs on failure.
+async fn setup() -> (&'static Env, LogGuard<'static>) {
     let env = shared(EnvOptions::default());
     HOOK.get_or_init(|| support::start(env, Webhooks::Mutating))
         .await;
-    env
+    (env, env.guard())
 }
 
 #[tokio::test]
 async fn qos_change_gets_resize_guards_message_in_kubectl() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let (ns, _, _) = support::field_test(env, "qos").await;
     // VPA RequestsOnly: the request moves, the limit does not.
     let patch =
@@ -43,8 +43,7 @@ async fn qos_change_gets_resize_guards_message_in_kubectl() {
 
 #[tokio::test]
 async fn infeasible_resize_gets_resize_guards_message_with_the_nodes_numbers() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let (ns, node, pods) = support::field_test(env, "infeasible").await;
     let out = env.try_resize_cpu(&ns, "app", "2430m").await;
     assert!(!out.success);
@@ -75,8 +74,7 @@ async fn infeasible_resize_gets_resize_guards_message_with_the_nodes_numbers() {
 
 #[tokio::test]
 async fn deferred_resize_is_allowed_with_a_warning_and_audit_annotations() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let (ns, node, pods) = support::field_test(env, "deferred").await;
     let out = env.resize_cpu(&ns, "app", "550m").await;
     let expected = format!(
@@ -133,8 +131,7 @@ async fn deferred_resize_is_allowed_with_a_warning_and_audit_annotations() {
 
 #[tokio::test]
 async fn annotation_changes_sent_to_pods_resize_are_dropped_by_the_api_server() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let (_, _, pods) = support::field_test(env, "annotations").await;
     let patch = serde_json::json!({
         "metadata": {"annotations": {"resize-guard.io/probe": "kept?"}, "labels": {"probe": "kept"}},
@@ -162,8 +159,7 @@ async fn annotation_changes_sent_to_pods_resize_are_dropped_by_the_api_server() 
 
 #[tokio::test]
 async fn dry_run_denials_record_no_event() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let (ns, _, _) = support::field_test(env, "dryrun").await;
     let k = env.kubectl();
     let out = k
@@ -189,8 +185,7 @@ async fn dry_run_denials_record_no_event() {
 
 #[tokio::test]
 async fn health_and_metrics_endpoints_work_on_the_real_process() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (_env, _g) = setup().await;
     let hook = HOOK.get().unwrap();
     assert_eq!(hook.health("/livez").await.unwrap().trim(), "ok");
     assert_eq!(hook.health("/readyz").await.unwrap().trim(), "ok");
@@ -207,8 +202,7 @@ async fn health_and_metrics_endpoints_work_on_the_real_process() {
 
 #[tokio::test]
 async fn a_rotated_certificate_is_served_without_restart() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let hook = HOOK.get().unwrap();
     // Renew the leaf from the same CA, as a Secret update would.
     let renewed = resize_guard_certs::renew_leaf(

@@ -49,6 +49,13 @@ fn deleted_at(pod: &Pod) -> i64 {
     m.deletion_timestamp.as_ref().unwrap().0.as_second() - m.deletion_grace_period_seconds.unwrap()
 }
 
+/// The notes of `PreemptionStalled` about pod `name`, waited for until 30 s past the stall
+/// timeout.
+async fn wait_stalled(env: &resize_guard_harness::env::Env, ns: &str, name: &str) -> Vec<String> {
+    let timeout = Duration::from_secs(STALL_AFTER + 30);
+    wait_notes(env, ns, "PreemptionStalled", name, timeout).await
+}
+
 /// Waits (at most `timeout`) until an Event with `reason` about pod `name` exists in `ns`;
 /// returns its notes.
 async fn wait_notes(
@@ -139,14 +146,7 @@ async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_
     );
 
     // first's stall: the Event says what it waits on, how long, and that the node is free.
-    let notes = wait_notes(
-        env,
-        &ns,
-        "PreemptionStalled",
-        "first",
-        Duration::from_secs(STALL_AFTER + 30),
-    )
-    .await;
+    let notes = wait_stalled(env, &ns, "first").await;
     assert!(
         notes
             .iter()
@@ -223,14 +223,7 @@ async fn terminating_pods_nobody_planned_that_ignore_sigterm_stall_the_resize_wi
     // +300m: the kubelet still counts leaving's 400m, resize-guard counts it as being freed.
     let asked = Instant::now();
     support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
-    let notes = wait_notes(
-        env,
-        &ns,
-        "PreemptionStalled",
-        "app",
-        Duration::from_secs(STALL_AFTER + 30),
-    )
-    .await;
+    let notes = wait_stalled(env, &ns, "app").await;
     let took = asked.elapsed();
     assert!(took >= Duration::from_secs(STALL_AFTER), "{took:?}");
     assert!(
