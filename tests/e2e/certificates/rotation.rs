@@ -16,7 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, EnvOptions, LogGuard, shared};
 use resize_guard_harness::process::free_port;
 use resize_guard_harness::text::assert_contains_all;
 use rustls::client::danger::ServerCertVerifier as _;
@@ -30,6 +30,22 @@ const T: Duration = Duration::from_secs(30);
 fn logs() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| resize_guard_runtime::process::init("text"));
+}
+
+/// The suite's environment (with the controller's logs), the guard that prints its logs on
+/// failure, an admin client, and a fresh namespace `prefix-…` beside the webhook configurations
+/// `configuration` ([`shipped_configurations`]).
+async fn setup(
+    prefix: &str,
+    configuration: &str,
+) -> (&'static Env, LogGuard<'static>, kube::Client, String) {
+    logs();
+    let env = shared(EnvOptions::default());
+    let guard = env.guard();
+    let client = env.client().await;
+    let ns = env.namespace(prefix).await;
+    shipped_configurations(&client, configuration).await;
+    (env, guard, client, ns)
 }
 
 /// Creates a Mutating- and ValidatingWebhookConfiguration `name` without caBundle.
@@ -288,13 +304,8 @@ fn issued_at(leaf: &str) -> SystemTime {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_within_seconds() {
-    logs();
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let client = env.client().await;
-    let ns = env.namespace("certs").await;
     let name = "resize-guard";
-    shipped_configurations(&client, name).await;
+    let (env, _g, client, ns) = setup("certs", name).await;
 
     let started = Instant::now();
     let controller = Controller::start(env, &ns, &["--leaf-validity=30s".into()]).await;
@@ -430,13 +441,8 @@ async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_withi
 /// issuer missing from caBundle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ca_rotates_in_three_phases_and_the_leaf_is_always_trusted() {
-    logs();
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let client = env.client().await;
-    let ns = env.namespace("rotate").await;
     let name = "resize-guard-rotation";
-    shipped_configurations(&client, name).await;
+    let (env, _g, client, ns) = setup("rotate", name).await;
     let controller = Controller::start(
         env,
         &ns,

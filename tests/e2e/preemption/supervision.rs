@@ -39,6 +39,21 @@ async fn start_injected(env: &Env, identity: &str, inject: &str) -> support::Con
     c
 }
 
+/// A leader `leader` with `--inject-panic=<inject>` ([`start_injected`]) and, started once it
+/// leads, a follower `follower`.
+async fn leader_and_follower(
+    env: &Env,
+    leader: &str,
+    inject: &str,
+    follower: &str,
+) -> (support::Controller, support::Controller) {
+    let a = start_injected(env, leader, inject).await;
+    a.wait_leading().await;
+    let b = support::start(env, follower).await;
+    assert!(!b.is_leader().await, "{follower} leads beside {leader}");
+    (a, b)
+}
+
 /// When the supervisor recorded the injected panic (from `c`'s JSON log), once it has: the
 /// positive marker that the panic happened, and the start of the takeover clock.
 async fn wait_panic(c: &support::Controller, task: &str) -> Timestamp {
@@ -217,10 +232,13 @@ async fn follower_preempts(env: &Env, prefix: &str, follower: &str, since: Times
 #[tokio::test]
 async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_preempts() {
     let (env, _alone) = alone(&SERIAL).await;
-    let mut a = start_injected(env, "panicky-reconcile", "reconcile=app").await;
-    a.wait_leading().await;
-    let b = support::start(env, "steady-reconcile").await;
-    assert!(!b.is_leader().await);
+    let (mut a, b) = leader_and_follower(
+        env,
+        "panicky-reconcile",
+        "reconcile=app",
+        "steady-reconcile",
+    )
+    .await;
 
     // The Deferred resize reaches the leader's reconcile, which panics on `app`.
     let (ns, _node, pods) = env.field_test("reconcile-panic").await;
@@ -244,10 +262,13 @@ async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_
 #[tokio::test]
 async fn a_panicking_watch_task_steps_the_leader_down_and_the_follower_leads_and_preempts() {
     let (env, _alone) = alone(&SERIAL).await;
-    let mut a = start_injected(env, "panicky-watch", "watch-pods=watch-trigger").await;
-    a.wait_leading().await;
-    let b = support::start(env, "steady-watch").await;
-    assert!(!b.is_leader().await);
+    let (mut a, b) = leader_and_follower(
+        env,
+        "panicky-watch",
+        "watch-pods=watch-trigger",
+        "steady-watch",
+    )
+    .await;
 
     // Any pod named `watch-trigger` panics the leader's pod watch task when it arrives.
     let ns = env.namespace("watch-panic").await;
