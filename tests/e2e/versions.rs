@@ -356,16 +356,25 @@ async fn infeasible_refused(env: &'static Env, minor: u32) -> String {
     detail.into()
 }
 
+/// Waits until pod `name`'s resize is no longer pending and `allocated` holds, and asserts its
+/// containers did not restart (the resize was applied in place).
+async fn applied_in_place(pods: &Api<Pod>, name: &str, allocated: impl Fn(&Pod) -> bool) {
+    let p = wait_pod(pods, name, T, |p| {
+        allocated(p) && resize_pending(p).is_none()
+    })
+    .await
+    .unwrap();
+    assert_eq!(restart_count(&p), 0, "{name} restarted: not in place");
+}
+
 /// A Deferred resize: the lower-priority filler is preempted and the resize completes in place.
 async fn deferred_preempted(env: &'static Env) -> String {
     let (ns, _, pods) = env.field_test("v-def").await;
     env.resize_cpu(&ns, "app", "550m").await;
-    let app = wait_pod(&pods, "app", T, |p| {
-        allocated_cpu(p).as_deref() == Some("550m") && resize_pending(p).is_none()
+    applied_in_place(&pods, "app", |p| {
+        allocated_cpu(p).as_deref() == Some("550m")
     })
-    .await
-    .unwrap();
-    assert_eq!(restart_count(&app), 0, "in place");
+    .await;
     let preempted = wait_events(env, &ns, "Preempted").await;
     // kubectl prints the object as `pod/filler` or (v1.33) `Pod/filler`.
     assert!(
@@ -449,12 +458,10 @@ async fn sidecar_resize(env: &'static Env) -> String {
         "{}",
         out.stderr
     );
-    let mesh = wait_pod(&pods, "mesh", T, |p| {
-        sidecar_allocated_cpu(p, "proxy").as_deref() == Some("800m") && resize_pending(p).is_none()
+    applied_in_place(&pods, "mesh", |p| {
+        sidecar_allocated_cpu(p, "proxy").as_deref() == Some("800m")
     })
-    .await
-    .unwrap();
-    assert_eq!(restart_count(&mesh), 0);
+    .await;
     "sidecar proxy 250m → 800m: warned 120m short, filler preempted, allocated in place".into()
 }
 
@@ -492,12 +499,10 @@ async fn memory_limit_decrease(env: &'static Env, minor: u32) -> String {
         return format!("refused by the API server — \"{want}\"; resize-guard steps aside");
     }
     assert!(out.success, "{}", out.stderr);
-    let p = wait_pod(&pods, "app", T, |p| {
-        allocated(p, "memory").as_deref() == Some("128Mi") && resize_pending(p).is_none()
+    applied_in_place(&pods, "app", |p| {
+        allocated(p, "memory").as_deref() == Some("128Mi")
     })
-    .await
-    .unwrap();
-    assert_eq!(restart_count(&p), 0);
+    .await;
     "applied in place — 256Mi → 128Mi, 0 restarts".into()
 }
 

@@ -41,11 +41,15 @@ async fn deferred(pods: &Api<Pod>, env: &Env, ns: &str, name: &str, cpu: &str) {
     support::resize_pending_on(env, pods, ns, name, cpu).await;
 }
 
-/// Resizes `app` to 550m, waits until the kubelet holds it pending and returns the
-/// `ResizePreemptionFailed` Events the controller answered with.
-async fn preemption_failed(env: &Env, pods: &Api<Pod>, ns: &str) -> Vec<(String, String, String)> {
+/// Resizes `app` to 550m, waits until the kubelet holds it pending and for the
+/// `ResizePreemptionFailed` Event the controller answers with; asserts its note names each of
+/// `says`.
+async fn preemption_failed(env: &Env, pods: &Api<Pod>, ns: &str, says: &[&str]) {
     deferred(pods, env, ns, "app", "550m").await;
-    support::wait_event(env, ns, "ResizePreemptionFailed").await
+    let failed = support::wait_event(env, ns, "ResizePreemptionFailed").await;
+    for words in says {
+        assert!(failed[0].1.contains(words), "{words:?} in {failed:?}");
+    }
 }
 
 #[tokio::test]
@@ -120,11 +124,13 @@ async fn never_preempts_equal_or_higher_priority_and_says_why() {
             &[("peer", "high", "1500m", "256Mi"), APP],
         )
         .await;
-    let failed = preemption_failed(env, &pods, &ns).await;
-    assert!(
-        failed[0].1.contains("no pod on node") && failed[0].1.contains("priority below 1000000"),
-        "{failed:?}"
-    );
+    preemption_failed(
+        env,
+        &pods,
+        &ns,
+        &["no pod on node", "priority below 1000000"],
+    )
+    .await;
     assert!(support::preempted(&pods, &["peer"]).await.is_empty());
 }
 
@@ -139,11 +145,7 @@ async fn a_preemptor_with_preemption_policy_never_gets_no_victims_and_an_event()
             &[FILLER, ("app", "high-never", "250m", "256Mi")],
         )
         .await;
-    let failed = preemption_failed(env, &pods, &ns).await;
-    assert!(
-        failed[0].1.contains("preemptionPolicy: Never"),
-        "{failed:?}"
-    );
+    preemption_failed(env, &pods, &ns, &["preemptionPolicy: Never"]).await;
     assert!(support::preempted(&pods, &["filler"]).await.is_empty());
 }
 
@@ -160,8 +162,7 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
         .insert("resize-guard.io/protected".into(), "true".into());
     create_running(&pods, &guarded).await.unwrap();
     create_all(&pods, &node, &[APP]).await.unwrap();
-    let failed = preemption_failed(env, &pods, &ns).await;
-    assert!(failed[0].1.contains("protected by policy"), "{failed:?}");
+    preemption_failed(env, &pods, &ns, &["protected by policy"]).await;
 
     // A node labelled resize-guard.io/preemption=disabled never gets victims.
     let ns2 = env.namespace("optout").await;
@@ -171,11 +172,7 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
     env.add_node(cfg.clone()).await;
     let pods2: Api<Pod> = Api::namespaced(env.client().await, &ns2);
     create_all(&pods2, &cfg.name, &[FILLER, APP]).await.unwrap();
-    let failed = preemption_failed(env, &pods2, &ns2).await;
-    assert!(
-        failed[0].1.contains("resize-guard.io/preemption=disabled"),
-        "{failed:?}"
-    );
+    preemption_failed(env, &pods2, &ns2, &["resize-guard.io/preemption=disabled"]).await;
     assert!(support::preempted(&pods, &["guarded"]).await.is_empty());
     assert!(support::preempted(&pods2, &["filler"]).await.is_empty());
 }
@@ -191,13 +188,13 @@ async fn a_bare_pod_is_not_a_victim_by_default_and_the_event_names_the_rule() {
     let created = create_running_as_is(&pods, &bare).await.unwrap();
     assert!(created.metadata.owner_references.is_none());
     create_all(&pods, &node, &[APP]).await.unwrap();
-    let failed = preemption_failed(env, &pods, &ns).await;
-    assert!(
-        failed[0]
-            .1
-            .contains("1 without a controlling owner (preemption.allowBarePodVictims)"),
-        "{failed:?}"
-    );
+    preemption_failed(
+        env,
+        &pods,
+        &ns,
+        &["1 without a controlling owner (preemption.allowBarePodVictims)"],
+    )
+    .await;
     assert!(support::preempted(&pods, &["filler"]).await.is_empty());
 }
 
@@ -221,13 +218,13 @@ async fn a_pod_in_an_excluded_namespace_is_not_a_victim_and_the_event_says_why()
     )
     .await;
     controller.wait_policy(excluded).await;
-    let failed = preemption_failed(env, &pods, &ns).await;
-    assert!(
-        failed[0]
-            .1
-            .contains("1 in a namespace resize-guard leaves alone (namespaces.exclude)"),
-        "{failed:?}"
-    );
+    preemption_failed(
+        env,
+        &pods,
+        &ns,
+        &["1 in a namespace resize-guard leaves alone (namespaces.exclude)"],
+    )
+    .await;
     assert!(
         support::preempted(&payments_pods, &["filler"])
             .await
