@@ -45,16 +45,15 @@ fn with_memory(pod: &Pod, memory: &str) -> Value {
 /// A `pods/resize` review as kube-apiserver would send it for `old` → `new`, its body written by
 /// the caller (nothing here checks what it claims).
 fn review(old: &Value, new: &Value) -> Vec<u8> {
+    // Sent to pods/resize as such: what was requested is what is reviewed.
+    let kind = json!({"group": "", "version": "v1", "kind": "Pod"});
+    let resource = json!({"group": "", "version": "v1", "resource": "pods"});
     serde_json::to_vec(&json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {
             "uid": "forged-review",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "subResource": "resize",
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestSubResource": "resize",
+            "kind": kind, "resource": resource, "subResource": "resize",
+            "requestKind": kind, "requestResource": resource, "requestSubResource": "resize",
             "name": old["metadata"]["name"], "namespace": old["metadata"]["namespace"],
             "operation": "UPDATE",
             "userInfo": {"username": "mallory"},
