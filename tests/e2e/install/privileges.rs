@@ -445,31 +445,26 @@ async fn the_controller_changes_only_ca_bundle_on_the_webhook_configurations() {
         "validating: changed an annotation: {r:?}"
     );
     // caBundle, as the certificate manager writes it (server-side apply of that field alone).
+    let bundle = |kind: &str, hook: &str, n: u8| {
+        Patch::Apply(json!({"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": kind, "metadata": {"name": "resize-guard"},
+            "webhooks": [{"name": hook, "clientConfig": {"caBundle": ca(n)}}]}))
+    };
+    let manager = PatchParams::apply("resize-guard-controller").force();
     for n in [1, 2] {
-        let m = json!({"apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration", "metadata": {"name": "resize-guard"},
-            "webhooks": [{"name": "mutate.resize-guard.io", "clientConfig": {"caBundle": ca(n)}}]});
-        let applied = mutating
-            .patch(
-                "resize-guard",
-                &PatchParams::apply("resize-guard-controller").force(),
-                &Patch::Apply(&m),
-            )
-            .await
-            .unwrap();
+        let m = bundle("MutatingWebhookConfiguration", "mutate.resize-guard.io", n);
+        let applied = mutating.patch("resize-guard", &manager, &m).await.unwrap();
         assert_eq!(
             applied.webhooks.unwrap()[0].failure_policy.as_deref(),
             Some("Ignore")
         );
-        let v = json!({"apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "resize-guard"},
-            "webhooks": [{"name": "validate.resize-guard.io", "clientConfig": {"caBundle": ca(n)}}]});
+        let v = bundle(
+            "ValidatingWebhookConfiguration",
+            "validate.resize-guard.io",
+            n,
+        );
         validating
-            .patch(
-                "resize-guard",
-                &PatchParams::apply("resize-guard-controller").force(),
-                &Patch::Apply(&v),
-            )
+            .patch("resize-guard", &manager, &v)
             .await
             .unwrap();
     }

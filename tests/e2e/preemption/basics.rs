@@ -41,6 +41,21 @@ async fn deferred(pods: &Api<Pod>, env: &Env, ns: &str, name: &str, cpu: &str) {
     support::resize_pending_on(env, pods, ns, name, cpu).await;
 }
 
+/// Sets the policy to exclude `ns` (beside kube-system) or, `excluded` false, back to the
+/// suite's (no exclusion of it), and waits until the controller runs with it.
+async fn set_excluded(env: &Env, ns: &str, excluded: bool) {
+    // The effective policy is logged as YAML: `namespaces: exclude:` one `- name` per line.
+    let listed = |policy: &str| policy.lines().any(|l| l.trim() == format!("- {ns}"));
+    let policy = if excluded {
+        format!("mode: enforce\nnamespaces:\n  exclude: [kube-system, {ns}]\n")
+    } else {
+        "mode: enforce\n".to_owned()
+    };
+    resize_guard_harness::install::set_policy(env, &policy).await;
+    let controller = CONTROLLER.get().unwrap();
+    controller.wait_policy(|p| listed(p) == excluded).await;
+}
+
 /// Resizes `app` to 550m, waits until the kubelet holds it pending and for the
 /// `ResizePreemptionFailed` Event the controller answers with; asserts its note names each of
 /// `says`.
@@ -209,15 +224,7 @@ async fn a_pod_in_an_excluded_namespace_is_not_a_victim_and_the_event_says_why()
     let payments_pods: Api<Pod> = Api::namespaced(env.client().await, &payments);
     create_all(&payments_pods, &node, &[FILLER]).await.unwrap();
     create_all(&pods, &node, &[APP]).await.unwrap();
-    let controller = CONTROLLER.get().unwrap();
-    // The effective policy is logged as YAML: `namespaces: exclude:` one `- name` per line.
-    let excluded = |policy: &str| policy.lines().any(|l| l.trim() == format!("- {payments}"));
-    resize_guard_harness::install::set_policy(
-        env,
-        &format!("mode: enforce\nnamespaces:\n  exclude: [kube-system, {payments}]\n"),
-    )
-    .await;
-    controller.wait_policy(excluded).await;
+    set_excluded(env, &payments, true).await;
     preemption_failed(
         env,
         &pods,
@@ -230,8 +237,7 @@ async fn a_pod_in_an_excluded_namespace_is_not_a_victim_and_the_event_says_why()
             .await
             .is_empty()
     );
-    resize_guard_harness::install::set_policy(env, "mode: enforce\n").await;
-    controller.wait_policy(|p| !excluded(p)).await;
+    set_excluded(env, &payments, false).await;
 }
 
 /// RBAC grants the controller `patch pods` cluster-wide, for its plan annotation only; the
@@ -472,15 +478,7 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
     // 1930m and plan to preempt the filler. The namespace is kept from the controller until the
     // Node shows the new allocatable, so that what is tested is its decision on the cluster as it
     // then is.
-    let controller = CONTROLLER.get().unwrap();
-    // The effective policy is logged as YAML: `namespaces: exclude:` one `- name` per line.
-    let excluded = |policy: &str| policy.lines().any(|l| l.trim() == format!("- {ns}"));
-    resize_guard_harness::install::set_policy(
-        env,
-        &format!("mode: enforce\nnamespaces:\n  exclude: [kube-system, {ns}]\n"),
-    )
-    .await;
-    controller.wait_policy(excluded).await;
+    set_excluded(env, &ns, true).await;
 
     // Stored while the kubelet is down: the API server checks 1500m against the Node's 1930m.
     node.stop_kubelet();
@@ -505,8 +503,7 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
         "a v1.37 kubelet never marks capacity Infeasible: {message}"
     );
 
-    resize_guard_harness::install::set_policy(env, "mode: enforce\n").await;
-    controller.wait_policy(|p| !excluded(p)).await;
+    set_excluded(env, &ns, false).await;
     let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0].0, "app");

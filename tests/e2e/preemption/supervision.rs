@@ -39,17 +39,17 @@ async fn start_injected(env: &Env, identity: &str, inject: &str) -> support::Con
     c
 }
 
-/// A leader `leader` with `--inject-panic=<inject>` ([`start_injected`]) and, started once it
-/// leads, a follower `follower`.
+/// A leader `panicky-<name>` with `--inject-panic=<inject>` ([`start_injected`]) and, started
+/// once it leads, a follower `steady-<name>`.
 async fn leader_and_follower(
     env: &Env,
-    leader: &str,
+    name: &str,
     inject: &str,
-    follower: &str,
 ) -> (support::Controller, support::Controller) {
-    let a = start_injected(env, leader, inject).await;
+    let (leader, follower) = (format!("panicky-{name}"), format!("steady-{name}"));
+    let a = start_injected(env, &leader, inject).await;
     a.wait_leading().await;
-    let b = support::start(env, follower).await;
+    let b = support::start(env, &follower).await;
     assert!(!b.is_leader().await, "{follower} leads beside {leader}");
     (a, b)
 }
@@ -232,13 +232,7 @@ async fn follower_preempts(env: &Env, prefix: &str, follower: &str, since: Times
 #[tokio::test]
 async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_preempts() {
     let (env, _alone) = alone(&SERIAL).await;
-    let (mut a, b) = leader_and_follower(
-        env,
-        "panicky-reconcile",
-        "reconcile=app",
-        "steady-reconcile",
-    )
-    .await;
+    let (mut a, b) = leader_and_follower(env, "reconcile", "reconcile=app").await;
 
     // The Deferred resize reaches the leader's reconcile, which panics on `app`.
     let (ns, _node, pods) = env.field_test("reconcile-panic").await;
@@ -262,13 +256,7 @@ async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_
 #[tokio::test]
 async fn a_panicking_watch_task_steps_the_leader_down_and_the_follower_leads_and_preempts() {
     let (env, _alone) = alone(&SERIAL).await;
-    let (mut a, b) = leader_and_follower(
-        env,
-        "panicky-watch",
-        "watch-pods=watch-trigger",
-        "steady-watch",
-    )
-    .await;
+    let (mut a, b) = leader_and_follower(env, "watch", "watch-pods=watch-trigger").await;
 
     // Any pod named `watch-trigger` panics the leader's pod watch task when it arrives.
     let ns = env.namespace("watch-panic").await;
