@@ -256,13 +256,7 @@ async fn the_controllers_pod_patches_reach_only_the_plan_annotation() {
             .unwrap(),
         &ns,
     );
-    admin
-        .create(
-            &PostParams::default(),
-            &guaranteed_pod("app", "", "low", "100m", "64Mi"),
-        )
-        .await
-        .unwrap();
+    crate::scenario::create_unbound(&admin, "app").await;
     let patch = |v: serde_json::Value| {
         let api = controller.clone();
         async move {

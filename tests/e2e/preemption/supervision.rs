@@ -186,20 +186,15 @@ fn assert_stepped_down(
         words.readyz.len(),
         c.identity
     );
-    assert!(
-        words
-            .livez
-            .iter()
-            .any(|a| a.contains(" 503 ") && a.contains(&format!("dead: {why}"))),
-        "{words:?}\n{log}"
-    );
-    assert!(
-        words
-            .readyz
-            .iter()
-            .any(|a| a.contains(" 503 ") && a.contains(&format!("not ready: {why}"))),
-        "{words:?}\n{log}"
-    );
+    for (answers, state) in [(&words.livez, "dead"), (&words.readyz, "not ready")] {
+        let says = format!("{state}: {why}");
+        assert!(
+            answers
+                .iter()
+                .any(|a| a.contains(" 503 ") && a.contains(&says)),
+            "no 503 saying {says:?}: {words:?}\n{log}"
+        );
+    }
     let counted = format!("resize_guard_task_exits_total{{task=\"{task}\"}} 1");
     assert!(
         words.metrics.lines().any(|l| l.trim() == counted),

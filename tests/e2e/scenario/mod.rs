@@ -110,3 +110,15 @@ pub fn metric_line(text: &str, series: &str) -> String {
         .unwrap_or_default()
         .to_owned()
 }
+
+/// Creates a small Guaranteed pod `name` (low priority, 100m, 64Mi) bound to no node: an object
+/// to write to, which never runs.
+pub async fn create_unbound(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    name: &str,
+) -> k8s_openapi::api::core::v1::Pod {
+    let pod = resize_guard_harness::objects::guaranteed_pod(name, "", "low", "100m", "64Mi");
+    pods.create(&kube::api::PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("pod {name}: {e}"))
+}
