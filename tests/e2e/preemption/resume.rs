@@ -75,11 +75,8 @@ async fn delete_and_wait_gone(pods: &Api<Pod>, name: &str) {
 #[tokio::test]
 async fn a_resumed_three_victim_plan_evicts_only_what_a_fresh_reprieve_still_needs() {
     let (env, _alone) = alone(&SERIAL).await;
-    let (ns, node, pods) = env.scenario("minimal", ("n", "2500m", "4Gi"), &[]).await;
-    for name in ["v1", "v2", "v3", "bystander"] {
-        run_guaranteed(&pods, name, &node, "low", "500m", "64Mi").await;
-    }
-    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
+    let victims = ["v1", "v2", "v3", "bystander"];
+    let (ns, _, pods) = victims_and_app(env, "minimal", "2500m", &victims).await;
     support::resize_pending_on(env, &pods, &ns, "app", "1750m").await;
 
     // What a controller that died right after its first eviction left: the three-victim record,
@@ -415,11 +412,7 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
     use resize_guard_policy::pod::PodKey;
 
     let (env, _alone) = alone(&SERIAL).await;
-    let (ns, node, pods) = env.scenario("stale", ("n", "2", "4Gi"), &[]).await;
-    for name in ["v1", "v2"] {
-        run_guaranteed(&pods, name, &node, "low", "500m", "64Mi").await;
-    }
-    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
+    let (ns, _, pods) = victims_and_app(env, "stale", "2", &["v1", "v2"]).await;
     resize_guard_harness::install::apply_rbac(env).await;
     let client = env.cp.client_as(Identity::Controller).await.unwrap();
     let course = Course {
@@ -542,4 +535,20 @@ fn unannotated(pod: &Pod) -> bool {
         .annotations
         .as_ref()
         .is_none_or(|a| a.is_empty())
+}
+
+/// A namespace `prefix-…` and a node with `cpu` (and 4Gi) running `victims` (low priority, 500m
+/// each), then `app` (high, 250m): (namespace, node, pods).
+async fn victims_and_app(
+    env: &Env,
+    prefix: &str,
+    cpu: &str,
+    victims: &[&str],
+) -> (String, String, Api<Pod>) {
+    let (ns, node, pods) = env.scenario(prefix, ("n", cpu, "4Gi"), &[]).await;
+    for name in victims {
+        run_guaranteed(&pods, name, &node, "low", "500m", "64Mi").await;
+    }
+    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
+    (ns, node, pods)
 }
