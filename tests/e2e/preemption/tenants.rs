@@ -89,20 +89,21 @@ pub(super) async fn metrics(c: &support::Controller) -> String {
         .unwrap()
 }
 
-/// Waits (30 s) until an Event `reason` in `ns` passes `says` (object, message, reporter);
-/// panics with the Events, the evictions in `ns`, and replica `c`'s metrics and log.
+/// Waits (60 s) until an Event `reason` in `ns` passes `says` (object, message, reporter) and
+/// returns its message; panics with the Events, the evictions in `ns`, and replica `c`'s metrics
+/// and log.
 pub(super) async fn wait_event_saying(
     env: &Env,
     c: &support::Controller,
     ns: &str,
     reason: &str,
     says: impl Fn(&(String, String, String)) -> bool,
-) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let seen = support::events(env, ns, reason).await;
-        if seen.iter().any(&says) {
-            return;
+        if let Some(e) = seen.iter().find(|e| says(e)) {
+            return e.1.clone();
         }
         assert!(
             Instant::now() < deadline,
