@@ -105,22 +105,8 @@ impl Controller {
             "--cert-check-interval=1s".into(),
         ];
         argv.extend_from_slice(extra);
-        let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from(argv);
-        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        // Built as the program builds its client (no read timeout on quiet watches).
-        let config = env
-            .cp
-            .program_config(resize_guard_harness::control_plane::Identity::Admin)
-            .await
-            .unwrap();
-        let client = resize_guard_runtime::api_client::build(config).unwrap();
-        let task = tokio::spawn(resize_guard_controller::run::serve(
-            args,
-            client,
-            async move {
-                let _ = stop_rx.await;
-            },
-        ));
+        let admin = resize_guard_harness::control_plane::Identity::Admin;
+        let (stop, task) = crate::scenario::webhook::serve_in_process(env, admin, argv).await;
         Controller {
             stop: Some(stop),
             task,

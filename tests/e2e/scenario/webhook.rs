@@ -161,23 +161,34 @@ pub async fn controller(env: &Env, identity: &str, extra: &[&str]) -> InProcessC
         "--renew-interval=1s".to_owned(),
     ];
     argv.extend(extra.iter().map(|a| (*a).to_owned()));
-    let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from(argv);
-    // Built as the program builds its client (no read timeout on quiet watches).
-    let config = env.cp.program_config(Identity::Controller).await.unwrap();
-    let client = resize_guard_runtime::api_client::build(config).unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(resize_guard_controller::run::serve(
-        args,
-        client,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let (stop, task) = serve_in_process(env, Identity::Controller, argv).await;
     InProcessController {
         health_port,
         stop: Some(stop),
         task,
     }
+}
+
+/// Runs `resize_guard_controller::run::serve` in this process with the flags `argv` (the
+/// program's name first) and a client for `identity` built as the program builds its own (no
+/// read timeout on quiet watches), until the returned sender is sent to or dropped.
+pub async fn serve_in_process(
+    env: &Env,
+    identity: Identity,
+    argv: Vec<String>,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from(argv);
+    let config = env.cp.program_config(identity).await.unwrap();
+    let client = resize_guard_runtime::api_client::build(config).unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async move {
+        let _ = stopped.await;
+    };
+    let task = tokio::spawn(resize_guard_controller::run::serve(args, client, shutdown));
+    (stop, task)
 }
 
 impl InProcessController {
