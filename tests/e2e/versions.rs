@@ -33,6 +33,8 @@ use resize_guard_harness::hollow_node::HollowNodeConfig;
 use resize_guard_harness::objects::*;
 use serde_json::json;
 
+/// Upstream's wording of the QoS rule in `ValidatePodResize`.
+const QOS_RULE: &str = "Pod QOS Class may not change as a result of resizing";
 const T: Duration = Duration::from_secs(60);
 const QOS_PATCH: &str =
     r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"500m"}}}]}}"#;
@@ -181,13 +183,8 @@ async fn qos_upstream(env: &'static Env) -> String {
     UPSTREAM.lock().unwrap().push(("qos", refused));
     let out = env.kubectl().resize(&ns, "app", QOS_PATCH).await.unwrap();
     assert!(!out.success, "stored: {}", out.stdout);
-    assert!(
-        out.stderr
-            .contains("Pod QOS Class may not change as a result of resizing"),
-        "{}",
-        out.stderr
-    );
-    "refused by the API server: \"Pod QOS Class may not change as a result of resizing\"".into()
+    assert!(out.stderr.contains(QOS_RULE), "{}", out.stderr);
+    format!("refused by the API server: \"{QOS_RULE}\"")
 }
 
 /// Upstream alone on a resize above allocatable: v1.36+ refuse it (`PodResizeValidator`); older
@@ -294,7 +291,7 @@ async fn qos_explained(env: &'static Env) -> String {
     let out = env.kubectl().resize(&ns, "app", QOS_PATCH).await.unwrap();
     assert!(!out.success);
     for want in [
-        "* spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing",
+        &format!("* spec: Invalid value: \"Guaranteed\": {QOS_RULE}"),
         "* spec: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable",
         "container app: cpu request 500m ≠ limit 250m",
     ] {

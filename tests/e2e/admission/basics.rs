@@ -17,6 +17,13 @@ use tokio::sync::OnceCell;
 
 static HOOK: OnceCell<support::Webhook> = OnceCell::const_new();
 
+/// [`setup`] and a fresh field test `prefix-…` ([`support::field_test`]): its namespace, node
+/// and pods.
+async fn field_test(prefix: &str) -> (&'static Env, LogGuard<'static>, (String, String, Api<Pod>)) {
+    let (env, guard) = setup().await;
+    (env, guard, support::field_test(env, prefix).await)
+}
+
 /// The suite's environment with its webhook, and the guard that prints its logs on failure.
 async fn setup() -> (&'static Env, LogGuard<'static>) {
     let env = shared(EnvOptions::default());
@@ -27,8 +34,7 @@ async fn setup() -> (&'static Env, LogGuard<'static>) {
 
 #[tokio::test]
 async fn qos_change_gets_resize_guards_message_in_kubectl() {
-    let (env, _g) = setup().await;
-    let (ns, _, _) = support::field_test(env, "qos").await;
+    let (env, _g, (ns, _, _)) = field_test("qos").await;
     // VPA RequestsOnly: the request moves, the limit does not.
     let patch =
         r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"500m"}}}]}}"#;
@@ -43,8 +49,7 @@ async fn qos_change_gets_resize_guards_message_in_kubectl() {
 
 #[tokio::test]
 async fn infeasible_resize_gets_resize_guards_message_with_the_nodes_numbers() {
-    let (env, _g) = setup().await;
-    let (ns, node, pods) = support::field_test(env, "infeasible").await;
+    let (env, _g, (ns, node, pods)) = field_test("infeasible").await;
     let out = env.try_resize_cpu(&ns, "app", "2430m").await;
     assert!(!out.success);
     // `PodResizeValidator`'s refusal word for word, then resize-guard's numbers and advice.
@@ -74,8 +79,7 @@ async fn infeasible_resize_gets_resize_guards_message_with_the_nodes_numbers() {
 
 #[tokio::test]
 async fn deferred_resize_is_allowed_with_a_warning_and_audit_annotations() {
-    let (env, _g) = setup().await;
-    let (ns, node, pods) = support::field_test(env, "deferred").await;
+    let (env, _g, (ns, node, pods)) = field_test("deferred").await;
     let out = env.resize_cpu(&ns, "app", "550m").await;
     let expected = format!(
         "Warning: resize-guard: node {node} lacks cpu 120m; the resize will be Deferred; resize-guard will preempt {ns}/filler"
@@ -131,8 +135,7 @@ async fn deferred_resize_is_allowed_with_a_warning_and_audit_annotations() {
 
 #[tokio::test]
 async fn annotation_changes_sent_to_pods_resize_are_dropped_by_the_api_server() {
-    let (env, _g) = setup().await;
-    let (_, _, pods) = support::field_test(env, "annotations").await;
+    let (_env, _g, (_, _, pods)) = field_test("annotations").await;
     let patch = serde_json::json!({
         "metadata": {"annotations": {"resize-guard.io/probe": "kept?"}, "labels": {"probe": "kept"}},
         "spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "300m"}, "limits": {"cpu": "300m"}}}]},
@@ -159,8 +162,7 @@ async fn annotation_changes_sent_to_pods_resize_are_dropped_by_the_api_server() 
 
 #[tokio::test]
 async fn dry_run_denials_record_no_event() {
-    let (env, _g) = setup().await;
-    let (ns, _, _) = support::field_test(env, "dryrun").await;
+    let (env, _g, (ns, _, _)) = field_test("dryrun").await;
     let k = env.kubectl();
     let out = k
         .resize_dry_run(&ns, "app", &cpu_resize("2430m"))
