@@ -59,6 +59,15 @@ async fn grant_read_access(admin: &kube::Client) {
         .unwrap();
 }
 
+/// The Events recorder of the view under test, as `e2e-view`.
+fn recorder(client: &kube::Client) -> Events {
+    let reporter = Reporter {
+        controller: "e2e-view".into(),
+        instance: None,
+    };
+    Events::start(client.clone(), reporter)
+}
+
 #[test]
 fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
     let cp = ControlPlane::start(&Options::default()).unwrap();
@@ -68,13 +77,7 @@ fn readiness_names_forbidden_watches_and_recovers_once_rbac_allows_them() {
         let as_webhook = cp.client_as(Identity::Webhook).await.unwrap();
         let errors = Arc::new(AtomicUsize::new(0));
         let pod_errors = Arc::new(AtomicUsize::new(0));
-        let events = Events::start(
-            as_webhook.clone(),
-            Reporter {
-                controller: "e2e-view".into(),
-                instance: None,
-            },
-        );
+        let events = recorder(&as_webhook);
         let view = ClusterView::start(as_webhook.clone(), {
             let (errors, pod_errors) = (errors.clone(), pod_errors.clone());
             ViewConfig {
@@ -239,13 +242,7 @@ fn the_view_lists_in_pages_where_the_api_server_refuses_streaming_lists() {
             .await
             .unwrap();
         let errors = Arc::new(AtomicUsize::new(0));
-        let events = Events::start(
-            admin.clone(),
-            Reporter {
-                controller: "e2e-view".into(),
-                instance: None,
-            },
-        );
+        let events = recorder(&admin);
         let view = ClusterView::start(admin.clone(), {
             let errors = errors.clone();
             ViewConfig {

@@ -16,6 +16,7 @@
 //! `feasibility.revertInfeasible: true`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::run_guaranteed;
 use crate::scenario::webhook as support;
 
 use std::future::Future;
@@ -32,6 +33,8 @@ use resize_guard_harness::hollow_node::HollowNodeConfig;
 use resize_guard_harness::objects::*;
 use serde_json::json;
 
+/// Upstream's wording of the QoS rule in `ValidatePodResize`.
+const QOS_RULE: &str = "Pod QOS Class may not change as a result of resizing";
 const T: Duration = Duration::from_secs(60);
 const QOS_PATCH: &str =
     r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"500m"}}}]}}"#;
@@ -180,13 +183,8 @@ async fn qos_upstream(env: &'static Env) -> String {
     UPSTREAM.lock().unwrap().push(("qos", refused));
     let out = env.kubectl().resize(&ns, "app", QOS_PATCH).await.unwrap();
     assert!(!out.success, "stored: {}", out.stdout);
-    assert!(
-        out.stderr
-            .contains("Pod QOS Class may not change as a result of resizing"),
-        "{}",
-        out.stderr
-    );
-    "refused by the API server: \"Pod QOS Class may not change as a result of resizing\"".into()
+    assert!(out.stderr.contains(QOS_RULE), "{}", out.stderr);
+    format!("refused by the API server: \"{QOS_RULE}\"")
 }
 
 /// Upstream alone on a resize above allocatable: v1.36+ refuse it (`PodResizeValidator`); older
@@ -293,7 +291,7 @@ async fn qos_explained(env: &'static Env) -> String {
     let out = env.kubectl().resize(&ns, "app", QOS_PATCH).await.unwrap();
     assert!(!out.success);
     for want in [
-        "* spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing",
+        &format!("* spec: Invalid value: \"Guaranteed\": {QOS_RULE}"),
         "* spec: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable",
         "container app: cpu request 500m ≠ limit 250m",
     ] {
@@ -355,16 +353,25 @@ async fn infeasible_refused(env: &'static Env, minor: u32) -> String {
     detail.into()
 }
 
+/// Waits until pod `name`'s resize is no longer pending and `allocated` holds, and asserts its
+/// containers did not restart (the resize was applied in place).
+async fn applied_in_place(pods: &Api<Pod>, name: &str, allocated: impl Fn(&Pod) -> bool) {
+    let p = wait_pod(pods, name, T, |p| {
+        allocated(p) && resize_pending(p).is_none()
+    })
+    .await
+    .unwrap();
+    assert_eq!(restart_count(&p), 0, "{name} restarted: not in place");
+}
+
 /// A Deferred resize: the lower-priority filler is preempted and the resize completes in place.
 async fn deferred_preempted(env: &'static Env) -> String {
     let (ns, _, pods) = env.field_test("v-def").await;
     env.resize_cpu(&ns, "app", "550m").await;
-    let app = wait_pod(&pods, "app", T, |p| {
-        allocated_cpu(p).as_deref() == Some("550m") && resize_pending(p).is_none()
+    applied_in_place(&pods, "app", |p| {
+        allocated_cpu(p).as_deref() == Some("550m")
     })
-    .await
-    .unwrap();
-    assert_eq!(restart_count(&app), 0, "in place");
+    .await;
     let preempted = wait_events(env, &ns, "Preempted").await;
     // kubectl prints the object as `pod/filler` or (v1.33) `Pod/filler`.
     assert!(
@@ -436,12 +443,7 @@ async fn sidecar_resize(env: &'static Env) -> String {
     let (ns, node, pods) = env
         .scenario("v-sidecar", ("sidecar", "1930m", "3Gi"), &[])
         .await;
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", &node, "low", "1000m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods, "filler", &node, "low", "1000m", "256Mi").await;
     create_running(&pods, &sidecar_pod(&node)).await.unwrap();
     // 1000m + (250m app + 800m proxy) > 1930m: Deferred, 120m short.
     let patch = r#"{"spec":{"initContainers":[{"name":"proxy","resources":{"requests":{"cpu":"800m"},"limits":{"cpu":"800m"}}}]}}"#;
@@ -453,12 +455,10 @@ async fn sidecar_resize(env: &'static Env) -> String {
         "{}",
         out.stderr
     );
-    let mesh = wait_pod(&pods, "mesh", T, |p| {
-        sidecar_allocated_cpu(p, "proxy").as_deref() == Some("800m") && resize_pending(p).is_none()
+    applied_in_place(&pods, "mesh", |p| {
+        sidecar_allocated_cpu(p, "proxy").as_deref() == Some("800m")
     })
-    .await
-    .unwrap();
-    assert_eq!(restart_count(&mesh), 0);
+    .await;
     "sidecar proxy 250m → 800m: warned 120m short, filler preempted, allocated in place".into()
 }
 
@@ -496,12 +496,10 @@ async fn memory_limit_decrease(env: &'static Env, minor: u32) -> String {
         return format!("refused by the API server — \"{want}\"; resize-guard steps aside");
     }
     assert!(out.success, "{}", out.stderr);
-    let p = wait_pod(&pods, "app", T, |p| {
-        allocated(p, "memory").as_deref() == Some("128Mi") && resize_pending(p).is_none()
+    applied_in_place(&pods, "app", |p| {
+        allocated(p, "memory").as_deref() == Some("128Mi")
     })
-    .await
-    .unwrap();
-    assert_eq!(restart_count(&p), 0);
+    .await;
     "applied in place — 256Mi → 128Mi, 0 restarts".into()
 }
 

@@ -3,6 +3,7 @@
 //! what `kubectl` users see, what the audit log records, and the Events.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::events_saying;
 use crate::scenario::webhook as support;
 
 use std::time::Duration;
@@ -10,68 +11,45 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use resize_guard_harness::admission::Webhooks;
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, EnvOptions, LogGuard, shared};
 use resize_guard_harness::objects::*;
 use tokio::sync::OnceCell;
 
 static HOOK: OnceCell<support::Webhook> = OnceCell::const_new();
 
-async fn setup() -> &'static Env {
+/// [`setup`] and a fresh field test `prefix-…` ([`support::field_test`]): its namespace, node
+/// and pods.
+async fn field_test(prefix: &str) -> (&'static Env, LogGuard<'static>, (String, String, Api<Pod>)) {
+    let (env, guard) = setup().await;
+    (env, guard, support::field_test(env, prefix).await)
+}
+
+/// The suite's environment with its webhook, and the guard that prints its logs on failure.
+async fn setup() -> (&'static Env, LogGuard<'static>) {
     let env = shared(EnvOptions::default());
     HOOK.get_or_init(|| support::start(env, Webhooks::Mutating))
         .await;
-    env
-}
-
-async fn events_text(env: &Env, ns: &str, pod: &str, want: &str) -> String {
-    let mut text = String::new();
-    for _ in 0..100 {
-        text = env.kubectl().events_for(ns, pod).await.unwrap().stdout;
-        if text.contains(want) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    text
+    (env, env.guard())
 }
 
 #[tokio::test]
 async fn qos_change_gets_resize_guards_message_in_kubectl() {
-    let env = setup().await;
-    let _g = env.guard();
-    let (ns, _, _) = support::field_test(env, "qos").await;
+    let (env, _g, (ns, _, _)) = field_test("qos").await;
     // VPA RequestsOnly: the request moves, the limit does not.
     let patch =
         r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"500m"}}}]}}"#;
     let out = env.kubectl().resize(&ns, "app", patch).await.unwrap();
-    assert!(!out.success);
-    // `ValidatePodResize`'s 422 Invalid, which kubectl prints from its causes: upstream's
-    // errors, then resize-guard's explanation as the last one.
-    for line in [
-        "The Pod \"app\" is invalid: \n",
-        "* spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing\n",
-        "* spec: resize-guard: this resize would change the pod's QoS class from Guaranteed to Burstable",
-    ] {
-        assert!(out.stderr.contains(line), "{line:?} in\n{}", out.stderr);
-    }
-    assert!(
-        out.stderr
-            .contains("container app: cpu request 500m ≠ limit 250m"),
-        "{}",
-        out.stderr
+    support::assert_qos_invalid(
+        &out,
+        "app",
+        &["container app: cpu request 500m ≠ limit 250m"],
     );
-    let events = events_text(env, &ns, "app", "ResizeRejected").await;
-    assert!(
-        events.contains("ResizeRejected") && events.contains("Warning"),
-        "{events}"
-    );
+    events_saying(env, &ns, "app", &["ResizeRejected", "Warning"]).await;
 }
 
 #[tokio::test]
 async fn infeasible_resize_gets_resize_guards_message_with_the_nodes_numbers() {
-    let env = setup().await;
-    let _g = env.guard();
-    let (ns, node, pods) = support::field_test(env, "infeasible").await;
+    let (env, _g, (ns, node, pods)) = field_test("infeasible").await;
     let out = env.try_resize_cpu(&ns, "app", "2430m").await;
     assert!(!out.success);
     // `PodResizeValidator`'s refusal word for word, then resize-guard's numbers and advice.
@@ -96,15 +74,12 @@ async fn infeasible_resize_gets_resize_guards_message_with_the_nodes_numbers() {
         Some(1),
         "nothing stored"
     );
-    let events = events_text(env, &ns, "app", "ResizeRejected").await;
-    assert!(events.contains("can never fit"), "{events}");
+    events_saying(env, &ns, "app", &["ResizeRejected", "can never fit"]).await;
 }
 
 #[tokio::test]
 async fn deferred_resize_is_allowed_with_a_warning_and_audit_annotations() {
-    let env = setup().await;
-    let _g = env.guard();
-    let (ns, node, pods) = support::field_test(env, "deferred").await;
+    let (env, _g, (ns, node, pods)) = field_test("deferred").await;
     let out = env.resize_cpu(&ns, "app", "550m").await;
     let expected = format!(
         "Warning: resize-guard: node {node} lacks cpu 120m; the resize will be Deferred; resize-guard will preempt {ns}/filler"
@@ -119,11 +94,13 @@ async fn deferred_resize_is_allowed_with_a_warning_and_audit_annotations() {
     crate::scenario::wait_field_test_deferred(&pods).await;
     // And says so in its own Event (pkg/kubelet/allocation/allocation_manager.go
     // handlePodResourcesResize, events.PodResizePendingMsg).
-    let events = events_text(env, &ns, "app", "ResizeDeferred").await;
-    assert!(
-        events.contains("ResizeDeferred") && events.contains("Pod resize OutOfcpu: {"),
-        "{events}"
-    );
+    events_saying(
+        env,
+        &ns,
+        "app",
+        &["ResizeDeferred", "Pod resize OutOfcpu: {"],
+    )
+    .await;
 
     let mut audit = Vec::new();
     for _ in 0..50 {
@@ -158,9 +135,7 @@ async fn deferred_resize_is_allowed_with_a_warning_and_audit_annotations() {
 
 #[tokio::test]
 async fn annotation_changes_sent_to_pods_resize_are_dropped_by_the_api_server() {
-    let env = setup().await;
-    let _g = env.guard();
-    let (_, _, pods) = support::field_test(env, "annotations").await;
+    let (_env, _g, (_, _, pods)) = field_test("annotations").await;
     let patch = serde_json::json!({
         "metadata": {"annotations": {"resize-guard.io/probe": "kept?"}, "labels": {"probe": "kept"}},
         "spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "300m"}, "limits": {"cpu": "300m"}}}]},
@@ -187,9 +162,7 @@ async fn annotation_changes_sent_to_pods_resize_are_dropped_by_the_api_server() 
 
 #[tokio::test]
 async fn dry_run_denials_record_no_event() {
-    let env = setup().await;
-    let _g = env.guard();
-    let (ns, _, _) = support::field_test(env, "dryrun").await;
+    let (env, _g, (ns, _, _)) = field_test("dryrun").await;
     let k = env.kubectl();
     let out = k
         .resize_dry_run(&ns, "app", &cpu_resize("2430m"))
@@ -208,18 +181,13 @@ async fn dry_run_denials_record_no_event() {
         "{}",
         out.stderr
     );
-    let events = events_text(env, &ns, "app", "2440m").await;
-    assert!(
-        events.contains("ResizeRejected") && events.contains("2440m"),
-        "{events}"
-    );
+    let events = events_saying(env, &ns, "app", &["ResizeRejected", "2440m"]).await;
     assert!(!events.contains("2430m"), "{events}");
 }
 
 #[tokio::test]
 async fn health_and_metrics_endpoints_work_on_the_real_process() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (_env, _g) = setup().await;
     let hook = HOOK.get().unwrap();
     assert_eq!(hook.health("/livez").await.unwrap().trim(), "ok");
     assert_eq!(hook.health("/readyz").await.unwrap().trim(), "ok");
@@ -236,8 +204,7 @@ async fn health_and_metrics_endpoints_work_on_the_real_process() {
 
 #[tokio::test]
 async fn a_rotated_certificate_is_served_without_restart() {
-    let env = setup().await;
-    let _g = env.guard();
+    let (env, _g) = setup().await;
     let hook = HOOK.get().unwrap();
     // Renew the leaf from the same CA, as a Secret update would.
     let renewed = resize_guard_certs::renew_leaf(

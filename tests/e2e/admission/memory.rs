@@ -6,6 +6,8 @@
 //! the rule did not judge it. Also reports what the usage read adds to a review.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::events_saying;
+use crate::scenario::run_guaranteed;
 use crate::scenario::webhook as support;
 
 use std::time::{Duration, Instant};
@@ -79,12 +81,7 @@ async fn a_memory_limit_below_usage_is_refused_above_is_admitted_and_without_met
     let (node_name, node, mut metrics) = crate::scenario::metered_node(env, "mem").await;
     let ns = env.namespace("mem").await;
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node_name, "low", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods, "app", &node_name, "low", "250m", "256Mi").await;
 
     // The container holds 150Mi; metrics-server reports it after its scrapes.
     node.set_usage(&ns, "app", "app", "150Mi", "100m").unwrap();
@@ -129,15 +126,7 @@ async fn a_memory_limit_below_usage_is_refused_above_is_admitted_and_without_met
         "256Mi",
         "nothing stored"
     );
-    let mut events = String::new();
-    for _ in 0..100 {
-        events = kubectl.events_for(&ns, "app").await.unwrap().stdout;
-        if events.contains("ResizeRejected") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(events.contains("working set 150Mi"), "{events}");
+    events_saying(env, &ns, "app", &["ResizeRejected", "working set 150Mi"]).await;
     let audit = support::resize_audit(env, &ns, "app");
     let annotated = audit.iter().any(|e| {
         e["annotations"]["mutate.resize-guard.io/memory"]

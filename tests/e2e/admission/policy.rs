@@ -4,6 +4,7 @@
 //! edit that drops `mode` is such a bad edit, never enforcement by omission.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::events_saying;
 use crate::scenario::webhook as support;
 
 use std::time::Duration;
@@ -12,6 +13,7 @@ use resize_guard_harness::admission::Webhooks;
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::install::{policy_has, wait_policy};
 use resize_guard_harness::objects::*;
+use resize_guard_harness::text::assert_contains_all;
 
 const T: Duration = Duration::from_secs(30);
 
@@ -50,20 +52,9 @@ async fn policy_modes_and_live_reload() {
     );
     assert_eq!(spec_cpu(&p).1.as_deref(), Some("400m"), "app's cpu limit");
     assert_eq!(restart_count(&p), 0);
-    let mut events = String::new();
-    for _ in 0..100 {
-        events = k.events_for(&ns, "app").await.unwrap().stdout;
-        if events.contains("ResizeRepaired") && events.contains("ResizeCompleted") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     // resize-guard's Event, then the real kubelet's (pkg/kubelet/kubelet.go,
     // events.ResizeCompleted).
-    assert!(
-        events.contains("ResizeRepaired") && events.contains("ResizeCompleted"),
-        "{events}"
-    );
+    events_saying(env, &ns, "app", &["ResizeRepaired", "ResizeCompleted"]).await;
 
     // 2. A bad edit keeps the last good policy (still repair) and is reported on the ConfigMap.
     support::set_policy(
@@ -124,17 +115,12 @@ async fn policy_modes_and_live_reload() {
     let qos = r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"300m"}}}]}}"#;
     let out = k.resize(&ns2, "app", qos).await.unwrap();
     // resize-guard only warns; the API server's own validation still refuses the QoS change.
-    assert!(
-        out.stderr
-            .contains("Warning: resize-guard (audit mode) would deny this resize"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr
-            .contains("Pod QOS Class may not change as a result of resizing"),
-        "{}",
-        out.stderr
+    assert_contains_all(
+        &out.stderr,
+        &[
+            "Warning: resize-guard (audit mode) would deny this resize",
+            "Pod QOS Class may not change as a result of resizing",
+        ],
     );
     assert!(!out.stderr.contains("denied the request"), "{}", out.stderr);
     // The audit log is flushed asynchronously: wait (bounded) for the resize's entry.

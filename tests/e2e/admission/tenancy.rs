@@ -10,6 +10,7 @@
 //!   the warning and the audit annotation).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::run_guaranteed;
 use crate::scenario::webhook as support;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use kube::api::Api;
 use resize_guard_harness::admission::Webhooks;
 use resize_guard_harness::env::{Env, EnvOptions, shared};
 use resize_guard_harness::objects::*;
+use resize_guard_harness::text::assert_contains_all;
 use resize_guard_policy::usage::PodUsage;
 use rustls_pki_types::ServerName;
 use serde_json::{Value, json};
@@ -43,16 +45,15 @@ fn with_memory(pod: &Pod, memory: &str) -> Value {
 /// A `pods/resize` review as kube-apiserver would send it for `old` → `new`, its body written by
 /// the caller (nothing here checks what it claims).
 fn review(old: &Value, new: &Value) -> Vec<u8> {
+    // Sent to pods/resize as such: what was requested is what is reviewed.
+    let kind = json!({"group": "", "version": "v1", "kind": "Pod"});
+    let resource = json!({"group": "", "version": "v1", "resource": "pods"});
     serde_json::to_vec(&json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {
             "uid": "forged-review",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "subResource": "resize",
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestSubResource": "resize",
+            "kind": kind, "resource": resource, "subResource": "resize",
+            "requestKind": kind, "requestResource": resource, "requestSubResource": "resize",
             "name": old["metadata"]["name"], "namespace": old["metadata"]["namespace"],
             "operation": "UPDATE",
             "userInfo": {"username": "mallory"},
@@ -113,18 +114,8 @@ async fn a_tenant_learns_no_other_namespaces_pods_or_usage_from_the_webhook() {
     let tenant = env.namespace("tenant").await;
     let others: Api<Pod> = Api::namespaced(env.client().await, &other);
     let tenants: Api<Pod> = Api::namespaced(env.client().await, &tenant);
-    let secret = create_running(
-        &others,
-        &guaranteed_pod("secret", &node_name, "low", "1800m", "512Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &tenants,
-        &guaranteed_pod("app", &node_name, "high", "100m", "128Mi"),
-    )
-    .await
-    .unwrap();
+    let secret = run_guaranteed(&others, "secret", &node_name, "low", "1800m", "512Mi").await;
+    run_guaranteed(&tenants, "app", &node_name, "high", "100m", "128Mi").await;
     node.set_usage(&other, "secret", "app", "333Mi", "10m")
         .unwrap();
     metrics
@@ -195,17 +186,13 @@ async fn a_tenant_learns_no_other_namespaces_pods_or_usage_from_the_webhook() {
         .await
         .unwrap();
     assert!(out.success, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("resize-guard (dry run): mutate decision deferred-preemptible"),
-        "resize-guard planned to preempt: {}",
-        out.stderr
-    );
-    assert!(
-        out.stderr
-            .contains("resize-guard will preempt 1 pod in another namespace"),
-        "{}",
-        out.stderr
+    // resize-guard planned to preempt.
+    assert_contains_all(
+        &out.stderr,
+        &[
+            "resize-guard (dry run): mutate decision deferred-preemptible",
+            "resize-guard will preempt 1 pod in another namespace",
+        ],
     );
     assert!(!out.stderr.contains("secret"), "{}", out.stderr);
     assert!(!out.stderr.contains(&other), "{}", out.stderr);

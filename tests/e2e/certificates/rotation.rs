@@ -16,7 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, EnvOptions, LogGuard, shared};
 use resize_guard_harness::process::free_port;
 use resize_guard_harness::text::assert_contains_all;
 use rustls::client::danger::ServerCertVerifier as _;
@@ -30,6 +30,22 @@ const T: Duration = Duration::from_secs(30);
 fn logs() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| resize_guard_runtime::process::init("text"));
+}
+
+/// The suite's environment (with the controller's logs), the guard that prints its logs on
+/// failure, an admin client, and a fresh namespace `prefix-…` beside the webhook configurations
+/// `configuration` ([`shipped_configurations`]).
+async fn setup(
+    prefix: &str,
+    configuration: &str,
+) -> (&'static Env, LogGuard<'static>, kube::Client, String) {
+    logs();
+    let env = shared(EnvOptions::default());
+    let guard = env.guard();
+    let client = env.client().await;
+    let ns = env.namespace(prefix).await;
+    shipped_configurations(&client, configuration).await;
+    (env, guard, client, ns)
 }
 
 /// Creates a Mutating- and ValidatingWebhookConfiguration `name` without caBundle.
@@ -89,22 +105,8 @@ impl Controller {
             "--cert-check-interval=1s".into(),
         ];
         argv.extend_from_slice(extra);
-        let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from(argv);
-        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        // Built as the program builds its client (no read timeout on quiet watches).
-        let config = env
-            .cp
-            .program_config(resize_guard_harness::control_plane::Identity::Admin)
-            .await
-            .unwrap();
-        let client = resize_guard_runtime::api_client::build(config).unwrap();
-        let task = tokio::spawn(resize_guard_controller::run::serve(
-            args,
-            client,
-            async move {
-                let _ = stop_rx.await;
-            },
-        ));
+        let admin = resize_guard_harness::control_plane::Identity::Admin;
+        let (stop, task) = crate::scenario::webhook::serve_in_process(env, admin, argv).await;
         Controller {
             stop: Some(stop),
             task,
@@ -221,6 +223,17 @@ async fn wait_for(
     }
 }
 
+/// Waits ([`wait_for`]) until the configuration and Secrets converged ([`State::converged`]).
+async fn converged(
+    client: &kube::Client,
+    ns: &str,
+    configuration: &str,
+    timeout: Duration,
+    what: &str,
+) -> (State, Duration) {
+    wait_for(client, ns, configuration, timeout, what, State::converged).await
+}
+
 /// Verifies `leaf` as a TLS server certificate for `name` with `ca` as the only root.
 fn verify(leaf: &str, ca: &str, name: &str) -> Result<(), rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -277,17 +290,12 @@ fn issued_at(leaf: &str) -> SystemTime {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_within_seconds() {
-    logs();
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let client = env.client().await;
-    let ns = env.namespace("certs").await;
     let name = "resize-guard";
-    shipped_configurations(&client, name).await;
+    let (env, _g, client, ns) = setup("certs", name).await;
 
     let started = Instant::now();
     let controller = Controller::start(env, &ns, &["--leaf-validity=30s".into()]).await;
-    let (state, took) = wait_for(&client, &ns, name, T, "first install", State::converged).await;
+    let (state, took) = converged(&client, &ns, name, T, "first install").await;
     eprintln!(
         "fresh install converged in {took:?} (from controller start: {:?})",
         started.elapsed()
@@ -330,34 +338,15 @@ async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_withi
 
     // Garbage caBundle on the validating configuration: repaired.
     overwrite_bundle(&client, name, false, Some(b"garbage")).await;
-    let t = Instant::now();
-    let (_, _) = wait_for(
-        &client,
-        &ns,
-        name,
-        Duration::from_secs(10),
-        "garbage repaired",
-        State::converged,
-    )
-    .await;
-    let garbage_repair = t.elapsed();
+    let ten = Duration::from_secs(10);
+    let (_, garbage_repair) = converged(&client, &ns, name, ten, "garbage repaired").await;
     // caBundle wiped from the mutating configuration: repaired.
     overwrite_bundle(&client, name, true, None).await;
-    let t = Instant::now();
-    let (after, _) = wait_for(
-        &client,
-        &ns,
-        name,
-        Duration::from_secs(10),
-        "wipe repaired",
-        State::converged,
-    )
-    .await;
-    let wipe_repair = t.elapsed();
+    let (after, wipe_repair) = converged(&client, &ns, name, ten, "wipe repaired").await;
     eprintln!(
         "caBundle repaired after garbage in {garbage_repair:?}, after removal in {wipe_repair:?}"
     );
-    assert!(garbage_repair < Duration::from_secs(10) && wipe_repair < Duration::from_secs(10));
+    assert!(garbage_repair < ten && wipe_repair < ten);
     assert_eq!(
         after.ca_crt().unwrap(),
         ca,
@@ -419,29 +408,11 @@ async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_withi
         &[format!("--webhook-configuration={witness_name}")],
     )
     .await;
-    let converged = State::converged;
-    wait_for(
-        &client,
-        &witness_ns,
-        witness_name,
-        T,
-        "witness install",
-        converged,
-    )
-    .await;
+    converged(&client, &witness_ns, witness_name, T, "witness install").await;
     controller.shutdown().await;
     overwrite_bundle(&client, name, false, None).await;
     overwrite_bundle(&client, witness_name, false, None).await;
-    let ten = Duration::from_secs(10);
-    wait_for(
-        &client,
-        &witness_ns,
-        witness_name,
-        ten,
-        "witness repair",
-        converged,
-    )
-    .await;
+    converged(&client, &witness_ns, witness_name, ten, "witness repair").await;
     let s = State::read(&client, &ns, name).await;
     assert_eq!(
         s.validating,
@@ -456,13 +427,8 @@ async fn the_controller_keeps_secrets_and_ca_bundles_true_and_repairs_them_withi
 /// issuer missing from caBundle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ca_rotates_in_three_phases_and_the_leaf_is_always_trusted() {
-    logs();
-    let env = shared(EnvOptions::default());
-    let _g = env.guard();
-    let client = env.client().await;
-    let ns = env.namespace("rotate").await;
     let name = "resize-guard-rotation";
-    shipped_configurations(&client, name).await;
+    let (env, _g, client, ns) = setup("rotate", name).await;
     let controller = Controller::start(
         env,
         &ns,
@@ -474,7 +440,7 @@ async fn a_ca_rotates_in_three_phases_and_the_leaf_is_always_trusted() {
         ],
     )
     .await;
-    let (first, _) = wait_for(&client, &ns, name, T, "first install", State::converged).await;
+    let (first, _) = converged(&client, &ns, name, T, "first install").await;
     let old_ca = first.ca_crt().unwrap();
     let ca_born = issued_at(&old_ca);
 

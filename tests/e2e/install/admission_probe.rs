@@ -203,34 +203,16 @@ async fn the_probe_reaches_the_webhook_notices_it_failing_open_and_no_one_else_g
     // entry's condition matches it): judged as any tenant's resize, never answered as a probe.
     let (tenant, _node, _pods) = env.field_test("probe-tenant").await;
     let client = env.client().await;
-    Api::<ServiceAccount>::namespaced(client.clone(), &tenant)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "resize-guard-controller"}}))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    Api::<Role>::namespaced(client.clone(), &tenant)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "resizer"},
-                "rules": [{"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]}]}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    Api::<RoleBinding>::namespaced(client.clone(), &tenant)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "resizer"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "resizer"},
-                "subjects": [{"kind": "ServiceAccount", "name": "resize-guard-controller",
-                    "namespace": tenant}]}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    let sa = json!({"metadata": {"name": "resize-guard-controller"}});
+    create::<ServiceAccount>(&client, &tenant, sa).await;
+    let role = json!({"metadata": {"name": "resizer"},
+        "rules": [{"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]}]});
+    create::<Role>(&client, &tenant, role).await;
+    let binding = json!({"metadata": {"name": "resizer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "resizer"},
+        "subjects": [{"kind": "ServiceAccount", "name": "resize-guard-controller",
+            "namespace": tenant}]});
+    create::<RoleBinding>(&client, &tenant, binding).await;
     let forger = Account::of(env, &tenant, "resize-guard-controller")
         .await
         .unwrap();
@@ -338,4 +320,21 @@ async fn the_probe_reaches_the_webhook_notices_it_failing_open_and_no_one_else_g
     }
     controller.stop().await;
     webhook.stop(Duration::from_secs(10));
+}
+
+/// Creates the `K` that `object` describes in namespace `ns`.
+async fn create<K>(client: &kube::Client, ns: &str, object: serde_json::Value)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let object: K = serde_json::from_value(object).unwrap();
+    Api::<K>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
 }

@@ -15,6 +15,7 @@ use resize_guard_harness::install::{
     Install, http_get, install, policy_has, set_policy, wait_ready,
 };
 use resize_guard_harness::objects::{allocated_cpu, wait_pod};
+use resize_guard_harness::text::assert_contains_all;
 
 const T: Duration = Duration::from_secs(30);
 
@@ -39,12 +40,14 @@ async fn best_effort_without_the_delete_grant_deletes_nothing_and_says_which_gra
     support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
     let said = support::wait_event_for(env, &ns, "WriteForbidden", "app").await;
     let note = &said.iter().find(|e| e.0 == "app").unwrap().1;
-    assert!(
-        note.contains("forbade preempting")
-            && note.contains("cannot delete resource \"pods\"")
-            && note.contains("deploy/components/best-effort-deletes")
-            && note.contains("rbac.controller.deletePods"),
-        "{note}"
+    assert_contains_all(
+        note,
+        &[
+            "forbade preempting",
+            "cannot delete resource \"pods\"",
+            "deploy/components/best-effort-deletes",
+            "rbac.controller.deletePods",
+        ],
     );
     let metrics = http_get(controller.health_port, "/metrics").await.unwrap();
     assert!(

@@ -47,6 +47,11 @@ fn path(rel: &str) -> String {
     repo_root().join(rel).display().to_string()
 }
 
+/// `--set value` for each of `values`, as `helm template` or `install` take them.
+fn set<'a>(values: &[&'a str]) -> Vec<&'a str> {
+    values.iter().flat_map(|v| ["--set", v]).collect()
+}
+
 /// The helm binary and a private HELM_*_HOME, so no user configuration or repository is read.
 struct Helm {
     bin: PathBuf,
@@ -496,14 +501,11 @@ async fn the_controllers_delete_and_resize_grants_follow_the_policy_as_the_compo
         ),
         (vec!["--set-string", revert], &resizes, "revertInfeasible"),
         (
-            vec![
-                "--set",
+            set(&[
                 "policy.create=false",
-                "--set",
                 "rbac.controller.deletePods=true",
-                "--set",
                 "rbac.controller.resizePods=true",
-            ],
+            ]),
             &both,
             "both grants set explicitly",
         ),
@@ -821,14 +823,11 @@ async fn every_render_applies_on_server_dry_run() {
 
     // Host network on other ports (EKS with a custom CNI).
     let rendered = helm
-        .template(&[
-            "--set",
+        .template(&set(&[
             "webhook.hostNetwork=true",
-            "--set",
             "webhook.port=9443",
-            "--set",
             "webhook.healthPort=9080",
-        ])
+        ]))
         .await;
     assert_eq!(kinds(&rendered), base);
     // (Not applied here: host networking is outside Pod Security `restricted`, which this
@@ -836,14 +835,11 @@ async fn every_render_applies_on_server_dry_run() {
 
     // system-cluster-critical (GKE): no PriorityClass of our own, a ResourceQuota admitting it.
     let rendered = helm
-        .template(&[
-            "--set",
+        .template(&set(&[
             "priorityClass.create=false",
-            "--set",
             "priorityClass.name=system-cluster-critical",
-            "--set",
             "resourceQuota.create=true",
-        ])
+        ]))
         .await;
     assert_kinds(
         &rendered,
@@ -983,12 +979,7 @@ async fn everything_namespaced_follows_the_install_namespace() {
     let rendered = helm
         .template_in(
             ns,
-            &[
-                "--set",
-                "certificates.mode=cert-manager",
-                "--set",
-                "namespace.create=true",
-            ],
+            &set(&["certificates.mode=cert-manager", "namespace.create=true"]),
         )
         .await;
     assert_no_ca_bundle(ns, &rendered);
@@ -1082,36 +1073,22 @@ async fn everything_namespaced_follows_the_install_namespace() {
 async fn values_reach_the_objects() {
     let helm = helm();
     let rendered = helm
-        .template(&[
-            "--set",
+        .template(&set(&[
             "image.webhook.repository=registry.example/rg-webhook",
-            "--set",
             "image.webhook.tag=1.2.3",
-            "--set",
             "image.controller.pullPolicy=Always",
-            "--set",
             "imagePullSecrets[0].name=regcred",
-            "--set",
             "webhook.replicas=3",
-            "--set",
             "controller.replicas=1",
-            "--set",
             "webhook.resources.limits.cpu=1",
-            "--set",
             "controller.extraArgs={--lease-duration=30s,--renew-interval=5s}",
-            "--set",
             "webhook.extraArgs={--max-body-bytes=8388608}",
-            "--set",
             "webhooks.timeoutSeconds=5",
-            "--set",
             "webhooks.failurePolicy=Fail",
-            "--set",
             "webhooks.objectSelector.matchLabels.resize-guard\\.io/judge=yes",
-            "--set",
             "networkPolicy.enabled=false",
-            "--set",
             "logFormat=text",
-        ])
+        ]))
         .await;
     let objs = objects(&rendered);
     let webhook = find(&objs, "Deployment", "resize-guard-webhook");
@@ -1165,18 +1142,18 @@ async fn values_reach_the_objects() {
     }
     // The operator's values: environment, pod metadata, placement, security, ports, digest.
     let digest = format!("sha256:{}", "ab".repeat(32));
-    let rendered = helm
-        .template(&[
-            "--set",
-            "webhook.extraEnv[0].name=RUST_LOG",
-            "--set",
-            "webhook.extraEnv[0].value=debug",
-            "--set",
-            "controller.podAnnotations.example\\.com/team=platform",
-            "--set",
-            "webhook.podLabels.team=platform",
-            "--set",
-            &format!("image.controller.digest={digest}"),
+    let digest_value = format!("image.controller.digest={digest}");
+    let mut values = set(&[
+        "webhook.extraEnv[0].name=RUST_LOG",
+        "webhook.extraEnv[0].value=debug",
+        "controller.podAnnotations.example\\.com/team=platform",
+        "webhook.podLabels.team=platform",
+        &digest_value,
+        "webhook.hostNetwork=true",
+        "webhook.port=9443",
+        "webhook.healthPort=9080",
+    ]);
+    values.extend([
             "--set-json",
             r#"webhook.affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"kubernetes.io/arch","operator":"In","values":["arm64"]}]}]}}}"#,
             "--set-json",
@@ -1185,14 +1162,8 @@ async fn values_reach_the_objects() {
             r#"webhook.podSecurityContext={"runAsNonRoot":true,"runAsUser":1000,"seccompProfile":{"type":"RuntimeDefault"}}"#,
             "--set-json",
             r#"webhooks.matchConditions=[{"name":"not-kube-system-users","expression":"!request.userInfo.username.startsWith('system:serviceaccount:kube-system:')"}]"#,
-            "--set",
-            "webhook.hostNetwork=true",
-            "--set",
-            "webhook.port=9443",
-            "--set",
-            "webhook.healthPort=9080",
-        ])
-        .await;
+        ]);
+    let rendered = helm.template(&values).await;
     let objs = objects(&rendered);
     let webhook = find(&objs, "Deployment", "resize-guard-webhook");
     let controller = find(&objs, "Deployment", "resize-guard-controller");

@@ -180,193 +180,79 @@ async fn the_shipped_install_applies_passes_restricted_and_has_no_ca_bundle() {
 async fn each_service_account_may_do_exactly_what_its_program_needs() {
     let (env, _alone) = alone(&CLUSTER).await;
     kubectl(env, &["apply", "-k", &path("deploy"), "--server-side"]).await;
-    // (who, verb, resource, namespace, allowed)
-    let table: &[(&str, &str, &str, &str, bool)] = &[
-        (WEBHOOK, "list", "pods", "", true),
-        (WEBHOOK, "watch", "nodes", "", true),
-        (WEBHOOK, "watch", "poddisruptionbudgets.policy", "", true),
-        (WEBHOOK, "create", "events.events.k8s.io", "shop", true),
-        (WEBHOOK, "get", "pods.metrics.k8s.io", "shop", true),
-        (
+    // Each account's `kubectl auth can-i` answers ([`can_i`]).
+    let table = [
+        can_i(
             WEBHOOK,
-            "get",
-            "configmaps/resize-guard",
-            "resize-guard",
-            true,
+            &[
+                "yes list pods",
+                "yes watch nodes",
+                "yes watch poddisruptionbudgets.policy",
+                "yes create events.events.k8s.io shop",
+                "yes get pods.metrics.k8s.io shop",
+                "yes get configmaps/resize-guard resize-guard",
+                "yes get secrets/resize-guard-webhook-tls resize-guard",
+                "yes watch configmaps/resize-guard-last-good resize-guard",
+                "no  patch configmaps/resize-guard-last-good resize-guard",
+                "no  get secrets/resize-guard-plan-key resize-guard",
+                "no  patch pods shop",
+                "no  update pods shop",
+                "no  delete pods shop",
+                "no  create pods/eviction shop",
+                "no  patch pods/resize shop",
+                "no  list pods.metrics.k8s.io shop",
+                "no  get secrets/resize-guard-ca resize-guard",
+                "no  list secrets resize-guard",
+                "no  patch validatingwebhookconfigurations/resize-guard",
+                "no  create leases.coordination.k8s.io resize-guard",
+                "no  create events shop",
+            ],
         ),
-        (
-            WEBHOOK,
-            "get",
-            "secrets/resize-guard-webhook-tls",
-            "resize-guard",
-            true,
-        ),
-        (
-            WEBHOOK,
-            "watch",
-            "configmaps/resize-guard-last-good",
-            "resize-guard",
-            true,
-        ),
-        (
-            WEBHOOK,
-            "patch",
-            "configmaps/resize-guard-last-good",
-            "resize-guard",
-            false,
-        ),
-        (
-            WEBHOOK,
-            "get",
-            "secrets/resize-guard-plan-key",
-            "resize-guard",
-            false,
-        ),
-        (WEBHOOK, "patch", "pods", "shop", false),
-        (WEBHOOK, "update", "pods", "shop", false),
-        (WEBHOOK, "delete", "pods", "shop", false),
-        (WEBHOOK, "create", "pods/eviction", "shop", false),
-        (WEBHOOK, "patch", "pods/resize", "shop", false),
-        (WEBHOOK, "list", "pods.metrics.k8s.io", "shop", false),
-        (
-            WEBHOOK,
-            "get",
-            "secrets/resize-guard-ca",
-            "resize-guard",
-            false,
-        ),
-        (WEBHOOK, "list", "secrets", "resize-guard", false),
-        (
-            WEBHOOK,
-            "patch",
-            "validatingwebhookconfigurations/resize-guard",
-            "",
-            false,
-        ),
-        (
-            WEBHOOK,
-            "create",
-            "leases.coordination.k8s.io",
-            "resize-guard",
-            false,
-        ),
-        (WEBHOOK, "create", "events", "shop", false),
-        (CONTROLLER, "create", "pods/eviction", "shop", true),
-        (
+        can_i(
             CONTROLLER,
-            "patch",
-            "configmaps/resize-guard-last-good",
-            "resize-guard",
-            true,
+            &[
+                "yes create pods/eviction shop",
+                "yes patch configmaps/resize-guard-last-good resize-guard",
+                "yes get secrets/resize-guard-plan-key resize-guard",
+                // Only with deploy/components/best-effort-deletes and revert-infeasible (below).
+                "no  delete pods shop",
+                "yes patch pods shop",
+                "yes patch pods/status shop",
+                "no  patch pods/resize shop",
+                "no  update pods shop",
+                "no  create pods shop",
+                "yes get secrets/resize-guard-ca resize-guard",
+                "yes update secrets/resize-guard-webhook-tls resize-guard",
+                "yes create secrets resize-guard",
+                "no  get secrets/someone-elses resize-guard",
+                "no  create secrets shop",
+                "yes patch mutatingwebhookconfigurations/resize-guard",
+                "yes patch validatingwebhookconfigurations/resize-guard",
+                "no  patch validatingwebhookconfigurations/another",
+                "yes update leases.coordination.k8s.io/resize-guard-controller resize-guard",
+                "no  update leases.coordination.k8s.io/kube-scheduler kube-system",
+                "no  get priorityclasses.scheduling.k8s.io",
+                "no  create events shop",
+            ],
         ),
-        (
-            CONTROLLER,
-            "get",
-            "secrets/resize-guard-plan-key",
-            "resize-guard",
-            true,
-        ),
-        // Only with deploy/components/best-effort-deletes and revert-infeasible (below).
-        (CONTROLLER, "delete", "pods", "shop", false),
-        (CONTROLLER, "patch", "pods", "shop", true),
-        (CONTROLLER, "patch", "pods/status", "shop", true),
-        (CONTROLLER, "patch", "pods/resize", "shop", false),
-        (CONTROLLER, "update", "pods", "shop", false),
-        (CONTROLLER, "create", "pods", "shop", false),
-        (
-            CONTROLLER,
-            "get",
-            "secrets/resize-guard-ca",
-            "resize-guard",
-            true,
-        ),
-        (
-            CONTROLLER,
-            "update",
-            "secrets/resize-guard-webhook-tls",
-            "resize-guard",
-            true,
-        ),
-        (CONTROLLER, "create", "secrets", "resize-guard", true),
-        (
-            CONTROLLER,
-            "get",
-            "secrets/someone-elses",
-            "resize-guard",
-            false,
-        ),
-        (CONTROLLER, "create", "secrets", "shop", false),
-        (
-            CONTROLLER,
-            "patch",
-            "mutatingwebhookconfigurations/resize-guard",
-            "",
-            true,
-        ),
-        (
-            CONTROLLER,
-            "patch",
-            "validatingwebhookconfigurations/resize-guard",
-            "",
-            true,
-        ),
-        (
-            CONTROLLER,
-            "patch",
-            "validatingwebhookconfigurations/another",
-            "",
-            false,
-        ),
-        (
-            CONTROLLER,
-            "update",
-            "leases.coordination.k8s.io/resize-guard-controller",
-            "resize-guard",
-            true,
-        ),
-        (
-            CONTROLLER,
-            "update",
-            "leases.coordination.k8s.io/kube-scheduler",
-            "kube-system",
-            false,
-        ),
-        (
-            CONTROLLER,
-            "get",
-            "priorityclasses.scheduling.k8s.io",
-            "",
-            false,
-        ),
-        (CONTROLLER, "create", "events", "shop", false),
-    ];
-    // kube-apiserver's RBAC authorizer reads bindings through an informer: a binding another
-    // test here re-created a moment ago may take a moment to be seen, so the table is asked
-    // again until it matches, for up to 10 s.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let wrong = loop {
-        let wrong = rbac_differences(env, table).await;
-        if wrong.is_empty() || std::time::Instant::now() > deadline {
-            break wrong;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
-    assert!(
-        wrong.is_empty(),
-        "RBAC differs from the table:\n{}",
-        wrong.join("\n")
-    );
+    ]
+    .concat();
+    // A binding another test here re-created a moment ago may take a moment to be seen.
+    assert_rbac_within(env, &table, Duration::from_secs(10)).await;
     // Each policy component adds its grant, and a later `kubectl apply -k deploy/` takes it back
     // (the ClusterRole's rules are one list, owned by the applier).
-    let grants: &[(&str, &str, &str, &str, bool)] = &[
-        (CONTROLLER, "delete", "pods", "shop", true),
-        (CONTROLLER, "patch", "pods/resize", "shop", true),
-        (CONTROLLER, "delete", "nodes", "", false),
-        (CONTROLLER, "update", "pods/resize", "shop", false),
-    ];
+    let grants = can_i(
+        CONTROLLER,
+        &[
+            "yes delete pods shop",
+            "yes patch pods/resize shop",
+            "no  delete nodes",
+            "no  update pods/resize shop",
+        ],
+    );
     let both = with_components(&["best-effort-deletes", "revert-infeasible"]);
     kubectl(env, &["apply", "-k", &both, "--server-side"]).await;
-    assert_rbac_within(env, grants, Duration::from_secs(10)).await;
+    assert_rbac_within(env, &grants, Duration::from_secs(10)).await;
     kubectl(env, &["apply", "-k", &path("deploy"), "--server-side"]).await;
     let taken_back: Vec<_> = grants
         .iter()
@@ -375,9 +261,32 @@ async fn each_service_account_may_do_exactly_what_its_program_needs() {
     assert_rbac_within(env, &taken_back, Duration::from_secs(10)).await;
 }
 
+/// One `kubectl auth can-i` question and its answer: (who, verb, resource, namespace or "" for
+/// cluster-wide, allowed).
+type Can<'a> = (&'a str, &'a str, &'a str, &'a str, bool);
+
+/// The questions for the account `who`, one a row: `<yes|no> <verb> <resource> [<namespace>]`
+/// (`pods/eviction` a subresource, `secrets/x` one object; no namespace: cluster-wide).
+fn can_i<'a>(who: &'a str, rows: &[&'a str]) -> Vec<Can<'a>> {
+    let row = |row: &'a str| {
+        let words: Vec<&str> = row.split_whitespace().collect();
+        let (verb, resource, ns) = match words[1..] {
+            [verb, resource] => (verb, resource, ""),
+            [verb, resource, ns] => (verb, resource, ns),
+            _ => panic!("{row:?}: expected `<yes|no> <verb> <resource> [<namespace>]`"),
+        };
+        match words[0] {
+            "yes" => (who, verb, resource, ns, true),
+            "no" => (who, verb, resource, ns, false),
+            other => panic!("{row:?}: {other:?} is neither yes nor no"),
+        }
+    };
+    rows.iter().map(|r| row(r)).collect()
+}
+
 /// Asks `table` until `kubectl auth can-i` answers every row as it says, for up to `within`
 /// (kube-apiserver's RBAC authorizer reads bindings through an informer).
-async fn assert_rbac_within(env: &Env, table: &[(&str, &str, &str, &str, bool)], within: Duration) {
+async fn assert_rbac_within(env: &Env, table: &[Can<'_>], within: Duration) {
     let deadline = Instant::now() + within;
     loop {
         let wrong = rbac_differences(env, table).await;
@@ -495,7 +404,7 @@ async fn the_base_grants_no_deletes_or_resizes_and_each_component_adds_only_its_
 
 /// The rows of `table` (who, verb, resource, namespace, allowed) `kubectl auth can-i` answers
 /// otherwise.
-async fn rbac_differences(env: &Env, table: &[(&str, &str, &str, &str, bool)]) -> Vec<String> {
+async fn rbac_differences(env: &Env, table: &[Can<'_>]) -> Vec<String> {
     let mut wrong = Vec::new();
     for (who, verb, resource, ns, allowed) in table {
         // `pods/eviction` is a subresource; `secrets/x` names one object.

@@ -129,13 +129,7 @@ async fn the_controllers_status_writes_reach_only_its_disruption_target() {
     let ns = env.namespace("status").await;
     let admin: Api<Pod> = Api::namespaced(env.client().await, &ns);
     let controller: Api<Pod> = Api::namespaced(controller_client(env).await, &ns);
-    admin
-        .create(
-            &PostParams::default(),
-            &guaranteed_pod("victim", "", "low", "100m", "64Mi"),
-        )
-        .await
-        .unwrap();
+    crate::scenario::create_unbound(&admin, "victim").await;
     let status_with = |v: Value, params: PatchParams| {
         let api = controller.clone();
         async move {
@@ -418,58 +412,44 @@ async fn the_controller_changes_only_ca_bundle_on_the_webhook_configurations() {
         || validating.patch("resize-guard", &dry, &fail_v),
     )
     .await;
-    for (what, field) in &refusals {
+    // Each field of each webhook, then an annotation of each configuration.
+    let annotation =
+        json!({"metadata": {"annotations": {"cert-manager.io/inject-ca-from": "x/y"}}});
+    let changes = refusals
+        .iter()
+        .map(|(what, field)| (*what, named(m, field), named(v, field)))
+        .chain([("an annotation", annotation.clone(), annotation)]);
+    for (what, on_m, on_v) in changes {
         let r = mutating
-            .patch("resize-guard", &params, &Patch::Strategic(named(m, field)))
+            .patch("resize-guard", &params, &Patch::Strategic(on_m))
             .await;
         assert!(refused(&r, WEBHOOKS), "mutating: changed {what}: {r:?}");
         let r = validating
-            .patch("resize-guard", &params, &Patch::Strategic(named(v, field)))
+            .patch("resize-guard", &params, &Patch::Strategic(on_v))
             .await;
         assert!(refused(&r, WEBHOOKS), "validating: changed {what}: {r:?}");
     }
-    let annotation =
-        json!({"metadata": {"annotations": {"cert-manager.io/inject-ca-from": "x/y"}}});
-    let r = mutating
-        .patch("resize-guard", &params, &Patch::Strategic(&annotation))
-        .await;
-    assert!(
-        refused(&r, WEBHOOKS),
-        "mutating: changed an annotation: {r:?}"
-    );
-    let r = validating
-        .patch("resize-guard", &params, &Patch::Strategic(&annotation))
-        .await;
-    assert!(
-        refused(&r, WEBHOOKS),
-        "validating: changed an annotation: {r:?}"
-    );
     // caBundle, as the certificate manager writes it (server-side apply of that field alone).
+    let bundle = |kind: &str, hook: &str, n: u8| {
+        Patch::Apply(json!({"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": kind, "metadata": {"name": "resize-guard"},
+            "webhooks": [{"name": hook, "clientConfig": {"caBundle": ca(n)}}]}))
+    };
+    let manager = PatchParams::apply("resize-guard-controller").force();
     for n in [1, 2] {
-        let m = json!({"apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration", "metadata": {"name": "resize-guard"},
-            "webhooks": [{"name": "mutate.resize-guard.io", "clientConfig": {"caBundle": ca(n)}}]});
-        let applied = mutating
-            .patch(
-                "resize-guard",
-                &PatchParams::apply("resize-guard-controller").force(),
-                &Patch::Apply(&m),
-            )
-            .await
-            .unwrap();
+        let m = bundle("MutatingWebhookConfiguration", "mutate.resize-guard.io", n);
+        let applied = mutating.patch("resize-guard", &manager, &m).await.unwrap();
         assert_eq!(
             applied.webhooks.unwrap()[0].failure_policy.as_deref(),
             Some("Ignore")
         );
-        let v = json!({"apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "resize-guard"},
-            "webhooks": [{"name": "validate.resize-guard.io", "clientConfig": {"caBundle": ca(n)}}]});
+        let v = bundle(
+            "ValidatingWebhookConfiguration",
+            "validate.resize-guard.io",
+            n,
+        );
         validating
-            .patch(
-                "resize-guard",
-                &PatchParams::apply("resize-guard-controller").force(),
-                &Patch::Apply(&v),
-            )
+            .patch("resize-guard", &manager, &v)
             .await
             .unwrap();
     }

@@ -8,6 +8,8 @@
 //!   applied against the usage it reads from `metrics.k8s.io` itself.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::run_guaranteed;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,9 +35,7 @@ async fn what_if_and_explain_judge_a_memory_decrease_against_usage() {
     let mut metrics = MetricsServer::start(&env.cp).await.unwrap();
     let ns = env.namespace("mem").await;
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(&pods, &guaranteed_pod("app", &node, "low", "250m", "256Mi"))
-        .await
-        .unwrap();
+    run_guaranteed(&pods, "app", &node, "low", "250m", "256Mi").await;
     env.usage_file(&node)
         .set(&ns, "app", "app", "150Mi", "100m")
         .unwrap();

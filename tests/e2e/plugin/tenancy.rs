@@ -8,6 +8,8 @@
 //! names the victim.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::run_guaranteed;
+
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -17,7 +19,7 @@ use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::hollow_node::HollowNodeConfig;
 use resize_guard_harness::installed::Installed;
 use resize_guard_harness::kubectl::Kubectl;
-use resize_guard_harness::objects::*;
+use resize_guard_harness::text::assert_contains_all;
 
 #[tokio::test]
 async fn a_tenants_what_if_counts_a_victim_of_another_namespace_and_names_none() {
@@ -29,18 +31,12 @@ async fn a_tenants_what_if_counts_a_victim_of_another_namespace_and_names_none()
     let other = env.namespace("victims").await;
     let tenant = env.namespace("tenant").await;
     let client = env.client().await;
-    create_running(
-        &Api::<Pod>::namespaced(client.clone(), &other),
-        &guaranteed_pod("secret", &node, "low", "1800m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &Api::<Pod>::namespaced(client, &tenant),
-        &guaranteed_pod("app", &node, "high", "100m", "128Mi"),
-    )
-    .await
-    .unwrap();
+    let (others, tenants) = (
+        Api::<Pod>::namespaced(client.clone(), &other),
+        Api::<Pod>::namespaced(client, &tenant),
+    );
+    run_guaranteed(&others, "secret", &node, "low", "1800m", "256Mi").await;
+    run_guaranteed(&tenants, "app", &node, "high", "100m", "128Mi").await;
     let admin = env.kubectl();
     let out = admin
         .run(["create", "serviceaccount", "dev", "-n", &tenant])
@@ -81,15 +77,15 @@ async fn a_tenants_what_if_counts_a_victim_of_another_namespace_and_names_none()
     let text = format!("{}{}", out.stdout, out.stderr);
     println!("{text}");
     assert!(out.success, "{text}");
-    assert!(
-        text.contains("resize-guard's mutate webhook decided: deferred-preemptible"),
-        "resize-guard planned to preempt: {text}"
+    // resize-guard planned to preempt.
+    assert_contains_all(
+        &text,
+        &[
+            "resize-guard's mutate webhook decided: deferred-preemptible",
+            "resize-guard will preempt 1 pod in another namespace",
+            "Plan: unread",
+        ],
     );
-    assert!(
-        text.contains("resize-guard will preempt 1 pod in another namespace"),
-        "{text}"
-    );
-    assert!(text.contains("Plan: unread"), "{text}");
     assert!(!text.contains("secret") && !text.contains(&other), "{text}");
 
     // An administrator's what-if reads the node's pods itself and names the victim.

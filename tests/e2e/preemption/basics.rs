@@ -8,6 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::events_saying;
+use crate::scenario::run_guaranteed;
 
 use std::time::Duration;
 
@@ -39,11 +41,30 @@ async fn deferred(pods: &Api<Pod>, env: &Env, ns: &str, name: &str, cpu: &str) {
     support::resize_pending_on(env, pods, ns, name, cpu).await;
 }
 
-/// Resizes `app` to 550m, waits until the kubelet holds it pending and returns the
-/// `ResizePreemptionFailed` Events the controller answered with.
-async fn preemption_failed(env: &Env, pods: &Api<Pod>, ns: &str) -> Vec<(String, String, String)> {
+/// Sets the policy to exclude `ns` (beside kube-system) or, `excluded` false, back to the
+/// suite's (no exclusion of it), and waits until the controller runs with it.
+async fn set_excluded(env: &Env, ns: &str, excluded: bool) {
+    // The effective policy is logged as YAML: `namespaces: exclude:` one `- name` per line.
+    let listed = |policy: &str| policy.lines().any(|l| l.trim() == format!("- {ns}"));
+    let policy = if excluded {
+        format!("mode: enforce\nnamespaces:\n  exclude: [kube-system, {ns}]\n")
+    } else {
+        "mode: enforce\n".to_owned()
+    };
+    resize_guard_harness::install::set_policy(env, &policy).await;
+    let controller = CONTROLLER.get().unwrap();
+    controller.wait_policy(|p| listed(p) == excluded).await;
+}
+
+/// Resizes `app` to 550m, waits until the kubelet holds it pending and for the
+/// `ResizePreemptionFailed` Event the controller answers with; asserts its note names each of
+/// `says`.
+async fn preemption_failed(env: &Env, pods: &Api<Pod>, ns: &str, says: &[&str]) {
     deferred(pods, env, ns, "app", "550m").await;
-    support::wait_event(env, ns, "ResizePreemptionFailed").await
+    let failed = support::wait_event(env, ns, "ResizePreemptionFailed").await;
+    for words in says {
+        assert!(failed[0].1.contains(words), "{words:?} in {failed:?}");
+    }
 }
 
 #[tokio::test]
@@ -93,18 +114,7 @@ async fn field_test_the_filler_is_preempted_and_the_resize_completes_in_place() 
         preempting
     );
     // ResizeCompleted follows actuation asynchronously.
-    let mut text = String::new();
-    for _ in 0..100 {
-        text = env.kubectl().events_for(&ns, "app").await.unwrap().stdout;
-        if text.contains("PreemptingForResize") && text.contains("ResizeCompleted") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        text.contains("PreemptingForResize") && text.contains("ResizeCompleted"),
-        "{text}"
-    );
+    events_saying(env, &ns, "app", &["PreemptingForResize", "ResizeCompleted"]).await;
     let metrics =
         resize_guard_harness::install::http_get(CONTROLLER.get().unwrap().health_port, "/metrics")
             .await
@@ -129,11 +139,13 @@ async fn never_preempts_equal_or_higher_priority_and_says_why() {
             &[("peer", "high", "1500m", "256Mi"), APP],
         )
         .await;
-    let failed = preemption_failed(env, &pods, &ns).await;
-    assert!(
-        failed[0].1.contains("no pod on node") && failed[0].1.contains("priority below 1000000"),
-        "{failed:?}"
-    );
+    preemption_failed(
+        env,
+        &pods,
+        &ns,
+        &["no pod on node", "priority below 1000000"],
+    )
+    .await;
     assert!(support::preempted(&pods, &["peer"]).await.is_empty());
 }
 
@@ -148,11 +160,7 @@ async fn a_preemptor_with_preemption_policy_never_gets_no_victims_and_an_event()
             &[FILLER, ("app", "high-never", "250m", "256Mi")],
         )
         .await;
-    let failed = preemption_failed(env, &pods, &ns).await;
-    assert!(
-        failed[0].1.contains("preemptionPolicy: Never"),
-        "{failed:?}"
-    );
+    preemption_failed(env, &pods, &ns, &["preemptionPolicy: Never"]).await;
     assert!(support::preempted(&pods, &["filler"]).await.is_empty());
 }
 
@@ -169,8 +177,7 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
         .insert("resize-guard.io/protected".into(), "true".into());
     create_running(&pods, &guarded).await.unwrap();
     create_all(&pods, &node, &[APP]).await.unwrap();
-    let failed = preemption_failed(env, &pods, &ns).await;
-    assert!(failed[0].1.contains("protected by policy"), "{failed:?}");
+    preemption_failed(env, &pods, &ns, &["protected by policy"]).await;
 
     // A node labelled resize-guard.io/preemption=disabled never gets victims.
     let ns2 = env.namespace("optout").await;
@@ -180,11 +187,7 @@ async fn protected_pods_and_opted_out_nodes_are_respected() {
     env.add_node(cfg.clone()).await;
     let pods2: Api<Pod> = Api::namespaced(env.client().await, &ns2);
     create_all(&pods2, &cfg.name, &[FILLER, APP]).await.unwrap();
-    let failed = preemption_failed(env, &pods2, &ns2).await;
-    assert!(
-        failed[0].1.contains("resize-guard.io/preemption=disabled"),
-        "{failed:?}"
-    );
+    preemption_failed(env, &pods2, &ns2, &["resize-guard.io/preemption=disabled"]).await;
     assert!(support::preempted(&pods, &["guarded"]).await.is_empty());
     assert!(support::preempted(&pods2, &["filler"]).await.is_empty());
 }
@@ -200,13 +203,13 @@ async fn a_bare_pod_is_not_a_victim_by_default_and_the_event_names_the_rule() {
     let created = create_running_as_is(&pods, &bare).await.unwrap();
     assert!(created.metadata.owner_references.is_none());
     create_all(&pods, &node, &[APP]).await.unwrap();
-    let failed = preemption_failed(env, &pods, &ns).await;
-    assert!(
-        failed[0]
-            .1
-            .contains("1 without a controlling owner (preemption.allowBarePodVictims)"),
-        "{failed:?}"
-    );
+    preemption_failed(
+        env,
+        &pods,
+        &ns,
+        &["1 without a controlling owner (preemption.allowBarePodVictims)"],
+    )
+    .await;
     assert!(support::preempted(&pods, &["filler"]).await.is_empty());
 }
 
@@ -221,29 +224,20 @@ async fn a_pod_in_an_excluded_namespace_is_not_a_victim_and_the_event_says_why()
     let payments_pods: Api<Pod> = Api::namespaced(env.client().await, &payments);
     create_all(&payments_pods, &node, &[FILLER]).await.unwrap();
     create_all(&pods, &node, &[APP]).await.unwrap();
-    let controller = CONTROLLER.get().unwrap();
-    // The effective policy is logged as YAML: `namespaces: exclude:` one `- name` per line.
-    let excluded = |policy: &str| policy.lines().any(|l| l.trim() == format!("- {payments}"));
-    resize_guard_harness::install::set_policy(
+    set_excluded(env, &payments, true).await;
+    preemption_failed(
         env,
-        &format!("mode: enforce\nnamespaces:\n  exclude: [kube-system, {payments}]\n"),
+        &pods,
+        &ns,
+        &["1 in a namespace resize-guard leaves alone (namespaces.exclude)"],
     )
     .await;
-    controller.wait_policy(excluded).await;
-    let failed = preemption_failed(env, &pods, &ns).await;
-    assert!(
-        failed[0]
-            .1
-            .contains("1 in a namespace resize-guard leaves alone (namespaces.exclude)"),
-        "{failed:?}"
-    );
     assert!(
         support::preempted(&payments_pods, &["filler"])
             .await
             .is_empty()
     );
-    resize_guard_harness::install::set_policy(env, "mode: enforce\n").await;
-    controller.wait_policy(|p| !excluded(p)).await;
+    set_excluded(env, &payments, false).await;
 }
 
 /// RBAC grants the controller `patch pods` cluster-wide, for its plan annotation only; the
@@ -262,13 +256,7 @@ async fn the_controllers_pod_patches_reach_only_the_plan_annotation() {
             .unwrap(),
         &ns,
     );
-    admin
-        .create(
-            &PostParams::default(),
-            &guaranteed_pod("app", "", "low", "100m", "64Mi"),
-        )
-        .await
-        .unwrap();
+    crate::scenario::create_unbound(&admin, "app").await;
     let patch = |v: serde_json::Value| {
         let api = controller.clone();
         async move {
@@ -340,12 +328,7 @@ async fn a_pdb_protected_pod_is_not_evicted_and_another_victim_is_used() {
     let client = env.client().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     // Two equally good victims; the younger one (normally preferred) is covered by a PDB.
-    create_running(
-        &pods,
-        &guaranteed_pod("older", &node, "low", "700m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods, "older", &node, "low", "700m", "256Mi").await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let pods_on_node = [
         ("db", "low", "700m", "256Mi"),
@@ -479,24 +462,9 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
     let cfg = HollowNodeConfig::with_allocatable(&env.unique("shrinks"), "1930m", "3Gi").unwrap();
     let mut node = HollowNode::start(&env.cp, &cfg).await.unwrap();
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
-    create_running(
-        &pods,
-        &guaranteed_pod("filler", node.name(), "low", "500m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", node.name(), "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("nudge", node.name(), "low", "10m", "16Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods, "filler", node.name(), "low", "500m", "256Mi").await;
+    run_guaranteed(&pods, "app", node.name(), "high", "250m", "256Mi").await;
+    run_guaranteed(&pods, "nudge", node.name(), "low", "10m", "16Mi").await;
 
     // The restarted kubelet admits with the Node object it has cached (kubelet_nodecache.go
     // getCachedNode), so if it looks at the resize at start it may set Deferred before its own
@@ -504,15 +472,7 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
     // 1930m and plan to preempt the filler. The namespace is kept from the controller until the
     // Node shows the new allocatable, so that what is tested is its decision on the cluster as it
     // then is.
-    let controller = CONTROLLER.get().unwrap();
-    // The effective policy is logged as YAML: `namespaces: exclude:` one `- name` per line.
-    let excluded = |policy: &str| policy.lines().any(|l| l.trim() == format!("- {ns}"));
-    resize_guard_harness::install::set_policy(
-        env,
-        &format!("mode: enforce\nnamespaces:\n  exclude: [kube-system, {ns}]\n"),
-    )
-    .await;
-    controller.wait_policy(excluded).await;
+    set_excluded(env, &ns, true).await;
 
     // Stored while the kubelet is down: the API server checks 1500m against the Node's 1930m.
     node.stop_kubelet();
@@ -537,8 +497,7 @@ async fn a_deferred_resize_that_can_never_fit_preempts_nothing() {
         "a v1.37 kubelet never marks capacity Infeasible: {message}"
     );
 
-    resize_guard_harness::install::set_policy(env, "mode: enforce\n").await;
-    controller.wait_policy(|p| !excluded(p)).await;
+    set_excluded(env, &ns, false).await;
     let failed = support::wait_event(env, &ns, "ResizePreemptionFailed").await;
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0].0, "app");

@@ -15,44 +15,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::run_guaranteed;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use resize_guard_harness::env::{EnvOptions, shared};
 use resize_guard_harness::objects::*;
 
 use super::tenants::{
-    Tenants, controller_pod_writes, evictions, metrics, reset_policy, resize_all, three_tenants,
-    wait_evictions, wait_resized,
+    Tenants, controller_pod_writes, evictions, metrics, reset_policy, three_tenants,
+    wait_event_saying, wait_evictions, wait_resized,
 };
 
 /// How long a victim on the contested node takes to exit once asked to stop.
 const STOP_AFTER: &str = "20s";
-
-/// Waits until an Event `reason` about `name` in `ns` contains `words`; the controller's log
-/// in the failure message.
-async fn wait_event_saying(
-    env: &resize_guard_harness::env::Env,
-    c: &support::Controller,
-    ns: &str,
-    reason: &str,
-    name: &str,
-    words: &str,
-) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let seen = support::events(env, ns, reason).await;
-        if let Some(e) = seen.iter().find(|e| e.0 == name && e.1.contains(words)) {
-            return e.1.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no {reason} on {name} saying {words:?}: {seen:?}\n{}",
-            c.process.log_tail(20_000)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// Tenant A: on node `ba`, `grower` (mid priority, 100m → 400m) and three low 300m victims that
 /// take 20 s to exit, with `y1` and `y2` (high priority, 100m each) beside them, and a pod of the
@@ -91,19 +67,9 @@ async fn futile_plans_pause_only_their_own_tenants_preemption() {
         p.spec.as_mut().unwrap().termination_grace_period_seconds = Some(60);
         create_running(&pods_a, &p).await.unwrap();
     }
-    create_running(
-        &pods_x,
-        &guaranteed_pod("ba-x", &node_a, "lowest", "300m", "64Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods_x, "ba-x", &node_a, "lowest", "300m", "64Mi").await;
     for (name, class) in [("grower", "mid"), ("y1", "high"), ("y2", "high")] {
-        create_running(
-            &pods_a,
-            &guaranteed_pod(name, &node_a, class, "100m", "64Mi"),
-        )
-        .await
-        .unwrap();
+        run_guaranteed(&pods_a, name, &node_a, class, "100m", "64Mi").await;
     }
     // A's second node, for the resize the open breaker must hold.
     let node_a2 = env.node("ba2", "400m", "8Gi").await;
@@ -136,14 +102,9 @@ async fn futile_plans_pause_only_their_own_tenants_preemption() {
         );
         wait_resized(&pods_a, newcomer, "400m", Duration::from_secs(60)).await;
     }
-    let paused = wait_event_saying(
-        env,
-        &c,
-        &ns_a,
-        "PreemptionPaused",
-        "grower",
-        "preemption.circuitBreaker",
-    )
+    let paused = wait_event_saying(env, &c, &ns_a, "PreemptionPaused", |e| {
+        e.0 == "grower" && e.1.contains("preemption.circuitBreaker")
+    })
     .await;
     assert!(paused.contains(&format!("namespace {ns_a}")), "{paused}");
     assert!(
@@ -153,17 +114,13 @@ async fn futile_plans_pause_only_their_own_tenants_preemption() {
 
     // A's next resize is held by A's open breaker, saying so.
     support::resize_pending_on(env, &pods_a, &ns_a, "ba2-app", "400m").await;
-    wait_event_saying(
-        env,
-        &c,
-        &ns_a,
-        "PreemptionHeld",
-        "ba2-app",
-        &format!("the circuit breaker of namespace {ns_a} is open"),
-    )
+    let held = format!("the circuit breaker of namespace {ns_a} is open");
+    wait_event_saying(env, &c, &ns_a, "PreemptionHeld", |e| {
+        e.0 == "ba2-app" && e.1.contains(&held)
+    })
     .await;
     // B's plan acts within its own budget.
-    resize_all(&pods_b, &["bb-app".to_owned()], "400m").await;
+    support::resize_all(&pods_b, &["bb-app".to_owned()], "400m").await;
     wait_resized(&pods_b, "bb-app", "400m", Duration::from_secs(60)).await;
 
     let all = evictions(env, &[&ns_a, &ns_b, &ns_x]);

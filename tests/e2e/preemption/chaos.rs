@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::run_guaranteed;
 
 use std::time::{Duration, Instant};
 
@@ -149,12 +150,7 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_wakes() {
     let after = writes_by(env, &old.identity, woke);
     let fenced = http_get(old.health_port, "/metrics")
         .await
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("resize_guard_fenced_writes_total"))
-                .map(str::to_owned)
-        });
+        .map(|m| crate::scenario::metric_line(&m, "resize_guard_fenced_writes_total"));
     eprintln!(
         "frozen leader: {} writes after waking ({fenced:?})",
         after.len()
@@ -187,9 +183,7 @@ async fn an_api_server_restart_mid_plan_neither_loses_the_plan_nor_adds_a_victim
         let p = stopping_after(guaranteed_pod(name, &node, "low", "500m", "64Mi"), "3s");
         create_running(&pods, &p).await.unwrap();
     }
-    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
-        .await
-        .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
     env.try_resize_cpu(&ns, "app", "1250m").await;
     // The plan is recorded before any victim is touched; restart once a victim is terminating.
     let deadline = Instant::now() + T;

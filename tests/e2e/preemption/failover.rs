@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::run_guaranteed;
 
 use std::time::{Duration, Instant};
 
@@ -109,9 +110,7 @@ async fn targets(
     let mut apis = Vec::new();
     for (ns, pod, class, on) in list {
         let api = ns_of(&ns);
-        create_running(&api, &guaranteed_pod(&pod, &on, class, "50m", "32Mi"))
-            .await
-            .unwrap();
+        run_guaranteed(&api, &pod, &on, class, "50m", "32Mi").await;
         let uid = api.get(&pod).await.unwrap().metadata.uid.unwrap();
         victims.push(json!({"namespace": ns, "name": pod, "uid": uid}));
         apis.push((api, pod));
@@ -139,14 +138,10 @@ async fn a_restarted_controller_resumes_the_recorded_plan_and_takes_no_extra_vic
     let (env, _alone) = alone(&SERIAL).await;
     let (ns, node, pods) = env.scenario("resume", ("n", "2500m", "4Gi"), &[]).await;
     for name in ["v1", "v2", "v3", "v4"] {
-        create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
-            .await
-            .unwrap();
+        run_guaranteed(&pods, name, &node, "low", "500m", "64Mi").await;
         tokio::time::sleep(Duration::from_millis(1100)).await; // distinct start times
     }
-    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
-        .await
-        .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
     env.try_resize_cpu(&ns, "app", "1250m").await;
     wait_pod(&pods, "app", T, |p| resize_pending(p).is_some())
         .await
@@ -268,9 +263,7 @@ async fn killed_right_after_the_first_eviction_a_new_replica_finishes_the_same_p
         p.spec.as_mut().unwrap().termination_grace_period_seconds = Some(30);
         create_running(&pods, &p).await.unwrap();
     }
-    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
-        .await
-        .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
     // Wait for any other test's replica to let go of the Lease, so this one leads.
     let first = support::start(env, "crash-1").await;
     first.leads_within(400).await;
@@ -325,16 +318,26 @@ struct Planted {
     identity: &'static str,
 }
 
+impl Planted {
+    fn new(victims: Vec<serde_json::Value>, writer: Writer, identity: &'static str) -> Self {
+        Planted {
+            victims,
+            writer,
+            identity,
+        }
+    }
+}
+
 /// Plants `planted` on `app`, resizes `app` to 550m, starts a controller and waits until the
 /// resize completed with no plan left; then asserts the first `PreemptionPlanRejected` Event's
-/// note passes `rejected`, the fresh plan took the filler and left `targets` alone.
+/// note names each of `rejected`, the fresh plan took the filler and left `targets` alone.
 async fn planted_plan_rejected(
     env: &'static resize_guard_harness::env::Env,
     ns: &str,
     pods: &Api<Pod>,
     planted: Planted,
     targets: &[(Api<Pod>, String)],
-    rejected: impl Fn(&str) -> bool,
+    rejected: &[&str],
 ) {
     plant(
         env,
@@ -348,7 +351,9 @@ async fn planted_plan_rejected(
     let c = support::start(env, planted.identity).await;
     support::wait_app_done(pods, "550m", T).await;
     let events = support::wait_event(env, ns, "PreemptionPlanRejected").await;
-    assert!(rejected(&events[0].1), "{events:?}");
+    for words in rejected {
+        assert!(events[0].1.contains(words), "{words:?} in {events:?}");
+    }
     assert_eq!(support::preempted(pods, &["filler"]).await, ["filler"]);
     untouched(targets).await;
     drop(c);
@@ -365,15 +370,9 @@ async fn a_plan_planted_by_the_pods_author_is_dropped_and_only_the_fresh_plan_ac
     victims.push(
         json!({"namespace": ns, "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}),
     );
-    let planted = Planted {
-        victims,
-        writer: Writer::Author,
-        identity: "planted",
-    };
-    planted_plan_rejected(env, &ns, &pods, planted, &targets, |note| {
-        note.contains("its seal does not verify")
-    })
-    .await;
+    let planted = Planted::new(victims, Writer::Author, "planted");
+    let rejected = ["its seal does not verify"];
+    planted_plan_rejected(env, &ns, &pods, planted, &targets, &rejected).await;
 }
 
 #[tokio::test]
@@ -383,16 +382,12 @@ async fn a_sealed_plan_naming_pods_a_fresh_plan_could_not_choose_is_dropped_with
     let (victims, targets) = targets(env, "recheck", &node).await;
     // Sealed with the controller's own key: only the re-check of every rule can refuse it.
     let named: Vec<serde_json::Value> = victims[..2].to_vec();
-    let planted = Planted {
-        victims: named,
-        writer: Writer::Controller,
-        identity: "recheck",
-    };
-    planted_plan_rejected(env, &ns, &pods, planted, &targets, |note| {
-        note.contains("kube-system/recheck-system: its namespace is protected")
-            && note.contains("recheck-higher: its priority is not below the resizing pod's")
-    })
-    .await;
+    let planted = Planted::new(named, Writer::Controller, "recheck");
+    let rejected = [
+        "kube-system/recheck-system: its namespace is protected",
+        "recheck-higher: its priority is not below the resizing pod's",
+    ];
+    planted_plan_rejected(env, &ns, &pods, planted, &targets, &rejected).await;
 }
 
 #[tokio::test]
@@ -403,15 +398,9 @@ async fn a_format_one_record_an_upgrade_finds_is_dropped_and_the_resize_planned_
     // Validly sealed by the previous format, naming pods of another namespace in clear: it is
     // not resumed (nor re-checked), it is dropped as unreadable and a fresh plan takes the
     // filler.
-    let planted = Planted {
-        victims: victims[2..].to_vec(),
-        writer: Writer::FormatOne,
-        identity: "format1",
-    };
-    planted_plan_rejected(env, &ns, &pods, planted, &targets, |note| {
-        note.contains("the plan annotation is unreadable (it is in an older format")
-    })
-    .await;
+    let planted = Planted::new(victims[2..].to_vec(), Writer::FormatOne, "format1");
+    let rejected = ["the plan annotation is unreadable (it is in an older format"];
+    planted_plan_rejected(env, &ns, &pods, planted, &targets, &rejected).await;
 }
 
 #[tokio::test]
@@ -735,12 +724,7 @@ async fn a_budget_the_cache_disagrees_with_is_asked_again_ever_more_slowly() {
         .collect();
     assert_eq!(replanned.len(), 1, "one Event series: {replanned:?}");
     assert!(
-        pods.get("filler")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_none(),
+        !crate::scenario::terminating(&pods, "filler").await,
         "the budget held"
     );
     pdbs.delete("filler", &DeleteParams::default())
@@ -795,9 +779,7 @@ async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
             create_running_as_is(&pods, &bare).await.unwrap();
             for i in 0..k {
                 let name = format!("n{n}-app{i}");
-                create_running(&pods, &guaranteed_pod(&name, &node, "high", "100m", "64Mi"))
-                    .await
-                    .unwrap();
+                run_guaranteed(&pods, &name, &node, "high", "100m", "64Mi").await;
                 names.push((name, node.clone(), true));
             }
             names.push((format!("n{n}-ds"), node, false));
@@ -815,16 +797,7 @@ async fn a_flood_of_deferred_resizes_is_braked_by_rate_node_and_cap() {
 
     // Every resize at once, through pods/resize.
     let asked = Instant::now();
-    let resize = json!({"spec": {"containers": [{"name": "app", "resources": {
-        "requests": {"cpu": "200m"}, "limits": {"cpu": "200m"}}}]}});
-    let answers = futures::future::join_all(growing.iter().map(|name| {
-        let (pods, resize) = (pods.clone(), resize.clone());
-        async move { patch_resize(&pods, name, &resize).await }
-    }))
-    .await;
-    for a in answers {
-        a.unwrap();
-    }
+    support::resize_all(&pods, &growing, "200m").await;
     let deadline = Duration::from_secs(if full { 900 } else { 180 });
     for name in &growing {
         let left = deadline.saturating_sub(asked.elapsed());

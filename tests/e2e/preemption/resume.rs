@@ -15,6 +15,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::run_guaranteed;
 
 use std::time::Duration;
 
@@ -74,15 +75,8 @@ async fn delete_and_wait_gone(pods: &Api<Pod>, name: &str) {
 #[tokio::test]
 async fn a_resumed_three_victim_plan_evicts_only_what_a_fresh_reprieve_still_needs() {
     let (env, _alone) = alone(&SERIAL).await;
-    let (ns, node, pods) = env.scenario("minimal", ("n", "2500m", "4Gi"), &[]).await;
-    for name in ["v1", "v2", "v3", "bystander"] {
-        create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
-            .await
-            .unwrap();
-    }
-    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
-        .await
-        .unwrap();
+    let victims = ["v1", "v2", "v3", "bystander"];
+    let (ns, _, pods) = victims_and_app(env, "minimal", "2500m", &victims).await;
     support::resize_pending_on(env, &pods, &ns, "app", "1750m").await;
 
     // What a controller that died right after its first eviction left: the three-victim record,
@@ -170,9 +164,7 @@ async fn an_older_sealed_record_put_back_by_the_pods_author_is_rejected_as_super
             .insert("budget".into(), "victims".into());
         create_running(&pods, &p).await.unwrap();
     }
-    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
-        .await
-        .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
     // The Eviction API refuses every eviction under the budget while its status still allows two.
     let (pdbs, _, _) =
         support::stale_budget(env, &ns, "victims", ("budget", "victims"), 2, 2).await;
@@ -319,12 +311,7 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
 
     // Over a pod with no annotations at all: the author's write since is kept.
     let read = pods.get("app").await.unwrap();
-    assert!(
-        read.metadata
-            .annotations
-            .as_ref()
-            .is_none_or(|a| a.is_empty())
-    );
+    assert!(unannotated(&read), "{:?}", read.metadata.annotations);
     author_wins(
         &pods,
         &read,
@@ -397,12 +384,7 @@ async fn plan_writes_are_refused_when_the_annotation_changed_since_it_was_read()
     );
     // Over the recreated pod as read (no annotations at all): added.
     let read = pods.get("app").await.unwrap();
-    assert!(
-        read.metadata
-            .annotations
-            .as_ref()
-            .is_none_or(|a| a.is_empty())
-    );
+    assert!(unannotated(&read), "{:?}", read.metadata.annotations);
     plan_write(&pods, &read, Some("ctrl")).await.unwrap();
     assert_eq!(app_plan(&pods).await.as_deref(), Some("ctrl"));
     delete_and_wait_gone(&pods, "app").await;
@@ -430,15 +412,7 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
     use resize_guard_policy::pod::PodKey;
 
     let (env, _alone) = alone(&SERIAL).await;
-    let (ns, node, pods) = env.scenario("stale", ("n", "2", "4Gi"), &[]).await;
-    for name in ["v1", "v2"] {
-        create_running(&pods, &guaranteed_pod(name, &node, "low", "500m", "64Mi"))
-            .await
-            .unwrap();
-    }
-    create_running(&pods, &guaranteed_pod("app", &node, "high", "250m", "64Mi"))
-        .await
-        .unwrap();
+    let (ns, _, pods) = victims_and_app(env, "stale", "2", &["v1", "v2"]).await;
     resize_guard_harness::install::apply_rbac(env).await;
     let client = env.cp.client_as(Identity::Controller).await.unwrap();
     let course = Course {
@@ -458,16 +432,8 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
         brakes: std::sync::Arc::new(Brakes::new()),
         waits: std::sync::Arc::new(Waits::new()),
     };
-    let conflicts = || {
-        course
-            .actuator
-            .metrics
-            .render()
-            .lines()
-            .find(|l| l.starts_with("resize_guard_plan_write_conflicts_total"))
-            .unwrap_or_default()
-            .to_owned()
-    };
+    let series = "resize_guard_plan_write_conflicts_total";
+    let conflicts = || crate::scenario::metric_line(&course.actuator.metrics.render(), series);
 
     // Clears decided over the author's first record, after the author put another one.
     put_plan(&pods, "app", "author-1").await;
@@ -561,4 +527,28 @@ async fn a_decision_over_a_read_the_author_changed_since_writes_and_evicts_nothi
     support::wait_event(env, &ns, "PreemptingForResize").await;
     let rejected = support::events(env, &ns, "PreemptionPlanRejected").await;
     assert!(rejected.is_empty(), "{rejected:?}");
+}
+
+/// Whether `pod` has no annotations at all.
+fn unannotated(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_none_or(|a| a.is_empty())
+}
+
+/// A namespace `prefix-…` and a node with `cpu` (and 4Gi) running `victims` (low priority, 500m
+/// each), then `app` (high, 250m): (namespace, node, pods).
+async fn victims_and_app(
+    env: &Env,
+    prefix: &str,
+    cpu: &str,
+    victims: &[&str],
+) -> (String, String, Api<Pod>) {
+    let (ns, node, pods) = env.scenario(prefix, ("n", cpu, "4Gi"), &[]).await;
+    for name in victims {
+        run_guaranteed(&pods, name, &node, "low", "500m", "64Mi").await;
+    }
+    run_guaranteed(&pods, "app", &node, "high", "250m", "64Mi").await;
+    (ns, node, pods)
 }

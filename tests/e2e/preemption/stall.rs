@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::run_guaranteed;
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,13 @@ async fn held_node_busy(c: &support::Controller) -> f64 {
 fn deleted_at(pod: &Pod) -> i64 {
     let m = &pod.metadata;
     m.deletion_timestamp.as_ref().unwrap().0.as_second() - m.deletion_grace_period_seconds.unwrap()
+}
+
+/// The notes of `PreemptionStalled` about pod `name`, waited for until 30 s past the stall
+/// timeout.
+async fn wait_stalled(env: &resize_guard_harness::env::Env, ns: &str, name: &str) -> Vec<String> {
+    let timeout = Duration::from_secs(STALL_AFTER + 30);
+    wait_notes(env, ns, "PreemptionStalled", name, timeout).await
 }
 
 /// Waits (at most `timeout`) until an Event with `reason` about pod `name` exists in `ns`;
@@ -106,9 +114,7 @@ async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_
     slow.spec.as_mut().unwrap().termination_grace_period_seconds = Some(600);
     create_running(&pods, &slow).await.unwrap();
     for name in ["first", "second"] {
-        create_running(&pods, &guaranteed_pod(name, &node, "high", "250m", "256Mi"))
-            .await
-            .unwrap();
+        run_guaranteed(&pods, name, &node, "high", "250m", "256Mi").await;
     }
     let slow_history = support::History::start(&pods, "slow").await;
     let filler_history = support::History::start(&pods, "filler").await;
@@ -135,24 +141,12 @@ async fn a_victim_that_ignores_sigterm_stalls_its_resize_and_frees_the_node_for_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        pods.get("filler")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_none(),
+        !crate::scenario::terminating(&pods, "filler").await,
         "filler was taken while first's plan held the node"
     );
 
     // first's stall: the Event says what it waits on, how long, and that the node is free.
-    let notes = wait_notes(
-        env,
-        &ns,
-        "PreemptionStalled",
-        "first",
-        Duration::from_secs(STALL_AFTER + 30),
-    )
-    .await;
+    let notes = wait_stalled(env, &ns, "first").await;
     assert!(
         notes
             .iter()
@@ -222,26 +216,14 @@ async fn terminating_pods_nobody_planned_that_ignore_sigterm_stall_the_resize_wi
         .unwrap()
         .termination_grace_period_seconds = Some(600);
     create_running(&pods, &leaving).await.unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "256Mi").await;
     pods.delete("leaving", &kube::api::DeleteParams::default())
         .await
         .unwrap();
     // +300m: the kubelet still counts leaving's 400m, resize-guard counts it as being freed.
     let asked = Instant::now();
     support::resize_pending_on(env, &pods, &ns, "app", "550m").await;
-    let notes = wait_notes(
-        env,
-        &ns,
-        "PreemptionStalled",
-        "app",
-        Duration::from_secs(STALL_AFTER + 30),
-    )
-    .await;
+    let notes = wait_stalled(env, &ns, "app").await;
     let took = asked.elapsed();
     assert!(took >= Duration::from_secs(STALL_AFTER), "{took:?}");
     assert!(

@@ -39,6 +39,21 @@ async fn start_injected(env: &Env, identity: &str, inject: &str) -> support::Con
     c
 }
 
+/// A leader `panicky-<name>` with `--inject-panic=<inject>` ([`start_injected`]) and, started
+/// once it leads, a follower `steady-<name>`.
+async fn leader_and_follower(
+    env: &Env,
+    name: &str,
+    inject: &str,
+) -> (support::Controller, support::Controller) {
+    let (leader, follower) = (format!("panicky-{name}"), format!("steady-{name}"));
+    let a = start_injected(env, &leader, inject).await;
+    a.wait_leading().await;
+    let b = support::start(env, &follower).await;
+    assert!(!b.is_leader().await, "{follower} leads beside {leader}");
+    (a, b)
+}
+
 /// When the supervisor recorded the injected panic (from `c`'s JSON log), once it has: the
 /// positive marker that the panic happened, and the start of the takeover clock.
 async fn wait_panic(c: &support::Controller, task: &str) -> Timestamp {
@@ -131,6 +146,30 @@ async fn watch_step_down(c: &mut support::Controller) -> (LastWords, std::proces
     }
 }
 
+/// Waits until `task` panicked in the leader `a` and the follower `b` holds the Lease; asserts
+/// `b` took it within one lease duration of the panic and `a` stepped down
+/// ([`assert_stepped_down`]). Returns when `a`'s task panicked.
+async fn assert_taken_over(
+    env: &Env,
+    a: &support::Controller,
+    b: &support::Controller,
+    task: &str,
+    words: &LastWords,
+    status: std::process::ExitStatus,
+) -> Timestamp {
+    let panicked = wait_panic(a, task).await;
+    let acquired = wait_lease_holder(env, &b.identity).await;
+    let takeover = panicked.duration_until(acquired).as_secs_f64();
+    eprintln!(
+        "supervision: {} took the Lease {takeover:.2} s after {task} panicked (lease duration \
+         {LEASE:?})",
+        b.identity
+    );
+    assert!(takeover < LEASE.as_secs_f64(), "{takeover} s");
+    assert_stepped_down(a, task, words, status);
+    panicked
+}
+
 /// The stepped-down replica is gone, having said why on `/livez` and `/readyz` (503 naming
 /// `task`), counted the exit on `/metrics`, released the Lease and exited with status 1.
 fn assert_stepped_down(
@@ -147,20 +186,15 @@ fn assert_stepped_down(
         words.readyz.len(),
         c.identity
     );
-    assert!(
-        words
-            .livez
-            .iter()
-            .any(|a| a.contains(" 503 ") && a.contains(&format!("dead: {why}"))),
-        "{words:?}\n{log}"
-    );
-    assert!(
-        words
-            .readyz
-            .iter()
-            .any(|a| a.contains(" 503 ") && a.contains(&format!("not ready: {why}"))),
-        "{words:?}\n{log}"
-    );
+    for (answers, state) in [(&words.livez, "dead"), (&words.readyz, "not ready")] {
+        let says = format!("{state}: {why}");
+        assert!(
+            answers
+                .iter()
+                .any(|a| a.contains(" 503 ") && a.contains(&says)),
+            "no 503 saying {says:?}: {words:?}\n{log}"
+        );
+    }
     let counted = format!("resize_guard_task_exits_total{{task=\"{task}\"}} 1");
     assert!(
         words.metrics.lines().any(|l| l.trim() == counted),
@@ -193,10 +227,7 @@ async fn follower_preempts(env: &Env, prefix: &str, follower: &str, since: Times
 #[tokio::test]
 async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_preempts() {
     let (env, _alone) = alone(&SERIAL).await;
-    let mut a = start_injected(env, "panicky-reconcile", "reconcile=app").await;
-    a.wait_leading().await;
-    let b = support::start(env, "steady-reconcile").await;
-    assert!(!b.is_leader().await);
+    let (mut a, b) = leader_and_follower(env, "reconcile", "reconcile=app").await;
 
     // The Deferred resize reaches the leader's reconcile, which panics on `app`.
     let (ns, _node, pods) = env.field_test("reconcile-panic").await;
@@ -205,15 +236,7 @@ async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_
         let resizing = support::resize_pending_on(env, &pods, &ns, "app", "550m");
         tokio::join!(watching, resizing).0
     };
-    let panicked = wait_panic(&a, "the reconcile loop").await;
-    let acquired = wait_lease_holder(env, &b.identity).await;
-    let takeover = panicked.duration_until(acquired).as_secs_f64();
-    eprintln!(
-        "supervision: {} took the Lease {takeover:.2} s after the reconcile panicked (lease duration {LEASE:?})",
-        b.identity
-    );
-    assert!(takeover < LEASE.as_secs_f64(), "{takeover} s");
-    assert_stepped_down(&a, "the reconcile loop", &words, status);
+    let panicked = assert_taken_over(env, &a, &b, "the reconcile loop", &words, status).await;
 
     // The same resize is seen through by the follower.
     support::wait_app_done(&pods, "550m", T).await;
@@ -228,10 +251,7 @@ async fn a_panicking_reconcile_steps_the_leader_down_and_the_follower_leads_and_
 #[tokio::test]
 async fn a_panicking_watch_task_steps_the_leader_down_and_the_follower_leads_and_preempts() {
     let (env, _alone) = alone(&SERIAL).await;
-    let mut a = start_injected(env, "panicky-watch", "watch-pods=watch-trigger").await;
-    a.wait_leading().await;
-    let b = support::start(env, "steady-watch").await;
-    assert!(!b.is_leader().await);
+    let (mut a, b) = leader_and_follower(env, "watch", "watch-pods=watch-trigger").await;
 
     // Any pod named `watch-trigger` panics the leader's pod watch task when it arrives.
     let ns = env.namespace("watch-panic").await;
@@ -248,15 +268,7 @@ async fn a_panicking_watch_task_steps_the_leader_down_and_the_follower_leads_and
         };
         tokio::join!(watching, creating).0
     };
-    let panicked = wait_panic(&a, "the pods watch").await;
-    let acquired = wait_lease_holder(env, &b.identity).await;
-    let takeover = panicked.duration_until(acquired).as_secs_f64();
-    eprintln!(
-        "supervision: {} took the Lease {takeover:.2} s after the pod watch panicked (lease duration {LEASE:?})",
-        b.identity
-    );
-    assert!(takeover < LEASE.as_secs_f64(), "{takeover} s");
-    assert_stepped_down(&a, "the pods watch", &words, status);
+    let panicked = assert_taken_over(env, &a, &b, "the pods watch", &words, status).await;
 
     let preempting = follower_preempts(env, "watch-after", &b.identity, panicked).await;
     eprintln!(

@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::scenario::controller as support;
+use crate::scenario::run_guaranteed;
 
 use std::time::{Duration, Instant};
 
@@ -19,7 +20,6 @@ use kube::api::Api;
 use resize_guard_harness::audit::Eviction;
 use resize_guard_harness::env::{Env, alone};
 use resize_guard_harness::objects::*;
-use serde_json::json;
 
 /// One test at a time: they share the Lease and the policy.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -73,20 +73,6 @@ pub(super) async fn full_node(
     node
 }
 
-/// Resizes each of `names` to `cpu` through pods/resize, all at once.
-pub(super) async fn resize_all(pods: &Api<Pod>, names: &[String], cpu: &str) {
-    let resize = json!({"spec": {"containers": [{"name": "app", "resources": {
-        "requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}});
-    let answers = futures::future::join_all(names.iter().map(|name| {
-        let (pods, resize) = (pods.clone(), resize.clone());
-        async move { patch_resize(&pods, name, &resize).await }
-    }))
-    .await;
-    for a in answers {
-        a.unwrap();
-    }
-}
-
 /// Waits until `name` has `cpu` allocated and nothing pending.
 pub(super) async fn wait_resized(pods: &Api<Pod>, name: &str, cpu: &str, timeout: Duration) {
     wait_pod(pods, name, timeout, |p| {
@@ -103,20 +89,21 @@ pub(super) async fn metrics(c: &support::Controller) -> String {
         .unwrap()
 }
 
-/// Waits (30 s) until an Event `reason` in `ns` passes `says` (object, message, reporter);
-/// panics with the Events, the evictions in `ns`, and replica `c`'s metrics and log.
+/// Waits (60 s) until an Event `reason` in `ns` passes `says` (object, message, reporter) and
+/// returns its message; panics with the Events, the evictions in `ns`, and replica `c`'s metrics
+/// and log.
 pub(super) async fn wait_event_saying(
     env: &Env,
     c: &support::Controller,
     ns: &str,
     reason: &str,
     says: impl Fn(&(String, String, String)) -> bool,
-) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let seen = support::events(env, ns, reason).await;
-        if seen.iter().any(&says) {
-            return;
+        if let Some(e) = seen.iter().find(|e| says(e)) {
+            return e.1.clone();
         }
         assert!(
             Instant::now() < deadline,
@@ -190,7 +177,7 @@ async fn a_leader_killed_mid_flood_leaves_its_eviction_bucket_to_the_next() {
         full_node(env, &pods, &format!("ff{n}"), 1, 1).await;
         apps.push(format!("ff{n}-app0"));
     }
-    resize_all(&pods, &apps, "200m").await;
+    support::resize_all(&pods, &apps, "200m").await;
     let first = wait_evictions(env, &[&ns], 1, Duration::from_secs(30)).await;
     std::process::Command::new("kill")
         .args(["-KILL", &leader.process.pid().to_string()])
@@ -273,14 +260,14 @@ async fn one_namespace_spending_its_budget_leaves_the_cluster_rate_to_the_others
     full_node(env, &pods_b, "tb", 1, 3).await;
 
     // A's stream: each resize grows by 300m, a victim's worth.
-    resize_all(&pods_a, &apps_a, "400m").await;
+    support::resize_all(&pods_a, &apps_a, "400m").await;
     let spent = wait_evictions(env, &[&ns_a], 3, Duration::from_secs(60)).await;
     // Which brake holds A's further plans, in an Event (others may name the node's plan).
     let budget = format!("namespace {ns_a}'s eviction budget");
     wait_event_saying(env, &c, &ns_a, "PreemptionHeld", |e| e.1.contains(&budget)).await;
     // B's resize grows by 900m (to 1 CPU): three victims in one plan.
     let asked = Instant::now();
-    resize_all(&pods_b, &["tb-app0".to_owned()], "1").await;
+    support::resize_all(&pods_b, &["tb-app0".to_owned()], "1").await;
     wait_resized(&pods_b, "tb-app0", "1", Duration::from_secs(90)).await;
     eprintln!(
         "tenant B's resize done {:?} after it was asked",
@@ -432,29 +419,19 @@ async fn tenants_under_their_budgets_never_touch_an_excluded_namespace() {
     create_running(&pods_x, &cheapest).await.unwrap();
     // A node where only X's pod could make room for B's second resize.
     let node_r = env.node("xr", "400m", "8Gi").await;
-    create_running(
-        &pods_x,
-        &guaranteed_pod("xr-x", &node_r, "lowest", "300m", "64Mi"),
-    )
-    .await
-    .unwrap();
-    create_running(
-        &pods_b,
-        &guaranteed_pod("xr-app", &node_r, "high", "100m", "64Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods_x, "xr-x", &node_r, "lowest", "300m", "64Mi").await;
+    run_guaranteed(&pods_b, "xr-app", &node_r, "high", "100m", "64Mi").await;
 
     // A's stream: each resize grows by 300m, a victim's worth; A's budget is 2.
-    resize_all(&pods_a, &apps_a, "400m").await;
+    support::resize_all(&pods_a, &apps_a, "400m").await;
     wait_evictions(env, &[&ns_a], 2, Duration::from_secs(60)).await;
     let budget = format!("namespace {ns_a}'s eviction budget");
     wait_event_saying(env, &c, &ns_a, "PreemptionHeld", |e| e.1.contains(&budget)).await;
     // B acts within its own budget: its resize is seen through with B's own victim.
-    resize_all(&pods_b, &["xb-app0".to_owned()], "400m").await;
+    support::resize_all(&pods_b, &["xb-app0".to_owned()], "400m").await;
     wait_resized(&pods_b, "xb-app0", "400m", Duration::from_secs(60)).await;
     // B's second resize could only be made room for by X's pod: refused, saying why.
-    resize_all(&pods_b, &["xr-app".to_owned()], "400m").await;
+    support::resize_all(&pods_b, &["xr-app".to_owned()], "400m").await;
     wait_event_saying(env, &c, &ns_b, "ResizePreemptionFailed", |e| {
         e.0 == "xr-app" && e.1.contains("namespaces.exclude")
     })

@@ -383,3 +383,17 @@ pub async fn plan_key(env: &Env) -> resize_guard_controller::preemption::seal::P
     let secret = api.get(PLAN_KEY_SECRET).await.unwrap();
     PlanKey::new(&secret.data.unwrap()[PLAN_KEY_FIELD].0).unwrap()
 }
+
+/// Resizes each of `names` to `cpu` through pods/resize, all at once.
+pub async fn resize_all(pods: &Api<Pod>, names: &[String], cpu: &str) {
+    let resize = serde_json::json!({"spec": {"containers": [{"name": "app", "resources": {
+        "requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}});
+    let answers = futures::future::join_all(names.iter().map(|name| {
+        let (pods, resize) = (pods.clone(), resize.clone());
+        async move { resize_guard_harness::objects::patch_resize(&pods, name, &resize).await }
+    }))
+    .await;
+    for a in answers {
+        a.unwrap();
+    }
+}

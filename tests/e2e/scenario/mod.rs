@@ -58,3 +58,67 @@ pub async fn wait_field_test_deferred(
     );
     p
 }
+
+/// Creates [`guaranteed_pod`](resize_guard_harness::objects::guaranteed_pod) `name` on `node`
+/// (owned by the namespace's Job, as `create_running` makes it) and waits until it runs.
+pub async fn run_guaranteed(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    name: &str,
+    node: &str,
+    priority_class: &str,
+    cpu: &str,
+    memory: &str,
+) -> k8s_openapi::api::core::v1::Pod {
+    use resize_guard_harness::objects::{create_running, guaranteed_pod};
+    let pod = guaranteed_pod(name, node, priority_class, cpu, memory);
+    create_running(pods, &pod)
+        .await
+        .unwrap_or_else(|e| panic!("pod {name} on {node}: {e:#}"))
+}
+
+/// Whether pod `name` is terminating (has a deletion timestamp); it must exist.
+pub async fn terminating(pods: &kube::Api<k8s_openapi::api::core::v1::Pod>, name: &str) -> bool {
+    let pod = pods.get(name).await.unwrap();
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+/// `kubectl get events` about `ns/pod`, read every 100 ms (10 s at most) until it names every
+/// one of `words` (Events arrive after what they report); asserts that it does and returns it.
+pub async fn events_saying(
+    env: &resize_guard_harness::env::Env,
+    ns: &str,
+    pod: &str,
+    words: &[&str],
+) -> String {
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = env.kubectl().events_for(ns, pod).await.unwrap().stdout;
+        if words.iter().all(|w| text.contains(w)) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    resize_guard_harness::text::assert_contains_all(&text, words);
+    text
+}
+
+/// The first line of the metrics exposition `text` that starts with `series` (a name, or a name
+/// and its labels), or "" when there is none.
+pub fn metric_line(text: &str, series: &str) -> String {
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Creates a small Guaranteed pod `name` (low priority, 100m, 64Mi) bound to no node: an object
+/// to write to, which never runs.
+pub async fn create_unbound(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    name: &str,
+) -> k8s_openapi::api::core::v1::Pod {
+    let pod = resize_guard_harness::objects::guaranteed_pod(name, "", "low", "100m", "64Mi");
+    pods.create(&kube::api::PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("pod {name}: {e}"))
+}

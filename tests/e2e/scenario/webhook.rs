@@ -161,23 +161,34 @@ pub async fn controller(env: &Env, identity: &str, extra: &[&str]) -> InProcessC
         "--renew-interval=1s".to_owned(),
     ];
     argv.extend(extra.iter().map(|a| (*a).to_owned()));
-    let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from(argv);
-    // Built as the program builds its client (no read timeout on quiet watches).
-    let config = env.cp.program_config(Identity::Controller).await.unwrap();
-    let client = resize_guard_runtime::api_client::build(config).unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(resize_guard_controller::run::serve(
-        args,
-        client,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let (stop, task) = serve_in_process(env, Identity::Controller, argv).await;
     InProcessController {
         health_port,
         stop: Some(stop),
         task,
     }
+}
+
+/// Runs `resize_guard_controller::run::serve` in this process with the flags `argv` (the
+/// program's name first) and a client for `identity` built as the program builds its own (no
+/// read timeout on quiet watches), until the returned sender is sent to or dropped.
+pub async fn serve_in_process(
+    env: &Env,
+    identity: Identity,
+    argv: Vec<String>,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let args = <resize_guard_controller::args::Args as clap::Parser>::parse_from(argv);
+    let config = env.cp.program_config(identity).await.unwrap();
+    let client = resize_guard_runtime::api_client::build(config).unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async move {
+        let _ = stopped.await;
+    };
+    let task = tokio::spawn(resize_guard_controller::run::serve(args, client, shutdown));
+    (stop, task)
 }
 
 impl InProcessController {
@@ -188,4 +199,26 @@ impl InProcessController {
         }
         let _ = tokio::time::timeout(Duration::from_secs(60), &mut self.task).await;
     }
+}
+
+/// Asserts that kubectl's resize of `pod` failed with `ValidatePodResize`'s 422 Invalid for a
+/// Guaranteed pod's QoS change, printed from its causes: upstream's error, then resize-guard's
+/// explanation as the last one, followed by each of `explained` (its details).
+pub fn assert_qos_invalid(
+    out: &resize_guard_harness::kubectl::KubectlOutput,
+    pod: &str,
+    explained: &[&str],
+) {
+    assert!(!out.success, "{}", out.stdout);
+    let explanation = "* spec: resize-guard: this resize would change the pod's QoS class \
+                       from Guaranteed to Burstable";
+    let mut lines = vec![
+        format!("The Pod \"{pod}\" is invalid: \n"),
+        "* spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of \
+         resizing\n"
+            .to_owned(),
+        explanation.to_owned(),
+    ];
+    lines.extend(explained.iter().map(|e| (*e).to_owned()));
+    resize_guard_harness::text::assert_contains_all(&out.stderr, &lines);
 }

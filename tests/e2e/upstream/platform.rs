@@ -2,15 +2,21 @@
 //! resize-guard: they protect the product from wrong assumptions about the platform.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::scenario::events_saying;
+use crate::scenario::run_guaranteed;
+
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use resize_guard_harness::env::{Env, EnvOptions, shared};
+use resize_guard_harness::env::{Env, EnvOptions, LogGuard, shared};
 use resize_guard_harness::objects::*;
+use resize_guard_harness::text::assert_contains_all;
 
-fn env() -> &'static Env {
-    shared(EnvOptions::default())
+/// The suite's environment, and the guard that prints its logs on failure.
+fn setup() -> (&'static Env, LogGuard<'static>) {
+    let env = shared(EnvOptions::default());
+    (env, env.guard())
 }
 
 const T: Duration = Duration::from_secs(30);
@@ -19,8 +25,7 @@ const T: Duration = Duration::from_secs(30);
 /// kubelet's message; deleting the filler lets it complete in place.
 #[tokio::test]
 async fn field_test_deferred_resize_completes_after_the_filler_leaves() {
-    let env = env();
-    let _g = env.guard();
+    let (env, _g) = setup();
     let (ns, _, pods) = env.field_test("field").await;
     let app = pods.get("app").await.unwrap();
     assert_eq!(
@@ -55,8 +60,7 @@ async fn field_test_deferred_resize_completes_after_the_filler_leaves() {
 /// check added in v1.36): 403 Forbidden with the node's numbers, before any kubelet sees it.
 #[tokio::test]
 async fn resize_past_allocatable_is_refused_by_the_api_server() {
-    let env = env();
-    let _g = env.guard();
+    let (env, _g) = setup();
     let (ns, _, pods) = env
         .scenario(
             "infeasible",
@@ -91,8 +95,7 @@ async fn resize_past_allocatable_is_refused_by_the_api_server() {
 /// *old* class (status is copied from the stored pod first).
 #[tokio::test]
 async fn qos_changing_resize_is_refused_by_built_in_validation() {
-    let env = env();
-    let _g = env.guard();
+    let (env, _g) = setup();
     let (ns, _, _) = env
         .scenario(
             "qos",
@@ -116,8 +119,7 @@ async fn qos_changing_resize_is_refused_by_built_in_validation() {
 /// condition's, `Pod resize OutOfcpu: {…}`), `ResizeStarted`, `ResizeCompleted`.
 #[tokio::test]
 async fn kubectl_events_shows_the_kubelet_resize_events() {
-    let env = env();
-    let _g = env.guard();
+    let (env, _g) = setup();
     let (ns, _, pods) = env.field_test("events").await;
     env.try_resize_cpu(&ns, "app", "550m").await;
     wait_pod(&pods, "app", T, |p| resize_pending(p).is_some())
@@ -131,29 +133,21 @@ async fn kubectl_events_shows_the_kubelet_resize_events() {
     })
     .await
     .unwrap();
-    let mut text = String::new();
-    for _ in 0..100 {
-        text = env.kubectl().events_for(&ns, "app").await.unwrap().stdout;
-        if text.contains("ResizeCompleted") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    for reason in ["ResizeDeferred", "ResizeStarted", "ResizeCompleted"] {
-        assert!(text.contains(reason), "missing {reason} in:\n{text}");
-    }
-    assert!(
-        text.contains("Node didn't have enough resource: cpu"),
-        "{text}"
+    let reasons = ["ResizeDeferred", "ResizeStarted", "ResizeCompleted"];
+    let text = events_saying(env, &ns, "app", &reasons).await;
+    assert_contains_all(
+        &text,
+        &[
+            "Node didn't have enough resource: cpu",
+            "Pod resize OutOfcpu",
+        ],
     );
-    assert!(text.contains("Pod resize OutOfcpu"), "{text}");
 }
 
 /// The kubelet refuses to start a pod that does not fit (`OutOfcpu`).
 #[tokio::test]
 async fn a_pod_bound_to_a_full_node_is_rejected_out_of_cpu() {
-    let env = env();
-    let _g = env.guard();
+    let (env, _g) = setup();
     let (_, node, pods) = env
         .scenario(
             "reject",
@@ -181,20 +175,14 @@ async fn a_pod_bound_to_a_full_node_is_rejected_out_of_cpu() {
 /// (`filterOutInactivePods`), without waiting for its grace period.
 #[tokio::test]
 async fn terminating_pods_hold_resources_until_gone() {
-    let env = env();
-    let _g = env.guard();
+    let (env, _g) = setup();
     let (ns, node, pods) = env
         .scenario("grace", ("t3-medium", "1930m", "3Gi"), &[])
         .await;
     let mut slow = guaranteed_pod("slow", &node, "low", "1500m", "256Mi");
     slow.spec.as_mut().unwrap().termination_grace_period_seconds = Some(600);
     create_running(&pods, &slow).await.unwrap();
-    create_running(
-        &pods,
-        &guaranteed_pod("app", &node, "high", "250m", "256Mi"),
-    )
-    .await
-    .unwrap();
+    run_guaranteed(&pods, "app", &node, "high", "250m", "256Mi").await;
     // Deferred while `slow` runs…
     env.try_resize_cpu(&ns, "app", "550m").await;
     let p = wait_pod(&pods, "app", T, |p| resize_pending(p).is_some())
@@ -215,8 +203,7 @@ async fn terminating_pods_hold_resources_until_gone() {
 /// is admitted before a lower one when room appears (kubelet retry order).
 #[tokio::test]
 async fn room_goes_to_the_higher_priority_deferred_resize_first() {
-    let env = env();
-    let _g = env.guard();
+    let (env, _g) = setup();
     // 400 + 400 + 700 + 300 = 1800 of 2000; freeing the 700m filler leaves room for one +500m.
     let (ns, _, pods) = env
         .scenario(
@@ -271,8 +258,7 @@ async fn room_goes_to_the_higher_priority_deferred_resize_first() {
 /// each node resolves when room appears.
 #[tokio::test]
 async fn hollow_nodes_handle_hundreds_of_pods() {
-    let env = env();
-    let _g = env.guard();
+    let (env, _g) = setup();
     let ns = env.namespace("scale").await;
     let pods: Api<Pod> = Api::namespaced(env.client().await, &ns);
     let started = std::time::Instant::now();
