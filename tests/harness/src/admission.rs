@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
 use crate::env::Env;
@@ -63,38 +63,32 @@ pub async fn set_ca_bundle(
     ca_base64: &str,
     which: Webhooks,
 ) -> anyhow::Result<()> {
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let body = |kind: &str, name: &str| {
-        json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": kind,
-            "metadata": {"name": CONFIG_NAME},
-            "webhooks": [
-                {"name": name, "clientConfig": {"caBundle": ca_base64}},
-                {"name": PROBE_NAME, "clientConfig": {"caBundle": ca_base64}},
-            ],
-        })
+    let (resource, name) = match which {
+        Webhooks::ValidatingOnly => (
+            ApiResource::erase::<ValidatingWebhookConfiguration>(&()),
+            VALIDATING_NAME,
+        ),
+        Webhooks::Mutating => (
+            ApiResource::erase::<MutatingWebhookConfiguration>(&()),
+            MUTATING_NAME,
+        ),
     };
-    match which {
-        Webhooks::ValidatingOnly => {
-            Api::<ValidatingWebhookConfiguration>::all(client.clone())
-                .patch(
-                    CONFIG_NAME,
-                    &params,
-                    &Patch::Apply(body("ValidatingWebhookConfiguration", VALIDATING_NAME)),
-                )
-                .await?;
-        }
-        Webhooks::Mutating => {
-            Api::<MutatingWebhookConfiguration>::all(client.clone())
-                .patch(
-                    CONFIG_NAME,
-                    &params,
-                    &Patch::Apply(body("MutatingWebhookConfiguration", MUTATING_NAME)),
-                )
-                .await?;
-        }
-    }
+    let body = json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {"name": CONFIG_NAME},
+        "webhooks": [
+            {"name": name, "clientConfig": {"caBundle": ca_base64}},
+            {"name": PROBE_NAME, "clientConfig": {"caBundle": ca_base64}},
+        ],
+    });
+    Api::<DynamicObject>::all_with(client.clone(), &resource)
+        .patch(
+            CONFIG_NAME,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await?;
     Ok(())
 }
 

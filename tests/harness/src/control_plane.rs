@@ -659,22 +659,37 @@ pub const KUBELET_CLIENT: &str = "kube-apiserver-kubelet-client";
 /// `nodes/proxy` — `kubectl exec`, `logs`, `attach`, `port-forward`. Without it kube-apiserver
 /// calls kubelets anonymously and a kubelet that allows only authenticated clients answers 401.
 fn kubelet_client(root: &Path) -> anyhow::Result<Vec<String>> {
-    let (ca_pem, cert_pem, key_pem) =
-        client_certificate("kubelet-client-ca", KUBELET_CLIENT, Some("system:masters"))?;
-    let (ca_path, cert_path, key_path) = (
-        root.join(KUBELET_CLIENT_CA),
-        root.join("apiserver-kubelet-client.crt"),
-        root.join("apiserver-kubelet-client.key"),
-    );
-    fs::write(&ca_path, ca_pem)?;
-    fs::write(&cert_path, cert_pem)?;
-    fs::write(&key_path, key_pem)?;
+    let files = ClientFiles {
+        ca: root.join(KUBELET_CLIENT_CA),
+        cert: root.join("apiserver-kubelet-client.crt"),
+        key: root.join("apiserver-kubelet-client.key"),
+    };
+    files.write("kubelet-client-ca", KUBELET_CLIENT, Some("system:masters"))?;
     Ok(vec![
-        format!("--kubelet-client-certificate={}", cert_path.display()),
-        format!("--kubelet-client-key={}", key_path.display()),
+        format!("--kubelet-client-certificate={}", files.cert.display()),
+        format!("--kubelet-client-key={}", files.key.display()),
         // As kubeadm: the node's name resolves nowhere here, its InternalIP does.
         "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname".to_owned(),
     ])
+}
+
+/// Where a CA's certificate and a client certificate it signed (with its key) are written.
+struct ClientFiles {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl ClientFiles {
+    /// Makes a CA named `ca_name` and a client certificate it signed for `user` (in `group`, if
+    /// any), and writes them as PEM.
+    fn write(&self, ca_name: &str, user: &str, group: Option<&str>) -> anyhow::Result<()> {
+        let (ca_pem, cert_pem, key_pem) = client_certificate(ca_name, user, group)?;
+        fs::write(&self.ca, ca_pem)?;
+        fs::write(&self.cert, cert_pem)?;
+        fs::write(&self.key, key_pem)?;
+        Ok(())
+    }
 }
 
 /// A CA named `ca_name` and a client certificate it signed for `user` (in `group`, if any), as
@@ -721,24 +736,20 @@ pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 /// aggregated API servers with the user in `X-Remote-User`; they trust it through the
 /// `extension-apiserver-authentication` ConfigMap kube-apiserver publishes in `kube-system`.
 fn front_proxy(root: &Path) -> anyhow::Result<Vec<String>> {
-    let (ca_pem, cert_pem, key_pem) =
-        client_certificate("front-proxy-ca", FRONT_PROXY_CLIENT, None)?;
-    let (ca_path, cert_path, key_path) = (
-        root.join("front-proxy-ca.crt"),
-        root.join("front-proxy-client.crt"),
-        root.join("front-proxy-client.key"),
-    );
-    fs::write(&ca_path, ca_pem)?;
-    fs::write(&cert_path, cert_pem)?;
-    fs::write(&key_path, key_pem)?;
+    let files = ClientFiles {
+        ca: root.join("front-proxy-ca.crt"),
+        cert: root.join("front-proxy-client.crt"),
+        key: root.join("front-proxy-client.key"),
+    };
+    files.write("front-proxy-ca", FRONT_PROXY_CLIENT, None)?;
     Ok(vec![
-        format!("--requestheader-client-ca-file={}", ca_path.display()),
+        format!("--requestheader-client-ca-file={}", files.ca.display()),
         format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT}"),
         "--requestheader-extra-headers-prefix=X-Remote-Extra-".to_owned(),
         "--requestheader-group-headers=X-Remote-Group".to_owned(),
         "--requestheader-username-headers=X-Remote-User".to_owned(),
-        format!("--proxy-client-cert-file={}", cert_path.display()),
-        format!("--proxy-client-key-file={}", key_path.display()),
+        format!("--proxy-client-cert-file={}", files.cert.display()),
+        format!("--proxy-client-key-file={}", files.key.display()),
     ])
 }
 

@@ -82,12 +82,7 @@ pub async fn install_cert_manager_crds(env: &Env) -> anyhow::Result<()> {
                 "versions": [{"name": "v1", "served": true, "storage": true,
                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
         }))?;
-        crds.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await?;
+        apply(&crds, &name, &crd).await?;
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
@@ -146,26 +141,32 @@ pub async fn issue(env: &Env, namespace: &str, name: &str) -> anyhow::Result<Vec
         ..Default::default()
     };
     let secrets: Api<Secret> = Api::namespaced(client, namespace);
-    secrets
-        .patch(
-            secret_name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&secret),
-        )
-        .await?;
+    apply(&secrets, secret_name, &secret).await?;
     // The Ready condition cert-manager sets once the Secret holds the certificate.
     let status = json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
         "metadata": {"name": name, "namespace": namespace},
         "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready",
             "message": "Certificate is up to date and has not expired (resize-guard-harness stand-in)"}]}});
-    certs
-        .patch(
-            name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&status),
-        )
-        .await?;
+    apply(&certs, name, &status).await?;
     Ok(names)
+}
+
+/// Writes `object` named `name` with server-side apply, as the stand-in ([`MANAGER`]).
+async fn apply<K>(
+    api: &Api<K>,
+    name: &str,
+    object: &(impl serde::Serialize + std::fmt::Debug),
+) -> anyhow::Result<()>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Does what cert-manager's CA injector does for the webhook configuration `which` installs:

@@ -35,6 +35,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use crate::binaries::cached_path;
 use crate::control_plane::ControlPlane;
 use crate::kubectl::Kubectl;
 use crate::process::{Process, free_port};
@@ -72,13 +73,7 @@ impl MetricsServerFiles {
     /// `$HOME/.cache/resize-guard/metrics-server-current`. A missing file is an error that says
     /// how to build it; tests never skip.
     pub fn locate() -> anyhow::Result<MetricsServerFiles> {
-        let bin = match std::env::var_os(BIN_ENV) {
-            Some(b) => PathBuf::from(b),
-            None => std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .context("HOME is not set")?
-                .join(".cache/resize-guard/metrics-server-current/metrics-server"),
-        };
+        let bin = cached_path(BIN_ENV, "metrics-server-current/metrics-server")?;
         let dir = bin
             .parent()
             .context("metrics-server path has no directory")?;
