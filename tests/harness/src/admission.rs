@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use serde_json::json;
 
 use crate::env::Env;
 use crate::install::{Install, install};
+use crate::objects::force_apply;
 
 /// Name of the configuration object (either kind).
 pub const CONFIG_NAME: &str = "resize-guard";
@@ -34,6 +35,22 @@ pub enum Webhooks {
     Mutating,
     /// Only the ValidatingWebhookConfiguration (`deploy/overlays/validating-only`).
     ValidatingOnly,
+}
+
+impl Webhooks {
+    /// The resource of the configuration installed, and the name of its judging webhook.
+    pub fn configuration(self) -> (ApiResource, &'static str) {
+        match self {
+            Webhooks::ValidatingOnly => (
+                ApiResource::erase::<ValidatingWebhookConfiguration>(&()),
+                VALIDATING_NAME,
+            ),
+            Webhooks::Mutating => (
+                ApiResource::erase::<MutatingWebhookConfiguration>(&()),
+                MUTATING_NAME,
+            ),
+        }
+    }
 }
 
 /// Installs `deploy/` with the webhook configurations pointing at a webhook served at
@@ -63,16 +80,7 @@ pub async fn set_ca_bundle(
     ca_base64: &str,
     which: Webhooks,
 ) -> anyhow::Result<()> {
-    let (resource, name) = match which {
-        Webhooks::ValidatingOnly => (
-            ApiResource::erase::<ValidatingWebhookConfiguration>(&()),
-            VALIDATING_NAME,
-        ),
-        Webhooks::Mutating => (
-            ApiResource::erase::<MutatingWebhookConfiguration>(&()),
-            MUTATING_NAME,
-        ),
-    };
+    let (resource, name) = which.configuration();
     let body = json!({
         "apiVersion": resource.api_version,
         "kind": resource.kind,
@@ -82,13 +90,8 @@ pub async fn set_ca_bundle(
             {"name": PROBE_NAME, "clientConfig": {"caBundle": ca_base64}},
         ],
     });
-    Api::<DynamicObject>::all_with(client.clone(), &resource)
-        .patch(
-            CONFIG_NAME,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(body),
-        )
-        .await?;
+    let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
+    force_apply(&api, CONFIG_NAME, FIELD_MANAGER, &body).await?;
     Ok(())
 }
 

@@ -28,10 +28,6 @@ use crate::process::{Process, free_port};
 
 /// The admin identity's bearer token (`system:masters`).
 pub const ADMIN_TOKEN: &str = "resize-guard-admin-token";
-/// The webhook ServiceAccount's token.
-pub const WEBHOOK_TOKEN: &str = "resize-guard-webhook-token";
-/// The controller ServiceAccount's token.
-pub const CONTROLLER_TOKEN: &str = "resize-guard-controller-token";
 /// The webhook's user name (`deploy/base/rbac-webhook.yaml`).
 pub const WEBHOOK_USER: &str = "system:serviceaccount:resize-guard:resize-guard-webhook";
 /// The controller's user name (`deploy/base/rbac-controller.yaml`).
@@ -52,11 +48,22 @@ impl Identity {
     /// Every identity, each with a kubeconfig file in the control plane's directory.
     pub const ALL: [Identity; 3] = [Identity::Admin, Identity::Webhook, Identity::Controller];
 
+    /// This identity's line of kube-apiserver's `--token-auth-file`: token, user, uid, groups.
+    fn token_line(self) -> String {
+        const SERVICE_ACCOUNTS: &str = "system:serviceaccounts,system:serviceaccounts:resize-guard";
+        let (user, uid, groups) = match self {
+            Identity::Admin => ("admin", "uid-admin", "system:masters"),
+            Identity::Webhook => (WEBHOOK_USER, "uid-webhook", SERVICE_ACCOUNTS),
+            Identity::Controller => (CONTROLLER_USER, "uid-controller", SERVICE_ACCOUNTS),
+        };
+        format!("{},{user},{uid},\"{groups}\"\n", self.token())
+    }
+
     fn token(self) -> &'static str {
         match self {
             Identity::Admin => ADMIN_TOKEN,
-            Identity::Webhook => WEBHOOK_TOKEN,
-            Identity::Controller => CONTROLLER_TOKEN,
+            Identity::Webhook => "resize-guard-webhook-token",
+            Identity::Controller => "resize-guard-controller-token",
         }
     }
     fn file_name(self) -> &'static str {
@@ -184,14 +191,8 @@ impl ControlPlane {
         let sa = rcgen::KeyPair::generate()?;
         fs::write(root.join("sa.key"), sa.serialize_pem())?;
         fs::write(root.join("sa.pub"), sa.public_key_pem())?;
-        fs::write(
-            root.join("tokens.csv"),
-            format!(
-                "{ADMIN_TOKEN},admin,uid-admin,\"system:masters\"\n\
-                 {WEBHOOK_TOKEN},{WEBHOOK_USER},uid-webhook,\"system:serviceaccounts,system:serviceaccounts:resize-guard\"\n\
-                 {CONTROLLER_TOKEN},{CONTROLLER_USER},uid-controller,\"system:serviceaccounts,system:serviceaccounts:resize-guard\"\n"
-            ),
-        )?;
+        let tokens: String = Identity::ALL.iter().map(|i| i.token_line()).collect();
+        fs::write(root.join("tokens.csv"), tokens)?;
         fs::write(root.join("audit-policy.yaml"), AUDIT_POLICY)?;
 
         let port = free_port()?;
@@ -769,5 +770,29 @@ fn wait_tcp(port: u16, timeout: Duration) -> anyhow::Result<()> {
             anyhow::bail!("nothing listens on 127.0.0.1:{port} after {timeout:?}");
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_identity_has_its_own_token_line() {
+        let lines: Vec<String> = Identity::ALL.iter().map(|i| i.token_line()).collect();
+        assert_eq!(
+            lines[0],
+            "resize-guard-admin-token,admin,uid-admin,\"system:masters\"\n"
+        );
+        assert_eq!(
+            lines[1],
+            format!(
+                "resize-guard-webhook-token,{WEBHOOK_USER},uid-webhook,\
+                 \"system:serviceaccounts,system:serviceaccounts:resize-guard\"\n"
+            )
+        );
+        let tokens: std::collections::BTreeSet<_> =
+            Identity::ALL.iter().map(|i| i.token()).collect();
+        assert_eq!(tokens.len(), Identity::ALL.len(), "a token is shared");
     }
 }

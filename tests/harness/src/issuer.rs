@@ -13,16 +13,13 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
-
 use crate::admission::{CONFIG_NAME, Webhooks, set_ca_bundle};
 use crate::env::Env;
+use crate::objects::force_apply;
 
 /// The field manager the stand-in writes with.
 const MANAGER: &str = "resize-guard-harness-issuer";
@@ -82,7 +79,7 @@ pub async fn install_cert_manager_crds(env: &Env) -> anyhow::Result<()> {
                 "versions": [{"name": "v1", "served": true, "storage": true,
                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
         }))?;
-        apply(&crds, &name, &crd).await?;
+        force_apply(&crds, &name, MANAGER, &crd).await?;
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
@@ -141,32 +138,14 @@ pub async fn issue(env: &Env, namespace: &str, name: &str) -> anyhow::Result<Vec
         ..Default::default()
     };
     let secrets: Api<Secret> = Api::namespaced(client, namespace);
-    apply(&secrets, secret_name, &secret).await?;
+    force_apply(&secrets, secret_name, MANAGER, &secret).await?;
     // The Ready condition cert-manager sets once the Secret holds the certificate.
     let status = json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
         "metadata": {"name": name, "namespace": namespace},
         "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready",
             "message": "Certificate is up to date and has not expired (resize-guard-harness stand-in)"}]}});
-    apply(&certs, name, &status).await?;
+    force_apply(&certs, name, MANAGER, &status).await?;
     Ok(names)
-}
-
-/// Writes `object` named `name` with server-side apply, as the stand-in ([`MANAGER`]).
-async fn apply<K>(
-    api: &Api<K>,
-    name: &str,
-    object: &(impl serde::Serialize + std::fmt::Debug),
-) -> anyhow::Result<()>
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.patch(
-        name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(object),
-    )
-    .await?;
-    Ok(())
 }
 
 /// Does what cert-manager's CA injector does for the webhook configuration `which` installs:
@@ -175,22 +154,12 @@ where
 /// ([`crate::admission::set_ca_bundle`]). Returns the annotation.
 pub async fn inject(env: &Env, which: Webhooks) -> anyhow::Result<String> {
     let client = env.client().await;
-    let annotations = match which {
-        Webhooks::Mutating => {
-            Api::<MutatingWebhookConfiguration>::all(client.clone())
-                .get(CONFIG_NAME)
-                .await?
-                .metadata
-                .annotations
-        }
-        Webhooks::ValidatingOnly => {
-            Api::<ValidatingWebhookConfiguration>::all(client.clone())
-                .get(CONFIG_NAME)
-                .await?
-                .metadata
-                .annotations
-        }
-    };
+    let (resource, _) = which.configuration();
+    let annotations = Api::<DynamicObject>::all_with(client.clone(), &resource)
+        .get(CONFIG_NAME)
+        .await?
+        .metadata
+        .annotations;
     let from = annotations
         .and_then(|a| a.get("cert-manager.io/inject-ca-from").cloned())
         .ok_or_else(|| {

@@ -8,16 +8,16 @@ use serde_json::{Value, json};
 /// `user_info`, with request `uid`, as kube-apiserver sends it: name and namespace are `old`'s
 /// metadata; not a dry run. Nothing here checks what `old`, `new` or `user_info` claim.
 pub fn resize_review(uid: &str, user_info: Value, old: &Value, new: &Value) -> Value {
+    // Pods are served at v1 only, so what was requested is what the webhook is sent.
+    let kind = json!({"group": "", "version": "v1", "kind": "Pod"});
+    let resource = json!({"group": "", "version": "v1", "resource": "pods"});
     json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {
             "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "subResource": "resize",
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestSubResource": "resize",
+            "kind": kind, "requestKind": kind,
+            "resource": resource, "requestResource": resource,
+            "subResource": "resize", "requestSubResource": "resize",
             "name": old["metadata"]["name"], "namespace": old["metadata"]["namespace"],
             "operation": "UPDATE",
             "userInfo": user_info,
@@ -42,6 +42,8 @@ mod tests {
             (&json!("app"), &json!("team-a"))
         );
         assert_eq!(req["subResource"], "resize");
+        assert_eq!(req["requestKind"]["kind"], "Pod");
+        assert_eq!(req["requestResource"]["resource"], "pods");
         assert_eq!(req["userInfo"]["username"], "mallory");
         assert_eq!((&req["object"], &req["oldObject"]), (&new, &old));
     }

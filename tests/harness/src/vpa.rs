@@ -49,6 +49,7 @@ use serde_json::json;
 use crate::binaries::cached_path;
 use crate::control_plane::ControlPlane;
 use crate::env::{LogGuard, Logs};
+use crate::objects::force_apply;
 use crate::process::{Process, free_port};
 
 #[path = "vpa_intervals.rs"]
@@ -480,13 +481,9 @@ async fn apply_crds(client: &kube::Client, file: &Path) -> anyhow::Result<()> {
             .as_str()
             .ok_or_else(|| anyhow::anyhow!("a document in {} has no name", file.display()))?
             .to_owned();
-        crds.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&value),
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("applying CRD {name}: {e}"))?;
+        force_apply(&crds, &name, FIELD_MANAGER, &value)
+            .await
+            .map_err(|e| anyhow::anyhow!("applying CRD {name}: {e}"))?;
         names.push(name);
     }
     anyhow::ensure!(
@@ -559,12 +556,7 @@ where
         .name
         .clone()
         .ok_or_else(|| anyhow::anyhow!("no metadata.name"))?;
-    api.patch(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&object),
-    )
-    .await?;
+    force_apply(&api, &name, FIELD_MANAGER, &object).await?;
     Ok(())
 }
 
