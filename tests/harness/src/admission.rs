@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use serde_json::json;
 
 use crate::env::Env;
 use crate::install::{Install, install};
+use crate::objects::force_apply;
 
 /// Name of the configuration object (either kind).
 pub const CONFIG_NAME: &str = "resize-guard";
@@ -34,6 +35,22 @@ pub enum Webhooks {
     Mutating,
     /// Only the ValidatingWebhookConfiguration (`deploy/overlays/validating-only`).
     ValidatingOnly,
+}
+
+impl Webhooks {
+    /// The resource of the configuration installed, and the name of its judging webhook.
+    pub fn configuration(self) -> (ApiResource, &'static str) {
+        match self {
+            Webhooks::ValidatingOnly => (
+                ApiResource::erase::<ValidatingWebhookConfiguration>(&()),
+                VALIDATING_NAME,
+            ),
+            Webhooks::Mutating => (
+                ApiResource::erase::<MutatingWebhookConfiguration>(&()),
+                MUTATING_NAME,
+            ),
+        }
+    }
 }
 
 /// Installs `deploy/` with the webhook configurations pointing at a webhook served at
@@ -63,38 +80,18 @@ pub async fn set_ca_bundle(
     ca_base64: &str,
     which: Webhooks,
 ) -> anyhow::Result<()> {
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let body = |kind: &str, name: &str| {
-        json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": kind,
-            "metadata": {"name": CONFIG_NAME},
-            "webhooks": [
-                {"name": name, "clientConfig": {"caBundle": ca_base64}},
-                {"name": PROBE_NAME, "clientConfig": {"caBundle": ca_base64}},
-            ],
-        })
-    };
-    match which {
-        Webhooks::ValidatingOnly => {
-            Api::<ValidatingWebhookConfiguration>::all(client.clone())
-                .patch(
-                    CONFIG_NAME,
-                    &params,
-                    &Patch::Apply(body("ValidatingWebhookConfiguration", VALIDATING_NAME)),
-                )
-                .await?;
-        }
-        Webhooks::Mutating => {
-            Api::<MutatingWebhookConfiguration>::all(client.clone())
-                .patch(
-                    CONFIG_NAME,
-                    &params,
-                    &Patch::Apply(body("MutatingWebhookConfiguration", MUTATING_NAME)),
-                )
-                .await?;
-        }
-    }
+    let (resource, name) = which.configuration();
+    let body = json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {"name": CONFIG_NAME},
+        "webhooks": [
+            {"name": name, "clientConfig": {"caBundle": ca_base64}},
+            {"name": PROBE_NAME, "clientConfig": {"caBundle": ca_base64}},
+        ],
+    });
+    let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
+    force_apply(&api, CONFIG_NAME, FIELD_MANAGER, &body).await?;
     Ok(())
 }
 

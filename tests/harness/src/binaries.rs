@@ -12,6 +12,8 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
+
 /// The six binaries.
 #[derive(Debug, Clone)]
 pub struct Binaries {
@@ -74,22 +76,26 @@ pub fn parse_minor(version: &str) -> Option<u32> {
     }
 }
 
+/// The path in `$<env>` if set, else `$HOME/.cache/resize-guard/<cached>`: where an upstream
+/// part's build script (`third_party/<part>/build.sh`) keeps its newest build.
+pub fn cached_path(env: &str, cached: &str) -> anyhow::Result<PathBuf> {
+    match std::env::var_os(env) {
+        Some(p) => Ok(PathBuf::from(p)),
+        None => {
+            let home = std::env::var_os("HOME").with_context(|| format!("{env} and HOME unset"))?;
+            Ok(PathBuf::from(home).join(".cache/resize-guard").join(cached))
+        }
+    }
+}
+
 impl Binaries {
     /// Finds the binaries, or explains how to get them.
     pub fn locate() -> anyhow::Result<Binaries> {
-        let dir = match std::env::var_os(BIN_DIR_ENV) {
-            Some(d) => PathBuf::from(d),
-            None => {
-                let home = std::env::var_os("HOME")
-                    .map(PathBuf::from)
-                    .unwrap_or_default();
-                home.join(format!(
-                    ".cache/resize-guard/k8s-v1.{}-current",
-                    requested_minor()?
-                ))
-            }
-        };
-        Binaries::in_dir(&dir)
+        let minor = requested_minor()?;
+        Binaries::in_dir(&cached_path(
+            BIN_DIR_ENV,
+            &format!("k8s-v1.{minor}-current"),
+        )?)
     }
 
     /// The binaries in one directory.

@@ -28,10 +28,6 @@ use crate::process::{Process, free_port};
 
 /// The admin identity's bearer token (`system:masters`).
 pub const ADMIN_TOKEN: &str = "resize-guard-admin-token";
-/// The webhook ServiceAccount's token.
-pub const WEBHOOK_TOKEN: &str = "resize-guard-webhook-token";
-/// The controller ServiceAccount's token.
-pub const CONTROLLER_TOKEN: &str = "resize-guard-controller-token";
 /// The webhook's user name (`deploy/base/rbac-webhook.yaml`).
 pub const WEBHOOK_USER: &str = "system:serviceaccount:resize-guard:resize-guard-webhook";
 /// The controller's user name (`deploy/base/rbac-controller.yaml`).
@@ -52,11 +48,22 @@ impl Identity {
     /// Every identity, each with a kubeconfig file in the control plane's directory.
     pub const ALL: [Identity; 3] = [Identity::Admin, Identity::Webhook, Identity::Controller];
 
+    /// This identity's line of kube-apiserver's `--token-auth-file`: token, user, uid, groups.
+    fn token_line(self) -> String {
+        const SERVICE_ACCOUNTS: &str = "system:serviceaccounts,system:serviceaccounts:resize-guard";
+        let (user, uid, groups) = match self {
+            Identity::Admin => ("admin", "uid-admin", "system:masters"),
+            Identity::Webhook => (WEBHOOK_USER, "uid-webhook", SERVICE_ACCOUNTS),
+            Identity::Controller => (CONTROLLER_USER, "uid-controller", SERVICE_ACCOUNTS),
+        };
+        format!("{},{user},{uid},\"{groups}\"\n", self.token())
+    }
+
     fn token(self) -> &'static str {
         match self {
             Identity::Admin => ADMIN_TOKEN,
-            Identity::Webhook => WEBHOOK_TOKEN,
-            Identity::Controller => CONTROLLER_TOKEN,
+            Identity::Webhook => "resize-guard-webhook-token",
+            Identity::Controller => "resize-guard-controller-token",
         }
     }
     fn file_name(self) -> &'static str {
@@ -184,14 +191,8 @@ impl ControlPlane {
         let sa = rcgen::KeyPair::generate()?;
         fs::write(root.join("sa.key"), sa.serialize_pem())?;
         fs::write(root.join("sa.pub"), sa.public_key_pem())?;
-        fs::write(
-            root.join("tokens.csv"),
-            format!(
-                "{ADMIN_TOKEN},admin,uid-admin,\"system:masters\"\n\
-                 {WEBHOOK_TOKEN},{WEBHOOK_USER},uid-webhook,\"system:serviceaccounts,system:serviceaccounts:resize-guard\"\n\
-                 {CONTROLLER_TOKEN},{CONTROLLER_USER},uid-controller,\"system:serviceaccounts,system:serviceaccounts:resize-guard\"\n"
-            ),
-        )?;
+        let tokens: String = Identity::ALL.iter().map(|i| i.token_line()).collect();
+        fs::write(root.join("tokens.csv"), tokens)?;
         fs::write(root.join("audit-policy.yaml"), AUDIT_POLICY)?;
 
         let port = free_port()?;
@@ -659,22 +660,37 @@ pub const KUBELET_CLIENT: &str = "kube-apiserver-kubelet-client";
 /// `nodes/proxy` — `kubectl exec`, `logs`, `attach`, `port-forward`. Without it kube-apiserver
 /// calls kubelets anonymously and a kubelet that allows only authenticated clients answers 401.
 fn kubelet_client(root: &Path) -> anyhow::Result<Vec<String>> {
-    let (ca_pem, cert_pem, key_pem) =
-        client_certificate("kubelet-client-ca", KUBELET_CLIENT, Some("system:masters"))?;
-    let (ca_path, cert_path, key_path) = (
-        root.join(KUBELET_CLIENT_CA),
-        root.join("apiserver-kubelet-client.crt"),
-        root.join("apiserver-kubelet-client.key"),
-    );
-    fs::write(&ca_path, ca_pem)?;
-    fs::write(&cert_path, cert_pem)?;
-    fs::write(&key_path, key_pem)?;
+    let files = ClientFiles {
+        ca: root.join(KUBELET_CLIENT_CA),
+        cert: root.join("apiserver-kubelet-client.crt"),
+        key: root.join("apiserver-kubelet-client.key"),
+    };
+    files.write("kubelet-client-ca", KUBELET_CLIENT, Some("system:masters"))?;
     Ok(vec![
-        format!("--kubelet-client-certificate={}", cert_path.display()),
-        format!("--kubelet-client-key={}", key_path.display()),
+        format!("--kubelet-client-certificate={}", files.cert.display()),
+        format!("--kubelet-client-key={}", files.key.display()),
         // As kubeadm: the node's name resolves nowhere here, its InternalIP does.
         "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname".to_owned(),
     ])
+}
+
+/// Where a CA's certificate and a client certificate it signed (with its key) are written.
+struct ClientFiles {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl ClientFiles {
+    /// Makes a CA named `ca_name` and a client certificate it signed for `user` (in `group`, if
+    /// any), and writes them as PEM.
+    fn write(&self, ca_name: &str, user: &str, group: Option<&str>) -> anyhow::Result<()> {
+        let (ca_pem, cert_pem, key_pem) = client_certificate(ca_name, user, group)?;
+        fs::write(&self.ca, ca_pem)?;
+        fs::write(&self.cert, cert_pem)?;
+        fs::write(&self.key, key_pem)?;
+        Ok(())
+    }
 }
 
 /// A CA named `ca_name` and a client certificate it signed for `user` (in `group`, if any), as
@@ -721,24 +737,20 @@ pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 /// aggregated API servers with the user in `X-Remote-User`; they trust it through the
 /// `extension-apiserver-authentication` ConfigMap kube-apiserver publishes in `kube-system`.
 fn front_proxy(root: &Path) -> anyhow::Result<Vec<String>> {
-    let (ca_pem, cert_pem, key_pem) =
-        client_certificate("front-proxy-ca", FRONT_PROXY_CLIENT, None)?;
-    let (ca_path, cert_path, key_path) = (
-        root.join("front-proxy-ca.crt"),
-        root.join("front-proxy-client.crt"),
-        root.join("front-proxy-client.key"),
-    );
-    fs::write(&ca_path, ca_pem)?;
-    fs::write(&cert_path, cert_pem)?;
-    fs::write(&key_path, key_pem)?;
+    let files = ClientFiles {
+        ca: root.join("front-proxy-ca.crt"),
+        cert: root.join("front-proxy-client.crt"),
+        key: root.join("front-proxy-client.key"),
+    };
+    files.write("front-proxy-ca", FRONT_PROXY_CLIENT, None)?;
     Ok(vec![
-        format!("--requestheader-client-ca-file={}", ca_path.display()),
+        format!("--requestheader-client-ca-file={}", files.ca.display()),
         format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT}"),
         "--requestheader-extra-headers-prefix=X-Remote-Extra-".to_owned(),
         "--requestheader-group-headers=X-Remote-Group".to_owned(),
         "--requestheader-username-headers=X-Remote-User".to_owned(),
-        format!("--proxy-client-cert-file={}", cert_path.display()),
-        format!("--proxy-client-key-file={}", key_path.display()),
+        format!("--proxy-client-cert-file={}", files.cert.display()),
+        format!("--proxy-client-key-file={}", files.key.display()),
     ])
 }
 
@@ -758,5 +770,29 @@ fn wait_tcp(port: u16, timeout: Duration) -> anyhow::Result<()> {
             anyhow::bail!("nothing listens on 127.0.0.1:{port} after {timeout:?}");
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_identity_has_its_own_token_line() {
+        let lines: Vec<String> = Identity::ALL.iter().map(|i| i.token_line()).collect();
+        assert_eq!(
+            lines[0],
+            "resize-guard-admin-token,admin,uid-admin,\"system:masters\"\n"
+        );
+        assert_eq!(
+            lines[1],
+            format!(
+                "resize-guard-webhook-token,{WEBHOOK_USER},uid-webhook,\
+                 \"system:serviceaccounts,system:serviceaccounts:resize-guard\"\n"
+            )
+        );
+        let tokens: std::collections::BTreeSet<_> =
+            Identity::ALL.iter().map(|i| i.token()).collect();
+        assert_eq!(tokens.len(), Identity::ALL.len(), "a token is shared");
     }
 }

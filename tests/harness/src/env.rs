@@ -347,24 +347,45 @@ impl Env {
 
     /// A guard that prints the control-plane logs if the test panics.
     pub fn guard(&self) -> LogGuard<'_> {
-        LogGuard { env: self }
+        LogGuard::new(&self.cp)
     }
 }
 
-/// Prints the control plane's log tails when dropped during a panic.
+/// Processes whose log tails a failing test prints ([`LogGuard`]).
+pub trait Logs: std::fmt::Debug {
+    /// What the logs are of, for the heading.
+    fn heading(&self) -> String;
+    /// The tail of every log.
+    fn tails(&self) -> String;
+}
+
+impl Logs for ControlPlane {
+    fn heading(&self) -> String {
+        format!("control-plane logs ({})", self.dir().display())
+    }
+
+    fn tails(&self) -> String {
+        self.dump_logs()
+    }
+}
+
+/// Prints the log tails of what it guards when dropped during a panic.
 #[derive(Debug)]
 pub struct LogGuard<'a> {
-    env: &'a Env,
+    logs: &'a dyn Logs,
+}
+
+impl<'a> LogGuard<'a> {
+    /// A guard over `logs` (e.g. a [`ControlPlane`] a test started itself).
+    pub fn new(logs: &'a dyn Logs) -> LogGuard<'a> {
+        LogGuard { logs }
+    }
 }
 
 impl Drop for LogGuard<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!(
-                "==== control-plane logs ({}) ====\n{}",
-                self.env.cp.dir().display(),
-                self.env.cp.dump_logs()
-            );
+            eprintln!("==== {} ====\n{}", self.logs.heading(), self.logs.tails());
         }
     }
 }

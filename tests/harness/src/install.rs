@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 
 use crate::control_plane::Identity;
 use crate::env::Env;
+use crate::objects::force_apply;
 use crate::process::Process;
 
 /// The repository root.
@@ -147,14 +148,7 @@ pub async fn set_policy(env: &Env, doc: &str) {
         "metadata": {"name": "resize-guard", "namespace": "resize-guard"},
         "data": {"policy.yaml": doc},
     });
-    if let Err(e) = api
-        .patch(
-            "resize-guard",
-            &PatchParams::apply("resize-guard-tests").force(),
-            &Patch::Apply(&cm),
-        )
-        .await
-    {
+    if let Err(e) = force_apply(&api, "resize-guard", "resize-guard-tests", &cm).await {
         panic!("policy ConfigMap: {e}");
     }
 }

@@ -13,16 +13,13 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
-
 use crate::admission::{CONFIG_NAME, Webhooks, set_ca_bundle};
 use crate::env::Env;
+use crate::objects::force_apply;
 
 /// The field manager the stand-in writes with.
 const MANAGER: &str = "resize-guard-harness-issuer";
@@ -82,12 +79,7 @@ pub async fn install_cert_manager_crds(env: &Env) -> anyhow::Result<()> {
                 "versions": [{"name": "v1", "served": true, "storage": true,
                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
         }))?;
-        crds.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await?;
+        force_apply(&crds, &name, MANAGER, &crd).await?;
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
@@ -146,25 +138,13 @@ pub async fn issue(env: &Env, namespace: &str, name: &str) -> anyhow::Result<Vec
         ..Default::default()
     };
     let secrets: Api<Secret> = Api::namespaced(client, namespace);
-    secrets
-        .patch(
-            secret_name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&secret),
-        )
-        .await?;
+    force_apply(&secrets, secret_name, MANAGER, &secret).await?;
     // The Ready condition cert-manager sets once the Secret holds the certificate.
     let status = json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
         "metadata": {"name": name, "namespace": namespace},
         "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready",
             "message": "Certificate is up to date and has not expired (resize-guard-harness stand-in)"}]}});
-    certs
-        .patch(
-            name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&status),
-        )
-        .await?;
+    force_apply(&certs, name, MANAGER, &status).await?;
     Ok(names)
 }
 
@@ -174,22 +154,12 @@ pub async fn issue(env: &Env, namespace: &str, name: &str) -> anyhow::Result<Vec
 /// ([`crate::admission::set_ca_bundle`]). Returns the annotation.
 pub async fn inject(env: &Env, which: Webhooks) -> anyhow::Result<String> {
     let client = env.client().await;
-    let annotations = match which {
-        Webhooks::Mutating => {
-            Api::<MutatingWebhookConfiguration>::all(client.clone())
-                .get(CONFIG_NAME)
-                .await?
-                .metadata
-                .annotations
-        }
-        Webhooks::ValidatingOnly => {
-            Api::<ValidatingWebhookConfiguration>::all(client.clone())
-                .get(CONFIG_NAME)
-                .await?
-                .metadata
-                .annotations
-        }
-    };
+    let (resource, _) = which.configuration();
+    let annotations = Api::<DynamicObject>::all_with(client.clone(), &resource)
+        .get(CONFIG_NAME)
+        .await?
+        .metadata
+        .annotations;
     let from = annotations
         .and_then(|a| a.get("cert-manager.io/inject-ca-from").cloned())
         .ok_or_else(|| {

@@ -31,6 +31,7 @@ pub mod process;
 pub mod quantity;
 pub mod real_node;
 pub mod replica;
+pub mod review;
 pub mod text;
 pub mod tls;
 pub mod vpa;

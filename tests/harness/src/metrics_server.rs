@@ -32,11 +32,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::json;
 
+use crate::binaries::cached_path;
 use crate::control_plane::ControlPlane;
 use crate::kubectl::Kubectl;
+use crate::objects::force_apply;
 use crate::process::{Process, free_port};
 use crate::replica::host_ip;
 
@@ -72,13 +74,7 @@ impl MetricsServerFiles {
     /// `$HOME/.cache/resize-guard/metrics-server-current`. A missing file is an error that says
     /// how to build it; tests never skip.
     pub fn locate() -> anyhow::Result<MetricsServerFiles> {
-        let bin = match std::env::var_os(BIN_ENV) {
-            Some(b) => PathBuf::from(b),
-            None => std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .context("HOME is not set")?
-                .join(".cache/resize-guard/metrics-server-current/metrics-server"),
-        };
+        let bin = cached_path(BIN_ENV, "metrics-server-current/metrics-server")?;
         let dir = bin
             .parent()
             .context("metrics-server path has no directory")?;
@@ -347,12 +343,7 @@ async fn apply<K>(api: Api<K>, object: &serde_json::Value) -> kube::Result<K>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    api.patch(
-        NAME,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(object),
-    )
-    .await
+    force_apply(&api, NAME, FIELD_MANAGER, object).await
 }
 
 fn token_kubeconfig(server: &str, token: &str) -> String {

@@ -6,8 +6,27 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+
+/// Server-side applies `object` as `name` through `api`, as field manager `manager`, taking the
+/// fields it sets over from any other manager (`force`): how the harness writes what it owns.
+pub async fn force_apply<K>(
+    api: &Api<K>,
+    name: &str,
+    manager: &str,
+    object: &(impl serde::Serialize + std::fmt::Debug),
+) -> kube::Result<K>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::apply(manager).force(),
+        &Patch::Apply(object),
+    )
+    .await
+}
 
 /// A Guaranteed pod (`requests = limits`) bound to `node` with a PriorityClass.
 pub fn guaranteed_pod(

@@ -10,13 +10,14 @@
 use std::time::Duration;
 
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::json;
 
 use crate::account::Account;
 use crate::control_plane::Identity;
 use crate::env::Env;
 use crate::install::{spawn_as_service_account, wait_ready};
+use crate::objects::force_apply;
 use crate::process::{Process, free_port};
 
 const NS: &str = "resize-guard";
@@ -133,12 +134,7 @@ impl Replica {
             "endpoints": [{"addresses": [host_ip()?],
                 "conditions": {"ready": ready, "serving": !terminating || ready, "terminating": terminating}}],
         });
-        api.patch(
-            &self.slice_name(),
-            &PatchParams::apply("resize-guard-harness").force(),
-            &Patch::Apply(&slice),
-        )
-        .await?;
+        force_apply(&api, &self.slice_name(), "resize-guard-harness", &slice).await?;
         Ok(())
     }
 

@@ -46,7 +46,10 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 use serde::Deserialize as _;
 use serde_json::json;
 
+use crate::binaries::cached_path;
 use crate::control_plane::ControlPlane;
+use crate::env::{LogGuard, Logs};
+use crate::objects::force_apply;
 use crate::process::{Process, free_port};
 
 #[path = "vpa_intervals.rs"]
@@ -112,14 +115,7 @@ impl VpaBinaries {
     /// `$HOME/.cache/resize-guard/vpa-current`. A missing file is an error that says how to build
     /// it — tests never skip silently.
     pub fn locate() -> anyhow::Result<VpaBinaries> {
-        let dir = match std::env::var_os(VPA_DIR_ENV) {
-            Some(d) => PathBuf::from(d),
-            None => std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_default()
-                .join(".cache/resize-guard/vpa-current"),
-        };
-        VpaBinaries::in_dir(&dir)
+        VpaBinaries::in_dir(&cached_path(VPA_DIR_ENV, "vpa-current")?)
     }
 
     /// The files in one directory.
@@ -145,17 +141,13 @@ impl VpaBinaries {
     }
 }
 
-/// How to start VPA. Defaults are VPA's own, except the updater's interval (VPA: 1 min).
+/// How to start VPA: the updater's flags of a preset, and more flags for either process.
 #[derive(Debug, Clone)]
 pub struct VpaOptions {
-    /// `--updater-interval`: the updater's first loop runs one interval after it starts.
-    pub updater_interval: Duration,
-    /// `--min-replicas` (VPA default 2): groups with fewer live pods are left alone.
-    pub min_replicas: u32,
-    /// `--eviction-tolerance` (VPA default 0.5): the fraction of a group that may be disrupted.
-    pub eviction_tolerance: f64,
-    /// `--in-place-skip-disruption-budget` (VPA default false).
-    pub in_place_skip_disruption_budget: bool,
+    /// The updater's flags ([`intervals::UpdaterPreset::args`]). Default: VPA's own except
+    /// `--updater-interval` 5 s (VPA: 1 min; the updater's first loop runs one interval after it
+    /// starts).
+    pub updater: intervals::UpdaterPreset,
     /// More `vpa-updater` flags, after the harness's (a repeated flag's last value wins).
     pub updater_args: Vec<String>,
     /// More `vpa-admission-controller` flags, after the harness's.
@@ -163,15 +155,10 @@ pub struct VpaOptions {
 }
 
 impl VpaOptions {
-    /// The updater's flags of `intervals` ([`intervals::UpdaterPreset`]); the rest as
-    /// [`VpaOptions::default`].
+    /// The updater's flags of `intervals`; the rest as [`VpaOptions::default`].
     pub fn with_intervals(intervals: VpaIntervals) -> VpaOptions {
-        let preset = intervals.updater();
         VpaOptions {
-            updater_interval: preset.interval,
-            min_replicas: preset.min_replicas,
-            in_place_skip_disruption_budget: preset.in_place_skip_disruption_budget,
-            updater_args: preset.extra_args(),
+            updater: intervals.updater(),
             ..VpaOptions::default()
         }
     }
@@ -180,10 +167,10 @@ impl VpaOptions {
 impl Default for VpaOptions {
     fn default() -> Self {
         VpaOptions {
-            updater_interval: Duration::from_secs(5),
-            min_replicas: 2,
-            eviction_tolerance: 0.5,
-            in_place_skip_disruption_budget: false,
+            updater: intervals::UpdaterPreset {
+                interval: Duration::from_secs(5),
+                ..VpaIntervals::Defaults.updater()
+            },
             updater_args: Vec::new(),
             admission_args: Vec::new(),
         }
@@ -251,19 +238,10 @@ impl Vpa {
         let updater_port = free_port()?;
         let mut updater_args = vec![
             kubeconfig,
-            format!(
-                "--updater-interval={}ms",
-                options.updater_interval.as_millis()
-            ),
-            format!("--min-replicas={}", options.min_replicas),
-            format!("--eviction-tolerance={}", options.eviction_tolerance),
-            format!(
-                "--in-place-skip-disruption-budget={}",
-                options.in_place_skip_disruption_budget
-            ),
             format!("--address=127.0.0.1:{updater_port}"),
             "--v=4".to_owned(),
         ];
+        updater_args.extend(options.updater.args());
         updater_args.extend(options.updater_args.iter().cloned());
         let mut updater = spawn(cp, "vpa-updater", &binaries.updater, &updater_args)?;
         // The metrics listener opens before the informers sync; the first loop follows one
@@ -345,8 +323,8 @@ impl Vpa {
     }
 
     /// A guard that prints both log tails ([`Vpa::dump_logs`]) if the test panics while it lives.
-    pub fn guard(&self) -> VpaLogGuard<'_> {
-        VpaLogGuard { vpa: self }
+    pub fn guard(&self) -> LogGuard<'_> {
+        LogGuard::new(self)
     }
 
     /// Stops the updater, then the admission controller (SIGTERM, SIGKILL after 5 s).
@@ -362,17 +340,13 @@ impl Drop for Vpa {
     }
 }
 
-/// Prints VPA's log tails when dropped during a panic ([`Vpa::guard`]).
-#[derive(Debug)]
-pub struct VpaLogGuard<'a> {
-    vpa: &'a Vpa,
-}
+impl Logs for Vpa {
+    fn heading(&self) -> String {
+        "VPA logs".to_owned()
+    }
 
-impl Drop for VpaLogGuard<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("==== VPA logs ====\n{}", self.vpa.dump_logs());
-        }
+    fn tails(&self) -> String {
+        self.dump_logs()
     }
 }
 
@@ -507,13 +481,9 @@ async fn apply_crds(client: &kube::Client, file: &Path) -> anyhow::Result<()> {
             .as_str()
             .ok_or_else(|| anyhow::anyhow!("a document in {} has no name", file.display()))?
             .to_owned();
-        crds.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&value),
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("applying CRD {name}: {e}"))?;
+        force_apply(&crds, &name, FIELD_MANAGER, &value)
+            .await
+            .map_err(|e| anyhow::anyhow!("applying CRD {name}: {e}"))?;
         names.push(name);
     }
     anyhow::ensure!(
@@ -586,12 +556,7 @@ where
         .name
         .clone()
         .ok_or_else(|| anyhow::anyhow!("no metadata.name"))?;
-    api.patch(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&object),
-    )
-    .await?;
+    force_apply(&api, &name, FIELD_MANAGER, &object).await?;
     Ok(())
 }
 

@@ -113,7 +113,7 @@ impl RecommenderPreset {
     }
 }
 
-/// The updater's timing flags.
+/// The updater's flags: its timing and the disruption budget it keeps.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpdaterPreset {
     /// `--updater-interval`.
@@ -129,12 +129,22 @@ pub struct UpdaterPreset {
 }
 
 impl UpdaterPreset {
-    /// The flags `VpaOptions` has no field for.
-    pub fn extra_args(&self) -> Vec<String> {
-        vec![format!(
-            "--in-recommendation-bounds-eviction-lifetime-threshold={}",
-            go_duration(self.lifetime_threshold)
-        )]
+    /// The flags, in the table's order, then `--eviction-tolerance` at VPA's default (0.5: the
+    /// fraction of a group that may be disrupted), written out so the command line shows it.
+    pub fn args(&self) -> Vec<String> {
+        vec![
+            format!("--updater-interval={}", go_duration(self.interval)),
+            format!("--min-replicas={}", self.min_replicas),
+            format!(
+                "--in-recommendation-bounds-eviction-lifetime-threshold={}",
+                go_duration(self.lifetime_threshold)
+            ),
+            format!(
+                "--in-place-skip-disruption-budget={}",
+                self.in_place_skip_disruption_budget
+            ),
+            "--eviction-tolerance=0.5".to_owned(),
+        ]
     }
 }
 
@@ -205,26 +215,41 @@ pub fn go_duration(d: Duration) -> String {
 mod tests {
     use super::*;
 
+    /// Asserts that preset `s`'s value of every `field` is below preset `d`'s, naming the one
+    /// that is not.
+    macro_rules! assert_below {
+        ($s:expr, $d:expr, $($field:ident),+) => {{
+            let (s, d) = ($s, $d);
+            $(assert!(
+                s.$field < d.$field,
+                "{}: {:?} >= {:?}",
+                stringify!($field),
+                s.$field,
+                d.$field
+            );)+
+        }};
+    }
+
     #[test]
     fn shortest_preset_is_nowhere_slower_than_the_defaults() {
-        let (d, s) = (
-            VpaIntervals::Defaults.recommender(),
+        assert_below!(
             VpaIntervals::Shortest.recommender(),
+            VpaIntervals::Defaults.recommender(),
+            interval,
+            memory_aggregation_interval,
+            memory_half_life,
+            cpu_half_life,
+            confidence_interval,
+            min_memory_mb,
+            min_cpu_millicores
         );
-        assert!(s.interval < d.interval);
-        assert!(s.memory_aggregation_interval < d.memory_aggregation_interval);
-        assert!(s.memory_half_life < d.memory_half_life);
-        assert!(s.cpu_half_life < d.cpu_half_life);
-        assert!(s.confidence_interval < d.confidence_interval);
-        assert!(s.min_memory_mb < d.min_memory_mb);
-        assert!(s.min_cpu_millicores < d.min_cpu_millicores);
-        let (d, s) = (
-            VpaIntervals::Defaults.updater(),
+        assert_below!(
             VpaIntervals::Shortest.updater(),
+            VpaIntervals::Defaults.updater(),
+            interval,
+            min_replicas,
+            lifetime_threshold
         );
-        assert!(s.interval < d.interval);
-        assert!(s.min_replicas < d.min_replicas);
-        assert!(s.lifetime_threshold < d.lifetime_threshold);
     }
 
     #[test]
@@ -245,8 +270,13 @@ mod tests {
         let args = VpaIntervals::Defaults.recommender().args();
         assert!(args.contains(&"--recommender-interval=60s".to_owned()));
         assert!(args.contains(&"--pod-recommendation-min-memory-mb=250".to_owned()));
-        let names: std::collections::BTreeSet<_> =
-            args.iter().filter_map(|a| a.split('=').next()).collect();
-        assert_eq!(names.len(), args.len(), "a flag is repeated: {args:?}");
+        for args in [args, VpaIntervals::Shortest.updater().args()] {
+            let names: std::collections::BTreeSet<_> =
+                args.iter().filter_map(|a| a.split('=').next()).collect();
+            assert_eq!(names.len(), args.len(), "a flag is repeated: {args:?}");
+        }
+        let args = VpaIntervals::Shortest.updater().args();
+        assert!(args.contains(&"--updater-interval=1s".to_owned()));
+        assert!(args.contains(&"--in-place-skip-disruption-budget=true".to_owned()));
     }
 }

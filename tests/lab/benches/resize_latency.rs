@@ -216,18 +216,15 @@ async fn answer_of_resize_guard(url: &str, ca_pem: &str, pod: &Pod, cpu: &str) -
             .collect(),
     );
     let client = kube::Client::try_from(config).unwrap();
-    let mut new = serde_json::to_value(pod).unwrap();
+    let old = serde_json::to_value(pod).unwrap();
+    let mut new = old.clone();
     new["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": cpu, "memory": "256Mi"}, "limits": {"cpu": cpu, "memory": "256Mi"}});
-    let review = json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": "answer-size", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "subResource": "resize", "name": pod.metadata.name, "namespace": pod.metadata.namespace,
-            "operation": "UPDATE", "userInfo": {"username": "bench"},
-            "object": new, "oldObject": pod, "dryRun": false,
-        },
-    });
+    let review = resize_guard_harness::review::resize_review(
+        "answer-size",
+        json!({"username": "bench"}),
+        &old,
+        &new,
+    );
     let req = http::Request::post("/mutate")
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(serde_json::to_vec(&review).unwrap())

@@ -17,6 +17,7 @@ use std::time::Duration;
 use resize_guard_harness::control_plane::ControlPlane;
 use resize_guard_harness::installed::{Installed, bin};
 use resize_guard_harness::kubectl::{Kubectl, KubectlOutput};
+use resize_guard_harness::metrics_server::MetricsServer;
 
 /// How long a demo step waits for the cluster.
 pub const T: Duration = Duration::from_secs(60);
@@ -54,6 +55,23 @@ impl Demo {
     pub async fn resize(&self, ns: &str, pod: &str, patch: &str) -> KubectlOutput {
         println!("$ kubectl patch pod {pod} -n {ns} --subresource resize -p {patch}");
         shown(self.kubectl.resize(ns, pod, patch).await)
+    }
+
+    /// Starts metrics-server on `cp`, waits until it serves pod `ns/pod` as `accept` wants,
+    /// expects that (`what`) and shows the pod's containers in `kubectl top`. The caller stops it.
+    pub async fn serve_metrics(
+        &mut self,
+        cp: &ControlPlane,
+        (ns, pod): (&str, &str),
+        accept: impl Fn(&serde_json::Value) -> bool,
+        what: &str,
+    ) -> anyhow::Result<MetricsServer> {
+        let mut metrics = MetricsServer::start(cp).await?;
+        let served = metrics.wait_for_pod(cp, ns, pod, accept).await;
+        self.expect(served.is_ok(), what);
+        self.run(&["top", "pod", pod, "-n", ns, "--containers"])
+            .await;
+        Ok(metrics)
     }
 
     /// Runs and prints `kubectl resize-guard args`: the plugin next to the demo's programs

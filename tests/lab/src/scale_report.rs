@@ -108,25 +108,50 @@ fn fmt_ms(d: Option<Duration>) -> String {
     d.map_or_else(|| "-".to_owned(), |d| format!("{:.0}", bench::ms(d)))
 }
 
-/// The step's one-line summary on stderr, as soon as it is measured.
+/// The step's start-up and latency row on stderr ([`TIMING_HEADER`]), as soon as it is measured.
 pub fn print_step(s: &Step) {
-    let (wp50, wp99) = p50_p99(&s.with);
-    let (np50, np99) = p50_p99(&s.without);
     eprintln!(
-        "scale: {} pods: ready webhook {:.1} s, controller {:.1} s (a bare streaming list of every pod: \
-         {:.1} s alone, {:.1} s two at once); VmRSS webhook {:.1} MiB, controller {:.1} MiB; review \
-         p50/p99 {np50:.1}/{np99:.1} ms without, {wp50:.1}/{wp99:.1} ms with the webhook; Deferred→plan {} ms",
+        "scale: {} pods measured\n{TIMING_HEADER}\n{}",
+        s.pods,
+        timing_row(s)
+    );
+    if let Err(e) = &s.deferral {
+        eprintln!("scale: the busy node's resize was not measured: {e}");
+    }
+}
+
+/// The header of [`timing_row`], the first table: start-up and latency at each step.
+const TIMING_HEADER: &str = "| pods | webhook ready s | controller ready s (leads) | bare streaming list s \
+    (alone / two at once) | webhook VmRSS MiB ready→settled | webhook VmHWM MiB | controller VmRSS MiB \
+    ready→settled | controller VmHWM MiB | review p50/p99 ms, no webhook | review p50/p99 ms, webhook | \
+    PATCH→Deferred ms | Deferred→plan ms | Deferred→Preempted ms | Deferred→resized ms |\n\
+    |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+
+/// Step `s`'s row of the first table ([`TIMING_HEADER`]).
+fn timing_row(s: &Step) -> String {
+    let (np50, np99) = p50_p99(&s.without);
+    let (wp50, wp99) = p50_p99(&s.with);
+    let d = s.deferral.as_ref().ok();
+    format!(
+        "| {} | {:.1} | {:.1} ({:.1}) | {:.1} / {:.1} | {:.1}→{:.1} | {:.1} | {:.1}→{:.1} | {:.1} | {np50:.1} / {np99:.1} | \
+         {wp50:.1} / {wp99:.1} | {} | {} | {} | {} |",
         s.pods,
         s.ready.webhook.as_secs_f64(),
         s.ready.controller.as_secs_f64(),
+        s.ready.leading.as_secs_f64(),
         s.bare.0.elapsed.as_secs_f64(),
         s.bare.1.elapsed.as_secs_f64(),
+        mib(s.at_ready.0.vm_rss),
         mib(s.settled.0.vm_rss),
+        mib(s.at_end.0.vm_hwm),
+        mib(s.at_ready.1.vm_rss),
         mib(s.settled.1.vm_rss),
-        s.deferral
-            .as_ref()
-            .map_or_else(|e| format!("failed ({e})"), |d| fmt_ms(d.to_first_act())),
-    );
+        mib(s.at_end.1.vm_hwm),
+        fmt_ms(d.map(|d| d.to_deferred)),
+        fmt_ms(d.and_then(Deferral::to_first_act)),
+        fmt_ms(d.and_then(|d| d.to_preempted)),
+        fmt_ms(d.and_then(|d| d.to_resized)),
+    )
 }
 
 /// The goal at the largest step: each program ready within 10 s of its start.
@@ -211,36 +236,9 @@ pub fn print(args: &Settings, steps: &[Step], setup: &Setup, wall: Duration, etc
     );
     println!("{}", setup.sample);
     println!();
-    println!(
-        "| pods | webhook ready s | controller ready s (leads) | bare streaming list s (alone / two at once) | webhook VmRSS MiB ready→settled | webhook VmHWM MiB | \
-         controller VmRSS MiB ready→settled | controller VmHWM MiB | review p50/p99 ms, no webhook | \
-         review p50/p99 ms, webhook | PATCH→Deferred ms | Deferred→plan ms | Deferred→Preempted ms | Deferred→resized ms |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("{TIMING_HEADER}");
     for s in steps {
-        let (np50, np99) = p50_p99(&s.without);
-        let (wp50, wp99) = p50_p99(&s.with);
-        let d = s.deferral.as_ref().ok();
-        println!(
-            "| {} | {:.1} | {:.1} ({:.1}) | {:.1} / {:.1} | {:.1}→{:.1} | {:.1} | {:.1}→{:.1} | {:.1} | {np50:.1} / {np99:.1} | \
-             {wp50:.1} / {wp99:.1} | {} | {} | {} | {} |",
-            s.pods,
-            s.ready.webhook.as_secs_f64(),
-            s.ready.controller.as_secs_f64(),
-            s.ready.leading.as_secs_f64(),
-            s.bare.0.elapsed.as_secs_f64(),
-            s.bare.1.elapsed.as_secs_f64(),
-            mib(s.at_ready.0.vm_rss),
-            mib(s.settled.0.vm_rss),
-            mib(s.at_end.0.vm_hwm),
-            mib(s.at_ready.1.vm_rss),
-            mib(s.settled.1.vm_rss),
-            mib(s.at_end.1.vm_hwm),
-            fmt_ms(d.map(|d| d.to_deferred)),
-            fmt_ms(d.and_then(Deferral::to_first_act)),
-            fmt_ms(d.and_then(|d| d.to_preempted)),
-            fmt_ms(d.and_then(|d| d.to_resized)),
-        );
+        println!("{}", timing_row(s));
     }
     println!();
     println!(

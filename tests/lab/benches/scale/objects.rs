@@ -286,23 +286,10 @@ pub fn resize_review(world: &World, place: PodPlace, grow_milli: u64, n: usize) 
     let rs = world.replica_set(place.rs);
     new["spec"]["containers"][0]["resources"]["requests"]["cpu"] =
         json!(format!("{}m", rs.cpu_milli + grow_milli));
-    let name = old["metadata"]["name"].clone();
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": uid(6, n),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "subResource": "resize",
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestSubResource": "resize",
-            "name": name, "namespace": rs.namespace, "operation": "UPDATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:vpa-updater",
-                "uid": uid(7, 0), "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]},
-            "object": new, "oldObject": old, "dryRun": false,
-            "options": {"kind": "PatchOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "vpa-updater"},
-        }
-    }))
-    .unwrap_or_default()
+    let user = json!({"username": "system:serviceaccount:kube-system:vpa-updater", "uid": uid(7, 0),
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]});
+    let mut review = resize_guard_harness::review::resize_review(&uid(6, n), user, &old, &new);
+    review["request"]["options"] = json!({"kind": "PatchOptions", "apiVersion": "meta.k8s.io/v1",
+        "fieldManager": "vpa-updater"});
+    serde_json::to_vec(&review).unwrap_or_default()
 }

@@ -202,44 +202,51 @@ fn pod_spec(rs: &ReplicaSet, cpu_milli: u64) -> Value {
     spec
 }
 
+/// What admission and defaulting add to a pod's spec, which `kubectl apply` never wrote.
+const ADDED_POD_FIELDS: [&str; 11] = [
+    "nodeName",
+    "priority",
+    "preemptionPolicy",
+    "tolerations",
+    "initContainers",
+    "serviceAccount",
+    "enableServiceLinks",
+    "schedulerName",
+    "restartPolicy",
+    "dnsPolicy",
+    "terminationGracePeriodSeconds",
+];
+
+/// What defaulting adds to a container.
+const ADDED_CONTAINER_FIELDS: [&str; 4] = [
+    "terminationMessagePath",
+    "terminationMessagePolicy",
+    "imagePullPolicy",
+    "startupProbe",
+];
+
+/// Removes `fields` from `object` (if it is one).
+fn remove_fields(object: &mut Value, fields: &[&str]) {
+    if let Some(m) = object.as_object_mut() {
+        for f in fields {
+            m.remove(*f);
+        }
+    }
+}
+
 /// What `kubectl apply` keeps of the Deployment: its template as written (without what
 /// admission and defaulting added), padded to ~3.5 kB.
 fn last_applied(rs: &ReplicaSet, labels: &Value, spec: &Value) -> String {
     let mut template = spec.clone();
     let token = json!(token());
-    if let Some(s) = template.as_object_mut() {
-        for k in [
-            "nodeName",
-            "priority",
-            "preemptionPolicy",
-            "tolerations",
-            "initContainers",
-            "serviceAccount",
-            "enableServiceLinks",
-            "schedulerName",
-            "restartPolicy",
-            "dnsPolicy",
-            "terminationGracePeriodSeconds",
-        ] {
-            s.remove(k);
-        }
-    }
+    remove_fields(&mut template, &ADDED_POD_FIELDS);
     if let Some(vs) = template["volumes"].as_array_mut() {
         vs.retain(|v| v["name"] != token);
     }
     if let Some(cs) = template["containers"].as_array_mut() {
         cs.retain(|c| c["name"] != "log-shipper");
         for c in cs.iter_mut() {
-            if let Some(m) = c.as_object_mut() {
-                for k in [
-                    "terminationMessagePath",
-                    "terminationMessagePolicy",
-                    "imagePullPolicy",
-                    "startupProbe",
-                ] {
-                    m.remove(k);
-                }
-            }
+            remove_fields(c, &ADDED_CONTAINER_FIELDS);
             if let Some(ms) = c["volumeMounts"].as_array_mut() {
                 ms.retain(|m| m["name"] != token);
             }

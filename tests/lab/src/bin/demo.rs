@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
 use resize_guard_harness::hollow_node::{HollowNode, HollowNodeConfig};
-use resize_guard_harness::metrics_server::{MetricsServer, container_usage};
+use resize_guard_harness::metrics_server::container_usage;
 use resize_guard_harness::objects::*;
 use resize_guard_harness::quantity::parse_milli;
 use resize_guard_lab::demo::{Demo, T, memory_resize};
@@ -118,19 +118,18 @@ async fn memory_wall(
     )
     .await?;
     node.set_usage(NS, "cache", "app", "150Mi", "50m")?;
-    let mut metrics = MetricsServer::start(cp).await?;
-    let served = metrics
-        .wait_for_pod(cp, NS, "cache", |m| {
-            container_usage(m, "app")
-                .is_some_and(|(_, mem)| parse_milli(&mem).is_ok_and(|b| b == (150 << 20) * 1000))
-        })
-        .await;
-    demo.expect(
-        served.is_ok(),
-        "metrics-server serves the container's working set, 150Mi",
-    );
-    demo.run(&["top", "pod", "cache", "-n", NS, "--containers"])
-        .await;
+    let mut metrics = demo
+        .serve_metrics(
+            cp,
+            (NS, "cache"),
+            |m| {
+                container_usage(m, "app").is_some_and(|(_, mem)| {
+                    parse_milli(&mem).is_ok_and(|b| b == (150 << 20) * 1000)
+                })
+            },
+            "metrics-server serves the container's working set, 150Mi",
+        )
+        .await?;
 
     demo.say("Lowering its limit to 100Mi, below what it uses: resize-guard refuses it up front, with the numbers:");
     let out = demo.resize(NS, "cache", &memory_resize("100Mi")).await;

@@ -15,7 +15,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{EnvVar, Pod, ServiceAccount};
 use kube::api::Api;
 use resize_guard_harness::control_plane::{ControlPlane, Options};
-use resize_guard_harness::metrics_server::{MetricsServer, container_usage};
+use resize_guard_harness::metrics_server::container_usage;
 use resize_guard_harness::objects::*;
 use resize_guard_harness::quantity::parse_milli;
 use resize_guard_harness::real_node::{self, RealNode, runs_pause};
@@ -246,18 +246,14 @@ async fn memory_wall(
         }]);
     }
     let cache = create_running(pods, &cache).await?;
-    let mut metrics = MetricsServer::start(cp).await?;
-    let served = metrics
-        .wait_for_pod(cp, NS, "cache", |m| {
-            working_set(m).is_some_and(|b| b >= 150 << 20)
-        })
-        .await;
-    demo.expect(
-        served.is_ok(),
-        "metrics-server serves the container's real working set",
-    );
-    demo.run(&["top", "pod", "cache", "-n", NS, "--containers"])
-        .await;
+    let mut metrics = demo
+        .serve_metrics(
+            cp,
+            (NS, "cache"),
+            |m| working_set(m).is_some_and(|b| b >= 150 << 20),
+            "metrics-server serves the container's real working set",
+        )
+        .await?;
     let cgroup = node.cgroup(
         cache.metadata.uid.as_deref().unwrap_or_default(),
         &real_node::container_id(&cache),
