@@ -5,10 +5,11 @@
 //! modules by `third_party/control-plane/build.sh`.
 //!
 //! Lookup order: `RESIZE_GUARD_K8S_BIN_DIR` (a directory holding all six, like
-//! `KUBEBUILDER_ASSETS`), then the build script's stamp cache
-//! `$HOME/.cache/resize-guard/k8s-v<minor>-current`. A missing binary is an error that says how
-//! to build it — tests never skip silently. [`crate::control_plane::ControlPlane::start`] checks
-//! that the API server it started is the minor asked for.
+//! `KUBEBUILDER_ASSETS`), then the build script's stamp cache `k8s-v<minor>-current` under
+//! `$RESIZE_GUARD_CACHE_DIR` (default `$HOME/.cache/resize-guard`). A missing binary is an error
+//! that says how to build it — tests never skip silently.
+//! [`crate::control_plane::ControlPlane::start`] checks that the API server it started is the minor
+//! asked for.
 
 use std::path::{Path, PathBuf};
 
@@ -76,16 +77,23 @@ pub fn parse_minor(version: &str) -> Option<u32> {
     }
 }
 
-/// The path in `$<env>` if set, else `$HOME/.cache/resize-guard/<cached>`: where an upstream
-/// part's build script (`third_party/<part>/build.sh`) keeps its newest build.
+/// The path in `$<env>` if set, else `<cache root>/<cached>`: where an upstream part's build
+/// script (`third_party/<part>/build.sh`) keeps its newest build. The cache root is the build
+/// scripts' own (`third_party/stamp-cache.sh`): `$RESIZE_GUARD_CACHE_DIR`, else
+/// `$HOME/.cache/resize-guard`.
 pub fn cached_path(env: &str, cached: &str) -> anyhow::Result<PathBuf> {
-    match std::env::var_os(env) {
-        Some(p) => Ok(PathBuf::from(p)),
-        None => {
-            let home = std::env::var_os("HOME").with_context(|| format!("{env} and HOME unset"))?;
-            Ok(PathBuf::from(home).join(".cache/resize-guard").join(cached))
-        }
+    if let Some(p) = std::env::var_os(env) {
+        return Ok(PathBuf::from(p));
     }
+    let root = match std::env::var_os("RESIZE_GUARD_CACHE_DIR") {
+        Some(root) => PathBuf::from(root),
+        None => PathBuf::from(
+            std::env::var_os("HOME")
+                .with_context(|| format!("{env}, RESIZE_GUARD_CACHE_DIR and HOME unset"))?,
+        )
+        .join(".cache/resize-guard"),
+    };
+    Ok(root.join(cached))
 }
 
 impl Binaries {

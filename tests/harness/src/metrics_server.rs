@@ -70,9 +70,9 @@ pub struct MetricsServerFiles {
 }
 
 impl MetricsServerFiles {
-    /// [`BIN_ENV`], else the build script's stamp cache
-    /// `$HOME/.cache/resize-guard/metrics-server-current`. A missing file is an error that says
-    /// how to build it; tests never skip.
+    /// [`BIN_ENV`], else the build script's stamp cache `metrics-server-current`
+    /// ([`cached_path`]). A missing file is an error that says how to build it; tests never
+    /// skip.
     pub fn locate() -> anyhow::Result<MetricsServerFiles> {
         let bin = cached_path(BIN_ENV, "metrics-server-current/metrics-server")?;
         let dir = bin

@@ -111,9 +111,8 @@ pub struct VpaBinaries {
 }
 
 impl VpaBinaries {
-    /// [`VPA_DIR_ENV`], else the build script's stamp cache
-    /// `$HOME/.cache/resize-guard/vpa-current`. A missing file is an error that says how to build
-    /// it — tests never skip silently.
+    /// [`VPA_DIR_ENV`], else the build script's stamp cache `vpa-current` ([`cached_path`]). A
+    /// missing file is an error that says how to build it — tests never skip silently.
     pub fn locate() -> anyhow::Result<VpaBinaries> {
         VpaBinaries::in_dir(&cached_path(VPA_DIR_ENV, "vpa-current")?)
     }

@@ -204,7 +204,7 @@ pub struct PodRow {
 }
 
 /// An Event recorded in the scenario's namespace.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventRow {
     /// Reason.
     pub reason: String,
@@ -394,6 +394,9 @@ pub async fn run(env: &Env, vpa: &Vpa, scenario: &Scenario, run: &str) -> anyhow
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    if settled {
+        events = trailing_events(&events_api, events, &live, &original, scenario).await?;
+    }
 
     let rows: Vec<PodRow> = live
         .iter()
@@ -571,6 +574,42 @@ fn unschedulable(p: &Pod) -> Option<String> {
         .iter()
         .find(|c| c.type_ == "PodScheduled" && c.status == "False")
         .map(|c| c.message.clone().unwrap_or_default())
+}
+
+/// The namespace's Events once they account for what `live` shows. An Event trails what it
+/// reports (each recorder writes its own, some after the change they name), so the pods can
+/// settle before the Events do: read them again until every original pod resized in place has
+/// VPA's `InPlaceResizedByVPA` and two readings a second apart agree (30 s at most).
+async fn trailing_events(
+    api: &Api<Event>,
+    mut events: Vec<EventRow>,
+    live: &[Pod],
+    original: &BTreeSet<String>,
+    scenario: &Scenario,
+) -> anyhow::Result<Vec<EventRow>> {
+    let resized: Vec<&str> = live
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .uid
+                .as_ref()
+                .is_some_and(|u| original.contains(u))
+                && at_target(p, scenario.target_milli())
+        })
+        .filter_map(|p| p.metadata.name.as_deref())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let again = interesting_events(api).await?;
+        let told = acted_on(&again, &["InPlaceResizedByVPA"]);
+        let accounted = resized.iter().all(|name| told.contains_key(name));
+        let quiet = again == events;
+        events = again;
+        if (accounted && quiet) || Instant::now() >= deadline {
+            return Ok(events);
+        }
+    }
 }
 
 async fn interesting_events(api: &Api<Event>) -> anyhow::Result<Vec<EventRow>> {
