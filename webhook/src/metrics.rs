@@ -350,15 +350,14 @@ fn result(ok: bool) -> ResultLabels {
 mod tests {
     use super::*;
     use resize_guard_policy::policy::Mode;
-    use resize_guard_runtime::exposition::assert_contains;
+    use resize_guard_runtime::exposition::{assert_contains, assert_lines};
 
     #[test]
     fn one_registry_carries_build_info_process_metrics_and_the_live_mode() {
         let m = Metrics::new();
-        let before = m.render();
-        assert!(
-            before.contains("resize_guard_policy_mode{mode=\"enforce\"} 0"),
-            "{before}"
+        assert_lines(
+            &m.render(),
+            &["resize_guard_policy_mode{mode=\"enforce\"} 0"],
         );
         let mode = std::sync::Arc::new(std::sync::Mutex::new(Some(Mode::Audit)));
         let live = mode.clone();
@@ -376,9 +375,9 @@ mod tests {
         );
         assert!(text.ends_with("# EOF\n"));
         *mode.lock().unwrap() = Some(Mode::Enforce);
-        assert!(
-            m.render()
-                .contains("resize_guard_policy_mode{mode=\"enforce\"} 1")
+        assert_lines(
+            &m.render(),
+            &["resize_guard_policy_mode{mode=\"enforce\"} 1"],
         );
     }
 
@@ -386,9 +385,13 @@ mod tests {
     fn renders_reviews_with_millisecond_buckets() {
         let m = Metrics::new();
         m.review("validate", "fits", true, 0.0004);
-        let text = m.render();
-        assert!(text.contains("resize_guard_admission_reviews_total{webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1"), "{text}");
-        assert!(text.contains("resize_guard_admission_duration_seconds_bucket{le=\"0.0005\",webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1"), "{text}");
+        assert_lines(
+            &m.render(),
+            &[
+                "resize_guard_admission_reviews_total{webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1",
+                "resize_guard_admission_duration_seconds_bucket{le=\"0.0005\",webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1",
+            ],
+        );
     }
 
     #[test]
@@ -397,14 +400,12 @@ mod tests {
         m.watch_error("pods");
         m.watch_error("pods");
         m.watch_error("configmap");
-        let text = m.render();
-        assert!(
-            text.contains("resize_guard_watch_errors_total{resource=\"pods\"} 2"),
-            "{text}"
-        );
-        assert!(
-            text.contains("resize_guard_watch_errors_total{resource=\"configmap\"} 1"),
-            "{text}"
+        assert_lines(
+            &m.render(),
+            &[
+                "resize_guard_watch_errors_total{resource=\"pods\"} 2",
+                "resize_guard_watch_errors_total{resource=\"configmap\"} 1",
+            ],
         );
     }
 
@@ -412,10 +413,11 @@ mod tests {
     fn renders_the_serving_certificate_expiry_in_unix_seconds() {
         let m = Metrics::new();
         m.cert_expiry(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_900_000_000));
-        let text = m.render();
-        assert!(
-            text.contains("resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"} 1900000000"),
-            "{text}"
+        assert_lines(
+            &m.render(),
+            &[
+                "resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"} 1900000000",
+            ],
         );
     }
 }
