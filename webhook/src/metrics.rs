@@ -8,6 +8,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use resize_guard_runtime::certificate_expiry::CertificateExpiry;
 use resize_guard_runtime::exposition::Exposition;
 
 /// Buckets from 0.25 ms to 2.5 s.
@@ -31,13 +32,6 @@ pub struct ReviewLabels {
 pub struct ResultLabels {
     /// `ok` or `error`.
     pub result: String,
-}
-
-/// Which certificate an expiry is about.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CertificateLabels {
-    /// `serving`.
-    pub certificate: String,
 }
 
 /// Which watch of the cluster view an error is about.
@@ -74,7 +68,7 @@ pub struct Metrics {
     duration: Family<ReviewLabels, Histogram>,
     policy_reloads: Family<ResultLabels, Counter>,
     cert_reloads: Family<ResultLabels, Counter>,
-    cert_expiry: Family<CertificateLabels, Gauge>,
+    cert_expiry: CertificateExpiry,
     bad_requests: Counter,
     watch_errors: Family<WatchLabels, Counter>,
     refusals: Family<RefusalLabels, Counter>,
@@ -103,7 +97,7 @@ impl Metrics {
             Family::<ReviewLabels, Histogram>::new_with_constructor(|| Histogram::new(BUCKETS));
         let policy_reloads = Family::<ResultLabels, Counter>::default();
         let cert_reloads = Family::<ResultLabels, Counter>::default();
-        let cert_expiry = Family::<CertificateLabels, Gauge>::default();
+        let cert_expiry = CertificateExpiry::default();
         let bad_requests = Counter::default();
         let watch_errors = Family::<WatchLabels, Counter>::default();
         let refusals = Family::<RefusalLabels, Counter>::default();
@@ -136,10 +130,9 @@ impl Metrics {
                 "TLS certificate reloads",
                 cert_reloads.clone(),
             );
-            registry.register(
-                "certificate_expiry_timestamp_seconds",
+            cert_expiry.register(
+                registry,
                 "notAfter of the certificate served, in seconds since the Unix epoch",
-                cert_expiry.clone(),
             );
             registry.register(
                 "admission_bad_requests",
@@ -304,14 +297,7 @@ impl Metrics {
 
     /// Records the serving certificate's `notAfter`.
     pub fn cert_expiry(&self, not_after: std::time::SystemTime) {
-        let secs = not_after
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        self.cert_expiry
-            .get_or_create(&CertificateLabels {
-                certificate: "serving".to_owned(),
-            })
-            .set(secs);
+        self.cert_expiry.set("serving", not_after);
     }
 
     /// Records a refused request.
