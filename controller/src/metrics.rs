@@ -8,6 +8,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use resize_guard_runtime::certificate_expiry::CertificateExpiry;
 use resize_guard_runtime::exposition::Exposition;
 
 /// Outcome label.
@@ -32,13 +33,6 @@ pub struct StateResult {
 pub struct What {
     /// `ca`, `serving`, `ca_bundle` (and for errors also `read`, `watch`, `converge`).
     pub what: String,
-}
-
-/// Which certificate an expiry is about.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct Certificate {
-    /// `serving` or `ca`.
-    pub certificate: String,
 }
 
 /// Label of the watch error counter.
@@ -68,7 +62,7 @@ pub struct Metrics {
     reconcile: Histogram,
     cert_repairs: Family<What, Counter>,
     cert_errors: Family<What, Counter>,
-    cert_expiry: Family<Certificate, Gauge>,
+    cert_expiry: CertificateExpiry,
     fenced: Counter,
     plan_conflicts: Counter,
     watch_errors: Family<Resource, Counter>,
@@ -101,7 +95,7 @@ impl Metrics {
         ]);
         let cert_repairs = Family::<What, Counter>::default();
         let cert_errors = Family::<What, Counter>::default();
-        let cert_expiry = Family::<Certificate, Gauge>::default();
+        let cert_expiry = CertificateExpiry::default();
         let fenced = Counter::default();
         let plan_conflicts = Counter::default();
         let watch_errors = Family::<Resource, Counter>::default();
@@ -151,10 +145,9 @@ impl Metrics {
                 "Failed certificate reads, watches and repairs",
                 cert_errors.clone(),
             );
-            registry.register(
-                "certificate_expiry_timestamp_seconds",
+            cert_expiry.register(
+                registry,
                 "notAfter of the stored serving certificate and of the current CA, in seconds since the Unix epoch",
-                cert_expiry.clone(),
             );
             registry.register(
                 "fenced_writes",
@@ -321,14 +314,7 @@ impl Metrics {
 
     /// Records a certificate's `notAfter` (`serving` or `ca`).
     pub fn certificate_expiry(&self, certificate: &str, not_after: std::time::SystemTime) {
-        let secs = not_after
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        self.cert_expiry
-            .get_or_create(&Certificate {
-                certificate: certificate.to_owned(),
-            })
-            .set(secs);
+        self.cert_expiry.set(certificate, not_after);
     }
 
     /// Drops the certificate expiry series (a replica that stopped leading no longer knows).

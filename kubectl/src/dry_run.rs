@@ -5,10 +5,9 @@
 //! warnings and its dry-run decision come back.
 
 use anyhow::Context as _;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::Client;
 use resize_guard_policy::admission::parse_dry_run_note;
-use resize_guard_policy::warning::warning_text;
+use resize_guard_policy::dry_run::{self, PATCH_CONTENT_TYPE, resize_uri};
 use serde::Serialize;
 
 /// The API server's answer to a dry-run resize.
@@ -68,15 +67,9 @@ pub async fn resize(
     name: &str,
     patch: &serde_json::Value,
 ) -> anyhow::Result<Answer> {
-    let uri = format!(
-        "/api/v1/namespaces/{namespace}/pods/{name}/resize?dryRun=All&fieldManager=kubectl-resize-guard"
-    );
     let body = serde_json::to_vec(patch).context("encoding the resize patch")?;
-    let request = http::Request::patch(uri)
-        .header(
-            http::header::CONTENT_TYPE,
-            "application/strategic-merge-patch+json",
-        )
+    let request = http::Request::patch(resize_uri(namespace, name, "kubectl-resize-guard"))
+        .header(http::header::CONTENT_TYPE, PATCH_CONTENT_TYPE)
         .header(http::header::ACCEPT, "application/json")
         .body(kube::client::Body::from(body))
         .context("building the dry-run request")?;
@@ -84,44 +77,34 @@ pub async fn resize(
         .send(request)
         .await
         .with_context(|| format!("sending a dry-run resize of pod {namespace}/{name}"))?;
-    let code = response.status().as_u16();
-    let all: Vec<String> = response
-        .headers()
-        .get_all(http::header::WARNING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .filter_map(warning_text)
-        .collect();
-    let bytes = response
-        .into_body()
+    let (head, body) = response.into_parts();
+    let body = body
         .collect_bytes()
         .await
         .context("reading the API server's answer")?;
-    let accepted = (200..300).contains(&code);
-    let message = (!accepted).then(|| {
-        serde_json::from_slice::<Status>(&bytes)
-            .ok()
-            .and_then(|s| s.message)
-            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned())
-    });
-    let mut warnings = Vec::new();
-    let mut decisions = Vec::new();
-    for w in all {
+    let warnings = head.headers.get_all(http::header::WARNING);
+    let read = dry_run::Answer::read(
+        head.status.as_u16(),
+        warnings.iter().filter_map(|v| v.to_str().ok()),
+        &body,
+    );
+    let mut answer = Answer {
+        accepted: read.admitted(),
+        code: read.code,
+        message: read.message,
+        warnings: Vec::new(),
+        decisions: Vec::new(),
+    };
+    for w in read.warnings {
         match parse_dry_run_note(&w) {
-            Some((stage, decision)) => decisions.push(StageDecision {
+            Some((stage, decision)) => answer.decisions.push(StageDecision {
                 stage: stage.to_owned(),
                 decision: decision.to_owned(),
             }),
-            None => warnings.push(w),
+            None => answer.warnings.push(w),
         }
     }
-    Ok(Answer {
-        accepted,
-        code,
-        message,
-        warnings,
-        decisions,
-    })
+    Ok(answer)
 }
 
 #[cfg(test)]

@@ -220,6 +220,7 @@ impl Collector for ClusterVersion {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exposition::{assert_contains, assert_lines};
 
     /// `cv`'s metrics as `/metrics` shows them (in a `resize_guard` registry).
     fn exposition(cv: &ClusterVersion) -> String {
@@ -235,18 +236,14 @@ mod tests {
         assert!(!exposition(&cv).contains("resize_guard_kubernetes_info"));
         cv.set(KubernetesVersion::parse("1", "35", "v1.35.4").unwrap());
         assert_eq!(cv.readiness(), Ok(()));
-        let text = exposition(&cv);
-        assert!(text.contains(
-            "resize_guard_kubernetes_info{git_version=\"v1.35.4\",minor=\"1.35\",support=\"supported\"} 1"
-        ));
-        assert!(
-            text.contains(
-                "resize_guard_kubernetes_feature{feature=\"api_server_capacity_check\"} 0"
-            )
+        assert_lines(
+            &exposition(&cv),
+            &[
+                "resize_guard_kubernetes_info{git_version=\"v1.35.4\",minor=\"1.35\",support=\"supported\"} 1",
+                "resize_guard_kubernetes_feature{feature=\"api_server_capacity_check\"} 0",
+                "resize_guard_kubernetes_feature{feature=\"kubelet_marks_capacity_infeasible\"} 1",
+            ],
         );
-        assert!(text.contains(
-            "resize_guard_kubernetes_feature{feature=\"kubelet_marks_capacity_infeasible\"} 1"
-        ));
 
         let old = ClusterVersion::default();
         old.set(KubernetesVersion::parse("1", "32", "v1.32.9").unwrap());
@@ -263,7 +260,7 @@ mod tests {
         let cv = ClusterVersion::default();
         cv.errors.fetch_add(2, Ordering::Relaxed);
         let text = exposition(&cv);
-        crate::exposition::assert_lines(
+        assert_lines(
             &text,
             &[
                 "# TYPE resize_guard_kubernetes_version_errors counter",
@@ -274,9 +271,8 @@ mod tests {
         );
         assert!(!text.contains("# TYPE resize_guard_kubernetes_version_errors_total"));
         cv.set(KubernetesVersion::parse("1", "36", "v1.36.0-\"odd\"\\build").unwrap());
-        let text = exposition(&cv);
-        crate::exposition::assert_contains(
-            &text,
+        assert_contains(
+            &exposition(&cv),
             &[
                 "# TYPE resize_guard_kubernetes_info gauge",
                 "# TYPE resize_guard_kubernetes_feature gauge",
@@ -294,14 +290,15 @@ mod tests {
         cv.set(KubernetesVersion::parse("1", "36", "v1.36.1").unwrap());
         assert_eq!(cv.get().map(|v| v.minor), Some(36));
         let text = exposition(&cv);
-        assert!(text.contains("resize_guard_kubernetes_version_changes_total 1"));
-        assert!(text.contains("minor=\"1.36\""));
         assert!(!text.contains("minor=\"1.35\""));
-        assert!(
-            text.contains(
-                "resize_guard_kubernetes_feature{feature=\"api_server_capacity_check\"} 1"
-            )
+        assert_lines(
+            &text,
+            &[
+                "resize_guard_kubernetes_version_changes_total 1",
+                "resize_guard_kubernetes_feature{feature=\"api_server_capacity_check\"} 1",
+            ],
         );
+        assert_contains(&text, &["minor=\"1.36\""]);
     }
 
     /// A fake API server whose `/version` answers each minor of `minors` in turn (the last one

@@ -27,6 +27,7 @@ mod allocator;
 pub mod api_client;
 pub mod args;
 pub mod build_info;
+pub mod certificate_expiry;
 pub mod cluster_version;
 pub mod events;
 pub mod exposition;

@@ -15,7 +15,7 @@ use resize_guard_policy::fixture::{
 };
 use resize_guard_policy::ledger::NodeLedger;
 use resize_guard_policy::policy::Policy;
-use resize_guard_policy::victims::{Preemptor, select_victims};
+use resize_guard_policy::victims::{Candidates, Preemptor, select_victims};
 
 fn scenario(rng: &mut Lcg) -> (Vec<Pod>, usize) {
     // A 8-core node filled to ~90%: some small low-priority pods, a few mid-priority pods of
@@ -75,6 +75,7 @@ fn victims(pods: &[Pod], scheduler_view: bool) -> Option<usize> {
         &Budgets::default(),
         &policy,
         INSTALL_NAMESPACE,
+        Candidates::All,
     )
     .ok()
     .map(|p| p.victims.len())

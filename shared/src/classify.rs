@@ -28,7 +28,7 @@ use crate::upstream::requests::{Accounting, spec_requests};
 use crate::upstream::strategy::prepare_resize_on;
 use crate::upstream::validation::validate_resize_on;
 use crate::verdict::{Deferral, Denial, Fit, Infeasibility, QosChange, Verdict};
-use crate::victims::{Preemptor, select_victims};
+use crate::victims::{Candidates, Preemptor, select_victims};
 
 /// Everything besides the pod that a decision reads.
 #[derive(Debug, Clone, Copy)]
@@ -200,6 +200,7 @@ fn judge_room(pod: &Pod, spec: &PodSpec, status: Option<&PodStatus>, ctx: &Conte
             ctx.budgets,
             ctx.policy,
             ctx.install_namespace,
+            Candidates::All,
         ),
     })
 }

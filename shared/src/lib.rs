@@ -21,6 +21,7 @@ pub mod admission_probe;
 pub mod audience;
 pub mod budget;
 pub mod classify;
+pub mod dry_run;
 pub mod event_reason;
 #[cfg(any(test, feature = "testing"))]
 pub mod fixture;

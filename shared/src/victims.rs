@@ -175,58 +175,40 @@ pub fn name_list<T: fmt::Display>(items: impl Iterator<Item = T>, limit: usize) 
     out
 }
 
-/// Chooses the victims that let `preemptor`'s resize fit on `ledger`'s node, and keep it
-/// fitting whatever order they terminate in (see `victims/race.rs`). `install_namespace` is
-/// resize-guard's own, whose pods are never victims.
+/// Which of the node's other pods a selection may choose its victims among.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Candidates<'a> {
+    /// Every pod the rules allow: a fresh plan.
+    All,
+    /// Only these, the victims of a recorded plan being resumed: the same selection (every
+    /// rule, the reprieve, the race, the cap) over them alone. A resumed plan never removes a
+    /// victim a fresh reprieve would let live — room that appeared since the plan was made (a
+    /// Job that finished, a victim that went on its own) spares the rest — and never a pod the
+    /// record does not name; when they alone can no longer make room there is no plan, and the
+    /// resize needs a fresh one.
+    Recorded(&'a [PodKey]),
+}
+
+impl Candidates<'_> {
+    /// Whether the selection may consider `entry`.
+    fn include(self, entry: &LedgerEntry) -> bool {
+        match self {
+            Candidates::All => true,
+            Candidates::Recorded(keys) => keys.iter().any(|k| k.uid == entry.key.uid),
+        }
+    }
+}
+
+/// Chooses, among `candidates`, the victims that let `preemptor`'s resize fit on `ledger`'s
+/// node, and keep it fitting whatever order they terminate in (see `victims/race.rs`).
+/// `install_namespace` is resize-guard's own, whose pods are never victims.
 pub fn select_victims(
     preemptor: &Preemptor,
     ledger: &NodeLedger,
     budgets: &Budgets,
     policy: &Policy,
     install_namespace: &str,
-) -> Result<PreemptionPlan, NoPlan> {
-    select(
-        preemptor,
-        ledger,
-        budgets,
-        policy,
-        install_namespace,
-        &|_| true,
-    )
-}
-
-/// What a recorded plan still needs when it is resumed: the same selection as
-/// [`select_victims`] (every rule, the reprieve, the race, the cap), run over the pods of
-/// `recorded` only. A resumed plan never removes a victim a fresh reprieve would let live — room
-/// that appeared since the plan was made (a Job that finished, a victim that went on its own)
-/// spares the rest — and never a pod the record does not name. `Err` when the recorded pods
-/// alone can no longer make room: the resize then needs a fresh plan.
-pub fn select_among_recorded(
-    preemptor: &Preemptor,
-    ledger: &NodeLedger,
-    budgets: &Budgets,
-    policy: &Policy,
-    install_namespace: &str,
-    recorded: &[PodKey],
-) -> Result<PreemptionPlan, NoPlan> {
-    select(
-        preemptor,
-        ledger,
-        budgets,
-        policy,
-        install_namespace,
-        &|e| recorded.iter().any(|k| k.uid == e.key.uid),
-    )
-}
-
-/// [`select_victims`] over the other pods `considered` keeps.
-fn select(
-    preemptor: &Preemptor,
-    ledger: &NodeLedger,
-    budgets: &Budgets,
-    policy: &Policy,
-    install_namespace: &str,
-    considered: &dyn Fn(&LedgerEntry) -> bool,
+    candidates: Candidates<'_>,
 ) -> Result<PreemptionPlan, NoPlan> {
     let rules = &policy.preemption;
     if !rules.enabled {
@@ -249,7 +231,7 @@ fn select(
     let mut excluded = Exclusions::default();
     let mut candidates: Vec<usize> = (0..others.len())
         .filter(|&i| {
-            considered(others[i])
+            candidates.include(others[i])
                 && eligible(
                     others[i],
                     preemptor.priority,

@@ -8,6 +8,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use resize_guard_runtime::certificate_expiry::CertificateExpiry;
 use resize_guard_runtime::exposition::Exposition;
 
 /// Buckets from 0.25 ms to 2.5 s.
@@ -31,13 +32,6 @@ pub struct ReviewLabels {
 pub struct ResultLabels {
     /// `ok` or `error`.
     pub result: String,
-}
-
-/// Which certificate an expiry is about.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CertificateLabels {
-    /// `serving`.
-    pub certificate: String,
 }
 
 /// Which watch of the cluster view an error is about.
@@ -74,7 +68,7 @@ pub struct Metrics {
     duration: Family<ReviewLabels, Histogram>,
     policy_reloads: Family<ResultLabels, Counter>,
     cert_reloads: Family<ResultLabels, Counter>,
-    cert_expiry: Family<CertificateLabels, Gauge>,
+    cert_expiry: CertificateExpiry,
     bad_requests: Counter,
     watch_errors: Family<WatchLabels, Counter>,
     refusals: Family<RefusalLabels, Counter>,
@@ -103,7 +97,7 @@ impl Metrics {
             Family::<ReviewLabels, Histogram>::new_with_constructor(|| Histogram::new(BUCKETS));
         let policy_reloads = Family::<ResultLabels, Counter>::default();
         let cert_reloads = Family::<ResultLabels, Counter>::default();
-        let cert_expiry = Family::<CertificateLabels, Gauge>::default();
+        let cert_expiry = CertificateExpiry::default();
         let bad_requests = Counter::default();
         let watch_errors = Family::<WatchLabels, Counter>::default();
         let refusals = Family::<RefusalLabels, Counter>::default();
@@ -136,10 +130,9 @@ impl Metrics {
                 "TLS certificate reloads",
                 cert_reloads.clone(),
             );
-            registry.register(
-                "certificate_expiry_timestamp_seconds",
+            cert_expiry.register(
+                registry,
                 "notAfter of the certificate served, in seconds since the Unix epoch",
-                cert_expiry.clone(),
             );
             registry.register(
                 "admission_bad_requests",
@@ -304,14 +297,7 @@ impl Metrics {
 
     /// Records the serving certificate's `notAfter`.
     pub fn cert_expiry(&self, not_after: std::time::SystemTime) {
-        let secs = not_after
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        self.cert_expiry
-            .get_or_create(&CertificateLabels {
-                certificate: "serving".to_owned(),
-            })
-            .set(secs);
+        self.cert_expiry.set("serving", not_after);
     }
 
     /// Records a refused request.
@@ -350,15 +336,14 @@ fn result(ok: bool) -> ResultLabels {
 mod tests {
     use super::*;
     use resize_guard_policy::policy::Mode;
-    use resize_guard_runtime::exposition::assert_contains;
+    use resize_guard_runtime::exposition::{assert_contains, assert_lines};
 
     #[test]
     fn one_registry_carries_build_info_process_metrics_and_the_live_mode() {
         let m = Metrics::new();
-        let before = m.render();
-        assert!(
-            before.contains("resize_guard_policy_mode{mode=\"enforce\"} 0"),
-            "{before}"
+        assert_lines(
+            &m.render(),
+            &["resize_guard_policy_mode{mode=\"enforce\"} 0"],
         );
         let mode = std::sync::Arc::new(std::sync::Mutex::new(Some(Mode::Audit)));
         let live = mode.clone();
@@ -376,9 +361,9 @@ mod tests {
         );
         assert!(text.ends_with("# EOF\n"));
         *mode.lock().unwrap() = Some(Mode::Enforce);
-        assert!(
-            m.render()
-                .contains("resize_guard_policy_mode{mode=\"enforce\"} 1")
+        assert_lines(
+            &m.render(),
+            &["resize_guard_policy_mode{mode=\"enforce\"} 1"],
         );
     }
 
@@ -386,9 +371,13 @@ mod tests {
     fn renders_reviews_with_millisecond_buckets() {
         let m = Metrics::new();
         m.review("validate", "fits", true, 0.0004);
-        let text = m.render();
-        assert!(text.contains("resize_guard_admission_reviews_total{webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1"), "{text}");
-        assert!(text.contains("resize_guard_admission_duration_seconds_bucket{le=\"0.0005\",webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1"), "{text}");
+        assert_lines(
+            &m.render(),
+            &[
+                "resize_guard_admission_reviews_total{webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1",
+                "resize_guard_admission_duration_seconds_bucket{le=\"0.0005\",webhook=\"validate\",decision=\"fits\",allowed=\"true\"} 1",
+            ],
+        );
     }
 
     #[test]
@@ -397,14 +386,12 @@ mod tests {
         m.watch_error("pods");
         m.watch_error("pods");
         m.watch_error("configmap");
-        let text = m.render();
-        assert!(
-            text.contains("resize_guard_watch_errors_total{resource=\"pods\"} 2"),
-            "{text}"
-        );
-        assert!(
-            text.contains("resize_guard_watch_errors_total{resource=\"configmap\"} 1"),
-            "{text}"
+        assert_lines(
+            &m.render(),
+            &[
+                "resize_guard_watch_errors_total{resource=\"pods\"} 2",
+                "resize_guard_watch_errors_total{resource=\"configmap\"} 1",
+            ],
         );
     }
 
@@ -412,10 +399,11 @@ mod tests {
     fn renders_the_serving_certificate_expiry_in_unix_seconds() {
         let m = Metrics::new();
         m.cert_expiry(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_900_000_000));
-        let text = m.render();
-        assert!(
-            text.contains("resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"} 1900000000"),
-            "{text}"
+        assert_lines(
+            &m.render(),
+            &[
+                "resize_guard_certificate_expiry_timestamp_seconds{certificate=\"serving\"} 1900000000",
+            ],
         );
     }
 }

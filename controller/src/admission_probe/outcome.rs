@@ -2,18 +2,8 @@
 //! answer kube-apiserver can give is a plain test.
 
 use resize_guard_policy::admission_probe::{Arrival, arrival};
-
-/// The API server's answer to one probe: its status code, the texts of its `Warning` headers
-/// and, when refused, its message.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Answer {
-    /// The HTTP status code.
-    pub code: u16,
-    /// The `Warning` headers' texts, in order.
-    pub warnings: Vec<String>,
-    /// The refusal's message (the `Status` message, else the body), when not 2xx.
-    pub message: Option<String>,
-}
+/// The API server's answer to one probe (`resize_guard_policy::dry_run`).
+pub use resize_guard_policy::dry_run::Answer;
 
 /// What one probe found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +37,7 @@ pub const RESULTS: [&str; 3] = ["reached", "bypassed", "error"];
 /// without it [`Outcome::Bypassed`], anything else an [`Outcome::Error`] naming the code and
 /// the message.
 pub fn classify(answer: &Answer) -> Outcome {
-    if (200..300).contains(&answer.code) {
+    if answer.admitted() {
         return match arrival(answer.warnings.iter().map(String::as_str)) {
             Some(a) => Outcome::Reached(a),
             None => Outcome::Bypassed,

@@ -5,11 +5,10 @@
 //! goes through the program's client (`resize_guard_runtime::api_client`), so it is retried as
 //! every other request is.
 
-use resize_guard_policy::warning::warning_text;
+use resize_guard_policy::dry_run::{PATCH_CONTENT_TYPE, resize_uri};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 
 use super::outcome::{Answer, Outcome, classify};
 
@@ -66,14 +65,8 @@ pub async fn send(
     namespace: &str,
     name: &str,
 ) -> Result<(Answer, Option<ObjectReference>), String> {
-    let uri = format!(
-        "/api/v1/namespaces/{namespace}/pods/{name}/resize?dryRun=All&fieldManager={FIELD_MANAGER}"
-    );
-    let request = http::Request::patch(uri)
-        .header(
-            http::header::CONTENT_TYPE,
-            "application/strategic-merge-patch+json",
-        )
+    let request = http::Request::patch(resize_uri(namespace, name, FIELD_MANAGER))
+        .header(http::header::CONTENT_TYPE, PATCH_CONTENT_TYPE)
         .header(http::header::ACCEPT, "application/json")
         .body(kube::client::Body::from(b"{}".to_vec()))
         .map_err(|e| format!("building the probe request: {e}"))?;
@@ -83,38 +76,23 @@ pub async fn send(
             resize_guard_runtime::error_chain(&e)
         )
     })?;
-    let code = response.status().as_u16();
-    let warnings = response
-        .headers()
-        .get_all(http::header::WARNING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .filter_map(warning_text)
-        .collect();
-    let body = response
-        .into_body()
+    let (head, body) = response.into_parts();
+    let body = body
         .collect_bytes()
         .await
         .map_err(|e| format!("reading the probe's answer: {e}"))?;
-    let admitted = (200..300).contains(&code);
-    let message = (!admitted).then(|| {
-        serde_json::from_slice::<Status>(&body)
-            .ok()
-            .and_then(|s| s.message)
-            .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned())
-    });
-    let pod = admitted
+    let warnings = head.headers.get_all(http::header::WARNING);
+    let answer = Answer::read(
+        head.status.as_u16(),
+        warnings.iter().filter_map(|v| v.to_str().ok()),
+        &body,
+    );
+    let pod = answer
+        .admitted()
         .then(|| serde_json::from_slice::<Pod>(&body).ok())
         .flatten()
         .map(|p| reference(&p));
-    Ok((
-        Answer {
-            code,
-            warnings,
-            message,
-        },
-        pod,
-    ))
+    Ok((answer, pod))
 }
 
 fn reference(pod: &Pod) -> ObjectReference {

@@ -443,7 +443,13 @@ impl Brakes {
         let key = PodKey::of(preemptor);
         let (uid, namespace) = (key.uid.clone(), key.namespace.clone());
         let generation = preemptor.metadata.generation.unwrap_or_default();
-        open_breaker(&mut s, &namespace, node, limits, now)?;
+        let at = Attempt {
+            namespace: &namespace,
+            node,
+            limits,
+            now,
+        };
+        open_breaker(&mut s, at)?;
         if let Some(claim) = s.nodes.get(node)
             && claim.holder.uid != uid
             && now.saturating_duration_since(claim.since) < CLAIM_TTL
@@ -481,12 +487,12 @@ impl Brakes {
             });
         }
         if futile && limits.breaker.futile_plans > 0 {
-            let opened = count_futile(&mut s, &namespace, node, limits, now);
+            let opened = count_futile(&mut s, at);
             let v = s.changed();
             self.changes.send_replace(v);
             opened?;
         }
-        take_tokens(&mut s, &namespace, victims, limits, now)?;
+        take_tokens(&mut s, at, victims)?;
         s.nodes.insert(
             node.to_owned(),
             Claim {
@@ -565,24 +571,32 @@ impl Brakes {
     }
 }
 
+/// A plan asking to start: where, under which limits and when; what each check of
+/// [`Brakes::admit`] judges.
+#[derive(Debug, Clone, Copy)]
+struct Attempt<'a> {
+    /// The preemptor's namespace.
+    namespace: &'a str,
+    /// The node the plan makes room on.
+    node: &'a str,
+    /// The policy's limits.
+    limits: Limits,
+    /// Now.
+    now: Instant,
+}
+
 /// Held when a breaker the plan falls under is open; a pause that ended closes its breaker. A
 /// pause longer than the policy's (read back from persisted state) is cut to it from now.
-fn open_breaker(
-    s: &mut State,
-    namespace: &str,
-    node: &str,
-    limits: Limits,
-    now: Instant,
-) -> Result<(), Held> {
-    let pause = Duration::from_secs(u64::from(limits.breaker.pause_seconds));
-    for reach in Reach::all(namespace, node) {
+fn open_breaker(s: &mut State, at: Attempt<'_>) -> Result<(), Held> {
+    let pause = Duration::from_secs(u64::from(at.limits.breaker.pause_seconds));
+    for reach in Reach::all(at.namespace, at.node) {
         let Some(b) = s.breakers.get_mut(&reach) else {
             continue;
         };
         if let Some(until) = b.paused_until {
-            if now < until {
-                let left = (until - now).min(pause);
-                b.paused_until = Some(now + left);
+            if at.now < until {
+                let left = (until - at.now).min(pause);
+                b.paused_until = Some(at.now + left);
                 if !left.is_zero() {
                     return Err(Held::Paused {
                         reach,
@@ -603,28 +617,22 @@ fn open_breaker(
 }
 
 /// Counts a futile plan in the policy's scope, opening that breaker at `futilePlans`.
-fn count_futile(
-    s: &mut State,
-    namespace: &str,
-    node: &str,
-    limits: Limits,
-    now: Instant,
-) -> Result<(), Held> {
-    let window = Duration::from_secs(u64::from(limits.breaker.window_seconds));
-    let reach = Reach::of(limits.breaker.scope, namespace, node);
+fn count_futile(s: &mut State, at: Attempt<'_>) -> Result<(), Held> {
+    let window = Duration::from_secs(u64::from(at.limits.breaker.window_seconds));
+    let reach = Reach::of(at.limits.breaker.scope, at.namespace, at.node);
     let b = s.breakers.entry(reach.clone()).or_default();
     while b
         .futile
         .front()
-        .is_some_and(|t| now.saturating_duration_since(*t) >= window)
+        .is_some_and(|t| at.now.saturating_duration_since(*t) >= window)
     {
         b.futile.pop_front();
     }
-    b.futile.push_back(now);
+    b.futile.push_back(at.now);
     let count = u32::try_from(b.futile.len()).unwrap_or(u32::MAX);
-    if count >= limits.breaker.futile_plans {
-        let pause = Duration::from_secs(u64::from(limits.breaker.pause_seconds));
-        b.paused_until = Some(now + pause);
+    if count >= at.limits.breaker.futile_plans {
+        let pause = Duration::from_secs(u64::from(at.limits.breaker.pause_seconds));
+        b.paused_until = Some(at.now + pause);
         return Err(Held::Paused {
             reach,
             left: pause,
@@ -637,33 +645,27 @@ fn count_futile(
 
 /// Takes a token per victim from the cluster's bucket and the namespace's, or from neither. The
 /// cluster's is asked first: when it is short every namespace waits, whatever its own budget.
-fn take_tokens(
-    s: &mut State,
-    namespace: &str,
-    victims: u32,
-    limits: Limits,
-    now: Instant,
-) -> Result<(), Held> {
-    let (ns_shape, cluster_shape) = (limits.namespace(), limits.cluster());
+fn take_tokens(s: &mut State, at: Attempt<'_>, victims: u32) -> Result<(), Held> {
+    let (ns_shape, cluster_shape) = (at.limits.namespace(), at.limits.cluster());
     // Full buckets say nothing a fresh one would not: forgotten, so the map stays small.
     s.namespaces
-        .retain(|n, b| n == namespace || !b.is_full(ns_shape, now));
-    s.cluster.refill(cluster_shape, now);
+        .retain(|n, b| n == at.namespace || !b.is_full(ns_shape, at.now));
+    s.cluster.refill(cluster_shape, at.now);
     if let Some(wait) = s.cluster.short_by(victims, cluster_shape) {
         return Err(Held::Rate { wait });
     }
     let fresh = s.new_bucket();
-    let ns = s.namespaces.entry(namespace.to_owned()).or_insert(fresh);
-    ns.refill(ns_shape, now);
+    let ns = s.namespaces.entry(at.namespace.to_owned()).or_insert(fresh);
+    ns.refill(ns_shape, at.now);
     if let Some(wait) = ns.short_by(victims, ns_shape) {
         return Err(Held::NamespaceRate {
-            namespace: namespace.to_owned(),
+            namespace: at.namespace.to_owned(),
             wait,
         });
     }
     let need = f64::from(victims);
     s.cluster.tokens -= need;
-    if let Some(ns) = s.namespaces.get_mut(namespace) {
+    if let Some(ns) = s.namespaces.get_mut(at.namespace) {
         ns.tokens -= need;
     }
     Ok(())

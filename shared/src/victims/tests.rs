@@ -35,23 +35,26 @@ fn plan_with(
     policy: &Policy,
 ) -> Result<PreemptionPlan, NoPlan> {
     let ledger = NodeLedger::new(&node("n1", alloc_cpu, "64Gi"), pods);
-    plan_on(&pods[0], &ledger, budgets, policy)
-}
-
-/// The plan for `resizing`, with resize-guard installed in its usual namespace.
-fn plan_on(
-    resizing: &Pod,
-    ledger: &NodeLedger,
-    budgets: &Budgets,
-    policy: &Policy,
-) -> Result<PreemptionPlan, NoPlan> {
+    let p = preemptor(&pods[0]);
     select_victims(
-        &preemptor(resizing),
-        ledger,
+        &p,
+        &ledger,
         budgets,
         policy,
         INSTALL_NAMESPACE,
+        Candidates::All,
     )
+}
+
+/// The plan for `resizing` among `candidates` under the default policy, with resize-guard
+/// installed in its usual namespace.
+fn plan_on(
+    resizing: &Pod,
+    ledger: &NodeLedger,
+    candidates: Candidates<'_>,
+) -> Result<PreemptionPlan, NoPlan> {
+    let (p, budgets, policy) = (preemptor(resizing), Budgets::default(), Policy::default());
+    select_victims(&p, ledger, &budgets, &policy, INSTALL_NAMESPACE, candidates)
 }
 
 fn names(p: &PreemptionPlan) -> Vec<&str> {
@@ -140,7 +143,7 @@ fn disabled_policy_and_opted_out_nodes_get_no_plan() {
     let mut n = node("n1", "1930m", "64Gi");
     n.metadata.labels = Some([("resize-guard.io/preemption".into(), "disabled".into())].into());
     let ledger = NodeLedger::new(&n, &pods);
-    let e = plan_on(&pods[0], &ledger, &Budgets::default(), &Policy::default());
+    let e = plan_on(&pods[0], &ledger, Candidates::All);
     assert!(matches!(e, Err(NoPlan::NodeOptedOut(_))));
 }
 
@@ -490,7 +493,7 @@ fn kep_5836_example_one_victim_where_upstream_takes_three() {
 
     // The same algorithm on the scheduler's accounting (every pod at max(desired, …)).
     let ledger = scheduler_ledger(&node("n1", "4", "64Gi"), &pods);
-    let upstream = plan_on(&pods[0], &ledger, &Budgets::default(), &Policy::default()).unwrap();
+    let upstream = plan_on(&pods[0], &ledger, Candidates::All).unwrap();
     assert_eq!(upstream.victims.len(), 3);
 }
 
@@ -508,7 +511,7 @@ fn memory_shortfall_is_planned_like_cpu() {
         .build();
     let low = replica_pod("ns", "low", "100m", "2Gi", 5).build();
     let ledger = NodeLedger::new(&node("n1", "4", "4Gi"), &[h.clone(), low]);
-    let p = plan_on(&h, &ledger, &Budgets::default(), &Policy::default()).unwrap();
+    let p = plan_on(&h, &ledger, Candidates::All).unwrap();
     assert_eq!(names(&p), ["low"]);
     assert_eq!(p.shortfall.memory, 1 << 30);
 }
@@ -661,14 +664,7 @@ fn a_resumed_plan_takes_only_the_recorded_victims_a_fresh_reprieve_still_needs()
     };
     let ledger = NodeLedger::new(&node("n1", "2000m", "64Gi"), &pods);
     let among = |recorded: &[PodKey], ledger: &NodeLedger| {
-        select_among_recorded(
-            &preemptor(&pods[0]),
-            ledger,
-            &Budgets::default(),
-            &Policy::default(),
-            INSTALL_NAMESPACE,
-            recorded,
-        )
+        plan_on(&pods[0], ledger, Candidates::Recorded(recorded))
     };
     // A fresh plan takes the least important pod, d.
     assert_eq!(chosen("2000m", &pods), ["d"]);

@@ -22,7 +22,7 @@ use resize_guard_policy::pod::PodKey;
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::resources::Resources;
 use resize_guard_policy::upstream::pending::PendingResize;
-use resize_guard_policy::victims::{PreemptionPlan, Preemptor, select_victims};
+use resize_guard_policy::victims::{Candidates, PreemptionPlan, Preemptor, select_victims};
 
 const P: usize = usize::MAX;
 
@@ -196,6 +196,7 @@ impl Node {
             &Budgets::default(),
             &policy,
             INSTALL_NAMESPACE,
+            Candidates::All,
         )
     }
 

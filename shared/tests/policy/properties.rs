@@ -23,7 +23,7 @@ use resize_guard_policy::resources::Resources;
 use resize_guard_policy::upstream::qos::{QosClass, current_qos_class, spec_qos_class};
 use resize_guard_policy::upstream::quantity::parse_nanos;
 use resize_guard_policy::upstream::requests::{Accounting, pod_requests};
-use resize_guard_policy::victims::{PreemptionPlan, Preemptor, select_victims};
+use resize_guard_policy::victims::{Candidates, PreemptionPlan, Preemptor, select_victims};
 use resize_guard_policy::{Verdict, classify};
 
 #[derive(Debug, Clone)]
@@ -222,7 +222,15 @@ const PLANNED_PERCENT: usize = 20;
 fn planned(s: &Scenario) -> (Preemptor, NodeLedger, Policy, Option<PreemptionPlan>) {
     let (resizer, ledger, policy) = world(s);
     let p = preemptor(&resizer);
-    let plan = select_victims(&p, &ledger, &Budgets::default(), &policy, INSTALL_NAMESPACE).ok();
+    let plan = select_victims(
+        &p,
+        &ledger,
+        &Budgets::default(),
+        &policy,
+        INSTALL_NAMESPACE,
+        Candidates::All,
+    )
+    .ok();
     (p, ledger, policy, plan)
 }
 
@@ -419,7 +427,7 @@ proptest! {
             .sum();
         let all_gone = (p.request + ledger.used_by_others(&p.key.uid) - candidates_free)
             .fits_in(ledger.allocatable);
-        let result = select_victims(&p, &ledger, &Budgets::default(), &policy, INSTALL_NAMESPACE);
+        let result = select_victims(&p, &ledger, &Budgets::default(), &policy, INSTALL_NAMESPACE, Candidates::All);
         prop_assert_eq!(result.is_ok(), all_gone, "{:?}", result);
     }
 

@@ -11,7 +11,7 @@ use resize_guard_policy::ledger::{LedgerEntry, NodeLedger};
 use resize_guard_policy::pod::{PodKey, node_name};
 use resize_guard_policy::policy::Policy;
 use resize_guard_policy::upstream::pod::priority;
-use resize_guard_policy::victims::{Exclusion, Preemptor, exclusion, select_among_recorded};
+use resize_guard_policy::victims::{Candidates, Exclusion, Preemptor, exclusion, select_victims};
 
 /// Where a planned victim is now, re-checked against the rules a fresh plan obeys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl VictimStates {
 }
 
 /// Marks [`VictimState::Spare`] the present victims of `states` that a fresh reprieve over the
-/// present ones no longer needs (`select_among_recorded`): a resumed plan removes only what the
+/// present ones no longer needs (`Candidates::Recorded`): a resumed plan removes only what the
 /// resize still needs, never the whole record. When the present victims alone can no longer make
 /// room, all of them are spared and the resize is planned afresh once the terminating ones are
 /// gone.
@@ -68,13 +68,13 @@ pub fn spare_the_unneeded(
         return;
     }
     let needed: Vec<PodKey> = match (ledger, preemptor.spec.as_ref()) {
-        (Some(ledger), Some(spec)) => select_among_recorded(
+        (Some(ledger), Some(spec)) => select_victims(
             &Preemptor::new(preemptor, spec, preemptor.status.as_ref()),
             ledger,
             budgets,
             policy,
             install_namespace,
-            &present,
+            Candidates::Recorded(&present),
         )
         .map(|plan| plan.victims.into_iter().map(|v| v.key).collect())
         .unwrap_or_default(),
