@@ -421,14 +421,7 @@ pub async fn run(env: &Env, vpa: &Vpa, scenario: &Scenario, run: &str) -> anyhow
         .collect();
     let in_place = live
         .iter()
-        .filter(|p| {
-            p.metadata
-                .uid
-                .as_ref()
-                .is_some_and(|u| original.contains(u))
-                && at_target(p, scenario.target_milli())
-                && restart_count(p) == 0
-        })
+        .filter(|p| resized_original(p, &original, scenario) && restart_count(p) == 0)
         .count();
     // The updater's own account of each original pod: its refused in-place resizes and its
     // fall-backs to eviction (first line per pod and message; it logs some several times a loop).
@@ -576,6 +569,15 @@ fn unschedulable(p: &Pod) -> Option<String> {
         .map(|c| c.message.clone().unwrap_or_default())
 }
 
+/// Whether `pod` is one of the scenario's original pods (its UID in `original`) at the target.
+fn resized_original(pod: &Pod, original: &BTreeSet<String>, scenario: &Scenario) -> bool {
+    pod.metadata
+        .uid
+        .as_ref()
+        .is_some_and(|u| original.contains(u))
+        && at_target(pod, scenario.target_milli())
+}
+
 /// The namespace's Events once they account for what `live` shows. An Event trails what it
 /// reports (each recorder writes its own, some after the change they name), so the pods can
 /// settle before the Events do: read them again until every original pod resized in place has
@@ -589,13 +591,7 @@ async fn trailing_events(
 ) -> anyhow::Result<Vec<EventRow>> {
     let resized: Vec<&str> = live
         .iter()
-        .filter(|p| {
-            p.metadata
-                .uid
-                .as_ref()
-                .is_some_and(|u| original.contains(u))
-                && at_target(p, scenario.target_milli())
-        })
+        .filter(|p| resized_original(p, original, scenario))
         .filter_map(|p| p.metadata.name.as_deref())
         .collect();
     let deadline = Instant::now() + Duration::from_secs(30);
