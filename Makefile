@@ -182,16 +182,17 @@ unit: ## the fast tier: unit and in-process tests, needing nothing built or runn
 SUITES ?=
 SKIP ?=
 E2E_JOBS ?= 3
+E2E_RUN = CARGO="$(CARGO)" JOBS=$(E2E_JOBS) tests/e2e/run.sh
 e2e: ## the end-to-end suites (SUITES=a,b SKIP=c E2E_JOBS=3 ARGS=...)
 	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_REGISTRY) $(WITH_COSIGN) $(WITH_NODE) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) \
-		CARGO="$(CARGO)" JOBS=$(E2E_JOBS) SKIP="$(subst $(comma), ,$(SKIP))" tests/e2e/run.sh $(subst $(comma), ,$(SUITES)) $(if $(ARGS),-- $(ARGS))
+		SKIP="$(subst $(comma), ,$(SKIP))" $(E2E_RUN) $(subst $(comma), ,$(SUITES)) $(if $(ARGS),-- $(ARGS))
 
 # The suites that read or run make image's output: the images suites, and the real node's (it
 # pulls the images). make test runs the others first (e2e-local), then these after make image.
 IMAGE_SUITES = images real_node
 e2e-local: ## the end-to-end suites that need no image (all but IMAGE_SUITES), only LOCAL_PARTS
 	$(call with_k8s,1.37) $(WITH_HELM) $(WITH_VPA) $(WITH_PROMTOOL) $(WITH_METRICS_SERVER) \
-		CARGO="$(CARGO)" JOBS=$(E2E_JOBS) SKIP="$(IMAGE_SUITES)" tests/e2e/run.sh
+		SKIP="$(IMAGE_SUITES)" $(E2E_RUN)
 
 e2e-images: PLATFORMS = $(TEST_PLATFORMS)
 e2e-images: image ## make image for TEST_PLATFORMS, then the suites that read or run it

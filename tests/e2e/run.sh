@@ -7,9 +7,9 @@
 #
 # runs every suite whose module path contains one of the FILTERs (every suite without one), each
 # with ARGS passed to the test binary (e.g. `-- --nocapture`), but none whose path contains one
-# of SKIP's words (SKIP="images real_node": the suites that need make image's output). Every suite runs even when one
-# fails; the exit status is 1 when any failed, and the failing suites are named at the end, with
-# each suite's wall time.
+# of SKIP's words (SKIP="images real_node": the suites that need make image's output). Every
+# suite runs even when one fails; the exit status is 1 when any failed, and the failing suites
+# are named at the end, with each suite's wall time.
 #
 # JOBS=N runs up to N suites at once (default 1). Each is its own process with its own control
 # plane on free ports and its own work dirs; the real node's suites serialise on the machine-wide
