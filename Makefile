@@ -37,9 +37,12 @@ WITH_UPSTREAM_E2E = $(call with,upstream-e2e,RESIZE_GUARD_UPSTREAM_E2E_BIN,resiz
 # The parts the suites of make e2e-local use (the variables its recipe passes): the rest serve
 # only the suites of make e2e-images and upstream's e2e.
 LOCAL_PARTS = control-plane helm vpa promtool metrics-server
+# The parts the suites of make e2e-images use beside the control plane and metrics-server.
+IMAGE_PARTS = qemu registry cosign node krew
 # Every part, in the order make upstream builds them: the release build's cross toolchain first,
-# so make image finds it ready, then those make e2e-local needs.
-UPSTREAM_PARTS = cross $(LOCAL_PARTS) qemu upstream-e2e registry cosign node krew mdbook
+# so make image finds it ready, then those make e2e-local needs, then make e2e-images', and last
+# upstream's resize e2e specs, which only make upstream-e2e-short (the last step of make test) runs.
+UPSTREAM_PARTS = cross $(LOCAL_PARTS) $(IMAGE_PARTS) mdbook upstream-e2e
 
 .PHONY: help image plugins krew push sign docs docs-check test release-check fmt fmt-check clippy deps-check unit e2e \
 	e2e-local e2e-images \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build (or reuse) `registry`, the CNCF distribution registry (github.com/distribution/
-# distribution/v3/cmd/registry, pinned by third_party/registry/go.mod + go.sum): the real OCI
-# registry that `make push` is tested against on loopback (tests/e2e/images/push.rs).
+# distribution/v3, pinned by third_party/registry/go.mod + go.sum; its command as
+# third_party/registry/cmd/registry/main.go, with the filesystem and inmemory storage drivers only):
+# the real OCI registry that `make push` is tested against on loopback (tests/e2e/images/push.rs).
 #
 # Usage:
 #   dir=$(third_party/registry/build.sh | tail -n 1)    # build if needed, print bin dir
@@ -12,8 +13,8 @@
 # everything else goes to stderr (same contract as third_party/control-plane/build.sh).
 #
 # Caching: $HOME/.cache/resize-guard/registry-<key>/registry, where <key> is derived from
-# third_party/registry/go.mod, go.sum, `go version` and the build flags. A hit costs ~0.1 s; a miss
-# is a cold build (see third_party/registry/README.md for the measured time).
+# third_party/registry/go.mod, go.sum, cmd/registry/main.go, `go version` and the build flags. A
+# hit costs ~0.1 s; a miss is a cold build (third_party/registry/README.md).
 # $HOME/.cache/resize-guard/registry-current is a symlink to the last used stamp dir; registry-*
 # stamp dirs with other keys are pruned once unused for RESIZE_GUARD_CACHE_KEEP_DAYS days.
 #
@@ -38,10 +39,10 @@ stamp_cache_override RESIZE_GUARD_REGISTRY_DIR "an executable registry"
 # --- inputs -------------------------------------------------------------------
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 MOD_DIR="$REPO_ROOT/third_party/registry"
-stamp_cache_go "$MOD_DIR" third_party/registry/README.md go.mod go.sum
+stamp_cache_go "$MOD_DIR" third_party/registry/README.md go.mod go.sum cmd/registry/main.go
 
 MOD=github.com/distribution/distribution/v3
-VERSION="$(awk -v m="$MOD" '($1 == m && $2 ~ /^v/) { print $2; exit }' "$MOD_DIR/go.mod")"
+VERSION="$(awk -v m="$MOD" '$1 == "require" && $2 == m { print $3; exit } $1 == m && $2 ~ /^v/ { print $2; exit }' "$MOD_DIR/go.mod")"
 [[ "$VERSION" =~ ^v3\.[0-9]+\.[0-9]+$ ]] || die "cannot find a $MOD v3.X.Y requirement in $MOD_DIR/go.mod"
 
 # As distribution's own Makefile does (a fixed revision keeps the build and the key reproducible).
@@ -49,9 +50,9 @@ LDFLAGS="-s -w -X $MOD/version.version=$VERSION"
 LDFLAGS+=" -X $MOD/version.revision=0000000000000000000000000000000000000000"
 LDFLAGS+=" -X $MOD/version.mainpkg=$MOD"
 BUILD_FLAGS=(-trimpath -buildvcs=false -mod=readonly)
-PACKAGE=$MOD/cmd/registry
+PACKAGE=./cmd/registry
 
-KEY="$(stamp_cache_key "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" \
+KEY="$(stamp_cache_key "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$MOD_DIR/cmd/registry/main.go" \
   -- "$GO_VERSION" "CGO_ENABLED=$CGO_ENABLED" "${BUILD_FLAGS[*]}" "$LDFLAGS" "$PACKAGE")"
 
 stamp_cache_init registry "$KEY"

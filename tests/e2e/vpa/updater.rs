@@ -95,20 +95,35 @@ async fn the_vpa_updater_resizes_in_place_with_resize_guard_where_it_evicted_wit
     let _vg = vpa.guard();
 
     // 1. Without resize-guard.
-    let without = play(env, &vpa, &Scenario::all(), "without resize-guard").await;
+    let mut without = play(env, &vpa, &Scenario::all(), "without resize-guard").await;
 
     // 2. With resize-guard installed from deploy/ (qos.onChange: reject, as shipped).
     let _hook = support::start(env, Webhooks::Mutating).await;
     // The test webhook serves a test certificate (support::start): the controller leaves the
     // certificates alone.
     let controller = support::controller(env, "vpa-e2e", &["--certificates=external"]).await;
-    let with = play(env, &vpa, &Scenario::all(), "with resize-guard").await;
+    let mut with = play(env, &vpa, &Scenario::all(), "with resize-guard").await;
 
     // 3. The QoS wall again with qos.onChange: repair.
     support::set_policy(env, "mode: enforce\nqos:\n  onChange: repair\n").await;
     wait_repair_policy(env).await;
-    let repaired = play(env, &vpa, &[Scenario::qos()], "with resize-guard, repair").await;
+    let mut repaired = play(env, &vpa, &[Scenario::qos()], "with resize-guard, repair").await;
     controller.stop().await;
+
+    // The Events the assertions below count, each waited for: an Event trails what it reports.
+    for o in without.iter_mut().chain(&mut with).chain(&mut repaired) {
+        let wanted: &[(&str, usize)] = match (o.scenario, o.run.as_str()) {
+            ("qos" | "infeasible", "with resize-guard") => &[("ResizeRejected", 2)],
+            ("deferred", "with resize-guard") => &[("PreemptingForResize", 1)],
+            ("qos", _) if o.run.ends_with("repair") => {
+                &[("ResizeRepaired", 2), ("InPlaceResizedByVPA", 2)]
+            }
+            _ => &[],
+        };
+        for (reason, objects) in wanted {
+            o.await_events(env, reason, *objects).await.unwrap();
+        }
+    }
 
     let all: Vec<&Outcome> = without.iter().chain(&with).chain(&repaired).collect();
     report(&all);

@@ -262,6 +262,25 @@ impl Outcome {
         self.events.iter().filter(|e| e.reason == reason).collect()
     }
 
+    /// Reads the namespace's Events again until `objects` objects have one with `reason`, for
+    /// 30 s at most, and keeps the last reading: an Event trails what it reports (the programs
+    /// post theirs off the request path), so a count read the moment the pods settled can miss
+    /// the last one. The caller asserts the count on what this leaves.
+    pub async fn await_events(
+        &mut self,
+        env: &Env,
+        reason: &str,
+        objects: usize,
+    ) -> anyhow::Result<()> {
+        let api: Api<Event> = Api::namespaced(env.client().await, &self.namespace);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while acted_on(&self.events, &[reason]).len() < objects && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            self.events = interesting_events(&api).await?;
+        }
+        Ok(())
+    }
+
     /// One table row: scenario, run, in place/attempted, evicted, victims, time to applied.
     pub fn row(&self) -> String {
         let applied = self.applied_after.map_or_else(
