@@ -11,6 +11,13 @@ comma := ,
 # for the recipes that run built binaries by path; evaluated only where used.
 TARGET_DIR = $(shell $(CARGO) metadata --format-version 1 --no-deps --locked \
 	| python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+# The debug programs the test and lab recipes run (the demos, upstream's e2e runner, the lab's
+# tools): one build of the workspace's binaries, its features resolved as `cargo test --workspace`
+# resolves them (`--examples` selects no target here but has cargo count the dev-dependencies'
+# features), so after the tests' build it compiles only the binaries the tests did not link; each
+# is then run from $(TARGET_DIR)/debug. (`cargo run -p` would resolve one package's features and
+# rebuild much of the dependency tree.)
+DEBUG_BINS = $(CARGO) build --locked --workspace --bins --examples
 
 # --- Upstream parts ----------------------------------------------------------------------------
 # $(call with,PART,VAR[,FILE[,ENV]]): VAR set to the directory third_party/PART/build.sh prints
@@ -117,14 +124,17 @@ sign: ## sign what make push pushed: REGISTRY=... KEY=cosign.key|kms-uri [TLOG=0
 # target/book/ (open target/book/index.html).
 MDBOOK = "$$(third_party/mdbook/build.sh | tail -n 1)/mdbook"
 docs: ## write the reference pages from the code, build the book into target/book/
-	$(CARGO) run --locked -q -p resize-guard-docs -- generate
+	$(DEBUG_BINS)
+	$(TARGET_DIR)/debug/resize-guard-docs generate
 	$(MDBOOK) build docs
 
 # Fails, listing the differences, when a committed reference page differs from what the code
 # generates, and on a dead relative link or #anchor in the Markdown (http(s) links are not
 # fetched); then builds the book (a chapter docs/src/SUMMARY.md lists without its file fails it).
+# The check is docs/tool's own tests (`resize-guard-docs check` in process), built as part of the
+# workspace's test build (`--workspace`: its features), so make unit compiles nothing twice.
 docs-check: ## fail on a stale reference page or a dead link; build the book
-	$(CARGO) run --locked -q -p resize-guard-docs -- check
+	$(CARGO) test --workspace --locked -q --bin resize-guard-docs
 	$(MDBOOK) build docs
 
 ##@ Test
@@ -205,9 +215,9 @@ e2e-images: image ## make image for TEST_PLATFORMS, then the suites that read or
 # SHORT: a spec or two of every group, and upstream's resize preemption spec with its gate off),
 # with resize-guard installed only; part of make test (about 3 minutes; needs root).
 upstream-e2e-short: image ## a short subset of upstream's resize e2e specs on the real node (root)
-	$(CARGO) build --locked -p resize-guard-lab --bin resize-guard-upstream-e2e
-	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(WITH_METRICS_SERVER) $(WITH_UPSTREAM_E2E) $(CARGO) run --locked -q -p resize-guard-lab \
-		--bin resize-guard-upstream-e2e -- --mode with --short
+	$(DEBUG_BINS)
+	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(WITH_METRICS_SERVER) $(WITH_UPSTREAM_E2E) \
+		$(TARGET_DIR)/debug/resize-guard-upstream-e2e --mode with --short
 
 # The version-sensitive suite on v1.35, the first minor where in-place resize is GA (`make test` runs
 # it on v1.37 with everything else; `make test-matrix` on every minor). Its control plane is built
@@ -245,9 +255,9 @@ fuzz: ## the four fuzz targets, FUZZ_SECONDS each (default 300)
 # third_party/upstream-e2e/expected.tsv and any difference fails (MODE=without|with|gate for one
 # mode, FOCUS=regex for some specs). Reports and logs under target/upstream-e2e/.
 upstream-e2e: image ## upstream's resize e2e specs on the real node, without/with resize-guard (root)
-	$(CARGO) build --locked -p resize-guard-lab --bin resize-guard-upstream-e2e
-	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(WITH_METRICS_SERVER) $(WITH_UPSTREAM_E2E) $(CARGO) run --locked -q -p resize-guard-lab \
-		--bin resize-guard-upstream-e2e -- $(if $(MODE),--mode $(MODE)) $(if $(FOCUS),--focus '$(FOCUS)')
+	$(DEBUG_BINS)
+	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(WITH_METRICS_SERVER) $(WITH_UPSTREAM_E2E) \
+		$(TARGET_DIR)/debug/resize-guard-upstream-e2e $(if $(MODE),--mode $(MODE)) $(if $(FOCUS),--focus '$(FOCUS)')
 
 ##@ Lab: demos, measurements and a cluster to try by hand
 
@@ -255,43 +265,44 @@ upstream-e2e: image ## upstream's resize e2e specs on the real node, without/wit
 # The demos find the webhook and controller next to themselves in cargo's target directory (wherever
 # CARGO_TARGET_DIR puts it); RESIZE_GUARD_BIN_DIR overrides.
 demo: ## the field test's three walls, narrated, with resize-guard installed
-	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-kubectl -p resize-guard-lab --bins
-	$(WITH_K8S) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-lab --bin resize-guard-demo
+	$(DEBUG_BINS)
+	$(WITH_K8S) $(WITH_METRICS_SERVER) $(TARGET_DIR)/debug/resize-guard-demo
 
 # The three walls on a real node (kubelet, kube-proxy, containerd, runc; tests/node/), resize-guard
 # installed from its images as the README says: make push to a local registry, kubectl apply -k.
 demo-node: image ## the same walls on a real node, from the images as shipped (root)
-	$(CARGO) build --locked -p resize-guard-kubectl -p resize-guard-lab --bins
-	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-lab --bin resize-guard-demo-node
+	$(DEBUG_BINS)
+	$(WITH_K8S) $(WITH_NODE) $(WITH_REGISTRY) $(WITH_METRICS_SERVER) $(TARGET_DIR)/debug/resize-guard-demo-node
 
 # The field report's VPA walls: VPA v1.6.0's updater and admission-controller, kube-scheduler and
 # kube-controller-manager, without resize-guard and then with it; FULL=1 also waits out VPA's
 # 5-minute Deferred fall-back without resize-guard. Then the whole loop with metrics-server and the
 # real recommender: the memory wall and wall 3.
 demo-vpa: ## the walls met by the real VPA updater, without and with resize-guard (FULL=1)
-	$(CARGO) build --locked -p resize-guard-webhook -p resize-guard-controller -p resize-guard-lab --bins
-	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-lab \
-		--bin resize-guard-demo-vpa -- $(if $(FULL),--full,)
+	$(DEBUG_BINS)
+	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(TARGET_DIR)/debug/resize-guard-demo-vpa $(if $(FULL),--full,)
 
 # Wall 3, VPA's lag from a usage change to the in-place resize, with VPA's own defaults (PRESET=shortest
 # for the shortest intervals; REPLICAS=2, DROP=1 to measure a drop too; each step gives up after 12 min).
 PRESET ?= defaults
 REPLICAS ?= 2
 vpa-lag: ## wall 3: VPA's lag from a usage change to the resize (PRESET=defaults|shortest)
-	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(CARGO) run --locked -q -p resize-guard-lab \
-		--bin resize-guard-vpa-lag -- --preset $(PRESET) --replicas $(REPLICAS) $(if $(DROP),--drop,)
+	$(DEBUG_BINS)
+	$(WITH_K8S) $(WITH_VPA) $(WITH_METRICS_SERVER) $(TARGET_DIR)/debug/resize-guard-vpa-lag \
+		--preset $(PRESET) --replicas $(REPLICAS) $(if $(DROP),--drop,)
 
 # A real control plane with hollow nodes (upstream kubelet) and metrics-server (Ctrl-C stops).
 sandbox: ## a real control plane with hollow nodes to try resizes by hand (REAL_NODE=1)
-	$(WITH_K8S) $(WITH_METRICS_SERVER) $(if $(REAL_NODE),$(WITH_NODE) $(WITH_REGISTRY)) $(CARGO) run --locked -p resize-guard-lab \
-		--bin resize-guard-sandbox -- tests/lab/sandbox.yaml $(if $(REAL_NODE),--real-node)
+	$(DEBUG_BINS)
+	$(WITH_K8S) $(WITH_METRICS_SERVER) $(if $(REAL_NODE),$(WITH_NODE) $(WITH_REGISTRY)) \
+		$(TARGET_DIR)/debug/resize-guard-sandbox tests/lab/sandbox.yaml $(if $(REAL_NODE),--real-node)
 
 # VmRSS/VmHWM of the release binaries after both are ready on a real control plane holding PODS
 # Deployment-shaped pods (~19 kB each as stored: managedFields, last-applied, env, probes).
 PODS ?= 3000
 rss: ## resident memory of the release webhook and controller on PODS=3000 pods
 	$(CARGO) build --locked --release -p resize-guard-webhook -p resize-guard-controller
-	$(CARGO) build --locked -p resize-guard-lab --bin resize-guard-rss
+	$(DEBUG_BINS)
 	$(WITH_K8S) $(TARGET_DIR)/debug/resize-guard-rss --webhook $(TARGET_DIR)/release/resize-guard-webhook \
 		--controller $(TARGET_DIR)/release/resize-guard-controller --pods $(PODS) --settle 10
 
@@ -308,7 +319,8 @@ bench: ## benchmarks, tables under target/bench/ and in the book
 
 # Every goal in target/bench/*.json beside its figure, written into docs/src/benchmarks.md's tables.
 bench-report: ## target/bench/*.json into the book's benchmark tables
-	$(CARGO) run --locked -q -p resize-guard-lab --bin resize-guard-bench-report -- --readme docs/src/benchmarks.md
+	$(DEBUG_BINS)
+	$(TARGET_DIR)/debug/resize-guard-bench-report --readme docs/src/benchmarks.md
 
 # Memory, start-up, review latency and Deferred planning of the release binaries as the cluster
 # grows, on a real control plane (pods carry bench-written Running statuses on kubelet-less Node

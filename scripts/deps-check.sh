@@ -17,5 +17,7 @@ if [[ -n "$bad" ]]; then
   exit 1
 fi
 echo "deps-check: resize-guard-policy has no kube/tokio/hyper dependency"
+# The wall's test, built with the features of the workspace's test build (`--workspace`, the
+# target filtered to `policy`), so make unit compiles nothing of it a second time.
 # shellcheck disable=SC2086
-$CARGO test -p resize-guard-policy --locked --test policy -q -- upstream_wall::
+$CARGO test --workspace --locked --test policy -q -- upstream_wall::

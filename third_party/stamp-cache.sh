@@ -8,8 +8,8 @@
 #   stamp_cache_args "$@"         parses --no-build (sets no_build) and --help (prints the caller's
 #                                 header: its comment lines after the #! line)
 #   stamp_cache_override VAR WHAT use the directory $VAR names as is (it must hold WHAT), never build
-#   stamp_cache_go MOD_DIR DOC FILE…  local Go toolchain only, static builds; MOD_DIR must hold
-#                                 FILE…; sets GO_VERSION
+#   stamp_cache_go MOD_DIR DOC FILE…  local Go toolchain only, static builds, no DWARF; MOD_DIR
+#                                 must hold FILE…; sets GO_VERSION
 #   stamp_cache_init NAME KEY     sets CACHE_ROOT, STAMP, CURRENT, LOCK
 #   stamp_cache_begin LABEL GB WHAT OVERRIDE  a hit (exit 0) or --no-build (exit 3), else the slow
 #                                 path: lock, disk check, a fresh TMP_OUT removed on failure
@@ -72,7 +72,10 @@ stamp_cache_go() {
   # download a toolchain (no internet here).
   export GOTOOLCHAIN=local
   export CGO_ENABLED=0
-  unset GOOS GOARCH GOFLAGS 2>/dev/null || true
+  unset GOOS GOARCH 2>/dev/null || true
+  # Every binary is linked without DWARF (-ldflags -s -w), so the compiler skips writing it too:
+  # the same programs for less CPU on a cold build (third_party/README.md). Not part of a key.
+  export GOFLAGS=-gcflags=all=-dwarf=false
   for f in "$@"; do
     [[ -f "$mod_dir/$f" ]] || die "missing $mod_dir/$f"
   done

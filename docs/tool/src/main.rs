@@ -93,6 +93,9 @@ mod tests {
             "{}\n(run `make docs` to regenerate the reference pages)",
             problems.join("\n")
         );
+        // The same through the command `make docs-check` once ran and a person may still run.
+        let code = run(&["check".to_owned()]).unwrap();
+        assert_eq!(format!("{code:?}"), format!("{:?}", ExitCode::SUCCESS));
     }
 
     #[test]

@@ -118,8 +118,8 @@ impl Installed {
 }
 
 /// A resize-guard binary from `RESIZE_GUARD_BIN_DIR`, or else from the directory of the running
-/// demo binary: `cargo run` starts it from the target directory (`target/debug`, or wherever
-/// `CARGO_TARGET_DIR` puts it) where `cargo build` left the webhook and the controller.
+/// demo binary: the Makefile starts it from cargo's target directory (`target/debug`, or wherever
+/// `CARGO_TARGET_DIR` puts it), where the same build left the webhook and the controller.
 pub fn bin(name: &str) -> anyhow::Result<PathBuf> {
     let dir = match std::env::var_os("RESIZE_GUARD_BIN_DIR") {
         Some(dir) => PathBuf::from(dir),
