@@ -153,18 +153,21 @@ fn krew_dir() -> PathBuf {
     PathBuf::from(stdout.lines().last().unwrap())
 }
 
-/// `validate-krew-manifest -manifest <path>` (plus `extra`), with krew and kubectl on PATH.
+/// `validate-krew-manifest -manifest <path>` (plus `extra`), with krew and kubectl on PATH and
+/// a krew root of its own (krew creates its directories there, never in the runner's home).
 fn validate(manifest: &Path, path_dirs: &[&Path], extra: &[&str]) -> std::process::Output {
     let mut path = std::env::join_paths(path_dirs).unwrap();
     if let Some(old) = std::env::var_os("PATH") {
         path.push(":");
         path.push(old);
     }
+    let root = tempfile::tempdir().unwrap();
     Command::new(krew_dir().join("validate-krew-manifest"))
         .arg("-manifest")
         .arg(manifest)
         .args(extra)
         .env("PATH", path)
+        .env("KREW_ROOT", root.path())
         .output()
         .unwrap()
 }

@@ -33,6 +33,12 @@ impl Kubectl {
         }
     }
 
+    /// kubectl's discovery and HTTP cache: beside the kubeconfig, in the control plane's own
+    /// directory, never in the runner's `~/.kube`.
+    fn cache_dir(&self) -> PathBuf {
+        self.kubeconfig.with_file_name("kubectl-cache")
+    }
+
     /// Runs `kubectl <args>` and captures its output.
     pub async fn run<I, S>(&self, args: I) -> anyhow::Result<KubectlOutput>
     where
@@ -40,7 +46,10 @@ impl Kubectl {
         S: AsRef<std::ffi::OsStr>,
     {
         let mut cmd = tokio::process::Command::new(&self.bin);
-        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .env("KUBECACHEDIR", self.cache_dir());
         capture(cmd).await
     }
 
@@ -101,6 +110,7 @@ impl Kubectl {
         let mut cmd = tokio::process::Command::new(&self.bin);
         cmd.args(args)
             .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECACHEDIR", self.cache_dir())
             .env("PATH", std::env::join_paths(dirs)?)
             .env_remove("NO_COLOR");
         capture(cmd).await
