@@ -272,11 +272,11 @@ impl Outcome {
         reason: &str,
         objects: usize,
     ) -> anyhow::Result<()> {
-        let api: Api<Event> = Api::namespaced(env.client().await, &self.namespace);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while acted_on(&self.events, &[reason]).len() < objects && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            self.events = interesting_events(&api).await?;
+        let enough = |events: &[EventRow]| acted_on(events, &[reason]).len() >= objects;
+        if !enough(&self.events) {
+            let api: Api<Event> = Api::namespaced(env.client().await, &self.namespace);
+            let events = std::mem::take(&mut self.events);
+            self.events = reread_events(&api, events, |_, now| enough(now)).await?;
         }
         Ok(())
     }
@@ -603,7 +603,7 @@ fn resized_original(pod: &Pod, original: &BTreeSet<String>, scenario: &Scenario)
 /// VPA's `InPlaceResizedByVPA` and two readings a second apart agree (30 s at most).
 async fn trailing_events(
     api: &Api<Event>,
-    mut events: Vec<EventRow>,
+    events: Vec<EventRow>,
     live: &[Pod],
     original: &BTreeSet<String>,
     scenario: &Scenario,
@@ -613,15 +613,27 @@ async fn trailing_events(
         .filter(|p| resized_original(p, original, scenario))
         .filter_map(|p| p.metadata.name.as_deref())
         .collect();
+    reread_events(api, events, |before, now| {
+        let told = acted_on(now, &["InPlaceResizedByVPA"]);
+        resized.iter().all(|name| told.contains_key(name)) && before == now
+    })
+    .await
+}
+
+/// Reads the namespace's Events again each second until `done(previous reading, this one)` holds,
+/// for 30 s at most; the last reading either way.
+async fn reread_events(
+    api: &Api<Event>,
+    mut events: Vec<EventRow>,
+    done: impl Fn(&[EventRow], &[EventRow]) -> bool,
+) -> anyhow::Result<Vec<EventRow>> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let again = interesting_events(api).await?;
-        let told = acted_on(&again, &["InPlaceResizedByVPA"]);
-        let accounted = resized.iter().all(|name| told.contains_key(name));
-        let quiet = again == events;
+        let stop = done(&events, &again) || Instant::now() >= deadline;
         events = again;
-        if (accounted && quiet) || Instant::now() >= deadline {
+        if stop {
             return Ok(events);
         }
     }
